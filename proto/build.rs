@@ -1,0 +1,34 @@
+//! Compiles `proto/readerd/v1/*.proto` with the vendored `protoc` (no system protoc needed),
+//! then generates the proto3 JSON mapping (serde) for every message with pbjson.
+
+use std::path::PathBuf;
+
+const PROTOS: &[&str] = &[
+    "proto/readerd/v1/data_service.proto",
+    "proto/readerd/v1/dataset_spec.proto",
+    "proto/readerd/v1/tensor.proto",
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto");
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let descriptor_path = out.join("readerd_v1.bin");
+
+    let mut config = prost_build::Config::new();
+    config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    // Maps as BTreeMap: the canonical encoding of a spec (its fingerprint) must not
+    // depend on hash order.
+    config.btree_map(["."]);
+    // Payloads as `bytes::Bytes`: decoding and re-sending a record does not copy it.
+    config.bytes(["."]);
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(&descriptor_path)
+        .compile_with_config(config, PROTOS, &["proto"])?;
+
+    let descriptors = std::fs::read(&descriptor_path)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptors)?
+        .btree_map(["."])
+        .build(&[".readerd"])?;
+    Ok(())
+}

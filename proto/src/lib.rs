@@ -1,0 +1,57 @@
+//! readerd's wire contract, generated from `proto/readerd/v1/*.proto`.
+//!
+//! - [`v1`]: the `readerd.v1` messages, the `DataService` client and server, and the
+//!   proto3 JSON mapping (serde) of every message: `SPEC.json` files are
+//!   `serde_json::from_str::<v1::DatasetSpec>`.
+//! - [`v1::FILE_DESCRIPTOR_SET`]: for gRPC server reflection.
+//!
+//! This is the only crate that runs code generation. Import it as
+//! `use readerd_proto::v1 as pb;` so the wire boundary stays visible at call sites.
+
+pub mod v1 {
+    #![allow(clippy::all, clippy::pedantic, missing_docs)]
+    tonic::include_proto!("readerd.v1");
+    include!(concat!(env!("OUT_DIR"), "/readerd.v1.serde.rs"));
+
+    /// The encoded `FileDescriptorSet` of readerd.v1, for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("readerd_v1");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::v1 as pb;
+
+    #[test]
+    fn spec_json_uses_design_field_names() {
+        let json = r#"{
+          "source": {"files": ["a/*.tfrecord"], "format": "FIXED_LENGTH", "compression": "GZIP",
+                     "headerBytes": "5", "recordBytes": 4, "hopBytes": 3},
+          "decoder": {"csv": {"columns": [{"name": "x", "dtype": "FLOAT32",
+                                           "default": {"floatValues": ["NaN", -0.0, "Infinity"]}}]}},
+          "pipeline": {"seed": 42, "numEpochs": -1, "batchSize": 8, "onError": "SKIP",
+                       "shuffle": {"bufferSize": 16}}
+        }"#;
+        let spec: pb::DatasetSpec = serde_json::from_str(json).unwrap();
+        let source = spec.source.unwrap();
+        assert_eq!(source.format(), pb::Format::FixedLength);
+        assert_eq!(source.compression(), pb::Compression::Gzip);
+        assert_eq!((source.header_bytes, source.record_bytes, source.hop_bytes), (5, 4, 3));
+        let Some(pb::decoder::Kind::Csv(csv)) = spec.decoder.unwrap().kind else {
+            panic!("csv decoder expected")
+        };
+        let floats = &csv.columns[0].default.as_ref().unwrap().float_values;
+        assert!(floats[0].is_nan());
+        assert!(floats[1] == 0.0 && floats[1].is_sign_negative());
+        assert_eq!(floats[2], f64::INFINITY);
+        assert_eq!(csv.field_delim, None);
+        let pipeline = spec.pipeline.unwrap();
+        assert_eq!((pipeline.num_epochs, pipeline.batch_size), (-1, 8));
+        assert_eq!(pipeline.on_error(), pb::OnError::Skip);
+    }
+
+    #[test]
+    fn unknown_spec_fields_are_rejected() {
+        let err = serde_json::from_str::<pb::DatasetSpec>(r#"{"source": {"filez": []}}"#);
+        assert!(err.is_err());
+    }
+}

@@ -1,1 +1,3 @@
+pub mod error;
 pub mod format;
+pub mod source;

@@ -1,0 +1,73 @@
+//! `ServeError`, the server layer's one error type, and its one mapping to gRPC status.
+
+use std::sync::Arc;
+
+use crate::source::SourceError;
+
+pub type Result<T, E = ServeError> = std::result::Result<T, E>;
+
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Reading the files failed (shared: a failed reader reports it to every caller).
+    #[error(transparent)]
+    Source(Arc<SourceError>),
+    #[error("invalid spec: {0}")]
+    InvalidSpec(String),
+    #[error("invalid request: {0}")]
+    InvalidArgument(String),
+    #[error("{0} is not implemented yet")]
+    Unimplemented(String),
+    #[error("reader {0} not found")]
+    ReaderNotFound(String),
+    #[error("reader {name} exists with spec {existing}; the request's spec is {requested}")]
+    SpecMismatch { name: String, existing: String, requested: String },
+    #[error("reader {0} was deleted")]
+    ReaderDeleted(String),
+    #[error("server is shutting down")]
+    ShuttingDown,
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<SourceError> for ServeError {
+    fn from(err: SourceError) -> Self {
+        ServeError::Source(Arc::new(err))
+    }
+}
+
+impl ServeError {
+    pub fn code(&self) -> tonic::Code {
+        use tonic::Code;
+        match self {
+            ServeError::Source(err) => match err.as_ref() {
+                SourceError::Format { source, .. } if source.is_data_loss() => Code::DataLoss,
+                SourceError::Format { .. } | SourceError::BadPattern { .. } => Code::InvalidArgument,
+                SourceError::Open { source, .. } => match source.kind() {
+                    std::io::ErrorKind::NotFound => Code::NotFound,
+                    std::io::ErrorKind::PermissionDenied => Code::PermissionDenied,
+                    _ => Code::Internal,
+                },
+                SourceError::Read { .. } => Code::Internal,
+                SourceError::OutsideDataRoots { .. } => Code::PermissionDenied,
+                SourceError::NoMatch { .. } => Code::NotFound,
+            },
+            ServeError::InvalidSpec(_) | ServeError::InvalidArgument(_) => Code::InvalidArgument,
+            ServeError::Unimplemented(_) => Code::Unimplemented,
+            ServeError::ReaderNotFound(_) => Code::NotFound,
+            ServeError::SpecMismatch { .. } => Code::FailedPrecondition,
+            ServeError::ReaderDeleted(_) => Code::Aborted,
+            ServeError::ShuttingDown => Code::Unavailable,
+            ServeError::Internal(_) => Code::Internal,
+        }
+    }
+}
+
+impl From<ServeError> for tonic::Status {
+    fn from(err: ServeError) -> Self {
+        let code = err.code();
+        if code == tonic::Code::Internal {
+            tracing::error!(error = %err, "internal error"); // logged once, here
+        }
+        tonic::Status::new(code, err.to_string())
+    }
+}

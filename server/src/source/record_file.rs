@@ -1,0 +1,165 @@
+//! Drives a framer over one file: reads (and decompresses) the file into a buffer, hands
+//! the framer windows of it, and cuts records out of the buffer without copying them.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use super::compression::{Compression, Inflate, InflateError};
+use super::{DataFile, Record, SourceError};
+use crate::format::{FormatConfig, FormatError, Framed, Framer, Position, RecordBytes, WorkUnit};
+
+/// Bytes read from the file at a time. Records are slices of these reads.
+const READ_CHUNK: usize = 256 * 1024;
+
+enum ByteStream {
+    Plain(File),
+    Inflate(Box<Inflate<File>>),
+}
+
+impl ByteStream {
+    fn read(&mut self, out: &mut [u8]) -> Result<usize, InflateError> {
+        match self {
+            ByteStream::Plain(file) => Ok(file.read(out)?),
+            ByteStream::Inflate(inflate) => inflate.read(out),
+        }
+    }
+}
+
+/// One file being read record by record.
+pub struct RecordFile {
+    name: Arc<str>,
+    stream: ByteStream,
+    compressed: bool,
+    framer: Box<dyn Framer>,
+    /// Read but not yet consumed bytes: the framer's window.
+    window: BytesMut,
+    at_eof: bool,
+}
+
+impl RecordFile {
+    /// Opens `file` positioned at `position` (the start when `None`).
+    pub fn open(
+        file: &DataFile,
+        compression: Compression,
+        format: &FormatConfig,
+        max_record_bytes: u64,
+        position: Option<Position>,
+    ) -> Result<Self, SourceError> {
+        let open_error = |source| SourceError::Open { file: file.name.to_string(), source };
+        let mut handle = File::open(&file.path).map_err(open_error)?;
+        let compressed = compression != Compression::None;
+        let len = if compressed { None } else { Some(handle.metadata().map_err(open_error)?.len()) };
+        let mut framer = format.framer(&WorkUnit { name: &file.name, len }, max_record_bytes);
+        let mut skip = 0;
+        if let Some(position) = position {
+            framer.seek(position);
+            if compressed {
+                skip = position.offset;
+            } else {
+                handle.seek(SeekFrom::Start(position.offset)).map_err(open_error)?;
+            }
+        }
+        let stream = if compressed {
+            ByteStream::Inflate(Box::new(Inflate::new(handle, compression)))
+        } else {
+            ByteStream::Plain(handle)
+        };
+        let mut record_file = Self {
+            name: file.name.clone(),
+            stream,
+            compressed,
+            framer,
+            window: BytesMut::new(),
+            at_eof: false,
+        };
+        record_file.skip_decompressed(skip)?;
+        Ok(record_file)
+    }
+
+    /// The next record, or `None` at the end of the file.
+    pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
+        loop {
+            let framed = self.framer.frame(&self.window, self.at_eof).map_err(|err| self.format_error(err))?;
+            match framed {
+                Framed::Record { key, bytes, consume } => {
+                    let value = match bytes {
+                        RecordBytes::Span(span) if span.end <= consume => {
+                            self.window.split_to(consume).freeze().slice(span)
+                        }
+                        RecordBytes::Span(span) => {
+                            // Overlapping records (classic fixed-length hop): copy.
+                            let value = Bytes::copy_from_slice(&self.window[span]);
+                            self.window.advance(consume);
+                            value
+                        }
+                        RecordBytes::Owned(value) => {
+                            self.window.advance(consume);
+                            Bytes::from(value)
+                        }
+                    };
+                    return Ok(Some(Record { file: self.name.clone(), key, value }));
+                }
+                Framed::Skip { consume } => self.window.advance(consume),
+                Framed::NeedMore { at_least } => self.fill(at_least)?,
+                Framed::End => return Ok(None),
+            }
+        }
+    }
+
+    /// Where the next record starts.
+    pub fn position(&self) -> Position {
+        self.framer.position()
+    }
+
+    /// Reads until the window holds `at_least` bytes or the stream ends. The buffer grows
+    /// by what is actually read, never by a length the file claims.
+    fn fill(&mut self, at_least: usize) -> Result<(), SourceError> {
+        while self.window.len() < at_least && !self.at_eof {
+            let filled = self.window.len();
+            self.window.resize(filled + READ_CHUNK, 0);
+            let read = self.stream.read(&mut self.window[filled..]);
+            let n = match read {
+                Ok(n) => n,
+                Err(err) => {
+                    self.window.truncate(filled);
+                    return Err(self.read_error(err));
+                }
+            };
+            self.window.truncate(filled + n);
+            self.at_eof = n == 0;
+        }
+        Ok(())
+    }
+
+    /// Decompresses and drops the first `bytes` bytes (resuming inside a compressed file).
+    fn skip_decompressed(&mut self, mut bytes: u64) -> Result<(), SourceError> {
+        let mut scratch = vec![0u8; READ_CHUNK.min(bytes as usize)];
+        while bytes > 0 {
+            let want = scratch.len().min(bytes as usize);
+            let n = self.stream.read(&mut scratch[..want]).map_err(|err| self.read_error(err))?;
+            if n == 0 {
+                return Err(self.format_error(FormatError::Truncated { offset: bytes, compressed: true }));
+            }
+            bytes -= n as u64;
+        }
+        Ok(())
+    }
+
+    fn format_error(&self, mut error: FormatError) -> SourceError {
+        if let FormatError::Truncated { compressed, .. } = &mut error {
+            *compressed = self.compressed;
+        }
+        SourceError::Format { file: self.name.to_string(), source: error }
+    }
+
+    fn read_error(&self, error: InflateError) -> SourceError {
+        match error {
+            InflateError::Format(error) => self.format_error(error),
+            InflateError::Io(source) => SourceError::Read { file: self.name.to_string(), source },
+        }
+    }
+}
+

@@ -1,3 +1,34 @@
+//! readerd: named, shared reader resources that frame training records from files,
+//! exactly as TensorFlow's readers do, and stream them to trainers over gRPC.
+//!
+//! # Layout: the path of a record
+//!
+//! - [`format`]: framing, bytes → records (TFRecord, fixed length, text lines). No I/O,
+//!   no tokio: each format is a [`format::Framer`] over byte windows.
+//! - [`source`]: files → bytes: data roots, GZIP/ZLIB, the driver that feeds framers and
+//!   slices records out of its read buffer without copying. Blocking I/O.
+//! - [`spec`]: a `pb::DatasetSpec` checked into the settings the server acts on.
+//! - [`reader`]: a reader resource: one iterator (epochs, batches) shared by its streams,
+//!   with TensorFlow's counters.
+//! - [`registry`]: the readers by `(container, shared_name)`.
+//! - [`element`]: records → `pb::Element` for the wire.
+//! - [`grpc`]: the thin `DataService` handlers and the per-stream task that hands
+//!   elements to a trainer.
+//! - [`error`]: `ServeError` and its one mapping to gRPC status codes.
+//! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
+
+pub mod config;
+pub mod element;
 pub mod error;
 pub mod format;
+pub mod grpc;
+pub mod reader;
+pub mod registry;
+pub mod server;
+pub mod shutdown;
 pub mod source;
+pub mod spec;
+pub mod telemetry;
+
+pub use config::Config;
+pub use server::run;

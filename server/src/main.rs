@@ -1,1 +1,37 @@
-fn main(){}
+//! The `readerd` binary: parse the configuration, bind, serve until SIGINT/SIGTERM.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use readerd_server::{Config, shutdown, telemetry};
+
+fn main() -> ExitCode {
+    let config = Config::parse();
+    telemetry::init(config.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("readerd: cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        // Scripts and tests wait for this line to learn the port.
+        println!("listening on {}", listener.local_addr()?);
+        let grace = config.shutdown_grace;
+        let shutdown = async move {
+            shutdown::signal_received().await;
+            tokio::spawn(shutdown::exit_after(grace));
+        };
+        readerd_server::run(listener, config, shutdown).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = format!("{err:#}"), "readerd failed");
+            eprintln!("readerd: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! `DataService`: the gRPC handlers. Thin: each turns a request into calls on the
+//! registry and readers (blocking work on blocking threads) and the result into a reply.
+
+use std::sync::Arc;
+
+use readerd_proto::v1 as pb;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+use crate::element::raw_element;
+use crate::error::{Result, ServeError};
+use crate::reader::{Reader, ReaderStats};
+use crate::registry::ReaderRegistry;
+
+/// Elements a stream reads in one blocking step, and the payload bytes that end a step early.
+const CHUNK_ELEMENTS: usize = 256;
+const CHUNK_BYTES: usize = 4 << 20;
+/// Records one `ReadUpTo` call may ask for.
+const MAX_READ_UP_TO: i64 = 1 << 16;
+
+pub struct DataService {
+    registry: ReaderRegistry,
+    /// Cancelled when the server shuts down: streams end with UNAVAILABLE.
+    drain: CancellationToken,
+    stream_buffer: usize,
+}
+
+impl DataService {
+    pub fn new(registry: ReaderRegistry, drain: CancellationToken, stream_buffer: usize) -> Self {
+        Self { registry, drain, stream_buffer: stream_buffer.max(1) }
+    }
+
+    /// Runs `work` (registry and file-system calls) on a blocking thread.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(ReaderRegistry) -> Result<T> + Send + 'static,
+    ) -> Result<T, Status> {
+        let registry = self.registry.clone();
+        let result = tokio::task::spawn_blocking(move || work(registry))
+            .await
+            .map_err(|err| ServeError::Internal(format!("blocking task failed: {err}")))?;
+        Ok(result?)
+    }
+}
+
+fn names(reader: Option<pb::ReaderRef>) -> (String, String) {
+    let reader = reader.unwrap_or_default();
+    (reader.container, reader.shared_name)
+}
+
+fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
+    pb::ReaderStats {
+        records_produced: stats.records_produced as i64,
+        work_units_completed: stats.work_units_completed as i64,
+        elements_produced: stats.elements_produced as i64,
+        active_streams: stats.active_streams as i64,
+    }
+}
+
+fn info_to_pb(container: String, shared_name: String, reader: &Reader, created: bool) -> pb::ReaderInfo {
+    pb::ReaderInfo {
+        reader: Some(pb::ReaderRef { container, shared_name }),
+        fingerprint: reader.spec().fingerprint.clone(),
+        created,
+        stats: Some(stats_to_pb(reader.stats())),
+        spec: Some(reader.spec().proto.clone()),
+    }
+}
+
+type ReadStream = ReceiverStream<Result<pb::ReadResponse, Status>>;
+
+#[tonic::async_trait]
+impl pb::data_service_server::DataService for DataService {
+    type ReadStream = ReadStream;
+
+    async fn lookup_or_create_reader(
+        &self,
+        request: Request<pb::LookupOrCreateReaderRequest>,
+    ) -> Result<Response<pb::ReaderInfo>, Status> {
+        let request = request.into_inner();
+        let (container, shared_name) = names(request.reader);
+        let info = self
+            .blocking(move |registry| {
+                let (reader, created) = registry.lookup_or_create(&container, &shared_name, request.spec)?;
+                Ok(info_to_pb(container, shared_name, &reader, created))
+            })
+            .await?;
+        Ok(Response::new(info))
+    }
+
+    #[tracing::instrument(skip_all, fields(container, shared_name))]
+    async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<ReadStream>, Status> {
+        let request = request.into_inner();
+        let (container, shared_name) = names(request.reader);
+        tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
+        let reader = self
+            .blocking(move |registry| {
+                if shared_name.is_empty() {
+                    registry.private(request.spec)
+                } else {
+                    Ok(registry.lookup_or_create(&container, &shared_name, request.spec)?.0)
+                }
+            })
+            .await?;
+        let (element_tx, element_rx) = mpsc::channel(self.stream_buffer);
+        tokio::spawn(stream_elements(reader, element_tx, self.drain.clone()));
+        Ok(Response::new(ReceiverStream::new(element_rx)))
+    }
+
+    async fn read_up_to(&self, request: Request<pb::ReadUpToRequest>) -> Result<Response<pb::ReadUpToResponse>, Status> {
+        let request = request.into_inner();
+        if !(1..=MAX_READ_UP_TO).contains(&request.max_records) {
+            return Err(ServeError::InvalidArgument(format!("max_records must be in 1..={MAX_READ_UP_TO}")).into());
+        }
+        let (container, shared_name) = names(request.reader);
+        let (records, end_of_data) = self
+            .blocking(move |registry| registry.get(&container, &shared_name)?.read_up_to(request.max_records as usize))
+            .await?;
+        Ok(Response::new(pb::ReadUpToResponse {
+            keys: records.iter().map(|r| r.key_string()).collect(),
+            values: records.into_iter().map(|r| r.value).collect(),
+            end_of_data,
+        }))
+    }
+
+    async fn get_reader_stats(&self, request: Request<pb::GetReaderStatsRequest>) -> Result<Response<pb::ReaderStats>, Status> {
+        let (container, shared_name) = names(request.into_inner().reader);
+        let reader = self.registry.get(&container, &shared_name)?;
+        Ok(Response::new(stats_to_pb(reader.stats())))
+    }
+
+    async fn reset_reader(&self, request: Request<pb::ResetReaderRequest>) -> Result<Response<pb::ReaderStats>, Status> {
+        let (container, shared_name) = names(request.into_inner().reader);
+        let reader = self.registry.get(&container, &shared_name)?;
+        reader.reset();
+        Ok(Response::new(stats_to_pb(reader.stats())))
+    }
+
+    async fn delete_reader(&self, request: Request<pb::DeleteReaderRequest>) -> Result<Response<pb::DeleteReaderResponse>, Status> {
+        let (container, shared_name) = names(request.into_inner().reader);
+        self.registry.delete(&container, &shared_name)?;
+        Ok(Response::new(pb::DeleteReaderResponse {}))
+    }
+
+    async fn list_readers(&self, request: Request<pb::ListReadersRequest>) -> Result<Response<pb::ListReadersResponse>, Status> {
+        let container = request.into_inner().container;
+        let readers = self
+            .registry
+            .list(&container)
+            .into_iter()
+            .map(|(name, reader)| info_to_pb(container.clone(), name, &reader, false))
+            .collect();
+        Ok(Response::new(pb::ListReadersResponse { readers }))
+    }
+
+    async fn reset_container(&self, request: Request<pb::ResetContainerRequest>) -> Result<Response<pb::ResetContainerResponse>, Status> {
+        let released = self.registry.reset_container(&request.into_inner().container);
+        Ok(Response::new(pb::ResetContainerResponse { readers_released: released as i64 }))
+    }
+}
+
+/// Feeds one stream: reads chunks of elements on a blocking thread and sends them, until
+/// the end of the sequence, an error, the trainer going away, the reader being deleted
+/// or the server draining. The bounded channel is the backpressure: a slow trainer makes
+/// this task wait, and a trainer that disconnects stops the reading.
+async fn stream_elements(
+    reader: Arc<Reader>,
+    element_tx: mpsc::Sender<Result<pb::ReadResponse, Status>>,
+    drain: CancellationToken,
+) {
+    let _attached = reader.attach_stream();
+    let batched = reader.spec().batch_size > 0;
+    let mut seq: i64 = 0;
+    loop {
+        if element_tx.is_closed() {
+            tracing::debug!(reader = reader.name(), seq, "trainer went away");
+            return;
+        }
+        // Not raced against anything: elements taken from a shared reader must be sent.
+        let chunk_reader = reader.clone();
+        let chunk = match tokio::task::spawn_blocking(move || chunk_reader.next_chunk(CHUNK_ELEMENTS, CHUNK_BYTES)).await {
+            Ok(chunk) => chunk,
+            Err(err) => {
+                let _ = element_tx.send(Err(ServeError::Internal(format!("reading failed: {err}")).into())).await;
+                return;
+            }
+        };
+        for records in chunk.elements {
+            let element = raw_element(seq, records, batched);
+            seq += 1;
+            let response = pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) };
+            let sent = tokio::select! {
+                sent = element_tx.send(Ok(response)) => sent.is_ok(),
+                _ = reader.released() => false,
+                _ = drain.cancelled() => false,
+            };
+            if !sent {
+                break;
+            }
+        }
+        let last: Option<Result<pb::ReadResponse, Status>> = if reader.is_released() {
+            Some(Err(ServeError::ReaderDeleted(reader.name().to_owned()).into()))
+        } else if drain.is_cancelled() {
+            Some(Err(ServeError::ShuttingDown.into()))
+        } else if let Some(err) = chunk.error {
+            tracing::warn!(reader = reader.name(), error = %err, "stream failed");
+            Some(Err(err.into()))
+        } else if chunk.end_of_sequence {
+            let end = pb::EndOfSequence { after_seq: seq - 1 };
+            Some(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }))
+        } else {
+            None
+        };
+        if let Some(last) = last {
+            let _ = element_tx.send(last).await;
+            return;
+        }
+    }
+}

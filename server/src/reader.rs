@@ -1,0 +1,254 @@
+//! A reader resource: one iterator over a spec's files, shared by every stream and
+//! `ReadUpTo` call that names it, with TensorFlow's reader counters.
+//!
+//! Reading is blocking work: call [`Reader::next_chunk`] and [`Reader::read_up_to`] from
+//! blocking threads. The iterator sits behind a mutex, so each element (a record or a
+//! batch) goes to exactly one caller.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Result, ServeError};
+use crate::source::{DataFile, DataRoots, Record, SourceConfig, SourceCursor};
+use crate::spec::ReaderSpec;
+
+/// What a chunk of reading produced.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    /// Elements in order; each is one record, or a batch of records.
+    pub elements: Vec<Vec<Record>>,
+    /// Set when the reader failed after (or instead of) `elements`.
+    pub error: Option<ServeError>,
+    /// Set when the reader has no more elements.
+    pub end_of_sequence: bool,
+}
+
+/// Counters, as TensorFlow's reader ops and readerd's stats report them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReaderStats {
+    pub records_produced: u64,
+    pub work_units_completed: u64,
+    pub elements_produced: u64,
+    pub active_streams: u64,
+}
+
+pub struct Reader {
+    /// `container/shared_name`, for messages.
+    name: String,
+    spec: ReaderSpec,
+    files: Arc<[DataFile]>,
+    source: Arc<SourceConfig>,
+    state: Mutex<ReaderState>,
+    active_streams: AtomicI64,
+    /// Cancelled when the reader is deleted: its streams end.
+    released: CancellationToken,
+}
+
+struct ReaderState {
+    cursor: SourceCursor,
+    /// Epochs started, from 1.
+    epoch: u64,
+    records_in_epoch: u64,
+    records_produced: u64,
+    /// Files completed in earlier epochs.
+    work_units_before: u64,
+    elements_produced: u64,
+    /// A reader that failed keeps failing the same way until it is reset: no stream
+    /// silently skips past a bad record.
+    failed: Option<ServeError>,
+    finished: bool,
+}
+
+/// The next step of the record sequence across epochs.
+enum Next {
+    Record(Record),
+    EndOfEpoch,
+    End,
+}
+
+impl Reader {
+    /// Resolves the spec's files (blocking: file-system lookups) and makes a reader at the
+    /// first record.
+    pub fn open(name: String, spec: ReaderSpec, roots: &DataRoots) -> Result<Self> {
+        let mut files = Vec::new();
+        for pattern in &spec.patterns {
+            files.extend(roots.resolve(pattern)?);
+        }
+        let files: Arc<[DataFile]> = files.into();
+        let source = Arc::new(spec.source.clone());
+        let state = ReaderState::new(SourceCursor::new(files.clone(), source.clone()));
+        Ok(Self {
+            name,
+            spec,
+            files,
+            source,
+            state: Mutex::new(state),
+            active_streams: AtomicI64::new(0),
+            released: CancellationToken::new(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn spec(&self) -> &ReaderSpec {
+        &self.spec
+    }
+
+    /// Up to `max_elements` elements (stopping early once `max_bytes` of payload are
+    /// gathered), the reader's failure, or the end of the sequence.
+    pub fn next_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
+        let mut state = self.lock();
+        let mut chunk = Chunk::default();
+        let mut bytes = 0;
+        let batch_size = self.spec.batch_size.max(1);
+        while chunk.elements.len() < max_elements && bytes < max_bytes {
+            let mut batch = Vec::with_capacity(batch_size.min(1024));
+            let mut last_of_sequence = false;
+            while batch.len() < batch_size {
+                match state.next(&self.spec, &self.files, &self.source) {
+                    Ok(Next::Record(record)) => {
+                        bytes += record.value.len();
+                        batch.push(record);
+                    }
+                    Ok(Next::EndOfEpoch) if batch.is_empty() => continue,
+                    Ok(Next::EndOfEpoch) => break,
+                    Ok(Next::End) => {
+                        last_of_sequence = true;
+                        break;
+                    }
+                    Err(err) => {
+                        chunk.error = Some(err);
+                        return chunk;
+                    }
+                }
+            }
+            let whole = batch.len() == batch_size || !self.spec.drop_remainder;
+            if !batch.is_empty() && whole {
+                state.elements_produced += 1;
+                chunk.elements.push(batch);
+            }
+            if last_of_sequence {
+                chunk.end_of_sequence = true;
+                break;
+            }
+        }
+        chunk
+    }
+
+    /// The classic reader verb: up to `max_records` raw records, ignoring batching, and
+    /// whether the reader has reached its end.
+    pub fn read_up_to(&self, max_records: usize) -> Result<(Vec<Record>, bool)> {
+        let mut state = self.lock();
+        let mut records = Vec::new();
+        while records.len() < max_records {
+            match state.next(&self.spec, &self.files, &self.source)? {
+                Next::Record(record) => records.push(record),
+                Next::EndOfEpoch => {}
+                Next::End => return Ok((records, true)),
+            }
+        }
+        Ok((records, state.finished))
+    }
+
+    pub fn stats(&self) -> ReaderStats {
+        let state = self.lock();
+        ReaderStats {
+            records_produced: state.records_produced,
+            work_units_completed: state.work_units_before + state.cursor.files_completed(),
+            elements_produced: state.elements_produced,
+            active_streams: self.active_streams.load(Ordering::Relaxed).max(0) as u64,
+        }
+    }
+
+    /// Back to the first record of the first epoch, counters zeroed.
+    pub fn reset(&self) {
+        *self.lock() = ReaderState::new(SourceCursor::new(self.files.clone(), self.source.clone()));
+    }
+
+    /// Ends every stream of this reader (it was deleted).
+    pub fn release(&self) {
+        self.released.cancel();
+    }
+
+    /// Resolves once the reader is released.
+    pub fn released(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.released.cancelled()
+    }
+
+    pub fn is_released(&self) -> bool {
+        self.released.is_cancelled()
+    }
+
+    /// Counts a stream as attached until the guard drops.
+    pub fn attach_stream(self: &Arc<Self>) -> StreamGuard {
+        self.active_streams.fetch_add(1, Ordering::Relaxed);
+        StreamGuard(self.clone())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ReaderState> {
+        // A panic while reading leaves the state as it was before the record: go on.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+pub struct StreamGuard(Arc<Reader>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.active_streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl ReaderState {
+    fn new(cursor: SourceCursor) -> Self {
+        Self {
+            cursor,
+            epoch: 1,
+            records_in_epoch: 0,
+            records_produced: 0,
+            work_units_before: 0,
+            elements_produced: 0,
+            failed: None,
+            finished: false,
+        }
+    }
+
+    fn next(&mut self, spec: &ReaderSpec, files: &Arc<[DataFile]>, source: &Arc<SourceConfig>) -> Result<Next> {
+        if let Some(err) = &self.failed {
+            return Err(err.clone());
+        }
+        if self.finished {
+            return Ok(Next::End);
+        }
+        match self.cursor.next_record() {
+            Ok(Some(record)) => {
+                self.records_produced += 1;
+                self.records_in_epoch += 1;
+                Ok(Next::Record(record))
+            }
+            Ok(None) => {
+                // An epoch without records ends a forever-repeating sequence too, as
+                // TensorFlow's repeat() of an empty dataset does.
+                let more = spec.num_epochs.is_none_or(|n| self.epoch < n) && self.records_in_epoch > 0;
+                if !more {
+                    self.finished = true;
+                    return Ok(Next::End);
+                }
+                self.work_units_before += self.cursor.files_completed();
+                self.cursor = SourceCursor::new(files.clone(), source.clone());
+                self.epoch += 1;
+                self.records_in_epoch = 0;
+                Ok(Next::EndOfEpoch)
+            }
+            Err(err) => {
+                let err = ServeError::from(err);
+                self.failed = Some(err.clone());
+                Err(err)
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! `ReaderRegistry`: the named reader resources, keyed by `(container, shared_name)` as
+//! TensorFlow's resource manager keys them. Cloning is an `Arc` bump.
+//!
+//! Creating a reader resolves its files: blocking work, so call `lookup_or_create` and
+//! `private` from blocking threads.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use readerd_proto::v1 as pb;
+
+use crate::error::{Result, ServeError};
+use crate::reader::Reader;
+use crate::source::DataRoots;
+use crate::spec::{self, ReaderSpec};
+
+const MAX_NAME_BYTES: usize = 512;
+
+type ReaderKey = (String, String);
+
+#[derive(Clone)]
+pub struct ReaderRegistry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    readers: RwLock<BTreeMap<ReaderKey, Arc<Reader>>>,
+    roots: DataRoots,
+    max_record_bytes: u64,
+}
+
+fn display_name(container: &str, shared_name: &str) -> String {
+    format!("{container}/{shared_name}")
+}
+
+impl ReaderRegistry {
+    pub fn new(roots: DataRoots, max_record_bytes: u64) -> Self {
+        Self { inner: Arc::new(Inner { readers: RwLock::default(), roots, max_record_bytes }) }
+    }
+
+    /// The reader `container/shared_name`; created from `spec` when absent (then the
+    /// flag is true). With a spec that differs from the existing reader's:
+    /// `FAILED_PRECONDITION` naming both fingerprints.
+    pub fn lookup_or_create(
+        &self,
+        container: &str,
+        shared_name: &str,
+        spec: Option<pb::DatasetSpec>,
+    ) -> Result<(Arc<Reader>, bool)> {
+        if shared_name.is_empty() {
+            return Err(ServeError::InvalidArgument("shared_name is empty (use a private read)".into()));
+        }
+        if container.len() > MAX_NAME_BYTES || shared_name.len() > MAX_NAME_BYTES {
+            return Err(ServeError::InvalidArgument(format!("names are limited to {MAX_NAME_BYTES} bytes")));
+        }
+        let key = (container.to_owned(), shared_name.to_owned());
+        let requested = spec.as_ref().map(spec::fingerprint);
+        if let Some(existing) = self.read_lock().get(&key) {
+            check_same_spec(existing, requested.as_deref())?;
+            return Ok((existing.clone(), false));
+        }
+        let name = display_name(container, shared_name);
+        let spec = spec.ok_or_else(|| ServeError::ReaderNotFound(name.clone()))?;
+        let reader = Arc::new(self.open(name, spec)?);
+        let mut readers = self.inner.readers.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = readers.get(&key) {
+            // Created by a concurrent call while the files were resolved.
+            check_same_spec(existing, requested.as_deref())?;
+            return Ok((existing.clone(), false));
+        }
+        readers.insert(key, reader.clone());
+        Ok((reader, true))
+    }
+
+    /// A reader for one stream, in no container.
+    pub fn private(&self, spec: Option<pb::DatasetSpec>) -> Result<Arc<Reader>> {
+        let spec = spec.ok_or_else(|| ServeError::InvalidArgument("a private read (empty shared_name) needs a spec".into()))?;
+        Ok(Arc::new(self.open("(private)".into(), spec)?))
+    }
+
+    pub fn get(&self, container: &str, shared_name: &str) -> Result<Arc<Reader>> {
+        self.read_lock()
+            .get(&(container.to_owned(), shared_name.to_owned()))
+            .cloned()
+            .ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))
+    }
+
+    /// Releases a reader: it leaves the registry and its streams end.
+    pub fn delete(&self, container: &str, shared_name: &str) -> Result<()> {
+        let removed = self.write_lock().remove(&(container.to_owned(), shared_name.to_owned()));
+        let reader = removed.ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))?;
+        reader.release();
+        Ok(())
+    }
+
+    /// The readers of a container, by name.
+    pub fn list(&self, container: &str) -> Vec<(String, Arc<Reader>)> {
+        self.read_lock()
+            .iter()
+            .filter(|((c, _), _)| c == container)
+            .map(|((_, name), reader)| (name.clone(), reader.clone()))
+            .collect()
+    }
+
+    /// Releases every reader of a container; returns how many there were.
+    pub fn reset_container(&self, container: &str) -> usize {
+        let mut readers = self.write_lock();
+        let names: Vec<ReaderKey> = readers.keys().filter(|(c, _)| c == container).cloned().collect();
+        for key in &names {
+            if let Some(reader) = readers.remove(key) {
+                reader.release();
+            }
+        }
+        names.len()
+    }
+
+    fn open(&self, name: String, spec: pb::DatasetSpec) -> Result<Reader> {
+        let spec = ReaderSpec::from_proto(spec, self.inner.max_record_bytes)?;
+        Reader::open(name, spec, &self.inner.roots)
+    }
+
+    fn read_lock(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<ReaderKey, Arc<Reader>>> {
+        self.inner.readers.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_lock(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<ReaderKey, Arc<Reader>>> {
+        self.inner.readers.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn check_same_spec(existing: &Reader, requested: Option<&str>) -> Result<()> {
+    match requested {
+        Some(requested) if requested != existing.spec().fingerprint => Err(ServeError::SpecMismatch {
+            name: existing.name().to_owned(),
+            existing: existing.spec().fingerprint.clone(),
+            requested: requested.to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,62 @@
+//! `run`: builds the services (readerd.v1, health, reflection) and serves them on a bound
+//! listener until `shutdown` resolves; then the health service turns NOT_SERVING and open
+//! streams end with UNAVAILABLE before the server returns.
+
+use std::future::Future;
+
+use anyhow::Context;
+use readerd_proto::v1 as pb;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Server;
+
+use crate::config::{Config, StateUrl};
+use crate::grpc::DataService;
+use crate::registry::ReaderRegistry;
+use crate::source::DataRoots;
+
+type DataServiceServer = pb::data_service_server::DataServiceServer<DataService>;
+
+pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    let roots = DataRoots::new(&config.data_roots).with_context(|| format!("data roots {:?}", config.data_roots))?;
+    std::fs::create_dir_all(&config.state_dir)
+        .with_context(|| format!("state directory {}", config.state_dir.display()))?;
+    match config.state_url() {
+        StateUrl::Sqlite(path) => tracing::info!(path = %path.display(), "state store: sqlite (checkpoints are not persisted yet)"),
+        StateUrl::Postgres(_) => tracing::info!("state store: postgres (checkpoints are not persisted yet)"),
+    }
+    let registry = ReaderRegistry::new(roots, config.max_record_bytes);
+    let drain = CancellationToken::new();
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<DataServiceServer>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    // A message holds at least one record, which may be as large as the record limit.
+    let max_message = usize::try_from(config.max_record_bytes).unwrap_or(usize::MAX).saturating_add(1 << 20);
+    let data_service = DataServiceServer::new(DataService::new(registry, drain.clone(), config.stream_buffer))
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message);
+
+    let stop = drain.clone();
+    let on_shutdown = async move {
+        shutdown.await;
+        tracing::info!("shutting down: draining streams");
+        health.set_not_serving::<DataServiceServer>().await;
+        stop.cancel();
+    };
+    tracing::info!(addr = %listener.local_addr()?, roots = ?config.data_roots, "serving");
+    Server::builder()
+        .initial_stream_window_size(Some(16 << 20))
+        .initial_connection_window_size(Some(64 << 20))
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(data_service)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), on_shutdown)
+        .await?;
+    tracing::info!("stopped");
+    Ok(())
+}

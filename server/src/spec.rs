@@ -1,0 +1,180 @@
+//! A dataset spec, checked: `pb::DatasetSpec` in, the settings the server acts on out.
+//! Everything a request can get wrong is found here, before any file is opened.
+
+use readerd_proto::v1 as pb;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Result, ServeError};
+use crate::format::FormatConfig;
+use crate::format::fixed_length::FixedLengthConfig;
+use crate::source::{Compression, SourceConfig};
+
+/// Largest batch a spec may ask for.
+const MAX_BATCH_SIZE: i64 = 1 << 20;
+
+/// A validated dataset spec.
+#[derive(Clone, Debug)]
+pub struct ReaderSpec {
+    /// The spec as given (for listing and comparison).
+    pub proto: pb::DatasetSpec,
+    /// Hex SHA-256 of the spec's canonical encoding (maps sorted, defaults omitted).
+    pub fingerprint: String,
+    /// File names or glob patterns relative to a data root, in order.
+    pub patterns: Vec<String>,
+    pub source: SourceConfig,
+    /// Records per element; 0 = single records.
+    pub batch_size: usize,
+    pub drop_remainder: bool,
+    /// `None`: repeat forever.
+    pub num_epochs: Option<u64>,
+}
+
+/// The canonical fingerprint of a spec: equal for specs that mean the same, whatever
+/// their JSON spelling (key order, defaults written out, empty sections).
+pub fn fingerprint(spec: &pb::DatasetSpec) -> String {
+    let mut canonical = spec.clone();
+    if canonical.decoder.as_ref().is_some_and(|d| d.kind.is_none()) {
+        canonical.decoder = None;
+    }
+    if canonical.pipeline.as_ref().is_some_and(|p| *p == pb::Pipeline::default()) {
+        canonical.pipeline = None;
+    }
+    let digest = Sha256::digest(prost::Message::encode_to_vec(&canonical));
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn invalid(message: impl Into<String>) -> ServeError {
+    ServeError::InvalidSpec(message.into())
+}
+
+fn non_negative(value: i64, field: &str) -> Result<u64> {
+    u64::try_from(value).map_err(|_| invalid(format!("{field} must not be negative, got {value}")))
+}
+
+impl ReaderSpec {
+    pub fn from_proto(proto: pb::DatasetSpec, max_record_bytes: u64) -> Result<Self> {
+        let source = proto.source.as_ref().ok_or_else(|| invalid("source is required"))?;
+        if source.files.is_empty() {
+            return Err(invalid("source.files is empty"));
+        }
+        let format = match source.format() {
+            pb::Format::Tfrecord => FormatConfig::TfRecord,
+            pb::Format::TextLine => FormatConfig::TextLine {
+                skip_header_lines: non_negative(source.skip_header_lines, "source.skipHeaderLines")?,
+            },
+            pb::Format::FixedLength => {
+                let record_bytes = non_negative(source.record_bytes, "source.recordBytes")?;
+                let footer_bytes = non_negative(source.footer_bytes, "source.footerBytes")?;
+                if record_bytes == 0 {
+                    return Err(invalid("source.recordBytes must be positive for FIXED_LENGTH"));
+                }
+                if record_bytes.saturating_add(footer_bytes) > max_record_bytes {
+                    return Err(invalid(format!(
+                        "source.recordBytes + source.footerBytes exceeds the server's limit of {max_record_bytes} bytes"
+                    )));
+                }
+                let hop_bytes = non_negative(source.hop_bytes, "source.hopBytes")?;
+                FormatConfig::FixedLength(FixedLengthConfig {
+                    header_bytes: non_negative(source.header_bytes, "source.headerBytes")?,
+                    record_bytes,
+                    footer_bytes,
+                    hop_bytes: (hop_bytes > 0).then_some(hop_bytes),
+                })
+            }
+            pb::Format::Csv => return Err(ServeError::Unimplemented("the CSV source format".into())),
+            pb::Format::Unspecified => return Err(invalid("source.format is required")),
+        };
+        let compression = match source.compression() {
+            pb::Compression::None => Some(Compression::None),
+            pb::Compression::Gzip => Some(Compression::Gzip),
+            pb::Compression::Zlib => Some(Compression::Zlib),
+            pb::Compression::Auto => None,
+        };
+        if proto.decoder.as_ref().is_some_and(|d| d.kind.is_some()) {
+            return Err(ServeError::Unimplemented("decoders (decoder.*)".into()));
+        }
+        let pipeline = proto.pipeline.clone().unwrap_or_default();
+        let num_epochs = match pipeline.num_epochs {
+            -1 => None,
+            0 => Some(1),
+            n if n > 0 => Some(n as u64),
+            n => return Err(invalid(format!("pipeline.numEpochs must be -1 (forever) or more, got {n}"))),
+        };
+        if !(0..=MAX_BATCH_SIZE).contains(&pipeline.batch_size) {
+            return Err(invalid(format!("pipeline.batchSize must be in 0..={MAX_BATCH_SIZE}")));
+        }
+        let unsupported = [
+            ("pipeline.shuffleFiles", pipeline.shuffle_files),
+            ("pipeline.shard", pipeline.shard.is_some_and(|s| s.count > 1)),
+            ("pipeline.cycleLength", pipeline.cycle_length > 1),
+            ("pipeline.blockLength", pipeline.block_length > 1),
+            ("pipeline.shuffle", pipeline.shuffle.is_some_and(|s| s.buffer_size > 0 || s.global)),
+            ("pipeline.onError SKIP", pipeline.on_error() == pb::OnError::Skip),
+        ];
+        if let Some((field, _)) = unsupported.iter().find(|(_, used)| *used) {
+            return Err(ServeError::Unimplemented((*field).into()));
+        }
+        Ok(Self {
+            fingerprint: fingerprint(&proto),
+            patterns: source.files.clone(),
+            source: SourceConfig { format, compression, max_record_bytes },
+            batch_size: pipeline.batch_size as usize,
+            drop_remainder: pipeline.drop_remainder,
+            num_epochs,
+            proto,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<ReaderSpec> {
+        ReaderSpec::from_proto(serde_json::from_str(json).unwrap(), 1 << 20)
+    }
+
+    #[test]
+    fn maps_the_source_part() {
+        let spec = parse(
+            r#"{"source": {"files": ["a.bin"], "format": "FIXED_LENGTH", "recordBytes": 4, "hopBytes": 2,
+                "compression": "AUTO"}, "pipeline": {"batchSize": 3, "numEpochs": -1}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            spec.source.format,
+            FormatConfig::FixedLength(FixedLengthConfig {
+                header_bytes: 0,
+                record_bytes: 4,
+                footer_bytes: 0,
+                hop_bytes: Some(2)
+            })
+        );
+        assert_eq!((spec.source.compression, spec.batch_size, spec.num_epochs), (None, 3, None));
+    }
+
+    #[test]
+    fn rejects_bad_and_unimplemented_specs_with_the_right_error() {
+        let bad = [
+            r#"{}"#,
+            r#"{"source": {"files": ["a"]}}"#,
+            r#"{"source": {"files": ["a"], "format": "FIXED_LENGTH"}}"#,
+            r#"{"source": {"files": ["a"], "format": "FIXED_LENGTH", "recordBytes": 4000000}}"#,
+            r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "pipeline": {"numEpochs": -2}}"#,
+        ];
+        for json in bad {
+            assert!(matches!(parse(json), Err(ServeError::InvalidSpec(_))), "{json}");
+        }
+        let later = r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "pipeline": {"shuffleFiles": true}}"#;
+        assert!(matches!(parse(later), Err(ServeError::Unimplemented(_))));
+    }
+
+    #[test]
+    fn fingerprint_ignores_map_order_and_spelled_out_defaults() {
+        let a = parse(r#"{"source": {"files": ["a"], "format": "TEXT_LINE", "skipHeaderLines": 0}}"#).unwrap();
+        let b = parse(r#"{"source": {"format": "TEXT_LINE", "files": ["a"]}, "pipeline": {}}"#).unwrap();
+        let c = parse(r#"{"source": {"files": ["b"], "format": "TEXT_LINE"}}"#).unwrap();
+        assert_eq!(a.fingerprint, b.fingerprint);
+        assert_ne!(a.fingerprint, c.fingerprint);
+    }
+}

@@ -1,0 +1,101 @@
+//! Rust client of readerd, and the pieces of `readerctl`.
+//!
+//! - [`Client`]: connects to a server (large messages, wide HTTP/2 windows) and wraps
+//!   the generated `DataService` client;
+//! - [`json`]: tensors and elements in the JSON form of the golden vectors, as
+//!   `readerctl read --output jsonl` prints them;
+//! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`).
+
+pub mod json;
+
+use readerd_proto::v1 as pb;
+use tonic::transport::{Channel, Endpoint};
+
+pub use readerd_proto::v1;
+
+/// Largest message the client accepts: a record may be as large as the server's limit.
+pub const MAX_MESSAGE_BYTES: usize = 512 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("bad server address {addr:?}: {source}")]
+    Address { addr: String, source: tonic::transport::Error },
+    #[error("cannot connect to {addr}: {source}")]
+    Connect { addr: String, source: tonic::transport::Error },
+}
+
+/// A connection to one readerd server. Cloning shares the connection.
+#[derive(Clone, Debug)]
+pub struct Client {
+    service: pb::data_service_client::DataServiceClient<Channel>,
+}
+
+impl Client {
+    /// Connects to `addr` (`http://host:port`; a bare `host:port` means http).
+    pub async fn connect(addr: &str) -> Result<Self, ClientError> {
+        let url = if addr.contains("://") { addr.to_owned() } else { format!("http://{addr}") };
+        let endpoint = Endpoint::from_shared(url.clone())
+            .map_err(|source| ClientError::Address { addr: addr.to_owned(), source })?
+            .initial_stream_window_size(Some(16 << 20))
+            .initial_connection_window_size(Some(64 << 20));
+        let channel = endpoint.connect().await.map_err(|source| ClientError::Connect { addr: url, source })?;
+        Ok(Self::from_channel(channel))
+    }
+
+    pub fn from_channel(channel: Channel) -> Self {
+        let service = pb::data_service_client::DataServiceClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Self { service }
+    }
+
+    /// The generated client, for every call of `readerd.v1.DataService`.
+    pub fn service(&mut self) -> &mut pb::data_service_client::DataServiceClient<Channel> {
+        &mut self.service
+    }
+
+    /// Opens a stream of the reader `container/shared_name` (a private reader when
+    /// `shared_name` is empty).
+    pub async fn read(
+        &mut self,
+        container: &str,
+        shared_name: &str,
+        spec: Option<pb::DatasetSpec>,
+    ) -> Result<tonic::Streaming<pb::ReadResponse>, tonic::Status> {
+        let request = pb::ReadRequest { reader: Some(reader_ref(container, shared_name)), spec };
+        Ok(self.service.read(request).await?.into_inner())
+    }
+}
+
+pub fn reader_ref(container: &str, shared_name: &str) -> pb::ReaderRef {
+    pb::ReaderRef { container: container.to_owned(), shared_name: shared_name.to_owned() }
+}
+
+/// Reads a `SPEC.json` (the proto3 JSON form of `DatasetSpec`).
+pub fn parse_spec(json: &str) -> Result<pb::DatasetSpec, serde_json::Error> {
+    serde_json::from_str(json)
+}
+
+/// The canonical name of a gRPC status code, as in `{"error": {"code": "DATA_LOSS"}}`.
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}

@@ -1,1 +1,249 @@
-fn main(){}
+//! `readerctl`: read from and manage a readerd server from the command line.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use readerd_client::{Client, code_name, json, reader_ref, v1 as pb};
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(name = "readerctl", version, about = "Read from and manage a readerd server")]
+struct Cli {
+    /// Server address (`http://host:port`).
+    #[arg(long, global = true, env = "READERD_ADDR", default_value = "http://127.0.0.1:50051")]
+    addr: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    /// Readable lines.
+    Text,
+    /// One JSON object per line (the contract of DESIGN.md).
+    Jsonl,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Stream a reader's elements to stdout.
+    Read {
+        /// Dataset spec (proto3 JSON of readerd.v1.DatasetSpec).
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        #[arg(long, default_value = "")]
+        container: String,
+        /// Shared reader name; empty: a private reader for this stream.
+        #[arg(long, default_value = "")]
+        shared_name: String,
+        /// Resume from a checkpoint token.
+        #[arg(long)]
+        resume: Option<String>,
+        /// Stop after this many elements (exit 0).
+        #[arg(long)]
+        max_batches: Option<u64>,
+        /// Checkpoint after every N elements.
+        #[arg(long)]
+        checkpoint_every: Option<u64>,
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+    },
+    /// List the readers of a container.
+    List {
+        #[arg(long, default_value = "")]
+        container: String,
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+    },
+    /// Show a reader's counters.
+    Stats {
+        #[arg(long, default_value = "")]
+        container: String,
+        #[arg(long)]
+        shared_name: String,
+    },
+    /// Rewind a reader to its first record.
+    Reset {
+        #[arg(long, default_value = "")]
+        container: String,
+        #[arg(long)]
+        shared_name: String,
+    },
+    /// Release a reader; its streams end.
+    Delete {
+        #[arg(long, default_value = "")]
+        container: String,
+        #[arg(long)]
+        shared_name: String,
+    },
+    /// Release every reader of a container.
+    ResetContainer {
+        #[arg(long, default_value = "")]
+        container: String,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("readerctl: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let mut client = Client::connect(&cli.addr).await?;
+    match cli.command {
+        Command::Read { spec, container, shared_name, resume, max_batches, checkpoint_every, output } => {
+            if resume.is_some() || checkpoint_every.is_some() {
+                let message = "checkpoints (--resume, --checkpoint-every) are not implemented yet";
+                return Ok(print_error(output, tonic::Code::Unimplemented, message));
+            }
+            let spec = match spec {
+                Some(path) => Some(readerd_client::parse_spec(&std::fs::read_to_string(&path)?)
+                    .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?),
+                None => None,
+            };
+            read(&mut client, &container, &shared_name, spec, max_batches, output).await
+        }
+        Command::List { container, output } => {
+            let request = pb::ListReadersRequest { container };
+            let readers = client.service().list_readers(request).await?.into_inner().readers;
+            for info in readers {
+                let name = info.reader.unwrap_or_default();
+                let stats = info.stats.unwrap_or_default();
+                match output {
+                    Output::Jsonl => println!(
+                        "{}",
+                        json!({"container": name.container, "shared_name": name.shared_name,
+                               "fingerprint": info.fingerprint, "records_produced": stats.records_produced,
+                               "work_units_completed": stats.work_units_completed,
+                               "active_streams": stats.active_streams})
+                    ),
+                    Output::Text => println!(
+                        "{}/{}  spec {}  records {}  files done {}  streams {}",
+                        name.container, name.shared_name, &info.fingerprint[..12.min(info.fingerprint.len())],
+                        stats.records_produced, stats.work_units_completed, stats.active_streams
+                    ),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stats { container, shared_name } => {
+            let request = pb::GetReaderStatsRequest { reader: Some(reader_ref(&container, &shared_name)) };
+            let stats = client.service().get_reader_stats(request).await?.into_inner();
+            println!(
+                "records produced {}\nwork units completed {}\nelements produced {}\nactive streams {}",
+                stats.records_produced, stats.work_units_completed, stats.elements_produced, stats.active_streams
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reset { container, shared_name } => {
+            let request = pb::ResetReaderRequest { reader: Some(reader_ref(&container, &shared_name)) };
+            client.service().reset_reader(request).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Delete { container, shared_name } => {
+            let request = pb::DeleteReaderRequest { reader: Some(reader_ref(&container, &shared_name)) };
+            client.service().delete_reader(request).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ResetContainer { container } => {
+            let released = client.service().reset_container(pb::ResetContainerRequest { container }).await?;
+            println!("released {} readers", released.into_inner().readers_released);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn read(
+    client: &mut Client,
+    container: &str,
+    shared_name: &str,
+    spec: Option<pb::DatasetSpec>,
+    max_batches: Option<u64>,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let mut stream = match client.read(container, shared_name, spec).await {
+        Ok(stream) => stream,
+        Err(status) => return Ok(print_error(output, status.code(), status.message())),
+    };
+    let mut stdout = std::io::stdout().lock();
+    let mut received: u64 = 0;
+    if max_batches == Some(0) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    loop {
+        let response = match stream.message().await {
+            Ok(Some(response)) => response,
+            Ok(None) => {
+                let message = "the stream ended without an end-of-sequence marker";
+                return Ok(print_error(output, tonic::Code::Unavailable, message));
+            }
+            Err(status) => return Ok(print_error(output, status.code(), status.message())),
+        };
+        match response.kind {
+            Some(pb::read_response::Kind::Element(element)) => {
+                match output {
+                    Output::Jsonl => writeln!(stdout, "{}", json::element_json(&element)?)?,
+                    Output::Text => writeln!(stdout, "{}", describe(&element))?,
+                }
+                received += 1;
+                if max_batches.is_some_and(|max| received >= max) {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            Some(pb::read_response::Kind::EndOfSequence(end)) => {
+                match output {
+                    Output::Jsonl => writeln!(stdout, "{}", json!({"end_of_sequence": true, "after_seq": end.after_seq}))?,
+                    Output::Text => writeln!(stdout, "end of data after {} elements", end.after_seq + 1)?,
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            None => anyhow::bail!("empty response from the server"),
+        }
+    }
+}
+
+/// Prints a stream error as the last line (JSONL contract) and returns exit status 1.
+fn print_error(output: Output, code: tonic::Code, message: &str) -> ExitCode {
+    match output {
+        Output::Jsonl => println!("{}", json!({"error": {"code": code_name(code), "message": message}})),
+        Output::Text => eprintln!("error: {}: {message}", code_name(code)),
+    }
+    ExitCode::FAILURE
+}
+
+/// One readable line: sequence number, keys, and each feature in short.
+fn describe(element: &pb::Element) -> String {
+    let keys = match element.keys.as_slice() {
+        [one] => one.clone(),
+        [first, .., last] => format!("{first} .. {last} ({} records)", element.keys.len()),
+        [] => String::new(),
+    };
+    let mut line = format!("#{}  {keys}", element.seq);
+    for feature in &element.features {
+        let summary = match feature.tensor.as_ref().and_then(|t| t.kind.as_ref()) {
+            Some(pb::tensor::Kind::Dense(dense)) if dense.strings.len() == 1 => escape(&dense.strings[0]),
+            Some(pb::tensor::Kind::Dense(dense)) => format!("{} shape {:?}", json::dtype_name(dense.dtype()), dense.shape),
+            Some(pb::tensor::Kind::Sparse(_)) => "sparse".to_owned(),
+            Some(pb::tensor::Kind::Ragged(_)) => "ragged".to_owned(),
+            None => "?".to_owned(),
+        };
+        line.push_str(&format!("  {}={summary}", feature.name));
+    }
+    line
+}
+
+/// Bytes as a short, printable string.
+fn escape(bytes: &[u8]) -> String {
+    const SHOWN: usize = 60;
+    let text: String = bytes.iter().take(SHOWN).flat_map(|&b| std::ascii::escape_default(b)).map(char::from).collect();
+    if bytes.len() > SHOWN { format!("\"{text}\"... ({} bytes)", bytes.len()) } else { format!("\"{text}\"") }
+}

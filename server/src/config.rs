@@ -26,7 +26,7 @@ pub struct Config {
     #[arg(long, env = "READERD_MAX_RECORD_BYTES", default_value_t = 256 << 20)]
     pub max_record_bytes: u64,
     /// Elements buffered per stream before reading waits for the trainer.
-    #[arg(long, env = "READERD_STREAM_BUFFER", default_value_t = 8)]
+    #[arg(long, env = "READERD_STREAM_BUFFER", default_value_t = 16)]
     pub stream_buffer: usize,
     /// Log format on stderr.
     #[arg(long, env = "READERD_LOG_FORMAT", value_enum, default_value = "text")]

@@ -14,8 +14,9 @@ use crate::error::{Result, ServeError};
 use crate::reader::{Reader, ReaderStats};
 use crate::registry::ReaderRegistry;
 
-/// Elements a stream reads in one blocking step, and the payload bytes that end a step early.
-const CHUNK_ELEMENTS: usize = 256;
+/// Most elements a stream reads in one blocking step, and the payload bytes that end a
+/// step early.
+const CHUNK_ELEMENTS: usize = 64;
 const CHUNK_BYTES: usize = 4 << 20;
 /// Records one `ReadUpTo` call may ask for.
 const MAX_READ_UP_TO: i64 = 1 << 16;
@@ -161,10 +162,12 @@ impl pb::data_service_server::DataService for DataService {
     }
 }
 
-/// Feeds one stream: reads chunks of elements on a blocking thread and sends them, until
-/// the end of the sequence, an error, the trainer going away, the reader being deleted
-/// or the server draining. The bounded channel is the backpressure: a slow trainer makes
-/// this task wait, and a trainer that disconnects stops the reading.
+/// Feeds one stream until the end of the sequence, an error, the trainer going away, the
+/// reader being deleted or the server draining.
+///
+/// Elements are taken from the reader only for free slots of the bounded channel: a slow
+/// trainer makes this task wait (backpressure), a trainer that disconnects stops the
+/// reading, and a shared reader never hands a stream more than its buffer can hold.
 async fn stream_elements(
     reader: Arc<Reader>,
     element_tx: mpsc::Sender<Result<pb::ReadResponse, Status>>,
@@ -173,49 +176,40 @@ async fn stream_elements(
     let _attached = reader.attach_stream();
     let batched = reader.spec().batch_size > 0;
     let mut seq: i64 = 0;
-    loop {
-        if element_tx.is_closed() {
-            tracing::debug!(reader = reader.name(), seq, "trainer went away");
-            return;
-        }
-        // Not raced against anything: elements taken from a shared reader must be sent.
-        let chunk_reader = reader.clone();
-        let chunk = match tokio::task::spawn_blocking(move || chunk_reader.next_chunk(CHUNK_ELEMENTS, CHUNK_BYTES)).await {
-            Ok(chunk) => chunk,
-            Err(err) => {
-                let _ = element_tx.send(Err(ServeError::Internal(format!("reading failed: {err}")).into())).await;
-                return;
-            }
+    let last = loop {
+        let free = element_tx.capacity().clamp(1, CHUNK_ELEMENTS);
+        let permits = tokio::select! {
+            permits = element_tx.reserve_many(free) => match permits {
+                Ok(permits) => permits,
+                Err(_) => {
+                    tracing::debug!(reader = reader.name(), seq, "trainer went away");
+                    return;
+                }
+            },
+            _ = reader.released() => break Err(ServeError::ReaderDeleted(reader.name().to_owned())),
+            _ = drain.cancelled() => break Err(ServeError::ShuttingDown),
         };
-        for records in chunk.elements {
+        let chunk_reader = reader.clone();
+        let chunk = match tokio::task::spawn_blocking(move || chunk_reader.next_chunk(free, CHUNK_BYTES)).await {
+            Ok(chunk) => chunk,
+            Err(err) => break Err(ServeError::Internal(format!("reading failed: {err}"))),
+        };
+        for (permit, records) in permits.zip(chunk.elements) {
             let element = raw_element(seq, records, batched);
             seq += 1;
-            let response = pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) };
-            let sent = tokio::select! {
-                sent = element_tx.send(Ok(response)) => sent.is_ok(),
-                _ = reader.released() => false,
-                _ = drain.cancelled() => false,
-            };
-            if !sent {
-                break;
-            }
+            permit.send(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) }));
         }
-        let last: Option<Result<pb::ReadResponse, Status>> = if reader.is_released() {
-            Some(Err(ServeError::ReaderDeleted(reader.name().to_owned()).into()))
-        } else if drain.is_cancelled() {
-            Some(Err(ServeError::ShuttingDown.into()))
-        } else if let Some(err) = chunk.error {
+        if let Some(err) = chunk.error {
             tracing::warn!(reader = reader.name(), error = %err, "stream failed");
-            Some(Err(err.into()))
-        } else if chunk.end_of_sequence {
-            let end = pb::EndOfSequence { after_seq: seq - 1 };
-            Some(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }))
-        } else {
-            None
-        };
-        if let Some(last) = last {
-            let _ = element_tx.send(last).await;
-            return;
+            break Err(err);
         }
-    }
+        if chunk.end_of_sequence {
+            break Ok(pb::EndOfSequence { after_seq: seq - 1 });
+        }
+    };
+    let last = match last {
+        Ok(end) => Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }),
+        Err(err) => Err(err.into()),
+    };
+    let _ = element_tx.send(last).await;
 }

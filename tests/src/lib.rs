@@ -1,0 +1,174 @@
+//! Harness for readerd's end-to-end tests: real `readerd` processes on ephemeral ports,
+//! the real client library and the real `readerctl` binary.
+//!
+//! The binaries are the workspace's own (`target/<profile>/readerd`, `readerctl`), built
+//! by `cargo test --workspace` before any test runs.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use readerd_client::Client;
+use serde_json::{Value, json};
+
+/// `../shared/golden` next to the repository, or `READERD_GOLDEN_DIR`.
+pub fn golden_dir() -> PathBuf {
+    std::env::var_os("READERD_GOLDEN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden"))
+}
+
+/// A binary of this workspace, next to the test executable's `deps/` directory.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let path = dir.join(name);
+    assert!(path.exists(), "{} not built: run `cargo test --workspace` (it builds every binary)", path.display());
+    path
+}
+
+/// A `readerd` process listening on an ephemeral port, killed on drop.
+pub struct ServerProcess {
+    child: Child,
+    pub addr: String,
+    pub state_dir: tempfile::TempDir,
+}
+
+impl ServerProcess {
+    pub fn start(data_roots: &[&Path]) -> Self {
+        Self::start_with(data_roots, &[])
+    }
+
+    pub fn start_with(data_roots: &[&Path], extra_args: &[&str]) -> Self {
+        let state_dir = tempfile::tempdir().unwrap();
+        let mut command = Command::new(binary("readerd"));
+        command.args(["--listen", "127.0.0.1:0", "--state-dir"]).arg(state_dir.path());
+        for root in data_roots {
+            command.arg("--data-root").arg(root);
+        }
+        command.args(extra_args).env("RUST_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = command.spawn().expect("start readerd");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("readerd did not start: {line:?}"))
+            .to_owned();
+        Self { child, addr: format!("http://{addr}"), state_dir }
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.addr).await.unwrap()
+    }
+
+    /// Sends SIGTERM and waits for the process; returns whether it exited with status 0.
+    pub fn terminate(mut self) -> bool {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.success();
+            }
+            assert!(Instant::now() < deadline, "readerd did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `readerctl --addr <addr> <args>`.
+pub fn readerctl(addr: &str, args: &[&str]) -> Output {
+    Command::new(binary("readerctl")).arg("--addr").arg(addr).args(args).output().expect("run readerctl")
+}
+
+pub fn b64(value: &Value) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD.decode(value.as_str().unwrap()).unwrap()
+}
+
+/// One golden case document.
+pub fn golden_case(id_or_path: &str) -> Value {
+    let dir = golden_dir();
+    let index: Value = serde_json::from_slice(&std::fs::read(dir.join("cases/index.json")).unwrap()).unwrap();
+    let entry = index["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id_or_path)
+        .unwrap_or_else(|| panic!("no golden case {id_or_path}"));
+    serde_json::from_slice(&std::fs::read(dir.join(entry["file"].as_str().unwrap())).unwrap()).unwrap()
+}
+
+/// Every golden case of the given categories.
+pub fn golden_cases(categories: &[&str]) -> Vec<Value> {
+    let dir = golden_dir();
+    let index: Value = serde_json::from_slice(&std::fs::read(dir.join("cases/index.json")).unwrap()).unwrap();
+    index["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| categories.contains(&c["category"].as_str().unwrap()))
+        .map(|c| serde_json::from_slice(&std::fs::read(dir.join(c["file"].as_str().unwrap())).unwrap()).unwrap())
+        .collect()
+}
+
+/// The dataset spec (proto3 JSON) that reads a framing case's files as TensorFlow did.
+pub fn framing_spec(case: &Value) -> Value {
+    let inputs = &case["inputs"];
+    let compression = match inputs["compression_type"].as_str().unwrap_or("") {
+        "" => "NONE",
+        other => other,
+    };
+    let mut source = json!({"files": inputs["files"], "compression": compression});
+    match case["category"].as_str().unwrap() {
+        "tfrecord" | "tfrecord_corrupt" => source["format"] = json!("TFRECORD"),
+        "text_line" => {
+            source["format"] = json!("TEXT_LINE");
+            source["skipHeaderLines"] = inputs["skip_header_lines"].clone();
+        }
+        "fixed_length" => {
+            source["format"] = json!("FIXED_LENGTH");
+            for (json_name, golden_name) in
+                [("headerBytes", "header_bytes"), ("recordBytes", "record_bytes"), ("footerBytes", "footer_bytes")]
+            {
+                source[json_name] = inputs[golden_name].clone();
+            }
+            if case["op"] == "tf.compat.v1.FixedLengthRecordReader" {
+                // The classic reader's hop 0 means "one record"; in a spec, hop 0 selects
+                // the Dataset's rules, so spell the hop out.
+                let hop = inputs["hop_bytes"].as_u64().filter(|&h| h > 0).or(inputs["record_bytes"].as_u64());
+                source["hopBytes"] = json!(hop);
+            }
+        }
+        other => panic!("not a framing category: {other}"),
+    }
+    json!({"source": source})
+}
+
+/// The gRPC code of a TensorFlow error class.
+pub fn tf_class_code(class: &str) -> tonic::Code {
+    match class {
+        "DataLossError" => tonic::Code::DataLoss,
+        "InvalidArgumentError" => tonic::Code::InvalidArgument,
+        "NotFoundError" => tonic::Code::NotFound,
+        "OutOfRangeError" => tonic::Code::OutOfRange,
+        other => panic!("unmapped TensorFlow error class {other}"),
+    }
+}
+
+/// Writes `contents` to `root/name`, creating directories.
+pub fn write_file(root: &Path, name: &str, contents: &[u8]) {
+    let path = root.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+}

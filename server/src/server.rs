@@ -7,9 +7,9 @@ use std::future::Future;
 use anyhow::Context;
 use readerd_proto::v1 as pb;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
 
 use crate::config::{Config, StateUrl};
 use crate::grpc::DataService;
@@ -55,7 +55,7 @@ pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Ou
         .add_service(health_service)
         .add_service(reflection)
         .add_service(data_service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), on_shutdown)
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), on_shutdown)
         .await?;
     tracing::info!("stopped");
     Ok(())

@@ -1,0 +1,122 @@
+//! Reader resources: lookup-or-create by (container, shared_name), the classic verbs,
+//! sharing one reader between streams, deletion and containers.
+
+use readerd_client::{Client, reader_ref, v1 as pb};
+use readerd_tests::{ServerProcess, golden_dir};
+use serde_json::json;
+
+fn text_spec(files: &[&str]) -> pb::DatasetSpec {
+    serde_json::from_value(json!({"source": {"files": files, "format": "TEXT_LINE"}})).unwrap()
+}
+
+async fn create(client: &mut Client, container: &str, name: &str, spec: pb::DatasetSpec) -> Result<pb::ReaderInfo, tonic::Status> {
+    let request = pb::LookupOrCreateReaderRequest { reader: Some(reader_ref(container, name)), spec: Some(spec) };
+    Ok(client.service().lookup_or_create_reader(request).await?.into_inner())
+}
+
+async fn read_up_to(client: &mut Client, container: &str, name: &str, n: i64) -> pb::ReadUpToResponse {
+    let request = pb::ReadUpToRequest { reader: Some(reader_ref(container, name)), max_records: n };
+    client.service().read_up_to(request).await.unwrap().into_inner()
+}
+
+async fn stats(client: &mut Client, container: &str, name: &str) -> Result<pb::ReaderStats, tonic::Status> {
+    let request = pb::GetReaderStatsRequest { reader: Some(reader_ref(container, name)) };
+    Ok(client.service().get_reader_stats(request).await?.into_inner())
+}
+
+#[tokio::test]
+async fn lookup_or_create_returns_the_same_reader_and_refuses_a_different_spec() {
+    let server = ServerProcess::start(&[&golden_dir()]);
+    let mut client = server.client().await;
+    let first = create(&mut client, "c", "r", text_spec(&["text/lf.txt"])).await.unwrap();
+    assert!(first.created);
+    let again = create(&mut client, "c", "r", text_spec(&["text/lf.txt"])).await.unwrap();
+    assert!(!again.created);
+    assert_eq!(first.fingerprint, again.fingerprint);
+    let other = create(&mut client, "c", "r", text_spec(&["text/crlf.txt"])).await.unwrap_err();
+    assert_eq!(other.code(), tonic::Code::FailedPrecondition);
+    assert!(other.message().contains(&first.fingerprint), "{other:?}");
+    // The same name in another container is another reader.
+    assert!(create(&mut client, "d", "r", text_spec(&["text/crlf.txt"])).await.unwrap().created);
+}
+
+#[tokio::test]
+async fn classic_verbs_read_up_to_counters_and_reset() {
+    let server = ServerProcess::start(&[&golden_dir()]);
+    let mut client = server.client().await;
+    create(&mut client, "", "lines", text_spec(&["text/lf.txt", "text/second.txt"])).await.unwrap();
+    let first = read_up_to(&mut client, "", "lines", 5).await;
+    assert_eq!(first.keys, ["text/lf.txt:1", "text/lf.txt:2", "text/lf.txt:3", "text/lf.txt:4", "text/lf.txt:5"]);
+    assert!(!first.end_of_data);
+    let rest = read_up_to(&mut client, "", "lines", 100).await;
+    assert!(rest.end_of_data);
+    assert_eq!(rest.keys.first().unwrap(), "text/lf.txt:6");
+    assert_eq!(rest.keys.last().unwrap(), "text/second.txt:4");
+    let counters = stats(&mut client, "", "lines").await.unwrap();
+    assert_eq!(counters.records_produced as usize, 5 + rest.keys.len());
+    assert_eq!(counters.work_units_completed, 2);
+
+    let request = pb::ResetReaderRequest { reader: Some(reader_ref("", "lines")) };
+    let after_reset = client.service().reset_reader(request).await.unwrap().into_inner();
+    assert_eq!((after_reset.records_produced, after_reset.work_units_completed), (0, 0));
+    assert_eq!(read_up_to(&mut client, "", "lines", 1).await.keys, ["text/lf.txt:1"]);
+}
+
+#[tokio::test]
+async fn streams_of_one_shared_reader_split_its_records() {
+    let server = ServerProcess::start(&[&golden_dir()]);
+    let mut a = server.client().await;
+    let mut b = server.client().await;
+    let spec = text_spec(&["text/lf.txt", "text/second.txt", "text/crlf.txt"]);
+    let mut stream_a = a.read("", "shared", Some(spec.clone())).await.unwrap();
+    let mut stream_b = b.read("", "shared", None).await.unwrap();
+    let mut keys = Vec::new();
+    for stream in [&mut stream_a, &mut stream_b] {
+        while let Some(response) = stream.message().await.unwrap() {
+            match response.kind.unwrap() {
+                pb::read_response::Kind::Element(element) => keys.extend(element.keys),
+                pb::read_response::Kind::EndOfSequence(_) => break,
+            }
+        }
+    }
+    let mut expected = Vec::new();
+    for (file, lines) in [("text/lf.txt", 7), ("text/second.txt", 4), ("text/crlf.txt", 7)] {
+        expected.extend((1..=lines).map(|n| format!("{file}:{n}")));
+    }
+    keys.sort();
+    expected.sort();
+    assert_eq!(keys, expected, "every record once across the two streams");
+}
+
+#[tokio::test]
+async fn delete_ends_streams_and_containers_reset_together() {
+    let server = ServerProcess::start(&[&golden_dir()]);
+    let mut client = server.client().await;
+    let forever = json!({"source": {"files": ["text/lf.txt"], "format": "TEXT_LINE"}, "pipeline": {"numEpochs": -1}});
+    create(&mut client, "jobs", "a", serde_json::from_value(forever).unwrap()).await.unwrap();
+    create(&mut client, "jobs", "b", text_spec(&["text/lf.txt"])).await.unwrap();
+    create(&mut client, "other", "c", text_spec(&["text/lf.txt"])).await.unwrap();
+    let listed = client.service().list_readers(pb::ListReadersRequest { container: "jobs".into() }).await.unwrap();
+    let names: Vec<_> = listed.into_inner().readers.into_iter().map(|r| r.reader.unwrap().shared_name).collect();
+    assert_eq!(names, ["a", "b"]);
+
+    // A stream that is waiting for its trainer ends with ABORTED when the reader goes.
+    let mut stream = client.read("jobs", "a", None).await.unwrap();
+    assert!(stream.message().await.unwrap().is_some());
+    let request = pb::DeleteReaderRequest { reader: Some(reader_ref("jobs", "a")) };
+    client.service().delete_reader(request).await.unwrap();
+    let status = loop {
+        match stream.message().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("stream ended without status"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), tonic::Code::Aborted, "{status:?}");
+    assert_eq!(stats(&mut client, "jobs", "a").await.unwrap_err().code(), tonic::Code::NotFound);
+
+    let reset = client.service().reset_container(pb::ResetContainerRequest { container: "jobs".into() }).await.unwrap();
+    assert_eq!(reset.into_inner().readers_released, 1);
+    assert_eq!(stats(&mut client, "jobs", "b").await.unwrap_err().code(), tonic::Code::NotFound);
+    assert!(stats(&mut client, "other", "c").await.is_ok());
+}

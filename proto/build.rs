@@ -3,11 +3,8 @@
 
 use std::path::PathBuf;
 
-const PROTOS: &[&str] = &[
-    "proto/readerd/v1/data_service.proto",
-    "proto/readerd/v1/dataset_spec.proto",
-    "proto/readerd/v1/tensor.proto",
-];
+const PROTOS: &[&str] =
+    &["proto/readerd/v1/data_service.proto", "proto/readerd/v1/dataset_spec.proto", "proto/readerd/v1/tensor.proto"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
@@ -21,14 +18,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.btree_map(["."]);
     // Payloads as `bytes::Bytes`: decoding and re-sending a record does not copy it.
     config.bytes(["."]);
-    tonic_prost_build::configure()
-        .file_descriptor_set_path(&descriptor_path)
-        .compile_with_config(config, PROTOS, &["proto"])?;
+    tonic_prost_build::configure().file_descriptor_set_path(&descriptor_path).compile_with_config(
+        config,
+        PROTOS,
+        &["proto"],
+    )?;
 
     let descriptors = std::fs::read(&descriptor_path)?;
-    pbjson_build::Builder::new()
-        .register_descriptors(&descriptors)?
-        .btree_map(["."])
-        .build(&[".readerd"])?;
+    pbjson_build::Builder::new().register_descriptors(&descriptors)?.btree_map(["."]).build(&[".readerd"])?;
     Ok(())
 }

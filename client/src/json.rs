@@ -79,8 +79,12 @@ fn dense_values(tensor: &pb::DenseTensor) -> Result<Vec<Value>, TensorError> {
         return Ok(tensor.strings.iter().map(|s| json!(b64.encode(s))).collect());
     }
     let size = element_bytes(dtype).ok_or_else(|| TensorError(format!("dtype {}", tensor.dtype)))?;
-    if tensor.data.len() % size != 0 {
-        return Err(TensorError(format!("{} data bytes is not a whole number of {}", tensor.data.len(), dtype_name(dtype))));
+    if !tensor.data.len().is_multiple_of(size) {
+        return Err(TensorError(format!(
+            "{} data bytes is not a whole number of {}",
+            tensor.data.len(),
+            dtype_name(dtype)
+        )));
     }
     let values = tensor.data.chunks_exact(size).map(|b| match dtype {
         D::Int8 => json!(b[0] as i8),
@@ -147,7 +151,8 @@ pub fn tensor_json(tensor: &pb::Tensor) -> Result<Value, TensorError> {
 pub fn element_json(element: &pb::Element) -> Result<Value, TensorError> {
     let mut features = Map::new();
     for feature in &element.features {
-        let tensor = feature.tensor.as_ref().ok_or_else(|| TensorError(format!("feature {} has no tensor", feature.name)))?;
+        let tensor =
+            feature.tensor.as_ref().ok_or_else(|| TensorError(format!("feature {} has no tensor", feature.name)))?;
         features.insert(feature.name.clone(), tensor_json(tensor)?);
     }
     Ok(json!({"seq": element.seq, "keys": element.keys, "features": features}))
@@ -163,7 +168,8 @@ mod tests {
 
     #[test]
     fn floats_follow_the_golden_encoding() {
-        let data: Vec<u8> = [1.5f32, f32::NAN, -0.0, f32::NEG_INFINITY, 0.1].iter().flat_map(|f| f.to_le_bytes()).collect();
+        let data: Vec<u8> =
+            [1.5f32, f32::NAN, -0.0, f32::NEG_INFINITY, 0.1].iter().flat_map(|f| f.to_le_bytes()).collect();
         let value = dense_json(&dense(pb::DataType::Float32, vec![5], data)).unwrap();
         assert_eq!(value["values"], json!([1.5, "nan", "-0.0", "-inf", 0.10000000149011612]));
         // float16 0x3c00 = 1.0, 0xc000 = -2.0, 0x0001 = 2^-24; bfloat16 0x3fc0 = 1.5.

@@ -90,6 +90,12 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli).await {
         Ok(code) => code,
+        // `readerctl read | head`: the reader of our output left; that is not a failure.
+        Err(err)
+            if err.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             eprintln!("readerctl: {err:#}");
             ExitCode::FAILURE
@@ -106,8 +112,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(print_error(output, tonic::Code::Unimplemented, message));
             }
             let spec = match spec {
-                Some(path) => Some(readerd_client::parse_spec(&std::fs::read_to_string(&path)?)
-                    .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?),
+                Some(path) => Some(
+                    readerd_client::parse_spec(&std::fs::read_to_string(&path)?)
+                        .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?,
+                ),
                 None => None,
             };
             read(&mut client, &container, &shared_name, spec, max_batches, output).await
@@ -128,8 +136,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     ),
                     Output::Text => println!(
                         "{}/{}  spec {}  records {}  files done {}  streams {}",
-                        name.container, name.shared_name, &info.fingerprint[..12.min(info.fingerprint.len())],
-                        stats.records_produced, stats.work_units_completed, stats.active_streams
+                        name.container,
+                        name.shared_name,
+                        &info.fingerprint[..12.min(info.fingerprint.len())],
+                        stats.records_produced,
+                        stats.work_units_completed,
+                        stats.active_streams
                     ),
                 }
             }
@@ -201,7 +213,9 @@ async fn read(
             }
             Some(pb::read_response::Kind::EndOfSequence(end)) => {
                 match output {
-                    Output::Jsonl => writeln!(stdout, "{}", json!({"end_of_sequence": true, "after_seq": end.after_seq}))?,
+                    Output::Jsonl => {
+                        writeln!(stdout, "{}", json!({"end_of_sequence": true, "after_seq": end.after_seq}))?
+                    }
                     Output::Text => writeln!(stdout, "end of data after {} elements", end.after_seq + 1)?,
                 }
                 return Ok(ExitCode::SUCCESS);
@@ -231,7 +245,9 @@ fn describe(element: &pb::Element) -> String {
     for feature in &element.features {
         let summary = match feature.tensor.as_ref().and_then(|t| t.kind.as_ref()) {
             Some(pb::tensor::Kind::Dense(dense)) if dense.strings.len() == 1 => escape(&dense.strings[0]),
-            Some(pb::tensor::Kind::Dense(dense)) => format!("{} shape {:?}", json::dtype_name(dense.dtype()), dense.shape),
+            Some(pb::tensor::Kind::Dense(dense)) => {
+                format!("{} shape {:?}", json::dtype_name(dense.dtype()), dense.shape)
+            }
             Some(pb::tensor::Kind::Sparse(_)) => "sparse".to_owned(),
             Some(pb::tensor::Kind::Ragged(_)) => "ragged".to_owned(),
             None => "?".to_owned(),

@@ -36,9 +36,7 @@ mod tests {
         assert_eq!(source.format(), pb::Format::FixedLength);
         assert_eq!(source.compression(), pb::Compression::Gzip);
         assert_eq!((source.header_bytes, source.record_bytes, source.hop_bytes), (5, 4, 3));
-        let Some(pb::decoder::Kind::Csv(csv)) = spec.decoder.unwrap().kind else {
-            panic!("csv decoder expected")
-        };
+        let Some(pb::decoder::Kind::Csv(csv)) = spec.decoder.unwrap().kind else { panic!("csv decoder expected") };
         let floats = &csv.columns[0].default.as_ref().unwrap().float_values;
         assert!(floats[0].is_nan());
         assert!(floats[1] == 0.0 && floats[1].is_sign_negative());

@@ -99,8 +99,18 @@ mod tests {
     #[test]
     fn parses_the_scripted_contract() {
         let config = Config::try_parse_from([
-            "readerd", "--listen", "127.0.0.1:0", "--data-root", "/a", "--data-root", "/b", "--state-dir", "/s",
-            "--allow-unauthenticated", "--shutdown-grace", "500ms",
+            "readerd",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-root",
+            "/a",
+            "--data-root",
+            "/b",
+            "--state-dir",
+            "/s",
+            "--allow-unauthenticated",
+            "--shutdown-grace",
+            "500ms",
         ])
         .unwrap();
         assert_eq!(config.data_roots, [PathBuf::from("/a"), PathBuf::from("/b")]);

@@ -21,6 +21,8 @@ pub enum ServeError {
     ReaderNotFound(String),
     #[error("reader {name} exists with spec {existing}; the request's spec is {requested}")]
     SpecMismatch { name: String, existing: String, requested: String },
+    #[error("{0}")]
+    ResourceExhausted(String),
     #[error("reader {0} was deleted")]
     ReaderDeleted(String),
     #[error("server is shutting down")]
@@ -55,6 +57,7 @@ impl ServeError {
             ServeError::Unimplemented(_) => Code::Unimplemented,
             ServeError::ReaderNotFound(_) => Code::NotFound,
             ServeError::SpecMismatch { .. } => Code::FailedPrecondition,
+            ServeError::ResourceExhausted(_) => Code::ResourceExhausted,
             ServeError::ReaderDeleted(_) => Code::Aborted,
             ServeError::ShuttingDown => Code::Unavailable,
             ServeError::Internal(_) => Code::Internal,

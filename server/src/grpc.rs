@@ -110,7 +110,10 @@ impl pb::data_service_server::DataService for DataService {
         Ok(Response::new(ReceiverStream::new(element_rx)))
     }
 
-    async fn read_up_to(&self, request: Request<pb::ReadUpToRequest>) -> Result<Response<pb::ReadUpToResponse>, Status> {
+    async fn read_up_to(
+        &self,
+        request: Request<pb::ReadUpToRequest>,
+    ) -> Result<Response<pb::ReadUpToResponse>, Status> {
         let request = request.into_inner();
         if !(1..=MAX_READ_UP_TO).contains(&request.max_records) {
             return Err(ServeError::InvalidArgument(format!("max_records must be in 1..={MAX_READ_UP_TO}")).into());
@@ -126,26 +129,38 @@ impl pb::data_service_server::DataService for DataService {
         }))
     }
 
-    async fn get_reader_stats(&self, request: Request<pb::GetReaderStatsRequest>) -> Result<Response<pb::ReaderStats>, Status> {
+    async fn get_reader_stats(
+        &self,
+        request: Request<pb::GetReaderStatsRequest>,
+    ) -> Result<Response<pb::ReaderStats>, Status> {
         let (container, shared_name) = names(request.into_inner().reader);
         let reader = self.registry.get(&container, &shared_name)?;
         Ok(Response::new(stats_to_pb(reader.stats())))
     }
 
-    async fn reset_reader(&self, request: Request<pb::ResetReaderRequest>) -> Result<Response<pb::ReaderStats>, Status> {
+    async fn reset_reader(
+        &self,
+        request: Request<pb::ResetReaderRequest>,
+    ) -> Result<Response<pb::ReaderStats>, Status> {
         let (container, shared_name) = names(request.into_inner().reader);
         let reader = self.registry.get(&container, &shared_name)?;
         reader.reset();
         Ok(Response::new(stats_to_pb(reader.stats())))
     }
 
-    async fn delete_reader(&self, request: Request<pb::DeleteReaderRequest>) -> Result<Response<pb::DeleteReaderResponse>, Status> {
+    async fn delete_reader(
+        &self,
+        request: Request<pb::DeleteReaderRequest>,
+    ) -> Result<Response<pb::DeleteReaderResponse>, Status> {
         let (container, shared_name) = names(request.into_inner().reader);
         self.registry.delete(&container, &shared_name)?;
         Ok(Response::new(pb::DeleteReaderResponse {}))
     }
 
-    async fn list_readers(&self, request: Request<pb::ListReadersRequest>) -> Result<Response<pb::ListReadersResponse>, Status> {
+    async fn list_readers(
+        &self,
+        request: Request<pb::ListReadersRequest>,
+    ) -> Result<Response<pb::ListReadersResponse>, Status> {
         let container = request.into_inner().container;
         let readers = self
             .registry
@@ -156,7 +171,10 @@ impl pb::data_service_server::DataService for DataService {
         Ok(Response::new(pb::ListReadersResponse { readers }))
     }
 
-    async fn reset_container(&self, request: Request<pb::ResetContainerRequest>) -> Result<Response<pb::ResetContainerResponse>, Status> {
+    async fn reset_container(
+        &self,
+        request: Request<pb::ResetContainerRequest>,
+    ) -> Result<Response<pb::ResetContainerResponse>, Status> {
         let released = self.registry.reset_container(&request.into_inner().container);
         Ok(Response::new(pb::ResetContainerResponse { readers_released: released as i64 }))
     }

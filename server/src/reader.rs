@@ -105,14 +105,27 @@ impl Reader {
         let mut chunk = Chunk::default();
         let mut bytes = 0;
         let batch_size = self.spec.batch_size.max(1);
+        // An element travels as one message: it may not outgrow the record limit.
+        let max_element_bytes = self.spec.source.max_record_bytes as usize;
         while chunk.elements.len() < max_elements && bytes < max_bytes {
             let mut batch = Vec::with_capacity(batch_size.min(1024));
             let mut last_of_sequence = false;
+            let mut batch_bytes = 0;
             while batch.len() < batch_size {
                 match state.next(&self.spec, &self.files, &self.source) {
                     Ok(Next::Record(record)) => {
-                        bytes += record.value.len();
+                        batch_bytes += record.value.len();
                         batch.push(record);
+                        if batch_bytes > max_element_bytes {
+                            let err = ServeError::ResourceExhausted(format!(
+                                "a batch of {} records reached {batch_bytes} bytes, above the limit of \
+                                 {max_element_bytes} bytes per element (--max-record-bytes); lower pipeline.batchSize",
+                                batch.len()
+                            ));
+                            state.failed = Some(err.clone());
+                            chunk.error = Some(err);
+                            return chunk;
+                        }
                     }
                     Ok(Next::EndOfEpoch) if batch.is_empty() => continue,
                     Ok(Next::EndOfEpoch) => break,
@@ -126,6 +139,7 @@ impl Reader {
                     }
                 }
             }
+            bytes += batch_bytes;
             let whole = batch.len() == batch_size || !self.spec.drop_remainder;
             if !batch.is_empty() && whole {
                 state.elements_produced += 1;

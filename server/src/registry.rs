@@ -74,7 +74,8 @@ impl ReaderRegistry {
 
     /// A reader for one stream, in no container.
     pub fn private(&self, spec: Option<pb::DatasetSpec>) -> Result<Arc<Reader>> {
-        let spec = spec.ok_or_else(|| ServeError::InvalidArgument("a private read (empty shared_name) needs a spec".into()))?;
+        let spec =
+            spec.ok_or_else(|| ServeError::InvalidArgument("a private read (empty shared_name) needs a spec".into()))?;
         Ok(Arc::new(self.open("(private)".into(), spec)?))
     }
 

@@ -18,12 +18,18 @@ use crate::source::DataRoots;
 
 type DataServiceServer = pb::data_service_server::DataServiceServer<DataService>;
 
-pub async fn run(listener: TcpListener, config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let roots = DataRoots::new(&config.data_roots).with_context(|| format!("data roots {:?}", config.data_roots))?;
     std::fs::create_dir_all(&config.state_dir)
         .with_context(|| format!("state directory {}", config.state_dir.display()))?;
     match config.state_url() {
-        StateUrl::Sqlite(path) => tracing::info!(path = %path.display(), "state store: sqlite (checkpoints are not persisted yet)"),
+        StateUrl::Sqlite(path) => {
+            tracing::info!(path = %path.display(), "state store: sqlite (checkpoints are not persisted yet)")
+        }
         StateUrl::Postgres(_) => tracing::info!("state store: postgres (checkpoints are not persisted yet)"),
     }
     let registry = ReaderRegistry::new(roots, config.max_record_bytes);

@@ -93,7 +93,7 @@ impl ReaderSpec {
         if proto.decoder.as_ref().is_some_and(|d| d.kind.is_some()) {
             return Err(ServeError::Unimplemented("decoders (decoder.*)".into()));
         }
-        let pipeline = proto.pipeline.clone().unwrap_or_default();
+        let pipeline = proto.pipeline.unwrap_or_default();
         let num_epochs = match pipeline.num_epochs {
             -1 => None,
             0 => Some(1),

@@ -117,9 +117,10 @@ fn check(case: &Value, roots: &DataRoots) -> Result<(), String> {
 #[test]
 fn golden_framing_cases_match_tensorflow() {
     let dir = golden_dir();
-    let index: Value = serde_json::from_slice(&std::fs::read(dir.join("cases/index.json")).expect(
-        "golden vectors at ../shared/golden (or set READERD_GOLDEN_DIR)",
-    ))
+    let index: Value = serde_json::from_slice(
+        &std::fs::read(dir.join("cases/index.json"))
+            .expect("golden vectors at ../shared/golden (or set READERD_GOLDEN_DIR)"),
+    )
     .unwrap();
     let roots = DataRoots::new(std::slice::from_ref(&dir)).unwrap();
     let mut passed = 0;
@@ -129,7 +130,8 @@ fn golden_framing_cases_match_tensorflow() {
         if !matches!(category, "tfrecord" | "tfrecord_corrupt" | "fixed_length" | "text_line") {
             continue;
         }
-        let case: Value = serde_json::from_slice(&std::fs::read(dir.join(entry["file"].as_str().unwrap())).unwrap()).unwrap();
+        let case: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(entry["file"].as_str().unwrap())).unwrap()).unwrap();
         match check(&case, &roots) {
             Ok(()) => passed += 1,
             Err(why) => failures.push(format!("{}: {why}", entry["id"].as_str().unwrap())),

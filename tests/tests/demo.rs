@@ -12,7 +12,12 @@ fn repo_dir() -> PathBuf {
 fn read_spec(server: &ServerProcess, spec: &str) -> Vec<Value> {
     let spec = repo_dir().join("demo/specs").join(spec);
     let output = readerctl(&server.addr, &["read", "--spec", spec.to_str().unwrap(), "--output", "jsonl"]);
-    assert!(output.status.success(), "{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 

@@ -15,7 +15,8 @@ async fn disconnecting_mid_stream_stops_the_reading() {
     write_file(dir.path(), "big.txt", text.as_bytes());
     let server = ServerProcess::start(&[dir.path()]);
     let mut client = server.client().await;
-    let spec: pb::DatasetSpec = serde_json::from_value(json!({"source": {"files": ["big.txt"], "format": "TEXT_LINE"}})).unwrap();
+    let spec: pb::DatasetSpec =
+        serde_json::from_value(json!({"source": {"files": ["big.txt"], "format": "TEXT_LINE"}})).unwrap();
 
     let mut stream = client.read("", "big", Some(spec)).await.unwrap();
     for _ in 0..5 {

@@ -49,7 +49,8 @@ async fn paths_outside_the_data_roots_are_permission_denied() {
     }
     // The root itself still serves.
     let mut client = server.client().await;
-    let mut stream = client.read("", "", Some(spec(json!({"source": {"files": ["ok.txt"], "format": "TEXT_LINE"}})))).await.unwrap();
+    let mut stream =
+        client.read("", "", Some(spec(json!({"source": {"files": ["ok.txt"], "format": "TEXT_LINE"}})))).await.unwrap();
     assert!(matches!(stream.message().await.unwrap().unwrap().kind, Some(pb::read_response::Kind::Element(_))));
 }
 
@@ -62,7 +63,8 @@ async fn corrupt_record_is_data_loss_naming_file_and_offset_and_others_keep_stre
     let first = healthy_stream.message().await.unwrap().unwrap();
     assert!(matches!(first.kind, Some(pb::read_response::Kind::Element(_))));
 
-    let corrupt = spec(json!({"source": {"files": ["tfrecord/corrupt_bad_data_crc_payload.tfrecord"], "format": "TFRECORD"}}));
+    let corrupt =
+        spec(json!({"source": {"files": ["tfrecord/corrupt_bad_data_crc_payload.tfrecord"], "format": "TFRECORD"}}));
     let status = read_status(&server, corrupt).await;
     assert_eq!(status.code(), tonic::Code::DataLoss);
     assert!(status.message().contains("tfrecord/corrupt_bad_data_crc_payload.tfrecord"), "{status:?}");
@@ -121,4 +123,14 @@ async fn bad_specs_are_invalid_argument_and_later_features_unimplemented() {
     let status = read_status(&server, partial).await;
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().contains("fixed_length/ragged_tail.bin"), "{status:?}");
+}
+
+#[tokio::test]
+async fn a_batch_above_the_element_limit_is_resource_exhausted() {
+    let server = ServerProcess::start_with(&[&golden_dir()], &["--max-record-bytes", "20"]);
+    let batched =
+        spec(json!({"source": {"files": ["text/lf.txt"], "format": "TEXT_LINE"}, "pipeline": {"batchSize": 7}}));
+    let status = read_status(&server, batched).await;
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("batchSize"), "{status:?}");
 }

@@ -9,7 +9,12 @@ fn text_spec(files: &[&str]) -> pb::DatasetSpec {
     serde_json::from_value(json!({"source": {"files": files, "format": "TEXT_LINE"}})).unwrap()
 }
 
-async fn create(client: &mut Client, container: &str, name: &str, spec: pb::DatasetSpec) -> Result<pb::ReaderInfo, tonic::Status> {
+async fn create(
+    client: &mut Client,
+    container: &str,
+    name: &str,
+    spec: pb::DatasetSpec,
+) -> Result<pb::ReaderInfo, tonic::Status> {
     let request = pb::LookupOrCreateReaderRequest { reader: Some(reader_ref(container, name)), spec: Some(spec) };
     Ok(client.service().lookup_or_create_reader(request).await?.into_inner())
 }

@@ -5,10 +5,10 @@ use readerd_tests::{ServerProcess, golden_dir};
 use serde_json::json;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+use tonic_reflection::pb::v1::ServerReflectionRequest;
 use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
 use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-use tonic_reflection::pb::v1::ServerReflectionRequest;
 
 #[tokio::test]
 async fn health_and_reflection_report_the_data_service() {
@@ -20,9 +20,14 @@ async fn health_and_reflection_report_the_data_service() {
     assert_eq!(status, ServingStatus::Serving);
 
     let mut reflection = ServerReflectionClient::new(channel);
-    let request = ServerReflectionRequest { host: String::new(), message_request: Some(MessageRequest::ListServices(String::new())) };
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
     let mut responses = reflection.server_reflection_info(tokio_stream::iter([request])).await.unwrap().into_inner();
-    let Some(MessageResponse::ListServicesResponse(list)) = responses.message().await.unwrap().unwrap().message_response else {
+    let Some(MessageResponse::ListServicesResponse(list)) =
+        responses.message().await.unwrap().unwrap().message_response
+    else {
         panic!("expected a service list")
     };
     let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();

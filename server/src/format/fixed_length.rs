@@ -54,12 +54,12 @@ impl FixedLengthFramer {
         let c = &self.config;
         match c.hop_bytes {
             None => {
-                let body = len.checked_sub(c.header_bytes + c.footer_bytes).unwrap_or(0);
+                let body = len.saturating_sub(c.header_bytes + c.footer_bytes);
                 index < body / c.record_bytes
             }
-            Some(_) => len
-                .checked_sub(c.footer_bytes)
-                .is_some_and(|body_end| start.saturating_add(c.record_bytes) <= body_end),
+            Some(_) => {
+                len.checked_sub(c.footer_bytes).is_some_and(|body_end| start.saturating_add(c.record_bytes) <= body_end)
+            }
         }
     }
 }
@@ -68,12 +68,13 @@ impl Framer for FixedLengthFramer {
     fn frame(&mut self, window: &[u8], at_eof: bool) -> Result<Framed, FormatError> {
         let c = &self.config;
         let Position { offset, record: index } = self.position;
-        if offset == 0 && c.hop_bytes.is_none() {
-            if let Some(len) = self.stream_len {
-                let body = self.body_len(len);
-                if body % c.record_bytes != 0 {
-                    return Err(self.partial_body(body, true));
-                }
+        if offset == 0
+            && c.hop_bytes.is_none()
+            && let Some(len) = self.stream_len
+        {
+            let body = self.body_len(len);
+            if !body.is_multiple_of(c.record_bytes) {
+                return Err(self.partial_body(body, true));
             }
         }
         let step = c.hop_bytes.unwrap_or(c.record_bytes);
@@ -86,7 +87,7 @@ impl Framer for FixedLengthFramer {
                 }
                 return match (c.hop_bytes, self.stream_len) {
                     // A compressed stream shorter than header + footer.
-                    (None, None) if self.body_len(offset) % c.record_bytes != 0 => {
+                    (None, None) if !self.body_len(offset).is_multiple_of(c.record_bytes) => {
                         Err(self.partial_body(self.body_len(offset), false))
                     }
                     _ => Ok(Framed::End),
@@ -114,8 +115,8 @@ impl Framer for FixedLengthFramer {
                 let lookahead = record + c.footer_bytes as usize;
                 if window.len() < lookahead && at_eof {
                     if c.hop_bytes.is_none() && window.len() != c.footer_bytes as usize {
-                        let body = (offset - c.header_bytes).wrapping_add(window.len() as u64)
-                            .wrapping_sub(c.footer_bytes);
+                        let body =
+                            (offset - c.header_bytes).wrapping_add(window.len() as u64).wrapping_sub(c.footer_bytes);
                         return Err(self.partial_body(body, false));
                     }
                     return Ok(Framed::End);

@@ -87,13 +87,10 @@ impl FormatConfig {
     pub fn framer(&self, unit: &WorkUnit<'_>, max_record_bytes: u64) -> Box<dyn Framer> {
         match self {
             FormatConfig::TfRecord => Box::new(tfrecord::TfRecordFramer::new(unit, max_record_bytes)),
-            FormatConfig::FixedLength(config) => {
-                Box::new(fixed_length::FixedLengthFramer::new(config.clone(), unit))
+            FormatConfig::FixedLength(config) => Box::new(fixed_length::FixedLengthFramer::new(config.clone(), unit)),
+            FormatConfig::TextLine { skip_header_lines } => {
+                Box::new(text_line::TextLineFramer::new(*skip_header_lines, max_record_bytes))
             }
-            FormatConfig::TextLine { skip_header_lines } => Box::new(text_line::TextLineFramer::new(
-                *skip_header_lines,
-                max_record_bytes,
-            )),
         }
     }
 }

@@ -79,12 +79,12 @@ impl<R: Read> Inflate<R> {
             }
             let (in_before, out_before) = (self.state.total_in(), self.state.total_out());
             let flush = if self.input_done { FlushDecompress::Finish } else { FlushDecompress::None };
-            let status = self
-                .state
-                .decompress(&self.input[self.input_start..self.input_end], out, flush)
-                .map_err(|err| FormatError::Inflate {
-                    code: Z_DATA_ERROR,
-                    message: err.message().unwrap_or("invalid compressed data").to_owned(),
+            let status =
+                self.state.decompress(&self.input[self.input_start..self.input_end], out, flush).map_err(|err| {
+                    FormatError::Inflate {
+                        code: Z_DATA_ERROR,
+                        message: err.message().unwrap_or("invalid compressed data").to_owned(),
+                    }
                 })?;
             self.input_start += (self.state.total_in() - in_before) as usize;
             let produced = (self.state.total_out() - out_before) as usize;

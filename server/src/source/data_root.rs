@@ -27,8 +27,8 @@ impl DataRoots {
     /// matches sorted by name.
     pub fn resolve(&self, pattern: &str) -> Result<Vec<DataFile>, SourceError> {
         let relative = Path::new(pattern);
-        let escapes = pattern.is_empty()
-            || relative.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+        let escapes =
+            pattern.is_empty() || relative.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
         if escapes {
             return Err(SourceError::OutsideDataRoots { path: pattern.to_owned() });
         }
@@ -50,7 +50,10 @@ impl DataRoots {
             } else {
                 let path = root.join(relative);
                 if path.is_dir() {
-                    return Err(SourceError::BadPattern { pattern: pattern.to_owned(), reason: "is a directory".to_owned() });
+                    return Err(SourceError::BadPattern {
+                        pattern: pattern.to_owned(),
+                        reason: "is a directory".to_owned(),
+                    });
                 }
                 if path.exists() { vec![path] } else { Vec::new() }
             };

@@ -111,13 +111,8 @@ impl SourceCursor {
             }
             let Some(file) = self.files.get(self.next_file) else { return Ok(None) };
             let compression = self.config.compression_of(file);
-            self.current = Some(RecordFile::open(
-                file,
-                compression,
-                &self.config.format,
-                self.config.max_record_bytes,
-                None,
-            )?);
+            self.current =
+                Some(RecordFile::open(file, compression, &self.config.format, self.config.max_record_bytes, None)?);
             self.next_file += 1;
         }
     }

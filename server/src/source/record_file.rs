@@ -67,14 +67,8 @@ impl RecordFile {
         } else {
             ByteStream::Plain(handle)
         };
-        let mut record_file = Self {
-            name: file.name.clone(),
-            stream,
-            compressed,
-            framer,
-            window: BytesMut::new(),
-            at_eof: false,
-        };
+        let mut record_file =
+            Self { name: file.name.clone(), stream, compressed, framer, window: BytesMut::new(), at_eof: false };
         record_file.skip_decompressed(skip)?;
         Ok(record_file)
     }
@@ -162,4 +156,3 @@ impl RecordFile {
         }
     }
 }
-

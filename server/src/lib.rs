@@ -7,6 +7,7 @@
 //!   no tokio: each format is a [`format::Framer`] over byte windows.
 //! - [`source`]: files → bytes: data roots, GZIP/ZLIB, the driver that feeds framers and
 //!   slices records out of its read buffer without copying. Blocking I/O.
+//! - [`decode`]: records → tensors as TensorFlow's ops decode them. No I/O, no tokio.
 //! - [`spec`]: a `pb::DatasetSpec` checked into the settings the server acts on.
 //! - [`reader`]: a reader resource: one iterator (epochs, batches) shared by its streams,
 //!   with TensorFlow's counters.
@@ -18,6 +19,7 @@
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
 pub mod config;
+pub mod decode;
 pub mod element;
 pub mod error;
 pub mod format;

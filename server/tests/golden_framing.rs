@@ -2,35 +2,16 @@
 //! TensorFlow golden vectors (../shared/golden), run through the framing layer: records,
 //! keys, and for errors the gRPC code of TensorFlow's error class and its message.
 
-use std::path::PathBuf;
+mod golden;
+
 use std::sync::Arc;
 
-use base64::Engine;
+use golden::{b64, golden_dir, tf_class_code};
 use readerd_server::error::ServeError;
 use readerd_server::format::FormatConfig;
 use readerd_server::format::fixed_length::FixedLengthConfig;
 use readerd_server::source::{Compression, DataRoots, Record, SourceConfig, SourceCursor};
 use serde_json::Value;
-
-fn golden_dir() -> PathBuf {
-    std::env::var_os("READERD_GOLDEN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden"))
-}
-
-fn tf_class_code(class: &str) -> tonic::Code {
-    match class {
-        "DataLossError" => tonic::Code::DataLoss,
-        "InvalidArgumentError" => tonic::Code::InvalidArgument,
-        "NotFoundError" => tonic::Code::NotFound,
-        "OutOfRangeError" => tonic::Code::OutOfRange,
-        other => panic!("unmapped TensorFlow error class {other}"),
-    }
-}
-
-fn b64(value: &Value) -> Vec<u8> {
-    base64::engine::general_purpose::STANDARD.decode(value.as_str().unwrap()).unwrap()
-}
 
 fn int(inputs: &Value, name: &str) -> u64 {
     inputs[name].as_u64().unwrap_or(0)

@@ -1,0 +1,21 @@
+//! Decoding: records → named tensors, exactly as TensorFlow's ops do. No I/O, no tokio.
+//!
+//! - [`tensor`]: the tensor types decoders produce.
+
+pub mod tensor;
+
+pub use tensor::{DType, Dense, Ragged, Sparse, Tensor, Values};
+
+/// A record that does not decode. The message follows TensorFlow's (it names the record
+/// and the feature or column); the gRPC code is INVALID_ARGUMENT.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DecodeError {
+    pub message: String,
+}
+
+impl DecodeError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into() }
+    }
+}

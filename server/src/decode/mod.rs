@@ -1,8 +1,10 @@
 //! Decoding: records → named tensors, exactly as TensorFlow's ops do. No I/O, no tokio.
 //!
 //! - [`tensor`]: the tensor types decoders produce;
-//! - [`raw`]: `tf.io.decode_raw`.
+//! - [`raw`]: `tf.io.decode_raw`;
+//! - [`example`]: `tf.io.parse_example` and `parse_sequence_example`.
 
+pub mod example;
 pub mod raw;
 pub mod tensor;
 

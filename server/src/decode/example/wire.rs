@@ -1,0 +1,260 @@
+//! The protobuf wire format of `tf.train.Example` / `SequenceExample`, read in place.
+//!
+//! Field numbers (tensorflow/core/example/{example,feature}.proto):
+//! `Example { Features features = 1; }`, `Features { map<string, Feature> feature = 1; }`,
+//! `Feature { oneof kind { BytesList bytes_list = 1; FloatList float_list = 2;
+//! Int64List int64_list = 3; } }`, `XList { repeated X value = 1; }` (packed or not),
+//! `SequenceExample { Features context = 1; FeatureLists feature_lists = 2; }`,
+//! `FeatureLists { map<string, FeatureList> feature_list = 1; }`,
+//! `FeatureList { repeated Feature feature = 1; }`.
+//!
+//! As protobuf parsers do: unknown fields (and known fields with an unexpected wire type)
+//! are skipped, repeated messages merge, a later map entry replaces an earlier one with
+//! the same key, and a later `oneof` member replaces an earlier one.
+
+/// The bytes are not a valid protobuf message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Malformed;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field<'a> {
+    Varint(u64),
+    Fixed64(&'a [u8]),
+    Len(&'a [u8]),
+    Fixed32(&'a [u8]),
+}
+
+/// Iterates over the fields of one message.
+pub struct Fields<'a> {
+    buf: &'a [u8],
+}
+
+pub fn fields(buf: &[u8]) -> Fields<'_> {
+    Fields { buf }
+}
+
+fn varint(buf: &mut &[u8]) -> Result<u64, Malformed> {
+    let mut value = 0u64;
+    for (i, &byte) in buf.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte < 0x80 {
+            *buf = &buf[i + 1..];
+            return Ok(value);
+        }
+    }
+    Err(Malformed)
+}
+
+fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], Malformed> {
+    if buf.len() < n {
+        return Err(Malformed);
+    }
+    let (head, rest) = buf.split_at(n);
+    *buf = rest;
+    Ok(head)
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(u64, Field<'a>), Malformed>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        let field = (|| {
+            let tag = varint(&mut self.buf)?;
+            let number = tag >> 3;
+            if number == 0 {
+                return Err(Malformed);
+            }
+            let value = match tag & 7 {
+                0 => Field::Varint(varint(&mut self.buf)?),
+                1 => Field::Fixed64(take(&mut self.buf, 8)?),
+                2 => {
+                    let len = varint(&mut self.buf)?;
+                    Field::Len(take(&mut self.buf, usize::try_from(len).map_err(|_| Malformed)?)?)
+                }
+                5 => Field::Fixed32(take(&mut self.buf, 4)?),
+                _ => return Err(Malformed), // groups (3, 4) and invalid wire types
+            };
+            Ok((number, value))
+        })();
+        if field.is_err() {
+            self.buf = &[];
+        }
+        Some(field)
+    }
+}
+
+/// Calls `visit(key, value)` for every entry of a `map<string, Message>` field numbered 1
+/// of the message `map_owner` (Features or FeatureLists), in wire order.
+pub fn for_each_entry<'a>(
+    map_owner: &'a [u8],
+    mut visit: impl FnMut(&'a [u8], &'a [u8]),
+) -> Result<(), Malformed> {
+    for field in fields(map_owner) {
+        if let (1, Field::Len(entry)) = field? {
+            let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
+            for field in fields(entry) {
+                match field? {
+                    (1, Field::Len(k)) => key = k,
+                    (2, Field::Len(v)) => value = v,
+                    _ => {}
+                }
+            }
+            visit(key, value);
+        }
+    }
+    Ok(())
+}
+
+/// Calls `visit(features)` for every `Features` message in field `number` of `message`
+/// (repeated occurrences merge, so each is visited in turn).
+pub fn for_each_submessage<'a>(
+    message: &'a [u8],
+    number: u64,
+    mut visit: impl FnMut(&'a [u8]) -> Result<(), Malformed>,
+) -> Result<(), Malformed> {
+    for field in fields(message) {
+        if let (n, Field::Len(sub)) = field? {
+            if n == number {
+                visit(sub)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Which list a `Feature` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Bytes,
+    Float,
+    Int64,
+}
+
+impl Kind {
+    /// TensorFlow's name of the list's dtype, as in its error messages.
+    pub fn dtype_name(self) -> &'static str {
+        match self {
+            Kind::Bytes => "string",
+            Kind::Float => "float",
+            Kind::Int64 => "int64",
+        }
+    }
+}
+
+/// The list a `Feature` holds: its kind and where its occurrences start (a later member
+/// of the oneof clears the earlier ones). `None` when no list is set.
+pub fn feature_kind(feature: &[u8]) -> Result<Option<(Kind, usize)>, Malformed> {
+    let mut found = None;
+    let mut iter = fields(feature);
+    loop {
+        let offset = feature.len() - iter.buf.len();
+        let Some(field) = iter.next() else { return Ok(found) };
+        let kind = match field? {
+            (1, Field::Len(_)) => Kind::Bytes,
+            (2, Field::Len(_)) => Kind::Float,
+            (3, Field::Len(_)) => Kind::Int64,
+            _ => continue,
+        };
+        if found.is_none_or(|(k, _)| k != kind) {
+            found = Some((kind, offset));
+        }
+    }
+}
+
+fn for_each_list<'a>(
+    feature: &'a [u8],
+    from: usize,
+    number: u64,
+    mut visit: impl FnMut(&'a [u8]) -> Result<(), Malformed>,
+) -> Result<(), Malformed> {
+    for field in fields(&feature[from..]) {
+        if let (n, Field::Len(list)) = field? {
+            if n == number {
+                visit(list)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends the values of an `Int64List` feature (packed or not).
+pub fn int64_values(feature: &[u8], from: usize, out: &mut Vec<i64>) -> Result<(), Malformed> {
+    for_each_list(feature, from, 3, |list| {
+        for field in fields(list) {
+            match field? {
+                (1, Field::Varint(v)) => out.push(v as i64),
+                (1, Field::Len(mut packed)) => {
+                    while !packed.is_empty() {
+                        out.push(varint(&mut packed)? as i64);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Appends the values of a `FloatList` feature (packed or not).
+pub fn float_values(feature: &[u8], from: usize, out: &mut Vec<f32>) -> Result<(), Malformed> {
+    for_each_list(feature, from, 2, |list| {
+        for field in fields(list) {
+            match field? {
+                (1, Field::Fixed32(bytes)) => out.push(f32::from_le_bytes(bytes.try_into().expect("4 bytes"))),
+                (1, Field::Len(packed)) => {
+                    if !packed.len().is_multiple_of(4) {
+                        return Err(Malformed);
+                    }
+                    out.extend(packed.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Appends the values of a `BytesList` feature, as slices of `feature`.
+pub fn bytes_values<'a>(feature: &'a [u8], from: usize, out: &mut Vec<&'a [u8]>) -> Result<(), Malformed> {
+    for_each_list(feature, from, 1, |list| {
+        for field in fields(list) {
+            if let (1, Field::Len(value)) = field? {
+                out.push(value);
+            }
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_packed_and_unpacked_lists_and_the_last_oneof_member() {
+        // Feature { int64_list { value: [1, 300] packed }, int64_list { value: 5 unpacked } }
+        let feature = [0x1a, 0x04, 0x0a, 0x02, 0x01, 0x2c, 0x1a, 0x02, 0x08, 0x05];
+        let (kind, from) = feature_kind(&feature).unwrap().unwrap();
+        assert_eq!(kind, Kind::Int64);
+        let mut out = Vec::new();
+        int64_values(&feature, from, &mut out).unwrap();
+        assert_eq!(out, [1, 44, 5]);
+        // A float_list after an int64_list replaces it.
+        let feature = [0x1a, 0x02, 0x08, 0x05, 0x12, 0x05, 0x0d, 0, 0, 0xc0, 0x3f];
+        let (kind, from) = feature_kind(&feature).unwrap().unwrap();
+        let mut floats = Vec::new();
+        float_values(&feature, from, &mut floats).unwrap();
+        assert_eq!((kind, floats), (Kind::Float, vec![1.5]));
+        assert_eq!(feature_kind(&[]).unwrap(), None);
+    }
+
+    #[test]
+    fn truncated_and_group_fields_are_malformed() {
+        assert!(fields(&[0x0a, 0x05, 1]).any(|f| f.is_err()));
+        assert!(fields(&[0x0b]).any(|f| f.is_err()));
+        assert!(fields(&[0x08, 0xff]).any(|f| f.is_err()));
+    }
+}

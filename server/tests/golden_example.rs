@@ -1,0 +1,134 @@
+//! Every `parse_example` and `parse_sequence_example` case of the TensorFlow golden
+//! vectors, compared exactly (values, dtypes, shapes; sparse and ragged components).
+
+mod golden;
+
+use bytes::Bytes;
+use golden::{b64, cases, check_tensor, dtype_of, golden_float, tf_class_code};
+use readerd_server::decode::example::{DefaultValue, ExampleParser, FeatureSpec, Partition};
+use readerd_server::decode::{DType, Tensor};
+use serde_json::Value;
+
+fn default_value(dtype: DType, value: &Value) -> Option<DefaultValue> {
+    let values = value.get("values")?.as_array()?;
+    Some(match dtype {
+        DType::Int64 => DefaultValue::Int64(values.iter().map(|v| v.as_i64().unwrap()).collect()),
+        DType::Float32 => DefaultValue::Float(values.iter().map(|v| golden_float(v) as f32).collect()),
+        _ => DefaultValue::Bytes(values.iter().map(|v| Bytes::from(b64(v))).collect()),
+    })
+}
+
+fn dims(value: &Value) -> Vec<usize> {
+    match value {
+        Value::Array(a) => a.iter().map(|d| d.as_u64().unwrap() as usize).collect(),
+        Value::Number(n) => vec![n.as_u64().unwrap() as usize],
+        _ => Vec::new(),
+    }
+}
+
+pub fn feature_spec(name: &str, spec: &Value) -> FeatureSpec {
+    let dtype = dtype_of(spec["dtype"].as_str().unwrap());
+    match spec["type"].as_str().unwrap() {
+        "FixedLenFeature" => {
+            FeatureSpec::FixedLen { dtype, shape: dims(&spec["shape"]), default: default_value(dtype, &spec["default_value"]) }
+        }
+        "FixedLenSequenceFeature" => FeatureSpec::FixedLenSequence {
+            dtype,
+            shape: dims(&spec["shape"]),
+            allow_missing: spec["allow_missing"].as_bool().unwrap(),
+            default: default_value(dtype, &spec["default_value"]),
+        },
+        "VarLenFeature" => FeatureSpec::VarLen { dtype },
+        "SparseFeature" => {
+            let index_keys = match &spec["index_key"] {
+                Value::String(k) => vec![k.clone()],
+                Value::Array(keys) => keys.iter().map(|k| k.as_str().unwrap().to_owned()).collect(),
+                other => panic!("index_key {other}"),
+            };
+            FeatureSpec::Sparse {
+                index_keys,
+                value_key: spec["value_key"].as_str().unwrap().to_owned(),
+                dtype,
+                size: dims(&spec["size"]).into_iter().map(|d| d as i64).collect(),
+                already_sorted: spec["already_sorted"].as_bool().unwrap_or(false),
+            }
+        }
+        "RaggedFeature" => FeatureSpec::Ragged {
+            dtype,
+            value_key: spec["value_key"].as_str().unwrap_or(name).to_owned(),
+            partitions: spec["partitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    let key = || p["key"].as_str().unwrap().to_owned();
+                    match p["type"].as_str().unwrap() {
+                        "RowSplits" => Partition::RowSplits(key()),
+                        "RowLengths" => Partition::RowLengths(key()),
+                        "RowStarts" => Partition::RowStarts(key()),
+                        "RowLimits" => Partition::RowLimits(key()),
+                        "ValueRowIds" => Partition::ValueRowIds(key()),
+                        "UniformRowLength" => Partition::UniformRowLength(p["length"].as_u64().unwrap() as usize),
+                        other => panic!("partition {other}"),
+                    }
+                })
+                .collect(),
+            row_splits_dtype: dtype_of(spec["row_splits_dtype"].as_str().unwrap()),
+            validate: spec["validate"].as_bool().unwrap(),
+        },
+        other => panic!("feature type {other}"),
+    }
+}
+
+pub fn feature_specs(features: &Value) -> Vec<(String, FeatureSpec)> {
+    features.as_object().unwrap().iter().map(|(name, spec)| (name.clone(), feature_spec(name, spec))).collect()
+}
+
+fn check_outputs(expected: &Value, got: &[(String, Tensor)]) -> Result<(), String> {
+    let expected = expected.as_object().unwrap();
+    if expected.len() != got.len() {
+        return Err(format!("{} outputs, expected {}", got.len(), expected.len()));
+    }
+    for (name, tensor) in got {
+        let want = expected.get(name).ok_or_else(|| format!("unexpected output {name}"))?;
+        check_tensor(want, tensor).map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn check_error(expected: &Value, message: &str) -> Result<(), String> {
+    assert_eq!(tf_class_code(expected["error"]["class"].as_str().unwrap()), tonic::Code::InvalidArgument);
+    let core = expected["error"]["message_core"].as_str().unwrap();
+    if message.contains(core) { Ok(()) } else { Err(format!("message {message:?} lacks {core:?}")) }
+}
+
+fn run_example(case: &Value) -> Result<(), String> {
+    let inputs = &case["inputs"];
+    let batched = !inputs["serialized_shape"].as_array().unwrap().is_empty();
+    let mut records: Vec<Bytes> = inputs["serialized"].as_array().unwrap().iter().map(|s| Bytes::from(b64(s))).collect();
+    if !batched {
+        records.truncate(1);
+    }
+    let names: Option<Vec<String>> =
+        inputs["example_names"].as_array().map(|n| n.iter().map(|v| v.as_str().unwrap().to_owned()).collect());
+    let result = ExampleParser::new(feature_specs(&inputs["features"]))
+        .and_then(|parser| parser.parse(&records, names.as_deref(), batched));
+    let expected = &case["expected"];
+    match (expected["status"].as_str().unwrap(), result) {
+        ("ok", Ok(outputs)) => check_outputs(&expected["output"], &outputs),
+        ("error", Err(err)) => check_error(expected, &err.message),
+        (status, result) => Err(format!("expected {status}, got {result:?}")),
+    }
+}
+
+#[test]
+fn golden_parse_example_cases_match_tensorflow() {
+    let all = cases(&["parse_example"]);
+    let failures: Vec<String> = all
+        .iter()
+        .filter_map(|case| run_example(case).err().map(|why| format!("{}: {why}", case["id"].as_str().unwrap())))
+        .collect();
+    println!("parse_example: {} passed, {} failed", all.len() - failures.len(), failures.len());
+    assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n"));
+    assert_eq!(all.len(), 53);
+}

@@ -29,9 +29,11 @@ fn dims(value: &Value) -> Vec<usize> {
 pub fn feature_spec(name: &str, spec: &Value) -> FeatureSpec {
     let dtype = dtype_of(spec["dtype"].as_str().unwrap());
     match spec["type"].as_str().unwrap() {
-        "FixedLenFeature" => {
-            FeatureSpec::FixedLen { dtype, shape: dims(&spec["shape"]), default: default_value(dtype, &spec["default_value"]) }
-        }
+        "FixedLenFeature" => FeatureSpec::FixedLen {
+            dtype,
+            shape: dims(&spec["shape"]),
+            default: default_value(dtype, &spec["default_value"]),
+        },
         "FixedLenSequenceFeature" => FeatureSpec::FixedLenSequence {
             dtype,
             shape: dims(&spec["shape"]),
@@ -105,7 +107,8 @@ fn check_error(expected: &Value, message: &str) -> Result<(), String> {
 fn run_example(case: &Value) -> Result<(), String> {
     let inputs = &case["inputs"];
     let batched = !inputs["serialized_shape"].as_array().unwrap().is_empty();
-    let mut records: Vec<Bytes> = inputs["serialized"].as_array().unwrap().iter().map(|s| Bytes::from(b64(s))).collect();
+    let mut records: Vec<Bytes> =
+        inputs["serialized"].as_array().unwrap().iter().map(|s| Bytes::from(b64(s))).collect();
     if !batched {
         records.truncate(1);
     }
@@ -131,4 +134,48 @@ fn golden_parse_example_cases_match_tensorflow() {
     println!("parse_example: {} passed, {} failed", all.len() - failures.len(), failures.len());
     assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n"));
     assert_eq!(all.len(), 53);
+}
+
+fn run_sequence(case: &Value) -> Result<(), String> {
+    use readerd_server::decode::example::sequence::SequenceExampleParser;
+    let inputs = &case["inputs"];
+    let batched = !inputs["serialized_shape"].as_array().unwrap().is_empty();
+    let mut records: Vec<Bytes> =
+        inputs["serialized"].as_array().unwrap().iter().map(|s| Bytes::from(b64(s))).collect();
+    if !batched {
+        records.truncate(1);
+    }
+    let result = SequenceExampleParser::new(
+        feature_specs(&inputs["context_features"]),
+        feature_specs(&inputs["sequence_features"]),
+    )
+    .and_then(|parser| parser.parse(&records, None, batched));
+    let expected = &case["expected"];
+    match (expected["status"].as_str().unwrap(), result) {
+        ("ok", Ok(parsed)) => {
+            let output = &expected["output"];
+            check_outputs(&output["context"], &parsed.context).map_err(|e| format!("context: {e}"))?;
+            check_outputs(&output["feature_lists"], &parsed.feature_lists)
+                .map_err(|e| format!("feature_lists: {e}"))?;
+            match output.get("lengths") {
+                Some(lengths) => check_outputs(lengths, &parsed.lengths).map_err(|e| format!("lengths: {e}")),
+                None if parsed.lengths.is_empty() => Ok(()),
+                None => Err("unexpected lengths".into()),
+            }
+        }
+        ("error", Err(err)) => check_error(expected, &err.message),
+        (status, result) => Err(format!("expected {status}, got {result:?}")),
+    }
+}
+
+#[test]
+fn golden_parse_sequence_example_cases_match_tensorflow() {
+    let all = cases(&["parse_sequence_example"]);
+    let failures: Vec<String> = all
+        .iter()
+        .filter_map(|case| run_sequence(case).err().map(|why| format!("{}: {why}", case["id"].as_str().unwrap())))
+        .collect();
+    println!("parse_sequence_example: {} passed, {} failed", all.len() - failures.len(), failures.len());
+    assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n"));
+    assert_eq!(all.len(), 9);
 }

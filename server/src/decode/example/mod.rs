@@ -7,7 +7,7 @@
 //!
 //! Bytes values are `Bytes` slices of the records, never copies.
 
-// pub mod sequence;
+pub mod sequence;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -278,8 +278,20 @@ impl ExampleParser {
         names: Option<&[String]>,
         batched: bool,
     ) -> Result<Vec<(String, Tensor)>, DecodeError> {
+        self.parse_as(records, names, batched, Wording::Example)
+    }
+
+    /// `parse`, with TensorFlow's messages for `wording`: a SequenceExample's context is
+    /// field 1 like an Example's features, so the same parser reads both.
+    pub(crate) fn parse_as(
+        &self,
+        records: &[Bytes],
+        names: Option<&[String]>,
+        batched: bool,
+        wording: Wording,
+    ) -> Result<Vec<(String, Tensor)>, DecodeError> {
         let names = Names { names };
-        let slots = self.locate(records)?;
+        let slots = self.locate(records, wording)?;
         let table = SlotTable { records, slots: &slots, width: self.keys.len() };
         let mut out = Vec::with_capacity(self.features.len());
         for (name, spec) in &self.features {
@@ -293,6 +305,7 @@ impl ExampleParser {
                     default.as_ref(),
                     names,
                     batched,
+                    wording,
                 )?),
                 FeatureSpec::FixedLenSequence { dtype, shape, default, .. } => {
                     let (rows, column) = table.read_rows(self.slot(name), name, *dtype, names, TypeMessage::Fixed)?;
@@ -303,7 +316,8 @@ impl ExampleParser {
                     Tensor::Sparse(var_len(&rows, column, batched))
                 }
                 FeatureSpec::Sparse { index_keys, value_key, dtype, size, already_sorted } => {
-                    let (rows, values) = table.read_rows(self.slot(value_key), value_key, *dtype, names, TypeMessage::List)?;
+                    let (rows, values) =
+                        table.read_rows(self.slot(value_key), value_key, *dtype, names, TypeMessage::List)?;
                     let mut indices = Vec::with_capacity(index_keys.len());
                     for key in index_keys {
                         let (index_rows, Column::Int64(index)) =
@@ -316,7 +330,8 @@ impl ExampleParser {
                     Tensor::Sparse(sparse_feature(name, &rows, values, &indices, size, *already_sorted, batched)?)
                 }
                 FeatureSpec::Ragged { dtype, value_key, partitions, row_splits_dtype, validate } => {
-                    let (rows, values) = table.read_rows(self.slot(value_key), value_key, *dtype, names, TypeMessage::List)?;
+                    let (rows, values) =
+                        table.read_rows(self.slot(value_key), value_key, *dtype, names, TypeMessage::List)?;
                     let mut ragged = RaggedBuilder::new(values, &rows);
                     for partition in partitions.iter().rev() {
                         let key_rows = match partition {
@@ -349,7 +364,7 @@ impl ExampleParser {
     }
 
     /// For every record, the `Feature` message of every slot (`None`: absent).
-    fn locate<'r>(&self, records: &'r [Bytes]) -> Result<Vec<Option<&'r [u8]>>, DecodeError> {
+    fn locate<'r>(&self, records: &'r [Bytes], wording: Wording) -> Result<Vec<Option<&'r [u8]>>, DecodeError> {
         let width = self.keys.len();
         let mut slots = vec![None; records.len() * width];
         for (index, record) in records.iter().enumerate() {
@@ -362,7 +377,7 @@ impl ExampleParser {
                 })
             });
             if located.is_err() {
-                return Err(unparsable("example", record));
+                return Err(unparsable(wording.input_name(), record));
             }
         }
         Ok(slots)
@@ -377,7 +392,9 @@ fn check_default(
 ) -> Result<(), DecodeError> {
     let kind_ok = matches!(
         (dtype, default),
-        (DType::Int64, DefaultValue::Int64(_)) | (DType::Float32, DefaultValue::Float(_)) | (DType::String, DefaultValue::Bytes(_))
+        (DType::Int64, DefaultValue::Int64(_))
+            | (DType::Float32, DefaultValue::Float(_))
+            | (DType::String, DefaultValue::Bytes(_))
     );
     if !kind_ok || !size_ok(default.len()) {
         return Err(DecodeError::new(format!("feature {name}: the default value does not fit its dtype and shape")));
@@ -387,6 +404,22 @@ fn check_default(
 
 pub(crate) fn unparsable(what: &str, record: &[u8]) -> DecodeError {
     DecodeError::new(format!("Could not parse {what} input, value: '{}'", String::from_utf8_lossy(record)))
+}
+
+/// Which message family errors use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wording {
+    Example,
+    SequenceContext,
+}
+
+impl Wording {
+    fn input_name(self) -> &'static str {
+        match self {
+            Wording::Example => "example",
+            Wording::SequenceContext => "sequence_example",
+        }
+    }
 }
 
 /// How a type mismatch is worded: TensorFlow words it differently for dense features
@@ -490,6 +523,7 @@ fn fixed_len(
     default: Option<&DefaultValue>,
     names: Names<'_>,
     batched: bool,
+    wording: Wording,
 ) -> Result<Dense, DecodeError> {
     let elements: usize = shape.iter().product();
     let mut column = Column::new(dtype);
@@ -507,6 +541,11 @@ fn fixed_len(
             }
             None => match default {
                 Some(default) => column.extend_default(default, elements),
+                None if wording == Wording::SequenceContext && !batched => {
+                    return Err(DecodeError::new(format!(
+                        "Inconsistent max number of elements for feature {key}: expected {elements}, but found 0"
+                    )));
+                }
                 None => {
                     let prefix = if batched || names.names.is_some() {
                         format!("Name: {}, ", names.name(index))

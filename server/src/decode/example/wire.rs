@@ -88,10 +88,7 @@ impl<'a> Iterator for Fields<'a> {
 
 /// Calls `visit(key, value)` for every entry of a `map<string, Message>` field numbered 1
 /// of the message `map_owner` (Features or FeatureLists), in wire order.
-pub fn for_each_entry<'a>(
-    map_owner: &'a [u8],
-    mut visit: impl FnMut(&'a [u8], &'a [u8]),
-) -> Result<(), Malformed> {
+pub fn for_each_entry<'a>(map_owner: &'a [u8], mut visit: impl FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed> {
     for field in fields(map_owner) {
         if let (1, Field::Len(entry)) = field? {
             let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);

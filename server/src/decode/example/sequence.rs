@@ -1,0 +1,261 @@
+//! `tf.io.parse_sequence_example` (a batch) and `parse_single_sequence_example` over
+//! serialized `tf.train.SequenceExample`s: context features as an Example's, and
+//! feature lists (one `Feature` per step) as dense `[B, steps] + shape` tensors with
+//! their lengths, sparse `[B, steps, values]` tensors, or ragged `[B, (steps), (values)]`.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::wire::{self, Field};
+use super::{
+    Column, ExampleParser, FeatureSpec, Names, Partition, RaggedBuilder, Wording, kind_of, pad_sequences, shape_string,
+    unparsable,
+};
+use crate::decode::{DType, DecodeError, Dense, Sparse, Tensor};
+
+/// TensorFlow's three outputs.
+#[derive(Debug, Default)]
+pub struct ParsedSequences {
+    pub context: Vec<(String, Tensor)>,
+    pub feature_lists: Vec<(String, Tensor)>,
+    /// Steps per record of each dense sequence feature (batches only).
+    pub lengths: Vec<(String, Tensor)>,
+}
+
+#[derive(Debug)]
+pub struct SequenceExampleParser {
+    context: ExampleParser,
+    sequence: Vec<(String, FeatureSpec)>,
+    slot_of: HashMap<Vec<u8>, usize>,
+}
+
+impl SequenceExampleParser {
+    pub fn new(context: Vec<(String, FeatureSpec)>, sequence: Vec<(String, FeatureSpec)>) -> Result<Self, DecodeError> {
+        let mut slot_of = HashMap::new();
+        for (name, spec) in &sequence {
+            let keys: Vec<&str> = match spec {
+                FeatureSpec::FixedLenSequence { dtype, .. } | FeatureSpec::VarLen { dtype } => {
+                    check_dtype(name, *dtype)?;
+                    vec![name]
+                }
+                FeatureSpec::Ragged { dtype, value_key, partitions, .. } => {
+                    check_dtype(name, *dtype)?;
+                    if partitions.iter().any(|p| !matches!(p, Partition::UniformRowLength(_))) {
+                        return Err(DecodeError::new(format!(
+                            "sequence feature {name}: only uniformRowLength partitions are supported in feature lists"
+                        )));
+                    }
+                    vec![value_key]
+                }
+                FeatureSpec::FixedLen { .. } | FeatureSpec::Sparse { .. } => {
+                    return Err(DecodeError::new(format!(
+                        "sequence feature {name}: feature lists take FixedLenSequence, VarLen or Ragged features"
+                    )));
+                }
+            };
+            for key in keys {
+                let next = slot_of.len();
+                slot_of.entry(key.as_bytes().to_vec()).or_insert(next);
+            }
+        }
+        Ok(Self { context: ExampleParser::new(context)?, sequence, slot_of })
+    }
+
+    pub fn parse(
+        &self,
+        records: &[Bytes],
+        names: Option<&[String]>,
+        batched: bool,
+    ) -> Result<ParsedSequences, DecodeError> {
+        let context = self.context.parse_as(records, names, batched, Wording::SequenceContext)?;
+        let names = Names { names };
+        let width = self.slot_of.len();
+        let mut lists: Vec<Option<&[u8]>> = vec![None; records.len() * width];
+        for (index, record) in records.iter().enumerate() {
+            let row = &mut lists[index * width..(index + 1) * width];
+            let located = wire::for_each_submessage(record, 2, |feature_lists| {
+                wire::for_each_entry(feature_lists, |key, list| {
+                    if let Some(&slot) = self.slot_of.get(key) {
+                        row[slot] = Some(list);
+                    }
+                })
+            });
+            if located.is_err() {
+                return Err(unparsable("sequence_example", record));
+            }
+        }
+        let mut parsed = ParsedSequences { context, ..ParsedSequences::default() };
+        for (name, spec) in &self.sequence {
+            let key = match spec {
+                FeatureSpec::Ragged { value_key, .. } => value_key.as_str(),
+                _ => name.as_str(),
+            };
+            let slot = self.slot_of[key.as_bytes()];
+            let list_of = |index: usize| lists[index * width + slot];
+            let tensor = match spec {
+                FeatureSpec::FixedLenSequence { dtype, shape, allow_missing, default } => {
+                    let per_step: usize = shape.iter().product();
+                    let steps = read_steps(records, &list_of, key, *dtype, Some((shape, per_step)), names)?;
+                    if !allow_missing {
+                        if let Some(index) = steps.missing.iter().position(|&m| m) {
+                            return Err(DecodeError::new(format!(
+                                "Name: {}, Feature list '{key}' is required but could not be found.  Did you mean to \
+                                 include it in feature_list_dense_missing_assumed_empty or feature_list_dense_defaults?",
+                                names.name(index)
+                            )));
+                        }
+                    }
+                    let step_counts: Vec<i64> = steps.record_steps.windows(2).map(|w| (w[1] - w[0]) as i64).collect();
+                    if batched {
+                        parsed
+                            .lengths
+                            .push((name.clone(), Tensor::Dense(Dense::int64(vec![records.len()], &step_counts))));
+                    }
+                    let value_rows: Vec<usize> = steps.record_steps.iter().map(|&s| steps.step_values[s]).collect();
+                    let dense =
+                        pad_sequences(value_rows, steps.values, shape, default.as_ref(), key, *dtype, names, batched)?;
+                    Tensor::Dense(dense)
+                }
+                FeatureSpec::VarLen { dtype } => {
+                    let steps = read_steps(records, &list_of, key, *dtype, None, names)?;
+                    Tensor::Sparse(var_len_steps(&steps, batched))
+                }
+                FeatureSpec::Ragged { dtype, partitions, row_splits_dtype, validate, .. } => {
+                    let steps = read_steps(records, &list_of, key, *dtype, None, names)?;
+                    let mut builder = RaggedBuilder {
+                        values: steps.values,
+                        inner_shape: Vec::new(),
+                        splits: vec![
+                            steps.record_steps.iter().map(|&s| s as i64).collect(),
+                            steps.step_values.iter().map(|&v| v as i64).collect(),
+                        ],
+                    };
+                    for partition in partitions.iter().rev() {
+                        builder.partition(partition, None, *validate)?;
+                    }
+                    builder.finish(*row_splits_dtype, batched)
+                }
+                FeatureSpec::FixedLen { .. } | FeatureSpec::Sparse { .. } => unreachable!("refused in new"),
+            };
+            parsed.feature_lists.push((name.clone(), tensor));
+        }
+        Ok(parsed)
+    }
+}
+
+fn check_dtype(name: &str, dtype: DType) -> Result<(), DecodeError> {
+    if matches!(dtype, DType::Int64 | DType::Float32 | DType::String) {
+        Ok(())
+    } else {
+        Err(DecodeError::new(format!("sequence feature {name}: dtype must be INT64, FLOAT32 or STRING")))
+    }
+}
+
+/// One feature list across a batch: values of every step, steps of every record.
+struct Steps {
+    values: Column,
+    /// `step_values[s]..step_values[s+1]`: the values of step s (over all records).
+    step_values: Vec<usize>,
+    /// `record_steps[r]..record_steps[r+1]`: the steps of record r.
+    record_steps: Vec<usize>,
+    /// Records without the feature list.
+    missing: Vec<bool>,
+}
+
+fn read_steps<'r>(
+    records: &'r [Bytes],
+    list_of: &dyn Fn(usize) -> Option<&'r [u8]>,
+    key: &str,
+    dtype: DType,
+    fixed: Option<(&Vec<usize>, usize)>,
+    names: Names<'_>,
+) -> Result<Steps, DecodeError> {
+    let mut steps = Steps {
+        values: Column::new(dtype),
+        step_values: vec![0],
+        record_steps: vec![0],
+        missing: Vec::with_capacity(records.len()),
+    };
+    let mut scratch = Vec::new();
+    for (index, record) in records.iter().enumerate() {
+        let malformed = |_| unparsable("sequence_example", record);
+        let list = list_of(index);
+        steps.missing.push(list.is_none());
+        let mut step = 0;
+        for field in wire::fields(list.unwrap_or_default()) {
+            let (1, Field::Len(feature)) = field.map_err(malformed)? else { continue };
+            let before = steps.values.len();
+            if let Some((kind, from)) = wire::feature_kind(feature).map_err(malformed)? {
+                if kind != kind_of(dtype) {
+                    return Err(DecodeError::new(format!(
+                        "Name: {}, Feature list: {key}, Index: {step}.  Data types don't match. Expected type: {}, Actual type: {}",
+                        names.name(index),
+                        kind_of(dtype).dtype_name(),
+                        kind.dtype_name()
+                    )));
+                }
+                match &mut steps.values {
+                    Column::Int64(out) => wire::int64_values(feature, from, out).map_err(malformed)?,
+                    Column::Float(out) => wire::float_values(feature, from, out).map_err(malformed)?,
+                    Column::Bytes(out) => {
+                        scratch.clear();
+                        wire::bytes_values(feature, from, &mut scratch).map_err(malformed)?;
+                        out.extend(scratch.iter().map(|value| record.slice_ref(value)));
+                    }
+                }
+            }
+            let count = steps.values.len() - before;
+            if let Some((shape, per_step)) = fixed {
+                if count != per_step {
+                    // TensorFlow names the step here, not the record.
+                    return Err(DecodeError::new(format!(
+                        "Name: {}, Key: {key}, Index: {step}.  Number of values != expected.  values size: {count} but \
+                         output shape: {}",
+                        names.name(index),
+                        shape_string(shape)
+                    )));
+                }
+            }
+            steps.step_values.push(steps.values.len());
+            step += 1;
+        }
+        steps.record_steps.push(steps.step_values.len() - 1);
+    }
+    Ok(steps)
+}
+
+/// A VarLen feature list: sparse `[B, max_steps, max_values]` (or `[max_steps, max_values]`).
+fn var_len_steps(steps: &Steps, batched: bool) -> Sparse {
+    let records = steps.record_steps.len() - 1;
+    let rank = if batched { 3 } else { 2 };
+    let mut indices = Vec::with_capacity(steps.values.len() * rank);
+    let (mut max_steps, mut max_values) = (0, 0);
+    for record in 0..records {
+        let (first, last) = (steps.record_steps[record], steps.record_steps[record + 1]);
+        max_steps = max_steps.max(last - first);
+        for step in first..last {
+            let count = steps.step_values[step + 1] - steps.step_values[step];
+            max_values = max_values.max(count);
+            for j in 0..count {
+                if batched {
+                    indices.push(record as i64);
+                }
+                indices.extend([(step - first) as i64, j as i64]);
+            }
+        }
+    }
+    let n = steps.values.len();
+    let mut dense_shape = if batched { vec![records as i64] } else { Vec::new() };
+    dense_shape.extend([max_steps as i64, max_values as i64]);
+    let values = match &steps.values {
+        Column::Int64(v) => Dense::int64(vec![n], v),
+        Column::Float(v) => Dense::float32(vec![n], v),
+        Column::Bytes(v) => Dense::strings(vec![n], v.clone()),
+    };
+    Sparse {
+        indices: Dense::int64(vec![n, rank], &indices),
+        values,
+        dense_shape: Dense::int64(vec![rank], &dense_shape),
+    }
+}

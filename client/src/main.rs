@@ -151,8 +151,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let request = pb::GetReaderStatsRequest { reader: Some(reader_ref(&container, &shared_name)) };
             let stats = client.service().get_reader_stats(request).await?.into_inner();
             println!(
-                "records produced {}\nwork units completed {}\nelements produced {}\nactive streams {}",
-                stats.records_produced, stats.work_units_completed, stats.elements_produced, stats.active_streams
+                "records produced {}\nwork units completed {}\nelements produced {}\nrecords skipped {}\nactive streams {}",
+                stats.records_produced,
+                stats.work_units_completed,
+                stats.elements_produced,
+                stats.records_skipped,
+                stats.active_streams
             );
             Ok(ExitCode::SUCCESS)
         }

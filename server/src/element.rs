@@ -1,25 +1,95 @@
-//! Elements for the wire: records (or batches of them) as `pb::Element`s. Payloads are
-//! `Bytes` slices of the read buffer, so building a message copies no record.
+//! Elements for the wire: decoded tensors as `pb::Element`s. Numeric values travel as the
+//! little-endian bytes the decoders built and strings as the `Bytes` slices of records,
+//! so building a message copies no payload.
 
 use readerd_proto::v1 as pb;
 
-use crate::source::Record;
+use crate::decode::{DType, Dense, Tensor, Values};
 
-/// The feature that carries raw records when the spec has no decoder.
-pub const RAW_FEATURE: &str = "value";
+/// One element: the keys of its records and its named tensors.
+#[derive(Clone, Debug)]
+pub struct Element {
+    pub keys: Vec<String>,
+    pub features: Vec<(String, Tensor)>,
+}
 
-/// One element: a single record (`batched == false`: shape `[]`) or a batch (`[B]`).
-pub fn raw_element(seq: i64, records: Vec<Record>, batched: bool) -> pb::Element {
-    let keys = records.iter().map(Record::key_string).collect();
-    let shape = if batched { vec![records.len() as i64] } else { Vec::new() };
-    let strings = records.into_iter().map(|record| record.value).collect();
-    let tensor = pb::DenseTensor { dtype: pb::DataType::String as i32, shape, data: Default::default(), strings };
+impl Element {
+    /// Payload bytes, for sizing messages.
+    pub fn payload_bytes(&self) -> usize {
+        fn dense(d: &Dense) -> usize {
+            match &d.values {
+                Values::Bytes(b) => b.len(),
+                Values::Strings(s) => s.iter().map(|b| b.len()).sum(),
+            }
+        }
+        self.features
+            .iter()
+            .map(|(_, tensor)| match tensor {
+                Tensor::Dense(d) => dense(d),
+                Tensor::Sparse(s) => dense(&s.indices) + dense(&s.values) + dense(&s.dense_shape),
+                Tensor::Ragged(r) => dense(&r.flat_values) + r.nested_row_splits.iter().map(dense).sum::<usize>(),
+            })
+            .sum()
+    }
+}
+
+pub fn dtype_to_pb(dtype: DType) -> pb::DataType {
+    use pb::DataType as P;
+    match dtype {
+        DType::Int8 => P::Int8,
+        DType::Int16 => P::Int16,
+        DType::Int32 => P::Int32,
+        DType::Int64 => P::Int64,
+        DType::Uint8 => P::Uint8,
+        DType::Uint16 => P::Uint16,
+        DType::Bool => P::Bool,
+        DType::Float16 => P::Float16,
+        DType::Bfloat16 => P::Bfloat16,
+        DType::Float32 => P::Float32,
+        DType::Float64 => P::Float64,
+        DType::Complex64 => P::Complex64,
+        DType::String => P::String,
+    }
+}
+
+fn dense_to_pb(dense: Dense) -> pb::DenseTensor {
+    let (data, strings) = match dense.values {
+        Values::Bytes(bytes) => (bytes, Vec::new()),
+        Values::Strings(strings) => (Default::default(), strings),
+    };
+    pb::DenseTensor {
+        dtype: dtype_to_pb(dense.dtype) as i32,
+        shape: dense.shape.into_iter().map(|d| d as i64).collect(),
+        data,
+        strings,
+    }
+}
+
+pub fn tensor_to_pb(tensor: Tensor) -> pb::Tensor {
+    use pb::tensor::Kind;
+    let kind = match tensor {
+        Tensor::Dense(dense) => Kind::Dense(dense_to_pb(dense)),
+        Tensor::Sparse(sparse) => Kind::Sparse(pb::SparseTensor {
+            indices: Some(dense_to_pb(sparse.indices)),
+            values: Some(dense_to_pb(sparse.values)),
+            dense_shape: Some(dense_to_pb(sparse.dense_shape)),
+        }),
+        Tensor::Ragged(ragged) => Kind::Ragged(pb::RaggedTensor {
+            flat_values: Some(dense_to_pb(ragged.flat_values)),
+            nested_row_splits: ragged.nested_row_splits.into_iter().map(dense_to_pb).collect(),
+        }),
+    };
+    pb::Tensor { kind: Some(kind) }
+}
+
+pub fn element_to_pb(seq: i64, element: Element) -> pb::Element {
     pb::Element {
         seq,
-        keys,
-        features: vec![pb::Feature {
-            name: RAW_FEATURE.to_owned(),
-            tensor: Some(pb::Tensor { kind: Some(pb::tensor::Kind::Dense(tensor)) }),
-        }],
+        keys: element.keys,
+        features: element
+            .features
+            .into_iter()
+            .map(|(name, tensor)| pb::Feature { name, tensor: Some(tensor_to_pb(tensor)) })
+            .collect(),
     }
 }

@@ -13,6 +13,9 @@ pub enum ServeError {
     Source(Arc<SourceError>),
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
+    /// A record that does not decode (the message names the record and the feature).
+    #[error("{0}")]
+    Decode(String),
     #[error("invalid request: {0}")]
     InvalidArgument(String),
     #[error("{0} is not implemented yet")]
@@ -53,7 +56,9 @@ impl ServeError {
                 SourceError::OutsideDataRoots { .. } => Code::PermissionDenied,
                 SourceError::NoMatch { .. } => Code::NotFound,
             },
-            ServeError::InvalidSpec(_) | ServeError::InvalidArgument(_) => Code::InvalidArgument,
+            ServeError::InvalidSpec(_) | ServeError::InvalidArgument(_) | ServeError::Decode(_) => {
+                Code::InvalidArgument
+            }
             ServeError::Unimplemented(_) => Code::Unimplemented,
             ServeError::ReaderNotFound(_) => Code::NotFound,
             ServeError::SpecMismatch { .. } => Code::FailedPrecondition,

@@ -9,7 +9,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use crate::element::raw_element;
+use crate::element::element_to_pb;
 use crate::error::{Result, ServeError};
 use crate::reader::{Reader, ReaderStats};
 use crate::registry::ReaderRegistry;
@@ -56,6 +56,7 @@ fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
         records_produced: stats.records_produced as i64,
         work_units_completed: stats.work_units_completed as i64,
         elements_produced: stats.elements_produced as i64,
+        records_skipped: stats.records_skipped as i64,
         active_streams: stats.active_streams as i64,
     }
 }
@@ -192,7 +193,6 @@ async fn stream_elements(
     drain: CancellationToken,
 ) {
     let _attached = reader.attach_stream();
-    let batched = reader.spec().batch_size > 0;
     let mut seq: i64 = 0;
     let last = loop {
         let free = element_tx.capacity().clamp(1, CHUNK_ELEMENTS);
@@ -212,8 +212,8 @@ async fn stream_elements(
             Ok(chunk) => chunk,
             Err(err) => break Err(ServeError::Internal(format!("reading failed: {err}"))),
         };
-        for (permit, records) in permits.zip(chunk.elements) {
-            let element = raw_element(seq, records, batched);
+        for (permit, element) in permits.zip(chunk.elements) {
+            let element = element_to_pb(seq, element);
             seq += 1;
             permit.send(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) }));
         }

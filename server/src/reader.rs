@@ -10,15 +10,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio_util::sync::CancellationToken;
 
+use bytes::Bytes;
+
+use crate::element::Element;
 use crate::error::{Result, ServeError};
-use crate::source::{DataFile, DataRoots, Record, SourceConfig, SourceCursor};
+use crate::source::{DataFile, DataRoots, Record, SourceConfig, SourceCursor, SourceError};
 use crate::spec::ReaderSpec;
 
 /// What a chunk of reading produced.
 #[derive(Debug, Default)]
 pub struct Chunk {
-    /// Elements in order; each is one record, or a batch of records.
-    pub elements: Vec<Vec<Record>>,
+    /// Decoded elements in order; each is one record, or a batch of records.
+    pub elements: Vec<Element>,
     /// Set when the reader failed after (or instead of) `elements`.
     pub error: Option<ServeError>,
     /// Set when the reader has no more elements.
@@ -32,6 +35,8 @@ pub struct ReaderStats {
     pub work_units_completed: u64,
     pub elements_produced: u64,
     pub active_streams: u64,
+    /// Corrupt or undecodable records dropped (`onError: SKIP`).
+    pub records_skipped: u64,
 }
 
 pub struct Reader {
@@ -55,6 +60,7 @@ struct ReaderState {
     /// Files completed in earlier epochs.
     work_units_before: u64,
     elements_produced: u64,
+    records_skipped: u64,
     /// A reader that failed keeps failing the same way until it is reset: no stream
     /// silently skips past a bad record.
     failed: Option<ServeError>,
@@ -98,16 +104,36 @@ impl Reader {
         &self.spec
     }
 
-    /// Up to `max_elements` elements (stopping early once `max_bytes` of payload are
-    /// gathered), the reader's failure, or the end of the sequence.
+    /// Up to `max_elements` decoded elements (stopping early once `max_bytes` of payload
+    /// are gathered), the reader's failure, or the end of the sequence. Records are taken
+    /// under the reader's lock; decoding runs outside it.
     pub fn next_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
+        let (batches, error, end_of_sequence) = self.take_batches(max_elements, max_bytes);
+        let mut chunk = Chunk { error, end_of_sequence, ..Chunk::default() };
+        for batch in batches {
+            match self.decode(batch) {
+                Ok(Some(element)) => chunk.elements.push(element),
+                Ok(None) => {}
+                Err(err) => {
+                    self.lock().failed = Some(err.clone());
+                    chunk.error = Some(err);
+                    chunk.end_of_sequence = false;
+                    break;
+                }
+            }
+        }
+        chunk
+    }
+
+    /// Batches of records for up to `max_elements` elements.
+    fn take_batches(&self, max_elements: usize, max_bytes: usize) -> (Vec<Vec<Record>>, Option<ServeError>, bool) {
         let mut state = self.lock();
-        let mut chunk = Chunk::default();
+        let mut batches = Vec::new();
         let mut bytes = 0;
         let batch_size = self.spec.batch_size.max(1);
         // An element travels as one message: it may not outgrow the record limit.
         let max_element_bytes = self.spec.source.max_record_bytes as usize;
-        while chunk.elements.len() < max_elements && bytes < max_bytes {
+        while batches.len() < max_elements && bytes < max_bytes {
             let mut batch = Vec::with_capacity(batch_size.min(1024));
             let mut last_of_sequence = false;
             let mut batch_bytes = 0;
@@ -123,8 +149,7 @@ impl Reader {
                                 batch.len()
                             ));
                             state.failed = Some(err.clone());
-                            chunk.error = Some(err);
-                            return chunk;
+                            return (batches, Some(err), false);
                         }
                     }
                     Ok(Next::EndOfEpoch) if batch.is_empty() => continue,
@@ -133,24 +158,58 @@ impl Reader {
                         last_of_sequence = true;
                         break;
                     }
-                    Err(err) => {
-                        chunk.error = Some(err);
-                        return chunk;
-                    }
+                    Err(err) => return (batches, Some(err), false),
                 }
             }
             bytes += batch_bytes;
             let whole = batch.len() == batch_size || !self.spec.drop_remainder;
             if !batch.is_empty() && whole {
                 state.elements_produced += 1;
-                chunk.elements.push(batch);
+                batches.push(batch);
             }
             if last_of_sequence {
-                chunk.end_of_sequence = true;
-                break;
+                return (batches, None, true);
             }
         }
-        chunk
+        (batches, None, false)
+    }
+
+    /// Decodes one batch. With `onError: SKIP`, records that do not decode are dropped
+    /// and counted (`None` when none is left); otherwise the first error fails the reader.
+    fn decode(&self, batch: Vec<Record>) -> Result<Option<Element>> {
+        let batched = self.spec.batch_size > 0;
+        let keys: Vec<String> = batch.iter().map(Record::key_string).collect();
+        let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
+        let decoder = &self.spec.decoder;
+        let err = match decoder.decode(&values, &keys, batched) {
+            Ok(features) => return Ok(Some(Element { keys, features })),
+            Err(err) => err,
+        };
+        if !self.spec.skip_errors {
+            return Err(ServeError::Decode(match err.record.and_then(|i| keys.get(i)) {
+                Some(key) => format!("{} (record {key})", err.message),
+                None => err.message,
+            }));
+        }
+        // Find the records at fault one by one, then decode the others as one batch.
+        let (mut good_keys, mut good_values) = (Vec::new(), Vec::new());
+        for (key, value) in keys.into_iter().zip(values) {
+            match decoder.decode(std::slice::from_ref(&value), std::slice::from_ref(&key), batched) {
+                Ok(_) => {
+                    good_keys.push(key);
+                    good_values.push(value);
+                }
+                Err(err) => {
+                    tracing::warn!(reader = %self.name, record = %key, error = %err, "undecodable record skipped");
+                    self.lock().records_skipped += 1;
+                }
+            }
+        }
+        if good_values.is_empty() {
+            return Ok(None);
+        }
+        let features = decoder.decode(&good_values, &good_keys, batched).map_err(|e| ServeError::Decode(e.message))?;
+        Ok(Some(Element { keys: good_keys, features }))
     }
 
     /// The classic reader verb: up to `max_records` raw records, ignoring batching, and
@@ -174,6 +233,7 @@ impl Reader {
             records_produced: state.records_produced,
             work_units_completed: state.work_units_before + state.cursor.files_completed(),
             elements_produced: state.elements_produced,
+            records_skipped: state.records_skipped,
             active_streams: self.active_streams.load(Ordering::Relaxed).max(0) as u64,
         }
     }
@@ -226,12 +286,13 @@ impl ReaderState {
             records_produced: 0,
             work_units_before: 0,
             elements_produced: 0,
+            records_skipped: 0,
             failed: None,
             finished: false,
         }
     }
 
-    fn next(&mut self, spec: &ReaderSpec, files: &Arc<[DataFile]>, source: &Arc<SourceConfig>) -> Result<Next> {
+    fn next(&mut self, spec: &ReaderSpec, files: &Arc<[DataFile]>, source_config: &Arc<SourceConfig>) -> Result<Next> {
         if let Some(err) = &self.failed {
             return Err(err.clone());
         }
@@ -253,10 +314,16 @@ impl ReaderState {
                     return Ok(Next::End);
                 }
                 self.work_units_before += self.cursor.files_completed();
-                self.cursor = SourceCursor::new(files.clone(), source.clone());
+                self.cursor = SourceCursor::new(files.clone(), source_config.clone());
                 self.epoch += 1;
                 self.records_in_epoch = 0;
                 Ok(Next::EndOfEpoch)
+            }
+            Err(SourceError::Format { file, source }) if spec.skip_errors => {
+                tracing::warn!(file, error = %source, "corrupt record skipped with the rest of its file");
+                self.records_skipped += 1;
+                self.cursor.skip_file();
+                self.next(spec, files, source_config)
             }
             Err(err) => {
                 let err = ServeError::from(err);

@@ -4,6 +4,14 @@
 use readerd_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::decode::example::sequence::SequenceExampleParser;
+use crate::decode::example::{DefaultValue, ExampleParser, FeatureSpec, Partition};
+use crate::decode::raw::RawConfig;
+use crate::decode::{DType, Decoder};
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
 use crate::format::fixed_length::FixedLengthConfig;
@@ -27,6 +35,9 @@ pub struct ReaderSpec {
     pub drop_remainder: bool,
     /// `None`: repeat forever.
     pub num_epochs: Option<u64>,
+    pub decoder: Arc<Decoder>,
+    /// `onError: SKIP`: drop and count corrupt or undecodable records.
+    pub skip_errors: bool,
 }
 
 /// The canonical fingerprint of a spec: equal for specs that mean the same, whatever
@@ -90,9 +101,7 @@ impl ReaderSpec {
             pb::Compression::Zlib => Some(Compression::Zlib),
             pb::Compression::Auto => None,
         };
-        if proto.decoder.as_ref().is_some_and(|d| d.kind.is_some()) {
-            return Err(ServeError::Unimplemented("decoders (decoder.*)".into()));
-        }
+        let decoder = decoder_of(proto.decoder.as_ref())?;
         let pipeline = proto.pipeline.unwrap_or_default();
         let num_epochs = match pipeline.num_epochs {
             -1 => None,
@@ -109,7 +118,6 @@ impl ReaderSpec {
             ("pipeline.cycleLength", pipeline.cycle_length > 1),
             ("pipeline.blockLength", pipeline.block_length > 1),
             ("pipeline.shuffle", pipeline.shuffle.is_some_and(|s| s.buffer_size > 0 || s.global)),
-            ("pipeline.onError SKIP", pipeline.on_error() == pb::OnError::Skip),
         ];
         if let Some((field, _)) = unsupported.iter().find(|(_, used)| *used) {
             return Err(ServeError::Unimplemented((*field).into()));
@@ -121,9 +129,148 @@ impl ReaderSpec {
             batch_size: pipeline.batch_size as usize,
             drop_remainder: pipeline.drop_remainder,
             num_epochs,
+            decoder: Arc::new(decoder),
+            skip_errors: pipeline.on_error() == pb::OnError::Skip,
             proto,
         })
     }
+}
+
+/// Largest number of elements a spec's feature shape may describe.
+const MAX_SHAPE_ELEMENTS: u64 = 1 << 24;
+
+pub fn dtype_of(dtype: pb::DataType, field: &str) -> Result<DType> {
+    use pb::DataType as P;
+    Ok(match dtype {
+        P::Int8 => DType::Int8,
+        P::Int16 => DType::Int16,
+        P::Int32 => DType::Int32,
+        P::Int64 => DType::Int64,
+        P::Uint8 => DType::Uint8,
+        P::Uint16 => DType::Uint16,
+        P::Bool => DType::Bool,
+        P::Float16 => DType::Float16,
+        P::Bfloat16 => DType::Bfloat16,
+        P::Float32 => DType::Float32,
+        P::Float64 => DType::Float64,
+        P::Complex64 => DType::Complex64,
+        P::String => DType::String,
+        P::DtInvalid => return Err(invalid(format!("{field} is required"))),
+    })
+}
+
+fn shape_of(shape: &[i64], field: &str) -> Result<Vec<usize>> {
+    let mut elements: u64 = 1;
+    let mut dims = Vec::with_capacity(shape.len());
+    for &dim in shape {
+        let dim = non_negative(dim, field)?;
+        elements = elements.saturating_mul(dim.max(1));
+        dims.push(dim as usize);
+    }
+    if elements > MAX_SHAPE_ELEMENTS {
+        return Err(invalid(format!("{field} describes more than {MAX_SHAPE_ELEMENTS} elements")));
+    }
+    Ok(dims)
+}
+
+/// A spec's default value in the feature's dtype.
+fn default_of(value: Option<&pb::TensorValue>, dtype: DType, field: &str) -> Result<Option<DefaultValue>> {
+    let Some(value) = value else { return Ok(None) };
+    Ok(Some(match dtype {
+        DType::Int64 => DefaultValue::Int64(value.int64_values.clone()),
+        DType::Float32 => DefaultValue::Float(value.float_values.iter().map(|&f| f as f32).collect()),
+        DType::String => DefaultValue::Bytes(value.bytes_values.iter().map(|b| Bytes::copy_from_slice(b)).collect()),
+        other => return Err(invalid(format!("{field}: no default of dtype {}", other.name()))),
+    }))
+}
+
+fn feature_of(name: &str, spec: &pb::FeatureSpec) -> Result<FeatureSpec> {
+    use pb::feature_spec::Kind;
+    let field = |what: &str| format!("feature {name}: {what}");
+    Ok(match spec.kind.as_ref().ok_or_else(|| invalid(field("no feature type")))? {
+        Kind::FixedLen(f) => {
+            let dtype = dtype_of(f.dtype(), &field("dtype"))?;
+            FeatureSpec::FixedLen {
+                dtype,
+                shape: shape_of(&f.shape, &field("shape"))?,
+                default: default_of(f.default.as_ref(), dtype, &field("default"))?,
+            }
+        }
+        Kind::FixedLenSequence(f) => {
+            let dtype = dtype_of(f.dtype(), &field("dtype"))?;
+            FeatureSpec::FixedLenSequence {
+                dtype,
+                shape: shape_of(&f.shape, &field("shape"))?,
+                allow_missing: f.allow_missing,
+                default: default_of(f.default.as_ref(), dtype, &field("default"))?,
+            }
+        }
+        Kind::VarLen(f) => FeatureSpec::VarLen { dtype: dtype_of(f.dtype(), &field("dtype"))? },
+        Kind::Sparse(f) => FeatureSpec::Sparse {
+            index_keys: f.index_keys.clone(),
+            value_key: f.value_key.clone(),
+            dtype: dtype_of(f.dtype(), &field("dtype"))?,
+            size: f.size.clone(),
+            already_sorted: f.already_sorted,
+        },
+        Kind::Ragged(f) => {
+            use pb::ragged_partition::Kind as P;
+            let mut partitions = Vec::with_capacity(f.partitions.len());
+            for partition in &f.partitions {
+                partitions.push(match partition.kind.as_ref().ok_or_else(|| invalid(field("empty partition")))? {
+                    P::RowSplits(k) => Partition::RowSplits(k.clone()),
+                    P::RowLengths(k) => Partition::RowLengths(k.clone()),
+                    P::RowStarts(k) => Partition::RowStarts(k.clone()),
+                    P::RowLimits(k) => Partition::RowLimits(k.clone()),
+                    P::ValueRowIds(k) => Partition::ValueRowIds(k.clone()),
+                    P::UniformRowLength(n) => {
+                        Partition::UniformRowLength(non_negative(*n, &field("uniformRowLength"))? as usize)
+                    }
+                });
+            }
+            FeatureSpec::Ragged {
+                dtype: dtype_of(f.dtype(), &field("dtype"))?,
+                value_key: if f.value_key.is_empty() { name.to_owned() } else { f.value_key.clone() },
+                partitions,
+                row_splits_dtype: match f.row_splits_dtype() {
+                    pb::DataType::DtInvalid => DType::Int64,
+                    other => dtype_of(other, &field("rowSplitsDtype"))?,
+                },
+                validate: f.validate,
+            }
+        }
+    })
+}
+
+fn features_of(features: &std::collections::BTreeMap<String, pb::FeatureSpec>) -> Result<Vec<(String, FeatureSpec)>> {
+    features.iter().map(|(name, spec)| Ok((name.clone(), feature_of(name, spec)?))).collect()
+}
+
+fn decoder_of(decoder: Option<&pb::Decoder>) -> Result<Decoder> {
+    use pb::decoder::Kind;
+    let spec_error = |err: crate::decode::DecodeError| invalid(err.message);
+    Ok(match decoder.and_then(|d| d.kind.as_ref()) {
+        None => Decoder::None,
+        Some(Kind::Raw(raw)) => Decoder::Raw(
+            RawConfig::new(
+                dtype_of(raw.out_type(), "decoder.raw.outType")?,
+                raw.little_endian.unwrap_or(true),
+                (raw.fixed_length > 0).then_some(non_negative(raw.fixed_length, "decoder.raw.fixedLength")? as usize),
+            )
+            .map_err(spec_error)?,
+        ),
+        Some(Kind::Example(example)) => {
+            if example.features.is_empty() {
+                return Err(invalid("decoder.example.features is empty"));
+            }
+            Decoder::Example(ExampleParser::new(features_of(&example.features)?).map_err(spec_error)?)
+        }
+        Some(Kind::SequenceExample(sequence)) => Decoder::SequenceExample(
+            SequenceExampleParser::new(features_of(&sequence.context)?, features_of(&sequence.sequence)?)
+                .map_err(spec_error)?,
+        ),
+        Some(Kind::Csv(_)) => return Err(ServeError::Unimplemented("decoder.csv".into())),
+    })
 }
 
 #[cfg(test)]
@@ -163,6 +310,19 @@ mod tests {
             r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "pipeline": {"numEpochs": -2}}"#,
         ];
         for json in bad {
+            assert!(matches!(parse(json), Err(ServeError::InvalidSpec(_))), "{json}");
+        }
+        let bad_decoders = [
+            r#"{"source": {"files": ["a"], "format": "TFRECORD"}, "decoder": {"example": {"features": {}}}}"#,
+            r#"{"source": {"files": ["a"], "format": "TFRECORD"},
+                "decoder": {"example": {"features": {"x": {"fixedLen": {"dtype": "INT32"}}}}}}"#,
+            r#"{"source": {"files": ["a"], "format": "TFRECORD"},
+                "decoder": {"example": {"features": {"x": {"fixedLen": {"dtype": "INT64", "shape": [-1]}}}}}}"#,
+            r#"{"source": {"files": ["a"], "format": "TFRECORD"}, "decoder": {"raw": {"outType": "STRING"}}}"#,
+            r#"{"source": {"files": ["a"], "format": "TFRECORD"},
+                "decoder": {"raw": {"outType": "INT32", "fixedLength": 6}}}"#,
+        ];
+        for json in bad_decoders {
             assert!(matches!(parse(json), Err(ServeError::InvalidSpec(_))), "{json}");
         }
         let later = r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "pipeline": {"shuffleFiles": true}}"#;

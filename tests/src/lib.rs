@@ -172,3 +172,99 @@ pub fn write_file(root: &Path, name: &str, contents: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, contents).unwrap();
 }
+
+/// Writes `records` as a TFRecord file (the framing is public: length, masked CRC32C of
+/// the length, data, masked CRC32C of the data).
+pub fn write_tfrecord(path: &Path, records: &[Vec<u8>]) {
+    fn masked_crc(data: &[u8]) -> u32 {
+        crc32c(data).rotate_right(15).wrapping_add(0xa282_ead8)
+    }
+    let mut out = Vec::new();
+    for record in records {
+        let len = (record.len() as u64).to_le_bytes();
+        out.extend_from_slice(&len);
+        out.extend_from_slice(&masked_crc(&len).to_le_bytes());
+        out.extend_from_slice(record);
+        out.extend_from_slice(&masked_crc(record).to_le_bytes());
+    }
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, out).unwrap();
+}
+
+/// CRC-32C (Castagnoli), bitwise: test data only.
+fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in data {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+/// A golden float as f64 (`"nan"`, `"inf"`, `"-inf"`, `"-0.0"` or a number).
+pub fn golden_float(value: &Value) -> f64 {
+    match value {
+        Value::Number(n) => n.as_f64().unwrap(),
+        Value::String(s) => match s.as_str() {
+            "nan" => f64::NAN,
+            "inf" => f64::INFINITY,
+            "-inf" => f64::NEG_INFINITY,
+            "-0.0" => -0.0,
+            other => panic!("bad float {other}"),
+        },
+        other => panic!("bad float {other}"),
+    }
+}
+
+/// Compares a tensor printed by `readerctl --output jsonl` with its golden JSON form:
+/// dtype, shape and values exactly (floats bit for bit, any NaN equal), and the component
+/// tensors of sparse and ragged tensors.
+pub fn check_json_tensor(expected: &Value, got: &Value) -> Result<(), String> {
+    let kind = expected["kind"].as_str().unwrap();
+    if got["kind"] != kind {
+        return Err(format!("kind {}, expected {kind}", got["kind"]));
+    }
+    match kind {
+        "dense" => {
+            if got["dtype"] != expected["dtype"] || got["shape"] != expected["shape"] {
+                return Err(format!(
+                    "{} {}, expected {} {}",
+                    got["dtype"], got["shape"], expected["dtype"], expected["shape"]
+                ));
+            }
+            let float = matches!(expected["dtype"].as_str(), Some("float16" | "bfloat16" | "float32" | "float64"));
+            let (want, have) = (expected["values"].as_array().unwrap(), got["values"].as_array().unwrap());
+            if want.len() != have.len() {
+                return Err(format!("{} values, expected {}", have.len(), want.len()));
+            }
+            for (i, (w, h)) in want.iter().zip(have).enumerate() {
+                let same = if float {
+                    let (w, h) = (golden_float(w), golden_float(h));
+                    (w.is_nan() && h.is_nan()) || w.to_bits() == h.to_bits()
+                } else {
+                    w == h
+                };
+                if !same {
+                    return Err(format!("value {i}: {h}, expected {w}"));
+                }
+            }
+            Ok(())
+        }
+        "sparse" => ["indices", "values", "dense_shape"]
+            .iter()
+            .try_for_each(|part| check_json_tensor(&expected[part], &got[part]).map_err(|e| format!("{part}: {e}"))),
+        "ragged" => {
+            check_json_tensor(&expected["flat_values"], &got["flat_values"])
+                .map_err(|e| format!("flat_values: {e}"))?;
+            let (want, have) =
+                (expected["nested_row_splits"].as_array().unwrap(), got["nested_row_splits"].as_array().unwrap());
+            if want.len() != have.len() {
+                return Err(format!("{} row partitions, expected {}", have.len(), want.len()));
+            }
+            want.iter().zip(have).try_for_each(|(w, h)| check_json_tensor(w, h))
+        }
+        other => Err(format!("unknown kind {other}")),
+    }
+}

@@ -1,8 +1,8 @@
 //! Decoding: records → named tensors, exactly as TensorFlow's ops do. No I/O, no tokio.
 //!
-//! - [`tensor`]: the tensor types decoders produce;
-//! - [`raw`]: `tf.io.decode_raw`;
-//! - [`example`]: `tf.io.parse_example` and `parse_sequence_example`.
+//! - [`tensor`] holds the tensor types decoders produce;
+//! - [`raw`] is `tf.io.decode_raw`;
+//! - [`example`] is `tf.io.parse_example` and `parse_sequence_example`.
 
 pub mod example;
 pub mod raw;
@@ -16,10 +16,63 @@ pub use tensor::{DType, Dense, Ragged, Sparse, Tensor, Values};
 #[error("{message}")]
 pub struct DecodeError {
     pub message: String,
+    /// Index in the batch of the record at fault, when the message does not name it.
+    pub record: Option<usize>,
 }
 
 impl DecodeError {
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
+        Self { message: message.into(), record: None }
+    }
+
+    /// An error about record `record` of the batch.
+    pub fn at(record: usize, message: impl Into<String>) -> Self {
+        Self { message: message.into(), record: Some(record) }
+    }
+}
+
+/// How a source's records become tensors.
+#[derive(Debug)]
+pub enum Decoder {
+    /// No decoding: one string feature, `value`.
+    None,
+    Raw(raw::RawConfig),
+    Example(example::ExampleParser),
+    SequenceExample(example::sequence::SequenceExampleParser),
+}
+
+/// The feature that carries undecoded records.
+pub const RAW_FEATURE: &str = "value";
+
+impl Decoder {
+    /// Decodes a batch (`batched`: shapes `[B, ...]`) or a single record (`!batched`).
+    /// `keys` name the records in messages, as TensorFlow's `example_names`.
+    pub fn decode(
+        &self,
+        values: &[bytes::Bytes],
+        keys: &[String],
+        batched: bool,
+    ) -> Result<Vec<(String, Tensor)>, DecodeError> {
+        let shape = if batched { vec![values.len()] } else { Vec::new() };
+        match self {
+            Decoder::None => Ok(vec![(RAW_FEATURE.to_owned(), Tensor::Dense(Dense::strings(shape, values.to_vec())))]),
+            Decoder::Raw(config) => {
+                Ok(vec![(RAW_FEATURE.to_owned(), Tensor::Dense(raw::decode_raw(config, values, &shape)?))])
+            }
+            Decoder::Example(parser) => parser.parse(values, Some(keys), batched),
+            Decoder::SequenceExample(parser) => {
+                let parsed = parser.parse(values, Some(keys), batched)?;
+                fn prefixed(
+                    prefix: &'static str,
+                    features: Vec<(String, Tensor)>,
+                ) -> impl Iterator<Item = (String, Tensor)> {
+                    features.into_iter().map(move |(name, tensor)| (format!("{prefix}/{name}"), tensor))
+                }
+                Ok(prefixed("context", parsed.context)
+                    .chain(prefixed("sequence", parsed.feature_lists))
+                    .chain(prefixed("length", parsed.lengths))
+                    .collect())
+            }
+        }
     }
 }

@@ -19,12 +19,12 @@ pub struct RawConfig {
 impl RawConfig {
     pub fn new(out_type: DType, little_endian: bool, fixed_length: Option<usize>) -> Result<Self, DecodeError> {
         let size = out_type.size().ok_or_else(|| DecodeError::new("decode_raw cannot produce strings"))?;
-        if let Some(fixed) = fixed_length {
-            if !fixed.is_multiple_of(size) {
-                return Err(DecodeError::new(format!(
-                    "fixed_length ({fixed}) must be a multiple of the size of out_type ({size})"
-                )));
-            }
+        if let Some(fixed) = fixed_length
+            && !fixed.is_multiple_of(size)
+        {
+            return Err(DecodeError::new(format!(
+                "fixed_length ({fixed}) must be a multiple of the size of out_type ({size})"
+            )));
         }
         Ok(Self { out_type, little_endian, fixed_length })
     }
@@ -39,16 +39,22 @@ pub fn decode_raw(config: &RawConfig, records: &[Bytes], shape: &[usize]) -> Res
         None => {
             let first = records.first().map_or(0, Bytes::len);
             if let Some((i, other)) = records.iter().enumerate().find(|(_, r)| r.len() != first) {
-                return Err(DecodeError::new(format!(
-                    "DecodeRaw requires input strings to all be the same size, but element {i} has size {first} != {}",
-                    other.len()
-                )));
+                return Err(DecodeError::at(
+                    i,
+                    format!(
+                        "DecodeRaw requires input strings to all be the same size, but element {i} has size {first} != {}",
+                        other.len()
+                    ),
+                ));
             }
             if !first.is_multiple_of(size) {
-                return Err(DecodeError::new(format!(
-                    "Input to DecodeRaw has length {first} that is not a multiple of {size}, the size of {}",
-                    dtype.name()
-                )));
+                return Err(DecodeError::at(
+                    0,
+                    format!(
+                        "Input to DecodeRaw has length {first} that is not a multiple of {size}, the size of {}",
+                        dtype.name()
+                    ),
+                ));
             }
             first
         }

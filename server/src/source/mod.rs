@@ -117,6 +117,14 @@ impl SourceCursor {
         }
     }
 
+    /// Abandons the file being read (after a corrupt record, with `onError: SKIP`); the
+    /// next record comes from the next file.
+    pub fn skip_file(&mut self) {
+        if self.current.take().is_some() {
+            self.files_completed += 1;
+        }
+    }
+
     /// Files read to their end (TensorFlow's work units completed).
     pub fn files_completed(&self) -> u64 {
         self.files_completed

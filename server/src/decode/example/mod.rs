@@ -456,6 +456,7 @@ impl<'r> SlotTable<'r> {
 
     /// Appends record `index`'s values of a feature to `column`; `Ok(None)` when the
     /// feature is absent or holds no list.
+    #[allow(clippy::too_many_arguments)]
     fn read(
         &self,
         index: usize,
@@ -745,7 +746,7 @@ impl RaggedBuilder {
             let new_outer: Vec<i64> = outer.iter().map(|s| s / length_i).collect();
             if self.splits.len() == 1 {
                 let elements = self.values.len() / self.inner_shape.iter().product::<usize>().max(1);
-                if elements % length != 0 {
+                if !elements.is_multiple_of(length) {
                     return Err(DecodeError::new(format!(
                         "Input to reshape is a tensor with {} values, but the requested shape requires a multiple of {}",
                         self.values.len(),

@@ -97,14 +97,12 @@ impl SequenceExampleParser {
                 FeatureSpec::FixedLenSequence { dtype, shape, allow_missing, default } => {
                     let per_step: usize = shape.iter().product();
                     let steps = read_steps(records, &list_of, key, *dtype, Some((shape, per_step)), names)?;
-                    if !allow_missing {
-                        if let Some(index) = steps.missing.iter().position(|&m| m) {
-                            return Err(DecodeError::new(format!(
-                                "Name: {}, Feature list '{key}' is required but could not be found.  Did you mean to \
+                    if !allow_missing && let Some(index) = steps.missing.iter().position(|&m| m) {
+                        return Err(DecodeError::new(format!(
+                            "Name: {}, Feature list '{key}' is required but could not be found.  Did you mean to \
                                  include it in feature_list_dense_missing_assumed_empty or feature_list_dense_defaults?",
-                                names.name(index)
-                            )));
-                        }
+                            names.name(index)
+                        )));
                     }
                     let step_counts: Vec<i64> = steps.record_steps.windows(2).map(|w| (w[1] - w[0]) as i64).collect();
                     if batched {
@@ -206,16 +204,16 @@ fn read_steps<'r>(
                 }
             }
             let count = steps.values.len() - before;
-            if let Some((shape, per_step)) = fixed {
-                if count != per_step {
-                    // TensorFlow names the step here, not the record.
-                    return Err(DecodeError::new(format!(
-                        "Name: {}, Key: {key}, Index: {step}.  Number of values != expected.  values size: {count} but \
+            if let Some((shape, per_step)) = fixed
+                && count != per_step
+            {
+                // TensorFlow names the step here, not the record.
+                return Err(DecodeError::new(format!(
+                    "Name: {}, Key: {key}, Index: {step}.  Number of values != expected.  values size: {count} but \
                          output shape: {}",
-                        names.name(index),
-                        shape_string(shape)
-                    )));
-                }
+                    names.name(index),
+                    shape_string(shape)
+                )));
             }
             steps.step_values.push(steps.values.len());
             step += 1;

@@ -113,10 +113,10 @@ pub fn for_each_submessage<'a>(
     mut visit: impl FnMut(&'a [u8]) -> Result<(), Malformed>,
 ) -> Result<(), Malformed> {
     for field in fields(message) {
-        if let (n, Field::Len(sub)) = field? {
-            if n == number {
-                visit(sub)?;
-            }
+        if let (n, Field::Len(sub)) = field?
+            && n == number
+        {
+            visit(sub)?;
         }
     }
     Ok(())
@@ -168,10 +168,10 @@ fn for_each_list<'a>(
     mut visit: impl FnMut(&'a [u8]) -> Result<(), Malformed>,
 ) -> Result<(), Malformed> {
     for field in fields(&feature[from..]) {
-        if let (n, Field::Len(list)) = field? {
-            if n == number {
-                visit(list)?;
-            }
+        if let (n, Field::Len(list)) = field?
+            && n == number
+        {
+            visit(list)?;
         }
     }
     Ok(())

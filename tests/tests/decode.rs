@@ -1,0 +1,185 @@
+//! End to end: TFRecord files of the golden Examples and SequenceExamples, read by a real
+//! server with an `example` / `sequenceExample` decoder and printed by
+//! `readerctl read --output jsonl`, give TensorFlow's tensors.
+
+use readerd_tests::{ServerProcess, b64, check_json_tensor, golden_cases, readerctl, write_tfrecord};
+use serde_json::{Map, Value, json};
+
+/// A golden default value in the spec's TensorValue JSON form.
+fn default_json(dtype: &str, default: &Value) -> Option<Value> {
+    let values = default.get("values")?.as_array()?;
+    Some(match dtype {
+        "int64" => json!({"int64Values": values}),
+        "float32" => json!({"floatValues": values.iter().map(|v| match v.as_str() {
+            Some("nan") => json!("NaN"),
+            Some("inf") => json!("Infinity"),
+            Some("-inf") => json!("-Infinity"),
+            Some("-0.0") => json!(-0.0),
+            _ => v.clone(),
+        }).collect::<Vec<_>>()}),
+        _ => json!({"bytesValues": values}),
+    })
+}
+
+/// A golden feature spec (`{"type": "FixedLenFeature", ...}`) as a spec's FeatureSpec JSON.
+fn feature_json(spec: &Value) -> Value {
+    let golden_dtype = spec["dtype"].as_str().unwrap();
+    let dtype = golden_dtype.to_uppercase();
+    let dims = |v: &Value| match v {
+        Value::Array(a) => json!(a),
+        Value::Number(n) => json!([n]),
+        _ => json!([]),
+    };
+    match spec["type"].as_str().unwrap() {
+        "FixedLenFeature" => {
+            let mut f = json!({"dtype": dtype, "shape": dims(&spec["shape"])});
+            if let Some(d) = default_json(golden_dtype, &spec["default_value"]) {
+                f["default"] = d;
+            }
+            json!({"fixedLen": f})
+        }
+        "FixedLenSequenceFeature" => {
+            let mut f = json!({"dtype": dtype, "shape": dims(&spec["shape"]), "allowMissing": spec["allow_missing"]});
+            if let Some(d) = default_json(golden_dtype, &spec["default_value"]) {
+                f["default"] = d;
+            }
+            json!({"fixedLenSequence": f})
+        }
+        "VarLenFeature" => json!({"varLen": {"dtype": dtype}}),
+        "SparseFeature" => {
+            let index_keys = match &spec["index_key"] {
+                Value::String(k) => json!([k]),
+                other => other.clone(),
+            };
+            json!({"sparse": {"indexKeys": index_keys, "valueKey": spec["value_key"], "dtype": dtype,
+                              "size": dims(&spec["size"]), "alreadySorted": spec["already_sorted"]}})
+        }
+        "RaggedFeature" => {
+            let partitions: Vec<Value> = spec["partitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| match p["type"].as_str().unwrap() {
+                    "UniformRowLength" => json!({"uniformRowLength": p["length"]}),
+                    "RowSplits" => json!({"rowSplits": p["key"]}),
+                    "RowLengths" => json!({"rowLengths": p["key"]}),
+                    "RowStarts" => json!({"rowStarts": p["key"]}),
+                    "RowLimits" => json!({"rowLimits": p["key"]}),
+                    "ValueRowIds" => json!({"valueRowIds": p["key"]}),
+                    other => panic!("partition {other}"),
+                })
+                .collect();
+            json!({"ragged": {"dtype": dtype, "valueKey": spec["value_key"], "partitions": partitions,
+                              "rowSplitsDtype": spec["row_splits_dtype"].as_str().unwrap().to_uppercase(),
+                              "validate": spec["validate"]}})
+        }
+        other => panic!("feature type {other}"),
+    }
+}
+
+fn features_json(features: &Value) -> Value {
+    Value::Object(
+        features.as_object().unwrap().iter().map(|(k, v)| (k.clone(), feature_json(v))).collect::<Map<_, _>>(),
+    )
+}
+
+/// Expected features by output name, as the server names them.
+fn expected_features(case: &Value) -> Map<String, Value> {
+    let output = &case["expected"]["output"];
+    if case["category"] == "parse_example" {
+        return output.as_object().unwrap().clone();
+    }
+    let mut features = Map::new();
+    for (section, prefix) in [("context", "context"), ("feature_lists", "sequence"), ("lengths", "length")] {
+        for (name, tensor) in output.get(section).and_then(Value::as_object).into_iter().flatten() {
+            features.insert(format!("{prefix}/{name}"), tensor.clone());
+        }
+    }
+    features
+}
+
+fn run_case(server: &ServerProcess, root: &std::path::Path, case: &Value) -> Result<(), String> {
+    let id = case["id"].as_str().unwrap();
+    let inputs = &case["inputs"];
+    let batched = !inputs["serialized_shape"].as_array().unwrap().is_empty();
+    let mut records: Vec<Vec<u8>> = inputs["serialized"].as_array().unwrap().iter().map(b64).collect();
+    if !batched {
+        records.truncate(1);
+    }
+    write_tfrecord(&root.join(format!("{id}.tfrecord")), &records);
+    let decoder = if case["category"] == "parse_example" {
+        json!({"example": {"features": features_json(&inputs["features"])}})
+    } else {
+        json!({"sequenceExample": {"context": features_json(&inputs["context_features"]),
+                                    "sequence": features_json(&inputs["sequence_features"])}})
+    };
+    let batch_size = if batched { records.len() } else { 0 };
+    let spec = json!({"source": {"files": [format!("{id}.tfrecord")], "format": "TFRECORD"}, "decoder": decoder,
+                      "pipeline": {"batchSize": batch_size}});
+    let spec_path = root.join(format!("{id}.json"));
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    let output = readerctl(&server.addr, &["read", "--spec", spec_path.to_str().unwrap(), "--output", "jsonl"]);
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let expected = &case["expected"];
+    if expected["status"] == "error" {
+        let error = &lines.last().ok_or("no output")?["error"];
+        // TensorFlow's `Name:` is the example name it was given (or `<unknown>`); readerd
+        // names the record by its key.
+        let core = expected["error"]["message_core"].as_str().unwrap();
+        let named = core.starts_with("Name: ");
+        let core = if named { core.split_once(", ").unwrap().1 } else { core };
+        let message = error["message"].as_str().unwrap_or_default();
+        return if error["code"] != "INVALID_ARGUMENT" || !message.contains(core) {
+            Err(format!("got {error}, expected INVALID_ARGUMENT with {core:?}"))
+        } else if named && !message.contains(&format!("Name: {id}.tfrecord:")) {
+            Err(format!("{message:?} does not name the record key"))
+        } else if output.status.code() != Some(1) {
+            Err("readerctl did not exit with 1 after an error".into())
+        } else {
+            Ok(())
+        };
+    }
+    if !output.status.success() || lines.len() != 2 {
+        return Err(format!("expected one element and the end marker, got {lines:?}"));
+    }
+    let element = &lines[0];
+    if element["keys"].as_array().map(Vec::len) != Some(records.len()) {
+        return Err(format!("keys {}", element["keys"]));
+    }
+    let got = element["features"].as_object().unwrap();
+    let want = expected_features(case);
+    if got.len() != want.len() {
+        return Err(format!(
+            "features {:?}, expected {:?}",
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>()
+        ));
+    }
+    for (name, tensor) in &want {
+        check_json_tensor(tensor, &got[name]).map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn golden_examples_stream_as_tensorflow_parses_them() {
+    let root = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(&[root.path()]);
+    let cases = golden_cases(&["parse_example", "parse_sequence_example"]);
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for case in &cases {
+        // An empty batch has no records: a stream of no records has no element to carry it.
+        if case["inputs"]["serialized_shape"] == json!([0]) {
+            continue;
+        }
+        ran += 1;
+        if let Err(why) = run_case(&server, root.path(), case) {
+            failures.push(format!("{}: {why}", case["id"].as_str().unwrap()));
+        }
+    }
+    println!("golden Example cases end to end: {} of {ran} passed", ran - failures.len());
+    assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n"));
+    assert_eq!(ran, 61);
+}

@@ -1,10 +1,14 @@
-//! Compiles `proto/readerd/v1/*.proto` with the vendored `protoc` (no system protoc needed),
-//! then generates the proto3 JSON mapping (serde) for every message with pbjson.
+//! Compiles `proto/readerd/v1/*.proto` and `proto/tensorflow/example.proto` with the vendored `protoc` (no system protoc needed),
+//! then generates the proto3 JSON mapping (serde) of readerd.v1 with pbjson.
 
 use std::path::PathBuf;
 
-const PROTOS: &[&str] =
-    &["proto/readerd/v1/data_service.proto", "proto/readerd/v1/dataset_spec.proto", "proto/readerd/v1/tensor.proto"];
+const PROTOS: &[&str] = &[
+    "proto/readerd/v1/data_service.proto",
+    "proto/readerd/v1/dataset_spec.proto",
+    "proto/readerd/v1/tensor.proto",
+    "proto/tensorflow/example.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");

@@ -4,6 +4,8 @@
 //!   proto3 JSON mapping (serde) of every message: `SPEC.json` files are
 //!   `serde_json::from_str::<v1::DatasetSpec>`.
 //! - [`v1::FILE_DESCRIPTOR_SET`]: for gRPC server reflection.
+//! - [`tensorflow`]: `tf.train.Example` / `SequenceExample` (TensorFlow's field numbers),
+//!   for building Examples in tests, benchmarks and tools.
 //!
 //! This is the only crate that runs code generation. Import it as
 //! `use readerd_proto::v1 as pb;` so the wire boundary stays visible at call sites.
@@ -15,6 +17,11 @@ pub mod v1 {
 
     /// The encoded `FileDescriptorSet` of readerd.v1, for server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("readerd_v1");
+}
+
+pub mod tensorflow {
+    #![allow(clippy::all, clippy::pedantic, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
 }
 
 #[cfg(test)]

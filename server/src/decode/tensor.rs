@@ -4,6 +4,15 @@
 
 use bytes::Bytes;
 
+/// The little-endian bytes of `values` (one pass, one allocation).
+fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * N);
+    for &value in values {
+        out.extend_from_slice(&to_le(value));
+    }
+    out
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
     Int8,
@@ -103,19 +112,19 @@ impl Dense {
     }
 
     pub fn int64(shape: Vec<usize>, values: &[i64]) -> Self {
-        Self::numeric(DType::Int64, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        Self::numeric(DType::Int64, shape, le_bytes(values, |v| v.to_le_bytes()))
     }
 
     pub fn int32(shape: Vec<usize>, values: &[i32]) -> Self {
-        Self::numeric(DType::Int32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        Self::numeric(DType::Int32, shape, le_bytes(values, |v| v.to_le_bytes()))
     }
 
     pub fn float32(shape: Vec<usize>, values: &[f32]) -> Self {
-        Self::numeric(DType::Float32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        Self::numeric(DType::Float32, shape, le_bytes(values, |v| v.to_le_bytes()))
     }
 
     pub fn float64(shape: Vec<usize>, values: &[f64]) -> Self {
-        Self::numeric(DType::Float64, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        Self::numeric(DType::Float64, shape, le_bytes(values, |v| v.to_le_bytes()))
     }
 
     /// A numeric tensor from its little-endian element bytes.

@@ -33,7 +33,14 @@ pub fn fields(buf: &[u8]) -> Fields<'_> {
     Fields { buf }
 }
 
+#[inline]
 fn varint(buf: &mut &[u8]) -> Result<u64, Malformed> {
+    if let Some((&byte, rest)) = buf.split_first() {
+        if byte < 0x80 {
+            *buf = rest;
+            return Ok(u64::from(byte));
+        }
+    }
     let mut value = 0u64;
     for (i, &byte) in buf.iter().enumerate().take(10) {
         value |= u64::from(byte & 0x7f) << (7 * i);
@@ -54,31 +61,36 @@ fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], Malformed> {
     Ok(head)
 }
 
+impl<'a> Fields<'a> {
+    fn next_field(&mut self) -> Result<(u64, Field<'a>), Malformed> {
+        let tag = varint(&mut self.buf)?;
+        let number = tag >> 3;
+        if number == 0 {
+            return Err(Malformed);
+        }
+        let value = match tag & 7 {
+            0 => Field::Varint(varint(&mut self.buf)?),
+            1 => Field::Fixed64(take(&mut self.buf, 8)?),
+            2 => {
+                let len = varint(&mut self.buf)?;
+                Field::Len(take(&mut self.buf, usize::try_from(len).map_err(|_| Malformed)?)?)
+            }
+            5 => Field::Fixed32(take(&mut self.buf, 4)?),
+            _ => return Err(Malformed), // groups (3, 4) and invalid wire types
+        };
+        Ok((number, value))
+    }
+}
+
 impl<'a> Iterator for Fields<'a> {
     type Item = Result<(u64, Field<'a>), Malformed>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.buf.is_empty() {
             return None;
         }
-        let field = (|| {
-            let tag = varint(&mut self.buf)?;
-            let number = tag >> 3;
-            if number == 0 {
-                return Err(Malformed);
-            }
-            let value = match tag & 7 {
-                0 => Field::Varint(varint(&mut self.buf)?),
-                1 => Field::Fixed64(take(&mut self.buf, 8)?),
-                2 => {
-                    let len = varint(&mut self.buf)?;
-                    Field::Len(take(&mut self.buf, usize::try_from(len).map_err(|_| Malformed)?)?)
-                }
-                5 => Field::Fixed32(take(&mut self.buf, 4)?),
-                _ => return Err(Malformed), // groups (3, 4) and invalid wire types
-            };
-            Ok((number, value))
-        })();
+        let field = self.next_field();
         if field.is_err() {
             self.buf = &[];
         }
@@ -86,11 +98,46 @@ impl<'a> Iterator for Fields<'a> {
     }
 }
 
+/// A length-delimited field with a one-byte `tag` at the start of `buf`: its body and
+/// the rest. The common shape of map entries and lists, read without the general loop.
+#[inline]
+fn leading_len_field(buf: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    let (&first, mut rest) = buf.split_first()?;
+    if first != tag {
+        return None;
+    }
+    let len = usize::try_from(varint(&mut rest).ok()?).ok()?;
+    (len <= rest.len()).then(|| rest.split_at(len))
+}
+
 /// Calls `visit(key, value)` for every entry of a `map<string, Message>` field numbered 1
 /// of the message `map_owner` (Features or FeatureLists), in wire order.
 pub fn for_each_entry<'a>(map_owner: &'a [u8], mut visit: impl FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed> {
-    for field in fields(map_owner) {
-        if let (1, Field::Len(entry)) = field? {
+    let mut rest = map_owner;
+    while !rest.is_empty() {
+        // Fast path: an entry (field 1) holding `key` then `value`, nothing else.
+        if let Some((entry, after)) = leading_len_field(rest, 0x0a) {
+            rest = after;
+            if let Some((key, tail)) = leading_len_field(entry, 0x0a) {
+                if let Some((value, [])) = leading_len_field(tail, 0x12) {
+                    visit(key, value);
+                    continue;
+                }
+            }
+            let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
+            for field in fields(entry) {
+                match field? {
+                    (1, Field::Len(k)) => key = k,
+                    (2, Field::Len(v)) => value = v,
+                    _ => {}
+                }
+            }
+            visit(key, value);
+            continue;
+        }
+        let mut other = fields(rest);
+        if let (1, Field::Len(entry)) = other.next_field()? {
+            // A multi-byte length prefix: the general path.
             let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
             for field in fields(entry) {
                 match field? {
@@ -101,6 +148,7 @@ pub fn for_each_entry<'a>(map_owner: &'a [u8], mut visit: impl FnMut(&'a [u8], &
             }
             visit(key, value);
         }
+        rest = other.buf;
     }
     Ok(())
 }
@@ -177,53 +225,89 @@ fn for_each_list<'a>(
     Ok(())
 }
 
-/// Appends the values of an `Int64List` feature (packed or not).
+/// The feature's list body when the feature holds exactly one list field: the common
+/// case, recognised without walking the message twice.
+pub fn single_list(feature: &[u8]) -> Option<(Kind, &[u8])> {
+    let (&tag, mut rest) = feature.split_first()?;
+    let kind = match tag {
+        0x0a => Kind::Bytes,
+        0x12 => Kind::Float,
+        0x1a => Kind::Int64,
+        _ => return None,
+    };
+    let len = usize::try_from(varint(&mut rest).ok()?).ok()?;
+    (len == rest.len()).then_some((kind, rest))
+}
+
+/// Appends the values of an `Int64List` message body (packed or not).
+pub fn int64_list(list: &[u8], out: &mut Vec<i64>) -> Result<(), Malformed> {
+    if let Some((mut packed, [])) = leading_len_field(list, 0x0a) {
+        while !packed.is_empty() {
+            out.push(varint(&mut packed)? as i64);
+        }
+        return Ok(());
+    }
+    for field in fields(list) {
+        match field? {
+            (1, Field::Varint(v)) => out.push(v as i64),
+            (1, Field::Len(mut packed)) => {
+                while !packed.is_empty() {
+                    out.push(varint(&mut packed)? as i64);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Appends the values of a `FloatList` message body (packed or not).
+pub fn float_list(list: &[u8], out: &mut Vec<f32>) -> Result<(), Malformed> {
+    if let Some((packed, [])) = leading_len_field(list, 0x0a) {
+        if !packed.len().is_multiple_of(4) {
+            return Err(Malformed);
+        }
+        out.extend(packed.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))));
+        return Ok(());
+    }
+    for field in fields(list) {
+        match field? {
+            (1, Field::Fixed32(bytes)) => out.push(f32::from_le_bytes(bytes.try_into().expect("4 bytes"))),
+            (1, Field::Len(packed)) => {
+                if !packed.len().is_multiple_of(4) {
+                    return Err(Malformed);
+                }
+                out.extend(packed.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Appends the values of a `BytesList` message body, as slices of it.
+pub fn bytes_list<'a>(list: &'a [u8], out: &mut Vec<&'a [u8]>) -> Result<(), Malformed> {
+    for field in fields(list) {
+        if let (1, Field::Len(value)) = field? {
+            out.push(value);
+        }
+    }
+    Ok(())
+}
+
+/// Appends the values of an `Int64List` feature whose lists start at `from`.
 pub fn int64_values(feature: &[u8], from: usize, out: &mut Vec<i64>) -> Result<(), Malformed> {
-    for_each_list(feature, from, 3, |list| {
-        for field in fields(list) {
-            match field? {
-                (1, Field::Varint(v)) => out.push(v as i64),
-                (1, Field::Len(mut packed)) => {
-                    while !packed.is_empty() {
-                        out.push(varint(&mut packed)? as i64);
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    })
+    for_each_list(feature, from, 3, |list| int64_list(list, out))
 }
 
-/// Appends the values of a `FloatList` feature (packed or not).
+/// Appends the values of a `FloatList` feature whose lists start at `from`.
 pub fn float_values(feature: &[u8], from: usize, out: &mut Vec<f32>) -> Result<(), Malformed> {
-    for_each_list(feature, from, 2, |list| {
-        for field in fields(list) {
-            match field? {
-                (1, Field::Fixed32(bytes)) => out.push(f32::from_le_bytes(bytes.try_into().expect("4 bytes"))),
-                (1, Field::Len(packed)) => {
-                    if !packed.len().is_multiple_of(4) {
-                        return Err(Malformed);
-                    }
-                    out.extend(packed.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))));
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    })
+    for_each_list(feature, from, 2, |list| float_list(list, out))
 }
 
-/// Appends the values of a `BytesList` feature, as slices of `feature`.
+/// Appends the values of a `BytesList` feature whose lists start at `from`.
 pub fn bytes_values<'a>(feature: &'a [u8], from: usize, out: &mut Vec<&'a [u8]>) -> Result<(), Malformed> {
-    for_each_list(feature, from, 1, |list| {
-        for field in fields(list) {
-            if let (1, Field::Len(value)) = field? {
-                out.push(value);
-            }
-        }
-        Ok(())
-    })
+    for_each_list(feature, from, 1, |list| bytes_list(list, out))
 }
 
 #[cfg(test)]

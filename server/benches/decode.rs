@@ -1,0 +1,123 @@
+//! Decoding throughput per core on the benchmark workloads of DESIGN.md:
+//! - tabular: tf.train.Example with 13 float32 + 26 int64 features + an int64 label;
+//! - images: tf.train.Example with a ~110 KB `image` bytes feature, `label`, `shape` int64×3.
+//!
+//! Run: `cargo bench -p readerd-server --bench decode`. Each workload is measured twice,
+//! once reporting records/s and once bytes/s of serialized input.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use prost::Message;
+use readerd_proto::tensorflow as tf;
+use readerd_server::decode::DType;
+use readerd_server::decode::example::{ExampleParser, FeatureSpec};
+
+const BATCH: usize = 256;
+
+/// A small deterministic generator (SplitMix64), so runs compare.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+fn int64(v: i64) -> tf::Feature {
+    tf::Feature { kind: Some(tf::feature::Kind::Int64List(tf::Int64List { value: vec![v] })) }
+}
+
+fn example(features: BTreeMap<String, tf::Feature>) -> Bytes {
+    Bytes::from(tf::Example { features: Some(tf::Features { feature: features }) }.encode_to_vec())
+}
+
+fn tabular(rng: &mut Rng) -> Bytes {
+    let mut features = BTreeMap::new();
+    for i in 0..13 {
+        let value = (rng.next() % 10_000) as f32 / 100.0;
+        features.insert(
+            format!("f{i}"),
+            tf::Feature { kind: Some(tf::feature::Kind::FloatList(tf::FloatList { value: vec![value] })) },
+        );
+    }
+    for i in 0..26 {
+        features.insert(format!("i{i}"), int64((rng.next() % 1_000_000) as i64));
+    }
+    features.insert("label".into(), int64((rng.next() % 2) as i64));
+    example(features)
+}
+
+fn image(rng: &mut Rng) -> Bytes {
+    let pixels: Vec<u8> = (0..110_000).map(|_| rng.next() as u8).collect();
+    let mut features = BTreeMap::new();
+    features.insert(
+        "image".into(),
+        tf::Feature { kind: Some(tf::feature::Kind::BytesList(tf::BytesList { value: vec![pixels.into()] })) },
+    );
+    features.insert("label".into(), int64((rng.next() % 1000) as i64));
+    features.insert(
+        "shape".into(),
+        tf::Feature { kind: Some(tf::feature::Kind::Int64List(tf::Int64List { value: vec![192, 192, 3] })) },
+    );
+    example(features)
+}
+
+fn scalar(dtype: DType) -> FeatureSpec {
+    FeatureSpec::FixedLen { dtype, shape: vec![], default: None }
+}
+
+fn tabular_parser() -> ExampleParser {
+    let mut features: Vec<(String, FeatureSpec)> = (0..13).map(|i| (format!("f{i}"), scalar(DType::Float32))).collect();
+    features.extend((0..26).map(|i| (format!("i{i}"), scalar(DType::Int64))));
+    features.push(("label".into(), scalar(DType::Int64)));
+    ExampleParser::new(features).unwrap()
+}
+
+fn image_parser() -> ExampleParser {
+    ExampleParser::new(vec![
+        ("image".into(), scalar(DType::String)),
+        ("label".into(), scalar(DType::Int64)),
+        ("shape".into(), FeatureSpec::FixedLen { dtype: DType::Int64, shape: vec![3], default: None }),
+    ])
+    .unwrap()
+}
+
+fn bench_workload(c: &mut Criterion, name: &str, parser: &ExampleParser, records: &[Bytes]) {
+    let keys: Vec<String> = (0..records.len()).map(|i| format!("bench:{i}")).collect();
+    let bytes: usize = records.iter().map(Bytes::len).sum();
+    let mut group = c.benchmark_group(format!("parse_example/{name}"));
+    for (unit, throughput) in
+        [("records", Throughput::Elements(records.len() as u64)), ("bytes", Throughput::Bytes(bytes as u64))]
+    {
+        group.throughput(throughput);
+        group.bench_function(format!("batch{BATCH}/{unit}"), |b| {
+            b.iter(|| {
+                for (batch, batch_keys) in records.chunks(BATCH).zip(keys.chunks(BATCH)) {
+                    std::hint::black_box(parser.parse(batch, Some(batch_keys), true).unwrap());
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+fn decode_benches(c: &mut Criterion) {
+    let mut rng = Rng(20240521);
+    let tabular_records: Vec<Bytes> = (0..8 * BATCH).map(|_| tabular(&mut rng)).collect();
+    bench_workload(c, "tabular", &tabular_parser(), &tabular_records);
+    let image_records: Vec<Bytes> = (0..BATCH).map(|_| image(&mut rng)).collect();
+    bench_workload(c, "images", &image_parser(), &image_records);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(3));
+    targets = decode_benches
+}
+criterion_main!(benches);

@@ -35,11 +35,11 @@ pub fn fields(buf: &[u8]) -> Fields<'_> {
 
 #[inline]
 fn varint(buf: &mut &[u8]) -> Result<u64, Malformed> {
-    if let Some((&byte, rest)) = buf.split_first() {
-        if byte < 0x80 {
-            *buf = rest;
-            return Ok(u64::from(byte));
-        }
+    if let Some((&byte, rest)) = buf.split_first()
+        && byte < 0x80
+    {
+        *buf = rest;
+        return Ok(u64::from(byte));
     }
     let mut value = 0u64;
     for (i, &byte) in buf.iter().enumerate().take(10) {
@@ -118,11 +118,11 @@ pub fn for_each_entry<'a>(map_owner: &'a [u8], mut visit: impl FnMut(&'a [u8], &
         // Fast path: an entry (field 1) holding `key` then `value`, nothing else.
         if let Some((entry, after)) = leading_len_field(rest, 0x0a) {
             rest = after;
-            if let Some((key, tail)) = leading_len_field(entry, 0x0a) {
-                if let Some((value, [])) = leading_len_field(tail, 0x12) {
-                    visit(key, value);
-                    continue;
-                }
+            if let Some((key, tail)) = leading_len_field(entry, 0x0a)
+                && let Some((value, [])) = leading_len_field(tail, 0x12)
+            {
+                visit(key, value);
+                continue;
             }
             let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
             for field in fields(entry) {

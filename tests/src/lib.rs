@@ -48,7 +48,7 @@ impl ServerProcess {
         for root in data_roots {
             command.arg("--data-root").arg(root);
         }
-        command.args(extra_args).env("RUST_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::inherit());
+        command.args(extra_args).env("RUST_LOG", "error").stdout(Stdio::piped()).stderr(Stdio::inherit());
         let mut child = command.spawn().expect("start readerd");
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();

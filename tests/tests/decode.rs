@@ -183,3 +183,87 @@ fn golden_examples_stream_as_tensorflow_parses_them() {
     assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n"));
     assert_eq!(ran, 61);
 }
+
+fn jsonl(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn raw_decoder_reinterprets_fixed_length_records() {
+    let golden = readerd_tests::golden_dir();
+    let server = ServerProcess::start(&[&golden]);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = json!({"source": {"files": ["fixed_length/hdr_ftr.bin"], "format": "FIXED_LENGTH",
+                                 "headerBytes": 5, "recordBytes": 4, "footerBytes": 3},
+                      "decoder": {"raw": {"outType": "INT16", "littleEndian": false}},
+                      "pipeline": {"batchSize": 4}});
+    let spec_path = dir.path().join("spec.json");
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    let output = readerctl(&server.addr, &["read", "--spec", spec_path.to_str().unwrap(), "--output", "jsonl"]);
+    assert!(output.status.success());
+    let lines = jsonl(&output.stdout);
+    let records: Vec<Vec<u8>> = readerd_tests::golden_case("fl_header_footer")["expected"]["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(b64)
+        .collect();
+    let mut values = Vec::new();
+    for line in &lines[..lines.len() - 1] {
+        let tensor = &line["features"]["value"];
+        assert_eq!(tensor["dtype"], "int16");
+        assert_eq!(tensor["shape"][1], 2, "4 bytes are two int16");
+        values.extend(tensor["values"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()));
+    }
+    let expected: Vec<i64> =
+        records.iter().flat_map(|r| r.chunks(2).map(|c| i64::from(i16::from_be_bytes([c[0], c[1]])))).collect();
+    assert_eq!(values, expected);
+    assert_eq!(lines[0]["features"]["value"]["shape"], json!([4, 2]));
+}
+
+#[tokio::test]
+async fn on_error_skip_drops_and_counts_corrupt_and_undecodable_records() {
+    use readerd_client::v1 as pb;
+    let root = tempfile::tempdir().unwrap();
+    let golden = readerd_tests::golden_dir();
+    std::fs::copy(golden.join("tfrecord/corrupt_bad_data_crc_payload.tfrecord"), root.path().join("corrupt.tfrecord"))
+        .unwrap();
+    // Three Examples; the second lacks the required feature `a`.
+    let case = readerd_tests::golden_case("pe_fixed_missing_no_default");
+    let examples: Vec<Vec<u8>> = case["inputs"]["serialized"].as_array().unwrap().iter().map(b64).collect();
+    write_tfrecord(&root.path().join("examples.tfrecord"), &examples);
+    let server = ServerProcess::start(&[root.path()]);
+    let mut client = server.client().await;
+
+    let corrupt: pb::DatasetSpec = serde_json::from_value(json!({
+        "source": {"files": ["corrupt.tfrecord", "corrupt.tfrecord"], "format": "TFRECORD"},
+        "pipeline": {"onError": "SKIP"}}))
+    .unwrap();
+    let mut stream = client.read("", "corrupt", Some(corrupt)).await.unwrap();
+    let mut keys = Vec::new();
+    while let Some(response) = stream.message().await.unwrap() {
+        match response.kind.unwrap() {
+            pb::read_response::Kind::Element(element) => keys.extend(element.keys),
+            pb::read_response::Kind::EndOfSequence(_) => break,
+        }
+    }
+    // Two good records per file, then the corrupt one ends that file.
+    assert_eq!(keys, ["corrupt.tfrecord:0", "corrupt.tfrecord:22", "corrupt.tfrecord:0", "corrupt.tfrecord:22"]);
+    let request = pb::GetReaderStatsRequest { reader: Some(readerd_client::reader_ref("", "corrupt")) };
+    assert_eq!(client.service().get_reader_stats(request).await.unwrap().into_inner().records_skipped, 2);
+
+    let undecodable: pb::DatasetSpec = serde_json::from_value(json!({
+        "source": {"files": ["examples.tfrecord"], "format": "TFRECORD"},
+        "decoder": {"example": {"features": {"a": {"fixedLen": {"dtype": "INT64"}}}}},
+        "pipeline": {"batchSize": 3, "onError": "SKIP"}}))
+    .unwrap();
+    let mut stream = client.read("", "undecodable", Some(undecodable)).await.unwrap();
+    let Some(pb::read_response::Kind::Element(element)) = stream.message().await.unwrap().unwrap().kind else {
+        panic!("an element")
+    };
+    assert_eq!(element.keys.len(), 2, "the record without `a` was dropped: {:?}", element.keys);
+    let Some(pb::tensor::Kind::Dense(a)) = element.features[0].tensor.clone().unwrap().kind else { panic!() };
+    assert_eq!(a.shape, [2]);
+    let request = pb::GetReaderStatsRequest { reader: Some(readerd_client::reader_ref("", "undecodable")) };
+    assert_eq!(client.service().get_reader_stats(request).await.unwrap().into_inner().records_skipped, 1);
+}

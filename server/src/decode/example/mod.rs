@@ -400,7 +400,7 @@ impl ExampleParser {
                 })
             });
             if located.is_err() {
-                return Err(unparsable(wording.input_name(), record));
+                return Err(unparsable(wording.input_name(), index, record));
             }
         }
         Ok(slots)
@@ -431,8 +431,13 @@ fn check_default(
     Ok(())
 }
 
-pub(crate) fn unparsable(what: &str, record: &[u8]) -> DecodeError {
-    DecodeError::new(format!("Could not parse {what} input, value: '{}'", String::from_utf8_lossy(record)))
+/// TensorFlow's message for bytes that are not a valid proto (its value cut to a
+/// readable length; the record is named by the caller).
+pub(crate) fn unparsable(what: &str, index: usize, record: &[u8]) -> DecodeError {
+    const SHOWN: usize = 512;
+    let shown = String::from_utf8_lossy(&record[..record.len().min(SHOWN)]);
+    let more = if record.len() > SHOWN { "..." } else { "" };
+    DecodeError::at(index, format!("Could not parse {what} input, value: '{shown}{more}'"))
 }
 
 /// Which message family errors use.
@@ -498,7 +503,7 @@ impl<'r> SlotTable<'r> {
     ) -> Result<Option<usize>, DecodeError> {
         let Some(feature) = self.feature(index, slot) else { return Ok(None) };
         let record = &self.records[index];
-        let malformed = |_| unparsable("example", record);
+        let malformed = |_| unparsable("example", index, record);
         let before = column.len();
         if let Some((kind, list)) = wire::single_list(feature) {
             self.check_kind(kind, column, index, key, names, style)?;

@@ -82,7 +82,7 @@ impl SequenceExampleParser {
                 })
             });
             if located.is_err() {
-                return Err(unparsable("sequence_example", record));
+                return Err(unparsable("sequence_example", index, record));
             }
         }
         let mut parsed = ParsedSequences { context, ..ParsedSequences::default() };
@@ -177,7 +177,7 @@ fn read_steps<'r>(
     };
     let mut scratch = Vec::new();
     for (index, record) in records.iter().enumerate() {
-        let malformed = |_| unparsable("sequence_example", record);
+        let malformed = |_| unparsable("sequence_example", index, record);
         let list = list_of(index);
         steps.missing.push(list.is_none());
         let mut step = 0;

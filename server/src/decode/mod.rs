@@ -1,7 +1,9 @@
 //! Decoding: records → named tensors, exactly as TensorFlow's ops do. No I/O, no tokio.
 //!
-//! - [`tensor`]: the tensor types decoders produce.
+//! - [`tensor`]: the tensor types decoders produce;
+//! - [`number`]: text to numbers as TensorFlow's `strings::safe_strto*` parse it.
 
+pub mod number;
 pub mod tensor;
 
 pub use tensor::{DType, Dense, Ragged, Sparse, Tensor, Values};

@@ -1,8 +1,10 @@
 //! Decoding: records → named tensors, exactly as TensorFlow's ops do. No I/O, no tokio.
 //!
 //! - [`tensor`]: the tensor types decoders produce;
+//! - [`csv`]: `tf.io.decode_csv`, and the field rules of `tf.data.experimental.CsvDataset`;
 //! - [`number`]: text to numbers as TensorFlow's `strings::safe_strto*` parse it.
 
+pub mod csv;
 pub mod number;
 pub mod tensor;
 

@@ -175,7 +175,8 @@ pub fn decode_csv(config: &CsvConfig, records: &[Bytes], shape: &[usize]) -> Res
 
 /// Decodes `records` (the row-major elements of a tensor of shape `shape`) under the
 /// given dialect's rules; returns one tensor of that shape per column. For one
-/// `CsvDataset` row pass one record and shape `[]`: each column is then a scalar.
+/// `CsvDataset` row pass one record and shape `[]`: each column is then a scalar (but
+/// decode batches where you can: each call allocates one tensor per column).
 pub fn decode_records(
     config: &CsvConfig,
     dialect: CsvDialect,
@@ -186,52 +187,82 @@ pub fn decode_records(
     if count != records.len() {
         return Err(DecodeError::new(format!("{} records do not make a tensor of shape {shape:?}", records.len())));
     }
+    let mut tensors = decode_batch(config, dialect, records).map_err(|err| err.error)?;
+    for tensor in &mut tensors {
+        tensor.shape = shape.to_vec();
+    }
+    Ok(tensors)
+}
+
+/// A batch that does not decode.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct BatchError {
+    /// The first record that fails, by its index in the batch (the records before it
+    /// decode); `None`: no record can (a column dtype the decoder does not support).
+    pub record: Option<usize>,
+    pub error: DecodeError,
+}
+
+/// [`decode_records`] on a batch of shape `[records.len()]`, saying which record fails:
+/// what a caller needs to name it by its key, or to skip it.
+pub fn decode_batch(config: &CsvConfig, dialect: CsvDialect, records: &[Bytes]) -> Result<Vec<Dense>, BatchError> {
     let mut builders = config
         .columns
         .iter()
         .enumerate()
         .map(|(f, column)| Builder::new(f, column.dtype, records.len()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let columns = config.columns.len();
-    let mut spans = Vec::with_capacity(columns + 1);
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| BatchError { record: None, error })?;
+    let mut spans = Vec::with_capacity(config.columns.len() + 1);
     let mut scratch = Vec::new();
     for (index, record) in records.iter().enumerate() {
-        match dialect {
-            CsvDialect::DecodeCsv => {
-                let at = RecordAt::Index(index);
-                split_decode_csv(config, record, &mut spans).map_err(DecodeError::new)?;
-                if spans.len() != columns {
-                    return Err(DecodeError::new(format!(
-                        "Expect {columns} fields but have {} in record{at}",
-                        spans.len()
-                    )));
-                }
-                for (f, span) in spans.iter().enumerate() {
-                    builders[f].push(config, f, record, span, at, &mut scratch)?;
-                }
-            }
-            CsvDialect::CsvDataset => {
-                let at = RecordAt::Unnamed;
-                let malformed = split_csv_dataset(config, config.select_cols.as_deref(), record, &mut spans);
-                for (f, span) in spans.iter().enumerate() {
-                    let Some(builder) = builders.get_mut(f) else {
-                        return Err(DecodeError::new(format!("Expect {columns} fields but have more in record")));
-                    };
-                    builder.push(config, f, record, span, at, &mut scratch)?;
-                }
-                if let Some(message) = malformed {
-                    return Err(DecodeError::new(message));
-                }
-                if spans.len() != columns {
-                    return Err(DecodeError::new(format!(
-                        "Expect {columns} fields but have {} in record{at}",
-                        spans.len()
-                    )));
-                }
-            }
-        }
+        decode_record(config, dialect, index, record, &mut builders, &mut spans, &mut scratch)
+            .map_err(|error| BatchError { record: Some(index), error })?;
     }
-    Ok(builders.into_iter().map(|builder| builder.finish(shape.to_vec())).collect())
+    Ok(builders.into_iter().map(|builder| builder.finish(vec![records.len()])).collect())
+}
+
+/// Splits record `index` and appends its fields to the column builders.
+fn decode_record(
+    config: &CsvConfig,
+    dialect: CsvDialect,
+    index: usize,
+    record: &Bytes,
+    builders: &mut [Builder],
+    spans: &mut Vec<Span>,
+    scratch: &mut Vec<u8>,
+) -> Result<(), DecodeError> {
+    let columns = builders.len();
+    let at = match dialect {
+        CsvDialect::DecodeCsv => RecordAt::Index(index),
+        CsvDialect::CsvDataset => RecordAt::Unnamed,
+    };
+    let malformed = match dialect {
+        // All of ExtractFields' errors come before the field count and the values.
+        CsvDialect::DecodeCsv => {
+            split_decode_csv(config, record, spans).map_err(DecodeError::new)?;
+            None
+        }
+        // CsvDataset converts each field as it goes: errors come in field order.
+        CsvDialect::CsvDataset => split_csv_dataset(config, config.select_cols.as_deref(), record, spans),
+    };
+    if dialect == CsvDialect::DecodeCsv && spans.len() != columns {
+        return Err(DecodeError::new(format!("Expect {columns} fields but have {} in record{at}", spans.len())));
+    }
+    for (f, span) in spans.iter().enumerate() {
+        let Some(builder) = builders.get_mut(f) else {
+            return Err(DecodeError::new(format!("Expect {columns} fields but have more in record")));
+        };
+        builder.push(config, f, record, span, at, scratch)?;
+    }
+    if let Some(message) = malformed {
+        return Err(DecodeError::new(message));
+    }
+    if spans.len() != columns {
+        return Err(DecodeError::new(format!("Expect {columns} fields but have {} in record{at}", spans.len())));
+    }
+    Ok(())
 }
 
 /// How errors name the record: `in record 3` (decode_csv) or `in record` (CsvDataset).
@@ -323,16 +354,14 @@ fn split_decode_csv(config: &CsvConfig, input: &[u8], spans: &mut Vec<Span>) -> 
             idx += 2;
             span
         } else {
+            // A byte loop: fields are short, two memchr passes cost more.
             let start = idx;
-            let end = memchr::memchr(delim, &input[start..]).map_or(n, |at| start + at);
-            let field = &input[start..end];
-            let bad = if config.use_quote_delim {
-                memchr::memchr3(b'"', b'\n', b'\r', field)
-            } else {
-                memchr::memchr2(b'\n', b'\r', field)
-            };
-            if bad.is_some() {
-                return Err(UNQUOTED_QUOTE_DECODE_CSV);
+            let mut end = start;
+            while let Some(&b) = input.get(end).filter(|&&b| b != delim) {
+                if (config.use_quote_delim && b == b'"') || b == b'\n' || b == b'\r' {
+                    return Err(UNQUOTED_QUOTE_DECODE_CSV);
+                }
+                end += 1;
             }
             idx = end + 1;
             Span { start, end, escaped: false }
@@ -383,9 +412,12 @@ fn split_csv_dataset(
                 Err(message) => return Some(message),
             }
         } else {
-            let end = memchr::memchr(delim, &input[pos..]).map_or(n, |at| pos + at);
-            if config.use_quote_delim && memchr::memchr(b'"', &input[pos..end]).is_some() {
-                return Some(UNQUOTED_QUOTE_CSV_DATASET);
+            let mut end = pos;
+            while let Some(&b) = input.get(end).filter(|&&b| b != delim) {
+                if config.use_quote_delim && b == b'"' {
+                    return Some(UNQUOTED_QUOTE_CSV_DATASET);
+                }
+                end += 1;
             }
             (Span { start: pos, end, escaped: false }, (end < n).then_some(end + 1))
         };
@@ -674,6 +706,19 @@ mod tests {
         assert_eq!((got[0].shape.clone(), int64s(&got[0])), (vec![2, 3], vec![1, 2, 3, 4, 5, 6]));
         assert!(decode_csv(&cols, &records, &[4]).is_err());
         assert_eq!(decode_csv(&cols, &[], &[0, 5]).unwrap()[0].shape, vec![0, 5]);
+    }
+
+    #[test]
+    fn a_batch_error_names_the_first_failing_record() {
+        let cols = config(vec![int64(0)], None);
+        let records: Vec<Bytes> = ["1", "2", "x", "y"].iter().map(|r| Bytes::from_static(r.as_bytes())).collect();
+        let err = decode_batch(&cols, CsvDataset, &records).unwrap_err();
+        assert_eq!((err.record, err.error.message.as_str()), (Some(2), "Field 0 in record is not a valid int64: x"));
+        let got = decode_batch(&cols, CsvDataset, &records[..2]).unwrap();
+        assert_eq!((got[0].shape.clone(), int64s(&got[0])), (vec![2], vec![1, 2]));
+        let unsupported = CsvConfig { columns: vec![column(DType::Bool, None)], ..cols };
+        let err = decode_batch(&unsupported, DecodeCsv, &records).unwrap_err();
+        assert_eq!((err.record, err.error.message.as_str()), (None, "csv: data type bool not supported in field 0"));
     }
 
     #[test]

@@ -79,6 +79,26 @@ impl Scan {
     fn resume(&mut self, w: &[u8], at_eof: bool, delim: u8, quotes: bool) -> Option<RecordEnd> {
         let n = w.len();
         let to_eof = |malformed: bool| at_eof.then_some(RecordEnd { len: n, consume: n, malformed });
+        if self.step != Step::Quoted && delim != b'\n' && delim != b'\r' {
+            // Fast path: up to the next line break no field is quoted, so the record
+            // ends there (or past the window) whatever its fields are.
+            let rest = &w[self.at..];
+            let line = memchr::memchr2(b'\n', b'\r', rest);
+            let segment = &rest[..line.unwrap_or(rest.len())];
+            if !quotes || memchr::memchr(b'"', segment).is_none() {
+                if let Some(&last) = segment.last() {
+                    self.step = if last == delim { Step::FieldStart } else { Step::Unquoted };
+                }
+                self.at += segment.len();
+                return match line {
+                    Some(_) => {
+                        self.step = Step::Unquoted; // resumes at the line break
+                        self.line_end(w, self.at, at_eof)
+                    }
+                    None => to_eof(self.malformed),
+                };
+            }
+        }
         loop {
             match self.step {
                 Step::FieldStart if self.at == n => {
@@ -328,12 +348,98 @@ mod tests {
             b",,\",\",\"\"\n",
         ];
         for stream in streams {
-            for (header, delim, quotes) in
-                [(false, b',', true), (true, b',', true), (false, b'|', true), (false, b',', false)]
-            {
+            // A line break as delimiter takes the slow path only.
+            let configs = [
+                (false, b',', true),
+                (true, b',', true),
+                (false, b'|', true),
+                (false, b',', false),
+                (false, b'\r', true),
+            ];
+            for (header, delim, quotes) in configs {
                 let whole = frame_whole(&mut framer(header, delim, quotes), stream);
                 let bytewise = frame_all(&mut framer(header, delim, quotes), stream);
                 assert_eq!(whole, bytewise, "{stream:?} header {header} delim {delim} quotes {quotes}");
+            }
+        }
+    }
+
+    /// CSVDatasetOp's ReadRecord transcribed character by character (without its
+    /// buffering): the records of `stream` with their line numbers.
+    fn reference(stream: &[u8], delim: u8, quotes: bool) -> Vec<(u64, Vec<u8>)> {
+        let n = stream.len();
+        let mut records = Vec::new();
+        let mut pos = 0;
+        while pos < n {
+            let start = pos;
+            let end = 'record: loop {
+                // One field.
+                if pos >= n {
+                    break 'record n;
+                }
+                if quotes && stream[pos] == b'"' {
+                    pos += 1;
+                    loop {
+                        if pos >= n {
+                            break 'record n; // never closed
+                        }
+                        if stream[pos] != b'"' {
+                            pos += 1;
+                            continue;
+                        }
+                        pos += 1;
+                        if pos >= n {
+                            break 'record n;
+                        }
+                        let next = stream[pos];
+                        pos += 1;
+                        if next == delim {
+                            continue 'record;
+                        }
+                        if next == b'\n' || next == b'\r' {
+                            let end = pos - 1;
+                            if next == b'\r' && stream.get(pos) == Some(&b'\n') {
+                                pos += 1;
+                            }
+                            break 'record end;
+                        }
+                    }
+                } else {
+                    loop {
+                        let Some(&ch) = stream.get(pos) else { break 'record n };
+                        pos += 1;
+                        if ch == delim {
+                            continue 'record;
+                        }
+                        if ch == b'\n' || ch == b'\r' {
+                            let end = pos - 1;
+                            if ch == b'\r' && stream.get(pos) == Some(&b'\n') {
+                                pos += 1;
+                            }
+                            break 'record end;
+                        }
+                    }
+                }
+            };
+            let line = 1 + stream[..start].iter().filter(|&&b| b == b'\n').count() as u64;
+            records.push((line, stream[start..end].to_vec()));
+        }
+        records
+    }
+
+    #[test]
+    fn matches_tensorflows_parser_on_random_streams() {
+        let alphabet = b"a,\"\n\r|";
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..4000 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let len = (seed >> 60) as usize;
+            let stream: Vec<u8> = (0..len).map(|i| alphabet[((seed >> (3 * i + 4)) % 6) as usize]).collect();
+            for (delim, quotes) in [(b',', true), (b',', false), (b'|', true), (b'\r', true)] {
+                let want = reference(&stream, delim, quotes);
+                let (got, err) = frame_all(&mut framer(false, delim, quotes), &stream);
+                assert_eq!((&got, err), (&want, None), "{stream:?} delim {delim} quotes {quotes}");
+                assert_eq!(frame_whole(&mut framer(false, delim, quotes), &stream).0, want);
             }
         }
     }

@@ -71,8 +71,9 @@ const UNQUOTED_QUOTE_CSV_DATASET: &str = "Unquoted fields cannot have quotes ins
 const UNCLOSED_QUOTE: &str = "Reached end of file without closing quoted field in record";
 
 impl CsvConfig {
-    /// Checks the arguments as `tf.io.decode_csv` (its Python wrapper, then the op) does.
-    /// `select_cols` is TensorFlow's int64 list.
+    /// Checks the arguments as `tf.io.decode_csv` (its Python wrapper, then the op) does,
+    /// with its messages also for `CsvDataset` (whose op words the `select_cols` checks
+    /// differently). `select_cols` is TensorFlow's int64 list.
     pub fn new(
         columns: Vec<CsvColumn>,
         field_delim: &str,

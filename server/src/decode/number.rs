@@ -1,5 +1,7 @@
-//! Text to numbers as TensorFlow's `strings::safe_strto32/64/f/d` parse them: since
-//! TensorFlow 2.16 these are absl's `SimpleAtoi` and `SimpleAtof`/`SimpleAtod`.
+//! Text to numbers as TensorFlow's `strings::safe_strto32/64/f/d` parse them. In the
+//! TensorFlow the golden vectors come from (2.21) these are absl's `SimpleAtoi` and
+//! `SimpleAtof`/`SimpleAtod` (older releases used double-conversion and took no `+`
+//! before an integer nor `Infinity`).
 //!
 //! - Integers: ASCII whitespace around the number (space, `\t \n \v \f \r`), one optional
 //!   `+` or `-`, then base-10 digits only (leading zeros fine, no `0x`, no `.`); overflow

@@ -2,9 +2,13 @@
 //!
 //! - [`tensor`] holds the tensor types decoders produce;
 //! - [`raw`] is `tf.io.decode_raw`;
-//! - [`example`] is `tf.io.parse_example` and `parse_sequence_example`.
+//! - [`example`] is `tf.io.parse_example` and `parse_sequence_example`;
+//! - [`csv`] is `tf.io.decode_csv`, and the field rules of `tf.data.experimental.CsvDataset`;
+//! - [`number`] turns text into numbers as TensorFlow's `strings::safe_strto*` parse it.
 
+pub mod csv;
 pub mod example;
+pub mod number;
 pub mod raw;
 pub mod tensor;
 

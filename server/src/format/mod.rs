@@ -9,11 +9,13 @@
 //! Formats, one file each:
 //! - [`tfrecord`]: `u64 length | masked crc32c(length) | data | masked crc32c(data)`;
 //! - [`fixed_length`]: `FixedLengthRecordDataset` and the classic `FixedLengthRecordReader`;
-//! - [`text_line`]: `TextLineDataset` lines, with per-file `skip_header_lines`.
+//! - [`text_line`]: `TextLineDataset` lines, with per-file `skip_header_lines`;
+//! - [`csv`]: `CsvDataset` records (quoted fields may span lines), with per-file headers.
 //!
 //! Adding a format: write `format/<name>.rs` with a struct implementing [`Framer`], add a
 //! variant to [`FormatConfig`] and one arm to [`FormatConfig::framer`].
 
+pub mod csv;
 pub mod fixed_length;
 pub mod text_line;
 pub mod tfrecord;
@@ -72,6 +74,11 @@ pub trait Framer: Send {
     fn position(&self) -> Position;
     /// Continues from `position`, a value [`Framer::position`] returned for the same file.
     fn seek(&mut self, position: Position);
+    /// The file's header record, once framed and skipped (CSV with `header`); `None`
+    /// before that, for formats without one, and after a [`Framer::seek`].
+    fn header(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// How the records of a source are framed.
@@ -79,7 +86,15 @@ pub trait Framer: Send {
 pub enum FormatConfig {
     TfRecord,
     FixedLength(fixed_length::FixedLengthConfig),
-    TextLine { skip_header_lines: u64 },
+    TextLine {
+        skip_header_lines: u64,
+    },
+    /// `CsvDataset` framing; `header`: each file's first record names the columns.
+    Csv {
+        header: bool,
+        field_delim: u8,
+        use_quote_delim: bool,
+    },
 }
 
 impl FormatConfig {
@@ -90,6 +105,9 @@ impl FormatConfig {
             FormatConfig::FixedLength(config) => Box::new(fixed_length::FixedLengthFramer::new(config.clone(), unit)),
             FormatConfig::TextLine { skip_header_lines } => {
                 Box::new(text_line::TextLineFramer::new(*skip_header_lines, max_record_bytes))
+            }
+            FormatConfig::Csv { header, field_delim, use_quote_delim } => {
+                Box::new(csv::CsvFramer::new(*header, *field_delim, *use_quote_delim, max_record_bytes))
             }
         }
     }
@@ -119,13 +137,17 @@ pub enum FormatError {
     /// The compressed stream is damaged (zlib's code and message).
     #[error("inflate() failed with error {code}: {message}")]
     Inflate { code: i32, message: String },
+    /// A CSV file read with `header` is empty, or its header's quoting is malformed
+    /// (TensorFlow's InvalidArgument).
+    #[error("Can't read header of file")]
+    CsvHeader,
 }
 
 impl FormatError {
     /// True when the data itself is damaged (gRPC `DATA_LOSS`); false when the file does
     /// not fit the spec (`INVALID_ARGUMENT`).
     pub fn is_data_loss(&self) -> bool {
-        !matches!(self, FormatError::PartialBody { before_first: true, .. })
+        !matches!(self, FormatError::PartialBody { before_first: true, .. } | FormatError::CsvHeader)
     }
 
     /// Byte offset in the stream the error is about, when there is one.
@@ -134,7 +156,7 @@ impl FormatError {
             FormatError::Corrupted { offset, .. }
             | FormatError::Truncated { offset, .. }
             | FormatError::TooLong { offset, .. } => Some(*offset),
-            FormatError::PartialBody { .. } | FormatError::Inflate { .. } => None,
+            FormatError::PartialBody { .. } | FormatError::Inflate { .. } | FormatError::CsvHeader => None,
         }
     }
 }

@@ -125,6 +125,11 @@ impl SourceCursor {
         }
     }
 
+    /// The header record (CSV with `header`) of the file the last record came from.
+    pub fn header(&self) -> Option<&[u8]> {
+        self.current.as_ref().and_then(RecordFile::header)
+    }
+
     /// Files read to their end (TensorFlow's work units completed).
     pub fn files_completed(&self) -> u64 {
         self.files_completed

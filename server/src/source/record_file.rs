@@ -108,6 +108,12 @@ impl RecordFile {
         self.framer.position()
     }
 
+    /// The file's header record (CSV with `header`), once [`RecordFile::next_record`]
+    /// has read past it; `None` when the file was opened at a later position.
+    pub fn header(&self) -> Option<&[u8]> {
+        self.framer.header()
+    }
+
     /// Reads until the window holds `at_least` bytes or the stream ends. The buffer grows
     /// by what is actually read, never by a length the file claims.
     fn fill(&mut self, at_least: usize) -> Result<(), SourceError> {

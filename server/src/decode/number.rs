@@ -1,0 +1,365 @@
+//! Text to numbers as TensorFlow's `strings::safe_strto32/64/f/d` parse them. In the
+//! TensorFlow the golden vectors come from (2.21) these are absl's `SimpleAtoi` and
+//! `SimpleAtof`/`SimpleAtod` (older releases used double-conversion and took no `+`
+//! before an integer nor `Infinity`).
+//!
+//! - Integers: ASCII whitespace around the number (space, `\t \n \v \f \r`), one optional
+//!   `+` or `-`, then base-10 digits only (leading zeros fine, no `0x`, no `.`); overflow
+//!   is an error.
+//! - Floats: the same whitespace, one optional `+` (not followed by `-`), then
+//!   `absl::from_chars`: an optional `-`, then a decimal number (`1`, `1.`, `.5`, `1e-3`),
+//!   `inf`/`infinity`/`nan`/`nan(chars)` in any case, or a hex float `0x1.8p3` (exponent
+//!   optional). Decimal and hex are rounded correctly, straight to the target type (a
+//!   float32 is never rounded through a float64); overflow gives ±inf, underflow ±0 or a
+//!   denormal.
+
+/// `absl::ascii_isspace`.
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+fn trim(mut text: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = text
+        && is_space(*first)
+    {
+        text = rest;
+    }
+    while let [rest @ .., last] = text
+        && is_space(*last)
+    {
+        text = rest;
+    }
+    text
+}
+
+/// `absl::SimpleAtoi` into an `int64`.
+pub fn parse_i64(text: &[u8]) -> Option<i64> {
+    let text = trim(text);
+    let (negative, digits) = match text {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, text),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut magnitude: u64 = 0;
+    for &b in digits {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        magnitude = magnitude.checked_mul(10)?.checked_add(u64::from(digit))?;
+    }
+    if negative { 0i64.checked_sub_unsigned(magnitude) } else { i64::try_from(magnitude).ok() }
+}
+
+/// `absl::SimpleAtoi` into an `int32`.
+pub fn parse_i32(text: &[u8]) -> Option<i32> {
+    parse_i64(text).and_then(|value| i32::try_from(value).ok())
+}
+
+/// `absl::SimpleAtof`.
+pub fn parse_f32(text: &[u8]) -> Option<f32> {
+    parse_float(text)
+}
+
+/// `absl::SimpleAtod`.
+pub fn parse_f64(text: &[u8]) -> Option<f64> {
+    parse_float(text)
+}
+
+/// What the two float widths share for parsing.
+trait Float: Copy + std::str::FromStr + std::ops::Neg<Output = Self> {
+    /// Stored significand bits (23, 52).
+    const FRACTION_BITS: u32;
+    /// Exponent of the smallest denormal (-149, -1074).
+    const MIN_ULP_EXPONENT: i64;
+    /// Exponent of the largest finite value's leading bit (127, 1023).
+    const MAX_EXPONENT: i64;
+    const INFINITY_BITS: u64;
+    const QUIET_NAN_BITS: u64;
+    fn from_bits(bits: u64) -> Self;
+}
+
+impl Float for f32 {
+    const FRACTION_BITS: u32 = 23;
+    const MIN_ULP_EXPONENT: i64 = -149;
+    const MAX_EXPONENT: i64 = 127;
+    const INFINITY_BITS: u64 = 0x7f80_0000;
+    const QUIET_NAN_BITS: u64 = 0x7fc0_0000;
+    fn from_bits(bits: u64) -> Self {
+        f32::from_bits(bits as u32)
+    }
+}
+
+impl Float for f64 {
+    const FRACTION_BITS: u32 = 52;
+    const MIN_ULP_EXPONENT: i64 = -1074;
+    const MAX_EXPONENT: i64 = 1023;
+    const INFINITY_BITS: u64 = 0x7ff0_0000_0000_0000;
+    const QUIET_NAN_BITS: u64 = 0x7ff8_0000_0000_0000;
+    fn from_bits(bits: u64) -> Self {
+        f64::from_bits(bits)
+    }
+}
+
+fn parse_float<F: Float>(text: &[u8]) -> Option<F> {
+    let mut text = trim(text);
+    // SimpleAtof takes one `+` (but not `+-`); from_chars takes one `-`.
+    if let [b'+', rest @ ..] = text {
+        text = rest;
+        if rest.first() == Some(&b'-') {
+            return None;
+        }
+    }
+    let (negative, body) = match text {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, text),
+    };
+    let magnitude = match body {
+        [b'+' | b'-', ..] | [] => return None,
+        [b'0', b'x' | b'X', hex @ ..] => parse_hex(hex)?,
+        [b'n' | b'N', b'a' | b'A', b'n' | b'N', rest @ ..] => parse_nan_tail(rest)?,
+        // Rust's grammar is from_chars' decimal grammar plus `inf`/`infinity`, both
+        // case-insensitive, and its rounding is correct: the same values.
+        _ => std::str::from_utf8(body).ok()?.parse::<F>().ok()?,
+    };
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// After `nan`: nothing, or `(` `[A-Za-z0-9_]*` `)`. The sequence sets the payload as
+/// glibc's `nan()` does (absl calls it): a whole number in C's base 0 (decimal, `0x`
+/// hex, `0` octal) goes into the fraction bits below the quiet bit.
+fn parse_nan_tail<F: Float>(rest: &[u8]) -> Option<F> {
+    let sequence = match rest {
+        [] => return Some(F::from_bits(F::QUIET_NAN_BITS)),
+        [b'(', inner @ .., b')'] if inner.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_') => inner,
+        _ => return None,
+    };
+    // absl copies at most 127 characters of the sequence.
+    let sequence = &sequence[..sequence.len().min(127)];
+    let payload_mask = (1u64 << (F::FRACTION_BITS - 1)) - 1;
+    let payload = c_strtoull_base0(sequence).unwrap_or(0) & payload_mask;
+    Some(F::from_bits(F::QUIET_NAN_BITS | payload))
+}
+
+/// `strtoull(s, &end, 0)` when it consumes all of `s` (saturating on overflow, as C
+/// does); `None` when it stops early. An empty `s` is `Some(0)`.
+fn c_strtoull_base0(s: &[u8]) -> Option<u64> {
+    let (radix, digits) = match s {
+        [b'0', b'x' | b'X', rest @ ..] if rest.first().is_some_and(u8::is_ascii_hexdigit) => (16, rest),
+        [b'0', rest @ ..] => (8, rest),
+        _ => (10, s),
+    };
+    let mut value: u64 = 0;
+    let mut overflow = false;
+    for &b in digits {
+        let digit = u64::from((b as char).to_digit(radix)?);
+        match value.checked_mul(u64::from(radix)).and_then(|v| v.checked_add(digit)) {
+            Some(v) => value = v,
+            None => overflow = true,
+        }
+    }
+    Some(if overflow { u64::MAX } else { value })
+}
+
+/// A hex float after its `0x`, as absl's `ParseFloat<16>`: at most 15 significant hex
+/// digits are kept and any nonzero digit dropped sets the lowest bit (sticky), which
+/// keeps the rounding correct; the exponent after `p` is decimal and optional.
+fn parse_hex<F: Float>(s: &[u8]) -> Option<F> {
+    const MAX_DIGITS: i64 = 15;
+    let hex_digit = |b: u8| (b as char).to_digit(16).map(u64::from);
+    let mut i = 0;
+    while s.get(i) == Some(&b'0') {
+        i += 1;
+    }
+    let mut mantissa = 0u64;
+    let mut inexact = false;
+    let mut taken = 0i64;
+    let mut adjustment = 0i64; // in hex digits
+    let mut push = |digit: u64, mantissa: &mut u64, taken: &mut i64| {
+        if *taken < MAX_DIGITS {
+            *mantissa = *mantissa * 16 + digit;
+            *taken += 1;
+            true
+        } else {
+            inexact |= digit != 0;
+            false
+        }
+    };
+    while let Some(digit) = s.get(i).copied().and_then(hex_digit) {
+        if !push(digit, &mut mantissa, &mut taken) {
+            adjustment += 1;
+        }
+        i += 1;
+    }
+    let mut bare_point = false;
+    if s.get(i) == Some(&b'.') {
+        bare_point = i == 0;
+        i += 1;
+        if mantissa == 0 {
+            while s.get(i) == Some(&b'0') {
+                i += 1;
+                adjustment -= 1;
+                bare_point = false;
+            }
+        }
+        while let Some(digit) = s.get(i).copied().and_then(hex_digit) {
+            if push(digit, &mut mantissa, &mut taken) {
+                adjustment -= 1;
+            }
+            bare_point = false;
+            i += 1;
+        }
+    }
+    if i == 0 || bare_point {
+        return None; // no mantissa at all
+    }
+    if inexact {
+        mantissa |= 1;
+    }
+    let mut exponent = 0i64;
+    if let Some(b'p' | b'P') = s.get(i) {
+        let mut j = i + 1;
+        let negative = s.get(j) == Some(&b'-');
+        if matches!(s.get(j), Some(b'-' | b'+')) {
+            j += 1;
+        }
+        let digits_start = j;
+        while s.get(j) == Some(&b'0') {
+            j += 1;
+        }
+        let mut value = 0i64;
+        let mut count = 0;
+        while let Some(&b) = s.get(j).filter(|b| b.is_ascii_digit()) {
+            if count < 9 {
+                value = value * 10 + i64::from(b - b'0');
+            }
+            count += 1;
+            j += 1;
+        }
+        if j > digits_start {
+            exponent = if negative { -value } else { value };
+            i = j;
+        }
+    }
+    if i != s.len() {
+        return None;
+    }
+    Some(from_binary(mantissa, exponent + 4 * adjustment))
+}
+
+/// `mantissa * 2^exponent`, rounded to nearest, ties to even; ±inf past the largest
+/// finite value, 0 or a denormal below the smallest normal.
+fn from_binary<F: Float>(mantissa: u64, exponent: i64) -> F {
+    if mantissa == 0 {
+        return F::from_bits(0);
+    }
+    let precision = i64::from(F::FRACTION_BITS) + 1;
+    let top = 63 - i64::from(mantissa.leading_zeros()) + exponent; // exponent of the leading bit
+    if top > F::MAX_EXPONENT {
+        return F::from_bits(F::INFINITY_BITS);
+    }
+    let ulp = (top - (precision - 1)).max(F::MIN_ULP_EXPONENT);
+    let shift = ulp - exponent;
+    let units = if shift <= 0 {
+        mantissa << -shift // exact: fits in `precision` bits
+    } else if shift > 64 {
+        0 // below half of the smallest denormal
+    } else {
+        let kept = mantissa.checked_shr(shift as u32).unwrap_or(0);
+        let rest = mantissa & (u64::MAX >> (64 - shift));
+        let half = 1u64 << (shift - 1);
+        if rest > half || (rest == half && kept & 1 == 1) { kept + 1 } else { kept }
+    };
+    // A normal's units carry its leading bit into the exponent field; a carry out of
+    // the significand moves to the next binade on its own.
+    let bits = (((ulp - F::MIN_ULP_EXPONENT) as u64) << F::FRACTION_BITS) + units;
+    F::from_bits(bits.min(F::INFINITY_BITS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_as_simple_atoi() {
+        assert_eq!(parse_i32(b" +007 "), Some(7));
+        assert_eq!(parse_i32(b"\t-2147483648\x0b"), Some(i32::MIN));
+        assert_eq!(parse_i32(b"2147483648"), None);
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"99999999999999999999999"), None);
+        for bad in [&b""[..], b" ", b"+", b"-", b"+-1", b"--1", b"1 2", b"1.5", b"0x10", b"1e3", b"\xc2\xa01"] {
+            assert_eq!(parse_i64(bad), None, "{bad:?}");
+        }
+    }
+
+    fn f32_bits(text: &str) -> Option<u32> {
+        parse_f32(text.as_bytes()).map(f32::to_bits)
+    }
+
+    fn f64_bits(text: &str) -> Option<u64> {
+        parse_f64(text.as_bytes()).map(f64::to_bits)
+    }
+
+    #[test]
+    fn decimal_floats_round_once_to_the_target_type() {
+        // 1.00000005960464477539 is exactly halfway between two float32s: a float64
+        // rounding first would land on the midpoint and then round to even.
+        assert_eq!(f32_bits("1.000000059604644775390625000001"), Some(0x3f80_0001));
+        assert_eq!(f32_bits("1.000000059604644775390625"), Some(0x3f80_0000));
+        assert_eq!(f32_bits("3.4028236e38"), Some(0x7f80_0000));
+        assert_eq!(f32_bits("-1e-50"), Some(0x8000_0000));
+        assert_eq!(f32_bits(" \t1.5\r\n"), Some(1.5f32.to_bits()));
+        assert_eq!(f64_bits("1e-320"), Some(1e-320f64.to_bits()));
+        assert_eq!(f64_bits("+.5e1"), Some(5f64.to_bits()));
+        assert_eq!(f64_bits("5."), Some(5f64.to_bits()));
+        for bad in
+            ["", " ", ".", "+-1", "-+1", "++1", "--1", "1e", "1e+", "e5", "1.2.3", "1,5", "0x", "0x.", "0xp1", "0xg"]
+        {
+            assert_eq!(f64_bits(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn specials_in_any_case() {
+        assert_eq!(f32_bits("InFiNiTy"), Some(f32::INFINITY.to_bits()));
+        assert_eq!(f32_bits("-inf"), Some(f32::NEG_INFINITY.to_bits()));
+        assert_eq!(f32_bits("+INF"), Some(f32::INFINITY.to_bits()));
+        assert_eq!(f32_bits("NaN"), Some(0x7fc0_0000));
+        assert_eq!(f32_bits("-nan"), Some(0xffc0_0000));
+        assert_eq!(f64_bits("nan()"), Some(0x7ff8_0000_0000_0000));
+        assert_eq!(f64_bits("nan(0x10)"), Some(0x7ff8_0000_0000_0010));
+        assert_eq!(f64_bits("nan(12)"), Some(0x7ff8_0000_0000_000c));
+        assert_eq!(f64_bits("nan(abc)"), Some(0x7ff8_0000_0000_0000));
+        for bad in ["infin", "nan(", "nan(a-b)", "nanx", "0xinf", "in"] {
+            assert_eq!(f64_bits(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn hex_floats() {
+        assert_eq!(parse_f32(b"0x1p3"), Some(8.0));
+        assert_eq!(parse_f64(b"-0X1.8P1"), Some(-3.0));
+        assert_eq!(parse_f64(b"0x.8"), Some(0.5));
+        assert_eq!(parse_f64(b"0x0.001p12"), Some(1.0));
+        assert_eq!(parse_f64(b"0x10"), Some(16.0));
+        assert_eq!(parse_f64(b"0x1p-1074"), Some(f64::from_bits(1)));
+        assert_eq!(parse_f64(b"0x1p-1075"), Some(0.0)); // a tie, to even
+        assert_eq!(parse_f64(b"0x1.8p-1075"), Some(f64::from_bits(1)));
+        assert_eq!(parse_f64(b"0x1p1024"), Some(f64::INFINITY));
+        assert_eq!(parse_f64(b"0x1.fffffffffffffp1023"), Some(f64::MAX));
+        assert_eq!(parse_f32(b"0x1.fffffep127"), Some(f32::MAX));
+        assert_eq!(parse_f32(b"0x1.ffffffp127"), Some(f32::INFINITY)); // rounds up past the top
+        assert_eq!(parse_f32(b"0x1.000001p0"), Some(1.0)); // tie, to even
+        assert_eq!(parse_f32(b"0x1.0000010000000000001p0"), Some(f32::from_bits(0x3f80_0001))); // sticky
+        assert_eq!(parse_f32(b"0x1p-149"), Some(f32::from_bits(1)));
+        assert_eq!(parse_f32(b"0x1p-126"), Some(f32::MIN_POSITIVE));
+        assert_eq!(parse_f32(b"0x0p99"), Some(0.0));
+        assert_eq!(parse_f32(b"-0x0"), Some(-0.0));
+        assert_eq!(parse_f64(b"0x1p00000000000000003"), Some(8.0));
+        assert_eq!(parse_f64(b"0x1p99999999999"), Some(f64::INFINITY));
+    }
+}

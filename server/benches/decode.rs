@@ -1,6 +1,7 @@
 //! Decoding throughput per core on the benchmark workloads of DESIGN.md:
 //! - tabular: tf.train.Example with 13 float32 + 26 int64 features + an int64 label;
-//! - images: tf.train.Example with a ~110 KB `image` bytes feature, `label`, `shape` int64×3.
+//! - images: tf.train.Example with a ~110 KB `image` bytes feature, `label`, `shape` int64×3;
+//! - tabular_csv: the tabular rows as CSV lines, decoded as `tf.io.decode_csv` on lines.
 //!
 //! Run: `cargo bench -p readerd-server --bench decode`. Each workload is measured twice,
 //! once reporting records/s and once bytes/s of serialized input.
@@ -12,6 +13,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use prost::Message;
 use readerd_proto::tensorflow as tf;
 use readerd_server::decode::DType;
+use readerd_server::decode::csv::{CsvColumn, CsvConfig, CsvDefault, CsvDialect, decode_batch};
 use readerd_server::decode::example::{ExampleParser, FeatureSpec};
 
 const BATCH: usize = 256;
@@ -107,12 +109,47 @@ fn bench_workload(c: &mut Criterion, name: &str, parser: &ExampleParser, records
     group.finish();
 }
 
+fn tabular_csv_line(rng: &mut Rng) -> Bytes {
+    let mut fields: Vec<String> = (0..13).map(|_| format!("{}", (rng.next() % 10_000) as f32 / 100.0)).collect();
+    fields.extend((0..26).map(|_| (rng.next() % 1_000_000).to_string()));
+    fields.push((rng.next() % 2).to_string());
+    Bytes::from(fields.join(","))
+}
+
+fn tabular_csv_config() -> CsvConfig {
+    let mut columns: Vec<CsvColumn> =
+        (0..13).map(|_| CsvColumn { dtype: DType::Float32, default: Some(CsvDefault::Float(0.0)) }).collect();
+    columns.extend((0..27).map(|_| CsvColumn { dtype: DType::Int64, default: Some(CsvDefault::Int(0)) }));
+    CsvConfig::new(columns, ",", true, Vec::new(), None).unwrap()
+}
+
+fn bench_csv(c: &mut Criterion, lines: &[Bytes]) {
+    let config = tabular_csv_config();
+    let bytes: usize = lines.iter().map(Bytes::len).sum();
+    let mut group = c.benchmark_group("decode_csv/tabular_csv");
+    for (unit, throughput) in
+        [("records", Throughput::Elements(lines.len() as u64)), ("bytes", Throughput::Bytes(bytes as u64))]
+    {
+        group.throughput(throughput);
+        group.bench_function(format!("batch{BATCH}/{unit}"), |b| {
+            b.iter(|| {
+                for batch in lines.chunks(BATCH) {
+                    std::hint::black_box(decode_batch(&config, CsvDialect::DecodeCsv, batch).unwrap());
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
 fn decode_benches(c: &mut Criterion) {
     let mut rng = Rng(20240521);
     let tabular_records: Vec<Bytes> = (0..8 * BATCH).map(|_| tabular(&mut rng)).collect();
     bench_workload(c, "tabular", &tabular_parser(), &tabular_records);
     let image_records: Vec<Bytes> = (0..BATCH).map(|_| image(&mut rng)).collect();
     bench_workload(c, "images", &image_parser(), &image_records);
+    let lines: Vec<Bytes> = (0..8 * BATCH).map(|_| tabular_csv_line(&mut rng)).collect();
+    bench_csv(c, &lines);
 }
 
 criterion_group! {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::decode::csv::{CsvColumn, CsvConfig, CsvDefault, CsvDialect};
 use crate::decode::example::sequence::SequenceExampleParser;
 use crate::decode::example::{DefaultValue, ExampleParser, FeatureSpec, Partition};
 use crate::decode::raw::RawConfig;
@@ -92,7 +93,20 @@ impl ReaderSpec {
                     hop_bytes: (hop_bytes > 0).then_some(hop_bytes),
                 })
             }
-            pb::Format::Csv => return Err(ServeError::Unimplemented("the CSV source format".into())),
+            pb::Format::Csv => {
+                let Some(pb::decoder::Kind::Csv(csv)) = proto.decoder.as_ref().and_then(|d| d.kind.as_ref()) else {
+                    return Err(invalid("format CSV needs the csv decoder (decoder.csv)"));
+                };
+                if source.skip_header_lines != 0 {
+                    return Err(invalid("format CSV skips no lines: use source.header"));
+                }
+                let config = csv_config_of(csv)?;
+                FormatConfig::Csv {
+                    header: source.header,
+                    field_delim: config.field_delim,
+                    use_quote_delim: config.use_quote_delim,
+                }
+            }
             pb::Format::Unspecified => return Err(invalid("source.format is required")),
         };
         let compression = match source.compression() {
@@ -101,7 +115,9 @@ impl ReaderSpec {
             pb::Compression::Zlib => Some(Compression::Zlib),
             pb::Compression::Auto => None,
         };
-        let decoder = decoder_of(proto.decoder.as_ref())?;
+        let csv_dialect =
+            if source.format() == pb::Format::Csv { CsvDialect::CsvDataset } else { CsvDialect::DecodeCsv };
+        let decoder = decoder_of(proto.decoder.as_ref(), csv_dialect)?;
         let pipeline = proto.pipeline.unwrap_or_default();
         let num_epochs = match pipeline.num_epochs {
             -1 => None,
@@ -246,7 +262,42 @@ fn features_of(features: &std::collections::BTreeMap<String, pb::FeatureSpec>) -
     features.iter().map(|(name, spec)| Ok((name.clone(), feature_of(name, spec)?))).collect()
 }
 
-fn decoder_of(decoder: Option<&pb::Decoder>) -> Result<Decoder> {
+fn csv_config_of(csv: &pb::CsvDecoder) -> Result<CsvConfig> {
+    if csv.columns.is_empty() {
+        return Err(invalid("decoder.csv.columns is empty"));
+    }
+    let mut columns = Vec::with_capacity(csv.columns.len());
+    for (i, column) in csv.columns.iter().enumerate() {
+        let field = format!("decoder.csv.columns[{i}]");
+        let dtype = dtype_of(column.dtype(), &format!("{field}.dtype"))?;
+        let default = column.default.as_ref().and_then(|value| match dtype {
+            DType::Int32 | DType::Int64 => value.int64_values.first().map(|&v| CsvDefault::Int(v)),
+            DType::Float32 | DType::Float64 => value.float_values.first().map(|&v| CsvDefault::Float(v)),
+            _ => value.bytes_values.first().map(|v| CsvDefault::String(v.clone())),
+        });
+        columns.push(CsvColumn { dtype, default });
+    }
+    let select_cols = (!csv.select_cols.is_empty()).then(|| csv.select_cols.clone());
+    CsvConfig::new(
+        columns,
+        csv.field_delim.as_deref().unwrap_or(","),
+        csv.use_quote_delim.unwrap_or(true),
+        csv.na_value.as_bytes(),
+        select_cols,
+    )
+    .map_err(|err| invalid(format!("decoder.csv: {}", err.message)))
+}
+
+/// Output names of CSV columns: the spec's, else `col<i>` (a header may name them later).
+pub fn csv_column_names(csv: &pb::CsvDecoder) -> Vec<String> {
+    csv.columns
+        .iter()
+        .enumerate()
+        .map(|(i, column)| if column.name.is_empty() { format!("col{i}") } else { column.name.clone() })
+        .collect()
+}
+
+fn decoder_of(decoder: Option<&pb::Decoder>, csv_dialect: CsvDialect) -> Result<Decoder> {
     use pb::decoder::Kind;
     let spec_error = |err: crate::decode::DecodeError| invalid(err.message);
     Ok(match decoder.and_then(|d| d.kind.as_ref()) {
@@ -269,7 +320,9 @@ fn decoder_of(decoder: Option<&pb::Decoder>) -> Result<Decoder> {
             SequenceExampleParser::new(features_of(&sequence.context)?, features_of(&sequence.sequence)?)
                 .map_err(spec_error)?,
         ),
-        Some(Kind::Csv(_)) => return Err(ServeError::Unimplemented("decoder.csv".into())),
+        Some(Kind::Csv(csv)) => {
+            Decoder::Csv { config: csv_config_of(csv)?, dialect: csv_dialect, names: csv_column_names(csv) }
+        }
     })
 }
 

@@ -43,6 +43,12 @@ pub enum Decoder {
     Raw(raw::RawConfig),
     Example(example::ExampleParser),
     SequenceExample(example::sequence::SequenceExampleParser),
+    /// `decode_csv` on lines (`DecodeCsv`) or `CsvDataset` records; `names` of the columns.
+    Csv {
+        config: csv::CsvConfig,
+        dialect: csv::CsvDialect,
+        names: Vec<String>,
+    },
 }
 
 /// The feature that carries undecoded records.
@@ -64,6 +70,14 @@ impl Decoder {
                 Ok(vec![(RAW_FEATURE.to_owned(), Tensor::Dense(raw::decode_raw(config, values, &shape)?))])
             }
             Decoder::Example(parser) => parser.parse(values, Some(keys), batched),
+            Decoder::Csv { config, dialect, names } => {
+                let mut columns = csv::decode_batch(config, *dialect, values)
+                    .map_err(|err| DecodeError { record: err.record.or(err.error.record), ..err.error })?;
+                if !batched {
+                    columns.iter_mut().for_each(|column| column.shape.clear());
+                }
+                Ok(names.iter().cloned().zip(columns.into_iter().map(Tensor::Dense)).collect())
+            }
             Decoder::SequenceExample(parser) => {
                 let parsed = parser.parse(values, Some(keys), batched)?;
                 fn prefixed(

@@ -110,45 +110,48 @@ fn leading_len_field(buf: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
     (len <= rest.len()).then(|| rest.split_at(len))
 }
 
+/// The key and value of a map entry; absent fields read as empty.
+#[inline]
+fn entry_key_value(entry: &[u8]) -> Result<(&[u8], &[u8]), Malformed> {
+    // Fast path: `key` then `value`, nothing else.
+    if let Some((key, tail)) = leading_len_field(entry, 0x0a)
+        && let Some((value, [])) = leading_len_field(tail, 0x12)
+    {
+        return Ok((key, value));
+    }
+    let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
+    for field in fields(entry) {
+        match field? {
+            (1, Field::Len(k)) => key = k,
+            (2, Field::Len(v)) => value = v,
+            _ => {}
+        }
+    }
+    Ok((key, value))
+}
+
 /// Calls `visit(key, value)` for every entry of a `map<string, Message>` field numbered 1
 /// of the message `map_owner` (Features or FeatureLists), in wire order.
 pub fn for_each_entry<'a>(map_owner: &'a [u8], mut visit: impl FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed> {
     let mut rest = map_owner;
     while !rest.is_empty() {
-        // Fast path: an entry (field 1) holding `key` then `value`, nothing else.
-        if let Some((entry, after)) = leading_len_field(rest, 0x0a) {
-            rest = after;
-            if let Some((key, tail)) = leading_len_field(entry, 0x0a)
-                && let Some((value, [])) = leading_len_field(tail, 0x12)
-            {
-                visit(key, value);
-                continue;
+        let entry = match leading_len_field(rest, 0x0a) {
+            Some((entry, after)) => {
+                rest = after;
+                entry
             }
-            let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
-            for field in fields(entry) {
-                match field? {
-                    (1, Field::Len(k)) => key = k,
-                    (2, Field::Len(v)) => value = v,
-                    _ => {}
+            None => {
+                let mut other = fields(rest);
+                let field = other.next_field()?;
+                rest = other.buf;
+                match field {
+                    (1, Field::Len(entry)) => entry,
+                    _ => continue,
                 }
             }
-            visit(key, value);
-            continue;
-        }
-        let mut other = fields(rest);
-        if let (1, Field::Len(entry)) = other.next_field()? {
-            // A multi-byte length prefix: the general path.
-            let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
-            for field in fields(entry) {
-                match field? {
-                    (1, Field::Len(k)) => key = k,
-                    (2, Field::Len(v)) => value = v,
-                    _ => {}
-                }
-            }
-            visit(key, value);
-        }
-        rest = other.buf;
+        };
+        let (key, value) = entry_key_value(entry)?;
+        visit(key, value);
     }
     Ok(())
 }

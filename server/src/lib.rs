@@ -9,8 +9,10 @@
 //!   slices records out of its read buffer without copying. Blocking I/O.
 //! - [`decode`]: records → tensors as TensorFlow's ops decode them. No I/O, no tokio.
 //! - [`spec`]: a `pb::DatasetSpec` checked into the settings the server acts on.
-//! - [`reader`]: a reader resource: one iterator (epochs, batches) shared by its streams,
-//!   with TensorFlow's counters.
+//! - [`pipeline`]: records in order: epochs, file shuffling, sharding, parallel
+//!   interleave, the shuffle buffer. Deterministic for a spec and seed.
+//! - [`reader`]: a reader resource: the pipeline, batching and decoding, shared by its
+//!   streams, with TensorFlow's counters.
 //! - [`registry`]: the readers by `(container, shared_name)`.
 //! - [`element`]: records → `pb::Element` for the wire.
 //! - [`grpc`]: the thin `DataService` handlers and the per-stream task that hands
@@ -24,6 +26,7 @@ pub mod element;
 pub mod error;
 pub mod format;
 pub mod grpc;
+pub mod pipeline;
 pub mod reader;
 pub mod registry;
 pub mod server;

@@ -16,7 +16,8 @@ use crate::decode::Decoder;
 use crate::element::Element;
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
-use crate::source::{Compression, DataFile, DataRoots, Record, RecordFile, SourceConfig, SourceCursor, SourceError};
+use crate::pipeline::{Next, RecordPipeline};
+use crate::source::{Compression, DataFile, DataRoots, Record, RecordFile, SourceConfig, SourceError};
 use crate::spec::ReaderSpec;
 
 /// What a chunk of reading produced.
@@ -54,26 +55,13 @@ pub struct Reader {
 }
 
 struct ReaderState {
-    cursor: SourceCursor,
-    /// Epochs started, from 1.
-    epoch: u64,
-    records_in_epoch: u64,
+    pipeline: RecordPipeline,
     records_produced: u64,
-    /// Files completed in earlier epochs.
-    work_units_before: u64,
     elements_produced: u64,
     records_skipped: u64,
     /// A reader that failed keeps failing the same way until it is reset: no stream
     /// silently skips past a bad record.
     failed: Option<ServeError>,
-    finished: bool,
-}
-
-/// The next step of the record sequence across epochs.
-enum Next {
-    Record(Record),
-    EndOfEpoch,
-    End,
 }
 
 impl Reader {
@@ -87,7 +75,7 @@ impl Reader {
         let files: Arc<[DataFile]> = files.into();
         name_csv_columns_from_headers(&mut spec, &files)?;
         let source = Arc::new(spec.source.clone());
-        let state = ReaderState::new(SourceCursor::new(files.clone(), source.clone()));
+        let state = ReaderState::new(RecordPipeline::new(files.clone(), source.clone(), spec.pipeline.clone()));
         Ok(Self {
             name,
             spec,
@@ -141,7 +129,7 @@ impl Reader {
             let mut last_of_sequence = false;
             let mut batch_bytes = 0;
             while batch.len() < batch_size {
-                match state.next(&self.spec, &self.files, &self.source) {
+                match state.next(&self.spec) {
                     Ok(Next::Record(record)) => {
                         batch_bytes += record.value.len();
                         batch.push(record);
@@ -221,20 +209,20 @@ impl Reader {
         let mut state = self.lock();
         let mut records = Vec::new();
         while records.len() < max_records {
-            match state.next(&self.spec, &self.files, &self.source)? {
+            match state.next(&self.spec)? {
                 Next::Record(record) => records.push(record),
                 Next::EndOfEpoch => {}
                 Next::End => return Ok((records, true)),
             }
         }
-        Ok((records, state.finished))
+        Ok((records, state.pipeline.is_finished()))
     }
 
     pub fn stats(&self) -> ReaderStats {
         let state = self.lock();
         ReaderStats {
             records_produced: state.records_produced,
-            work_units_completed: state.work_units_before + state.cursor.files_completed(),
+            work_units_completed: state.pipeline.files_completed(),
             elements_produced: state.elements_produced,
             records_skipped: state.records_skipped,
             active_streams: self.active_streams.load(Ordering::Relaxed).max(0) as u64,
@@ -243,7 +231,8 @@ impl Reader {
 
     /// Back to the first record of the first epoch, counters zeroed.
     pub fn reset(&self) {
-        *self.lock() = ReaderState::new(SourceCursor::new(self.files.clone(), self.source.clone()));
+        let pipeline = RecordPipeline::new(self.files.clone(), self.source.clone(), self.spec.pipeline.clone());
+        *self.lock() = ReaderState::new(pipeline);
     }
 
     /// Ends every stream of this reader (it was deleted).
@@ -336,57 +325,32 @@ impl Drop for StreamGuard {
 }
 
 impl ReaderState {
-    fn new(cursor: SourceCursor) -> Self {
-        Self {
-            cursor,
-            epoch: 1,
-            records_in_epoch: 0,
-            records_produced: 0,
-            work_units_before: 0,
-            elements_produced: 0,
-            records_skipped: 0,
-            failed: None,
-            finished: false,
-        }
+    fn new(pipeline: RecordPipeline) -> Self {
+        Self { pipeline, records_produced: 0, elements_produced: 0, records_skipped: 0, failed: None }
     }
 
-    fn next(&mut self, spec: &ReaderSpec, files: &Arc<[DataFile]>, source_config: &Arc<SourceConfig>) -> Result<Next> {
+    fn next(&mut self, spec: &ReaderSpec) -> Result<Next> {
         if let Some(err) = &self.failed {
             return Err(err.clone());
         }
-        if self.finished {
-            return Ok(Next::End);
-        }
-        match self.cursor.next_record() {
-            Ok(Some(record)) => {
-                self.records_produced += 1;
-                self.records_in_epoch += 1;
-                Ok(Next::Record(record))
-            }
-            Ok(None) => {
-                // An epoch without records ends a forever-repeating sequence too, as
-                // TensorFlow's repeat() of an empty dataset does.
-                let more = spec.num_epochs.is_none_or(|n| self.epoch < n) && self.records_in_epoch > 0;
-                if !more {
-                    self.finished = true;
-                    return Ok(Next::End);
+        loop {
+            match self.pipeline.next() {
+                Ok(next) => {
+                    if matches!(next, Next::Record(_)) {
+                        self.records_produced += 1;
+                    }
+                    return Ok(next);
                 }
-                self.work_units_before += self.cursor.files_completed();
-                self.cursor = SourceCursor::new(files.clone(), source_config.clone());
-                self.epoch += 1;
-                self.records_in_epoch = 0;
-                Ok(Next::EndOfEpoch)
-            }
-            Err(SourceError::Format { file, source }) if spec.skip_errors => {
-                tracing::warn!(file, error = %source, "corrupt record skipped with the rest of its file");
-                self.records_skipped += 1;
-                self.cursor.skip_file();
-                self.next(spec, files, source_config)
-            }
-            Err(err) => {
-                let err = ServeError::from(err);
-                self.failed = Some(err.clone());
-                Err(err)
+                // The file is closed; the pipeline goes on with the others.
+                Err(SourceError::Format { file, source }) if spec.skip_errors => {
+                    tracing::warn!(file, error = %source, "corrupt record skipped with the rest of its file");
+                    self.records_skipped += 1;
+                }
+                Err(err) => {
+                    let err = ServeError::from(err);
+                    self.failed = Some(err.clone());
+                    return Err(err);
+                }
             }
         }
     }

@@ -15,6 +15,8 @@ use crate::decode::raw::RawConfig;
 use crate::decode::{DType, Decoder};
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
+use crate::pipeline::shuffle::ShuffleConfig;
+use crate::pipeline::{PipelineConfig, Shard};
 use crate::format::fixed_length::FixedLengthConfig;
 use crate::source::{Compression, SourceConfig};
 
@@ -34,8 +36,8 @@ pub struct ReaderSpec {
     /// Records per element; 0 = single records.
     pub batch_size: usize,
     pub drop_remainder: bool,
-    /// `None`: repeat forever.
-    pub num_epochs: Option<u64>,
+    /// File order, epochs, sharding, interleave and the shuffle buffer.
+    pub pipeline: PipelineConfig,
     pub decoder: Arc<Decoder>,
     /// `onError: SKIP`: drop and count corrupt or undecodable records.
     pub skip_errors: bool,
@@ -128,28 +130,71 @@ impl ReaderSpec {
         if !(0..=MAX_BATCH_SIZE).contains(&pipeline.batch_size) {
             return Err(invalid(format!("pipeline.batchSize must be in 0..={MAX_BATCH_SIZE}")));
         }
-        let unsupported = [
-            ("pipeline.shuffleFiles", pipeline.shuffle_files),
-            ("pipeline.shard", pipeline.shard.is_some_and(|s| s.count > 1)),
-            ("pipeline.cycleLength", pipeline.cycle_length > 1),
-            ("pipeline.blockLength", pipeline.block_length > 1),
-            ("pipeline.shuffle", pipeline.shuffle.is_some_and(|s| s.buffer_size > 0 || s.global)),
-        ];
-        if let Some((field, _)) = unsupported.iter().find(|(_, used)| *used) {
-            return Err(ServeError::Unimplemented((*field).into()));
-        }
+        let pipeline_config = pipeline_config_of(&pipeline, num_epochs)?;
         Ok(Self {
             fingerprint: fingerprint(&proto),
             patterns: source.files.clone(),
             source: SourceConfig { format, compression, max_record_bytes },
             batch_size: pipeline.batch_size as usize,
             drop_remainder: pipeline.drop_remainder,
-            num_epochs,
+            pipeline: pipeline_config,
             decoder: Arc::new(decoder),
             skip_errors: pipeline.on_error() == pb::OnError::Skip,
             proto,
         })
     }
+}
+
+/// Most files read at once by one reader (each has a reading thread).
+const MAX_CYCLE_LENGTH: i64 = 256;
+/// Most elements a shuffle buffer may hold.
+const MAX_SHUFFLE_BUFFER: i64 = 10_000_000;
+
+fn pipeline_config_of(pipeline: &pb::Pipeline, num_epochs: Option<u64>) -> Result<PipelineConfig> {
+    let shard = match pipeline.shard {
+        None => None,
+        Some(pb::Shard { count, index }) => {
+            if count < 1 || !(0..count).contains(&index) {
+                return Err(invalid(format!(
+                    "pipeline.shard needs count >= 1 and 0 <= index < count, got count {count} index {index}"
+                )));
+            }
+            (count > 1).then_some(Shard { count: count as usize, index: index as usize })
+        }
+    };
+    let bounded = |value: i64, field: &str, max: i64| -> Result<usize> {
+        if !(0..=max).contains(&value) {
+            return Err(invalid(format!("{field} must be in 0..={max}, got {value}")));
+        }
+        Ok(value.max(1) as usize)
+    };
+    let shuffle = match pipeline.shuffle {
+        None => None,
+        Some(shuffle) if shuffle.global => return Err(ServeError::Unimplemented("pipeline.shuffle.global".into())),
+        Some(shuffle) if shuffle.buffer_size == 0 && shuffle.min_after_dequeue == 0 => None,
+        Some(shuffle) => {
+            let capacity = bounded(shuffle.buffer_size, "pipeline.shuffle.bufferSize", MAX_SHUFFLE_BUFFER)?;
+            let min_after_dequeue = match shuffle.min_after_dequeue {
+                0 => capacity - 1,
+                n if n > 0 && (n as usize) < capacity => n as usize,
+                n => {
+                    return Err(invalid(format!(
+                        "pipeline.shuffle.bufferSize ({capacity}) must exceed minAfterDequeue ({n})"
+                    )));
+                }
+            };
+            Some(ShuffleConfig { capacity, min_after_dequeue })
+        }
+    };
+    Ok(PipelineConfig {
+        seed: pipeline.seed as u64,
+        shuffle_files: pipeline.shuffle_files,
+        shard,
+        cycle_length: bounded(pipeline.cycle_length, "pipeline.cycleLength", MAX_CYCLE_LENGTH)?,
+        block_length: bounded(pipeline.block_length, "pipeline.blockLength", i64::from(u32::MAX))?,
+        shuffle,
+        num_epochs,
+    })
 }
 
 /// Largest number of elements a spec's feature shape may describe.
@@ -350,7 +395,7 @@ mod tests {
                 hop_bytes: Some(2)
             })
         );
-        assert_eq!((spec.source.compression, spec.batch_size, spec.num_epochs), (None, 3, None));
+        assert_eq!((spec.source.compression, spec.batch_size, spec.pipeline.num_epochs), (None, 3, None));
     }
 
     #[test]
@@ -378,7 +423,16 @@ mod tests {
         for json in bad_decoders {
             assert!(matches!(parse(json), Err(ServeError::InvalidSpec(_))), "{json}");
         }
-        let later = r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "pipeline": {"shuffleFiles": true}}"#;
+        let bad_pipelines = [
+            r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "pipeline": {"shard": {"count": 2, "index": 2}}}"#,
+            r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "pipeline": {"cycleLength": -1}}"#,
+            r#"{"source": {"files": ["a"], "format": "TEXT_LINE"},
+                "pipeline": {"shuffle": {"bufferSize": 4, "minAfterDequeue": 4}}}"#,
+        ];
+        for json in bad_pipelines {
+            assert!(matches!(parse(json), Err(ServeError::InvalidSpec(_))), "{json}");
+        }
+        let later = r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "pipeline": {"shuffle": {"global": true}}}"#;
         assert!(matches!(parse(later), Err(ServeError::Unimplemented(_))));
     }
 

@@ -107,9 +107,9 @@ async fn bad_specs_are_invalid_argument_and_later_features_unimplemented() {
             "numEpochs",
         ),
         (
-            json!({"source": {"files": ["text/lf.txt"], "format": "TEXT_LINE"}, "pipeline": {"shuffleFiles": true}}),
+            json!({"source": {"files": ["text/lf.txt"], "format": "TEXT_LINE"}, "pipeline": {"shuffle": {"global": true}}}),
             tonic::Code::Unimplemented,
-            "shuffleFiles",
+            "pipeline.shuffle.global",
         ),
     ];
     for (spec_json, code, phrase) in cases {

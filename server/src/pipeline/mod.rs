@@ -1,0 +1,210 @@
+//! The input pipeline, records in order: the epoch's file order (sharded, shuffled from
+//! the seed), interleaved reading of several files at once, sharding by record when
+//! there are fewer files than shards, and the shuffle buffer. Epochs are kept apart.
+//!
+//! - [`interleave`]: `cycle_length` files read in parallel, taken from in a fixed order;
+//! - [`shuffle`]: the seeded shuffle buffer (`shuffle_batch` semantics);
+//! - [`rng`]: the seeded generator whose state a checkpoint can store.
+//!
+//! The sequence is a pure function of the files, the spec and the seed: thread timing
+//! changes when records are read, never which record comes next. Blocking: call from a
+//! blocking thread (the interleave waits for its file readers).
+
+pub mod interleave;
+pub mod rng;
+pub mod shuffle;
+
+use std::sync::Arc;
+
+use interleave::Interleave;
+use rng::SplitMix64;
+use shuffle::{ShuffleBuffer, ShuffleConfig};
+
+use crate::source::{DataFile, Record, SourceConfig, SourceError};
+
+/// Generator streams of an epoch, one per purpose.
+const FILE_ORDER_STREAM: u64 = 1;
+const SHUFFLE_BUFFER_STREAM: u64 = 2;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub count: usize,
+    pub index: usize,
+}
+
+/// The `pipeline` part of a spec, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineConfig {
+    pub seed: u64,
+    pub shuffle_files: bool,
+    /// `None`: no sharding (one shard).
+    pub shard: Option<Shard>,
+    pub cycle_length: usize,
+    pub block_length: usize,
+    pub shuffle: Option<ShuffleConfig>,
+    /// `None`: repeat forever.
+    pub num_epochs: Option<u64>,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            shuffle_files: false,
+            shard: None,
+            cycle_length: 1,
+            block_length: 1,
+            shuffle: None,
+            num_epochs: Some(1),
+        }
+    }
+}
+
+/// The next step of the sequence.
+#[derive(Debug)]
+pub enum Next {
+    Record(Record),
+    /// An epoch ended and the next one begins (batches end here).
+    EndOfEpoch,
+    /// The last epoch ended.
+    End,
+}
+
+pub struct RecordPipeline {
+    files: Arc<[DataFile]>,
+    source: Arc<SourceConfig>,
+    config: PipelineConfig,
+    /// The current epoch, from 1.
+    epoch: u64,
+    interleave: Interleave,
+    shuffle: Option<ShuffleBuffer<Record>>,
+    /// Records this epoch's interleave produced (before sharding by record).
+    ordinal: u64,
+    /// Records this epoch emitted.
+    emitted: u64,
+    input_done: bool,
+    finished: bool,
+    files_completed_before: u64,
+}
+
+impl RecordPipeline {
+    pub fn new(files: Arc<[DataFile]>, source: Arc<SourceConfig>, config: PipelineConfig) -> Self {
+        let interleave = Self::epoch_interleave(&files, &source, &config, 1);
+        let shuffle = config
+            .shuffle
+            .map(|shuffle| ShuffleBuffer::new(shuffle, SplitMix64::for_epoch(config.seed, 1, SHUFFLE_BUFFER_STREAM)));
+        Self {
+            files,
+            source,
+            config,
+            epoch: 1,
+            interleave,
+            shuffle,
+            ordinal: 0,
+            emitted: 0,
+            input_done: false,
+            finished: false,
+            files_completed_before: 0,
+        }
+    }
+
+    /// The files of an epoch, in reading order: this shard's (when there are at least as
+    /// many files as shards), shuffled from the seed when the spec says so.
+    pub fn epoch_order(files: usize, config: &PipelineConfig, epoch: u64) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..files).collect();
+        if let Some(shard) = config.shard.filter(|shard| files >= shard.count) {
+            order.retain(|i| i % shard.count == shard.index);
+        }
+        if config.shuffle_files {
+            SplitMix64::for_epoch(config.seed, epoch, FILE_ORDER_STREAM).shuffle(&mut order);
+        }
+        order
+    }
+
+    fn epoch_interleave(
+        files: &Arc<[DataFile]>,
+        source: &Arc<SourceConfig>,
+        config: &PipelineConfig,
+        epoch: u64,
+    ) -> Interleave {
+        let order = Self::epoch_order(files.len(), config, epoch);
+        Interleave::new(files.clone(), order, source.clone(), config.cycle_length, config.block_length)
+    }
+
+    /// Sharding by record: when there are fewer files than shards, every shard reads every
+    /// file and keeps the records whose ordinal in the epoch falls to it.
+    fn record_shard(&self) -> Option<Shard> {
+        self.config.shard.filter(|shard| self.files.len() < shard.count)
+    }
+
+    /// The epoch being read, from 1.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Whether the last epoch has ended.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Files read to their end, over all epochs.
+    pub fn files_completed(&self) -> u64 {
+        self.files_completed_before + self.interleave.files_completed()
+    }
+
+    /// The next record, epoch boundary or end. An error is about one file, which is then
+    /// closed: calling again goes on with the other files (`onError: SKIP`).
+    pub fn next(&mut self) -> Result<Next, SourceError> {
+        if self.finished {
+            return Ok(Next::End);
+        }
+        let record_shard = self.record_shard();
+        loop {
+            if !self.input_done && self.shuffle.as_ref().is_none_or(ShuffleBuffer::wants_more) {
+                let Some(taken) = self.interleave.next()? else {
+                    self.input_done = true;
+                    continue;
+                };
+                let ordinal = self.ordinal;
+                self.ordinal += 1;
+                if record_shard.is_some_and(|shard| ordinal % shard.count as u64 != shard.index as u64) {
+                    continue;
+                }
+                match &mut self.shuffle {
+                    Some(buffer) => buffer.push(taken.record),
+                    None => {
+                        self.emitted += 1;
+                        return Ok(Next::Record(taken.record));
+                    }
+                }
+                continue;
+            }
+            if let Some(record) = self.shuffle.as_mut().and_then(ShuffleBuffer::pop) {
+                self.emitted += 1;
+                return Ok(Next::Record(record));
+            }
+            // The input is done and the buffer drained: the epoch is over. An epoch
+            // without records ends a forever-repeating sequence too, as TensorFlow's
+            // repeat() of an empty dataset does.
+            let more = self.config.num_epochs.is_none_or(|n| self.epoch < n) && self.emitted > 0;
+            if !more {
+                self.finished = true;
+                return Ok(Next::End);
+            }
+            self.start_epoch(self.epoch + 1);
+            return Ok(Next::EndOfEpoch);
+        }
+    }
+
+    fn start_epoch(&mut self, epoch: u64) {
+        self.files_completed_before += self.interleave.files_completed();
+        self.epoch = epoch;
+        self.interleave = Self::epoch_interleave(&self.files, &self.source, &self.config, epoch);
+        if let Some(buffer) = &mut self.shuffle {
+            buffer.reseed(SplitMix64::for_epoch(self.config.seed, epoch, SHUFFLE_BUFFER_STREAM));
+        }
+        self.ordinal = 0;
+        self.emitted = 0;
+        self.input_done = false;
+    }
+}

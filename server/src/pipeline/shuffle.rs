@@ -1,0 +1,58 @@
+//! The shuffle buffer, with TensorFlow's `shuffle_batch` semantics: it first fills to
+//! `min_after_dequeue + 1` elements, then every emission takes one element uniformly at
+//! random and one new element enters; at the end of an epoch it drains.
+
+use super::rng::SplitMix64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShuffleConfig {
+    /// Elements the buffer may hold (memory bound).
+    pub capacity: usize,
+    /// Elements kept before any leaves; `capacity - 1` is TensorFlow's `shuffle(capacity)`.
+    pub min_after_dequeue: usize,
+}
+
+#[derive(Debug)]
+pub struct ShuffleBuffer<T> {
+    config: ShuffleConfig,
+    items: Vec<T>,
+    rng: SplitMix64,
+}
+
+impl<T> ShuffleBuffer<T> {
+    pub fn new(config: ShuffleConfig, rng: SplitMix64) -> Self {
+        Self { config, items: Vec::with_capacity(config.capacity.min(1 << 16)), rng }
+    }
+
+    /// Whether the buffer wants another element before it may emit.
+    pub fn wants_more(&self) -> bool {
+        self.items.len() <= self.config.min_after_dequeue && self.items.len() < self.config.capacity
+    }
+
+    pub fn push(&mut self, item: T) {
+        self.items.push(item);
+    }
+
+    /// One element chosen uniformly at random, or `None` when empty.
+    pub fn pop(&mut self) -> Option<T> {
+        if self.items.is_empty() {
+            return None;
+        }
+        let index = self.rng.below(self.items.len() as u64) as usize;
+        Some(self.items.swap_remove(index))
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Starts a new epoch with a new generator (the buffer is empty at epoch boundaries).
+    pub fn reseed(&mut self, rng: SplitMix64) {
+        debug_assert!(self.items.is_empty());
+        self.rng = rng;
+    }
+}

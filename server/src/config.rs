@@ -28,6 +28,9 @@ pub struct Config {
     /// Elements buffered per stream before reading waits for the trainer.
     #[arg(long, env = "READERD_STREAM_BUFFER", default_value_t = 16)]
     pub stream_buffer: usize,
+    /// Threads that decode the batches of one stream in parallel (default: the cores).
+    #[arg(long, env = "READERD_DECODE_THREADS")]
+    pub decode_threads: Option<usize>,
     /// Log format on stderr.
     #[arg(long, env = "READERD_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

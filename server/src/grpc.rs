@@ -106,7 +106,8 @@ impl pb::data_service_server::DataService for DataService {
                 }
             })
             .await?;
-        let (element_tx, element_rx) = mpsc::channel(self.stream_buffer);
+        let buffer = reader.spec().prefetch.unwrap_or(self.stream_buffer);
+        let (element_tx, element_rx) = mpsc::channel(buffer);
         tokio::spawn(stream_elements(reader, element_tx, self.drain.clone()));
         Ok(Response::new(ReceiverStream::new(element_rx)))
     }

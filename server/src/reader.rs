@@ -52,6 +52,8 @@ pub struct Reader {
     active_streams: AtomicI64,
     /// Cancelled when the reader is deleted: its streams end.
     released: CancellationToken,
+    /// Threads that decode the batches of one chunk in parallel.
+    decode_threads: usize,
 }
 
 struct ReaderState {
@@ -67,7 +69,7 @@ struct ReaderState {
 impl Reader {
     /// Resolves the spec's files (blocking: file-system lookups) and makes a reader at the
     /// first record.
-    pub fn open(name: String, mut spec: ReaderSpec, roots: &DataRoots) -> Result<Self> {
+    pub fn open(name: String, mut spec: ReaderSpec, roots: &DataRoots, decode_threads: usize) -> Result<Self> {
         let mut files = Vec::new();
         for pattern in &spec.patterns {
             files.extend(roots.resolve(pattern)?);
@@ -84,6 +86,7 @@ impl Reader {
             state: Mutex::new(state),
             active_streams: AtomicI64::new(0),
             released: CancellationToken::new(),
+            decode_threads: decode_threads.max(1),
         })
     }
 
@@ -101,8 +104,8 @@ impl Reader {
     pub fn next_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let (batches, error, end_of_sequence) = self.take_batches(max_elements, max_bytes);
         let mut chunk = Chunk { error, end_of_sequence, ..Chunk::default() };
-        for batch in batches {
-            match self.decode(batch) {
+        for decoded in self.decode_all(batches) {
+            match decoded {
                 Ok(Some(element)) => chunk.elements.push(element),
                 Ok(None) => {}
                 Err(err) => {
@@ -114,6 +117,34 @@ impl Reader {
             }
         }
         chunk
+    }
+
+    /// Decodes batches on up to `decode_threads` threads, results in batch order.
+    fn decode_all(&self, batches: Vec<Vec<Record>>) -> Vec<Result<Option<Element>>> {
+        let threads = self.decode_threads.min(batches.len()).max(1);
+        if threads == 1 {
+            return batches.into_iter().map(|batch| self.decode(batch)).collect();
+        }
+        let per_thread = batches.len().div_ceil(threads);
+        let mut groups: Vec<Vec<Vec<Record>>> = Vec::with_capacity(threads);
+        let mut batches = batches.into_iter().peekable();
+        while batches.peek().is_some() {
+            groups.push(batches.by_ref().take(per_thread).collect());
+        }
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = groups
+                .into_iter()
+                .map(|group| scope.spawn(move || group.into_iter().map(|batch| self.decode(batch)).collect::<Vec<_>>()))
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|worker| {
+                    worker
+                        .join()
+                        .unwrap_or_else(|_| vec![Err(ServeError::Internal("a decoding thread panicked".into()))])
+                })
+                .collect()
+        })
     }
 
     /// Batches of records for up to `max_elements` elements.

@@ -27,6 +27,7 @@ struct Inner {
     readers: RwLock<BTreeMap<ReaderKey, Arc<Reader>>>,
     roots: DataRoots,
     max_record_bytes: u64,
+    decode_threads: usize,
 }
 
 fn display_name(container: &str, shared_name: &str) -> String {
@@ -34,8 +35,8 @@ fn display_name(container: &str, shared_name: &str) -> String {
 }
 
 impl ReaderRegistry {
-    pub fn new(roots: DataRoots, max_record_bytes: u64) -> Self {
-        Self { inner: Arc::new(Inner { readers: RwLock::default(), roots, max_record_bytes }) }
+    pub fn new(roots: DataRoots, max_record_bytes: u64, decode_threads: usize) -> Self {
+        Self { inner: Arc::new(Inner { readers: RwLock::default(), roots, max_record_bytes, decode_threads }) }
     }
 
     /// The reader `container/shared_name`; created from `spec` when absent (then the
@@ -117,7 +118,7 @@ impl ReaderRegistry {
 
     fn open(&self, name: String, spec: pb::DatasetSpec) -> Result<Reader> {
         let spec = ReaderSpec::from_proto(spec, self.inner.max_record_bytes)?;
-        Reader::open(name, spec, &self.inner.roots)
+        Reader::open(name, spec, &self.inner.roots, self.inner.decode_threads)
     }
 
     fn read_lock(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<ReaderKey, Arc<Reader>>> {

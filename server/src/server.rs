@@ -32,7 +32,9 @@ pub async fn run(
         }
         StateUrl::Postgres(_) => tracing::info!("state store: postgres (checkpoints are not persisted yet)"),
     }
-    let registry = ReaderRegistry::new(roots, config.max_record_bytes);
+    let decode_threads =
+        config.decode_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let registry = ReaderRegistry::new(roots, config.max_record_bytes, decode_threads);
     let drain = CancellationToken::new();
 
     let (health, health_service) = tonic_health::server::health_reporter();

@@ -15,9 +15,9 @@ use crate::decode::raw::RawConfig;
 use crate::decode::{DType, Decoder};
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
+use crate::format::fixed_length::FixedLengthConfig;
 use crate::pipeline::shuffle::ShuffleConfig;
 use crate::pipeline::{PipelineConfig, Shard};
-use crate::format::fixed_length::FixedLengthConfig;
 use crate::source::{Compression, SourceConfig};
 
 /// Largest batch a spec may ask for.
@@ -38,6 +38,8 @@ pub struct ReaderSpec {
     pub drop_remainder: bool,
     /// File order, epochs, sharding, interleave and the shuffle buffer.
     pub pipeline: PipelineConfig,
+    /// Elements buffered per stream; `None`: the server's default.
+    pub prefetch: Option<usize>,
     pub decoder: Arc<Decoder>,
     /// `onError: SKIP`: drop and count corrupt or undecodable records.
     pub skip_errors: bool,
@@ -138,6 +140,11 @@ impl ReaderSpec {
             batch_size: pipeline.batch_size as usize,
             drop_remainder: pipeline.drop_remainder,
             pipeline: pipeline_config,
+            prefetch: match pipeline.prefetch {
+                0 => None,
+                n if (1..=MAX_PREFETCH).contains(&n) => Some(n as usize),
+                n => return Err(invalid(format!("pipeline.prefetch must be in 0..={MAX_PREFETCH}, got {n}"))),
+            },
             decoder: Arc::new(decoder),
             skip_errors: pipeline.on_error() == pb::OnError::Skip,
             proto,
@@ -145,6 +152,8 @@ impl ReaderSpec {
     }
 }
 
+/// Most elements a stream may buffer ahead of its trainer.
+const MAX_PREFETCH: i64 = 1024;
 /// Most files read at once by one reader (each has a reading thread).
 const MAX_CYCLE_LENGTH: i64 = 256;
 /// Most elements a shuffle buffer may hold.

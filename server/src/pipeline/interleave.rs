@@ -156,10 +156,8 @@ impl Interleave {
         if let Err(err) = spawned {
             // No thread: report it as the file's error.
             let (record_tx, records) = sync_channel(1);
-            let _ = record_tx.send(Err(SourceError::Read {
-                file: self.files[self.order[file]].name.to_string(),
-                source: err,
-            }));
+            let _ = record_tx
+                .send(Err(SourceError::Read { file: self.files[self.order[file]].name.to_string(), source: err }));
             return Slot { file, position, records };
         }
         Slot { file, position, records }

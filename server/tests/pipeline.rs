@@ -1,0 +1,195 @@
+//! The input pipeline: deterministic order whatever the thread timing, TensorFlow's
+//! interleave order, every record once per epoch (with shuffling and sharding), epochs
+//! kept apart, and a shuffle buffer that shuffles as much as its size allows.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use readerd_server::format::FormatConfig;
+use readerd_server::pipeline::shuffle::ShuffleConfig;
+use readerd_server::pipeline::{Next, PipelineConfig, RecordPipeline, Shard};
+use readerd_server::source::{DataFile, DataRoots, SourceConfig};
+
+/// Text files `f<i>.txt` of different lengths (some gzipped, so reading speeds differ);
+/// line `j` of file `i` is `i:j`.
+fn write_files(dir: &std::path::Path, lengths: &[usize]) -> Arc<[DataFile]> {
+    for (i, &lines) in lengths.iter().enumerate() {
+        let text: String = (0..lines).map(|j| format!("{i}:{j}\n")).collect();
+        if i % 3 == 1 {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(text.as_bytes()).unwrap();
+            std::fs::write(dir.join(format!("f{i}.txt.gz")), gz.finish().unwrap()).unwrap();
+        } else {
+            std::fs::write(dir.join(format!("f{i}.txt")), text).unwrap();
+        }
+    }
+    let roots = DataRoots::new(&[dir.to_path_buf()]).unwrap();
+    let mut files = Vec::new();
+    for i in 0..lengths.len() {
+        files.extend(roots.resolve(&format!("f{i}.txt*")).unwrap());
+    }
+    files.into()
+}
+
+fn source() -> Arc<SourceConfig> {
+    Arc::new(SourceConfig {
+        format: FormatConfig::TextLine { skip_header_lines: 0 },
+        compression: None,
+        max_record_bytes: 1 << 20,
+    })
+}
+
+/// The whole sequence, epochs as separate lists.
+fn run(files: &Arc<[DataFile]>, config: &PipelineConfig) -> Vec<Vec<String>> {
+    let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone());
+    let mut epochs = vec![Vec::new()];
+    loop {
+        match pipeline.next().unwrap() {
+            Next::Record(record) => epochs.last_mut().unwrap().push(String::from_utf8(record.value.to_vec()).unwrap()),
+            Next::EndOfEpoch => epochs.push(Vec::new()),
+            Next::End => return epochs,
+        }
+    }
+}
+
+fn all_records(lengths: &[usize]) -> Vec<String> {
+    let mut all: Vec<String> =
+        lengths.iter().enumerate().flat_map(|(i, &n)| (0..n).map(move |j| format!("{i}:{j}"))).collect();
+    all.sort();
+    all
+}
+
+fn sorted(mut records: Vec<String>) -> Vec<String> {
+    records.sort();
+    records
+}
+
+/// TensorFlow's deterministic interleave, written out sequentially as the reference.
+fn reference_interleave(lengths: &[usize], order: &[usize], cycle: usize, block: usize) -> Vec<String> {
+    let mut slots: Vec<Option<(usize, usize)>> = vec![None; cycle];
+    let (mut next_input, mut index, mut in_block) = (0, 0, 0);
+    let mut out = Vec::new();
+    loop {
+        match slots[index] {
+            Some((file, line)) if line < lengths[file] => {
+                out.push(format!("{file}:{line}"));
+                slots[index] = Some((file, line + 1));
+                in_block += 1;
+                if in_block == block {
+                    in_block = 0;
+                    index = (index + 1) % cycle;
+                }
+            }
+            Some(_) => {
+                slots[index] = None;
+                in_block = 0;
+                index = (index + 1) % cycle;
+            }
+            None if next_input < order.len() => {
+                slots[index] = Some((order[next_input], 0));
+                next_input += 1;
+            }
+            None if slots.iter().all(Option::is_none) => return out,
+            None => {
+                in_block = 0;
+                index = (index + 1) % cycle;
+            }
+        }
+    }
+}
+
+const LENGTHS: &[usize] = &[40, 7, 0, 25, 60, 3, 18, 33];
+
+#[test]
+fn interleave_follows_tensorflow_and_is_the_same_whatever_the_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), LENGTHS);
+    for (cycle, block) in [(1, 1), (3, 2), (4, 5), (8, 1), (16, 3)] {
+        let config = PipelineConfig { cycle_length: cycle, block_length: block, ..PipelineConfig::default() };
+        let order: Vec<usize> = (0..LENGTHS.len()).collect();
+        let expected = reference_interleave(LENGTHS, &order, cycle, block);
+        for _ in 0..20 {
+            assert_eq!(run(&files, &config), vec![expected.clone()], "cycle {cycle} block {block}");
+        }
+    }
+}
+
+#[test]
+fn shuffled_runs_repeat_exactly_and_cover_every_record_once_per_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), LENGTHS);
+    let config = PipelineConfig {
+        seed: 7,
+        shuffle_files: true,
+        cycle_length: 3,
+        block_length: 2,
+        shuffle: Some(ShuffleConfig { capacity: 50, min_after_dequeue: 20 }),
+        num_epochs: Some(3),
+        ..PipelineConfig::default()
+    };
+    let first = run(&files, &config);
+    assert_eq!(first.len(), 3, "three epochs, kept apart");
+    for epoch in &first {
+        assert_eq!(sorted(epoch.clone()), all_records(LENGTHS), "each epoch holds every record once");
+    }
+    assert_ne!(first[0], first[1], "each epoch is shuffled anew");
+    for _ in 0..20 {
+        assert_eq!(run(&files, &config), first);
+    }
+    let other_seed = run(&files, &PipelineConfig { seed: 8, ..config.clone() });
+    assert_ne!(other_seed, first);
+}
+
+#[test]
+fn shards_partition_every_epoch_by_file_or_by_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), LENGTHS);
+    // 3 shards over 8 files: by file; 12 shards over 8 files: by record.
+    for count in [3, 12] {
+        let mut union = Vec::new();
+        let mut by_shard = BTreeMap::new();
+        for index in 0..count {
+            let config = PipelineConfig {
+                seed: 3,
+                shuffle_files: true,
+                shard: Some(Shard { count, index }),
+                cycle_length: 2,
+                shuffle: Some(ShuffleConfig { capacity: 10, min_after_dequeue: 9 }),
+                ..PipelineConfig::default()
+            };
+            let records = run(&files, &config).concat();
+            by_shard.insert(index, records.len());
+            union.extend(records);
+        }
+        assert_eq!(sorted(union), all_records(LENGTHS), "{count} shards: the union is exact, no overlap");
+        assert!(by_shard.values().filter(|&&n| n > 0).count() > 1, "{count} shards share the work: {by_shard:?}");
+    }
+}
+
+#[test]
+fn buffer_shuffle_displaces_records_as_far_as_its_size_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let lengths = [5000];
+    let files = write_files(dir.path(), &lengths);
+    for capacity in [10usize, 100, 1000] {
+        let config = PipelineConfig {
+            seed: 11,
+            shuffle: Some(ShuffleConfig { capacity, min_after_dequeue: capacity - 1 }),
+            ..PipelineConfig::default()
+        };
+        let out = run(&files, &config).concat();
+        assert_eq!(out.len(), 5000);
+        let mut total = 0f64;
+        for (position, record) in out.iter().enumerate() {
+            let input: usize = record.split(':').nth(1).unwrap().parse().unwrap();
+            // A record cannot leave before it entered: at most capacity - 1 places early.
+            assert!(position + capacity > input, "record {input} left at {position} with capacity {capacity}");
+            total += (position as f64 - input as f64).abs();
+        }
+        let mean = total / out.len() as f64;
+        // A record waits a geometric time with mean `capacity` in the buffer; the drain at
+        // the end adds a little. The mean displacement grows with the buffer.
+        assert!(mean > capacity as f64 * 0.5 && mean < capacity as f64 * 2.0, "capacity {capacity}: mean {mean}");
+    }
+}

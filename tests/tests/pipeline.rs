@@ -1,0 +1,80 @@
+//! The pipeline through real servers: the same spec and seed stream the same elements
+//! whatever the decode parallelism, and shards split a source exactly.
+
+use readerd_client::v1 as pb;
+use readerd_tests::{ServerProcess, write_file};
+use serde_json::json;
+
+fn write_lines(root: &std::path::Path, files: usize, lines: usize) {
+    for f in 0..files {
+        let text: String = (0..lines * (f + 1)).map(|l| format!("{f},{l}\n")).collect();
+        write_file(root, &format!("part-{f}.csv"), text.as_bytes());
+    }
+}
+
+/// Keys and decoded values of every element of a private read.
+async fn stream(server: &ServerProcess, spec: serde_json::Value) -> Vec<(Vec<String>, Vec<u8>)> {
+    let mut client = server.client().await;
+    let spec: pb::DatasetSpec = serde_json::from_value(spec).unwrap();
+    let mut stream = client.read("", "", Some(spec)).await.unwrap();
+    let mut out = Vec::new();
+    while let Some(response) = stream.message().await.unwrap() {
+        match response.kind.unwrap() {
+            pb::read_response::Kind::Element(element) => {
+                let Some(pb::tensor::Kind::Dense(column)) = element.features[1].tensor.clone().unwrap().kind else {
+                    panic!("dense column")
+                };
+                out.push((element.keys, column.data.to_vec()));
+            }
+            pb::read_response::Kind::EndOfSequence(_) => return out,
+        }
+    }
+    panic!("no end of sequence")
+}
+
+fn spec(shard: Option<(i64, i64)>) -> serde_json::Value {
+    let mut spec = json!({
+        "source": {"files": ["part-*.csv"], "format": "TEXT_LINE"},
+        "decoder": {"csv": {"columns": [{"name": "file", "dtype": "INT32"}, {"name": "line", "dtype": "INT64"}]}},
+        "pipeline": {"seed": 5, "shuffleFiles": true, "cycleLength": 3, "blockLength": 2, "numEpochs": 2,
+                     "shuffle": {"bufferSize": 64}, "batchSize": 7}
+    });
+    if let Some((count, index)) = shard {
+        spec["pipeline"]["shard"] = json!({"count": count, "index": index});
+    }
+    spec
+}
+
+#[tokio::test]
+async fn same_spec_and_seed_stream_the_same_whatever_the_decode_threads() {
+    let root = tempfile::tempdir().unwrap();
+    write_lines(root.path(), 5, 40);
+    let one = ServerProcess::start_with(&[root.path()], &["--decode-threads", "1"]);
+    let two = ServerProcess::start_with(&[root.path()], &["--decode-threads", "2"]);
+    let reference = stream(&one, spec(None)).await;
+    let records: usize = reference.iter().map(|(keys, _)| keys.len()).sum();
+    assert_eq!(records, 2 * 40 * (1 + 2 + 3 + 4 + 5), "two epochs of every line");
+    for _ in 0..3 {
+        assert_eq!(stream(&two, spec(None)).await, reference);
+    }
+}
+
+#[tokio::test]
+async fn shards_split_the_source_exactly() {
+    let root = tempfile::tempdir().unwrap();
+    write_lines(root.path(), 5, 10);
+    let server = ServerProcess::start(&[root.path()]);
+    for count in [2, 8] {
+        let mut keys = Vec::new();
+        for index in 0..count {
+            keys.extend(stream(&server, spec(Some((count, index)))).await.into_iter().flat_map(|(k, _)| k));
+        }
+        let mut expected: Vec<String> = (0..5)
+            .flat_map(|f| (0..10 * (f + 1)).map(move |l| format!("part-{f}.csv:{}", l + 1)))
+            .flat_map(|key| [key.clone(), key])
+            .collect();
+        keys.sort();
+        expected.sort();
+        assert_eq!(keys, expected, "{count} shards: each record once per epoch over all shards");
+    }
+}

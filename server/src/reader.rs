@@ -365,7 +365,7 @@ impl ReaderState {
             return Err(err.clone());
         }
         loop {
-            match self.pipeline.next() {
+            match self.pipeline.next_step() {
                 Ok(next) => {
                     if matches!(next, Next::Record(_)) {
                         self.records_produced += 1;

@@ -45,7 +45,7 @@ fn run(files: &Arc<[DataFile]>, config: &PipelineConfig) -> Vec<Vec<String>> {
     let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone());
     let mut epochs = vec![Vec::new()];
     loop {
-        match pipeline.next().unwrap() {
+        match pipeline.next_step().unwrap() {
             Next::Record(record) => epochs.last_mut().unwrap().push(String::from_utf8(record.value.to_vec()).unwrap()),
             Next::EndOfEpoch => epochs.push(Vec::new()),
             Next::End => return epochs,

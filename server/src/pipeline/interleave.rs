@@ -96,7 +96,7 @@ impl Interleave {
 
     /// The next record in interleave order; `None` when every file is done. An error
     /// closes the file it came from (the caller may go on, skipping the rest of it).
-    pub fn next(&mut self) -> Result<Option<Taken>, SourceError> {
+    pub fn next_record(&mut self) -> Result<Option<Taken>, SourceError> {
         loop {
             if let Some(slot) = &mut self.slots[self.cycle_index] {
                 let message = slot.records.recv().unwrap_or_else(|_| {

@@ -154,14 +154,14 @@ impl RecordPipeline {
 
     /// The next record, epoch boundary or end. An error is about one file, which is then
     /// closed: calling again goes on with the other files (`onError: SKIP`).
-    pub fn next(&mut self) -> Result<Next, SourceError> {
+    pub fn next_step(&mut self) -> Result<Next, SourceError> {
         if self.finished {
             return Ok(Next::End);
         }
         let record_shard = self.record_shard();
         loop {
             if !self.input_done && self.shuffle.as_ref().is_none_or(ShuffleBuffer::wants_more) {
-                let Some(taken) = self.interleave.next()? else {
+                let Some(taken) = self.interleave.next_record()? else {
                     self.input_done = true;
                     continue;
                 };

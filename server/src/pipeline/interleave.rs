@@ -9,16 +9,23 @@
 //! What a checkpoint needs is explicit: the cycle position and, for each open file, the
 //! position after the last record taken from it (not after what was read ahead).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use crate::format::Position;
 use crate::source::{DataFile, Record, RecordFile, SourceConfig, SourceError};
 
-/// Records read ahead per open file.
-const READ_AHEAD: usize = 16;
+/// Blocks of records read ahead per open file.
+const READ_AHEAD_BLOCKS: usize = 4;
+/// A block ends after this many records or payload bytes (handing records over one by one
+/// would cost a thread wake-up each).
+const BLOCK_RECORDS: usize = 64;
+const BLOCK_BYTES: usize = 1 << 20;
 
-type Message = Result<Option<(Record, Position)>, SourceError>;
+/// What a reading thread hands over: a block of records (each with the position after
+/// it), then the end of the file (`Ok(None)`) or an error.
+type Message = Result<Option<Vec<(Record, Position)>>, SourceError>;
 
 /// One open file of the cycle.
 struct Slot {
@@ -27,6 +34,8 @@ struct Slot {
     /// Where the next record taken from this file starts.
     position: Option<Position>,
     records: Receiver<Message>,
+    /// Received, not yet taken.
+    pending: VecDeque<(Record, Position)>,
 }
 
 /// Where an interleave is: enough to reopen it exactly there.
@@ -99,12 +108,20 @@ impl Interleave {
     pub fn next_record(&mut self) -> Result<Option<Taken>, SourceError> {
         loop {
             if let Some(slot) = &mut self.slots[self.cycle_index] {
-                let message = slot.records.recv().unwrap_or_else(|_| {
-                    // The reading thread ended without a last message: it panicked.
-                    Ok(None)
-                });
-                match message {
-                    Ok(Some((record, position))) => {
+                if slot.pending.is_empty() {
+                    // A reading thread that ended without a last message panicked.
+                    match slot.records.recv().unwrap_or(Ok(None)) {
+                        Ok(Some(block)) => slot.pending.extend(block),
+                        Ok(None) => {}
+                        Err(err) => {
+                            self.close_current();
+                            self.advance();
+                            return Err(err);
+                        }
+                    }
+                }
+                match slot.pending.pop_front() {
+                    Some((record, position)) => {
                         slot.position = Some(position);
                         let file = self.order[slot.file];
                         self.block_index += 1;
@@ -113,14 +130,9 @@ impl Interleave {
                         }
                         return Ok(Some(Taken { record, file }));
                     }
-                    Ok(None) => {
+                    None => {
                         self.close_current();
                         self.advance();
-                    }
-                    Err(err) => {
-                        self.close_current();
-                        self.advance();
-                        return Err(err);
                     }
                 }
             } else if self.next_file < self.order.len() {
@@ -147,7 +159,7 @@ impl Interleave {
 
     /// Starts reading file `file` (of the epoch's order) on its own thread.
     fn open(&self, file: usize, position: Option<Position>) -> Slot {
-        let (record_tx, records) = sync_channel(READ_AHEAD);
+        let (record_tx, records) = sync_channel(READ_AHEAD_BLOCKS);
         let data_file = self.files[self.order[file]].clone();
         let config = self.config.clone();
         let spawned = std::thread::Builder::new()
@@ -158,14 +170,14 @@ impl Interleave {
             let (record_tx, records) = sync_channel(1);
             let _ = record_tx
                 .send(Err(SourceError::Read { file: self.files[self.order[file]].name.to_string(), source: err }));
-            return Slot { file, position, records };
+            return Slot { file, position, records, pending: VecDeque::new() };
         }
-        Slot { file, position, records }
+        Slot { file, position, records, pending: VecDeque::new() }
     }
 }
 
-/// The reading thread of one file: sends records (with the position after each) until the
-/// end, an error, or the interleave dropping the queue.
+/// The reading thread of one file: sends blocks of records (with the position after
+/// each) until the end, an error, or the interleave dropping the queue.
 fn read_file(file: &DataFile, config: &SourceConfig, position: Option<Position>, record_tx: &SyncSender<Message>) {
     let compression = config.compression.unwrap_or_else(|| crate::source::Compression::from_file_name(&file.name));
     let mut reader = match RecordFile::open(file, compression, &config.format, config.max_record_bytes, position) {
@@ -175,14 +187,28 @@ fn read_file(file: &DataFile, config: &SourceConfig, position: Option<Position>,
             return;
         }
     };
+    let mut block = Vec::with_capacity(BLOCK_RECORDS);
+    let mut bytes = 0;
     loop {
-        let message = match reader.next_record() {
-            Ok(Some(record)) => Ok(Some((record, reader.position()))),
-            Ok(None) => Ok(None),
-            Err(err) => Err(err),
+        let last = match reader.next_record() {
+            Ok(Some(record)) => {
+                bytes += record.value.len();
+                block.push((record, reader.position()));
+                None
+            }
+            Ok(None) => Some(Ok(None)),
+            Err(err) => Some(Err(err)),
         };
-        let last = !matches!(message, Ok(Some(_)));
-        if record_tx.send(message).is_err() || last {
+        let full = block.len() == BLOCK_RECORDS || bytes >= BLOCK_BYTES;
+        if (full || last.is_some()) && !block.is_empty() {
+            bytes = 0;
+            let records = std::mem::replace(&mut block, Vec::with_capacity(BLOCK_RECORDS));
+            if record_tx.send(Ok(Some(records))).is_err() {
+                return;
+            }
+        }
+        if let Some(last) = last {
+            let _ = record_tx.send(last);
             return;
         }
     }

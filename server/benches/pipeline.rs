@@ -1,0 +1,163 @@
+//! Records/s through the server-side pipeline (files → framing → interleave → shuffle →
+//! batch → decode), in process, for the workloads of DESIGN.md with batch 256 and
+//! `cycleLength` 2, with no shuffle and with the shuffle buffer.
+//!
+//! Run: `cargo bench -p readerd-server --bench pipeline` (writes the data to a temporary
+//! directory first; `READERD_BENCH_SCALE=4` makes the datasets 4 times larger).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use prost::Message;
+use readerd_proto::tensorflow as tf;
+use readerd_proto::v1 as pb;
+use readerd_server::format::tfrecord::write_record;
+use readerd_server::reader::Reader;
+use readerd_server::source::DataRoots;
+use readerd_server::spec::ReaderSpec;
+use serde_json::json;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+fn feature(kind: tf::feature::Kind) -> tf::Feature {
+    tf::Feature { kind: Some(kind) }
+}
+
+fn write_workloads(dir: &std::path::Path, scale: usize) {
+    let mut rng = Rng(1);
+    let tabular_per_file = 25_000 * scale;
+    let mut header: Vec<String> = (0..13).map(|i| format!("f{i}")).collect();
+    header.extend((0..26).map(|i| format!("i{i}")));
+    header.push("label".into());
+    for file in 0..8 {
+        let mut records = Vec::new();
+        let mut csv = header.join(",") + "\n";
+        for _ in 0..tabular_per_file {
+            let floats: Vec<f32> = (0..13).map(|_| (rng.next() % 10_000) as f32 / 100.0).collect();
+            let ints: Vec<i64> = (0..27).map(|_| (rng.next() % 1_000_000) as i64).collect();
+            let mut features = BTreeMap::new();
+            for (i, &v) in floats.iter().enumerate() {
+                features
+                    .insert(format!("f{i}"), feature(tf::feature::Kind::FloatList(tf::FloatList { value: vec![v] })));
+            }
+            for (i, &v) in ints.iter().enumerate() {
+                let name = if i == 26 { "label".to_owned() } else { format!("i{i}") };
+                features.insert(name, feature(tf::feature::Kind::Int64List(tf::Int64List { value: vec![v] })));
+            }
+            let example = tf::Example { features: Some(tf::Features { feature: features }) };
+            write_record(&mut records, &example.encode_to_vec());
+            let fields: Vec<String> =
+                floats.iter().map(|f| f.to_string()).chain(ints.iter().map(|i| i.to_string())).collect();
+            csv.push_str(&fields.join(","));
+            csv.push('\n');
+        }
+        std::fs::write(dir.join(format!("tabular-{file}.tfrecord")), records).unwrap();
+        std::fs::write(dir.join(format!("tabular-{file}.csv")), csv).unwrap();
+    }
+    for file in 0..4 {
+        let mut records = Vec::new();
+        for _ in 0..250 * scale {
+            let pixels: Vec<u8> = (0..110_000).map(|_| rng.next() as u8).collect();
+            let mut features = BTreeMap::new();
+            features.insert(
+                "image".into(),
+                feature(tf::feature::Kind::BytesList(tf::BytesList { value: vec![pixels.into()] })),
+            );
+            features.insert("label".into(), feature(tf::feature::Kind::Int64List(tf::Int64List { value: vec![7] })));
+            features.insert(
+                "shape".into(),
+                feature(tf::feature::Kind::Int64List(tf::Int64List { value: vec![192, 192, 3] })),
+            );
+            let example = tf::Example { features: Some(tf::Features { feature: features }) };
+            write_record(&mut records, &example.encode_to_vec());
+        }
+        std::fs::write(dir.join(format!("images-{file}.tfrecord")), records).unwrap();
+    }
+}
+
+fn fixed(dtype: &str, shape: &[i64]) -> serde_json::Value {
+    json!({"fixedLen": {"dtype": dtype, "shape": shape}})
+}
+
+fn specs() -> Vec<(&'static str, serde_json::Value, serde_json::Value)> {
+    let mut tabular = serde_json::Map::new();
+    for i in 0..13 {
+        tabular.insert(format!("f{i}"), fixed("FLOAT32", &[]));
+    }
+    for i in 0..26 {
+        tabular.insert(format!("i{i}"), fixed("INT64", &[]));
+    }
+    tabular.insert("label".into(), fixed("INT64", &[]));
+    let mut columns: Vec<serde_json::Value> = (0..13).map(|_| json!({"dtype": "FLOAT32"})).collect();
+    columns.extend((0..27).map(|_| json!({"dtype": "INT64"})));
+    vec![
+        (
+            "tabular",
+            json!({"files": ["tabular-*.tfrecord"], "format": "TFRECORD"}),
+            json!({"example": {"features": tabular}}),
+        ),
+        (
+            "images",
+            json!({"files": ["images-*.tfrecord"], "format": "TFRECORD"}),
+            json!({"example": {"features": {"image": fixed("STRING", &[]), "label": fixed("INT64", &[]),
+                                            "shape": fixed("INT64", &[3])}}}),
+        ),
+        (
+            "tabular_csv",
+            json!({"files": ["tabular-*.csv"], "format": "CSV", "header": true}),
+            json!({"csv": {"columns": columns}}),
+        ),
+    ]
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not supported here.
+    let scale: usize = std::env::var("READERD_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    write_workloads(dir.path(), scale);
+    eprintln!("wrote the workloads in {:.1?}", started.elapsed());
+    let roots = DataRoots::new(&[dir.path().to_path_buf()]).unwrap();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("| workload | shuffle | records | records/s | payload MB/s |");
+    println!("|---|---|---|---|---|");
+    for (name, source, decoder) in specs() {
+        for (shuffle_name, shuffle) in [("none", json!({})), ("buffer 10000", json!({"bufferSize": 10_000}))] {
+            let spec = json!({"source": source, "decoder": decoder,
+                              "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2, "batchSize": 256,
+                                           "shuffle": shuffle}});
+            let spec: pb::DatasetSpec = serde_json::from_value(spec).unwrap();
+            let spec = ReaderSpec::from_proto(spec, 256 << 20).unwrap();
+            let reader = Reader::open(name.into(), spec, &roots, threads).unwrap();
+            let started = Instant::now();
+            let (mut records, mut bytes) = (0usize, 0usize);
+            loop {
+                let chunk = reader.next_chunk(16, 64 << 20);
+                assert!(chunk.error.is_none(), "{:?}", chunk.error);
+                for element in &chunk.elements {
+                    records += element.keys.len();
+                    bytes += element.payload_bytes();
+                }
+                if chunk.end_of_sequence {
+                    break;
+                }
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            println!(
+                "| {name} | {shuffle_name} | {records} | {:.0} | {:.0} |",
+                records as f64 / seconds,
+                bytes as f64 / seconds / 1e6
+            );
+        }
+    }
+}

@@ -52,8 +52,16 @@ pub struct Reader {
     active_streams: AtomicI64,
     /// Cancelled when the reader is deleted: its streams end.
     released: CancellationToken,
+    settings: ReaderSettings,
+}
+
+/// Server settings every reader uses.
+#[derive(Clone, Debug)]
+pub struct ReaderSettings {
     /// Threads that decode the batches of one chunk in parallel.
-    decode_threads: usize,
+    pub decode_threads: usize,
+    /// Where record indexes (global shuffle) are cached; `None`: not cached.
+    pub index_dir: Option<std::path::PathBuf>,
 }
 
 struct ReaderState {
@@ -69,15 +77,29 @@ struct ReaderState {
 impl Reader {
     /// Resolves the spec's files (blocking: file-system lookups) and makes a reader at the
     /// first record.
-    pub fn open(name: String, mut spec: ReaderSpec, roots: &DataRoots, decode_threads: usize) -> Result<Self> {
+    pub fn open(name: String, mut spec: ReaderSpec, roots: &DataRoots, settings: &ReaderSettings) -> Result<Self> {
         let mut files = Vec::new();
         for pattern in &spec.patterns {
             files.extend(roots.resolve(pattern)?);
         }
         let files: Arc<[DataFile]> = files.into();
         name_csv_columns_from_headers(&mut spec, &files)?;
+        if spec.pipeline.global_shuffle {
+            for file in files.iter() {
+                if spec.source.compression.unwrap_or_else(|| Compression::from_file_name(&file.name))
+                    != Compression::None
+                {
+                    return Err(ServeError::InvalidSpec(format!(
+                        "pipeline.shuffle.global needs random access, and {} is compressed",
+                        file.name
+                    )));
+                }
+            }
+        }
         let source = Arc::new(spec.source.clone());
-        let state = ReaderState::new(RecordPipeline::new(files.clone(), source.clone(), spec.pipeline.clone()));
+        let pipeline =
+            RecordPipeline::new(files.clone(), source.clone(), spec.pipeline.clone(), settings.index_dir.clone());
+        let state = ReaderState::new(pipeline);
         Ok(Self {
             name,
             spec,
@@ -86,7 +108,7 @@ impl Reader {
             state: Mutex::new(state),
             active_streams: AtomicI64::new(0),
             released: CancellationToken::new(),
-            decode_threads: decode_threads.max(1),
+            settings: settings.clone(),
         })
     }
 
@@ -121,7 +143,7 @@ impl Reader {
 
     /// Decodes batches on up to `decode_threads` threads, results in batch order.
     fn decode_all(&self, batches: Vec<Vec<Record>>) -> Vec<Result<Option<Element>>> {
-        let threads = self.decode_threads.min(batches.len()).max(1);
+        let threads = self.settings.decode_threads.min(batches.len()).max(1);
         if threads == 1 {
             return batches.into_iter().map(|batch| self.decode(batch)).collect();
         }
@@ -262,7 +284,12 @@ impl Reader {
 
     /// Back to the first record of the first epoch, counters zeroed.
     pub fn reset(&self) {
-        let pipeline = RecordPipeline::new(self.files.clone(), self.source.clone(), self.spec.pipeline.clone());
+        let pipeline = RecordPipeline::new(
+            self.files.clone(),
+            self.source.clone(),
+            self.spec.pipeline.clone(),
+            self.settings.index_dir.clone(),
+        );
         *self.lock() = ReaderState::new(pipeline);
     }
 

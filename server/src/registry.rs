@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use readerd_proto::v1 as pb;
 
 use crate::error::{Result, ServeError};
-use crate::reader::Reader;
+use crate::reader::{Reader, ReaderSettings};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
 
@@ -27,7 +27,7 @@ struct Inner {
     readers: RwLock<BTreeMap<ReaderKey, Arc<Reader>>>,
     roots: DataRoots,
     max_record_bytes: u64,
-    decode_threads: usize,
+    settings: ReaderSettings,
 }
 
 fn display_name(container: &str, shared_name: &str) -> String {
@@ -35,8 +35,8 @@ fn display_name(container: &str, shared_name: &str) -> String {
 }
 
 impl ReaderRegistry {
-    pub fn new(roots: DataRoots, max_record_bytes: u64, decode_threads: usize) -> Self {
-        Self { inner: Arc::new(Inner { readers: RwLock::default(), roots, max_record_bytes, decode_threads }) }
+    pub fn new(roots: DataRoots, max_record_bytes: u64, settings: ReaderSettings) -> Self {
+        Self { inner: Arc::new(Inner { readers: RwLock::default(), roots, max_record_bytes, settings }) }
     }
 
     /// The reader `container/shared_name`; created from `spec` when absent (then the
@@ -118,7 +118,7 @@ impl ReaderRegistry {
 
     fn open(&self, name: String, spec: pb::DatasetSpec) -> Result<Reader> {
         let spec = ReaderSpec::from_proto(spec, self.inner.max_record_bytes)?;
-        Reader::open(name, spec, &self.inner.roots, self.inner.decode_threads)
+        Reader::open(name, spec, &self.inner.roots, &self.inner.settings)
     }
 
     fn read_lock(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<ReaderKey, Arc<Reader>>> {

@@ -13,6 +13,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::config::{Config, StateUrl};
 use crate::grpc::DataService;
+use crate::reader::ReaderSettings;
 use crate::registry::ReaderRegistry;
 use crate::source::DataRoots;
 
@@ -34,7 +35,8 @@ pub async fn run(
     }
     let decode_threads =
         config.decode_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let registry = ReaderRegistry::new(roots, config.max_record_bytes, decode_threads);
+    let settings = ReaderSettings { decode_threads, index_dir: Some(config.state_dir.join("index")) };
+    let registry = ReaderRegistry::new(roots, config.max_record_bytes, settings);
     let drain = CancellationToken::new();
 
     let (health, health_service) = tonic_health::server::health_reporter();

@@ -133,6 +133,14 @@ impl ReaderSpec {
             return Err(invalid(format!("pipeline.batchSize must be in 0..={MAX_BATCH_SIZE}")));
         }
         let pipeline_config = pipeline_config_of(&pipeline, num_epochs)?;
+        if pipeline_config.global_shuffle {
+            if !matches!(source.compression(), pb::Compression::None | pb::Compression::Auto) {
+                return Err(invalid("pipeline.shuffle.global needs random access: uncompressed files only"));
+            }
+            if matches!(format, FormatConfig::Csv { .. }) {
+                return Err(invalid("pipeline.shuffle.global reads TFRECORD, FIXED_LENGTH or TEXT_LINE files"));
+            }
+        }
         Ok(Self {
             fingerprint: fingerprint(&proto),
             patterns: source.files.clone(),
@@ -177,9 +185,10 @@ fn pipeline_config_of(pipeline: &pb::Pipeline, num_epochs: Option<u64>) -> Resul
         }
         Ok(value.max(1) as usize)
     };
+    let global_shuffle = pipeline.shuffle.is_some_and(|shuffle| shuffle.global);
     let shuffle = match pipeline.shuffle {
         None => None,
-        Some(shuffle) if shuffle.global => return Err(ServeError::Unimplemented("pipeline.shuffle.global".into())),
+        Some(_) if global_shuffle => None,
         Some(shuffle) if shuffle.buffer_size == 0 && shuffle.min_after_dequeue == 0 => None,
         Some(shuffle) => {
             let capacity = bounded(shuffle.buffer_size, "pipeline.shuffle.bufferSize", MAX_SHUFFLE_BUFFER)?;
@@ -202,6 +211,7 @@ fn pipeline_config_of(pipeline: &pb::Pipeline, num_epochs: Option<u64>) -> Resul
         cycle_length: bounded(pipeline.cycle_length, "pipeline.cycleLength", MAX_CYCLE_LENGTH)?,
         block_length: bounded(pipeline.block_length, "pipeline.blockLength", i64::from(u32::MAX))?,
         shuffle,
+        global_shuffle,
         num_epochs,
     })
 }
@@ -441,8 +451,9 @@ mod tests {
         for json in bad_pipelines {
             assert!(matches!(parse(json), Err(ServeError::InvalidSpec(_))), "{json}");
         }
-        let later = r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "pipeline": {"shuffle": {"global": true}}}"#;
-        assert!(matches!(parse(later), Err(ServeError::Unimplemented(_))));
+        let compressed = r#"{"source": {"files": ["a"], "format": "TEXT_LINE", "compression": "GZIP"},
+                             "pipeline": {"shuffle": {"global": true}}}"#;
+        assert!(matches!(parse(compressed), Err(ServeError::InvalidSpec(_))));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use readerd_server::format::FormatConfig;
@@ -14,9 +15,13 @@ use readerd_server::source::{DataFile, DataRoots, SourceConfig};
 /// Text files `f<i>.txt` of different lengths (some gzipped, so reading speeds differ);
 /// line `j` of file `i` is `i:j`.
 fn write_files(dir: &std::path::Path, lengths: &[usize]) -> Arc<[DataFile]> {
+    write_files_gzipping(dir, lengths, true)
+}
+
+fn write_files_gzipping(dir: &std::path::Path, lengths: &[usize], gzip_some: bool) -> Arc<[DataFile]> {
     for (i, &lines) in lengths.iter().enumerate() {
         let text: String = (0..lines).map(|j| format!("{i}:{j}\n")).collect();
-        if i % 3 == 1 {
+        if gzip_some && i % 3 == 1 {
             let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
             gz.write_all(text.as_bytes()).unwrap();
             std::fs::write(dir.join(format!("f{i}.txt.gz")), gz.finish().unwrap()).unwrap();
@@ -42,7 +47,7 @@ fn source() -> Arc<SourceConfig> {
 
 /// The whole sequence, epochs as separate lists.
 fn run(files: &Arc<[DataFile]>, config: &PipelineConfig) -> Vec<Vec<String>> {
-    let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone());
+    let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), None);
     let mut epochs = vec![Vec::new()];
     loop {
         match pipeline.next_step().unwrap() {
@@ -191,5 +196,89 @@ fn buffer_shuffle_displaces_records_as_far_as_its_size_allows() {
         // A record waits a geometric time with mean `capacity` in the buffer; the drain at
         // the end adds a little. The mean displacement grows with the buffer.
         assert!(mean > capacity as f64 * 0.5 && mean < capacity as f64 * 2.0, "capacity {capacity}: mean {mean}");
+    }
+}
+
+fn global(seed: u64, epochs: u64) -> PipelineConfig {
+    PipelineConfig { seed, global_shuffle: true, num_epochs: Some(epochs), ..PipelineConfig::default() }
+}
+
+#[test]
+fn global_shuffle_is_a_uniform_permutation_of_each_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let lengths = [3000, 0, 1000, 1000];
+    let files = write_files_gzipping(dir.path(), &lengths, false);
+    let index_dir = dir.path().join("index");
+    let run_global = |config: &PipelineConfig| {
+        let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), Some(index_dir.clone()));
+        let mut epochs = vec![Vec::new()];
+        loop {
+            match pipeline.next_step().unwrap() {
+                Next::Record(r) => epochs.last_mut().unwrap().push(String::from_utf8(r.value.to_vec()).unwrap()),
+                Next::EndOfEpoch => epochs.push(Vec::new()),
+                Next::End => return epochs,
+            }
+        }
+    };
+    let epochs = run_global(&global(9, 2));
+    assert_eq!(epochs.len(), 2);
+    for epoch in &epochs {
+        assert_eq!(sorted(epoch.clone()), all_records(&lengths));
+    }
+    assert_ne!(epochs[0], epochs[1]);
+    assert_eq!(run_global(&global(9, 2)), epochs, "the same seed, the same permutations");
+    assert_eq!(std::fs::read_dir(&index_dir).unwrap().count(), 4, "one cached index per file");
+
+    // Displacement of a uniform permutation of n: E|i - π(i)| = (n² - 1) / 3n ≈ n / 3.
+    let input: Vec<String> = (0..4).flat_map(|f| (0..lengths[f]).map(move |j| format!("{f}:{j}"))).collect();
+    let position_in_input: BTreeMap<&str, usize> = input.iter().enumerate().map(|(i, r)| (r.as_str(), i)).collect();
+    let n = input.len() as f64;
+    let mean =
+        epochs[0].iter().enumerate().map(|(i, r)| (i as f64 - position_in_input[r.as_str()] as f64).abs()).sum::<f64>()
+            / n;
+    assert!((mean - n / 3.0).abs() < n * 0.03, "mean displacement {mean} for n = {n}");
+
+    // A changed file is indexed again.
+    std::fs::write(dir.path().join("f2.txt"), "changed\n").unwrap();
+    let changed = run_global(&global(9, 1));
+    assert_eq!(changed[0].len(), 3000 + 1 + 1000);
+    assert!(changed[0].contains(&"changed".to_owned()));
+}
+
+#[test]
+fn global_shuffle_reads_every_format_at_its_indexed_positions() {
+    use readerd_server::format::fixed_length::FixedLengthConfig;
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden");
+    let golden = std::env::var_os("READERD_GOLDEN_DIR").map(PathBuf::from).unwrap_or(golden);
+    let roots = DataRoots::new(&[golden]).unwrap();
+    let fixed = |hop| FixedLengthConfig { header_bytes: 5, record_bytes: 4, footer_bytes: 3, hop_bytes: hop };
+    let cases = [
+        ("tfrecord/*.tfrecord", FormatConfig::TfRecord),
+        ("text/lf.txt", FormatConfig::TextLine { skip_header_lines: 2 }),
+        ("fixed_length/hdr_ftr.bin", FormatConfig::FixedLength(fixed(None))),
+        ("fixed_length/hdr_ftr.bin", FormatConfig::FixedLength(fixed(Some(6)))),
+        ("fixed_length/hdr_ftr.bin", FormatConfig::FixedLength(fixed(Some(3)))),
+    ];
+    for (pattern, format) in cases {
+        let files: Arc<[DataFile]> = roots
+            .resolve(pattern)
+            .unwrap()
+            .into_iter()
+            .filter(|f| !f.name.contains("corrupt") && !f.name.contains("empty"))
+            .collect::<Vec<_>>()
+            .into();
+        let source = Arc::new(SourceConfig { format: format.clone(), compression: None, max_record_bytes: 1 << 30 });
+        let collect = |config: PipelineConfig| {
+            let mut pipeline = RecordPipeline::new(files.clone(), source.clone(), config, None);
+            let mut out = Vec::new();
+            while let Next::Record(record) = pipeline.next_step().unwrap() {
+                out.push((record.key_string(), record.value.to_vec()));
+            }
+            out.sort();
+            out
+        };
+        let sequential = collect(PipelineConfig::default());
+        assert!(!sequential.is_empty());
+        assert_eq!(collect(global(1, 1)), sequential, "{pattern} {format:?}");
     }
 }

@@ -91,7 +91,7 @@ async fn corrupt_record_is_data_loss_naming_file_and_offset_and_others_keep_stre
 }
 
 #[tokio::test]
-async fn bad_specs_are_invalid_argument_and_later_features_unimplemented() {
+async fn bad_specs_are_invalid_argument_naming_the_field() {
     let server = ServerProcess::start(&[&golden_dir()]);
     let cases = [
         (json!({"source": {"files": ["text/lf.txt"]}}), tonic::Code::InvalidArgument, "source.format"),
@@ -107,9 +107,10 @@ async fn bad_specs_are_invalid_argument_and_later_features_unimplemented() {
             "numEpochs",
         ),
         (
-            json!({"source": {"files": ["text/lf.txt"], "format": "TEXT_LINE"}, "pipeline": {"shuffle": {"global": true}}}),
-            tonic::Code::Unimplemented,
-            "pipeline.shuffle.global",
+            json!({"source": {"files": ["text/lines.txt.gz"], "format": "TEXT_LINE", "compression": "AUTO"},
+                   "pipeline": {"shuffle": {"global": true}}}),
+            tonic::Code::InvalidArgument,
+            "text/lines.txt.gz is compressed",
         ),
     ];
     for (spec_json, code, phrase) in cases {

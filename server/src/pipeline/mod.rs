@@ -4,18 +4,22 @@
 //!
 //! - [`interleave`]: `cycle_length` files read in parallel, taken from in a fixed order;
 //! - [`shuffle`]: the seeded shuffle buffer (`shuffle_batch` semantics);
+//! - [`global`]: the exact global shuffle over indexed, uncompressed files;
 //! - [`rng`]: the seeded generator whose state a checkpoint can store.
 //!
 //! The sequence is a pure function of the files, the spec and the seed: thread timing
 //! changes when records are read, never which record comes next. Blocking: call from a
 //! blocking thread (the interleave waits for its file readers).
 
+pub mod global;
 pub mod interleave;
 pub mod rng;
 pub mod shuffle;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use global::{GlobalShuffle, RecordIndex};
 use interleave::Interleave;
 use rng::SplitMix64;
 use shuffle::{ShuffleBuffer, ShuffleConfig};
@@ -25,6 +29,7 @@ use crate::source::{DataFile, Record, SourceConfig, SourceError};
 /// Generator streams of an epoch, one per purpose.
 const FILE_ORDER_STREAM: u64 = 1;
 const SHUFFLE_BUFFER_STREAM: u64 = 2;
+const GLOBAL_SHUFFLE_STREAM: u64 = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shard {
@@ -42,6 +47,9 @@ pub struct PipelineConfig {
     pub cycle_length: usize,
     pub block_length: usize,
     pub shuffle: Option<ShuffleConfig>,
+    /// An exact uniform permutation of every record of each epoch (instead of the
+    /// interleave and the buffer).
+    pub global_shuffle: bool,
     /// `None`: repeat forever.
     pub num_epochs: Option<u64>,
 }
@@ -55,6 +63,7 @@ impl Default for PipelineConfig {
             cycle_length: 1,
             block_length: 1,
             shuffle: None,
+            global_shuffle: false,
             num_epochs: Some(1),
         }
     }
@@ -74,9 +83,15 @@ pub struct RecordPipeline {
     files: Arc<[DataFile]>,
     source: Arc<SourceConfig>,
     config: PipelineConfig,
+    /// Where record indexes (global shuffle) are cached.
+    index_dir: Option<PathBuf>,
+    /// Record indexes of the source's files, loaded on first use (global shuffle).
+    indexes: Vec<Option<Arc<RecordIndex>>>,
     /// The current epoch, from 1.
     epoch: u64,
     interleave: Interleave,
+    /// The epoch's permutation, with the global shuffle (built when the epoch starts).
+    global: Option<GlobalShuffle>,
     shuffle: Option<ShuffleBuffer<Record>>,
     /// Records this epoch's interleave produced (before sharding by record).
     ordinal: u64,
@@ -88,17 +103,25 @@ pub struct RecordPipeline {
 }
 
 impl RecordPipeline {
-    pub fn new(files: Arc<[DataFile]>, source: Arc<SourceConfig>, config: PipelineConfig) -> Self {
+    pub fn new(
+        files: Arc<[DataFile]>,
+        source: Arc<SourceConfig>,
+        config: PipelineConfig,
+        index_dir: Option<PathBuf>,
+    ) -> Self {
         let interleave = Self::epoch_interleave(&files, &source, &config, 1);
         let shuffle = config
             .shuffle
             .map(|shuffle| ShuffleBuffer::new(shuffle, SplitMix64::for_epoch(config.seed, 1, SHUFFLE_BUFFER_STREAM)));
         Self {
+            indexes: vec![None; files.len()],
             files,
             source,
             config,
+            index_dir,
             epoch: 1,
             interleave,
+            global: None,
             shuffle,
             ordinal: 0,
             emitted: 0,
@@ -159,6 +182,9 @@ impl RecordPipeline {
             return Ok(Next::End);
         }
         let record_shard = self.record_shard();
+        if self.config.global_shuffle {
+            return self.next_global(record_shard);
+        }
         loop {
             if !self.input_done && self.shuffle.as_ref().is_none_or(ShuffleBuffer::wants_more) {
                 let Some(taken) = self.interleave.next_record()? else {
@@ -183,17 +209,57 @@ impl RecordPipeline {
                 self.emitted += 1;
                 return Ok(Next::Record(record));
             }
-            // The input is done and the buffer drained: the epoch is over. An epoch
-            // without records ends a forever-repeating sequence too, as TensorFlow's
-            // repeat() of an empty dataset does.
-            let more = self.config.num_epochs.is_none_or(|n| self.epoch < n) && self.emitted > 0;
-            if !more {
-                self.finished = true;
-                return Ok(Next::End);
-            }
-            self.start_epoch(self.epoch + 1);
-            return Ok(Next::EndOfEpoch);
+            // The input is done and the buffer drained: the epoch is over.
+            return Ok(self.end_epoch());
         }
+    }
+
+    /// The epoch is over: the next begins, or the sequence ends. An epoch without records
+    /// ends a forever-repeating sequence too, as TensorFlow's repeat() of an empty dataset
+    /// does.
+    fn end_epoch(&mut self) -> Next {
+        let more = self.config.num_epochs.is_none_or(|n| self.epoch < n) && self.emitted > 0;
+        if !more {
+            self.finished = true;
+            return Next::End;
+        }
+        self.start_epoch(self.epoch + 1);
+        Next::EndOfEpoch
+    }
+
+    fn next_global(&mut self, record_shard: Option<Shard>) -> Result<Next, SourceError> {
+        loop {
+            if self.global.is_none() {
+                self.global = Some(self.epoch_permutation()?);
+            }
+            let global = self.global.as_mut().expect("just built");
+            let ordinal = global.cursor() as u64;
+            let Some(record) = global.next_record()? else {
+                self.global = None;
+                return Ok(self.end_epoch());
+            };
+            if record_shard.is_some_and(|shard| ordinal % shard.count as u64 != shard.index as u64) {
+                continue;
+            }
+            self.emitted += 1;
+            return Ok(Next::Record(record));
+        }
+    }
+
+    /// The permutation of the current epoch's records (indexing files on first use).
+    fn epoch_permutation(&mut self) -> Result<GlobalShuffle, SourceError> {
+        let order = Self::epoch_order(self.files.len(), &self.config, self.epoch);
+        let mut indexes = Vec::with_capacity(order.len());
+        for &file in &order {
+            if self.indexes[file].is_none() {
+                let index = global::load_index(&self.files[file], &self.source, self.index_dir.as_deref())?;
+                self.indexes[file] = Some(Arc::new(index));
+            }
+            indexes.push(self.indexes[file].clone().expect("loaded"));
+        }
+        let files: Vec<DataFile> = order.iter().map(|&f| self.files[f].clone()).collect();
+        let rng = SplitMix64::for_epoch(self.config.seed, self.epoch, GLOBAL_SHUFFLE_STREAM);
+        GlobalShuffle::new(&files, indexes, self.source.clone(), rng)
     }
 
     fn start_epoch(&mut self, epoch: u64) {

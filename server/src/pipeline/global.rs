@@ -1,0 +1,232 @@
+//! The exact global shuffle: every record of an epoch in a seeded uniform permutation.
+//!
+//! It needs random access, so it takes uncompressed files only. Each file gets a record
+//! index (the position of every record, and where the last one ends), built in one pass
+//! on first use and cached in the index directory (next to the state store); a cached
+//! index is used only while the file keeps its length and modification time. The epoch's
+//! permutation is drawn from the seed, so a checkpoint needs only the epoch and how far
+//! into the permutation the reader is.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use sha2::{Digest, Sha256};
+
+use super::rng::SplitMix64;
+use crate::format::{Framed, Position, RecordBytes, WorkUnit};
+use crate::source::{Compression, DataFile, Record, RecordFile, SourceConfig, SourceError};
+
+/// The positions of a file's records, and where the last one ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordIndex {
+    /// `positions[i]`: where record i starts; the last entry is the end of the records.
+    pub positions: Vec<Position>,
+}
+
+impl RecordIndex {
+    pub fn len(&self) -> usize {
+        self.positions.len().saturating_sub(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads the file once, framing every record.
+    pub fn build(file: &DataFile, source: &SourceConfig) -> Result<Self, SourceError> {
+        let mut reader = RecordFile::open(file, Compression::None, &source.format, source.max_record_bytes, None)?;
+        let mut positions = vec![reader.position()];
+        while reader.next_record()?.is_some() {
+            positions.push(reader.position());
+        }
+        // Each position is where the framer stood before a record: reading from it skips
+        // what precedes the record (a header, a gap) exactly as the sequential read did.
+        Ok(Self { positions })
+    }
+
+    fn encode(&self, stamp: &FileStamp) -> Vec<u8> {
+        let mut out = Vec::with_capacity(24 + self.positions.len() * 16);
+        out.extend_from_slice(b"RDIX0001");
+        out.extend_from_slice(&stamp.len.to_le_bytes());
+        out.extend_from_slice(&stamp.modified_ns.to_le_bytes());
+        for position in &self.positions {
+            out.extend_from_slice(&position.offset.to_le_bytes());
+            out.extend_from_slice(&position.record.to_le_bytes());
+        }
+        out
+    }
+
+    fn decode(bytes: &[u8], stamp: &FileStamp) -> Option<Self> {
+        let header = bytes.get(..24)?;
+        let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        if &header[..8] != b"RDIX0001" || u64_at(header, 8) != stamp.len || u64_at(header, 16) != stamp.modified_ns {
+            return None;
+        }
+        let body = &bytes[24..];
+        if !body.len().is_multiple_of(16) || body.is_empty() {
+            return None;
+        }
+        let positions =
+            body.chunks_exact(16).map(|c| Position { offset: u64_at(c, 0), record: u64_at(c, 8) }).collect();
+        Some(Self { positions })
+    }
+}
+
+/// What identifies a file's contents for the index cache.
+#[derive(Debug, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified_ns: u64,
+}
+
+fn stamp_of(file: &DataFile) -> Option<FileStamp> {
+    let metadata = std::fs::metadata(&file.path).ok()?;
+    let modified = metadata.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(FileStamp { len: metadata.len(), modified_ns: modified.as_nanos() as u64 })
+}
+
+/// The file's index from the cache directory, or built and cached.
+pub fn load_index(
+    file: &DataFile,
+    source: &SourceConfig,
+    cache_dir: Option<&Path>,
+) -> Result<RecordIndex, SourceError> {
+    let stamp = stamp_of(file);
+    let cache_path: Option<PathBuf> = cache_dir.map(|dir| {
+        let mut hasher = Sha256::new();
+        hasher.update(file.path.as_os_str().as_encoded_bytes());
+        hasher.update(format!("{:?}", source.format).as_bytes());
+        let digest = hasher.finalize();
+        let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        dir.join(format!("{name}.idx"))
+    });
+    if let (Some(path), Some(stamp)) = (&cache_path, &stamp)
+        && let Some(index) = std::fs::read(path).ok().and_then(|bytes| RecordIndex::decode(&bytes, stamp))
+    {
+        return Ok(index);
+    }
+    let index = RecordIndex::build(file, source)?;
+    if let (Some(path), Some(stamp)) = (cache_path, stamp) {
+        // A cache that cannot be written only costs a rebuild next time.
+        let written = (|| -> std::io::Result<()> {
+            std::fs::create_dir_all(path.parent().expect("in a directory"))?;
+            let temporary = path.with_extension("tmp");
+            let mut out = File::create(&temporary)?;
+            out.write_all(&index.encode(&stamp))?;
+            out.sync_all()?;
+            std::fs::rename(&temporary, &path)
+        })();
+        if let Err(err) = written {
+            tracing::warn!(file = %file.name, error = %err, "record index not cached");
+        }
+    }
+    Ok(index)
+}
+
+/// Reads single records at indexed positions.
+struct RandomAccess {
+    file: DataFile,
+    handle: File,
+    len: u64,
+}
+
+impl RandomAccess {
+    fn open(file: &DataFile) -> Result<Self, SourceError> {
+        let open_error = |source| SourceError::Open { file: file.name.to_string(), source };
+        let handle = File::open(&file.path).map_err(open_error)?;
+        let len = handle.metadata().map_err(open_error)?.len();
+        Ok(Self { file: file.clone(), handle, len })
+    }
+
+    /// The record the framer finds from `start` (skipping what precedes it, such as a
+    /// file's header lines), expected to end by `end`; more is read if the framer asks.
+    fn read(&self, source: &SourceConfig, start: Position, end: Position) -> Result<Record, SourceError> {
+        let mut framer =
+            source.format.framer(&WorkUnit { name: &self.file.name, len: Some(self.len) }, source.max_record_bytes);
+        framer.seek(start);
+        let format_error = |source| SourceError::Format { file: self.file.name.to_string(), source };
+        let mut offset = start.offset;
+        let mut want = (end.offset.saturating_sub(offset) as usize).max(1);
+        loop {
+            let available = self.len.saturating_sub(offset) as usize;
+            let size = want.min(available);
+            let mut window = BytesMut::zeroed(size);
+            self.handle
+                .read_exact_at(&mut window, offset)
+                .map_err(|source| SourceError::Read { file: self.file.name.to_string(), source })?;
+            let at_eof = size == available;
+            match framer.frame(&window, at_eof).map_err(format_error)? {
+                Framed::Record { key, bytes, .. } => {
+                    let value = match bytes {
+                        RecordBytes::Span(span) => window.freeze().slice(span),
+                        RecordBytes::Owned(value) => Bytes::from(value),
+                    };
+                    return Ok(Record { file: self.file.name.clone(), key, value });
+                }
+                Framed::NeedMore { at_least } if !at_eof => want = at_least,
+                Framed::Skip { consume } => {
+                    offset += consume as u64;
+                    want = (end.offset.saturating_sub(offset) as usize).max(1);
+                }
+                Framed::NeedMore { .. } | Framed::End => {
+                    return Err(format_error(crate::format::FormatError::Truncated {
+                        offset: start.offset,
+                        compressed: false,
+                    }));
+                }
+            }
+        }
+    }
+}
+
+/// One epoch of a global shuffle.
+pub struct GlobalShuffle {
+    source: Arc<SourceConfig>,
+    readers: Vec<RandomAccess>,
+    indexes: Vec<Arc<RecordIndex>>,
+    /// `starts[f]`: the global number of file f's first record.
+    starts: Vec<u64>,
+    permutation: Vec<u64>,
+    cursor: usize,
+}
+
+impl GlobalShuffle {
+    /// The epoch's permutation over the records of `files` (in the epoch's file order).
+    pub fn new(
+        files: &[DataFile],
+        indexes: Vec<Arc<RecordIndex>>,
+        source: Arc<SourceConfig>,
+        rng: SplitMix64,
+    ) -> Result<Self, SourceError> {
+        let readers = files.iter().map(RandomAccess::open).collect::<Result<Vec<_>, _>>()?;
+        let mut starts = Vec::with_capacity(indexes.len());
+        let mut total = 0u64;
+        for index in &indexes {
+            starts.push(total);
+            total += index.len() as u64;
+        }
+        let mut permutation: Vec<u64> = (0..total).collect();
+        let mut rng = rng;
+        rng.shuffle(&mut permutation);
+        Ok(Self { source, readers, indexes, starts, permutation, cursor: 0 })
+    }
+
+    /// How far into the permutation the epoch is (what a checkpoint stores).
+    pub fn cursor(&self) -> usize {
+        self.cursor
+    }
+
+    /// The next record of the permutation, `None` at the end of the epoch.
+    pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
+        let Some(&global) = self.permutation.get(self.cursor) else { return Ok(None) };
+        self.cursor += 1;
+        let file = self.starts.partition_point(|&start| start <= global) - 1;
+        let i = (global - self.starts[file]) as usize;
+        let index = &self.indexes[file];
+        self.readers[file].read(&self.source, index.positions[i], index.positions[i + 1]).map(Some)
+    }
+}

@@ -66,6 +66,8 @@ pub struct ReaderSettings {
 
 struct ReaderState {
     pipeline: RecordPipeline,
+    /// Records this epoch that passed the selection (for skip / take).
+    selected_in_epoch: u64,
     records_produced: u64,
     elements_produced: u64,
     records_skipped: u64,
@@ -182,7 +184,7 @@ impl Reader {
             let mut last_of_sequence = false;
             let mut batch_bytes = 0;
             while batch.len() < batch_size {
-                match state.next(&self.spec) {
+                match state.next_selected(&self.spec) {
                     Ok(Next::Record(record)) => {
                         batch_bytes += record.value.len();
                         batch.push(record);
@@ -262,7 +264,7 @@ impl Reader {
         let mut state = self.lock();
         let mut records = Vec::new();
         while records.len() < max_records {
-            match state.next(&self.spec)? {
+            match state.next_selected(&self.spec)? {
                 Next::Record(record) => records.push(record),
                 Next::EndOfEpoch => {}
                 Next::End => return Ok((records, true)),
@@ -384,7 +386,70 @@ impl Drop for StreamGuard {
 
 impl ReaderState {
     fn new(pipeline: RecordPipeline) -> Self {
-        Self { pipeline, records_produced: 0, elements_produced: 0, records_skipped: 0, failed: None }
+        Self {
+            pipeline,
+            selected_in_epoch: 0,
+            records_produced: 0,
+            elements_produced: 0,
+            records_skipped: 0,
+            failed: None,
+        }
+    }
+
+    /// The next record the spec's selection keeps, or an epoch boundary or the end.
+    fn next_selected(&mut self, spec: &ReaderSpec) -> Result<Next> {
+        let select = &spec.select;
+        if select.is_empty() {
+            return self.next(spec);
+        }
+        loop {
+            let record = match self.next(spec)? {
+                Next::Record(record) => record,
+                Next::EndOfEpoch if self.selected_in_epoch == 0 && spec.pipeline.num_epochs.is_none() => {
+                    // Repeating epochs that select nothing would spin forever.
+                    self.pipeline.finish();
+                    return Ok(Next::End);
+                }
+                other => {
+                    self.selected_in_epoch = 0;
+                    return Ok(other);
+                }
+            };
+            let key = record.key_string();
+            if !select.keeps_key(&key) {
+                continue;
+            }
+            if select.needs_features() {
+                let decoded =
+                    spec.decoder.decode(std::slice::from_ref(&record.value), std::slice::from_ref(&key), false);
+                let kept = match decoded {
+                    Ok(features) => select.keeps_features(&features).map_err(ServeError::InvalidSpec),
+                    Err(err) if spec.skip_errors => {
+                        tracing::warn!(record = %key, error = %err, "undecodable record skipped");
+                        self.records_skipped += 1;
+                        continue;
+                    }
+                    Err(err) => Err(ServeError::Decode(format!("{} (record {key})", err.message))),
+                };
+                match kept {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(err) => {
+                        self.failed = Some(err.clone());
+                        return Err(err);
+                    }
+                }
+            }
+            self.selected_in_epoch += 1;
+            if self.selected_in_epoch <= select.skip {
+                continue;
+            }
+            if select.take.is_some_and(|take| self.selected_in_epoch > select.skip + take) {
+                self.pipeline.skip_rest_of_epoch();
+                continue;
+            }
+            return Ok(Next::Record(record));
+        }
     }
 
     fn next(&mut self, spec: &ReaderSpec) -> Result<Next> {

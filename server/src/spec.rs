@@ -16,6 +16,7 @@ use crate::decode::{DType, Decoder};
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
 use crate::format::fixed_length::FixedLengthConfig;
+use crate::pipeline::select::{Predicate, Scalar, Selection, Test};
 use crate::pipeline::shuffle::ShuffleConfig;
 use crate::pipeline::{PipelineConfig, Shard};
 use crate::source::{Compression, SourceConfig};
@@ -40,6 +41,8 @@ pub struct ReaderSpec {
     pub pipeline: PipelineConfig,
     /// Elements buffered per stream; `None`: the server's default.
     pub prefetch: Option<usize>,
+    /// Which records become examples.
+    pub select: Selection,
     pub decoder: Arc<Decoder>,
     /// `onError: SKIP`: drop and count corrupt or undecodable records.
     pub skip_errors: bool,
@@ -122,7 +125,7 @@ impl ReaderSpec {
         let csv_dialect =
             if source.format() == pb::Format::Csv { CsvDialect::CsvDataset } else { CsvDialect::DecodeCsv };
         let decoder = decoder_of(proto.decoder.as_ref(), csv_dialect)?;
-        let pipeline = proto.pipeline.unwrap_or_default();
+        let pipeline = proto.pipeline.clone().unwrap_or_default();
         let num_epochs = match pipeline.num_epochs {
             -1 => None,
             0 => Some(1),
@@ -148,6 +151,7 @@ impl ReaderSpec {
             batch_size: pipeline.batch_size as usize,
             drop_remainder: pipeline.drop_remainder,
             pipeline: pipeline_config,
+            select: selection_of(pipeline.select.as_ref())?,
             prefetch: match pipeline.prefetch {
                 0 => None,
                 n if (1..=MAX_PREFETCH).contains(&n) => Some(n as usize),
@@ -158,6 +162,55 @@ impl ReaderSpec {
             proto,
         })
     }
+}
+
+fn selection_of(select: Option<&pb::Select>) -> Result<Selection> {
+    let Some(select) = select else { return Ok(Selection::default()) };
+    let key_buckets = match &select.key_buckets {
+        None => None,
+        Some(pb::KeyBuckets { buckets, keep }) => {
+            if !(1..=1 << 20).contains(buckets) {
+                return Err(invalid("pipeline.select.keyBuckets.buckets must be in 1..=1048576"));
+            }
+            let mut kept = vec![false; *buckets as usize];
+            for &bucket in keep {
+                let slot = usize::try_from(bucket).ok().and_then(|b| kept.get_mut(b)).ok_or_else(|| {
+                    invalid(format!("pipeline.select.keyBuckets.keep: bucket {bucket} is not below {buckets}"))
+                })?;
+                *slot = true;
+            }
+            Some((*buckets as u64, kept))
+        }
+    };
+    let scalars = |value: &pb::TensorValue| -> Vec<Scalar> {
+        let ints = value.int64_values.iter().map(|&v| Scalar::Int(v));
+        let floats = value.float_values.iter().map(|&v| Scalar::Float(v));
+        let bytes = value.bytes_values.iter().map(|v| Scalar::Bytes(v.clone()));
+        ints.chain(floats).chain(bytes).collect()
+    };
+    let mut predicates = Vec::with_capacity(select.predicates.len());
+    for predicate in &select.predicates {
+        use pb::predicate::Test as T;
+        let field = format!("pipeline.select.predicates ({})", predicate.feature);
+        let test = match predicate.test.as_ref().ok_or_else(|| invalid(format!("{field}: no test")))? {
+            T::Equals(value) | T::OneOf(value) => {
+                let values = scalars(value);
+                if values.is_empty() {
+                    return Err(invalid(format!("{field}: no value to compare with")));
+                }
+                Test::OneOf(values)
+            }
+            T::Range(range) => Test::Range { min: range.min, max: range.max },
+        };
+        predicates.push(Predicate { feature: predicate.feature.clone(), test });
+    }
+    let take = non_negative(select.take, "pipeline.select.take")?;
+    Ok(Selection {
+        key_buckets,
+        predicates,
+        skip: non_negative(select.skip, "pipeline.select.skip")?,
+        take: (take > 0).then_some(take),
+    })
 }
 
 /// Most elements a stream may buffer ahead of its trainer.

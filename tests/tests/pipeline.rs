@@ -78,3 +78,75 @@ async fn shards_split_the_source_exactly() {
         assert_eq!(keys, expected, "{count} shards: each record once per epoch over all shards");
     }
 }
+
+async fn keys_of(server: &ServerProcess, spec: serde_json::Value) -> Vec<String> {
+    stream(server, spec).await.into_iter().flat_map(|(keys, _)| keys).collect()
+}
+
+fn plain_spec(select: serde_json::Value, epochs: i64) -> serde_json::Value {
+    json!({
+        "source": {"files": ["part-*.csv"], "format": "TEXT_LINE"},
+        "decoder": {"csv": {"columns": [{"name": "file", "dtype": "INT32"}, {"name": "line", "dtype": "INT64"}]}},
+        "pipeline": {"numEpochs": epochs, "select": select}
+    })
+}
+
+#[tokio::test]
+async fn selection_splits_by_key_filters_by_feature_and_takes_per_epoch() {
+    let root = tempfile::tempdir().unwrap();
+    write_lines(root.path(), 4, 25);
+    let server = ServerProcess::start(&[root.path()]);
+    let all = keys_of(&server, plain_spec(json!({}), 1)).await;
+    assert_eq!(all.len(), 25 * (1 + 2 + 3 + 4));
+
+    // Train and eval splits by key hash: disjoint, together everything, stable.
+    let train =
+        keys_of(&server, plain_spec(json!({"keyBuckets": {"buckets": 10, "keep": [0, 1, 2, 3, 4, 5, 6, 7]}}), 1)).await;
+    let eval = keys_of(&server, plain_spec(json!({"keyBuckets": {"buckets": 10, "keep": [8, 9]}}), 1)).await;
+    assert!(train.iter().all(|k| !eval.contains(k)));
+    let mut union: Vec<String> = train.iter().chain(&eval).cloned().collect();
+    union.sort();
+    let mut sorted_all = all.clone();
+    sorted_all.sort();
+    assert_eq!(union, sorted_all);
+    assert!(eval.len() > 10 && train.len() > eval.len());
+    assert_eq!(keys_of(&server, plain_spec(json!({"keyBuckets": {"buckets": 10, "keep": [8, 9]}}), 1)).await, eval);
+
+    // Predicates on decoded features: file in {1, 3} and 5 <= line < 20.
+    let kept = keys_of(
+        &server,
+        plain_spec(
+            json!({"predicates": [{"feature": "file", "oneOf": {"int64Values": [1, 3]}},
+                                  {"feature": "line", "range": {"min": 5, "max": 20}}]}),
+            1,
+        ),
+    )
+    .await;
+    let expected: Vec<String> =
+        [1, 3].iter().flat_map(|f| (5..20).map(move |l| format!("part-{f}.csv:{}", l + 1))).collect();
+    assert_eq!(kept, expected);
+
+    // skip 5, take 10, in each of two epochs.
+    let taken = keys_of(&server, plain_spec(json!({"skip": 5, "take": 10}), 2)).await;
+    assert_eq!(taken.len(), 20);
+    assert_eq!(taken[..10], all[5..15]);
+    assert_eq!(taken[10..], all[5..15]);
+
+    // A predicate on a feature the decoder does not produce is a spec error.
+    let mut client = server.client().await;
+    let bad: pb::DatasetSpec = serde_json::from_value(plain_spec(
+        json!({"predicates": [{"feature": "nope", "equals": {"int64Values": [1]}}]}),
+        1,
+    ))
+    .unwrap();
+    let mut stream = client.read("", "", Some(bad)).await.unwrap();
+    let status = loop {
+        match stream.message().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("no error"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().contains("nope"));
+}

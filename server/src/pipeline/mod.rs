@@ -5,6 +5,7 @@
 //! - [`interleave`]: `cycle_length` files read in parallel, taken from in a fixed order;
 //! - [`shuffle`]: the seeded shuffle buffer (`shuffle_batch` semantics);
 //! - [`global`]: the exact global shuffle over indexed, uncompressed files;
+//! - [`select`]: key-hash splits, predicates on decoded features, skip / take;
 //! - [`rng`]: the seeded generator whose state a checkpoint can store.
 //!
 //! The sequence is a pure function of the files, the spec and the seed: thread timing
@@ -14,6 +15,7 @@
 pub mod global;
 pub mod interleave;
 pub mod rng;
+pub mod select;
 pub mod shuffle;
 
 use std::path::PathBuf;
@@ -165,6 +167,22 @@ impl RecordPipeline {
         self.epoch
     }
 
+    /// Ends the current epoch now (its remaining records are not wanted: `take`).
+    pub fn skip_rest_of_epoch(&mut self) {
+        self.input_done = true;
+        self.global = None;
+        self.files_completed_before += self.interleave.files_completed();
+        self.interleave = Interleave::new(self.files.clone(), Vec::new(), self.source.clone(), 1, 1);
+        if let Some(buffer) = &mut self.shuffle {
+            buffer.clear();
+        }
+    }
+
+    /// Ends the sequence (a repeating sequence whose epochs select nothing).
+    pub fn finish(&mut self) {
+        self.finished = true;
+    }
+
     /// Whether the last epoch has ended.
     pub fn is_finished(&self) -> bool {
         self.finished
@@ -229,14 +247,18 @@ impl RecordPipeline {
 
     fn next_global(&mut self, record_shard: Option<Shard>) -> Result<Next, SourceError> {
         loop {
+            if self.input_done {
+                self.global = None;
+                return Ok(self.end_epoch());
+            }
             if self.global.is_none() {
                 self.global = Some(self.epoch_permutation()?);
             }
             let global = self.global.as_mut().expect("just built");
             let ordinal = global.cursor() as u64;
             let Some(record) = global.next_record()? else {
-                self.global = None;
-                return Ok(self.end_epoch());
+                self.input_done = true;
+                continue;
             };
             if record_shard.is_some_and(|shard| ordinal % shard.count as u64 != shard.index as u64) {
                 continue;

@@ -42,6 +42,11 @@ impl<T> ShuffleBuffer<T> {
         Some(self.items.swap_remove(index))
     }
 
+    /// Drops what the buffer holds (an epoch cut short).
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+
     pub fn len(&self) -> usize {
         self.items.len()
     }

@@ -62,7 +62,19 @@ impl Client {
         shared_name: &str,
         spec: Option<pb::DatasetSpec>,
     ) -> Result<tonic::Streaming<pb::ReadResponse>, tonic::Status> {
-        let request = pb::ReadRequest { reader: Some(reader_ref(container, shared_name)), spec };
+        self.read_dataset(container, shared_name, spec, "").await
+    }
+
+    /// `read`, with a dataset the server's configuration names instead of a spec.
+    pub async fn read_dataset(
+        &mut self,
+        container: &str,
+        shared_name: &str,
+        spec: Option<pb::DatasetSpec>,
+        dataset: &str,
+    ) -> Result<tonic::Streaming<pb::ReadResponse>, tonic::Status> {
+        let request =
+            pb::ReadRequest { reader: Some(reader_ref(container, shared_name)), spec, dataset: dataset.to_owned() };
         Ok(self.service.read(request).await?.into_inner())
     }
 }

@@ -31,8 +31,11 @@ enum Command {
     /// Stream a reader's elements to stdout.
     Read {
         /// Dataset spec (proto3 JSON of readerd.v1.DatasetSpec).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "dataset")]
         spec: Option<PathBuf>,
+        /// A dataset the server's configuration defines by name (instead of --spec).
+        #[arg(long, default_value = "")]
+        dataset: String,
         #[arg(long, default_value = "")]
         container: String,
         /// Shared reader name; empty: a private reader for this stream.
@@ -83,6 +86,8 @@ enum Command {
         #[arg(long, default_value = "")]
         container: String,
     },
+    /// List the datasets the server defines by name.
+    Datasets,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -106,7 +111,7 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut client = Client::connect(&cli.addr).await?;
     match cli.command {
-        Command::Read { spec, container, shared_name, resume, max_batches, checkpoint_every, output } => {
+        Command::Read { spec, dataset, container, shared_name, resume, max_batches, checkpoint_every, output } => {
             if resume.is_some() || checkpoint_every.is_some() {
                 let message = "checkpoints (--resume, --checkpoint-every) are not implemented yet";
                 return Ok(print_error(output, tonic::Code::Unimplemented, message));
@@ -118,7 +123,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
                 None => None,
             };
-            read(&mut client, &container, &shared_name, spec, max_batches, output).await
+            read(&mut client, &container, &shared_name, spec, &dataset, max_batches, output).await
         }
         Command::List { container, output } => {
             let request = pb::ListReadersRequest { container };
@@ -170,6 +175,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             client.service().delete_reader(request).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Datasets => {
+            let datasets = client.service().list_datasets(pb::ListDatasetsRequest {}).await?.into_inner().datasets;
+            for (name, spec) in datasets {
+                println!("{name}\t{}", serde_json::to_string(&spec)?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::ResetContainer { container } => {
             let released = client.service().reset_container(pb::ResetContainerRequest { container }).await?;
             println!("released {} readers", released.into_inner().readers_released);
@@ -183,10 +195,11 @@ async fn read(
     container: &str,
     shared_name: &str,
     spec: Option<pb::DatasetSpec>,
+    dataset: &str,
     max_batches: Option<u64>,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let mut stream = match client.read(container, shared_name, spec).await {
+    let mut stream = match client.read_dataset(container, shared_name, spec, dataset).await {
         Ok(stream) => stream,
         Err(status) => return Ok(print_error(output, status.code(), status.message())),
     };

@@ -28,6 +28,10 @@ pub struct Config {
     /// Elements buffered per stream before reading waits for the trainer.
     #[arg(long, env = "READERD_STREAM_BUFFER", default_value_t = 16)]
     pub stream_buffer: usize,
+    /// A JSON file of named datasets, `{"imagenet-train": SPEC, ...}` (SPEC as in a spec
+    /// file), so trainers can ask for a dataset by name.
+    #[arg(long, env = "READERD_DATASETS")]
+    pub datasets: Option<PathBuf>,
     /// Threads that decode the batches of one stream in parallel (default: the cores).
     #[arg(long, env = "READERD_DECODE_THREADS")]
     pub decode_threads: Option<usize>,

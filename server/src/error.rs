@@ -22,6 +22,8 @@ pub enum ServeError {
     Unimplemented(String),
     #[error("reader {0} not found")]
     ReaderNotFound(String),
+    #[error("dataset {0} is not defined in the server's configuration")]
+    DatasetNotFound(String),
     #[error("reader {name} exists with spec {existing}; the request's spec is {requested}")]
     SpecMismatch { name: String, existing: String, requested: String },
     #[error("{0}")]
@@ -60,7 +62,7 @@ impl ServeError {
                 Code::InvalidArgument
             }
             ServeError::Unimplemented(_) => Code::Unimplemented,
-            ServeError::ReaderNotFound(_) => Code::NotFound,
+            ServeError::ReaderNotFound(_) | ServeError::DatasetNotFound(_) => Code::NotFound,
             ServeError::SpecMismatch { .. } => Code::FailedPrecondition,
             ServeError::ResourceExhausted(_) => Code::ResourceExhausted,
             ServeError::ReaderDeleted(_) => Code::Aborted,

@@ -85,7 +85,8 @@ impl pb::data_service_server::DataService for DataService {
         let (container, shared_name) = names(request.reader);
         let info = self
             .blocking(move |registry| {
-                let (reader, created) = registry.lookup_or_create(&container, &shared_name, request.spec)?;
+                let spec = registry.resolve_spec(request.spec, &request.dataset)?;
+                let (reader, created) = registry.lookup_or_create(&container, &shared_name, spec)?;
                 Ok(info_to_pb(container, shared_name, &reader, created))
             })
             .await?;
@@ -99,10 +100,11 @@ impl pb::data_service_server::DataService for DataService {
         tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
         let reader = self
             .blocking(move |registry| {
+                let spec = registry.resolve_spec(request.spec, &request.dataset)?;
                 if shared_name.is_empty() {
-                    registry.private(request.spec)
+                    registry.private(spec)
                 } else {
-                    Ok(registry.lookup_or_create(&container, &shared_name, request.spec)?.0)
+                    Ok(registry.lookup_or_create(&container, &shared_name, spec)?.0)
                 }
             })
             .await?;
@@ -171,6 +173,13 @@ impl pb::data_service_server::DataService for DataService {
             .map(|(name, reader)| info_to_pb(container.clone(), name, &reader, false))
             .collect();
         Ok(Response::new(pb::ListReadersResponse { readers }))
+    }
+
+    async fn list_datasets(
+        &self,
+        _request: Request<pb::ListDatasetsRequest>,
+    ) -> Result<Response<pb::ListDatasetsResponse>, Status> {
+        Ok(Response::new(pb::ListDatasetsResponse { datasets: self.registry.datasets().clone() }))
     }
 
     async fn reset_container(

@@ -28,6 +28,8 @@ struct Inner {
     roots: DataRoots,
     max_record_bytes: u64,
     settings: ReaderSettings,
+    /// Specs the configuration names.
+    datasets: BTreeMap<String, pb::DatasetSpec>,
 }
 
 fn display_name(container: &str, shared_name: &str) -> String {
@@ -35,8 +37,32 @@ fn display_name(container: &str, shared_name: &str) -> String {
 }
 
 impl ReaderRegistry {
-    pub fn new(roots: DataRoots, max_record_bytes: u64, settings: ReaderSettings) -> Self {
-        Self { inner: Arc::new(Inner { readers: RwLock::default(), roots, max_record_bytes, settings }) }
+    pub fn new(
+        roots: DataRoots,
+        max_record_bytes: u64,
+        settings: ReaderSettings,
+        datasets: BTreeMap<String, pb::DatasetSpec>,
+    ) -> Self {
+        Self { inner: Arc::new(Inner { readers: RwLock::default(), roots, max_record_bytes, settings, datasets }) }
+    }
+
+    /// The spec a request means: its own, or the configuration's dataset of that name.
+    pub fn resolve_spec(&self, spec: Option<pb::DatasetSpec>, dataset: &str) -> Result<Option<pb::DatasetSpec>> {
+        match (spec, dataset) {
+            (spec, "") => Ok(spec),
+            (Some(_), _) => Err(ServeError::InvalidArgument("give a spec or a dataset name, not both".into())),
+            (None, name) => self
+                .inner
+                .datasets
+                .get(name)
+                .cloned()
+                .map(Some)
+                .ok_or_else(|| ServeError::DatasetNotFound(name.to_owned())),
+        }
+    }
+
+    pub fn datasets(&self) -> &BTreeMap<String, pb::DatasetSpec> {
+        &self.inner.datasets
     }
 
     /// The reader `container/shared_name`; created from `spec` when absent (then the

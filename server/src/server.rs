@@ -2,6 +2,7 @@
 //! listener until `shutdown` resolves; then the health service turns NOT_SERVING and open
 //! streams end with UNAVAILABLE before the server returns.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use anyhow::Context;
@@ -36,7 +37,11 @@ pub async fn run(
     let decode_threads =
         config.decode_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let settings = ReaderSettings { decode_threads, index_dir: Some(config.state_dir.join("index")) };
-    let registry = ReaderRegistry::new(roots, config.max_record_bytes, settings);
+    let datasets = match &config.datasets {
+        Some(path) => load_datasets(path, config.max_record_bytes)?,
+        None => Default::default(),
+    };
+    let registry = ReaderRegistry::new(roots, config.max_record_bytes, settings, datasets);
     let drain = CancellationToken::new();
 
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -69,4 +74,18 @@ pub async fn run(
         .await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Reads the named datasets of the configuration and checks every spec now, so a typo
+/// stops the server at start rather than failing a trainer later.
+fn load_datasets(path: &std::path::Path, max_record_bytes: u64) -> anyhow::Result<BTreeMap<String, pb::DatasetSpec>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("datasets file {}", path.display()))?;
+    let datasets: BTreeMap<String, pb::DatasetSpec> =
+        serde_json::from_str(&text).with_context(|| format!("datasets file {}", path.display()))?;
+    for (name, spec) in &datasets {
+        crate::spec::ReaderSpec::from_proto(spec.clone(), max_record_bytes)
+            .map_err(|err| anyhow::anyhow!("datasets file {}: dataset {name}: {err}", path.display()))?;
+    }
+    tracing::info!(count = datasets.len(), "named datasets loaded");
+    Ok(datasets)
 }

@@ -15,7 +15,11 @@ async fn create(
     name: &str,
     spec: pb::DatasetSpec,
 ) -> Result<pb::ReaderInfo, tonic::Status> {
-    let request = pb::LookupOrCreateReaderRequest { reader: Some(reader_ref(container, name)), spec: Some(spec) };
+    let request = pb::LookupOrCreateReaderRequest {
+        reader: Some(reader_ref(container, name)),
+        spec: Some(spec),
+        dataset: String::new(),
+    };
     Ok(client.service().lookup_or_create_reader(request).await?.into_inner())
 }
 
@@ -124,4 +128,41 @@ async fn delete_ends_streams_and_containers_reset_together() {
     assert_eq!(reset.into_inner().readers_released, 1);
     assert_eq!(stats(&mut client, "jobs", "b").await.unwrap_err().code(), tonic::Code::NotFound);
     assert!(stats(&mut client, "other", "c").await.is_ok());
+}
+
+#[test]
+fn named_datasets_from_the_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let datasets = dir.path().join("datasets.json");
+    std::fs::write(
+        &datasets,
+        json!({"lines": {"source": {"files": ["text/lf.txt"], "format": "TEXT_LINE"}, "pipeline": {"batchSize": 7}}})
+            .to_string(),
+    )
+    .unwrap();
+    let server = ServerProcess::start_with(&[&golden_dir()], &["--datasets", datasets.to_str().unwrap()]);
+    let output = readerd_tests::readerctl(&server.addr, &["read", "--dataset", "lines", "--output", "jsonl"]);
+    assert!(output.status.success());
+    let first: serde_json::Value =
+        serde_json::from_slice(output.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["keys"].as_array().unwrap().len(), 7);
+    let output = readerd_tests::readerctl(&server.addr, &["read", "--dataset", "nope", "--output", "jsonl"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("NOT_FOUND"));
+    let listed = readerd_tests::readerctl(&server.addr, &["datasets"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).starts_with("lines\t"));
+
+    // A bad spec in the file stops the server at start.
+    std::fs::write(&datasets, json!({"bad": {"source": {"files": []}}}).to_string()).unwrap();
+    let output = std::process::Command::new(readerd_tests::binary("readerd"))
+        .args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(dir.path())
+        .arg("--data-root")
+        .arg(golden_dir())
+        .arg("--datasets")
+        .arg(&datasets)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("dataset bad"));
 }

@@ -282,3 +282,54 @@ fn global_shuffle_reads_every_format_at_its_indexed_positions() {
         assert_eq!(collect(global(1, 1)), sequential, "{pattern} {format:?}");
     }
 }
+
+/// Every step (records and epoch boundaries) of a pipeline, from `pipeline` on.
+fn steps(pipeline: &mut RecordPipeline, limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    while out.len() < limit {
+        match pipeline.next_step().unwrap() {
+            Next::Record(r) => out.push(String::from_utf8(r.value.to_vec()).unwrap()),
+            Next::EndOfEpoch => out.push("<epoch>".into()),
+            Next::End => break,
+        }
+    }
+    out
+}
+
+#[test]
+fn a_restored_state_continues_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let gz_files = write_files(dir.path(), LENGTHS);
+    let plain_dir = tempfile::tempdir().unwrap();
+    let plain_files = write_files_gzipping(plain_dir.path(), LENGTHS, false);
+    let buffered = PipelineConfig {
+        seed: 21,
+        shuffle_files: true,
+        cycle_length: 3,
+        block_length: 2,
+        shuffle: Some(ShuffleConfig { capacity: 50, min_after_dequeue: 20 }),
+        num_epochs: Some(3),
+        ..PipelineConfig::default()
+    };
+    let cases = [
+        ("interleave + buffer, gzip among the files", gz_files.clone(), buffered.clone()),
+        (
+            "sharded by record",
+            gz_files.clone(),
+            PipelineConfig { shard: Some(Shard { count: 12, index: 5 }), ..buffered.clone() },
+        ),
+        ("global shuffle", plain_files.clone(), global(4, 2)),
+    ];
+    for (name, files, config) in cases {
+        let full = steps(&mut RecordPipeline::new(files.clone(), source(), config.clone(), None), usize::MAX);
+        for cut in [0, 1, 17, 30, 99, 186, 187, 188, full.len() - 1, full.len()] {
+            let mut first = RecordPipeline::new(files.clone(), source(), config.clone(), None);
+            let mut seen = steps(&mut first, cut);
+            let state = first.state();
+            drop(first);
+            let mut resumed = RecordPipeline::restore(files.clone(), source(), config.clone(), None, &state).unwrap();
+            seen.extend(steps(&mut resumed, usize::MAX));
+            assert_eq!(seen, full, "{name}: resumed after {cut} steps");
+        }
+    }
+}

@@ -220,6 +220,11 @@ impl GlobalShuffle {
         self.cursor
     }
 
+    /// Continues from `cursor` (a restored state; the permutation is the seed's).
+    pub fn seek(&mut self, cursor: usize) {
+        self.cursor = cursor.min(self.permutation.len());
+    }
+
     /// The next record of the permutation, `None` at the end of the epoch.
     pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
         let Some(&global) = self.permutation.get(self.cursor) else { return Ok(None) };

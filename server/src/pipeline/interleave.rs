@@ -62,10 +62,12 @@ pub struct Interleave {
     files_completed: u64,
 }
 
-/// A record and the file (index into the source's files) it came from.
+/// A record, the file (index into the source's files) it came from and where it starts
+/// (what reading it again needs).
 pub struct Taken {
     pub record: Record,
     pub file: usize,
+    pub start: Position,
 }
 
 impl Interleave {
@@ -87,6 +89,25 @@ impl Interleave {
             next_file: 0,
             files_completed: 0,
         }
+    }
+
+    /// An interleave exactly where `state` was taken: its open files reopened at the
+    /// positions of their next records.
+    pub fn restore(
+        files: Arc<[DataFile]>,
+        order: Vec<usize>,
+        config: Arc<SourceConfig>,
+        block_length: usize,
+        state: &InterleaveState,
+    ) -> Self {
+        let mut interleave = Self::new(files, order, config, state.slots.len(), block_length);
+        interleave.cycle_index = state.cycle_index % interleave.slots.len();
+        interleave.block_index = state.block_index;
+        interleave.next_file = state.next_file;
+        let opened: Vec<Option<Slot>> =
+            state.slots.iter().map(|saved| saved.map(|(file, position)| interleave.open(file, position))).collect();
+        interleave.slots = opened;
+        interleave
     }
 
     /// Files read to their end (or abandoned).
@@ -122,13 +143,14 @@ impl Interleave {
                 }
                 match slot.pending.pop_front() {
                     Some((record, position)) => {
+                        let start = slot.position.unwrap_or_default();
                         slot.position = Some(position);
                         let file = self.order[slot.file];
                         self.block_index += 1;
                         if self.block_index == self.block_length {
                             self.advance();
                         }
-                        return Ok(Some(Taken { record, file }));
+                        return Ok(Some(Taken { record, file, start }));
                     }
                     None => {
                         self.close_current();

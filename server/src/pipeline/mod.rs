@@ -22,11 +22,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use global::{GlobalShuffle, RecordIndex};
-use interleave::Interleave;
+use interleave::{Interleave, InterleaveState};
 use rng::SplitMix64;
 use shuffle::{ShuffleBuffer, ShuffleConfig};
 
-use crate::source::{DataFile, Record, SourceConfig, SourceError};
+use crate::format::Position;
+use crate::source::{Compression, DataFile, Record, RecordFile, SourceConfig, SourceError};
 
 /// Generator streams of an epoch, one per purpose.
 const FILE_ORDER_STREAM: u64 = 1;
@@ -71,6 +72,44 @@ impl Default for PipelineConfig {
     }
 }
 
+/// Where a record is: its file (index into the source's files) and the framer position
+/// it is read from. A checkpoint keeps these, never record bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRef {
+    pub file: usize,
+    pub start: Position,
+}
+
+/// Everything needed to continue a pipeline exactly where it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineState {
+    pub epoch: u64,
+    pub ordinal: u64,
+    pub emitted: u64,
+    pub input_done: bool,
+    pub finished: bool,
+    pub files_completed: u64,
+    pub interleave: InterleaveState,
+    /// The shuffle buffer: its generator's state and its records, in buffer order.
+    pub shuffle: Option<(u64, Vec<RecordRef>)>,
+    /// How far into the epoch's permutation (global shuffle; `None`: not started).
+    pub global_cursor: Option<usize>,
+}
+
+/// Reads the one record at `at` (to refill a restored shuffle buffer).
+fn read_record_at(files: &[DataFile], source: &SourceConfig, at: RecordRef) -> Result<Record, SourceError> {
+    let file = &files[at.file];
+    let compression = source.compression.unwrap_or_else(|| Compression::from_file_name(&file.name));
+    let mut reader = RecordFile::open(file, compression, &source.format, source.max_record_bytes, Some(at.start))?;
+    reader.next_record()?.ok_or_else(|| SourceError::Format {
+        file: file.name.to_string(),
+        source: crate::format::FormatError::Truncated {
+            offset: at.start.offset,
+            compressed: compression != Compression::None,
+        },
+    })
+}
+
 /// The next step of the sequence.
 #[derive(Debug)]
 pub enum Next {
@@ -94,7 +133,7 @@ pub struct RecordPipeline {
     interleave: Interleave,
     /// The epoch's permutation, with the global shuffle (built when the epoch starts).
     global: Option<GlobalShuffle>,
-    shuffle: Option<ShuffleBuffer<Record>>,
+    shuffle: Option<ShuffleBuffer<(Record, RecordRef)>>,
     /// Records this epoch's interleave produced (before sharding by record).
     ordinal: u64,
     /// Records this epoch emitted.
@@ -167,6 +206,64 @@ impl RecordPipeline {
         self.epoch
     }
 
+    /// Where the pipeline is: what [`RecordPipeline::restore`] continues from.
+    pub fn state(&self) -> PipelineState {
+        PipelineState {
+            epoch: self.epoch,
+            ordinal: self.ordinal,
+            emitted: self.emitted,
+            input_done: self.input_done,
+            finished: self.finished,
+            files_completed: self.files_completed(),
+            interleave: self.interleave.state(),
+            shuffle: self
+                .shuffle
+                .as_ref()
+                .map(|buffer| (buffer.rng().state, buffer.items().iter().map(|(_, at)| *at).collect())),
+            global_cursor: self.global.as_ref().map(GlobalShuffle::cursor),
+        }
+    }
+
+    /// A pipeline exactly where `state` was taken: the epoch's file order and permutation
+    /// from the seed, open files reopened at their positions, the shuffle buffer read
+    /// again from its records' positions.
+    pub fn restore(
+        files: Arc<[DataFile]>,
+        source: Arc<SourceConfig>,
+        config: PipelineConfig,
+        index_dir: Option<PathBuf>,
+        state: &PipelineState,
+    ) -> Result<Self, SourceError> {
+        let mut pipeline = Self::new(files, source, config, index_dir);
+        pipeline.epoch = state.epoch;
+        pipeline.ordinal = state.ordinal;
+        pipeline.emitted = state.emitted;
+        pipeline.input_done = state.input_done;
+        pipeline.finished = state.finished;
+        pipeline.files_completed_before = state.files_completed;
+        let order = Self::epoch_order(pipeline.files.len(), &pipeline.config, state.epoch);
+        pipeline.interleave = Interleave::restore(
+            pipeline.files.clone(),
+            order,
+            pipeline.source.clone(),
+            pipeline.config.block_length,
+            &state.interleave,
+        );
+        if let (Some(config), Some((rng, refs))) = (pipeline.config.shuffle, &state.shuffle) {
+            let mut items = Vec::with_capacity(refs.len());
+            for &at in refs {
+                items.push((read_record_at(&pipeline.files, &pipeline.source, at)?, at));
+            }
+            pipeline.shuffle = Some(ShuffleBuffer::restore(config, SplitMix64 { state: *rng }, items));
+        }
+        if let Some(cursor) = state.global_cursor {
+            let mut global = pipeline.epoch_permutation()?;
+            global.seek(cursor);
+            pipeline.global = Some(global);
+        }
+        Ok(pipeline)
+    }
+
     /// Ends the current epoch now (its remaining records are not wanted: `take`).
     pub fn skip_rest_of_epoch(&mut self) {
         self.input_done = true;
@@ -215,7 +312,7 @@ impl RecordPipeline {
                     continue;
                 }
                 match &mut self.shuffle {
-                    Some(buffer) => buffer.push(taken.record),
+                    Some(buffer) => buffer.push((taken.record, RecordRef { file: taken.file, start: taken.start })),
                     None => {
                         self.emitted += 1;
                         return Ok(Next::Record(taken.record));
@@ -223,7 +320,7 @@ impl RecordPipeline {
                 }
                 continue;
             }
-            if let Some(record) = self.shuffle.as_mut().and_then(ShuffleBuffer::pop) {
+            if let Some((record, _)) = self.shuffle.as_mut().and_then(ShuffleBuffer::pop) {
                 self.emitted += 1;
                 return Ok(Next::Record(record));
             }

@@ -42,6 +42,20 @@ impl<T> ShuffleBuffer<T> {
         Some(self.items.swap_remove(index))
     }
 
+    /// A buffer holding `items` in this order, its generator at `rng` (a restored state).
+    pub fn restore(config: ShuffleConfig, rng: SplitMix64, items: Vec<T>) -> Self {
+        Self { config, items, rng }
+    }
+
+    /// What the buffer holds, in its order, and its generator (for a checkpoint).
+    pub fn items(&self) -> &[T] {
+        &self.items
+    }
+
+    pub fn rng(&self) -> SplitMix64 {
+        self.rng
+    }
+
     /// Drops what the buffer holds (an epoch cut short).
     pub fn clear(&mut self) {
         self.items.clear();

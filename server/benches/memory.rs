@@ -78,6 +78,7 @@ fn main() {
     });
     let peak = peak_rss_bytes(server.id());
     let _ = server.kill();
+    let _ = server.wait();
     println!(
         "streamed {records} records ({:.2} GiB) in {seconds:.1} s to a consumer sleeping 5 ms per batch; \
          server peak RSS {:.1} MB (limit {} MB)",

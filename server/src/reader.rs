@@ -12,7 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use bytes::Bytes;
 
-use crate::decode::Decoder;
+use std::collections::VecDeque;
+
+use crate::decode::{Decoder, Dense, Tensor};
 use crate::element::Element;
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
@@ -66,6 +68,8 @@ pub struct ReaderSettings {
 
 struct ReaderState {
     pipeline: RecordPipeline,
+    /// Examples of an unbatched record not yet handed out.
+    pending_examples: VecDeque<Example>,
     /// Records this epoch that passed the selection (for skip / take).
     selected_in_epoch: u64,
     records_produced: u64,
@@ -126,6 +130,9 @@ impl Reader {
     /// are gathered), the reader's failure, or the end of the sequence. Records are taken
     /// under the reader's lock; decoding runs outside it.
     pub fn next_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
+        if self.spec.unbatch {
+            return self.next_unbatched_chunk(max_elements, max_bytes);
+        }
         let (batches, error, end_of_sequence) = self.take_batches(max_elements, max_bytes);
         let mut chunk = Chunk { error, end_of_sequence, ..Chunk::default() };
         for decoded in self.decode_all(batches) {
@@ -138,6 +145,64 @@ impl Reader {
                     chunk.end_of_sequence = false;
                     break;
                 }
+            }
+        }
+        chunk
+    }
+
+    /// `next_chunk` for `unbatch`: records decoded one by one (under the lock) and split
+    /// into examples, which are batched again.
+    fn next_unbatched_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
+        let mut state = self.lock();
+        let batch_size = self.spec.batch_size.max(1);
+        let max_element_bytes = self.spec.source.max_record_bytes as usize;
+        let mut chunk = Chunk::default();
+        let mut bytes = 0;
+        while chunk.elements.len() < max_elements && bytes < max_bytes {
+            let mut examples = Vec::with_capacity(batch_size.min(1024));
+            let mut last_of_sequence = false;
+            while examples.len() < batch_size {
+                match state.next_example(&self.spec) {
+                    Ok(ExampleStep::Example(example)) => examples.push(example),
+                    Ok(ExampleStep::EndOfEpoch) if examples.is_empty() => continue,
+                    Ok(ExampleStep::EndOfEpoch) => break,
+                    Ok(ExampleStep::End) => {
+                        last_of_sequence = true;
+                        break;
+                    }
+                    Err(err) => {
+                        chunk.error = Some(err);
+                        return chunk;
+                    }
+                }
+            }
+            if !examples.is_empty() && (examples.len() == batch_size || !self.spec.drop_remainder) {
+                let element = stack_examples(examples, self.spec.batch_size > 0).and_then(|element| {
+                    let size = element.payload_bytes();
+                    if size > max_element_bytes {
+                        return Err(ServeError::ResourceExhausted(format!(
+                            "a batch of examples reached {size} bytes, above the limit of {max_element_bytes} bytes \
+                             per element (--max-record-bytes); lower pipeline.batchSize"
+                        )));
+                    }
+                    Ok(element)
+                });
+                match element {
+                    Ok(element) => {
+                        bytes += element.payload_bytes();
+                        state.elements_produced += 1;
+                        chunk.elements.push(element);
+                    }
+                    Err(err) => {
+                        state.failed = Some(err.clone());
+                        chunk.error = Some(err);
+                        return chunk;
+                    }
+                }
+            }
+            if last_of_sequence {
+                chunk.end_of_sequence = true;
+                break;
             }
         }
         chunk
@@ -376,6 +441,74 @@ fn name_csv_columns_from_headers(spec: &mut ReaderSpec, files: &[DataFile]) -> R
     Ok(())
 }
 
+/// One example of an unbatched record: `<record key>[i]` and its dense features.
+#[derive(Debug)]
+struct Example {
+    key: String,
+    features: Vec<(String, Dense)>,
+}
+
+enum ExampleStep {
+    Example(Example),
+    EndOfEpoch,
+    End,
+}
+
+/// Decodes a record on its own and splits every feature along its first dimension.
+fn unbatch_record(spec: &ReaderSpec, record: &Record) -> Result<Vec<Example>> {
+    let key = record.key_string();
+    let features = spec
+        .decoder
+        .decode(std::slice::from_ref(&record.value), std::slice::from_ref(&key), false)
+        .map_err(|err| ServeError::Decode(format!("{} (record {key})", err.message)))?;
+    let mut columns = Vec::with_capacity(features.len());
+    for (name, tensor) in features {
+        let Tensor::Dense(dense) = tensor else {
+            return Err(ServeError::Decode(format!("unbatch takes dense features; {name} of record {key} is not")));
+        };
+        let parts = dense.unstack().ok_or_else(|| {
+            ServeError::Decode(format!(
+                "unbatch: feature {name} of record {key} is a scalar, with no examples to split"
+            ))
+        })?;
+        columns.push((name, parts));
+    }
+    let n = columns.first().map_or(0, |(_, parts)| parts.len());
+    if let Some((name, parts)) = columns.iter().find(|(_, parts)| parts.len() != n) {
+        return Err(ServeError::Decode(format!(
+            "unbatch: record {key} holds {n} examples in {} but {} in {name}",
+            columns[0].0,
+            parts.len()
+        )));
+    }
+    Ok((0..n)
+        .map(|i| Example {
+            key: format!("{key}[{i}]"),
+            features: columns.iter().map(|(name, parts)| (name.clone(), parts[i].clone())).collect(),
+        })
+        .collect())
+}
+
+/// Examples as one element: stacked into `[B, ...]` tensors (`batched`), or the one
+/// example as it is.
+fn stack_examples(examples: Vec<Example>, batched: bool) -> Result<Element> {
+    let keys: Vec<String> = examples.iter().map(|e| e.key.clone()).collect();
+    if !batched {
+        let example = examples.into_iter().next().expect("one example");
+        let features = example.features.into_iter().map(|(name, dense)| (name, Tensor::Dense(dense))).collect();
+        return Ok(Element { keys, features });
+    }
+    let mut features = Vec::with_capacity(examples[0].features.len());
+    for (j, (name, _)) in examples[0].features.iter().enumerate() {
+        let parts: Vec<Dense> = examples.iter().map(|e| e.features[j].1.clone()).collect();
+        let stacked = Dense::stack(&parts).ok_or_else(|| {
+            ServeError::Decode(format!("unbatch: the examples of one batch differ in the shape of {name}"))
+        })?;
+        features.push((name.clone(), Tensor::Dense(stacked)));
+    }
+    Ok(Element { keys, features })
+}
+
 pub struct StreamGuard(Arc<Reader>);
 
 impl Drop for StreamGuard {
@@ -388,11 +521,37 @@ impl ReaderState {
     fn new(pipeline: RecordPipeline) -> Self {
         Self {
             pipeline,
+            pending_examples: VecDeque::new(),
             selected_in_epoch: 0,
             records_produced: 0,
             elements_produced: 0,
             records_skipped: 0,
             failed: None,
+        }
+    }
+
+    /// The next example of an unbatched record, or an epoch boundary or the end.
+    fn next_example(&mut self, spec: &ReaderSpec) -> Result<ExampleStep> {
+        loop {
+            if let Some(example) = self.pending_examples.pop_front() {
+                return Ok(ExampleStep::Example(example));
+            }
+            let record = match self.next_selected(spec)? {
+                Next::Record(record) => record,
+                Next::EndOfEpoch => return Ok(ExampleStep::EndOfEpoch),
+                Next::End => return Ok(ExampleStep::End),
+            };
+            match unbatch_record(spec, &record) {
+                Ok(examples) => self.pending_examples.extend(examples),
+                Err(err) if spec.skip_errors => {
+                    tracing::warn!(record = %record.key_string(), error = %err, "record not unbatched, skipped");
+                    self.records_skipped += 1;
+                }
+                Err(err) => {
+                    self.failed = Some(err.clone());
+                    return Err(err);
+                }
+            }
         }
     }
 

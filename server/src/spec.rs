@@ -43,6 +43,8 @@ pub struct ReaderSpec {
     pub prefetch: Option<usize>,
     /// Which records become examples.
     pub select: Selection,
+    /// Records hold several examples along their features' first dimension.
+    pub unbatch: bool,
     pub decoder: Arc<Decoder>,
     /// `onError: SKIP`: drop and count corrupt or undecodable records.
     pub skip_errors: bool,
@@ -152,6 +154,7 @@ impl ReaderSpec {
             drop_remainder: pipeline.drop_remainder,
             pipeline: pipeline_config,
             select: selection_of(pipeline.select.as_ref())?,
+            unbatch: pipeline.unbatch,
             prefetch: match pipeline.prefetch {
                 0 => None,
                 n if (1..=MAX_PREFETCH).contains(&n) => Some(n as usize),

@@ -150,3 +150,51 @@ async fn selection_splits_by_key_filters_by_feature_and_takes_per_epoch() {
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().contains("nope"));
 }
+
+#[tokio::test]
+async fn unbatch_splits_records_into_examples_and_batches_them_again() {
+    use prost::Message;
+    use readerd_proto::tensorflow as tf;
+    let root = tempfile::tempdir().unwrap();
+    let int64s =
+        |values: Vec<i64>| tf::Feature { kind: Some(tf::feature::Kind::Int64List(tf::Int64List { value: values })) };
+    let records: Vec<Vec<u8>> = (0..4i64)
+        .map(|r| {
+            let mut features = std::collections::BTreeMap::new();
+            features.insert("x".to_owned(), int64s(vec![10 * r, 10 * r + 1, 10 * r + 2]));
+            features.insert("pair".to_owned(), int64s(vec![r, -r, r, -r, r, -r]));
+            tf::Example { features: Some(tf::Features { feature: features }) }.encode_to_vec()
+        })
+        .collect();
+    readerd_tests::write_tfrecord(&root.path().join("multi.tfrecord"), &records);
+    let server = ServerProcess::start(&[root.path()]);
+    let mut client = server.client().await;
+    let spec: pb::DatasetSpec = serde_json::from_value(json!({
+        "source": {"files": ["multi.tfrecord"], "format": "TFRECORD"},
+        "decoder": {"example": {"features": {"x": {"fixedLen": {"dtype": "INT64", "shape": [3]}},
+                                             "pair": {"fixedLen": {"dtype": "INT64", "shape": [3, 2]}}}}},
+        "pipeline": {"unbatch": true, "batchSize": 5}
+    }))
+    .unwrap();
+    let mut stream = client.read("", "", Some(spec)).await.unwrap();
+    let (mut keys, mut xs, mut shapes) = (Vec::new(), Vec::new(), Vec::new());
+    while let Some(response) = stream.message().await.unwrap() {
+        let pb::read_response::Kind::Element(element) = response.kind.unwrap() else { break };
+        keys.extend(element.keys);
+        for feature in element.features {
+            let Some(pb::tensor::Kind::Dense(dense)) = feature.tensor.unwrap().kind else { panic!("dense") };
+            if feature.name == "x" {
+                xs.extend(dense.data.chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())));
+            } else {
+                shapes.push(dense.shape);
+            }
+        }
+    }
+    // 4 records of 3 examples: batches of 5, 5, 2.
+    assert_eq!(xs, [0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32]);
+    assert_eq!(shapes, [vec![5, 2], vec![5, 2], vec![2, 2]]);
+    assert_eq!(
+        keys[..4],
+        ["multi.tfrecord:0[0]", "multi.tfrecord:0[1]", "multi.tfrecord:0[2]", "multi.tfrecord:62[0]"]
+    );
+}

@@ -133,3 +133,73 @@ impl Dense {
         Self { dtype, shape, values: Values::Bytes(Bytes::from(le_bytes)) }
     }
 }
+
+impl Dense {
+    /// The slices along the first dimension: `[n, ...]` → n tensors of shape `[...]`.
+    pub fn unstack(&self) -> Option<Vec<Dense>> {
+        let (&n, inner) = self.shape.split_first()?;
+        let inner = inner.to_vec();
+        let per: usize = inner.iter().product();
+        Some(match &self.values {
+            Values::Bytes(bytes) => {
+                let size = self.dtype.size()? * per;
+                (0..n)
+                    .map(|i| Dense {
+                        dtype: self.dtype,
+                        shape: inner.clone(),
+                        values: Values::Bytes(bytes.slice(i * size..(i + 1) * size)),
+                    })
+                    .collect()
+            }
+            Values::Strings(strings) => {
+                (0..n).map(|i| Dense::strings(inner.clone(), strings[i * per..(i + 1) * per].to_vec())).collect()
+            }
+        })
+    }
+
+    /// Tensors of one dtype and shape `[...]` stacked into `[n, ...]`; `None` when they differ.
+    pub fn stack(parts: &[Dense]) -> Option<Dense> {
+        let first = parts.first()?;
+        if parts.iter().any(|p| p.dtype != first.dtype || p.shape != first.shape) {
+            return None;
+        }
+        let mut shape = vec![parts.len()];
+        shape.extend_from_slice(&first.shape);
+        let values = match &first.values {
+            Values::Bytes(_) => {
+                let mut out = Vec::new();
+                for part in parts {
+                    let Values::Bytes(bytes) = &part.values else { return None };
+                    out.extend_from_slice(bytes);
+                }
+                Values::Bytes(Bytes::from(out))
+            }
+            Values::Strings(_) => {
+                let mut out = Vec::new();
+                for part in parts {
+                    let Values::Strings(strings) = &part.values else { return None };
+                    out.extend_from_slice(strings);
+                }
+                Values::Strings(out)
+            }
+        };
+        Some(Dense { dtype: first.dtype, shape, values })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unstack_then_stack_is_the_identity() {
+        let dense = Dense::int64(vec![3, 2], &[1, 2, 3, 4, 5, 6]);
+        let parts = dense.unstack().unwrap();
+        assert_eq!(parts[1], Dense::int64(vec![2], &[3, 4]));
+        assert_eq!(Dense::stack(&parts).unwrap(), dense);
+        let strings = Dense::strings(vec![2], vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        assert_eq!(Dense::stack(&strings.unstack().unwrap()).unwrap(), strings);
+        assert!(Dense::int64(vec![], &[1]).unstack().is_none(), "a scalar has no first dimension");
+        assert!(Dense::stack(&[Dense::int64(vec![1], &[1]), Dense::int64(vec![2], &[1, 2])]).is_none());
+    }
+}

@@ -12,6 +12,7 @@ use prost::Message;
 use readerd_proto::tensorflow as tf;
 use readerd_proto::v1 as pb;
 use readerd_server::format::tfrecord::write_record;
+use readerd_server::pipeline::PipelineEnv;
 use readerd_server::reader::{Reader, ReaderSettings};
 use readerd_server::source::DataRoots;
 use readerd_server::spec::ReaderSpec;
@@ -143,7 +144,8 @@ fn main() {
                                            "shuffle": shuffle}});
             let spec: pb::DatasetSpec = serde_json::from_value(spec).unwrap();
             let spec = ReaderSpec::from_proto(spec, 256 << 20).unwrap();
-            let settings = ReaderSettings { decode_threads: threads, index_dir: Some(dir.path().join("index")) };
+            let pipeline = PipelineEnv { index_dir: Some(dir.path().join("index")), ..PipelineEnv::default() };
+            let settings = ReaderSettings { decode_threads: threads, pipeline };
             let reader = Reader::open(name.into(), spec, &roots, &settings).unwrap();
             let started = Instant::now();
             let (mut records, mut bytes) = (0usize, 0usize);

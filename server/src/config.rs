@@ -32,6 +32,10 @@ pub struct Config {
     /// file), so trainers can ask for a dataset by name.
     #[arg(long, env = "READERD_DATASETS")]
     pub datasets: Option<PathBuf>,
+    /// Bytes of records kept in memory after a file's first read, shared by all readers
+    /// (0: no cache). Later epochs read cached files from memory.
+    #[arg(long, env = "READERD_CACHE_BYTES", default_value_t = 0)]
+    pub cache_bytes: u64,
     /// Threads that decode the batches of one stream in parallel (default: the cores).
     #[arg(long, env = "READERD_DECODE_THREADS")]
     pub decode_threads: Option<usize>,

@@ -18,7 +18,7 @@ use crate::decode::{Decoder, Dense, Tensor};
 use crate::element::Element;
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
-use crate::pipeline::{Next, RecordPipeline};
+use crate::pipeline::{Next, PipelineEnv, RecordPipeline};
 use crate::source::{Compression, DataFile, DataRoots, Record, RecordFile, SourceConfig, SourceError};
 use crate::spec::ReaderSpec;
 
@@ -62,8 +62,8 @@ pub struct Reader {
 pub struct ReaderSettings {
     /// Threads that decode the batches of one chunk in parallel.
     pub decode_threads: usize,
-    /// Where record indexes (global shuffle) are cached; `None`: not cached.
-    pub index_dir: Option<std::path::PathBuf>,
+    /// Record-index directory and the record cache, shared by every reader.
+    pub pipeline: PipelineEnv,
 }
 
 struct ReaderState {
@@ -104,7 +104,7 @@ impl Reader {
         }
         let source = Arc::new(spec.source.clone());
         let pipeline =
-            RecordPipeline::new(files.clone(), source.clone(), spec.pipeline.clone(), settings.index_dir.clone());
+            RecordPipeline::new(files.clone(), source.clone(), spec.pipeline.clone(), settings.pipeline.clone());
         let state = ReaderState::new(pipeline);
         Ok(Self {
             name,
@@ -355,7 +355,7 @@ impl Reader {
             self.files.clone(),
             self.source.clone(),
             self.spec.pipeline.clone(),
-            self.settings.index_dir.clone(),
+            self.settings.pipeline.clone(),
         );
         *self.lock() = ReaderState::new(pipeline);
     }

@@ -14,6 +14,8 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::config::{Config, StateUrl};
 use crate::grpc::DataService;
+use crate::pipeline::PipelineEnv;
+use crate::pipeline::cache::RecordCache;
 use crate::reader::ReaderSettings;
 use crate::registry::ReaderRegistry;
 use crate::source::DataRoots;
@@ -36,7 +38,9 @@ pub async fn run(
     }
     let decode_threads =
         config.decode_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let settings = ReaderSettings { decode_threads, index_dir: Some(config.state_dir.join("index")) };
+    let pipeline =
+        PipelineEnv { index_dir: Some(config.state_dir.join("index")), cache: RecordCache::new(config.cache_bytes) };
+    let settings = ReaderSettings { decode_threads, pipeline };
     let datasets = match &config.datasets {
         Some(path) => load_datasets(path, config.max_record_bytes)?,
         None => Default::default(),

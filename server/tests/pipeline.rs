@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use readerd_server::format::FormatConfig;
+use readerd_server::pipeline::cache::RecordCache;
 use readerd_server::pipeline::shuffle::ShuffleConfig;
-use readerd_server::pipeline::{Next, PipelineConfig, RecordPipeline, Shard};
+use readerd_server::pipeline::{Next, PipelineConfig, PipelineEnv, RecordPipeline, Shard};
 use readerd_server::source::{DataFile, DataRoots, SourceConfig};
 
 /// Text files `f<i>.txt` of different lengths (some gzipped, so reading speeds differ);
@@ -47,7 +48,7 @@ fn source() -> Arc<SourceConfig> {
 
 /// The whole sequence, epochs as separate lists.
 fn run(files: &Arc<[DataFile]>, config: &PipelineConfig) -> Vec<Vec<String>> {
-    let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), None);
+    let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default());
     let mut epochs = vec![Vec::new()];
     loop {
         match pipeline.next_step().unwrap() {
@@ -209,8 +210,9 @@ fn global_shuffle_is_a_uniform_permutation_of_each_epoch() {
     let lengths = [3000, 0, 1000, 1000];
     let files = write_files_gzipping(dir.path(), &lengths, false);
     let index_dir = dir.path().join("index");
+    let env = PipelineEnv { index_dir: Some(index_dir.clone()), ..PipelineEnv::default() };
     let run_global = |config: &PipelineConfig| {
-        let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), Some(index_dir.clone()));
+        let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), env.clone());
         let mut epochs = vec![Vec::new()];
         loop {
             match pipeline.next_step().unwrap() {
@@ -269,7 +271,7 @@ fn global_shuffle_reads_every_format_at_its_indexed_positions() {
             .into();
         let source = Arc::new(SourceConfig { format: format.clone(), compression: None, max_record_bytes: 1 << 30 });
         let collect = |config: PipelineConfig| {
-            let mut pipeline = RecordPipeline::new(files.clone(), source.clone(), config, None);
+            let mut pipeline = RecordPipeline::new(files.clone(), source.clone(), config, PipelineEnv::default());
             let mut out = Vec::new();
             while let Next::Record(record) = pipeline.next_step().unwrap() {
                 out.push((record.key_string(), record.value.to_vec()));
@@ -321,15 +323,57 @@ fn a_restored_state_continues_exactly() {
         ("global shuffle", plain_files.clone(), global(4, 2)),
     ];
     for (name, files, config) in cases {
-        let full = steps(&mut RecordPipeline::new(files.clone(), source(), config.clone(), None), usize::MAX);
+        let full = steps(
+            &mut RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default()),
+            usize::MAX,
+        );
         for cut in [0, 1, 17, 30, 99, 186, 187, 188, full.len() - 1, full.len()] {
-            let mut first = RecordPipeline::new(files.clone(), source(), config.clone(), None);
+            let mut first = RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default());
             let mut seen = steps(&mut first, cut);
             let state = first.state();
             drop(first);
-            let mut resumed = RecordPipeline::restore(files.clone(), source(), config.clone(), None, &state).unwrap();
+            let mut resumed =
+                RecordPipeline::restore(files.clone(), source(), config.clone(), PipelineEnv::default(), &state)
+                    .unwrap();
             seen.extend(steps(&mut resumed, usize::MAX));
             assert_eq!(seen, full, "{name}: resumed after {cut} steps");
         }
     }
+}
+
+#[test]
+fn cached_files_are_read_from_memory_in_later_epochs_with_the_same_sequence() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), LENGTHS);
+    let config = PipelineConfig {
+        seed: 2,
+        shuffle_files: true,
+        cycle_length: 3,
+        shuffle: Some(ShuffleConfig { capacity: 30, min_after_dequeue: 29 }),
+        num_epochs: Some(3),
+        ..PipelineConfig::default()
+    };
+    let uncached = run(&files, &config);
+    let cache = RecordCache::new(1 << 20);
+    let env = PipelineEnv { cache: cache.clone(), ..PipelineEnv::default() };
+    let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), env.clone());
+    let cached = steps(&mut pipeline, usize::MAX);
+    let expected: Vec<String> = uncached.join(&"<epoch>".to_owned());
+    assert_eq!(cached, expected);
+    assert_eq!(cache.hits(), 2 * LENGTHS.len() as u64, "epochs 2 and 3 read every file from memory");
+    // Another reader over the same files shares the cache from its first epoch.
+    let mut other = RecordPipeline::new(files.clone(), source(), config, env);
+    assert_eq!(steps(&mut other, usize::MAX), expected);
+    assert_eq!(cache.hits(), 5 * LENGTHS.len() as u64);
+
+    // A budget too small for a file keeps it on disk.
+    let small = RecordCache::new(50);
+    let env = PipelineEnv { cache: small.clone(), ..PipelineEnv::default() };
+    let mut pipeline = RecordPipeline::new(files.clone(), source(), global_free(), env);
+    steps(&mut pipeline, usize::MAX);
+    assert!(small.used_bytes() <= 50);
+}
+
+fn global_free() -> PipelineConfig {
+    PipelineConfig { num_epochs: Some(2), ..PipelineConfig::default() }
 }

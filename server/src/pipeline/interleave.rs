@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
+use super::cache::RecordCache;
 use crate::format::Position;
 use crate::source::{DataFile, Record, RecordFile, SourceConfig, SourceError};
 
@@ -55,6 +56,7 @@ pub struct Interleave {
     order: Vec<usize>,
     config: Arc<SourceConfig>,
     block_length: usize,
+    cache: Arc<RecordCache>,
     slots: Vec<Option<Slot>>,
     cycle_index: usize,
     block_index: usize,
@@ -77,12 +79,14 @@ impl Interleave {
         config: Arc<SourceConfig>,
         cycle_length: usize,
         block_length: usize,
+        cache: Arc<RecordCache>,
     ) -> Self {
         Self {
             files,
             order,
             config,
             block_length: block_length.max(1),
+            cache,
             slots: (0..cycle_length.max(1)).map(|_| None).collect(),
             cycle_index: 0,
             block_index: 0,
@@ -98,9 +102,10 @@ impl Interleave {
         order: Vec<usize>,
         config: Arc<SourceConfig>,
         block_length: usize,
+        cache: Arc<RecordCache>,
         state: &InterleaveState,
     ) -> Self {
-        let mut interleave = Self::new(files, order, config, state.slots.len(), block_length);
+        let mut interleave = Self::new(files, order, config, state.slots.len(), block_length, cache);
         interleave.cycle_index = state.cycle_index % interleave.slots.len();
         interleave.block_index = state.block_index;
         interleave.next_file = state.next_file;
@@ -179,14 +184,22 @@ impl Interleave {
         self.cycle_index = (self.cycle_index + 1) % self.slots.len();
     }
 
-    /// Starts reading file `file` (of the epoch's order) on its own thread.
+    /// Starts reading file `file` (of the epoch's order) on its own thread, or takes its
+    /// records from the cache.
     fn open(&self, file: usize, position: Option<Position>) -> Slot {
         let (record_tx, records) = sync_channel(READ_AHEAD_BLOCKS);
         let data_file = self.files[self.order[file]].clone();
+        if position.is_none() {
+            if let Some(cached) = self.cache.get(&data_file, &self.config) {
+                // The queue is closed at once: the cached records are all there is.
+                return Slot { file, position, records, pending: cached.iter().cloned().collect() };
+            }
+        }
         let config = self.config.clone();
+        let cache = (position.is_none() && self.cache.is_enabled()).then(|| self.cache.clone());
         let spawned = std::thread::Builder::new()
             .name("readerd-file".into())
-            .spawn(move || read_file(&data_file, &config, position, &record_tx));
+            .spawn(move || read_file(&data_file, &config, position, cache.as_deref(), &record_tx));
         if let Err(err) = spawned {
             // No thread: report it as the file's error.
             let (record_tx, records) = sync_channel(1);
@@ -200,7 +213,13 @@ impl Interleave {
 
 /// The reading thread of one file: sends blocks of records (with the position after
 /// each) until the end, an error, or the interleave dropping the queue.
-fn read_file(file: &DataFile, config: &SourceConfig, position: Option<Position>, record_tx: &SyncSender<Message>) {
+fn read_file(
+    file: &DataFile,
+    config: &SourceConfig,
+    position: Option<Position>,
+    cache: Option<&RecordCache>,
+    record_tx: &SyncSender<Message>,
+) {
     let compression = config.compression.unwrap_or_else(|| crate::source::Compression::from_file_name(&file.name));
     let mut reader = match RecordFile::open(file, compression, &config.format, config.max_record_bytes, position) {
         Ok(reader) => reader,
@@ -211,14 +230,30 @@ fn read_file(file: &DataFile, config: &SourceConfig, position: Option<Position>,
     };
     let mut block = Vec::with_capacity(BLOCK_RECORDS);
     let mut bytes = 0;
+    // The whole file, for the cache, while it may still fit.
+    let mut kept: Option<(Vec<(Record, Position)>, u64)> = cache.map(|_| (Vec::new(), 0));
     loop {
         let last = match reader.next_record() {
             Ok(Some(record)) => {
                 bytes += record.value.len();
-                block.push((record, reader.position()));
+                let entry = (record, reader.position());
+                if let (Some((records, kept_bytes)), Some(cache)) = (&mut kept, cache) {
+                    *kept_bytes += entry.0.value.len() as u64;
+                    if cache.has_room(*kept_bytes) {
+                        records.push(entry.clone());
+                    } else {
+                        kept = None;
+                    }
+                }
+                block.push(entry);
                 None
             }
-            Ok(None) => Some(Ok(None)),
+            Ok(None) => {
+                if let (Some((records, _)), Some(cache)) = (kept.take(), cache) {
+                    cache.insert(file, config, records);
+                }
+                Some(Ok(None))
+            }
             Err(err) => Some(Err(err)),
         };
         let full = block.len() == BLOCK_RECORDS || bytes >= BLOCK_BYTES;

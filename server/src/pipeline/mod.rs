@@ -5,6 +5,7 @@
 //! - [`interleave`]: `cycle_length` files read in parallel, taken from in a fixed order;
 //! - [`shuffle`]: the seeded shuffle buffer (`shuffle_batch` semantics);
 //! - [`global`]: the exact global shuffle over indexed, uncompressed files;
+//! - [`cache`]: files kept in memory after their first read, within a budget;
 //! - [`select`]: key-hash splits, predicates on decoded features, skip / take;
 //! - [`rng`]: the seeded generator whose state a checkpoint can store.
 //!
@@ -12,6 +13,7 @@
 //! changes when records are read, never which record comes next. Blocking: call from a
 //! blocking thread (the interleave waits for its file readers).
 
+pub mod cache;
 pub mod global;
 pub mod interleave;
 pub mod rng;
@@ -21,6 +23,7 @@ pub mod shuffle;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use cache::RecordCache;
 use global::{GlobalShuffle, RecordIndex};
 use interleave::{Interleave, InterleaveState};
 use rng::SplitMix64;
@@ -110,6 +113,20 @@ fn read_record_at(files: &[DataFile], source: &SourceConfig, at: RecordRef) -> R
     })
 }
 
+/// What pipelines of one server share: where record indexes are cached, and the record
+/// cache.
+#[derive(Clone, Debug)]
+pub struct PipelineEnv {
+    pub index_dir: Option<PathBuf>,
+    pub cache: Arc<RecordCache>,
+}
+
+impl Default for PipelineEnv {
+    fn default() -> Self {
+        Self { index_dir: None, cache: RecordCache::new(0) }
+    }
+}
+
 /// The next step of the sequence.
 #[derive(Debug)]
 pub enum Next {
@@ -124,8 +141,7 @@ pub struct RecordPipeline {
     files: Arc<[DataFile]>,
     source: Arc<SourceConfig>,
     config: PipelineConfig,
-    /// Where record indexes (global shuffle) are cached.
-    index_dir: Option<PathBuf>,
+    env: PipelineEnv,
     /// Record indexes of the source's files, loaded on first use (global shuffle).
     indexes: Vec<Option<Arc<RecordIndex>>>,
     /// The current epoch, from 1.
@@ -144,13 +160,8 @@ pub struct RecordPipeline {
 }
 
 impl RecordPipeline {
-    pub fn new(
-        files: Arc<[DataFile]>,
-        source: Arc<SourceConfig>,
-        config: PipelineConfig,
-        index_dir: Option<PathBuf>,
-    ) -> Self {
-        let interleave = Self::epoch_interleave(&files, &source, &config, 1);
+    pub fn new(files: Arc<[DataFile]>, source: Arc<SourceConfig>, config: PipelineConfig, env: PipelineEnv) -> Self {
+        let interleave = Self::epoch_interleave(&files, &source, &config, &env, 1);
         let shuffle = config
             .shuffle
             .map(|shuffle| ShuffleBuffer::new(shuffle, SplitMix64::for_epoch(config.seed, 1, SHUFFLE_BUFFER_STREAM)));
@@ -159,7 +170,7 @@ impl RecordPipeline {
             files,
             source,
             config,
-            index_dir,
+            env,
             epoch: 1,
             interleave,
             global: None,
@@ -189,10 +200,18 @@ impl RecordPipeline {
         files: &Arc<[DataFile]>,
         source: &Arc<SourceConfig>,
         config: &PipelineConfig,
+        env: &PipelineEnv,
         epoch: u64,
     ) -> Interleave {
         let order = Self::epoch_order(files.len(), config, epoch);
-        Interleave::new(files.clone(), order, source.clone(), config.cycle_length, config.block_length)
+        Interleave::new(
+            files.clone(),
+            order,
+            source.clone(),
+            config.cycle_length,
+            config.block_length,
+            env.cache.clone(),
+        )
     }
 
     /// Sharding by record: when there are fewer files than shards, every shard reads every
@@ -231,10 +250,10 @@ impl RecordPipeline {
         files: Arc<[DataFile]>,
         source: Arc<SourceConfig>,
         config: PipelineConfig,
-        index_dir: Option<PathBuf>,
+        env: PipelineEnv,
         state: &PipelineState,
     ) -> Result<Self, SourceError> {
-        let mut pipeline = Self::new(files, source, config, index_dir);
+        let mut pipeline = Self::new(files, source, config, env);
         pipeline.epoch = state.epoch;
         pipeline.ordinal = state.ordinal;
         pipeline.emitted = state.emitted;
@@ -247,6 +266,7 @@ impl RecordPipeline {
             order,
             pipeline.source.clone(),
             pipeline.config.block_length,
+            pipeline.env.cache.clone(),
             &state.interleave,
         );
         if let (Some(config), Some((rng, refs))) = (pipeline.config.shuffle, &state.shuffle) {
@@ -269,7 +289,8 @@ impl RecordPipeline {
         self.input_done = true;
         self.global = None;
         self.files_completed_before += self.interleave.files_completed();
-        self.interleave = Interleave::new(self.files.clone(), Vec::new(), self.source.clone(), 1, 1);
+        self.interleave =
+            Interleave::new(self.files.clone(), Vec::new(), self.source.clone(), 1, 1, self.env.cache.clone());
         if let Some(buffer) = &mut self.shuffle {
             buffer.clear();
         }
@@ -371,7 +392,7 @@ impl RecordPipeline {
         let mut indexes = Vec::with_capacity(order.len());
         for &file in &order {
             if self.indexes[file].is_none() {
-                let index = global::load_index(&self.files[file], &self.source, self.index_dir.as_deref())?;
+                let index = global::load_index(&self.files[file], &self.source, self.env.index_dir.as_deref())?;
                 self.indexes[file] = Some(Arc::new(index));
             }
             indexes.push(self.indexes[file].clone().expect("loaded"));
@@ -384,7 +405,7 @@ impl RecordPipeline {
     fn start_epoch(&mut self, epoch: u64) {
         self.files_completed_before += self.interleave.files_completed();
         self.epoch = epoch;
-        self.interleave = Self::epoch_interleave(&self.files, &self.source, &self.config, epoch);
+        self.interleave = Self::epoch_interleave(&self.files, &self.source, &self.config, &self.env, epoch);
         if let Some(buffer) = &mut self.shuffle {
             buffer.reseed(SplitMix64::for_epoch(self.config.seed, epoch, SHUFFLE_BUFFER_STREAM));
         }

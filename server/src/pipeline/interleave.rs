@@ -189,11 +189,11 @@ impl Interleave {
     fn open(&self, file: usize, position: Option<Position>) -> Slot {
         let (record_tx, records) = sync_channel(READ_AHEAD_BLOCKS);
         let data_file = self.files[self.order[file]].clone();
-        if position.is_none() {
-            if let Some(cached) = self.cache.get(&data_file, &self.config) {
-                // The queue is closed at once: the cached records are all there is.
-                return Slot { file, position, records, pending: cached.iter().cloned().collect() };
-            }
+        if position.is_none()
+            && let Some(cached) = self.cache.get(&data_file, &self.config)
+        {
+            // The queue is closed at once: the cached records are all there is.
+            return Slot { file, position, records, pending: cached.iter().cloned().collect() };
         }
         let config = self.config.clone();
         let cache = (position.is_none() && self.cache.is_enabled()).then(|| self.cache.clone());

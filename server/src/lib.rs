@@ -17,6 +17,8 @@
 //! - [`element`]: records → `pb::Element` for the wire.
 //! - [`grpc`]: the thin `DataService` handlers and the per-stream task that hands
 //!   elements to a trainer.
+//! - [`state`]: the state store (SQLite by default, PostgreSQL for replicas) where
+//!   checkpoints are committed.
 //! - [`error`]: `ServeError` and its one mapping to gRPC status codes.
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
@@ -33,6 +35,7 @@ pub mod server;
 pub mod shutdown;
 pub mod source;
 pub mod spec;
+pub mod state;
 pub mod telemetry;
 
 pub use config::Config;

@@ -30,11 +30,15 @@ pub async fn run(
     let roots = DataRoots::new(&config.data_roots).with_context(|| format!("data roots {:?}", config.data_roots))?;
     std::fs::create_dir_all(&config.state_dir)
         .with_context(|| format!("state directory {}", config.state_dir.display()))?;
-    match config.state_url() {
-        StateUrl::Sqlite(path) => {
-            tracing::info!(path = %path.display(), "state store: sqlite (checkpoints are not persisted yet)")
-        }
-        StateUrl::Postgres(_) => tracing::info!("state store: postgres (checkpoints are not persisted yet)"),
+    let state_url = config.state_url();
+    let store_url = state_url.clone();
+    // Opened at start, so a bad URL or an unreachable database stops the server now.
+    let _state_store = tokio::task::spawn_blocking(move || crate::state::open(&store_url))
+        .await?
+        .with_context(|| format!("state store {state_url:?}"))?;
+    match &state_url {
+        StateUrl::Sqlite(path) => tracing::info!(path = %path.display(), "state store: sqlite"),
+        StateUrl::Postgres(_) => tracing::info!("state store: postgres"),
     }
     let decode_threads =
         config.decode_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

@@ -1,0 +1,69 @@
+//! The state store: where checkpoints are committed before their tokens are returned.
+//!
+//! One trait, two real implementations with the same conformance tests
+//! (`server/tests/state_store.rs`):
+//! - [`sqlite`]: the embedded default, a SQLite file (WAL, synchronous commits) in the
+//!   state directory, nothing to start;
+//! - [`postgres`]: PostgreSQL, for replicas that share state; migrations run at open.
+//!
+//! Stores are blocking: call them from blocking threads.
+
+pub mod postgres;
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use crate::config::StateUrl;
+
+/// A committed checkpoint: which reader, of which spec, and its opaque state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredCheckpoint {
+    pub container: String,
+    pub reader: String,
+    /// The spec's fingerprint, so a token cannot restore another spec.
+    pub fingerprint: String,
+    pub state: Vec<u8>,
+    pub created_unix_ms: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("sqlite state store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("postgres state store: {0}")]
+    Postgres(#[from] ::postgres::Error),
+    #[error("state store: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub trait StateStore: Send + Sync {
+    /// Commits a checkpoint durably and returns its id (ids only grow).
+    fn put_checkpoint(&self, checkpoint: &StoredCheckpoint) -> Result<i64, StateError>;
+
+    fn get_checkpoint(&self, id: i64) -> Result<Option<StoredCheckpoint>, StateError>;
+
+    /// Keeps the newest `keep` checkpoints of a reader; returns how many were deleted.
+    fn prune(&self, container: &str, reader: &str, keep: usize) -> Result<u64, StateError>;
+
+    /// The named secret, created from `create` on first use and the same ever after (also
+    /// for every replica sharing the store).
+    fn secret(&self, name: &str, create: &dyn Fn() -> Vec<u8>) -> Result<Vec<u8>, StateError>;
+}
+
+/// Opens the store a state URL names.
+pub fn open(url: &StateUrl) -> Result<Arc<dyn StateStore>, StateError> {
+    Ok(match url {
+        StateUrl::Sqlite(path) => Arc::new(sqlite::SqliteStore::open(path)?),
+        StateUrl::Postgres(url) => Arc::new(postgres::PostgresStore::open(url, None)?),
+    })
+}
+
+/// 32 random bytes from the operating system (secrets).
+pub fn random_secret() -> Vec<u8> {
+    use std::io::Read;
+    let mut secret = vec![0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut secret))
+        .expect("the operating system's random source");
+    secret
+}

@@ -1,0 +1,108 @@
+//! The shared state store: PostgreSQL, for several replicas. Migrations run when the
+//! store opens; commits are PostgreSQL's (durable once `put_checkpoint` returns).
+
+use std::sync::Mutex;
+
+use ::postgres::{Client, NoTls};
+
+use super::{StateError, StateStore, StoredCheckpoint};
+
+/// Schema versions, applied in order; the applied version is kept in the database.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE readerd_checkpoints (
+        id BIGSERIAL PRIMARY KEY,
+        container TEXT NOT NULL,
+        reader TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        state BYTEA NOT NULL,
+        created_unix_ms BIGINT NOT NULL
+    );
+    CREATE INDEX readerd_checkpoints_by_reader ON readerd_checkpoints (container, reader, id);
+    CREATE TABLE readerd_secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL);
+"];
+
+pub struct PostgresStore {
+    client: Mutex<Client>,
+}
+
+impl PostgresStore {
+    /// Connects and migrates; `schema` (tests) keeps the tables in a schema of their own.
+    pub fn open(url: &str, schema: Option<&str>) -> Result<Self, StateError> {
+        let mut client = Client::connect(url, NoTls)?;
+        if let Some(schema) = schema {
+            let schema = schema.replace('"', "");
+            client
+                .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET search_path TO \"{schema}\""))?;
+        }
+        let mut transaction = client.transaction()?;
+        // One migrator at a time, whichever replica starts first.
+        transaction.batch_execute(
+            "SELECT pg_advisory_xact_lock(7215522); CREATE TABLE IF NOT EXISTS readerd_schema (version INT NOT NULL)",
+        )?;
+        let version: i32 = match transaction.query_opt("SELECT version FROM readerd_schema", &[])? {
+            Some(row) => row.get(0),
+            None => {
+                transaction.execute("INSERT INTO readerd_schema (version) VALUES (0)", &[])?;
+                0
+            }
+        };
+        for (i, migration) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+            transaction.batch_execute(migration)?;
+            transaction.execute("UPDATE readerd_schema SET version = $1", &[&(i as i32 + 1)])?;
+        }
+        transaction.commit()?;
+        Ok(Self { client: Mutex::new(client) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Client> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl StateStore for PostgresStore {
+    fn put_checkpoint(&self, checkpoint: &StoredCheckpoint) -> Result<i64, StateError> {
+        let row = self.lock().query_one(
+            "INSERT INTO readerd_checkpoints (container, reader, fingerprint, state, created_unix_ms)
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            &[
+                &checkpoint.container,
+                &checkpoint.reader,
+                &checkpoint.fingerprint,
+                &checkpoint.state,
+                &checkpoint.created_unix_ms,
+            ],
+        )?;
+        Ok(row.get(0))
+    }
+
+    fn get_checkpoint(&self, id: i64) -> Result<Option<StoredCheckpoint>, StateError> {
+        let row = self.lock().query_opt(
+            "SELECT container, reader, fingerprint, state, created_unix_ms FROM readerd_checkpoints WHERE id = $1",
+            &[&id],
+        )?;
+        Ok(row.map(|row| StoredCheckpoint {
+            container: row.get(0),
+            reader: row.get(1),
+            fingerprint: row.get(2),
+            state: row.get(3),
+            created_unix_ms: row.get(4),
+        }))
+    }
+
+    fn prune(&self, container: &str, reader: &str, keep: usize) -> Result<u64, StateError> {
+        Ok(self.lock().execute(
+            "DELETE FROM readerd_checkpoints WHERE container = $1 AND reader = $2 AND id NOT IN (
+                 SELECT id FROM readerd_checkpoints WHERE container = $1 AND reader = $2 ORDER BY id DESC LIMIT $3)",
+            &[&container, &reader, &(keep as i64)],
+        )?)
+    }
+
+    fn secret(&self, name: &str, create: &dyn Fn() -> Vec<u8>) -> Result<Vec<u8>, StateError> {
+        let mut client = self.lock();
+        client.execute(
+            "INSERT INTO readerd_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            &[&name, &create()],
+        )?;
+        Ok(client.query_one("SELECT value FROM readerd_secrets WHERE name = $1", &[&name])?.get(0))
+    }
+}

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 const PROTOS: &[&str] = &[
     "proto/readerd/v1/data_service.proto",
     "proto/readerd/v1/dataset_spec.proto",
+    "proto/readerd/v1/state.proto",
     "proto/readerd/v1/tensor.proto",
     "proto/tensorflow/example.proto",
 ];

@@ -24,6 +24,8 @@ pub enum ServeError {
     ReaderNotFound(String),
     #[error("dataset {0} is not defined in the server's configuration")]
     DatasetNotFound(String),
+    #[error("{0}")]
+    FailedPrecondition(String),
     #[error("reader {name} exists with spec {existing}; the request's spec is {requested}")]
     SpecMismatch { name: String, existing: String, requested: String },
     #[error("{0}")]
@@ -63,7 +65,7 @@ impl ServeError {
             }
             ServeError::Unimplemented(_) => Code::Unimplemented,
             ServeError::ReaderNotFound(_) | ServeError::DatasetNotFound(_) => Code::NotFound,
-            ServeError::SpecMismatch { .. } => Code::FailedPrecondition,
+            ServeError::SpecMismatch { .. } | ServeError::FailedPrecondition(_) => Code::FailedPrecondition,
             ServeError::ResourceExhausted(_) => Code::ResourceExhausted,
             ServeError::ReaderDeleted(_) => Code::Aborted,
             ServeError::ShuttingDown => Code::Unavailable,

@@ -175,6 +175,31 @@ impl pb::data_service_server::DataService for DataService {
         Ok(Response::new(pb::ListReadersResponse { readers }))
     }
 
+    async fn serialize_reader_state(
+        &self,
+        request: Request<pb::SerializeReaderStateRequest>,
+    ) -> Result<Response<pb::SerializeReaderStateResponse>, Status> {
+        let (container, shared_name) = names(request.into_inner().reader);
+        let state = self.blocking(move |registry| registry.get(&container, &shared_name)?.serialize_state()).await?;
+        Ok(Response::new(pb::SerializeReaderStateResponse { state: state.into() }))
+    }
+
+    async fn restore_reader_state(
+        &self,
+        request: Request<pb::RestoreReaderStateRequest>,
+    ) -> Result<Response<pb::ReaderStats>, Status> {
+        let request = request.into_inner();
+        let (container, shared_name) = names(request.reader);
+        let stats = self
+            .blocking(move |registry| {
+                let reader = registry.get(&container, &shared_name)?;
+                reader.restore_state(&request.state)?;
+                Ok(reader.stats())
+            })
+            .await?;
+        Ok(Response::new(stats_to_pb(stats)))
+    }
+
     async fn list_datasets(
         &self,
         _request: Request<pb::ListDatasetsRequest>,

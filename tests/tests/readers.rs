@@ -166,3 +166,74 @@ fn named_datasets_from_the_configuration() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("dataset bad"));
 }
+
+async fn read_all_keys(client: &mut Client, container: &str, name: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    loop {
+        let response = read_up_to(client, container, name, 64).await;
+        keys.extend(response.keys);
+        if response.end_of_data {
+            return keys;
+        }
+    }
+}
+
+async fn serialize(client: &mut Client, name: &str) -> Result<Vec<u8>, tonic::Status> {
+    let request = pb::SerializeReaderStateRequest { reader: Some(reader_ref("", name)) };
+    Ok(client.service().serialize_reader_state(request).await?.into_inner().state.to_vec())
+}
+
+async fn restore(client: &mut Client, name: &str, state: Vec<u8>) -> Result<pb::ReaderStats, tonic::Status> {
+    let request = pb::RestoreReaderStateRequest { reader: Some(reader_ref("", name)), state: state.into() };
+    Ok(client.service().restore_reader_state(request).await?.into_inner())
+}
+
+#[tokio::test]
+async fn serialized_state_restores_exactly_even_in_another_server_process() {
+    let root = tempfile::tempdir().unwrap();
+    for f in 0..5 {
+        let text: String = (0..30 + 7 * f).map(|l| format!("{f}-{l}\n")).collect();
+        readerd_tests::write_file(root.path(), &format!("part-{f}.txt"), text.as_bytes());
+    }
+    let spec: pb::DatasetSpec = serde_json::from_value(json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 3, "shuffleFiles": true, "cycleLength": 3, "blockLength": 2, "numEpochs": 2,
+                     "shuffle": {"bufferSize": 20}}
+    }))
+    .unwrap();
+
+    let first = ServerProcess::start(&[root.path()]);
+    let mut client = first.client().await;
+    create(&mut client, "", "r", spec.clone()).await.unwrap();
+    let uninterrupted = read_all_keys(&mut client, "", "r").await;
+    assert_eq!(uninterrupted.len(), 2 * (5 * 30 + 7 * 10));
+
+    client.service().reset_reader(pb::ResetReaderRequest { reader: Some(reader_ref("", "r")) }).await.unwrap();
+    let head = read_up_to(&mut client, "", "r", 77).await.keys;
+    let state = serialize(&mut client, "r").await.unwrap();
+    assert!(state.len() < 4096, "a state is positions, not records: {} bytes", state.len());
+    let rest_here = read_all_keys(&mut client, "", "r").await;
+    assert_eq!([head.clone(), rest_here.clone()].concat(), uninterrupted);
+    let stats = restore(&mut client, "r", state.clone()).await.unwrap();
+    assert_eq!(stats.records_produced, 77);
+    assert_eq!(read_all_keys(&mut client, "", "r").await, rest_here, "restored in the same process");
+
+    // Killed (SIGKILL on drop), then a new process restores the state into a new reader.
+    drop(client);
+    drop(first);
+    let second = ServerProcess::start(&[root.path()]);
+    let mut client = second.client().await;
+    create(&mut client, "", "r", spec.clone()).await.unwrap();
+    restore(&mut client, "r", state.clone()).await.unwrap();
+    assert_eq!(read_all_keys(&mut client, "", "r").await, rest_here, "restored in another process");
+
+    // Someone else's state or bytes that are no state at all are refused.
+    let mut other = spec.clone();
+    other.pipeline.as_mut().unwrap().seed = 4;
+    create(&mut client, "", "other", other).await.unwrap();
+    assert_eq!(restore(&mut client, "other", state).await.unwrap_err().code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        restore(&mut client, "other", b"garbage".to_vec()).await.unwrap_err().code(),
+        tonic::Code::InvalidArgument
+    );
+}

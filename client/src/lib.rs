@@ -61,7 +61,7 @@ impl Client {
         container: &str,
         shared_name: &str,
         spec: Option<pb::DatasetSpec>,
-    ) -> Result<tonic::Streaming<pb::ReadResponse>, tonic::Status> {
+    ) -> Result<ReadStream, tonic::Status> {
         self.read_dataset(container, shared_name, spec, "").await
     }
 
@@ -72,10 +72,59 @@ impl Client {
         shared_name: &str,
         spec: Option<pb::DatasetSpec>,
         dataset: &str,
-    ) -> Result<tonic::Streaming<pb::ReadResponse>, tonic::Status> {
-        let request =
-            pb::ReadRequest { reader: Some(reader_ref(container, shared_name)), spec, dataset: dataset.to_owned() };
-        Ok(self.service.read(request).await?.into_inner())
+    ) -> Result<ReadStream, tonic::Status> {
+        let request = pb::ReadRequest {
+            reader: Some(reader_ref(container, shared_name)),
+            spec,
+            dataset: dataset.to_owned(),
+            resume_token: String::new(),
+        };
+        self.read_with(request).await
+    }
+
+    /// Opens a stream for any `ReadRequest` (resume tokens included).
+    pub async fn read_with(&mut self, request: pb::ReadRequest) -> Result<ReadStream, tonic::Status> {
+        let mut inner = self.service.read(request).await?.into_inner();
+        let mut stream = ReadStream { inner: None, stream_id: String::new(), first_seq: 0, pending: None };
+        match inner.message().await? {
+            Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) }) => {
+                stream.stream_id = started.stream_id;
+                stream.first_seq = started.first_seq;
+            }
+            other => stream.pending = other,
+        }
+        stream.inner = Some(inner);
+        Ok(stream)
+    }
+
+    /// Commits the state after element `after_seq` of a stream; returns its token.
+    pub async fn checkpoint(&mut self, stream_id: &str, after_seq: i64) -> Result<String, tonic::Status> {
+        let request = pb::CheckpointRequest { stream_id: stream_id.to_owned(), after_seq };
+        Ok(self.service.checkpoint(request).await?.into_inner().token)
+    }
+}
+
+/// An open stream of elements. Its first message (the stream's id) is already read.
+#[derive(Debug)]
+pub struct ReadStream {
+    inner: Option<tonic::Streaming<pb::ReadResponse>>,
+    /// For `Client::checkpoint` (empty for shared readers).
+    pub stream_id: String,
+    /// The seq of the first element (0, or after the checkpoint when resumed).
+    pub first_seq: i64,
+    pending: Option<pb::ReadResponse>,
+}
+
+impl ReadStream {
+    /// The next element or end-of-sequence marker; `None` when the stream closed.
+    pub async fn message(&mut self) -> Result<Option<pb::ReadResponse>, tonic::Status> {
+        if let Some(pending) = self.pending.take() {
+            return Ok(Some(pending));
+        }
+        match &mut self.inner {
+            Some(inner) => inner.message().await,
+            None => Ok(None),
+        }
     }
 }
 

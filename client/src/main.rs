@@ -112,10 +112,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut client = Client::connect(&cli.addr).await?;
     match cli.command {
         Command::Read { spec, dataset, container, shared_name, resume, max_batches, checkpoint_every, output } => {
-            if resume.is_some() || checkpoint_every.is_some() {
-                let message = "checkpoints (--resume, --checkpoint-every) are not implemented yet";
-                return Ok(print_error(output, tonic::Code::Unimplemented, message));
-            }
             let spec = match spec {
                 Some(path) => Some(
                     readerd_client::parse_spec(&std::fs::read_to_string(&path)?)
@@ -123,7 +119,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
                 None => None,
             };
-            read(&mut client, &container, &shared_name, spec, &dataset, max_batches, output).await
+            let request = pb::ReadRequest {
+                reader: Some(reader_ref(&container, &shared_name)),
+                spec,
+                dataset,
+                resume_token: resume.unwrap_or_default(),
+            };
+            read(&mut client, request, max_batches, checkpoint_every.filter(|&n| n > 0), output).await
         }
         Command::List { container, output } => {
             let request = pb::ListReadersRequest { container };
@@ -190,24 +192,25 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Streams a reader to stdout: one line per element; with `checkpoint_every`, a checkpoint
+/// after every N elements printed (and after the last one of `max_batches`).
 async fn read(
     client: &mut Client,
-    container: &str,
-    shared_name: &str,
-    spec: Option<pb::DatasetSpec>,
-    dataset: &str,
+    request: pb::ReadRequest,
     max_batches: Option<u64>,
+    checkpoint_every: Option<u64>,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let mut stream = match client.read_dataset(container, shared_name, spec, dataset).await {
+    let mut stream = match client.read_with(request).await {
         Ok(stream) => stream,
         Err(status) => return Ok(print_error(output, status.code(), status.message())),
     };
     let mut stdout = std::io::stdout().lock();
-    let mut received: u64 = 0;
+    let stream_id = stream.stream_id.clone();
     if max_batches == Some(0) {
         return Ok(ExitCode::SUCCESS);
     }
+    let mut received: u64 = 0;
     loop {
         let response = match stream.message().await {
             Ok(Some(response)) => response,
@@ -218,22 +221,36 @@ async fn read(
             Err(status) => return Ok(print_error(output, status.code(), status.message())),
         };
         match response.kind {
+            Some(pb::read_response::Kind::Started(_)) => {}
             Some(pb::read_response::Kind::Element(element)) => {
                 match output {
                     Output::Jsonl => writeln!(stdout, "{}", json::element_json(&element)?)?,
                     Output::Text => writeln!(stdout, "{}", describe(&element))?,
                 }
+                stdout.flush()?;
                 received += 1;
-                if max_batches.is_some_and(|max| received >= max) {
+                let done = max_batches.is_some_and(|max| received >= max);
+                if checkpoint_every.is_some_and(|n| received.is_multiple_of(n) || done) {
+                    match client.checkpoint(&stream_id, element.seq).await {
+                        Ok(token) => match output {
+                            Output::Jsonl => {
+                                writeln!(stdout, "{}", json!({"checkpoint": token, "after_seq": element.seq}))?
+                            }
+                            Output::Text => writeln!(stdout, "checkpoint after #{}: {token}", element.seq)?,
+                        },
+                        Err(status) => return Ok(print_error(output, status.code(), status.message())),
+                    }
+                    stdout.flush()?;
+                }
+                if done {
                     return Ok(ExitCode::SUCCESS);
                 }
             }
             Some(pb::read_response::Kind::EndOfSequence(end)) => {
+                let after_seq = end.after_seq;
                 match output {
-                    Output::Jsonl => {
-                        writeln!(stdout, "{}", json!({"end_of_sequence": true, "after_seq": end.after_seq}))?
-                    }
-                    Output::Text => writeln!(stdout, "end of data after {} elements", end.after_seq + 1)?,
+                    Output::Jsonl => writeln!(stdout, "{}", json!({"end_of_sequence": true, "after_seq": after_seq}))?,
+                    Output::Text => writeln!(stdout, "end of data after element {after_seq}")?,
                 }
                 return Ok(ExitCode::SUCCESS);
             }

@@ -26,6 +26,10 @@ pub enum ServeError {
     DatasetNotFound(String),
     #[error("{0}")]
     FailedPrecondition(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    PermissionDenied(String),
     #[error("reader {name} exists with spec {existing}; the request's spec is {requested}")]
     SpecMismatch { name: String, existing: String, requested: String },
     #[error("{0}")]
@@ -34,8 +38,16 @@ pub enum ServeError {
     ReaderDeleted(String),
     #[error("server is shutting down")]
     ShuttingDown,
+    #[error("{0}")]
+    StateStore(String),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<crate::state::StateError> for ServeError {
+    fn from(err: crate::state::StateError) -> Self {
+        ServeError::StateStore(err.to_string())
+    }
 }
 
 impl From<SourceError> for ServeError {
@@ -64,11 +76,12 @@ impl ServeError {
                 Code::InvalidArgument
             }
             ServeError::Unimplemented(_) => Code::Unimplemented,
-            ServeError::ReaderNotFound(_) | ServeError::DatasetNotFound(_) => Code::NotFound,
+            ServeError::ReaderNotFound(_) | ServeError::DatasetNotFound(_) | ServeError::NotFound(_) => Code::NotFound,
+            ServeError::PermissionDenied(_) => Code::PermissionDenied,
             ServeError::SpecMismatch { .. } | ServeError::FailedPrecondition(_) => Code::FailedPrecondition,
             ServeError::ResourceExhausted(_) => Code::ResourceExhausted,
             ServeError::ReaderDeleted(_) => Code::Aborted,
-            ServeError::ShuttingDown => Code::Unavailable,
+            ServeError::ShuttingDown | ServeError::StateStore(_) => Code::Unavailable,
             ServeError::Internal(_) => Code::Internal,
         }
     }

@@ -9,6 +9,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
+use crate::checkpoint::{Checkpointer, StreamRecord, Streams};
 use crate::element::element_to_pb;
 use crate::error::{Result, ServeError};
 use crate::reader::{Reader, ReaderStats};
@@ -23,14 +24,21 @@ const MAX_READ_UP_TO: i64 = 1 << 16;
 
 pub struct DataService {
     registry: ReaderRegistry,
+    streams: Arc<Streams>,
+    checkpointer: Arc<Checkpointer>,
     /// Cancelled when the server shuts down: streams end with UNAVAILABLE.
     drain: CancellationToken,
     stream_buffer: usize,
 }
 
 impl DataService {
-    pub fn new(registry: ReaderRegistry, drain: CancellationToken, stream_buffer: usize) -> Self {
-        Self { registry, drain, stream_buffer: stream_buffer.max(1) }
+    pub fn new(
+        registry: ReaderRegistry,
+        checkpointer: Arc<Checkpointer>,
+        drain: CancellationToken,
+        stream_buffer: usize,
+    ) -> Self {
+        Self { registry, streams: Arc::default(), checkpointer, drain, stream_buffer: stream_buffer.max(1) }
     }
 
     /// Runs `work` (registry and file-system calls) on a blocking thread.
@@ -98,20 +106,70 @@ impl pb::data_service_server::DataService for DataService {
         let request = request.into_inner();
         let (container, shared_name) = names(request.reader);
         tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
-        let reader = self
+        let checkpointer = self.checkpointer.clone();
+        let streams = self.streams.clone();
+        let (reader, record, first_seq) = self
             .blocking(move |registry| {
-                let spec = registry.resolve_spec(request.spec, &request.dataset)?;
-                if shared_name.is_empty() {
-                    registry.private(spec)
+                let resumed = if request.resume_token.is_empty() {
+                    None
                 } else {
-                    Ok(registry.lookup_or_create(&container, &shared_name, spec)?.0)
+                    if !shared_name.is_empty() {
+                        return Err(ServeError::Unimplemented("resuming a shared reader".into()));
+                    }
+                    let checkpoint = checkpointer.load(&request.resume_token, &container)?;
+                    let stored_spec = checkpoint.spec.clone().unwrap_or_default();
+                    if request
+                        .spec
+                        .as_ref()
+                        .is_some_and(|spec| crate::spec::fingerprint(spec) != crate::spec::fingerprint(&stored_spec))
+                    {
+                        return Err(ServeError::FailedPrecondition("the spec differs from the checkpoint's".into()));
+                    }
+                    Some((checkpoint, stored_spec))
+                };
+                let spec = match &resumed {
+                    Some((_, stored_spec)) => Some(stored_spec.clone()),
+                    None => registry.resolve_spec(request.spec, &request.dataset)?,
+                };
+                if !shared_name.is_empty() {
+                    return Ok((registry.lookup_or_create(&container, &shared_name, spec)?.0, None, 0));
                 }
+                let reader = registry.private(spec.clone())?;
+                let (lineage, first_seq) = match &resumed {
+                    Some((checkpoint, _)) => {
+                        reader.restore_state(&checkpoint.reader_state)?;
+                        (Some(checkpoint.lineage.clone()), checkpoint.after_seq + 1)
+                    }
+                    None => (None, 0),
+                };
+                let record = streams.register(container, spec.unwrap_or_default(), lineage, reader.clone());
+                Ok((reader, Some(record), first_seq))
             })
             .await?;
         let buffer = reader.spec().prefetch.unwrap_or(self.stream_buffer);
         let (element_tx, element_rx) = mpsc::channel(buffer);
-        tokio::spawn(stream_elements(reader, element_tx, self.drain.clone()));
+        let streams = self.streams.clone();
+        let drain = self.drain.clone();
+        tokio::spawn(async move {
+            let id = record.as_ref().map(|r| r.id.clone());
+            stream_elements(reader, record, first_seq, element_tx, drain).await;
+            if let Some(id) = id {
+                streams.remove(&id);
+            }
+        });
         Ok(Response::new(ReceiverStream::new(element_rx)))
+    }
+
+    async fn checkpoint(
+        &self,
+        request: Request<pb::CheckpointRequest>,
+    ) -> Result<Response<pb::CheckpointResponse>, Status> {
+        let request = request.into_inner();
+        let stream = self.streams.get(&request.stream_id)?;
+        let checkpointer = self.checkpointer.clone();
+        let after_seq = request.after_seq;
+        let token = self.blocking(move |_| checkpointer.checkpoint(&stream, after_seq)).await?;
+        Ok(Response::new(pb::CheckpointResponse { token, after_seq }))
     }
 
     async fn read_up_to(
@@ -224,11 +282,17 @@ impl pb::data_service_server::DataService for DataService {
 /// reading, and a shared reader never hands a stream more than its buffer can hold.
 async fn stream_elements(
     reader: Arc<Reader>,
+    record: Option<Arc<StreamRecord>>,
+    first_seq: i64,
     element_tx: mpsc::Sender<Result<pb::ReadResponse, Status>>,
     drain: CancellationToken,
 ) {
     let _attached = reader.attach_stream();
-    let mut seq: i64 = 0;
+    let mut seq: i64 = first_seq;
+    let started = pb::StreamStarted { stream_id: record.as_ref().map(|r| r.id.clone()).unwrap_or_default(), first_seq };
+    if element_tx.send(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })).await.is_err() {
+        return;
+    }
     let last = loop {
         let free = element_tx.capacity().clamp(1, CHUNK_ELEMENTS);
         let permits = tokio::select! {
@@ -243,7 +307,17 @@ async fn stream_elements(
             _ = drain.cancelled() => break Err(ServeError::ShuttingDown),
         };
         let chunk_reader = reader.clone();
-        let chunk = match tokio::task::spawn_blocking(move || chunk_reader.next_chunk(free, CHUNK_BYTES)).await {
+        let snapshots = record.clone();
+        let next_seq = seq;
+        let chunk = match tokio::task::spawn_blocking(move || {
+            // Checkpoints rebuild the state after any element from the state before its chunk.
+            if let Some(snapshots) = snapshots {
+                snapshots.snapshot(next_seq);
+            }
+            chunk_reader.next_chunk(free, CHUNK_BYTES)
+        })
+        .await
+        {
             Ok(chunk) => chunk,
             Err(err) => break Err(ServeError::Internal(format!("reading failed: {err}"))),
         };
@@ -264,5 +338,12 @@ async fn stream_elements(
         Ok(end) => Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }),
         Err(err) => Err(err.into()),
     };
-    let _ = element_tx.send(last).await;
+    if element_tx.send(last).await.is_ok() && record.is_some() {
+        // The trainer may still checkpoint what it received: keep the stream's snapshots
+        // until it goes away (or the server drains).
+        tokio::select! {
+            _ = element_tx.closed() => {}
+            _ = drain.cancelled() => {}
+        }
+    }
 }

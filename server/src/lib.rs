@@ -17,11 +17,13 @@
 //! - [`element`]: records → `pb::Element` for the wire.
 //! - [`grpc`]: the thin `DataService` handlers and the per-stream task that hands
 //!   elements to a trainer.
+//! - [`checkpoint`]: checkpoints of private streams (snapshots, replay, tokens).
 //! - [`state`]: the state store (SQLite by default, PostgreSQL for replicas) where
 //!   checkpoints are committed.
 //! - [`error`]: `ServeError` and its one mapping to gRPC status codes.
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
+pub mod checkpoint;
 pub mod config;
 pub mod decode;
 pub mod element;

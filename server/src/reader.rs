@@ -352,6 +352,26 @@ impl Reader {
         }
     }
 
+    /// A reader of the same spec and files, at the first record (to replay from a state).
+    pub fn replica(&self) -> Reader {
+        let pipeline = RecordPipeline::new(
+            self.files.clone(),
+            self.source.clone(),
+            self.spec.pipeline.clone(),
+            self.settings.pipeline.clone(),
+        );
+        Reader {
+            name: self.name.clone(),
+            spec: self.spec.clone(),
+            files: self.files.clone(),
+            source: self.source.clone(),
+            state: Mutex::new(ReaderState::new(pipeline)),
+            active_streams: AtomicI64::new(0),
+            released: CancellationToken::new(),
+            settings: self.settings.clone(),
+        }
+    }
+
     /// The classic `ReaderSerializeState`: positions, seeds and counters (a
     /// `pb::ReaderState`), never record bytes.
     pub fn serialize_state(&self) -> Result<Vec<u8>> {

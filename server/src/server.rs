@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
+use crate::checkpoint::Checkpointer;
 use crate::config::{Config, StateUrl};
 use crate::grpc::DataService;
 use crate::pipeline::PipelineEnv;
@@ -33,9 +34,12 @@ pub async fn run(
     let state_url = config.state_url();
     let store_url = state_url.clone();
     // Opened at start, so a bad URL or an unreachable database stops the server now.
-    let _state_store = tokio::task::spawn_blocking(move || crate::state::open(&store_url))
-        .await?
-        .with_context(|| format!("state store {state_url:?}"))?;
+    let checkpointer = tokio::task::spawn_blocking(move || -> anyhow::Result<Checkpointer> {
+        let store = crate::state::open(&store_url)?;
+        Ok(Checkpointer::new(store)?)
+    })
+    .await?
+    .with_context(|| format!("state store {state_url:?}"))?;
     match &state_url {
         StateUrl::Sqlite(path) => tracing::info!(path = %path.display(), "state store: sqlite"),
         StateUrl::Postgres(_) => tracing::info!("state store: postgres"),
@@ -60,9 +64,14 @@ pub async fn run(
         .build_v1()?;
     // A message holds at least one record, which may be as large as the record limit.
     let max_message = usize::try_from(config.max_record_bytes).unwrap_or(usize::MAX).saturating_add(1 << 20);
-    let data_service = DataServiceServer::new(DataService::new(registry, drain.clone(), config.stream_buffer))
-        .max_decoding_message_size(max_message)
-        .max_encoding_message_size(max_message);
+    let data_service = DataServiceServer::new(DataService::new(
+        registry,
+        std::sync::Arc::new(checkpointer),
+        drain.clone(),
+        config.stream_buffer,
+    ))
+    .max_decoding_message_size(max_message)
+    .max_encoding_message_size(max_message);
 
     let stop = drain.clone();
     let on_shutdown = async move {

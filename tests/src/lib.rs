@@ -33,7 +33,8 @@ pub fn binary(name: &str) -> PathBuf {
 pub struct ServerProcess {
     child: Child,
     pub addr: String,
-    pub state_dir: tempfile::TempDir,
+    /// The state directory when the harness made it (`None`: the test's own).
+    pub state_dir: Option<tempfile::TempDir>,
 }
 
 impl ServerProcess {
@@ -43,8 +44,15 @@ impl ServerProcess {
 
     pub fn start_with(data_roots: &[&Path], extra_args: &[&str]) -> Self {
         let state_dir = tempfile::tempdir().unwrap();
+        let mut server = Self::start_in(state_dir.path(), data_roots, extra_args);
+        server.state_dir = Some(state_dir);
+        server
+    }
+
+    /// A server on a given state directory (to restart on the same state).
+    pub fn start_in(state_dir: &Path, data_roots: &[&Path], extra_args: &[&str]) -> Self {
         let mut command = Command::new(binary("readerd"));
-        command.args(["--listen", "127.0.0.1:0", "--state-dir"]).arg(state_dir.path());
+        command.args(["--listen", "127.0.0.1:0", "--state-dir"]).arg(state_dir);
         for root in data_roots {
             command.arg("--data-root").arg(root);
         }
@@ -58,11 +66,17 @@ impl ServerProcess {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("readerd did not start: {line:?}"))
             .to_owned();
-        Self { child, addr: format!("http://{addr}"), state_dir }
+        Self { child, addr: format!("http://{addr}"), state_dir: None }
     }
 
     pub async fn client(&self) -> Client {
         Client::connect(&self.addr).await.unwrap()
+    }
+
+    /// SIGKILL: the process dies at once, with no chance to clean up.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Sends SIGTERM and waits for the process; returns whether it exited with status 0.

@@ -85,6 +85,7 @@ async fn streams_of_one_shared_reader_split_its_records() {
             match response.kind.unwrap() {
                 pb::read_response::Kind::Element(element) => keys.extend(element.keys),
                 pb::read_response::Kind::EndOfSequence(_) => break,
+                pb::read_response::Kind::Started(_) => {}
             }
         }
     }

@@ -1,0 +1,238 @@
+//! Checkpoints of private streams.
+//!
+//! A stream keeps snapshots of its reader's state at chunk boundaries (positions, not
+//! records). The state after any element the trainer received is rebuilt by restoring a
+//! copy of the reader from the nearest earlier snapshot and replaying the few elements in
+//! between; it is committed to the state store before its token is returned. A token is
+//! the checkpoint's id with an HMAC-SHA256 under the server's secret (kept in the store),
+//! so a forged or altered token is refused; the checkpoint names its container, so a
+//! token of one container cannot be used in another.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use readerd_proto::v1 as pb;
+use sha2::Sha256;
+
+use crate::error::{Result, ServeError};
+use crate::reader::Reader;
+use crate::state::{StateStore, StoredCheckpoint};
+
+/// Snapshots a stream keeps (one per chunk; older ones are dropped).
+const SNAPSHOTS_PER_STREAM: usize = 64;
+/// Checkpoints kept per stream lineage.
+const CHECKPOINTS_KEPT: usize = 16;
+const TOKEN_PREFIX: &str = "rd1.";
+const MAC_BYTES: usize = 16;
+
+/// Issues and checks tokens.
+pub struct Tokens {
+    key: Vec<u8>,
+}
+
+impl Tokens {
+    pub fn new(key: Vec<u8>) -> Self {
+        Self { key }
+    }
+
+    fn mac(&self, id: i64) -> [u8; MAC_BYTES] {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        mac.update(&id.to_le_bytes());
+        let full = mac.finalize().into_bytes();
+        full[..MAC_BYTES].try_into().expect("16 bytes")
+    }
+
+    pub fn issue(&self, id: i64) -> String {
+        let mut raw = id.to_le_bytes().to_vec();
+        raw.extend_from_slice(&self.mac(id));
+        format!("{TOKEN_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw))
+    }
+
+    /// The checkpoint id of a genuine token.
+    pub fn verify(&self, token: &str) -> Result<i64> {
+        let forged = || ServeError::InvalidArgument("the checkpoint token is not valid".into());
+        let raw = token
+            .strip_prefix(TOKEN_PREFIX)
+            .and_then(|body| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(body).ok())
+            .filter(|raw| raw.len() == 8 + MAC_BYTES)
+            .ok_or_else(forged)?;
+        let id = i64::from_le_bytes(raw[..8].try_into().expect("8 bytes"));
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        mac.update(&id.to_le_bytes());
+        mac.verify_truncated_left(&raw[8..]).map_err(|_| forged())?;
+        Ok(id)
+    }
+}
+
+/// A private stream that can be checkpointed.
+pub struct StreamRecord {
+    pub id: String,
+    pub container: String,
+    pub spec: pb::DatasetSpec,
+    pub lineage: String,
+    pub reader: Arc<Reader>,
+    /// `(seq of the next element, reader state)` before each chunk, oldest first.
+    snapshots: Mutex<VecDeque<(i64, Vec<u8>)>>,
+}
+
+impl StreamRecord {
+    /// Remembers the reader's state before the element `next_seq` (blocking).
+    pub fn snapshot(&self, next_seq: i64) {
+        // A reader inside an unbatched record or failed has no state to keep here.
+        let Ok(state) = self.reader.serialize_state() else { return };
+        let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+        if snapshots.len() == SNAPSHOTS_PER_STREAM {
+            snapshots.pop_front();
+        }
+        snapshots.push_back((next_seq, state));
+    }
+
+    /// The reader's state right after element `after_seq` (blocking: replays from the
+    /// nearest snapshot on a copy of the reader).
+    pub fn state_after(&self, after_seq: i64) -> Result<Vec<u8>> {
+        let next = after_seq + 1;
+        let (first_seq, snapshot) = {
+            let snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            snapshots.iter().rev().find(|(seq, _)| *seq <= next).cloned().ok_or_else(|| {
+                ServeError::FailedPrecondition(format!(
+                    "no state of stream {} before element {next} is kept: checkpoint more often",
+                    self.id
+                ))
+            })?
+        };
+        let replica = self.reader.replica();
+        replica.restore_state(&snapshot)?;
+        let mut to_skip = (next - first_seq) as usize;
+        while to_skip > 0 {
+            let chunk = replica.next_chunk(to_skip, usize::MAX);
+            if let Some(err) = chunk.error {
+                return Err(err);
+            }
+            if chunk.elements.is_empty() {
+                return Err(ServeError::FailedPrecondition(format!("element {after_seq} was never produced")));
+            }
+            to_skip -= chunk.elements.len().min(to_skip);
+        }
+        replica.serialize_state()
+    }
+}
+
+/// The checkpointable streams of this server.
+#[derive(Default)]
+pub struct Streams {
+    records: Mutex<HashMap<String, Arc<StreamRecord>>>,
+    next_id: AtomicU64,
+}
+
+impl Streams {
+    pub fn register(
+        &self,
+        container: String,
+        spec: pb::DatasetSpec,
+        lineage: Option<String>,
+        reader: Arc<Reader>,
+    ) -> Arc<StreamRecord> {
+        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let id = format!("{:x}-{}", started.as_micros(), self.next_id.fetch_add(1, Ordering::Relaxed));
+        let record = Arc::new(StreamRecord {
+            lineage: lineage.unwrap_or_else(|| id.clone()),
+            id: id.clone(),
+            container,
+            spec,
+            reader,
+            snapshots: Mutex::default(),
+        });
+        self.records.lock().unwrap_or_else(|p| p.into_inner()).insert(id, record.clone());
+        record
+    }
+
+    pub fn get(&self, id: &str) -> Result<Arc<StreamRecord>> {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ServeError::NotFound(format!("stream {id} is not open on this server")))
+    }
+
+    pub fn remove(&self, id: &str) {
+        self.records.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
+
+/// Commits checkpoints and loads them back from tokens.
+pub struct Checkpointer {
+    store: Arc<dyn StateStore>,
+    tokens: Tokens,
+}
+
+impl Checkpointer {
+    /// Uses (or creates) the token secret kept in the store.
+    pub fn new(store: Arc<dyn StateStore>) -> Result<Self> {
+        let key = store.secret("checkpoint-token-key", &crate::state::random_secret)?;
+        Ok(Self { store, tokens: Tokens::new(key) })
+    }
+
+    /// Commits the state after `after_seq` of a stream; returns its token (blocking).
+    pub fn checkpoint(&self, stream: &StreamRecord, after_seq: i64) -> Result<String> {
+        let reader_state = stream.state_after(after_seq)?;
+        let state = pb::CheckpointState {
+            container: stream.container.clone(),
+            spec: Some(stream.spec.clone()),
+            reader_state: reader_state.into(),
+            after_seq,
+            lineage: stream.lineage.clone(),
+        };
+        let stored = StoredCheckpoint {
+            container: stream.container.clone(),
+            reader: stream.lineage.clone(),
+            fingerprint: stream.reader.spec().fingerprint.clone(),
+            state: prost::Message::encode_to_vec(&state),
+            created_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        };
+        let id = self.store.put_checkpoint(&stored)?;
+        self.store.prune(&stream.container, &stream.lineage, CHECKPOINTS_KEPT)?;
+        Ok(self.tokens.issue(id))
+    }
+
+    /// The checkpoint a token names, for a stream in `container` (blocking).
+    pub fn load(&self, token: &str, container: &str) -> Result<pb::CheckpointState> {
+        let id = self.tokens.verify(token)?;
+        let stored = self
+            .store
+            .get_checkpoint(id)?
+            .ok_or_else(|| ServeError::NotFound("the checkpoint of this token is gone (pruned or unknown)".into()))?;
+        if stored.container != container {
+            return Err(ServeError::PermissionDenied(format!(
+                "the token belongs to container {:?}, not {container:?}",
+                stored.container
+            )));
+        }
+        prost::Message::decode(&stored.state[..])
+            .map_err(|err| ServeError::Internal(format!("checkpoint {id} does not decode: {err}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_verify_and_forgeries_do_not() {
+        let tokens = Tokens::new(vec![7; 32]);
+        let token = tokens.issue(42);
+        assert_eq!(tokens.verify(&token).unwrap(), 42);
+        assert!(Tokens::new(vec![8; 32]).verify(&token).is_err(), "another server's secret");
+        let mut altered = token.clone().into_bytes();
+        let last = altered.len() - 3;
+        altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
+        assert!(tokens.verify(&String::from_utf8(altered).unwrap()).is_err());
+        assert!(tokens.verify("rd1.").is_err());
+        assert!(tokens.verify("nonsense").is_err());
+    }
+}

@@ -97,6 +97,13 @@ impl Client {
         Ok(stream)
     }
 
+    /// Tells the server the trainer has every element of a stream up to `up_to_seq`.
+    pub async fn acknowledge(&mut self, stream_id: &str, up_to_seq: i64) -> Result<(), tonic::Status> {
+        let request = pb::AcknowledgeRequest { stream_id: stream_id.to_owned(), up_to_seq };
+        self.service.acknowledge(request).await?;
+        Ok(())
+    }
+
     /// Commits the state after element `after_seq` of a stream; returns its token.
     pub async fn checkpoint(&mut self, stream_id: &str, after_seq: i64) -> Result<String, tonic::Status> {
         let request = pb::CheckpointRequest { stream_id: stream_id.to_owned(), after_seq };

@@ -228,6 +228,14 @@ async fn read(
                     Output::Text => writeln!(stdout, "{}", describe(&element))?,
                 }
                 stdout.flush()?;
+                // Printed: it is this process's now (a shared reader delivers it to nobody else).
+                // NOT_FOUND: the stream already ended on the server (an error follows).
+                match client.acknowledge(&stream_id, element.seq).await {
+                    Err(status) if status.code() != tonic::Code::NotFound => {
+                        return Ok(print_error(output, status.code(), status.message()));
+                    }
+                    _ => {}
+                }
                 received += 1;
                 let done = max_batches.is_some_and(|max| received >= max);
                 if checkpoint_every.is_some_and(|n| received.is_multiple_of(n) || done) {

@@ -17,6 +17,7 @@ use hmac::{Hmac, Mac};
 use readerd_proto::v1 as pb;
 use sha2::Sha256;
 
+use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::reader::Reader;
 use crate::state::{StateStore, StoredCheckpoint};
@@ -67,13 +68,16 @@ impl Tokens {
     }
 }
 
-/// A private stream that can be checkpointed.
+/// An open stream: its consumer and, for a private reader, what checkpoints need.
 pub struct StreamRecord {
     pub id: String,
     pub container: String,
     pub spec: pb::DatasetSpec,
     pub lineage: String,
     pub reader: Arc<Reader>,
+    pub consumer: Arc<Consumer>,
+    /// Private readers only: a shared reader's state is not this stream's alone.
+    pub checkpointable: bool,
     /// `(seq of the next element, reader state)` before each chunk, oldest first.
     snapshots: Mutex<VecDeque<(i64, Vec<u8>)>>,
 }
@@ -134,15 +138,19 @@ impl Streams {
         spec: pb::DatasetSpec,
         lineage: Option<String>,
         reader: Arc<Reader>,
+        checkpointable: bool,
     ) -> Arc<StreamRecord> {
         let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let id = format!("{:x}-{}", started.as_micros(), self.next_id.fetch_add(1, Ordering::Relaxed));
+        let consumer = reader.delivery.attach(id.clone());
         let record = Arc::new(StreamRecord {
             lineage: lineage.unwrap_or_else(|| id.clone()),
             id: id.clone(),
             container,
             spec,
             reader,
+            consumer,
+            checkpointable,
             snapshots: Mutex::default(),
         });
         self.records.lock().unwrap_or_else(|p| p.into_inner()).insert(id, record.clone());
@@ -158,8 +166,12 @@ impl Streams {
             .ok_or_else(|| ServeError::NotFound(format!("stream {id} is not open on this server")))
     }
 
+    /// The stream is over: what it did not acknowledge goes to the reader's other streams.
     pub fn remove(&self, id: &str) {
-        self.records.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let record = self.records.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        if let Some(record) = record {
+            record.reader.delivery.detach(&record.consumer);
+        }
     }
 }
 
@@ -178,6 +190,9 @@ impl Checkpointer {
 
     /// Commits the state after `after_seq` of a stream; returns its token (blocking).
     pub fn checkpoint(&self, stream: &StreamRecord, after_seq: i64) -> Result<String> {
+        if !stream.checkpointable {
+            return Err(ServeError::Unimplemented("checkpoints of shared readers".into()));
+        }
         let reader_state = stream.state_after(after_seq)?;
         let state = pb::CheckpointState {
             container: stream.container.clone(),

@@ -10,9 +10,9 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use crate::checkpoint::{Checkpointer, StreamRecord, Streams};
-use crate::element::element_to_pb;
+use crate::element::{Element, element_to_pb};
 use crate::error::{Result, ServeError};
-use crate::reader::{Reader, ReaderStats};
+use crate::reader::{Chunk, Reader, ReaderStats};
 use crate::registry::ReaderRegistry;
 
 /// Most elements a stream reads in one blocking step, and the payload bytes that end a
@@ -65,6 +65,18 @@ fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
         work_units_completed: stats.work_units_completed as i64,
         elements_produced: stats.elements_produced as i64,
         records_skipped: stats.records_skipped as i64,
+        consumers: stats
+            .consumers
+            .into_iter()
+            .map(|c| pb::ConsumerStats {
+                stream_id: c.stream_id,
+                delivered: c.delivered as i64,
+                acknowledged: c.acknowledged as i64,
+                redelivered: c.redelivered as i64,
+            })
+            .collect(),
+        elements_in_flight: stats.elements_in_flight as i64,
+        elements_awaiting_redelivery: stats.elements_awaiting_redelivery as i64,
         active_streams: stats.active_streams as i64,
     }
 }
@@ -132,7 +144,10 @@ impl pb::data_service_server::DataService for DataService {
                     None => registry.resolve_spec(request.spec, &request.dataset)?,
                 };
                 if !shared_name.is_empty() {
-                    return Ok((registry.lookup_or_create(&container, &shared_name, spec)?.0, None, 0));
+                    let reader = registry.lookup_or_create(&container, &shared_name, spec)?.0;
+                    let spec = reader.spec().proto.clone();
+                    let record = streams.register(container, spec, None, reader.clone(), false);
+                    return Ok((reader, record, 0));
                 }
                 let reader = registry.private(spec.clone())?;
                 let (lineage, first_seq) = match &resumed {
@@ -142,8 +157,8 @@ impl pb::data_service_server::DataService for DataService {
                     }
                     None => (None, 0),
                 };
-                let record = streams.register(container, spec.unwrap_or_default(), lineage, reader.clone());
-                Ok((reader, Some(record), first_seq))
+                let record = streams.register(container, spec.unwrap_or_default(), lineage, reader.clone(), true);
+                Ok((reader, record, first_seq))
             })
             .await?;
         let buffer = reader.spec().prefetch.unwrap_or(self.stream_buffer);
@@ -151,13 +166,21 @@ impl pb::data_service_server::DataService for DataService {
         let streams = self.streams.clone();
         let drain = self.drain.clone();
         tokio::spawn(async move {
-            let id = record.as_ref().map(|r| r.id.clone());
+            let id = record.id.clone();
             stream_elements(reader, record, first_seq, element_tx, drain).await;
-            if let Some(id) = id {
-                streams.remove(&id);
-            }
+            streams.remove(&id);
         });
         Ok(Response::new(ReceiverStream::new(element_rx)))
+    }
+
+    async fn acknowledge(
+        &self,
+        request: Request<pb::AcknowledgeRequest>,
+    ) -> Result<Response<pb::AcknowledgeResponse>, Status> {
+        let request = request.into_inner();
+        let stream = self.streams.get(&request.stream_id)?;
+        stream.reader.delivery.acknowledge(&stream.consumer, request.up_to_seq);
+        Ok(Response::new(pb::AcknowledgeResponse {}))
     }
 
     async fn checkpoint(
@@ -279,17 +302,21 @@ impl pb::data_service_server::DataService for DataService {
 ///
 /// Elements are taken from the reader only for free slots of the bounded channel: a slow
 /// trainer makes this task wait (backpressure), a trainer that disconnects stops the
-/// reading, and a shared reader never hands a stream more than its buffer can hold.
+/// reading, and a shared reader never hands a stream more than its buffer can hold. A
+/// stream of a shared reader first takes elements other streams left unacknowledged, and
+/// gets the end-of-sequence marker only once no other stream holds unacknowledged ones.
 async fn stream_elements(
     reader: Arc<Reader>,
-    record: Option<Arc<StreamRecord>>,
+    record: Arc<StreamRecord>,
     first_seq: i64,
     element_tx: mpsc::Sender<Result<pb::ReadResponse, Status>>,
     drain: CancellationToken,
 ) {
     let _attached = reader.attach_stream();
+    let shared = !record.checkpointable;
     let mut seq: i64 = first_seq;
-    let started = pb::StreamStarted { stream_id: record.as_ref().map(|r| r.id.clone()).unwrap_or_default(), first_seq };
+    let mut exhausted = false;
+    let started = pb::StreamStarted { stream_id: record.id.clone(), first_seq };
     if element_tx.send(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })).await.is_err() {
         return;
     }
@@ -306,41 +333,65 @@ async fn stream_elements(
             _ = reader.released() => break Err(ServeError::ReaderDeleted(reader.name().to_owned())),
             _ = drain.cancelled() => break Err(ServeError::ShuttingDown),
         };
-        let chunk_reader = reader.clone();
-        let snapshots = record.clone();
-        let next_seq = seq;
-        let chunk = match tokio::task::spawn_blocking(move || {
-            // Checkpoints rebuild the state after any element from the state before its chunk.
-            if let Some(snapshots) = snapshots {
-                snapshots.snapshot(next_seq);
+        let mut elements: Vec<(Element, bool)> =
+            reader.delivery.take_redelivery(free).into_iter().map(|element| (element, true)).collect();
+        let mut chunk = Chunk::default();
+        if elements.len() < free && !exhausted {
+            let chunk_reader = reader.clone();
+            let snapshots = record.checkpointable.then(|| record.clone());
+            let (next_seq, wanted) = (seq + elements.len() as i64, free - elements.len());
+            chunk = match tokio::task::spawn_blocking(move || {
+                // Checkpoints rebuild the state after any element from the state before its chunk.
+                if let Some(snapshots) = snapshots {
+                    snapshots.snapshot(next_seq);
+                }
+                chunk_reader.next_chunk(wanted, CHUNK_BYTES)
+            })
+            .await
+            {
+                Ok(chunk) => chunk,
+                Err(err) => break Err(ServeError::Internal(format!("reading failed: {err}"))),
+            };
+            elements.extend(chunk.elements.drain(..).map(|element| (element, false)));
+        }
+        let sent_any = !elements.is_empty();
+        for (permit, (element, redelivered)) in permits.zip(elements) {
+            if shared {
+                reader.delivery.delivered(&record.consumer, seq, element.clone(), redelivered);
             }
-            chunk_reader.next_chunk(free, CHUNK_BYTES)
-        })
-        .await
-        {
-            Ok(chunk) => chunk,
-            Err(err) => break Err(ServeError::Internal(format!("reading failed: {err}"))),
-        };
-        for (permit, element) in permits.zip(chunk.elements) {
-            let element = element_to_pb(seq, element);
+            permit.send(Ok(pb::ReadResponse {
+                kind: Some(pb::read_response::Kind::Element(element_to_pb(seq, element))),
+            }));
             seq += 1;
-            permit.send(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) }));
         }
         if let Some(err) = chunk.error {
             tracing::warn!(reader = reader.name(), error = %err, "stream failed");
             break Err(err);
         }
-        if chunk.end_of_sequence {
+        exhausted |= chunk.end_of_sequence;
+        if !exhausted || sent_any {
+            continue;
+        }
+        if !shared || reader.delivery.settled_for(&record.consumer) {
             break Ok(pb::EndOfSequence { after_seq: seq - 1 });
+        }
+        // The reader is done but other streams hold unacknowledged elements: wait for
+        // their acknowledgement, or for them to come back for redelivery.
+        tokio::select! {
+            _ = reader.delivery.changed() => {}
+            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            _ = element_tx.closed() => return,
+            _ = reader.released() => break Err(ServeError::ReaderDeleted(reader.name().to_owned())),
+            _ = drain.cancelled() => break Err(ServeError::ShuttingDown),
         }
     };
     let last = match last {
         Ok(end) => Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }),
         Err(err) => Err(err.into()),
     };
-    if element_tx.send(last).await.is_ok() && record.is_some() {
-        // The trainer may still checkpoint what it received: keep the stream's snapshots
-        // until it goes away (or the server drains).
+    if element_tx.send(last).await.is_ok() {
+        // The trainer may still acknowledge or checkpoint what it received: keep the
+        // stream until it goes away (or the server drains).
         tokio::select! {
             _ = element_tx.closed() => {}
             _ = drain.cancelled() => {}

@@ -17,6 +17,7 @@
 //! - [`element`]: records → `pb::Element` for the wire.
 //! - [`grpc`]: the thin `DataService` handlers and the per-stream task that hands
 //!   elements to a trainer.
+//! - [`consumer`]: who was given which element of a shared reader; redelivery.
 //! - [`checkpoint`]: checkpoints of private streams (snapshots, replay, tokens).
 //! - [`state`]: the state store (SQLite by default, PostgreSQL for replicas) where
 //!   checkpoints are committed.
@@ -25,6 +26,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod consumer;
 pub mod decode;
 pub mod element;
 pub mod error;

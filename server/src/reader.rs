@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 use std::collections::VecDeque;
 
+use crate::consumer::Delivery;
 use crate::decode::{Decoder, Dense, Tensor};
 use crate::element::Element;
 use crate::error::{Result, ServeError};
@@ -37,7 +38,7 @@ pub struct Chunk {
 }
 
 /// Counters, as TensorFlow's reader ops and readerd's stats report them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReaderStats {
     pub records_produced: u64,
     pub work_units_completed: u64,
@@ -45,6 +46,9 @@ pub struct ReaderStats {
     pub active_streams: u64,
     /// Corrupt or undecodable records dropped (`onError: SKIP`).
     pub records_skipped: u64,
+    pub consumers: Vec<crate::consumer::ConsumerStats>,
+    pub elements_in_flight: u64,
+    pub elements_awaiting_redelivery: u64,
 }
 
 pub struct Reader {
@@ -58,6 +62,8 @@ pub struct Reader {
     /// Cancelled when the reader is deleted: its streams end.
     released: CancellationToken,
     settings: ReaderSettings,
+    /// Which stream was given which element (shared readers).
+    pub delivery: Delivery,
 }
 
 /// Server settings every reader uses.
@@ -118,6 +124,7 @@ impl Reader {
             active_streams: AtomicI64::new(0),
             released: CancellationToken::new(),
             settings: settings.clone(),
+            delivery: Delivery::default(),
         })
     }
 
@@ -342,8 +349,12 @@ impl Reader {
     }
 
     pub fn stats(&self) -> ReaderStats {
+        let (consumers, elements_in_flight, elements_awaiting_redelivery) = self.delivery.stats();
         let state = self.lock();
         ReaderStats {
+            consumers,
+            elements_in_flight,
+            elements_awaiting_redelivery,
             records_produced: state.records_produced,
             work_units_completed: state.pipeline.files_completed(),
             elements_produced: state.elements_produced,
@@ -369,6 +380,7 @@ impl Reader {
             active_streams: AtomicI64::new(0),
             released: CancellationToken::new(),
             settings: self.settings.clone(),
+            delivery: Delivery::default(),
         }
     }
 

@@ -56,7 +56,11 @@ impl ServerProcess {
         for root in data_roots {
             command.arg("--data-root").arg(root);
         }
-        command.args(extra_args).env("RUST_LOG", "error").stdout(Stdio::piped()).stderr(Stdio::inherit());
+        command
+            .args(extra_args)
+            .env("RUST_LOG", std::env::var("READERD_TEST_LOG").unwrap_or_else(|_| "error".into()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let mut child = command.spawn().expect("start readerd");
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();

@@ -71,24 +71,32 @@ async fn classic_verbs_read_up_to_counters_and_reset() {
     assert_eq!(read_up_to(&mut client, "", "lines", 1).await.keys, ["text/lf.txt:1"]);
 }
 
+/// Reads a stream to its end, acknowledging each element; returns the keys.
+async fn read_acknowledging(mut client: Client, mut stream: readerd_client::ReadStream) -> Vec<String> {
+    let mut keys = Vec::new();
+    while let Some(response) = stream.message().await.unwrap() {
+        match response.kind.unwrap() {
+            pb::read_response::Kind::Element(element) => {
+                keys.extend(element.keys);
+                client.acknowledge(&stream.stream_id, element.seq).await.unwrap();
+            }
+            pb::read_response::Kind::EndOfSequence(_) => break,
+            pb::read_response::Kind::Started(_) => {}
+        }
+    }
+    keys
+}
+
 #[tokio::test]
 async fn streams_of_one_shared_reader_split_its_records() {
     let server = ServerProcess::start(&[&golden_dir()]);
     let mut a = server.client().await;
     let mut b = server.client().await;
     let spec = text_spec(&["text/lf.txt", "text/second.txt", "text/crlf.txt"]);
-    let mut stream_a = a.read("", "shared", Some(spec.clone())).await.unwrap();
-    let mut stream_b = b.read("", "shared", None).await.unwrap();
-    let mut keys = Vec::new();
-    for stream in [&mut stream_a, &mut stream_b] {
-        while let Some(response) = stream.message().await.unwrap() {
-            match response.kind.unwrap() {
-                pb::read_response::Kind::Element(element) => keys.extend(element.keys),
-                pb::read_response::Kind::EndOfSequence(_) => break,
-                pb::read_response::Kind::Started(_) => {}
-            }
-        }
-    }
+    let stream_a = a.read("", "shared", Some(spec.clone())).await.unwrap();
+    let stream_b = b.read("", "shared", None).await.unwrap();
+    let (keys_a, keys_b) = tokio::join!(read_acknowledging(a, stream_a), read_acknowledging(b, stream_b));
+    let mut keys: Vec<String> = keys_a.into_iter().chain(keys_b).collect();
     let mut expected = Vec::new();
     for (file, lines) in [("text/lf.txt", 7), ("text/second.txt", 4), ("text/crlf.txt", 7)] {
         expected.extend((1..=lines).map(|n| format!("{file}:{n}")));

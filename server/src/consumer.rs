@@ -1,0 +1,165 @@
+//! Consumers of a shared reader: each element goes to one stream; what a stream was given
+//! stays "in flight" until it is acknowledged, and goes to the other streams when its
+//! stream vanishes first. A stream gets the end-of-sequence marker only once no other
+//! stream holds unacknowledged elements (they might come back to it); what is left when
+//! the last stream goes waits in the reader for the next one.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use crate::element::Element;
+
+/// One stream's view.
+#[derive(Debug)]
+pub struct Consumer {
+    pub stream_id: String,
+    /// Delivered, not acknowledged, by seq.
+    unacked: Mutex<BTreeMap<i64, Element>>,
+    delivered: AtomicU64,
+    acknowledged: AtomicU64,
+    redelivered: AtomicU64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerStats {
+    pub stream_id: String,
+    pub delivered: u64,
+    pub acknowledged: u64,
+    pub redelivered: u64,
+}
+
+/// A reader's deliveries across its streams.
+#[derive(Debug, Default)]
+pub struct Delivery {
+    consumers: Mutex<Vec<Arc<Consumer>>>,
+    /// Elements of vanished streams, for the next stream that asks.
+    redelivery: Mutex<VecDeque<Element>>,
+    /// Elements delivered and not acknowledged, over all streams.
+    in_flight: AtomicU64,
+    changed: Notify,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Delivery {
+    pub fn attach(&self, stream_id: String) -> Arc<Consumer> {
+        let consumer = Arc::new(Consumer {
+            stream_id,
+            unacked: Mutex::default(),
+            delivered: AtomicU64::new(0),
+            acknowledged: AtomicU64::new(0),
+            redelivered: AtomicU64::new(0),
+        });
+        lock(&self.consumers).push(consumer.clone());
+        consumer
+    }
+
+    /// The stream is gone: what it did not acknowledge goes to the others.
+    pub fn detach(&self, consumer: &Arc<Consumer>) {
+        lock(&self.consumers).retain(|c| !Arc::ptr_eq(c, consumer));
+        let unacked = std::mem::take(&mut *lock(&consumer.unacked));
+        if !unacked.is_empty() {
+            tracing::info!(stream = %consumer.stream_id, elements = unacked.len(), "unacknowledged elements go to other streams");
+            self.in_flight.fetch_sub(unacked.len() as u64, Ordering::Relaxed);
+            lock(&self.redelivery).extend(unacked.into_values());
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Up to `max` elements waiting for a stream.
+    pub fn take_redelivery(&self, max: usize) -> Vec<Element> {
+        let mut queue = lock(&self.redelivery);
+        let n = max.min(queue.len());
+        queue.drain(..n).collect()
+    }
+
+    /// Records that `consumer` was given `element` as `seq`.
+    pub fn delivered(&self, consumer: &Consumer, seq: i64, element: Element, redelivered: bool) {
+        lock(&consumer.unacked).insert(seq, element);
+        consumer.delivered.fetch_add(1, Ordering::Relaxed);
+        if redelivered {
+            consumer.redelivered.fetch_add(1, Ordering::Relaxed);
+        }
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The consumer has every element up to `up_to_seq`; returns how many that settled.
+    pub fn acknowledge(&self, consumer: &Consumer, up_to_seq: i64) -> u64 {
+        let settled = {
+            let mut unacked = lock(&consumer.unacked);
+            let keep = unacked.split_off(&(up_to_seq.saturating_add(1)));
+            let settled = unacked.len() as u64;
+            *unacked = keep;
+            settled
+        };
+        consumer.acknowledged.fetch_add(settled, Ordering::Relaxed);
+        self.in_flight.fetch_sub(settled, Ordering::Relaxed);
+        if settled > 0 {
+            self.changed.notify_waiters();
+        }
+        settled
+    }
+
+    /// No other stream holds unacknowledged elements and none waits for redelivery: for
+    /// `consumer`, the sequence is over.
+    pub fn settled_for(&self, consumer: &Consumer) -> bool {
+        let own = lock(&consumer.unacked).len() as u64;
+        self.in_flight.load(Ordering::Relaxed) <= own && lock(&self.redelivery).is_empty()
+    }
+
+    /// Resolves at the next acknowledgement or departure.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    pub fn stats(&self) -> (Vec<ConsumerStats>, u64, u64) {
+        let consumers = lock(&self.consumers)
+            .iter()
+            .map(|c| ConsumerStats {
+                stream_id: c.stream_id.clone(),
+                delivered: c.delivered.load(Ordering::Relaxed),
+                acknowledged: c.acknowledged.load(Ordering::Relaxed),
+                redelivered: c.redelivered.load(Ordering::Relaxed),
+            })
+            .collect();
+        (consumers, self.in_flight.load(Ordering::Relaxed), lock(&self.redelivery).len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn element(key: &str) -> Element {
+        Element { keys: vec![key.to_owned()], features: Vec::new() }
+    }
+
+    #[test]
+    fn unacknowledged_elements_of_a_departed_stream_are_redelivered() {
+        let delivery = Delivery::default();
+        let a = delivery.attach("a".into());
+        let b = delivery.attach("b".into());
+        for (seq, key) in ["k0", "k1", "k2"].iter().enumerate() {
+            delivery.delivered(&a, seq as i64, element(key), false);
+        }
+        assert_eq!(delivery.acknowledge(&a, 0), 1);
+        assert!(!delivery.settled_for(&b), "a still holds two");
+        assert!(delivery.settled_for(&a), "its own elements do not hold a stream back");
+        delivery.detach(&a);
+        let again = delivery.take_redelivery(10);
+        assert_eq!(again.iter().map(|e| e.keys[0].as_str()).collect::<Vec<_>>(), ["k1", "k2"]);
+        for (seq, e) in again.into_iter().enumerate() {
+            delivery.delivered(&b, seq as i64, e, true);
+        }
+        assert_eq!(delivery.acknowledge(&b, 1), 2);
+        assert!(delivery.settled_for(&b));
+        let (stats, in_flight, waiting) = delivery.stats();
+        assert_eq!((in_flight, waiting), (0, 0));
+        assert_eq!(stats, vec![ConsumerStats { stream_id: "b".into(), delivered: 2, acknowledged: 2, redelivered: 2 }]);
+    }
+}

@@ -39,6 +39,9 @@ pub struct Config {
     /// Threads that decode the batches of one stream in parallel (default: the cores).
     #[arg(long, env = "READERD_DECODE_THREADS")]
     pub decode_threads: Option<usize>,
+    /// Shared readers with no stream that nobody used for this long are released (0: never).
+    #[arg(long, env = "READERD_IDLE_READER_TIMEOUT", default_value = "10m", value_parser = parse_duration)]
+    pub idle_reader_timeout: Duration,
     /// Log format on stderr.
     #[arg(long, env = "READERD_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

@@ -5,7 +5,7 @@
 //! blocking threads. The iterator sits behind a mutex, so each element (a record or a
 //! batch) goes to exactly one caller.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio_util::sync::CancellationToken;
@@ -59,6 +59,8 @@ pub struct Reader {
     source: Arc<SourceConfig>,
     state: Mutex<ReaderState>,
     active_streams: AtomicI64,
+    /// When the reader was last used (unix milliseconds), for releasing idle readers.
+    last_used_ms: AtomicU64,
     /// Cancelled when the reader is deleted: its streams end.
     released: CancellationToken,
     settings: ReaderSettings,
@@ -122,6 +124,7 @@ impl Reader {
             source,
             state: Mutex::new(state),
             active_streams: AtomicI64::new(0),
+            last_used_ms: AtomicU64::new(now_ms()),
             released: CancellationToken::new(),
             settings: settings.clone(),
             delivery: Delivery::default(),
@@ -378,6 +381,7 @@ impl Reader {
             source: self.source.clone(),
             state: Mutex::new(ReaderState::new(pipeline)),
             active_streams: AtomicI64::new(0),
+            last_used_ms: AtomicU64::new(now_ms()),
             released: CancellationToken::new(),
             settings: self.settings.clone(),
             delivery: Delivery::default(),
@@ -475,7 +479,14 @@ impl Reader {
         StreamGuard(self.clone())
     }
 
+    /// No stream attached and unused for `timeout`.
+    pub fn is_idle(&self, timeout: std::time::Duration) -> bool {
+        self.active_streams.load(Ordering::Relaxed) <= 0
+            && now_ms().saturating_sub(self.last_used_ms.load(Ordering::Relaxed)) >= timeout.as_millis() as u64
+    }
+
     fn lock(&self) -> MutexGuard<'_, ReaderState> {
+        self.last_used_ms.store(now_ms(), Ordering::Relaxed);
         // A panic while reading leaves the state as it was before the record: go on.
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -707,8 +718,13 @@ fn stack_examples(examples: Vec<Example>, batched: bool) -> Result<Element> {
 
 pub struct StreamGuard(Arc<Reader>);
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 impl Drop for StreamGuard {
     fn drop(&mut self) {
+        self.0.last_used_ms.store(now_ms(), Ordering::Relaxed);
         self.0.active_streams.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -130,6 +130,20 @@ impl ReaderRegistry {
             .collect()
     }
 
+    /// Releases the readers no stream used for `timeout`; returns how many.
+    pub fn release_idle(&self, timeout: std::time::Duration) -> usize {
+        let mut readers = self.write_lock();
+        let idle: Vec<ReaderKey> =
+            readers.iter().filter(|(_, reader)| reader.is_idle(timeout)).map(|(key, _)| key.clone()).collect();
+        for key in &idle {
+            if let Some(reader) = readers.remove(key) {
+                tracing::info!(reader = reader.name(), "idle reader released");
+                reader.release();
+            }
+        }
+        idle.len()
+    }
+
     /// Releases every reader of a container; returns how many there were.
     pub fn reset_container(&self, container: &str) -> usize {
         let mut readers = self.write_lock();

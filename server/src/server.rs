@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::time::Duration;
 
 use anyhow::Context;
 use readerd_proto::v1 as pb;
@@ -65,7 +66,7 @@ pub async fn run(
     // A message holds at least one record, which may be as large as the record limit.
     let max_message = usize::try_from(config.max_record_bytes).unwrap_or(usize::MAX).saturating_add(1 << 20);
     let data_service = DataServiceServer::new(DataService::new(
-        registry,
+        registry.clone(),
         std::sync::Arc::new(checkpointer),
         drain.clone(),
         config.stream_buffer,
@@ -73,6 +74,19 @@ pub async fn run(
     .max_decoding_message_size(max_message)
     .max_encoding_message_size(max_message);
 
+    if !config.idle_reader_timeout.is_zero() {
+        let (registry, timeout, drained) = (registry.clone(), config.idle_reader_timeout, drain.clone());
+        tokio::spawn(async move {
+            let mut ticks =
+                tokio::time::interval((timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(30)));
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => { registry.release_idle(timeout); }
+                    _ = drained.cancelled() => return,
+                }
+            }
+        });
+    }
     let stop = drain.clone();
     let on_shutdown = async move {
         shutdown.await;

@@ -127,15 +127,15 @@ pub fn load_index(
     Ok(index)
 }
 
-/// Reads single records at indexed positions.
-struct RandomAccess {
+/// Reads single records at known positions of an uncompressed file.
+pub(crate) struct RandomAccess {
     file: DataFile,
     handle: File,
     len: u64,
 }
 
 impl RandomAccess {
-    fn open(file: &DataFile) -> Result<Self, SourceError> {
+    pub(crate) fn open(file: &DataFile) -> Result<Self, SourceError> {
         let open_error = |source| SourceError::Open { file: file.name.to_string(), source };
         let handle = File::open(&file.path).map_err(open_error)?;
         let len = handle.metadata().map_err(open_error)?.len();
@@ -144,7 +144,7 @@ impl RandomAccess {
 
     /// The record the framer finds from `start` (skipping what precedes it, such as a
     /// file's header lines), expected to end by `end`; more is read if the framer asks.
-    fn read(&self, source: &SourceConfig, start: Position, end: Position) -> Result<Record, SourceError> {
+    pub(crate) fn read(&self, source: &SourceConfig, start: Position, end: Position) -> Result<Record, SourceError> {
         let mut framer =
             source.format.framer(&WorkUnit { name: &self.file.name, len: Some(self.len) }, source.max_record_bytes);
         framer.seek(start);

@@ -99,7 +99,30 @@ pub struct PipelineState {
     pub global_cursor: Option<usize>,
 }
 
-/// Reads the one record at `at` (to refill a restored shuffle buffer).
+/// Reads the records at `refs` (to refill a restored shuffle buffer): uncompressed files by
+/// positioned reads of just those records, compressed ones by decompressing up to them.
+fn read_records_at(files: &[DataFile], source: &SourceConfig, refs: &[RecordRef]) -> Result<Vec<Record>, SourceError> {
+    let mut open: std::collections::HashMap<usize, global::RandomAccess> = std::collections::HashMap::new();
+    let mut records = Vec::with_capacity(refs.len());
+    for &at in refs {
+        let file = &files[at.file];
+        let compression = source.compression.unwrap_or_else(|| Compression::from_file_name(&file.name));
+        if compression != Compression::None {
+            records.push(read_record_at(files, source, at)?);
+            continue;
+        }
+        let reader = match open.entry(at.file) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(global::RandomAccess::open(file)?),
+        };
+        // A guess at the record's end; the framer asks for more when it needs it.
+        let end = Position { offset: at.start.offset + 512, record: at.start.record };
+        records.push(reader.read(source, at.start, end)?);
+    }
+    Ok(records)
+}
+
+/// Reads the one record at `at` by reading the file up to it.
 fn read_record_at(files: &[DataFile], source: &SourceConfig, at: RecordRef) -> Result<Record, SourceError> {
     let file = &files[at.file];
     let compression = source.compression.unwrap_or_else(|| Compression::from_file_name(&file.name));
@@ -270,10 +293,8 @@ impl RecordPipeline {
             &state.interleave,
         );
         if let (Some(config), Some((rng, refs))) = (pipeline.config.shuffle, &state.shuffle) {
-            let mut items = Vec::with_capacity(refs.len());
-            for &at in refs {
-                items.push((read_record_at(&pipeline.files, &pipeline.source, at)?, at));
-            }
+            let records = read_records_at(&pipeline.files, &pipeline.source, refs)?;
+            let items = records.into_iter().zip(refs.iter().copied()).collect();
             pipeline.shuffle = Some(ShuffleBuffer::restore(config, SplitMix64 { state: *rng }, items));
         }
         if let Some(cursor) = state.global_cursor {

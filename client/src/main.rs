@@ -165,6 +165,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 stats.records_skipped,
                 stats.active_streams
             );
+            println!(
+                "elements in flight {}\nelements awaiting redelivery {}",
+                stats.elements_in_flight, stats.elements_awaiting_redelivery
+            );
+            for consumer in stats.consumers {
+                println!(
+                    "stream {}: delivered {} acknowledged {} redelivered {}",
+                    consumer.stream_id, consumer.delivered, consumer.acknowledged, consumer.redelivered
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Reset { container, shared_name } => {

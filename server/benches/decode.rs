@@ -15,21 +15,9 @@ use readerd_proto::tensorflow as tf;
 use readerd_server::decode::DType;
 use readerd_server::decode::csv::{CsvColumn, CsvConfig, CsvDefault, CsvDialect, decode_batch};
 use readerd_server::decode::example::{ExampleParser, FeatureSpec};
+use readerd_server::pipeline::rng::SplitMix64;
 
 const BATCH: usize = 256;
-
-/// A small deterministic generator (SplitMix64), so runs compare.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 fn int64(v: i64) -> tf::Feature {
     tf::Feature { kind: Some(tf::feature::Kind::Int64List(tf::Int64List { value: vec![v] })) }
@@ -39,30 +27,30 @@ fn example(features: BTreeMap<String, tf::Feature>) -> Bytes {
     Bytes::from(tf::Example { features: Some(tf::Features { feature: features }) }.encode_to_vec())
 }
 
-fn tabular(rng: &mut Rng) -> Bytes {
+fn tabular(rng: &mut SplitMix64) -> Bytes {
     let mut features = BTreeMap::new();
     for i in 0..13 {
-        let value = (rng.next() % 10_000) as f32 / 100.0;
+        let value = (rng.next_u64() % 10_000) as f32 / 100.0;
         features.insert(
             format!("f{i}"),
             tf::Feature { kind: Some(tf::feature::Kind::FloatList(tf::FloatList { value: vec![value] })) },
         );
     }
     for i in 0..26 {
-        features.insert(format!("i{i}"), int64((rng.next() % 1_000_000) as i64));
+        features.insert(format!("i{i}"), int64((rng.next_u64() % 1_000_000) as i64));
     }
-    features.insert("label".into(), int64((rng.next() % 2) as i64));
+    features.insert("label".into(), int64((rng.next_u64() % 2) as i64));
     example(features)
 }
 
-fn image(rng: &mut Rng) -> Bytes {
-    let pixels: Vec<u8> = (0..110_000).map(|_| rng.next() as u8).collect();
+fn image(rng: &mut SplitMix64) -> Bytes {
+    let pixels: Vec<u8> = (0..110_000).map(|_| rng.next_u64() as u8).collect();
     let mut features = BTreeMap::new();
     features.insert(
         "image".into(),
         tf::Feature { kind: Some(tf::feature::Kind::BytesList(tf::BytesList { value: vec![pixels.into()] })) },
     );
-    features.insert("label".into(), int64((rng.next() % 1000) as i64));
+    features.insert("label".into(), int64((rng.next_u64() % 1000) as i64));
     features.insert(
         "shape".into(),
         tf::Feature { kind: Some(tf::feature::Kind::Int64List(tf::Int64List { value: vec![192, 192, 3] })) },
@@ -109,10 +97,10 @@ fn bench_workload(c: &mut Criterion, name: &str, parser: &ExampleParser, records
     group.finish();
 }
 
-fn tabular_csv_line(rng: &mut Rng) -> Bytes {
-    let mut fields: Vec<String> = (0..13).map(|_| format!("{}", (rng.next() % 10_000) as f32 / 100.0)).collect();
-    fields.extend((0..26).map(|_| (rng.next() % 1_000_000).to_string()));
-    fields.push((rng.next() % 2).to_string());
+fn tabular_csv_line(rng: &mut SplitMix64) -> Bytes {
+    let mut fields: Vec<String> = (0..13).map(|_| format!("{}", (rng.next_u64() % 10_000) as f32 / 100.0)).collect();
+    fields.extend((0..26).map(|_| (rng.next_u64() % 1_000_000).to_string()));
+    fields.push((rng.next_u64() % 2).to_string());
     Bytes::from(fields.join(","))
 }
 
@@ -143,7 +131,7 @@ fn bench_csv(c: &mut Criterion, lines: &[Bytes]) {
 }
 
 fn decode_benches(c: &mut Criterion) {
-    let mut rng = Rng(20240521);
+    let mut rng = SplitMix64 { state: 20240521 };
     let tabular_records: Vec<Bytes> = (0..8 * BATCH).map(|_| tabular(&mut rng)).collect();
     bench_workload(c, "tabular", &tabular_parser(), &tabular_records);
     let image_records: Vec<Bytes> = (0..BATCH).map(|_| image(&mut rng)).collect();

@@ -13,29 +13,18 @@ use readerd_proto::tensorflow as tf;
 use readerd_proto::v1 as pb;
 use readerd_server::format::tfrecord::write_record;
 use readerd_server::pipeline::PipelineEnv;
+use readerd_server::pipeline::rng::SplitMix64;
 use readerd_server::reader::{Reader, ReaderSettings};
 use readerd_server::source::DataRoots;
 use readerd_server::spec::ReaderSpec;
 use serde_json::json;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 fn feature(kind: tf::feature::Kind) -> tf::Feature {
     tf::Feature { kind: Some(kind) }
 }
 
 fn write_workloads(dir: &std::path::Path, scale: usize) {
-    let mut rng = Rng(1);
+    let mut rng = SplitMix64 { state: 1 };
     let tabular_per_file = 25_000 * scale;
     let mut header: Vec<String> = (0..13).map(|i| format!("f{i}")).collect();
     header.extend((0..26).map(|i| format!("i{i}")));
@@ -44,8 +33,8 @@ fn write_workloads(dir: &std::path::Path, scale: usize) {
         let mut records = Vec::new();
         let mut csv = header.join(",") + "\n";
         for _ in 0..tabular_per_file {
-            let floats: Vec<f32> = (0..13).map(|_| (rng.next() % 10_000) as f32 / 100.0).collect();
-            let ints: Vec<i64> = (0..27).map(|_| (rng.next() % 1_000_000) as i64).collect();
+            let floats: Vec<f32> = (0..13).map(|_| (rng.next_u64() % 10_000) as f32 / 100.0).collect();
+            let ints: Vec<i64> = (0..27).map(|_| (rng.next_u64() % 1_000_000) as i64).collect();
             let mut features = BTreeMap::new();
             for (i, &v) in floats.iter().enumerate() {
                 features
@@ -68,7 +57,7 @@ fn write_workloads(dir: &std::path::Path, scale: usize) {
     for file in 0..4 {
         let mut records = Vec::new();
         for _ in 0..250 * scale {
-            let pixels: Vec<u8> = (0..110_000).map(|_| rng.next() as u8).collect();
+            let pixels: Vec<u8> = (0..110_000).map(|_| rng.next_u64() as u8).collect();
             let mut features = BTreeMap::new();
             features.insert(
                 "image".into(),

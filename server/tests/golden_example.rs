@@ -86,6 +86,18 @@ pub fn feature_specs(features: &Value) -> Vec<(String, FeatureSpec)> {
     features.as_object().unwrap().iter().map(|(name, spec)| (name.clone(), feature_spec(name, spec))).collect()
 }
 
+/// The serialized records of a case, and whether they are a batch (`parse_example`) or
+/// one record (`parse_single_example`).
+fn serialized(inputs: &Value) -> (Vec<Bytes>, bool) {
+    let batched = !inputs["serialized_shape"].as_array().unwrap().is_empty();
+    let mut records: Vec<Bytes> =
+        inputs["serialized"].as_array().unwrap().iter().map(|s| Bytes::from(b64(s))).collect();
+    if !batched {
+        records.truncate(1);
+    }
+    (records, batched)
+}
+
 fn check_outputs(expected: &Value, got: &[(String, Tensor)]) -> Result<(), String> {
     let expected = expected.as_object().unwrap();
     if expected.len() != got.len() {
@@ -106,12 +118,7 @@ fn check_error(expected: &Value, message: &str) -> Result<(), String> {
 
 fn run_example(case: &Value) -> Result<(), String> {
     let inputs = &case["inputs"];
-    let batched = !inputs["serialized_shape"].as_array().unwrap().is_empty();
-    let mut records: Vec<Bytes> =
-        inputs["serialized"].as_array().unwrap().iter().map(|s| Bytes::from(b64(s))).collect();
-    if !batched {
-        records.truncate(1);
-    }
+    let (records, batched) = serialized(inputs);
     let names: Option<Vec<String>> =
         inputs["example_names"].as_array().map(|n| n.iter().map(|v| v.as_str().unwrap().to_owned()).collect());
     let result = ExampleParser::new(feature_specs(&inputs["features"]))
@@ -139,12 +146,7 @@ fn golden_parse_example_cases_match_tensorflow() {
 fn run_sequence(case: &Value) -> Result<(), String> {
     use readerd_server::decode::example::sequence::SequenceExampleParser;
     let inputs = &case["inputs"];
-    let batched = !inputs["serialized_shape"].as_array().unwrap().is_empty();
-    let mut records: Vec<Bytes> =
-        inputs["serialized"].as_array().unwrap().iter().map(|s| Bytes::from(b64(s))).collect();
-    if !batched {
-        records.truncate(1);
-    }
+    let (records, batched) = serialized(inputs);
     let result = SequenceExampleParser::new(
         feature_specs(&inputs["context_features"]),
         feature_specs(&inputs["sequence_features"]),

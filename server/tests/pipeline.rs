@@ -48,15 +48,19 @@ fn source() -> Arc<SourceConfig> {
 
 /// The whole sequence, epochs as separate lists.
 fn run(files: &Arc<[DataFile]>, config: &PipelineConfig) -> Vec<Vec<String>> {
-    let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default());
+    epochs_of(RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default()))
+}
+
+/// A pipeline's steps with the epochs as separate lists.
+fn epochs_of(mut pipeline: RecordPipeline) -> Vec<Vec<String>> {
     let mut epochs = vec![Vec::new()];
-    loop {
-        match pipeline.next_step().unwrap() {
-            Next::Record(record) => epochs.last_mut().unwrap().push(String::from_utf8(record.value.to_vec()).unwrap()),
-            Next::EndOfEpoch => epochs.push(Vec::new()),
-            Next::End => return epochs,
+    for step in steps(&mut pipeline, usize::MAX) {
+        match step.as_str() {
+            "<epoch>" => epochs.push(Vec::new()),
+            _ => epochs.last_mut().unwrap().push(step),
         }
     }
+    epochs
 }
 
 fn all_records(lengths: &[usize]) -> Vec<String> {
@@ -211,17 +215,8 @@ fn global_shuffle_is_a_uniform_permutation_of_each_epoch() {
     let files = write_files_gzipping(dir.path(), &lengths, false);
     let index_dir = dir.path().join("index");
     let env = PipelineEnv { index_dir: Some(index_dir.clone()), ..PipelineEnv::default() };
-    let run_global = |config: &PipelineConfig| {
-        let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), env.clone());
-        let mut epochs = vec![Vec::new()];
-        loop {
-            match pipeline.next_step().unwrap() {
-                Next::Record(r) => epochs.last_mut().unwrap().push(String::from_utf8(r.value.to_vec()).unwrap()),
-                Next::EndOfEpoch => epochs.push(Vec::new()),
-                Next::End => return epochs,
-            }
-        }
-    };
+    let run_global =
+        |config: &PipelineConfig| epochs_of(RecordPipeline::new(files.clone(), source(), config.clone(), env.clone()));
     let epochs = run_global(&global(9, 2));
     assert_eq!(epochs.len(), 2);
     for epoch in &epochs {

@@ -77,7 +77,7 @@ impl Client {
             reader: Some(reader_ref(container, shared_name)),
             spec,
             dataset: dataset.to_owned(),
-            resume_token: String::new(),
+            ..Default::default()
         };
         self.read_with(request).await
     }

@@ -124,6 +124,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 spec,
                 dataset,
                 resume_token: resume.unwrap_or_default(),
+                ..Default::default()
             };
             read(&mut client, request, max_batches, checkpoint_every.filter(|&n| n > 0), output).await
         }
@@ -231,7 +232,8 @@ async fn read(
             Err(status) => return Ok(print_error(output, status.code(), status.message())),
         };
         match response.kind {
-            Some(pb::read_response::Kind::Started(_)) => {}
+            // Automatic checkpoints are not asked for by readerctl; nothing to print.
+            Some(pb::read_response::Kind::Started(_) | pb::read_response::Kind::Checkpoint(_)) => {}
             Some(pb::read_response::Kind::Element(element)) => {
                 match output {
                     Output::Jsonl => writeln!(stdout, "{}", json::element_json(&element)?)?,

@@ -118,6 +118,7 @@ impl pb::data_service_server::DataService for DataService {
         let request = request.into_inner();
         let (container, shared_name) = names(request.reader);
         tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
+        let (checkpoint_every, checkpoint_interval_ms) = (request.checkpoint_every, request.checkpoint_interval_ms);
         let checkpointer = self.checkpointer.clone();
         let streams = self.streams.clone();
         let (reader, record, first_seq) = self
@@ -165,9 +166,14 @@ impl pb::data_service_server::DataService for DataService {
         let (element_tx, element_rx) = mpsc::channel(buffer);
         let streams = self.streams.clone();
         let drain = self.drain.clone();
+        let auto = AutoCheckpoints {
+            checkpointer: self.checkpointer.clone(),
+            every: u64::try_from(checkpoint_every).unwrap_or(0),
+            interval: std::time::Duration::from_millis(u64::try_from(checkpoint_interval_ms).unwrap_or(0)),
+        };
         tokio::spawn(async move {
             let id = record.id.clone();
-            stream_elements(reader, record, first_seq, element_tx, drain).await;
+            stream_elements(reader, record, first_seq, auto, element_tx, drain).await;
             streams.remove(&id);
         });
         Ok(Response::new(ReceiverStream::new(element_rx)))
@@ -305,10 +311,28 @@ impl pb::data_service_server::DataService for DataService {
 /// reading, and a shared reader never hands a stream more than its buffer can hold. A
 /// stream of a shared reader first takes elements other streams left unacknowledged, and
 /// gets the end-of-sequence marker only once no other stream holds unacknowledged ones.
+/// Automatic checkpoints a stream asked for (private readers).
+struct AutoCheckpoints {
+    checkpointer: Arc<Checkpointer>,
+    /// Elements between checkpoints; 0: not by count.
+    every: u64,
+    /// Time between checkpoints; zero: not by time.
+    interval: std::time::Duration,
+}
+
+impl AutoCheckpoints {
+    fn due(&self, elements_since: u64, since: std::time::Instant) -> bool {
+        elements_since > 0
+            && ((self.every > 0 && elements_since >= self.every)
+                || (!self.interval.is_zero() && since.elapsed() >= self.interval))
+    }
+}
+
 async fn stream_elements(
     reader: Arc<Reader>,
     record: Arc<StreamRecord>,
     first_seq: i64,
+    auto: AutoCheckpoints,
     element_tx: mpsc::Sender<Result<pb::ReadResponse, Status>>,
     drain: CancellationToken,
 ) {
@@ -316,6 +340,7 @@ async fn stream_elements(
     let shared = !record.checkpointable;
     let mut seq: i64 = first_seq;
     let mut exhausted = false;
+    let (mut since_checkpoint, mut last_checkpoint) = (0u64, std::time::Instant::now());
     let started = pb::StreamStarted { stream_id: record.id.clone(), first_seq };
     if element_tx.send(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })).await.is_err() {
         return;
@@ -363,6 +388,22 @@ async fn stream_elements(
                 kind: Some(pb::read_response::Kind::Element(element_to_pb(seq, element))),
             }));
             seq += 1;
+            since_checkpoint += 1;
+        }
+        if record.checkpointable && auto.due(since_checkpoint, last_checkpoint) {
+            let (checkpointer, stream, after_seq) = (auto.checkpointer.clone(), record.clone(), seq - 1);
+            let committed = tokio::task::spawn_blocking(move || checkpointer.checkpoint(&stream, after_seq)).await;
+            let token = match committed {
+                Ok(Ok(token)) => token,
+                Ok(Err(err)) => break Err(err),
+                Err(err) => break Err(ServeError::Internal(format!("checkpoint failed: {err}"))),
+            };
+            let checkpoint = pb::CheckpointResponse { token, after_seq };
+            let message = pb::ReadResponse { kind: Some(pb::read_response::Kind::Checkpoint(checkpoint)) };
+            if element_tx.send(Ok(message)).await.is_err() {
+                return;
+            }
+            (since_checkpoint, last_checkpoint) = (0, std::time::Instant::now());
         }
         if let Some(err) = chunk.error {
             tracing::warn!(reader = reader.name(), error = %err, "stream failed");

@@ -245,7 +245,7 @@ async fn on_error_skip_drops_and_counts_corrupt_and_undecodable_records() {
         match response.kind.unwrap() {
             pb::read_response::Kind::Element(element) => keys.extend(element.keys),
             pb::read_response::Kind::EndOfSequence(_) => break,
-            pb::read_response::Kind::Started(_) => {}
+            pb::read_response::Kind::Started(_) | pb::read_response::Kind::Checkpoint(_) => {}
         }
     }
     // Two good records per file, then the corrupt one ends that file.

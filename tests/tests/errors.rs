@@ -84,7 +84,9 @@ async fn corrupt_record_is_data_loss_naming_file_and_offset_and_others_keep_stre
                 assert_eq!(end.after_seq, 6);
                 break;
             }
-            Some(pb::read_response::Kind::Started(_)) | None => panic!("unexpected response"),
+            Some(pb::read_response::Kind::Started(_) | pb::read_response::Kind::Checkpoint(_)) | None => {
+                panic!("unexpected response")
+            }
         }
     }
     assert_eq!(lines, 7);

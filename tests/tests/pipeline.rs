@@ -27,7 +27,7 @@ async fn stream(server: &ServerProcess, spec: serde_json::Value) -> Vec<(Vec<Str
                 out.push((element.keys, column.data.to_vec()));
             }
             pb::read_response::Kind::EndOfSequence(_) => return out,
-            pb::read_response::Kind::Started(_) => {}
+            pb::read_response::Kind::Started(_) | pb::read_response::Kind::Checkpoint(_) => {}
         }
     }
     panic!("no end of sequence")

@@ -81,7 +81,7 @@ async fn read_acknowledging(mut client: Client, mut stream: readerd_client::Read
                 client.acknowledge(&stream.stream_id, element.seq).await.unwrap();
             }
             pb::read_response::Kind::EndOfSequence(_) => break,
-            pb::read_response::Kind::Started(_) => {}
+            pb::read_response::Kind::Started(_) | pb::read_response::Kind::Checkpoint(_) => {}
         }
     }
     keys

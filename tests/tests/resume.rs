@@ -162,3 +162,42 @@ fn tokens_are_checked() {
     assert!(output.status.success());
     assert_eq!(lines(&output.stdout)[0]["seq"], 2);
 }
+
+#[tokio::test]
+async fn automatic_checkpoints_arrive_in_the_stream_and_resume_exactly() {
+    use readerd_client::v1 as pb;
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let server = ServerProcess::start(&[data.path()]);
+    let client = server.client().await;
+    let spec: pb::DatasetSpec = serde_json::from_value(spec()).unwrap();
+    let read = |request: pb::ReadRequest| {
+        let mut client = client.clone();
+        async move {
+            let mut stream = client.read_with(request).await.unwrap();
+            let (mut elements, mut checkpoints) = (Vec::new(), Vec::new());
+            while let Some(response) = stream.message().await.unwrap() {
+                match response.kind.unwrap() {
+                    pb::read_response::Kind::Element(element) => elements.push(element),
+                    pb::read_response::Kind::Checkpoint(checkpoint) => {
+                        assert_eq!(checkpoint.after_seq, elements.last().unwrap().seq, "covers what came before");
+                        checkpoints.push(checkpoint);
+                    }
+                    pb::read_response::Kind::EndOfSequence(_) => break,
+                    pb::read_response::Kind::Started(_) => {}
+                }
+            }
+            (elements, checkpoints)
+        }
+    };
+    let request = pb::ReadRequest { spec: Some(spec.clone()), checkpoint_every: 10, ..Default::default() };
+    let (all, checkpoints) = read(request).await;
+    assert!(checkpoints.len() >= 3, "{} checkpoints over {} elements", checkpoints.len(), all.len());
+    for window in checkpoints.windows(2) {
+        assert!(window[1].after_seq - window[0].after_seq >= 10, "at most one per 10 elements");
+    }
+    let middle = &checkpoints[checkpoints.len() / 2];
+    let resumed = pb::ReadRequest { resume_token: middle.token.clone(), ..Default::default() };
+    let (tail, _) = read(resumed).await;
+    assert_eq!(tail, all[(middle.after_seq + 1) as usize..], "resumed after element {}", middle.after_seq);
+}

@@ -103,9 +103,7 @@ impl Reader {
         name_csv_columns_from_headers(&mut spec, &files)?;
         if spec.pipeline.global_shuffle {
             for file in files.iter() {
-                if spec.source.compression.unwrap_or_else(|| Compression::from_file_name(&file.name))
-                    != Compression::None
-                {
+                if spec.source.compression_of(file) != Compression::None {
                     return Err(ServeError::InvalidSpec(format!(
                         "pipeline.shuffle.global needs random access, and {} is compressed",
                         file.name
@@ -502,7 +500,7 @@ fn name_csv_columns_from_headers(spec: &mut ReaderSpec, files: &[DataFile]) -> R
     };
     let mut header_names: Option<(Vec<String>, &str)> = None;
     for file in files {
-        let compression = spec.source.compression.unwrap_or_else(|| Compression::from_file_name(&file.name));
+        let compression = spec.source.compression_of(file);
         let mut record_file =
             RecordFile::open(file, compression, &spec.source.format, spec.source.max_record_bytes, None)?;
         record_file.next_record()?;

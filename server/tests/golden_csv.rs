@@ -1,6 +1,6 @@
 //! Every `decode_csv` and `csv_dataset` case of the TensorFlow golden vectors
 //! (../shared/golden): `decode_csv` through `decode::csv::decode_csv`, `csv_dataset`
-//! through the CSV framer (`SourceCursor`) and `CsvDialect::CsvDataset` decoding, one row
+//! through the CSV framer (read by the pipeline) and `CsvDialect::CsvDataset` decoding, one row
 //! of scalars per record. Outputs must match bit for bit; errors must have the gRPC code
 //! of TensorFlow's error class and contain its message.
 
@@ -14,7 +14,8 @@ use readerd_server::decode::csv::{CsvColumn, CsvConfig, CsvDefault, CsvDialect, 
 use readerd_server::decode::{DType, DecodeError, Dense};
 use readerd_server::error::ServeError;
 use readerd_server::format::FormatConfig;
-use readerd_server::source::{Compression, DataRoots, SourceConfig, SourceCursor};
+use readerd_server::pipeline::{Next, PipelineConfig, PipelineEnv, RecordPipeline};
+use readerd_server::source::{Compression, DataRoots, SourceConfig};
 use serde_json::Value;
 
 /// `record_defaults` → columns: `"default": null` is a required column.
@@ -120,16 +121,18 @@ fn check_csv_dataset(case: &Value, roots: &DataRoots) -> Result<(), String> {
     };
     let files: Vec<_> =
         inputs["files"].as_array().unwrap().iter().flat_map(|f| roots.resolve(f.as_str().unwrap()).unwrap()).collect();
-    let mut cursor = SourceCursor::new(files.into(), Arc::new(source));
+    // The files one after the other, in order: the pipeline with its defaults.
+    let mut cursor =
+        RecordPipeline::new(files.into(), Arc::new(source), PipelineConfig::default(), PipelineEnv::default());
     let mut rows: Vec<Vec<Dense>> = Vec::new();
     // Like iterating the dataset: rows until the end or the first error.
     let outcome = loop {
-        match cursor.next_record() {
-            Ok(Some(record)) => match decode_records(&config, CsvDialect::CsvDataset, &[record.value], &[]) {
+        match cursor.next_step() {
+            Ok(Next::Record(record)) => match decode_records(&config, CsvDialect::CsvDataset, &[record.value], &[]) {
                 Ok(row) => rows.push(row),
                 Err(err) => break Err((tonic::Code::InvalidArgument, err.message)),
             },
-            Ok(None) => break Ok(()),
+            Ok(Next::End | Next::EndOfEpoch) => break Ok(()),
             Err(err) => {
                 let err = ServeError::from(err);
                 break Err((err.code(), err.to_string()));

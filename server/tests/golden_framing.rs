@@ -10,7 +10,8 @@ use golden::{b64, golden_dir, tf_class_code};
 use readerd_server::error::ServeError;
 use readerd_server::format::FormatConfig;
 use readerd_server::format::fixed_length::FixedLengthConfig;
-use readerd_server::source::{Compression, DataRoots, Record, SourceConfig, SourceCursor};
+use readerd_server::pipeline::{Next, PipelineConfig, PipelineEnv, RecordPipeline};
+use readerd_server::source::{Compression, DataRoots, Record, SourceConfig};
 use serde_json::Value;
 
 fn int(inputs: &Value, name: &str) -> u64 {
@@ -49,12 +50,14 @@ fn check(case: &Value, roots: &DataRoots) -> Result<(), String> {
         .iter()
         .flat_map(|f| roots.resolve(f.as_str().unwrap()).unwrap())
         .collect();
-    let mut cursor = SourceCursor::new(files.into(), Arc::new(config_of(case)));
+    // The files one after the other, in order: the pipeline with its defaults.
+    let mut cursor =
+        RecordPipeline::new(files.into(), Arc::new(config_of(case)), PipelineConfig::default(), PipelineEnv::default());
     let mut records: Vec<Record> = Vec::new();
     let outcome = loop {
-        match cursor.next_record() {
-            Ok(Some(record)) => records.push(record),
-            Ok(None) => break Ok(()),
+        match cursor.next_step() {
+            Ok(Next::Record(record)) => records.push(record),
+            Ok(Next::End | Next::EndOfEpoch) => break Ok(()),
             Err(err) => break Err(ServeError::from(err)),
         }
     };

@@ -220,7 +220,7 @@ fn read_file(
     cache: Option<&RecordCache>,
     record_tx: &SyncSender<Message>,
 ) {
-    let compression = config.compression.unwrap_or_else(|| crate::source::Compression::from_file_name(&file.name));
+    let compression = config.compression_of(file);
     let mut reader = match RecordFile::open(file, compression, &config.format, config.max_record_bytes, position) {
         Ok(reader) => reader,
         Err(err) => {

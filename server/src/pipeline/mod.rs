@@ -106,7 +106,7 @@ fn read_records_at(files: &[DataFile], source: &SourceConfig, refs: &[RecordRef]
     let mut records = Vec::with_capacity(refs.len());
     for &at in refs {
         let file = &files[at.file];
-        let compression = source.compression.unwrap_or_else(|| Compression::from_file_name(&file.name));
+        let compression = source.compression_of(file);
         if compression != Compression::None {
             records.push(read_record_at(files, source, at)?);
             continue;
@@ -125,7 +125,7 @@ fn read_records_at(files: &[DataFile], source: &SourceConfig, refs: &[RecordRef]
 /// Reads the one record at `at` by reading the file up to it.
 fn read_record_at(files: &[DataFile], source: &SourceConfig, at: RecordRef) -> Result<Record, SourceError> {
     let file = &files[at.file];
-    let compression = source.compression.unwrap_or_else(|| Compression::from_file_name(&file.name));
+    let compression = source.compression_of(file);
     let mut reader = RecordFile::open(file, compression, &source.format, source.max_record_bytes, Some(at.start))?;
     reader.next_record()?.ok_or_else(|| SourceError::Format {
         file: file.name.to_string(),

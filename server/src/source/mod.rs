@@ -4,8 +4,7 @@
 //!
 //! - [`data_root`]: resolving spec file patterns inside the data roots;
 //! - [`compression`]: GZIP / ZLIB streams as TensorFlow reads them;
-//! - [`record_file`]: one file, record by record, payloads sliced out of the read buffer;
-//! - [`SourceCursor`]: the files of a source one after the other.
+//! - [`record_file`]: one file, record by record, payloads sliced out of the read buffer.
 
 pub mod compression;
 pub mod data_root;
@@ -20,7 +19,7 @@ pub use compression::Compression;
 pub use data_root::DataRoots;
 pub use record_file::RecordFile;
 
-use crate::format::{FormatConfig, FormatError, Position};
+use crate::format::{FormatConfig, FormatError};
 
 /// A file inside a data root.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,7 +56,8 @@ pub struct SourceConfig {
 }
 
 impl SourceConfig {
-    fn compression_of(&self, file: &DataFile) -> Compression {
+    /// How `file` is compressed (`AUTO` resolved from its name).
+    pub fn compression_of(&self, file: &DataFile) -> Compression {
         self.compression.unwrap_or_else(|| Compression::from_file_name(&file.name))
     }
 }
@@ -76,69 +76,4 @@ pub enum SourceError {
     NoMatch { pattern: String },
     #[error("bad file pattern {pattern}: {reason}")]
     BadPattern { pattern: String, reason: String },
-}
-
-/// Reads the files of a source one after the other, in order.
-pub struct SourceCursor {
-    files: Arc<[DataFile]>,
-    config: Arc<SourceConfig>,
-    next_file: usize,
-    current: Option<RecordFile>,
-    files_completed: u64,
-}
-
-/// Where a [`SourceCursor`] is: the file being read and the position inside it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CursorPosition {
-    pub file_index: usize,
-    pub in_file: Option<Position>,
-}
-
-impl SourceCursor {
-    pub fn new(files: Arc<[DataFile]>, config: Arc<SourceConfig>) -> Self {
-        Self { files, config, next_file: 0, current: None, files_completed: 0 }
-    }
-
-    /// The next record of the source, `None` after the last file.
-    pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
-        loop {
-            if let Some(file) = &mut self.current {
-                if let Some(record) = file.next_record()? {
-                    return Ok(Some(record));
-                }
-                self.current = None;
-                self.files_completed += 1;
-            }
-            let Some(file) = self.files.get(self.next_file) else { return Ok(None) };
-            let compression = self.config.compression_of(file);
-            self.current =
-                Some(RecordFile::open(file, compression, &self.config.format, self.config.max_record_bytes, None)?);
-            self.next_file += 1;
-        }
-    }
-
-    /// Abandons the file being read (after a corrupt record, with `onError: SKIP`); the
-    /// next record comes from the next file.
-    pub fn skip_file(&mut self) {
-        if self.current.take().is_some() {
-            self.files_completed += 1;
-        }
-    }
-
-    /// The header record (CSV with `header`) of the file the last record came from.
-    pub fn header(&self) -> Option<&[u8]> {
-        self.current.as_ref().and_then(RecordFile::header)
-    }
-
-    /// Files read to their end (TensorFlow's work units completed).
-    pub fn files_completed(&self) -> u64 {
-        self.files_completed
-    }
-
-    pub fn position(&self) -> CursorPosition {
-        match &self.current {
-            Some(file) => CursorPosition { file_index: self.next_file - 1, in_file: Some(file.position()) },
-            None => CursorPosition { file_index: self.next_file, in_file: None },
-        }
-    }
 }

@@ -625,7 +625,10 @@ fn pipeline_state_from_pb(saved: &pb::PipelineState, files: usize, config: &Pipe
         }
         _ => return Err(invalid("the shuffle buffer does not match the spec")),
     };
-    if saved.next_file as usize > files || saved.cycle_index as usize >= config.cycle_length.max(1) {
+    if saved.next_file as usize > files
+        || saved.cycle_index as usize >= config.cycle_length.max(1)
+        || saved.block_index as usize >= config.block_length.max(1)
+    {
         return Err(invalid("the interleave position is out of range"));
     }
     Ok(PipelineState {

@@ -1,4 +1,8 @@
-//! Checkpoints of private streams.
+//! Open streams and the checkpoints of private ones.
+//!
+//! [`Streams`] opens a stream (a shared reader's, or a private reader fresh or restored
+//! from a token) and keeps what each needs: its consumer (acknowledgements) and, when
+//! private, its snapshots.
 //!
 //! A stream keeps snapshots of its reader's state at chunk boundaries (positions, not
 //! records). The state after any element the trainer received is rebuilt by restoring a
@@ -20,6 +24,7 @@ use sha2::Sha256;
 use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::reader::Reader;
+use crate::registry::ReaderRegistry;
 use crate::state::{StateStore, StoredCheckpoint};
 
 /// Snapshots a stream keeps (one per chunk; older ones are dropped).
@@ -124,7 +129,19 @@ impl StreamRecord {
     }
 }
 
-/// The checkpointable streams of this server.
+/// What a trainer asks to read.
+pub struct OpenStream {
+    pub container: String,
+    /// Empty: a private reader for this stream.
+    pub shared_name: String,
+    pub spec: Option<pb::DatasetSpec>,
+    /// A dataset of the configuration, instead of `spec`.
+    pub dataset: String,
+    /// Resume a private stream after this checkpoint.
+    pub resume_token: String,
+}
+
+/// The open streams of this server.
 #[derive(Default)]
 pub struct Streams {
     records: Mutex<HashMap<String, Arc<StreamRecord>>>,
@@ -132,7 +149,7 @@ pub struct Streams {
 }
 
 impl Streams {
-    pub fn register(
+    fn register(
         &self,
         container: String,
         spec: pb::DatasetSpec,
@@ -155,6 +172,42 @@ impl Streams {
         });
         self.records.lock().unwrap_or_else(|p| p.into_inner()).insert(id, record.clone());
         record
+    }
+
+    /// Opens a stream (blocking): attaches to a shared reader, or makes a private one,
+    /// fresh or restored from a checkpoint. Returns the reader, the stream and the seq of
+    /// its first element.
+    pub fn open(
+        &self,
+        registry: &ReaderRegistry,
+        checkpointer: &Checkpointer,
+        request: OpenStream,
+    ) -> Result<(Arc<Reader>, Arc<StreamRecord>, i64)> {
+        let OpenStream { container, shared_name, spec, dataset, resume_token } = request;
+        if !shared_name.is_empty() {
+            if !resume_token.is_empty() {
+                return Err(ServeError::Unimplemented("resuming a shared reader".into()));
+            }
+            let reader = registry.lookup_or_create(&container, &shared_name, registry.resolve_spec(spec, &dataset)?)?.0;
+            let spec = reader.spec().proto.clone();
+            let record = self.register(container, spec, None, reader.clone(), false);
+            return Ok((reader, record, 0));
+        }
+        if resume_token.is_empty() {
+            let spec = registry.resolve_spec(spec, &dataset)?;
+            let reader = registry.private(spec.clone())?;
+            let record = self.register(container, spec.unwrap_or_default(), None, reader.clone(), true);
+            return Ok((reader, record, 0));
+        }
+        let checkpoint = checkpointer.load(&resume_token, &container)?;
+        let stored_spec = checkpoint.spec.clone().unwrap_or_default();
+        if spec.is_some_and(|spec| crate::spec::fingerprint(&spec) != crate::spec::fingerprint(&stored_spec)) {
+            return Err(ServeError::FailedPrecondition("the spec differs from the checkpoint's".into()));
+        }
+        let reader = registry.private(Some(stored_spec.clone()))?;
+        reader.restore_state(&checkpoint.reader_state)?;
+        let record = self.register(container, stored_spec, Some(checkpoint.lineage.clone()), reader.clone(), true);
+        Ok((reader, record, checkpoint.after_seq + 1))
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<StreamRecord>> {

@@ -9,7 +9,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use crate::checkpoint::{Checkpointer, StreamRecord, Streams};
+use crate::checkpoint::{Checkpointer, OpenStream, StreamRecord, Streams};
 use crate::element::{Element, element_to_pb};
 use crate::error::{Result, ServeError};
 use crate::reader::{Chunk, Reader, ReaderStats};
@@ -119,49 +119,16 @@ impl pb::data_service_server::DataService for DataService {
         let (container, shared_name) = names(request.reader);
         tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
         let (checkpoint_every, checkpoint_interval_ms) = (request.checkpoint_every, request.checkpoint_interval_ms);
-        let checkpointer = self.checkpointer.clone();
-        let streams = self.streams.clone();
-        let (reader, record, first_seq) = self
-            .blocking(move |registry| {
-                let resumed = if request.resume_token.is_empty() {
-                    None
-                } else {
-                    if !shared_name.is_empty() {
-                        return Err(ServeError::Unimplemented("resuming a shared reader".into()));
-                    }
-                    let checkpoint = checkpointer.load(&request.resume_token, &container)?;
-                    let stored_spec = checkpoint.spec.clone().unwrap_or_default();
-                    if request
-                        .spec
-                        .as_ref()
-                        .is_some_and(|spec| crate::spec::fingerprint(spec) != crate::spec::fingerprint(&stored_spec))
-                    {
-                        return Err(ServeError::FailedPrecondition("the spec differs from the checkpoint's".into()));
-                    }
-                    Some((checkpoint, stored_spec))
-                };
-                let spec = match &resumed {
-                    Some((_, stored_spec)) => Some(stored_spec.clone()),
-                    None => registry.resolve_spec(request.spec, &request.dataset)?,
-                };
-                if !shared_name.is_empty() {
-                    let reader = registry.lookup_or_create(&container, &shared_name, spec)?.0;
-                    let spec = reader.spec().proto.clone();
-                    let record = streams.register(container, spec, None, reader.clone(), false);
-                    return Ok((reader, record, 0));
-                }
-                let reader = registry.private(spec.clone())?;
-                let (lineage, first_seq) = match &resumed {
-                    Some((checkpoint, _)) => {
-                        reader.restore_state(&checkpoint.reader_state)?;
-                        (Some(checkpoint.lineage.clone()), checkpoint.after_seq + 1)
-                    }
-                    None => (None, 0),
-                };
-                let record = streams.register(container, spec.unwrap_or_default(), lineage, reader.clone(), true);
-                Ok((reader, record, first_seq))
-            })
-            .await?;
+        let (checkpointer, streams) = (self.checkpointer.clone(), self.streams.clone());
+        let opening = OpenStream {
+            container,
+            shared_name,
+            spec: request.spec,
+            dataset: request.dataset,
+            resume_token: request.resume_token,
+        };
+        let (reader, record, first_seq) =
+            self.blocking(move |registry| streams.open(&registry, &checkpointer, opening)).await?;
         let buffer = reader.spec().prefetch.unwrap_or(self.stream_buffer);
         let (element_tx, element_rx) = mpsc::channel(buffer);
         let streams = self.streams.clone();

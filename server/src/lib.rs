@@ -18,7 +18,8 @@
 //! - [`grpc`]: the thin `DataService` handlers and the per-stream task that hands
 //!   elements to a trainer.
 //! - [`consumer`]: who was given which element of a shared reader; redelivery.
-//! - [`checkpoint`]: checkpoints of private streams (snapshots, replay, tokens).
+//! - [`checkpoint`]: opening streams; checkpoints of private ones (snapshots, replay,
+//!   tokens).
 //! - [`state`]: the state store (SQLite by default, PostgreSQL for replicas) where
 //!   checkpoints are committed.
 //! - [`error`]: `ServeError` and its one mapping to gRPC status codes.

@@ -1,4 +1,6 @@
 # readerd: build with the same cargo command CI uses, run from a slim Debian as a non-root user.
+# tests/tests/dockerfile.rs checks the binaries, flags, variables and port named here against
+# the real binaries, so this file cannot silently fall behind them.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
@@ -12,4 +14,5 @@ USER readerd
 VOLUME ["/data", "/state"]
 EXPOSE 50051
 ENV READERD_LISTEN=0.0.0.0:50051 READERD_DATA_ROOT=/data READERD_STATE_DIR=/state
+HEALTHCHECK --interval=10s --timeout=6s --retries=3 CMD ["readerctl", "--addr", "http://127.0.0.1:50051", "health"]
 ENTRYPOINT ["readerd"]

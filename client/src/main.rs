@@ -88,6 +88,8 @@ enum Command {
     },
     /// List the datasets the server defines by name.
     Datasets,
+    /// Exit 0 when the server's readerd.v1 service is SERVING (gRPC health), 1 otherwise.
+    Health,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -109,6 +111,9 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if matches!(cli.command, Command::Health) {
+        return health(&cli.addr).await;
+    }
     let mut client = Client::connect(&cli.addr).await?;
     match cli.command {
         Command::Read { spec, dataset, container, shared_name, resume, max_batches, checkpoint_every, output } => {
@@ -188,6 +193,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             client.service().delete_reader(request).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Health => unreachable!("answered before connecting"),
         Command::Datasets => {
             let datasets = client.service().list_datasets(pb::ListDatasetsRequest {}).await?.into_inner().datasets;
             for (name, spec) in datasets {
@@ -275,6 +281,36 @@ async fn read(
                 return Ok(ExitCode::SUCCESS);
             }
             None => anyhow::bail!("empty response from the server"),
+        }
+    }
+}
+
+/// The gRPC health check of the data service (container health checks, probes).
+async fn health(addr: &str) -> anyhow::Result<ExitCode> {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let url = if addr.contains("://") { addr.to_owned() } else { format!("http://{addr}") };
+    let status = async {
+        let channel = tonic::transport::Endpoint::from_shared(url)?.connect().await?;
+        let request = HealthCheckRequest { service: "readerd.v1.DataService".into() };
+        anyhow::Ok(HealthClient::new(channel).check(request).await?.into_inner().status())
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(5), status).await {
+        Ok(Ok(ServingStatus::Serving)) => {
+            println!("SERVING");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Ok(other)) => {
+            println!("{}", other.as_str_name());
+            Ok(ExitCode::FAILURE)
+        }
+        Ok(Err(err)) => {
+            println!("UNREACHABLE: {err:#}");
+            Ok(ExitCode::FAILURE)
+        }
+        Err(_) => {
+            println!("UNREACHABLE: no answer within 5 s");
+            Ok(ExitCode::FAILURE)
         }
     }
 }

@@ -185,13 +185,30 @@ impl Streams {
     ) -> Result<(Arc<Reader>, Arc<StreamRecord>, i64)> {
         let OpenStream { container, shared_name, spec, dataset, resume_token } = request;
         if !shared_name.is_empty() {
-            if !resume_token.is_empty() {
-                return Err(ServeError::Unimplemented("resuming a shared reader".into()));
-            }
-            let reader = registry.lookup_or_create(&container, &shared_name, registry.resolve_spec(spec, &dataset)?)?.0;
-            let spec = reader.spec().proto.clone();
-            let record = self.register(container, spec, None, reader.clone(), false);
-            return Ok((reader, record, 0));
+            let (spec, checkpoint) = if resume_token.is_empty() {
+                (registry.resolve_spec(spec, &dataset)?, None)
+            } else {
+                let checkpoint = checkpointer.load(&resume_token, &container)?;
+                let shared = checkpoint.shared.clone().ok_or_else(|| {
+                    ServeError::FailedPrecondition("the token is a private stream's, not a shared reader's".into())
+                })?;
+                (checkpoint.spec.clone(), Some((checkpoint, shared)))
+            };
+            let (reader, created) = registry.lookup_or_create(&container, &shared_name, spec)?;
+            reader.set_shared();
+            let first_seq = match &checkpoint {
+                // A reader live in this server is already where its streams left it.
+                Some((checkpoint, shared)) => {
+                    if created {
+                        reader.restore_shared(shared)?;
+                    }
+                    checkpoint.after_seq + 1
+                }
+                None => 0,
+            };
+            let lineage = checkpoint.map(|(checkpoint, _)| checkpoint.lineage);
+            let record = self.register(container, reader.spec().proto.clone(), lineage, reader.clone(), false);
+            return Ok((reader, record, first_seq));
         }
         if resume_token.is_empty() {
             let spec = registry.resolve_spec(spec, &dataset)?;
@@ -243,16 +260,18 @@ impl Checkpointer {
 
     /// Commits the state after `after_seq` of a stream; returns its token (blocking).
     pub fn checkpoint(&self, stream: &StreamRecord, after_seq: i64) -> Result<String> {
-        if !stream.checkpointable {
-            return Err(ServeError::Unimplemented("checkpoints of shared readers".into()));
-        }
-        let reader_state = stream.state_after(after_seq)?;
+        let (reader_state, shared) = if stream.checkpointable {
+            (stream.state_after(after_seq)?, None)
+        } else {
+            (Vec::new(), Some(stream.reader.shared_checkpoint()?))
+        };
         let state = pb::CheckpointState {
             container: stream.container.clone(),
             spec: Some(stream.spec.clone()),
             reader_state: reader_state.into(),
             after_seq,
             lineage: stream.lineage.clone(),
+            shared,
         };
         let stored = StoredCheckpoint {
             container: stream.container.clone(),

@@ -39,6 +39,9 @@ pub struct Delivery {
     redelivery: Mutex<VecDeque<Element>>,
     /// Elements delivered and not acknowledged, over all streams.
     in_flight: AtomicU64,
+    /// Reader numbers of acknowledged elements not older than the reader's oldest
+    /// snapshot (a shared checkpoint lists them so a restore skips them).
+    acknowledged: Mutex<std::collections::BTreeSet<u64>>,
     changed: Notify,
 }
 
@@ -93,9 +96,9 @@ impl Delivery {
         let settled = {
             let mut unacked = lock(&consumer.unacked);
             let keep = unacked.split_off(&(up_to_seq.saturating_add(1)));
-            let settled = unacked.len() as u64;
-            *unacked = keep;
-            settled
+            let done = std::mem::replace(&mut *unacked, keep);
+            lock(&self.acknowledged).extend(done.values().map(|e| e.index));
+            done.len() as u64
         };
         consumer.acknowledged.fetch_add(settled, Ordering::Relaxed);
         self.in_flight.fetch_sub(settled, Ordering::Relaxed);
@@ -103,6 +106,30 @@ impl Delivery {
             self.changed.notify_waiters();
         }
         settled
+    }
+
+    /// The acknowledged elements numbered from `from` on, ascending.
+    pub fn acknowledged_since(&self, from: u64) -> Vec<u64> {
+        lock(&self.acknowledged).range(from..).copied().collect()
+    }
+
+    /// Forgets acknowledgements older than `from` (no checkpoint restores before it).
+    pub fn forget_acknowledged_before(&self, from: u64) {
+        let mut acknowledged = lock(&self.acknowledged);
+        *acknowledged = acknowledged.split_off(&from);
+    }
+
+    /// The oldest element delivered and not acknowledged, or waiting for redelivery.
+    pub fn oldest_pending(&self) -> Option<u64> {
+        let waiting = lock(&self.redelivery).iter().map(|e| e.index).min();
+        let held = lock(&self.consumers).iter().filter_map(|c| lock(&c.unacked).values().map(|e| e.index).min()).min();
+        waiting.into_iter().chain(held).min()
+    }
+
+    /// Elements to deliver again (a restored checkpoint's unacknowledged ones).
+    pub fn requeue(&self, elements: Vec<Element>) {
+        lock(&self.redelivery).extend(elements);
+        self.changed.notify_waiters();
     }
 
     /// No other stream holds unacknowledged elements and none waits for redelivery: for
@@ -136,7 +163,7 @@ mod tests {
     use super::*;
 
     fn element(key: &str) -> Element {
-        Element { keys: vec![key.to_owned()], features: Vec::new() }
+        Element { index: 0, keys: vec![key.to_owned()], features: Vec::new() }
     }
 
     #[test]

@@ -9,6 +9,8 @@ use crate::decode::{DType, Dense, Tensor, Values};
 /// One element: the keys of its records and its named tensors.
 #[derive(Clone, Debug)]
 pub struct Element {
+    /// The element's number in its reader's sequence (from 0; epochs continue it).
+    pub index: u64,
     pub keys: Vec<String>,
     pub features: Vec<(String, Tensor)>,
 }

@@ -357,6 +357,9 @@ async fn stream_elements(
             seq += 1;
             since_checkpoint += 1;
         }
+        if let Some(first) = chunk.first_index {
+            reader.chunk_delivered(first);
+        }
         if record.checkpointable && auto.due(since_checkpoint, last_checkpoint) {
             let (checkpointer, stream, after_seq) = (auto.checkpointer.clone(), record.clone(), seq - 1);
             let committed = tokio::task::spawn_blocking(move || checkpointer.checkpoint(&stream, after_seq)).await;

@@ -35,6 +35,9 @@ pub struct Chunk {
     pub error: Option<ServeError>,
     /// Set when the reader has no more elements.
     pub end_of_sequence: bool,
+    /// A shared reader's number of the chunk's first element, while it is being handed to
+    /// a stream ([`Reader::chunk_delivered`] ends that).
+    pub first_index: Option<u64>,
 }
 
 /// Counters, as TensorFlow's reader ops and readerd's stats report them.
@@ -66,7 +69,16 @@ pub struct Reader {
     settings: ReaderSettings,
     /// Which stream was given which element (shared readers).
     pub delivery: Delivery,
+    /// A shared reader (several streams): keeps snapshots for checkpoints.
+    shared: std::sync::atomic::AtomicBool,
+    /// `(number of the chunk's first element, state before it)`, oldest first.
+    snapshots: Mutex<VecDeque<(u64, Vec<u8>)>>,
+    /// First numbers of chunks taken but not yet handed out by their streams.
+    producing: Mutex<std::collections::BTreeSet<u64>>,
 }
+
+/// Snapshots a shared reader keeps.
+const SHARED_SNAPSHOTS: usize = 256;
 
 /// Server settings every reader uses.
 #[derive(Clone, Debug)]
@@ -126,6 +138,9 @@ impl Reader {
             released: CancellationToken::new(),
             settings: settings.clone(),
             delivery: Delivery::default(),
+            shared: Default::default(),
+            snapshots: Mutex::default(),
+            producing: Mutex::default(),
         })
     }
 
@@ -144,8 +159,8 @@ impl Reader {
         if self.spec.unbatch {
             return self.next_unbatched_chunk(max_elements, max_bytes);
         }
-        let (batches, error, end_of_sequence) = self.take_batches(max_elements, max_bytes);
-        let mut chunk = Chunk { error, end_of_sequence, ..Chunk::default() };
+        let (first_index, batches, error, end_of_sequence) = self.take_batches(max_elements, max_bytes);
+        let mut chunk = Chunk { error, end_of_sequence, first_index, ..Chunk::default() };
         for decoded in self.decode_all(batches) {
             match decoded {
                 Ok(Some(element)) => chunk.elements.push(element),
@@ -199,8 +214,9 @@ impl Reader {
                     Ok(element)
                 });
                 match element {
-                    Ok(element) => {
+                    Ok(mut element) => {
                         bytes += element.payload_bytes();
+                        element.index = state.elements_produced;
                         state.elements_produced += 1;
                         chunk.elements.push(element);
                     }
@@ -216,17 +232,23 @@ impl Reader {
                 break;
             }
         }
+        if self.shared.load(Ordering::Relaxed)
+            && let Some(first) = chunk.elements.first().map(|e| e.index)
+        {
+            self.producing.lock().unwrap_or_else(|p| p.into_inner()).insert(first);
+            chunk.first_index = Some(first);
+        }
         chunk
     }
 
     /// Decodes batches on up to `decode_threads` threads, results in batch order.
-    fn decode_all(&self, batches: Vec<Vec<Record>>) -> Vec<Result<Option<Element>>> {
+    fn decode_all(&self, batches: Vec<(u64, Vec<Record>)>) -> Vec<Result<Option<Element>>> {
         let threads = self.settings.decode_threads.min(batches.len()).max(1);
         if threads == 1 {
-            return batches.into_iter().map(|batch| self.decode(batch)).collect();
+            return batches.into_iter().map(|batch| self.decode_numbered(batch)).collect();
         }
         let per_thread = batches.len().div_ceil(threads);
-        let mut groups: Vec<Vec<Vec<Record>>> = Vec::with_capacity(threads);
+        let mut groups: Vec<Vec<(u64, Vec<Record>)>> = Vec::with_capacity(threads);
         let mut batches = batches.into_iter().peekable();
         while batches.peek().is_some() {
             groups.push(batches.by_ref().take(per_thread).collect());
@@ -234,7 +256,9 @@ impl Reader {
         std::thread::scope(|scope| {
             let workers: Vec<_> = groups
                 .into_iter()
-                .map(|group| scope.spawn(move || group.into_iter().map(|batch| self.decode(batch)).collect::<Vec<_>>()))
+                .map(|group| {
+                    scope.spawn(move || group.into_iter().map(|batch| self.decode_numbered(batch)).collect::<Vec<_>>())
+                })
                 .collect();
             workers
                 .into_iter()
@@ -247,9 +271,45 @@ impl Reader {
         })
     }
 
-    /// Batches of records for up to `max_elements` elements.
-    fn take_batches(&self, max_elements: usize, max_bytes: usize) -> (Vec<Vec<Record>>, Option<ServeError>, bool) {
+    /// Batches of records for up to `max_elements` elements, each with its number, and
+    /// for a shared reader the number of the first (now being handed to a stream).
+    #[allow(clippy::type_complexity)]
+    fn take_batches(
+        &self,
+        max_elements: usize,
+        max_bytes: usize,
+    ) -> (Option<u64>, Vec<(u64, Vec<Record>)>, Option<ServeError>, bool) {
         let mut state = self.lock();
+        if self.shared.load(Ordering::Relaxed) {
+            // Shared readers keep their state before each chunk: a checkpoint restores
+            // from the one before the oldest unacknowledged element.
+            if let Ok(bytes) = self.state_bytes(&state) {
+                let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+                if snapshots.len() == SHARED_SNAPSHOTS {
+                    snapshots.pop_front();
+                    if let Some((oldest, _)) = snapshots.front() {
+                        self.delivery.forget_acknowledged_before(*oldest);
+                    }
+                }
+                snapshots.push_back((state.elements_produced, bytes));
+            }
+        }
+        let first = state.elements_produced;
+        let (batches, error, end) = self.take_batches_locked(&mut state, max_elements, max_bytes);
+        let first_index = (self.shared.load(Ordering::Relaxed) && !batches.is_empty()).then(|| {
+            self.producing.lock().unwrap_or_else(|p| p.into_inner()).insert(first);
+            first
+        });
+        (first_index, batches, error, end)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn take_batches_locked(
+        &self,
+        state: &mut ReaderState,
+        max_elements: usize,
+        max_bytes: usize,
+    ) -> (Vec<(u64, Vec<Record>)>, Option<ServeError>, bool) {
         let mut batches = Vec::new();
         let mut bytes = 0;
         let batch_size = self.spec.batch_size.max(1);
@@ -286,14 +346,18 @@ impl Reader {
             bytes += batch_bytes;
             let whole = batch.len() == batch_size || !self.spec.drop_remainder;
             if !batch.is_empty() && whole {
+                batches.push((state.elements_produced, batch));
                 state.elements_produced += 1;
-                batches.push(batch);
             }
             if last_of_sequence {
                 return (batches, None, true);
             }
         }
         (batches, None, false)
+    }
+
+    fn decode_numbered(&self, (index, batch): (u64, Vec<Record>)) -> Result<Option<Element>> {
+        Ok(self.decode(batch)?.map(|element| Element { index, ..element }))
     }
 
     /// Decodes one batch. With `onError: SKIP`, records that do not decode are dropped
@@ -304,7 +368,7 @@ impl Reader {
         let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
         let decoder = &self.spec.decoder;
         let err = match decoder.decode(&values, &keys, batched) {
-            Ok(features) => return Ok(Some(Element { keys, features })),
+            Ok(features) => return Ok(Some(Element { index: 0, keys, features })),
             Err(err) => err,
         };
         if !self.spec.skip_errors {
@@ -331,7 +395,7 @@ impl Reader {
             return Ok(None);
         }
         let features = decoder.decode(&good_values, &good_keys, batched).map_err(|e| ServeError::Decode(e.message))?;
-        Ok(Some(Element { keys: good_keys, features }))
+        Ok(Some(Element { index: 0, keys: good_keys, features }))
     }
 
     /// The classic reader verb: up to `max_records` raw records, ignoring batching, and
@@ -383,13 +447,76 @@ impl Reader {
             released: CancellationToken::new(),
             settings: self.settings.clone(),
             delivery: Delivery::default(),
+            shared: Default::default(),
+            snapshots: Mutex::default(),
+            producing: Mutex::default(),
         }
+    }
+
+    /// The stream has handed every element of the chunk starting at `first` out.
+    pub fn chunk_delivered(&self, first: u64) {
+        self.producing.lock().unwrap_or_else(|p| p.into_inner()).remove(&first);
+    }
+
+    /// Marks the reader shared: it keeps snapshots for checkpoints from now on.
+    pub fn set_shared(&self) {
+        self.shared.store(true, Ordering::Relaxed);
+    }
+
+    /// A shared reader's checkpoint (blocking): the state before the oldest element not
+    /// yet acknowledged, how many elements had been produced, and which of those were
+    /// acknowledged. Restoring replays from that state and delivers the others again
+    /// (also those taken from the reader but not yet handed to a stream).
+    pub fn shared_checkpoint(&self) -> Result<pb::SharedCheckpoint> {
+        // Read `produced` first: whatever is produced after is not in the checkpoint.
+        let produced = self.lock().elements_produced;
+        let producing = self.producing.lock().unwrap_or_else(|p| p.into_inner()).first().copied();
+        let oldest =
+            self.delivery.oldest_pending().into_iter().chain(producing).min().unwrap_or(produced).min(produced);
+        let (from, state) = {
+            let snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            snapshots.iter().rev().find(|(first, _)| *first <= oldest).cloned().ok_or_else(|| {
+                ServeError::FailedPrecondition(
+                    "no state of the reader before its oldest unacknowledged element is kept".into(),
+                )
+            })?
+        };
+        let acknowledged = self.delivery.acknowledged_since(from).into_iter().filter(|&i| i < produced).collect();
+        Ok(pb::SharedCheckpoint { reader_state: state.into(), from_index: from, produced, acknowledged })
+    }
+
+    /// Continues a shared reader from its checkpoint (blocking): replays to where it was
+    /// and queues the unacknowledged elements for delivery.
+    pub fn restore_shared(&self, checkpoint: &pb::SharedCheckpoint) -> Result<()> {
+        self.restore_state(&checkpoint.reader_state)?;
+        let acknowledged: std::collections::BTreeSet<u64> = checkpoint.acknowledged.iter().copied().collect();
+        let mut requeued = Vec::new();
+        while self.lock().elements_produced < checkpoint.produced {
+            let left = (checkpoint.produced - self.lock().elements_produced) as usize;
+            let chunk = self.next_chunk(left.min(64), usize::MAX);
+            if let Some(err) = chunk.error {
+                return Err(err);
+            }
+            if let Some(first) = chunk.first_index {
+                self.chunk_delivered(first);
+            }
+            requeued.extend(chunk.elements.into_iter().filter(|e| !acknowledged.contains(&e.index)));
+            if chunk.end_of_sequence {
+                break;
+            }
+        }
+        self.delivery.requeue(requeued);
+        Ok(())
     }
 
     /// The classic `ReaderSerializeState`: positions, seeds and counters (a
     /// `pb::ReaderState`), never record bytes.
     pub fn serialize_state(&self) -> Result<Vec<u8>> {
         let state = self.lock();
+        self.state_bytes(&state)
+    }
+
+    fn state_bytes(&self, state: &ReaderState) -> Result<Vec<u8>> {
         if let Some(err) = &state.failed {
             return Err(err.clone());
         }
@@ -704,7 +831,7 @@ fn stack_examples(examples: Vec<Example>, batched: bool) -> Result<Element> {
     if !batched {
         let example = examples.into_iter().next().expect("one example");
         let features = example.features.into_iter().map(|(name, dense)| (name, Tensor::Dense(dense))).collect();
-        return Ok(Element { keys, features });
+        return Ok(Element { index: 0, keys, features });
     }
     let mut features = Vec::with_capacity(examples[0].features.len());
     for (j, (name, _)) in examples[0].features.iter().enumerate() {
@@ -714,7 +841,7 @@ fn stack_examples(examples: Vec<Example>, batched: bool) -> Result<Element> {
         })?;
         features.push((name.clone(), Tensor::Dense(stacked)));
     }
-    Ok(Element { keys, features })
+    Ok(Element { index: 0, keys, features })
 }
 
 pub struct StreamGuard(Arc<Reader>);

@@ -29,8 +29,6 @@ use crate::state::{StateStore, StoredCheckpoint};
 
 /// Snapshots a stream keeps (one per chunk; older ones are dropped).
 const SNAPSHOTS_PER_STREAM: usize = 64;
-/// Checkpoints kept per stream lineage.
-const CHECKPOINTS_KEPT: usize = 16;
 const TOKEN_PREFIX: &str = "rd1.";
 const MAC_BYTES: usize = 16;
 
@@ -249,13 +247,15 @@ impl Streams {
 pub struct Checkpointer {
     store: Arc<dyn StateStore>,
     tokens: Tokens,
+    /// Checkpoints kept per stream lineage (older ones are deleted).
+    keep: usize,
 }
 
 impl Checkpointer {
     /// Uses (or creates) the token secret kept in the store.
-    pub fn new(store: Arc<dyn StateStore>) -> Result<Self> {
+    pub fn new(store: Arc<dyn StateStore>, keep: usize) -> Result<Self> {
         let key = store.secret("checkpoint-token-key", &crate::state::random_secret)?;
-        Ok(Self { store, tokens: Tokens::new(key) })
+        Ok(Self { store, tokens: Tokens::new(key), keep: keep.max(1) })
     }
 
     /// Commits the state after `after_seq` of a stream; returns its token (blocking).
@@ -283,7 +283,7 @@ impl Checkpointer {
                 .map_or(0, |d| d.as_millis() as i64),
         };
         let id = self.store.put_checkpoint(&stored)?;
-        self.store.prune(&stream.container, &stream.lineage, CHECKPOINTS_KEPT)?;
+        self.store.prune(&stream.container, &stream.lineage, self.keep)?;
         Ok(self.tokens.issue(id))
     }
 

@@ -22,6 +22,10 @@ pub struct Config {
     /// State store: `sqlite://PATH` (default: `<state-dir>/readerd.db`) or `postgres://...`.
     #[arg(long, env = "READERD_STATE_URL")]
     pub state_url: Option<StateUrl>,
+    /// Checkpoints kept per stream lineage; older ones are deleted (their tokens then
+    /// answer NOT_FOUND).
+    #[arg(long, env = "READERD_CHECKPOINTS_KEPT", default_value_t = 16)]
+    pub checkpoints_kept: usize,
     /// Largest record (and claimed record length) accepted; larger is DATA_LOSS.
     #[arg(long, env = "READERD_MAX_RECORD_BYTES", default_value_t = 256 << 20)]
     pub max_record_bytes: u64,

@@ -278,7 +278,7 @@ impl pb::data_service_server::DataService for DataService {
 /// reading, and a shared reader never hands a stream more than its buffer can hold. A
 /// stream of a shared reader first takes elements other streams left unacknowledged, and
 /// gets the end-of-sequence marker only once no other stream holds unacknowledged ones.
-/// Automatic checkpoints a stream asked for (private readers).
+/// Automatic checkpoints a stream asked for.
 struct AutoCheckpoints {
     checkpointer: Arc<Checkpointer>,
     /// Elements between checkpoints; 0: not by count.
@@ -360,7 +360,7 @@ async fn stream_elements(
         if let Some(first) = chunk.first_index {
             reader.chunk_delivered(first);
         }
-        if record.checkpointable && auto.due(since_checkpoint, last_checkpoint) {
+        if auto.due(since_checkpoint, last_checkpoint) {
             let (checkpointer, stream, after_seq) = (auto.checkpointer.clone(), record.clone(), seq - 1);
             let committed = tokio::task::spawn_blocking(move || checkpointer.checkpoint(&stream, after_seq)).await;
             let token = match committed {

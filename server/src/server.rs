@@ -35,9 +35,10 @@ pub async fn run(
     let state_url = config.state_url();
     let store_url = state_url.clone();
     // Opened at start, so a bad URL or an unreachable database stops the server now.
+    let checkpoints_kept = config.checkpoints_kept;
     let checkpointer = tokio::task::spawn_blocking(move || -> anyhow::Result<Checkpointer> {
         let store = crate::state::open(&store_url)?;
-        Ok(Checkpointer::new(store)?)
+        Ok(Checkpointer::new(store, checkpoints_kept)?)
     })
     .await?
     .with_context(|| format!("state store {state_url:?}"))?;

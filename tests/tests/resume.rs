@@ -273,3 +273,24 @@ async fn a_shared_reader_resumes_after_sigkill_redelivering_what_was_not_acknowl
     all.sort();
     assert_eq!(acknowledged, all, "every record exactly once across the crash");
 }
+
+#[test]
+fn only_the_newest_checkpoints_are_kept() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let server = ServerProcess::start_with(&[data.path()], &["--checkpoints-kept", "2"]);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(dir.path(), "spec.json", &spec());
+    let args = ["read", "--spec", &spec_path, "--max-batches", "4", "--checkpoint-every", "1", "--output", "jsonl"];
+    let tokens: Vec<String> = lines(&readerctl(&server.addr, &args).stdout)
+        .iter()
+        .filter_map(|l| l["checkpoint"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(tokens.len(), 4);
+    let resume =
+        |token: &str| readerctl(&server.addr, &["read", "--resume", token, "--max-batches", "1", "--output", "jsonl"]);
+    let pruned = lines(&resume(&tokens[0]).stdout);
+    assert_eq!(pruned.last().unwrap()["error"]["code"], "NOT_FOUND");
+    assert!(resume(&tokens[3]).status.success());
+    assert!(resume(&tokens[2]).status.success());
+}

@@ -1,0 +1,84 @@
+//! The deployment files (deploy/docker-compose.yml, deploy/k8s/readerd.yaml) name flags,
+//! variables, ports and health checks; these must exist in the real binaries, or the files
+//! silently rot (no Docker engine or cluster runs here to try them).
+
+use std::process::Command;
+
+use readerd_tests::binary;
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn help(name: &str) -> String {
+    let output = Command::new(binary(name)).arg("--help").output().unwrap();
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn load(path: &str) -> Vec<Yaml> {
+    let text = std::fs::read_to_string(format!("{}/../deploy/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    YamlLoader::load_from_str(&text).unwrap()
+}
+
+fn strings(yaml: &Yaml) -> Vec<String> {
+    yaml.as_vec().map(|v| v.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+}
+
+/// Every `--flag` among `args` is one readerd offers.
+fn check_flags(args: &[String], readerd: &str) {
+    for flag in args.iter().filter(|a| a.starts_with("--")) {
+        assert!(readerd.contains(flag.as_str()), "readerd has no {flag}");
+    }
+}
+
+#[test]
+fn compose_file_uses_real_flags_variables_port_and_health_check() {
+    let readerd = help("readerd");
+    let compose = &load("docker-compose.yml")[0];
+    let service = &compose["services"]["readerd"];
+    check_flags(&strings(&service["command"]), &readerd);
+    let env = service["environment"].as_hash().unwrap();
+    for (name, value) in env {
+        let name = name.as_str().unwrap();
+        if name.starts_with("READERD_") {
+            assert!(readerd.contains(name), "readerd does not read {name}");
+        }
+        if name == "READERD_LISTEN" {
+            assert!(value.as_str().unwrap().ends_with(":50051"));
+        }
+    }
+    assert!(strings(&service["ports"]).contains(&"50051:50051".to_owned()));
+    let health = strings(&service["healthcheck"]["test"]);
+    assert_eq!(health[1..], ["readerctl", "--addr", "http://127.0.0.1:50051", "health"]);
+    assert!(help("readerctl").contains("health"));
+    // The named datasets file it mounts is valid JSON of specs.
+    let datasets = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/datasets.json")).unwrap();
+    let datasets: std::collections::BTreeMap<String, readerd_client::v1::DatasetSpec> =
+        serde_json::from_str(&datasets).unwrap();
+    assert!(!datasets.is_empty());
+}
+
+#[test]
+fn kubernetes_manifests_use_real_flags_variables_port_and_probes() {
+    let readerd = help("readerd");
+    let docs = load("k8s/readerd.yaml");
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    for kind in ["ConfigMap", "Secret", "Deployment", "Service", "PodDisruptionBudget"] {
+        assert!(kinds.contains(&kind), "no {kind}");
+    }
+    let deployment = docs.iter().find(|d| d["kind"].as_str() == Some("Deployment")).unwrap();
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    check_flags(&strings(&container["args"]), &readerd);
+    for variable in container["env"].as_vec().unwrap() {
+        let name = variable["name"].as_str().unwrap();
+        assert!(readerd.contains(name), "readerd does not read {name}");
+    }
+    let port = container["ports"][0]["containerPort"].as_i64().unwrap();
+    assert_eq!(port, 50051);
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(container[probe]["grpc"]["port"].as_i64(), Some(port));
+        assert_eq!(container[probe]["grpc"]["service"].as_str(), Some("readerd.v1.DataService"));
+    }
+    let grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_i64().unwrap();
+    assert!(grace > 30, "the pod waits longer than readerd's --shutdown-grace");
+    assert!(container["resources"]["requests"]["memory"].as_str().is_some());
+    let service = docs.iter().find(|d| d["kind"].as_str() == Some("Service")).unwrap();
+    assert_eq!(service["spec"]["ports"][0]["port"].as_i64(), Some(port));
+}

@@ -47,8 +47,24 @@ pub fn float_value(value: f64) -> Value {
     }
 }
 
+/// A float written as [`float_value`] writes it (a number, `"nan"`, `"inf"`, `"-inf"` or
+/// `"-0.0"`) read back; `None` for anything else.
+pub fn parse_float(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => match s.as_str() {
+            "nan" => Some(f64::NAN),
+            "inf" => Some(f64::INFINITY),
+            "-inf" => Some(f64::NEG_INFINITY),
+            "-0.0" => Some(-0.0),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// IEEE 754 half precision to f32 (exact).
-fn f16_to_f32(bits: u16) -> f32 {
+pub fn f16_to_f32(bits: u16) -> f32 {
     let sign = if bits & 0x8000 != 0 { -1.0f32 } else { 1.0 };
     let exponent = i32::from((bits >> 10) & 0x1f);
     let fraction = f32::from(bits & 0x3ff);
@@ -177,6 +193,11 @@ mod tests {
         assert_eq!(dense_json(&half).unwrap()["values"], json!([1.0, -2.0, 5.960464477539063e-8]));
         let bf = dense(pb::DataType::Bfloat16, vec![], vec![0xc0, 0x3f]);
         assert_eq!(dense_json(&bf).unwrap()["values"], json!([1.5]));
+        for value in [1.5, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.1] {
+            assert_eq!(parse_float(&float_value(value)).map(f64::to_bits), Some(value.to_bits()));
+        }
+        assert!(parse_float(&float_value(f64::NAN)).unwrap().is_nan());
+        assert_eq!(parse_float(&json!("one")), None);
     }
 
     #[test]

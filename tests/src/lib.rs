@@ -223,17 +223,7 @@ fn crc32c(data: &[u8]) -> u32 {
 
 /// A golden float as f64 (`"nan"`, `"inf"`, `"-inf"`, `"-0.0"` or a number).
 pub fn golden_float(value: &Value) -> f64 {
-    match value {
-        Value::Number(n) => n.as_f64().unwrap(),
-        Value::String(s) => match s.as_str() {
-            "nan" => f64::NAN,
-            "inf" => f64::INFINITY,
-            "-inf" => f64::NEG_INFINITY,
-            "-0.0" => -0.0,
-            other => panic!("bad float {other}"),
-        },
-        other => panic!("bad float {other}"),
-    }
+    readerd_client::json::parse_float(value).unwrap_or_else(|| panic!("bad float {value}"))
 }
 
 /// Compares a tensor printed by `readerctl --output jsonl` with its golden JSON form:

@@ -61,14 +61,6 @@ impl<T> ShuffleBuffer<T> {
         self.items.clear();
     }
 
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     /// Starts a new epoch with a new generator (the buffer is empty at epoch boundaries).
     pub fn reseed(&mut self, rng: SplitMix64) {
         debug_assert!(self.items.is_empty());

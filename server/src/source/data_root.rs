@@ -19,10 +19,6 @@ impl DataRoots {
         Ok(Self { roots: roots.into() })
     }
 
-    pub fn roots(&self) -> &[PathBuf] {
-        &self.roots
-    }
-
     /// The files `pattern` names, from the first root where it matches anything; glob
     /// matches sorted by name.
     pub fn resolve(&self, pattern: &str) -> Result<Vec<DataFile>, SourceError> {

@@ -78,29 +78,11 @@ pub fn dtype_of(name: &str) -> DType {
 
 /// A golden float (`1.5`, `"nan"`, `"inf"`, `"-inf"`, `"-0.0"`) as f64.
 pub fn golden_float(value: &Value) -> f64 {
-    match value {
-        Value::Number(n) => n.as_f64().unwrap(),
-        Value::String(s) => match s.as_str() {
-            "nan" => f64::NAN,
-            "inf" => f64::INFINITY,
-            "-inf" => f64::NEG_INFINITY,
-            "-0.0" => -0.0,
-            other => panic!("bad float {other}"),
-        },
-        other => panic!("bad float {other}"),
-    }
+    readerd_client::json::parse_float(value).unwrap_or_else(|| panic!("bad float {value}"))
 }
 
 fn f16_to_f64(bits: u16) -> f64 {
-    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exponent = i32::from((bits >> 10) & 0x1f);
-    let fraction = f64::from(bits & 0x3ff);
-    match exponent {
-        0 => sign * fraction * 2f64.powi(-24),
-        0x1f if fraction == 0.0 => sign * f64::INFINITY,
-        0x1f => f64::NAN,
-        _ => sign * (1.0 + fraction / 1024.0) * 2f64.powi(exponent - 15),
-    }
+    f64::from(readerd_client::json::f16_to_f32(bits))
 }
 
 fn same_float(expected: &Value, actual: f64) -> bool {

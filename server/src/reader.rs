@@ -59,6 +59,8 @@ pub struct Reader {
     name: String,
     spec: ReaderSpec,
     files: Arc<[DataFile]>,
+    /// SHA-256 of the file names, computed once: states carry it, not the names.
+    files_digest: String,
     source: Arc<SourceConfig>,
     state: Mutex<ReaderState>,
     active_streams: AtomicI64,
@@ -127,10 +129,20 @@ impl Reader {
         let pipeline =
             RecordPipeline::new(files.clone(), source.clone(), spec.pipeline.clone(), settings.pipeline.clone());
         let state = ReaderState::new(pipeline);
+        let files_digest = {
+            use sha2::{Digest, Sha256};
+            let mut hasher = Sha256::new();
+            for file in files.iter() {
+                hasher.update(file.name.as_bytes());
+                hasher.update(b"\n");
+            }
+            hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+        };
         Ok(Self {
             name,
             spec,
             files,
+            files_digest,
             source,
             state: Mutex::new(state),
             active_streams: AtomicI64::new(0),
@@ -440,6 +452,7 @@ impl Reader {
             name: self.name.clone(),
             spec: self.spec.clone(),
             files: self.files.clone(),
+            files_digest: self.files_digest.clone(),
             source: self.source.clone(),
             state: Mutex::new(ReaderState::new(pipeline)),
             active_streams: AtomicI64::new(0),
@@ -527,7 +540,7 @@ impl Reader {
         }
         let saved = pb::ReaderState {
             fingerprint: self.spec.fingerprint.clone(),
-            files: self.files.iter().map(|f| f.name.to_string()).collect(),
+            files_digest: self.files_digest.clone(),
             pipeline: Some(pipeline_state_to_pb(&state.pipeline.state())),
             selected_in_epoch: state.selected_in_epoch,
             records_produced: state.records_produced,
@@ -548,8 +561,7 @@ impl Reader {
                 saved.fingerprint, self.spec.fingerprint
             )));
         }
-        let files: Vec<&str> = self.files.iter().map(|f| &*f.name).collect();
-        if saved.files != files {
+        if saved.files_digest != self.files_digest {
             return Err(ServeError::FailedPrecondition("the state was taken over other files".into()));
         }
         let pipeline_state = pipeline_state_from_pb(

@@ -52,6 +52,41 @@ impl DataService {
             .map_err(|err| ServeError::Internal(format!("blocking task failed: {err}")))?;
         Ok(result?)
     }
+
+    /// Opens a stream as `Read` does (a new reader, an attached one, or a resumed
+    /// checkpoint) and starts the task that feeds it. The Arrow Flight plane streams the
+    /// same messages. Returns the reader with the stream.
+    pub async fn open_stream(&self, request: pb::ReadRequest) -> Result<(Arc<Reader>, ReadStream), Status> {
+        let (container, shared_name) = names(request.reader);
+        tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
+        let (checkpoint_every, checkpoint_interval_ms) = (request.checkpoint_every, request.checkpoint_interval_ms);
+        let (checkpointer, streams) = (self.checkpointer.clone(), self.streams.clone());
+        let opening = OpenStream {
+            container,
+            shared_name,
+            spec: request.spec,
+            dataset: request.dataset,
+            resume_token: request.resume_token,
+        };
+        let (reader, record, first_seq) =
+            self.blocking(move |registry| streams.open(&registry, &checkpointer, opening)).await?;
+        let buffer = reader.spec().prefetch.unwrap_or(self.stream_buffer);
+        let (element_tx, element_rx) = mpsc::channel(buffer);
+        let streams = self.streams.clone();
+        let drain = self.drain.clone();
+        let auto = AutoCheckpoints {
+            checkpointer: self.checkpointer.clone(),
+            every: u64::try_from(checkpoint_every).unwrap_or(0),
+            interval: std::time::Duration::from_millis(u64::try_from(checkpoint_interval_ms).unwrap_or(0)),
+        };
+        let streamed = reader.clone();
+        tokio::spawn(async move {
+            let id = record.id.clone();
+            stream_elements(streamed, record, first_seq, auto, element_tx, drain).await;
+            streams.remove(&id);
+        });
+        Ok((reader, ReceiverStream::new(element_rx)))
+    }
 }
 
 fn names(reader: Option<pb::ReaderRef>) -> (String, String) {
@@ -91,7 +126,7 @@ fn info_to_pb(container: String, shared_name: String, reader: &Reader, created: 
     }
 }
 
-type ReadStream = ReceiverStream<Result<pb::ReadResponse, Status>>;
+pub type ReadStream = ReceiverStream<Result<pb::ReadResponse, Status>>;
 
 #[tonic::async_trait]
 impl pb::data_service_server::DataService for DataService {
@@ -115,35 +150,8 @@ impl pb::data_service_server::DataService for DataService {
 
     #[tracing::instrument(skip_all, fields(container, shared_name))]
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<ReadStream>, Status> {
-        let request = request.into_inner();
-        let (container, shared_name) = names(request.reader);
-        tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
-        let (checkpoint_every, checkpoint_interval_ms) = (request.checkpoint_every, request.checkpoint_interval_ms);
-        let (checkpointer, streams) = (self.checkpointer.clone(), self.streams.clone());
-        let opening = OpenStream {
-            container,
-            shared_name,
-            spec: request.spec,
-            dataset: request.dataset,
-            resume_token: request.resume_token,
-        };
-        let (reader, record, first_seq) =
-            self.blocking(move |registry| streams.open(&registry, &checkpointer, opening)).await?;
-        let buffer = reader.spec().prefetch.unwrap_or(self.stream_buffer);
-        let (element_tx, element_rx) = mpsc::channel(buffer);
-        let streams = self.streams.clone();
-        let drain = self.drain.clone();
-        let auto = AutoCheckpoints {
-            checkpointer: self.checkpointer.clone(),
-            every: u64::try_from(checkpoint_every).unwrap_or(0),
-            interval: std::time::Duration::from_millis(u64::try_from(checkpoint_interval_ms).unwrap_or(0)),
-        };
-        tokio::spawn(async move {
-            let id = record.id.clone();
-            stream_elements(reader, record, first_seq, auto, element_tx, drain).await;
-            streams.remove(&id);
-        });
-        Ok(Response::new(ReceiverStream::new(element_rx)))
+        let (_, stream) = self.open_stream(request.into_inner()).await?;
+        Ok(Response::new(stream))
     }
 
     async fn acknowledge(

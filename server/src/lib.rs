@@ -17,6 +17,9 @@
 //! - [`element`]: records → `pb::Element` for the wire.
 //! - [`grpc`]: the thin `DataService` handlers and the per-stream task that hands
 //!   elements to a trainer.
+//! - [`flight`]: the Arrow Flight plane on the same port (`DoGet` streams a reader's
+//!   batches, `DoAction` checkpoints and acknowledges); [`columns`] lays elements out as
+//!   Arrow record batches.
 //! - [`consumer`]: who was given which element of a shared reader; redelivery.
 //! - [`checkpoint`]: opening streams; checkpoints of private ones (snapshots, replay,
 //!   tokens).
@@ -26,11 +29,13 @@
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
 pub mod checkpoint;
+pub mod columns;
 pub mod config;
 pub mod consumer;
 pub mod decode;
 pub mod element;
 pub mod error;
+pub mod flight;
 pub mod format;
 pub mod grpc;
 pub mod pipeline;

@@ -1,4 +1,4 @@
-//! `run`: builds the services (readerd.v1, health, reflection) and serves them on a bound
+//! `run`: builds the services (readerd.v1, Arrow Flight, health, reflection) and serves them on a bound
 //! listener until `shutdown` resolves; then the health service turns NOT_SERVING and open
 //! streams end with UNAVAILABLE before the server returns.
 
@@ -7,6 +7,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::Context;
+use arrow_flight::flight_service_server::FlightServiceServer;
 use readerd_proto::v1 as pb;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -15,6 +16,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::checkpoint::Checkpointer;
 use crate::config::{Config, StateUrl};
+use crate::flight::FlightPlane;
 use crate::grpc::DataService;
 use crate::pipeline::PipelineEnv;
 use crate::pipeline::cache::RecordCache;
@@ -60,20 +62,24 @@ pub async fn run(
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<DataServiceServer>().await;
+    health.set_serving::<FlightServiceServer<FlightPlane>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     // A message holds at least one record, which may be as large as the record limit.
     let max_message = usize::try_from(config.max_record_bytes).unwrap_or(usize::MAX).saturating_add(1 << 20);
-    let data_service = DataServiceServer::new(DataService::new(
+    let data = std::sync::Arc::new(DataService::new(
         registry.clone(),
         std::sync::Arc::new(checkpointer),
         drain.clone(),
         config.stream_buffer,
-    ))
-    .max_decoding_message_size(max_message)
-    .max_encoding_message_size(max_message);
+    ));
+    let flight_service = FlightServiceServer::new(FlightPlane::new(data.clone()))
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message);
+    let data_service =
+        DataServiceServer::from_arc(data).max_decoding_message_size(max_message).max_encoding_message_size(max_message);
 
     if !config.idle_reader_timeout.is_zero() {
         let (registry, timeout, drained) = (registry.clone(), config.idle_reader_timeout, drain.clone());
@@ -93,6 +99,7 @@ pub async fn run(
         shutdown.await;
         tracing::info!("shutting down: draining streams");
         health.set_not_serving::<DataServiceServer>().await;
+        health.set_not_serving::<FlightServiceServer<FlightPlane>>().await;
         stop.cancel();
     };
     tracing::info!(addr = %listener.local_addr()?, roots = ?config.data_roots, "serving");
@@ -102,6 +109,7 @@ pub async fn run(
         .add_service(health_service)
         .add_service(reflection)
         .add_service(data_service)
+        .add_service(flight_service)
         .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), on_shutdown)
         .await?;
     tracing::info!("stopped");

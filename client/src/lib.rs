@@ -4,9 +4,14 @@
 //!   the generated `DataService` client;
 //! - [`json`]: tensors and elements in the JSON form of the golden vectors, as
 //!   `readerctl read --output jsonl` prints them;
+//! - [`resume`]: [`ResumingStream`], a stream that reconnects (backoff, several addresses)
+//!   and resumes from its newest checkpoint, and [`merge`] of streams from several servers;
 //! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`).
 
 pub mod json;
+pub mod resume;
+
+pub use resume::{Event, Reconnect, ResumingStream, StreamError, merge};
 
 use readerd_proto::v1 as pb;
 use tonic::transport::{Channel, Endpoint};

@@ -7,7 +7,8 @@
 //!   `readerd.batched`), then one record batch per element, laid out by [`crate::columns`],
 //!   with `{"seq", "keys", "shapes"}` as its `app_metadata`. Automatic checkpoints arrive
 //!   as metadata-only messages `{"checkpoint": TOKEN, "after_seq": n}` and the end of the
-//!   data as `{"end_of_sequence": true, "after_seq": n}`.
+//!   data as `{"end_of_sequence": true, "after_seq": n}`, after which the stream ends (so
+//!   `read_all` of any Arrow client returns; checkpoint before the end if needed).
 //! - `DoAction(type, body)`: the type names a `readerd.v1.DataService` call (`Checkpoint`,
 //!   `Acknowledge`, `GetReaderStats`, `ListReaders`, `ListDatasets`, `ResetReader`,
 //!   `DeleteReader`, `LookupOrCreateReader`); body and result are the proto3 JSON of its
@@ -149,14 +150,18 @@ impl FlightService for FlightPlane {
         let (flight_tx, flight_rx) = mpsc::channel(2);
         tokio::spawn(async move {
             while let Some(response) = responses.next().await {
+                // Unlike `Read`, the Flight stream ends after the end-of-sequence marker, so
+                // that any Arrow client's `read_all` returns.
+                let last =
+                    matches!(&response, Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(_)) }));
                 let messages = response.and_then(|response| encoder.messages(response));
-                let failed = messages.is_err();
+                let done = messages.is_err() || last;
                 for message in messages.map_or_else(|status| vec![Err(status)], |m| m.into_iter().map(Ok).collect()) {
                     if flight_tx.send(message).await.is_err() {
                         return;
                     }
                 }
-                if failed {
+                if done {
                     return;
                 }
             }

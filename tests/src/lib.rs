@@ -51,8 +51,14 @@ impl ServerProcess {
 
     /// A server on a given state directory (to restart on the same state).
     pub fn start_in(state_dir: &Path, data_roots: &[&Path], extra_args: &[&str]) -> Self {
+        Self::start_at("127.0.0.1:0", state_dir, data_roots, extra_args)
+    }
+
+    /// A server on a given address and state directory (to restart it where clients
+    /// look for it).
+    pub fn start_at(listen: &str, state_dir: &Path, data_roots: &[&Path], extra_args: &[&str]) -> Self {
         let mut command = Command::new(binary("readerd"));
-        command.args(["--listen", "127.0.0.1:0", "--state-dir"]).arg(state_dir);
+        command.args(["--listen", listen, "--state-dir"]).arg(state_dir);
         for root in data_roots {
             command.arg("--data-root").arg(root);
         }

@@ -1,0 +1,265 @@
+//! [`ResumingStream`]: a stream of a reader that outlives its connection. When the server
+//! becomes unavailable or the connection drops, it reconnects (to the next of its
+//! addresses, with bounded, jittered exponential backoff), reopens the stream from the
+//! newest checkpoint it holds, and skips the elements the trainer already has, so the
+//! trainer sees every element once.
+//!
+//! For a private reader this is exact: the stream resumes from a checkpoint (or, without
+//! one, from the start, which is the same deterministic sequence) and elements are matched
+//! by `seq`. A shared reader's stream reattaches to the reader by name; the server
+//! redelivers what the lost stream held unacknowledged, and a server that lost the reader
+//! altogether restores it from the checkpoint token.
+//!
+//! [`merge`] reads one stream from each of several servers (replicas) as one.
+
+use std::time::Duration;
+
+use futures::Stream;
+use readerd_proto::v1 as pb;
+
+use crate::{Client, ReadStream};
+
+/// How reconnection is tried.
+#[derive(Clone, Debug)]
+pub struct Reconnect {
+    /// Attempts after a failure before giving up (0: never reconnect).
+    pub attempts: u32,
+    /// The first wait; each later one doubles, up to `max_delay`, each with jitter.
+    pub initial_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Self { attempts: 10, initial_delay: Duration::from_millis(100), max_delay: Duration::from_secs(5) }
+    }
+}
+
+impl Reconnect {
+    /// The wait before attempt `attempt` (from 0): exponential, capped, with "equal
+    /// jitter" (half fixed, half random) so clients of one failed server spread out.
+    pub fn delay(&self, attempt: u32, random: u64) -> Duration {
+        let exponential = self.initial_delay.saturating_mul(1u32 << attempt.min(20)).min(self.max_delay);
+        let half = exponential / 2;
+        let jitter_nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
+        half + Duration::from_nanos(random % jitter_nanos)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// The server answered with an error that retrying cannot fix.
+    #[error("{}: {}", crate::code_name(.0.code()), .0.message())]
+    Status(tonic::Status),
+    #[error("gave up after {attempts} reconnection attempts; last error: {last}")]
+    GaveUp { attempts: u32, last: String },
+}
+
+impl StreamError {
+    /// The gRPC code of the failure (`UNAVAILABLE` once reconnection gave up).
+    pub fn code(&self) -> tonic::Code {
+        match self {
+            StreamError::Status(status) => status.code(),
+            StreamError::GaveUp { .. } => tonic::Code::Unavailable,
+        }
+    }
+}
+
+/// What a stream yields.
+#[derive(Debug)]
+pub enum Event {
+    Element(pb::Element),
+    /// After the last element of the last epoch; `after_seq` is -1 for an empty stream.
+    EndOfSequence {
+        after_seq: i64,
+    },
+}
+
+/// Failures that a new connection may cure: the server went away or restarted.
+fn retryable(status: &tonic::Status) -> bool {
+    matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
+}
+
+/// A reader's stream that reconnects and resumes; see the module documentation.
+#[derive(Debug)]
+pub struct ResumingStream {
+    addrs: Vec<String>,
+    /// The request that opened the stream; its resume token moves with each checkpoint.
+    request: pb::ReadRequest,
+    reconnect: Reconnect,
+    /// Index into `addrs` of the server in use.
+    current: usize,
+    connection: Option<(Client, ReadStream)>,
+    /// The `seq` of the last element handed to the trainer (-1: none yet).
+    last_seq: i64,
+    /// The newest checkpoint: token and the last element it covers.
+    checkpoint: Option<(String, i64)>,
+    finished: bool,
+    random: u64,
+}
+
+impl ResumingStream {
+    /// Opens `request` on the first reachable of `addrs`. Automatic checkpoints
+    /// (`checkpoint_every`, `checkpoint_interval_ms` of the request) are kept as they
+    /// arrive; a `resume_token` in the request is the first checkpoint.
+    pub async fn open(addrs: &[&str], request: pb::ReadRequest, reconnect: Reconnect) -> Result<Self, StreamError> {
+        assert!(!addrs.is_empty(), "ResumingStream::open needs at least one address");
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let mut stream = Self {
+            addrs: addrs.iter().map(|addr| (*addr).to_owned()).collect(),
+            checkpoint: None,
+            request,
+            reconnect,
+            current: 0,
+            connection: None,
+            last_seq: -1,
+            finished: false,
+            random: seed as u64 | 1,
+        };
+        stream.reopen(None).await?;
+        if let Some((_, read)) = &stream.connection {
+            stream.last_seq = read.first_seq - 1;
+        }
+        if !stream.request.resume_token.is_empty() {
+            stream.checkpoint = Some((stream.request.resume_token.clone(), stream.last_seq));
+        }
+        Ok(stream)
+    }
+
+    /// The `seq` of the last element returned (-1 before the first).
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq
+    }
+
+    /// The newest checkpoint token and the last element it covers.
+    pub fn last_checkpoint(&self) -> Option<(&str, i64)> {
+        self.checkpoint.as_ref().map(|(token, after)| (token.as_str(), *after))
+    }
+
+    /// The next element, or the end of the data; `None` after the end was returned.
+    pub async fn next(&mut self) -> Result<Option<Event>, StreamError> {
+        if self.finished {
+            return Ok(None);
+        }
+        loop {
+            let failure = match self.connection.as_mut() {
+                None => tonic::Status::unavailable("not connected"),
+                Some((_, read)) => match read.message().await {
+                    Ok(Some(response)) => match response.kind {
+                        Some(pb::read_response::Kind::Element(element)) => {
+                            if element.seq <= self.last_seq {
+                                continue; // replayed after a resume: the trainer has it
+                            }
+                            self.last_seq = element.seq;
+                            return Ok(Some(Event::Element(element)));
+                        }
+                        Some(pb::read_response::Kind::Checkpoint(checkpoint)) => {
+                            self.keep_checkpoint(checkpoint.token, checkpoint.after_seq);
+                            continue;
+                        }
+                        Some(pb::read_response::Kind::EndOfSequence(end)) => {
+                            self.finished = true;
+                            return Ok(Some(Event::EndOfSequence { after_seq: end.after_seq }));
+                        }
+                        Some(pb::read_response::Kind::Started(_)) | None => continue,
+                    },
+                    Ok(None) => tonic::Status::unavailable("the stream closed without an end-of-sequence marker"),
+                    Err(status) if retryable(&status) => status,
+                    Err(status) => return Err(StreamError::Status(status)),
+                },
+            };
+            self.reopen(Some(failure)).await?;
+        }
+    }
+
+    /// Commits a checkpoint after the last element returned and returns its token.
+    pub async fn checkpoint(&mut self) -> Result<String, StreamError> {
+        let after_seq = self.last_seq;
+        let Some((client, read)) = self.connection.as_mut() else {
+            return Err(StreamError::Status(tonic::Status::unavailable("not connected")));
+        };
+        let token = client.checkpoint(&read.stream_id, after_seq).await.map_err(StreamError::Status)?;
+        self.keep_checkpoint(token.clone(), after_seq);
+        Ok(token)
+    }
+
+    /// Tells the server the trainer holds every element up to the last one returned
+    /// (shared readers redeliver unacknowledged elements of a lost stream).
+    pub async fn acknowledge(&mut self) -> Result<(), StreamError> {
+        let up_to = self.last_seq;
+        match self.connection.as_mut() {
+            Some((client, read)) if up_to >= read.first_seq => {
+                client.acknowledge(&read.stream_id, up_to).await.map_err(StreamError::Status)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn keep_checkpoint(&mut self, token: String, after_seq: i64) {
+        if self.checkpoint.as_ref().is_none_or(|(_, newest)| after_seq >= *newest) {
+            self.request.resume_token = token.clone();
+            self.checkpoint = Some((token, after_seq));
+        }
+    }
+
+    /// Connects again and reopens the stream from the newest checkpoint. With no
+    /// `failure` (the first open), a failure that retrying cannot fix is returned at once.
+    async fn reopen(&mut self, failure: Option<tonic::Status>) -> Result<(), StreamError> {
+        self.connection = None;
+        let first_open = failure.is_none();
+        let mut last = failure.map(|status| status.to_string());
+        let attempts = if first_open { self.reconnect.attempts + 1 } else { self.reconnect.attempts };
+        for attempt in 0..attempts {
+            if !(first_open && attempt == 0) {
+                self.current = (self.current + 1) % self.addrs.len();
+                let random = self.next_random();
+                let wait = self.reconnect.delay(attempt, random);
+                tracing::debug!(?wait, addr = %self.addrs[self.current], "reconnecting");
+                tokio::time::sleep(wait).await;
+            }
+            let addr = &self.addrs[self.current];
+            let mut client = match Client::connect(addr).await {
+                Ok(client) => client,
+                Err(err) => {
+                    last = Some(err.to_string());
+                    continue;
+                }
+            };
+            match client.read_with(self.request.clone()).await {
+                Ok(read) => {
+                    self.connection = Some((client, read));
+                    return Ok(());
+                }
+                Err(status) if retryable(&status) => last = Some(status.to_string()),
+                Err(status) => return Err(StreamError::Status(status)),
+            }
+        }
+        Err(StreamError::GaveUp { attempts, last: last.unwrap_or_default() })
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // SplitMix64: jitter needs spread, not strength.
+        self.random = self.random.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.random;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// One stream per server, read as one: yields `(index of the stream, event)` in the order
+/// events arrive, until every stream has ended or one fails.
+pub fn merge(streams: Vec<ResumingStream>) -> impl Stream<Item = Result<(usize, Event), StreamError>> {
+    let each = streams.into_iter().enumerate().map(|(index, stream)| {
+        // `None` once the stream failed: its error is its last item.
+        Box::pin(futures::stream::unfold(Some(stream), move |stream| async move {
+            let mut stream = stream?;
+            match stream.next().await {
+                Ok(Some(event)) => Some((Ok((index, event)), Some(stream))),
+                Ok(None) => None,
+                Err(err) => Some((Err(err), None)),
+            }
+        }))
+    });
+    futures::stream::select_all(each)
+}

@@ -1,0 +1,160 @@
+//! The Rust client's `ResumingStream`: a server killed mid-stream and restarted on the
+//! same address and state is reconnected to, and the stream finishes with every element
+//! exactly once; with the server gone for good it gives up with a clear error.
+
+use std::path::Path;
+use std::time::Duration;
+
+use readerd_client::{Event, Reconnect, ResumingStream, StreamError, v1 as pb};
+use readerd_tests::{ServerProcess, write_file};
+use serde_json::json;
+
+fn write_data(root: &Path) {
+    for f in 0..3 {
+        let text: String = (0..50).map(|l| format!("{f},{l}\n")).collect();
+        write_file(root, &format!("part-{f}.csv"), text.as_bytes());
+    }
+}
+
+fn request(checkpoint_every: i64) -> pb::ReadRequest {
+    let spec = json!({
+        "source": {"files": ["part-*.csv"], "format": "TEXT_LINE"},
+        "decoder": {"csv": {"columns": [{"name": "file", "dtype": "INT32"}, {"name": "line", "dtype": "INT64"}]}},
+        "pipeline": {"seed": 5, "shuffleFiles": true, "cycleLength": 2, "numEpochs": 2,
+                     "shuffle": {"bufferSize": 20}, "batchSize": 3}
+    });
+    pb::ReadRequest { spec: Some(serde_json::from_value(spec).unwrap()), checkpoint_every, ..Default::default() }
+}
+
+fn quick() -> Reconnect {
+    Reconnect { attempts: 40, initial_delay: Duration::from_millis(20), max_delay: Duration::from_millis(250) }
+}
+
+/// Reads to the end: the keys of each element, in order.
+async fn read_rest(stream: &mut ResumingStream, keys: &mut Vec<Vec<String>>) {
+    loop {
+        match stream.next().await.unwrap() {
+            Some(Event::Element(element)) => {
+                assert_eq!(element.seq, keys.len() as i64, "elements arrive in order, none twice");
+                keys.push(element.keys);
+            }
+            Some(Event::EndOfSequence { after_seq }) => {
+                assert_eq!(after_seq, keys.len() as i64 - 1);
+                return;
+            }
+            None => panic!("the stream ended without its end-of-sequence marker"),
+        }
+    }
+}
+
+/// A listen address free now, to restart the server on.
+fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn killed_server_is_reconnected_and_nothing_is_lost_or_repeated() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let state = tempfile::tempdir().unwrap();
+    let listen = free_address();
+
+    let server = ServerProcess::start_at(&listen, state.path(), &[data.path()], &[]);
+    let addr = server.addr.clone();
+    let mut whole = Vec::new();
+    let mut reference = ResumingStream::open(&[&addr], request(0), quick()).await.unwrap();
+    read_rest(&mut reference, &mut whole).await;
+    assert_eq!(whole.iter().map(Vec::len).sum::<usize>(), 2 * 150);
+
+    let mut stream = ResumingStream::open(&[&addr], request(4), quick()).await.unwrap();
+    let mut keys = Vec::new();
+    while keys.len() < 25 {
+        match stream.next().await.unwrap() {
+            Some(Event::Element(element)) => keys.push(element.keys),
+            other => panic!("expected an element, got {other:?}"),
+        }
+    }
+    let (_, covered) = stream.last_checkpoint().expect("automatic checkpoints arrived");
+    assert!(covered >= 0 && covered < 25);
+    server.kill();
+    // The restart comes a while later: the client keeps trying meanwhile.
+    let (state_dir, data_dir) = (state.path().to_owned(), data.path().to_owned());
+    let restart = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        ServerProcess::start_at(&listen, &state_dir, &[&data_dir], &[])
+    });
+    read_rest(&mut stream, &mut keys).await;
+    assert_eq!(keys, whole, "the resumed stream continues the exact sequence");
+    drop(restart.await.unwrap());
+}
+
+#[tokio::test]
+async fn a_server_gone_for_good_ends_the_stream_with_a_clear_error() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let server = ServerProcess::start(&[data.path()]);
+    let addr = server.addr.clone();
+    let reconnect =
+        Reconnect { attempts: 3, initial_delay: Duration::from_millis(10), max_delay: Duration::from_millis(40) };
+    let mut stream = ResumingStream::open(&[&addr], request(2), reconnect).await.unwrap();
+    assert!(matches!(stream.next().await.unwrap(), Some(Event::Element(_))));
+    server.kill();
+    let err = loop {
+        match stream.next().await {
+            Ok(Some(Event::Element(_))) => continue, // what was already in flight
+            Ok(other) => panic!("expected the stream to fail, got {other:?}"),
+            Err(err) => break err,
+        }
+    };
+    assert!(matches!(err, StreamError::GaveUp { attempts: 3, .. }), "{err}");
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    assert!(err.to_string().contains("gave up after 3 reconnection attempts"), "{err}");
+}
+
+#[tokio::test]
+async fn errors_that_retrying_cannot_fix_are_returned_at_once() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let server = ServerProcess::start(&[data.path()]);
+    let mut bad = request(0);
+    bad.spec.as_mut().unwrap().source.as_mut().unwrap().files = vec!["missing-*.csv".into()];
+    let err = ResumingStream::open(&[&server.addr], bad, quick()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound, "{err}");
+}
+
+#[tokio::test]
+async fn the_second_address_serves_when_the_first_is_down() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let server = ServerProcess::start(&[data.path()]);
+    let down = format!("http://{}", free_address());
+    let mut stream = ResumingStream::open(&[&down, &server.addr], request(0), quick()).await.unwrap();
+    let mut keys = Vec::new();
+    read_rest(&mut stream, &mut keys).await;
+    assert_eq!(keys.iter().map(Vec::len).sum::<usize>(), 300);
+}
+
+#[tokio::test]
+async fn merged_streams_of_two_servers_deliver_both() {
+    use tokio_stream::StreamExt;
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let (a, b) = (ServerProcess::start(&[data.path()]), ServerProcess::start(&[data.path()]));
+    let streams = vec![
+        ResumingStream::open(&[&a.addr], request(0), quick()).await.unwrap(),
+        ResumingStream::open(&[&b.addr], request(0), quick()).await.unwrap(),
+    ];
+    let merged = readerd_client::merge(streams);
+    tokio::pin!(merged);
+    let mut records = [0usize; 2];
+    let mut ends = 0;
+    while let Some(item) = merged.next().await {
+        match item.unwrap() {
+            (index, Event::Element(element)) => records[index] += element.keys.len(),
+            (_, Event::EndOfSequence { .. }) => ends += 1,
+        }
+    }
+    assert_eq!(records, [300, 300]);
+    assert_eq!(ends, 2);
+}

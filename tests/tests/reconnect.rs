@@ -76,7 +76,7 @@ async fn killed_server_is_reconnected_and_nothing_is_lost_or_repeated() {
         }
     }
     let (_, covered) = stream.last_checkpoint().expect("automatic checkpoints arrived");
-    assert!(covered >= 0 && covered < 25);
+    assert!((0..25).contains(&covered));
     server.kill();
     // The restart comes a while later: the client keeps trying meanwhile.
     let (state_dir, data_dir) = (state.path().to_owned(), data.path().to_owned());

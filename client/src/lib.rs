@@ -6,10 +6,18 @@
 //!   `readerctl read --output jsonl` prints them;
 //! - [`resume`]: [`ResumingStream`], a stream that reconnects (backoff, several addresses)
 //!   and resumes from its newest checkpoint, and [`merge`] of streams from several servers;
+//! - [`tfrecord`]: TFRecord framing for local files; [`inspect`] (dump a local file),
+//!   [`convert`] (CSV → TFRecord of Examples) and [`demo`] (the benchmark workloads), the
+//!   file tools of `readerctl`; [`progress`]: its progress line;
 //! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`).
 
+pub mod convert;
+pub mod demo;
+pub mod inspect;
 pub mod json;
+pub mod progress;
 pub mod resume;
+pub mod tfrecord;
 
 pub use resume::{Event, Reconnect, ResumingStream, StreamError, merge};
 
@@ -111,7 +119,7 @@ impl Client {
 
     /// Commits the state after element `after_seq` of a stream; returns its token.
     pub async fn checkpoint(&mut self, stream_id: &str, after_seq: i64) -> Result<String, tonic::Status> {
-        let request = pb::CheckpointRequest { stream_id: stream_id.to_owned(), after_seq };
+        let request = pb::CheckpointRequest { stream_id: stream_id.to_owned(), after_seq, reader: None };
         Ok(self.service.checkpoint(request).await?.into_inner().token)
     }
 }

@@ -14,6 +14,9 @@ struct Cli {
     /// Server address (`http://host:port`).
     #[arg(long, global = true, env = "READERD_ADDR", default_value = "http://127.0.0.1:50051")]
     addr: String,
+    /// No progress line on stderr.
+    #[arg(long, short, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -90,6 +93,63 @@ enum Command {
     Datasets,
     /// Exit 0 when the server's readerd.v1 service is SERVING (gRPC health), 1 otherwise.
     Health,
+    /// Checkpoint a shared reader as a whole: prints `{"checkpoint": TOKEN}`; `read --resume
+    /// TOKEN` with the same --container and --shared-name continues it (also on a new server).
+    Checkpoint {
+        #[arg(long, default_value = "")]
+        container: String,
+        #[arg(long)]
+        shared_name: String,
+    },
+    /// Print the records of a local file (TFRecord Examples with their features).
+    Inspect {
+        file: PathBuf,
+        /// Default: by extension (.tfrecord: tfrecord; else text lines).
+        #[arg(long, value_enum)]
+        format: Option<readerd_client::inspect::FileFormat>,
+        /// Record size of a fixed-length file.
+        #[arg(long, default_value_t = 0)]
+        record_bytes: usize,
+        /// Stop after N records.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Show records as raw bytes, not as Examples.
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Convert a CSV file (header line) to a TFRecord file of tf.train.Example.
+    Convert {
+        input: PathBuf,
+        #[arg(long)]
+        output: PathBuf,
+        /// Column types, `name:int64,name:float,name:bytes`; others are inferred.
+        #[arg(long, default_value = "")]
+        schema: String,
+        /// Also write the readerd spec that reads the output (files relative to its directory).
+        #[arg(long)]
+        spec_output: Option<PathBuf>,
+    },
+    /// Write the benchmark workloads of DESIGN.md (images, tabular, tabular_csv) and their specs.
+    GenDemo {
+        #[arg(long)]
+        out: PathBuf,
+        /// Workloads to write.
+        #[arg(long, value_delimiter = ',', default_value = "images,tabular,tabular_csv")]
+        workloads: Vec<String>,
+        /// Records of the images workload.
+        #[arg(long, default_value_t = 2_400)]
+        images: usize,
+        /// Rows of the tabular workloads.
+        #[arg(long, default_value_t = 1_000_000)]
+        tabular: usize,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Batch size of the specs written.
+        #[arg(long, default_value_t = 256)]
+        batch_size: u32,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -111,9 +171,33 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if matches!(cli.command, Command::Health) {
-        return health(&cli.addr).await;
+    match cli.command {
+        Command::Health => return health(&cli.addr).await,
+        Command::Inspect { file, format, record_bytes, limit, raw } => {
+            let format = format.unwrap_or_else(|| readerd_client::inspect::FileFormat::of(&file));
+            let mut stdout = std::io::stdout().lock();
+            let as_example = !raw && format == readerd_client::inspect::FileFormat::Tfrecord;
+            readerd_client::inspect::for_each_record(&file, format, record_bytes, limit, &mut |key, record| {
+                writeln!(stdout, "{}", readerd_client::inspect::record_json(&key, &record, as_example))
+            })
+            .map_err(|err| anyhow::anyhow!("{}: {err}", file.display()))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Convert { input, output, schema, spec_output } => {
+            return convert(&input, &output, &schema, spec_output.as_deref(), cli.quiet);
+        }
+        Command::GenDemo { out, workloads, images, tabular, seed, batch_size } => {
+            let sizes = readerd_client::demo::Sizes { images, tabular, seed };
+            return gen_demo(&out, &workloads, &sizes, batch_size, cli.quiet);
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "readerctl", &mut std::io::stdout());
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
     }
+    let quiet = cli.quiet;
     let mut client = Client::connect(&cli.addr).await?;
     match cli.command {
         Command::Read { spec, dataset, container, shared_name, resume, max_batches, checkpoint_every, output } => {
@@ -131,7 +215,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 resume_token: resume.unwrap_or_default(),
                 ..Default::default()
             };
-            read(&mut client, request, max_batches, checkpoint_every.filter(|&n| n > 0), output).await
+            read(&mut client, request, max_batches, checkpoint_every.filter(|&n| n > 0), output, quiet).await
         }
         Command::List { container, output } => {
             let request = pb::ListReadersRequest { container };
@@ -193,7 +277,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             client.service().delete_reader(request).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Health => unreachable!("answered before connecting"),
+        Command::Checkpoint { container, shared_name } => {
+            let request =
+                pb::CheckpointRequest { reader: Some(reader_ref(&container, &shared_name)), ..Default::default() };
+            let token = client.service().checkpoint(request).await?.into_inner().token;
+            println!("{}", json!({"checkpoint": token}));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Health
+        | Command::Inspect { .. }
+        | Command::Convert { .. }
+        | Command::GenDemo { .. }
+        | Command::Completions { .. } => unreachable!("answered before connecting"),
         Command::Datasets => {
             let datasets = client.service().list_datasets(pb::ListDatasetsRequest {}).await?.into_inner().datasets;
             for (name, spec) in datasets {
@@ -217,7 +312,9 @@ async fn read(
     max_batches: Option<u64>,
     checkpoint_every: Option<u64>,
     output: Output,
+    quiet: bool,
 ) -> anyhow::Result<ExitCode> {
+    let mut progress = readerd_client::progress::Progress::new("records", !quiet);
     let mut stream = match client.read_with(request).await {
         Ok(stream) => stream,
         Err(status) => return Ok(print_error(output, status.code(), status.message())),
@@ -255,6 +352,7 @@ async fn read(
                     _ => {}
                 }
                 received += 1;
+                progress.add(element.keys.len() as u64);
                 let done = max_batches.is_some_and(|max| received >= max);
                 if checkpoint_every.is_some_and(|n| received.is_multiple_of(n) || done) {
                     match client.checkpoint(&stream_id, element.seq).await {
@@ -273,6 +371,7 @@ async fn read(
                 }
             }
             Some(pb::read_response::Kind::EndOfSequence(end)) => {
+                progress.finish();
                 let after_seq = end.after_seq;
                 match output {
                     Output::Jsonl => writeln!(stdout, "{}", json!({"end_of_sequence": true, "after_seq": after_seq}))?,
@@ -352,4 +451,66 @@ fn escape(bytes: &[u8]) -> String {
     const SHOWN: usize = 60;
     let text: String = bytes.iter().take(SHOWN).flat_map(|&b| std::ascii::escape_default(b)).map(char::from).collect();
     if bytes.len() > SHOWN { format!("\"{text}\"... ({} bytes)", bytes.len()) } else { format!("\"{text}\"") }
+}
+
+/// `readerctl convert`: CSV → TFRecord of Examples, and the spec that reads it.
+fn convert(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    schema: &str,
+    spec_output: Option<&std::path::Path>,
+    quiet: bool,
+) -> anyhow::Result<ExitCode> {
+    use readerd_client::convert;
+    let given = convert::parse_schema(schema)?;
+    let file = std::io::BufWriter::new(
+        std::fs::File::create(output).map_err(|err| anyhow::anyhow!("{}: {err}", output.display()))?,
+    );
+    let name = output.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let mut progress = readerd_client::progress::Progress::new("records", !quiet);
+    let converted =
+        convert::csv_to_tfrecord(|| std::fs::File::open(input), file, &given, &name, &mut |n| progress.set(n))
+            .map_err(|err| anyhow::anyhow!("{}: {err}", input.display()))?;
+    progress.finish();
+    let columns: Vec<String> = converted.columns.iter().map(|(name, kind)| format!("{name}:{kind:?}")).collect();
+    eprintln!("{} records, columns {}", converted.records, columns.join(","));
+    if let Some(path) = spec_output {
+        std::fs::write(path, serde_json::to_string_pretty(&converted.spec)? + "\n")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `readerctl gen-demo`: the benchmark workloads and their specs under `out`.
+fn gen_demo(
+    out: &std::path::Path,
+    workloads: &[String],
+    sizes: &readerd_client::demo::Sizes,
+    batch_size: u32,
+    quiet: bool,
+) -> anyhow::Result<ExitCode> {
+    use readerd_client::demo;
+    if let Some(unknown) = workloads.iter().find(|w| !demo::WORKLOADS.contains(&w.as_str())) {
+        anyhow::bail!("unknown workload {unknown:?}; workloads: {}", demo::WORKLOADS.join(", "));
+    }
+    std::fs::create_dir_all(out.join("specs"))?;
+    let wants = |name: &str| workloads.iter().any(|w| w == name);
+    if wants("images") {
+        let mut progress = readerd_client::progress::Progress::new("images", !quiet);
+        demo::write_images(out, sizes, &mut |n| progress.set(n))?;
+        progress.finish();
+    }
+    if wants("tabular") || wants("tabular_csv") {
+        let mut progress = readerd_client::progress::Progress::new("rows", !quiet);
+        demo::write_tabular(out, sizes, wants("tabular"), wants("tabular_csv"), &mut |n| progress.set(n))?;
+        progress.finish();
+    }
+    for workload in workloads {
+        let spec = demo::spec(workload, batch_size).expect("checked above");
+        let path = out.join("specs").join(format!("{workload}.json"));
+        std::fs::write(&path, serde_json::to_string_pretty(&spec)? + "\n")?;
+        if !quiet {
+            eprintln!("wrote {workload}; spec {}", path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -273,17 +273,40 @@ impl Checkpointer {
             lineage: stream.lineage.clone(),
             shared,
         };
+        self.commit(&state, &stream.reader)
+    }
+
+    /// A checkpoint of a shared reader as a whole, taken outside any stream (blocking).
+    pub fn checkpoint_shared_reader(&self, container: &str, shared_name: &str, reader: &Reader) -> Result<String> {
+        if !reader.is_shared() {
+            return Err(ServeError::FailedPrecondition(format!(
+                "reader {container}/{shared_name} has no shared stream yet; checkpoint a stream instead"
+            )));
+        }
+        let state = pb::CheckpointState {
+            container: container.to_owned(),
+            spec: Some(reader.spec().proto.clone()),
+            reader_state: Default::default(),
+            after_seq: -1,
+            lineage: format!("reader:{shared_name}"),
+            shared: Some(reader.shared_checkpoint()?),
+        };
+        self.commit(&state, reader)
+    }
+
+    /// Stores `state`, prunes its lineage's old checkpoints and returns its token.
+    fn commit(&self, state: &pb::CheckpointState, reader: &Reader) -> Result<String> {
         let stored = StoredCheckpoint {
-            container: stream.container.clone(),
-            reader: stream.lineage.clone(),
-            fingerprint: stream.reader.spec().fingerprint.clone(),
-            state: prost::Message::encode_to_vec(&state),
+            container: state.container.clone(),
+            reader: state.lineage.clone(),
+            fingerprint: reader.spec().fingerprint.clone(),
+            state: prost::Message::encode_to_vec(state),
             created_unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
         };
         let id = self.store.put_checkpoint(&stored)?;
-        self.store.prune(&stream.container, &stream.lineage, self.keep)?;
+        self.store.prune(&state.container, &state.lineage, self.keep)?;
         Ok(self.tokens.issue(id))
     }
 

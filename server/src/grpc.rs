@@ -169,8 +169,21 @@ impl pb::data_service_server::DataService for DataService {
         request: Request<pb::CheckpointRequest>,
     ) -> Result<Response<pb::CheckpointResponse>, Status> {
         let request = request.into_inner();
-        let stream = self.streams.get(&request.stream_id)?;
         let checkpointer = self.checkpointer.clone();
+        if request.stream_id.is_empty() {
+            let (container, shared_name) = names(request.reader);
+            if shared_name.is_empty() {
+                return Err(Status::invalid_argument("a checkpoint needs a stream id or a shared reader's name"));
+            }
+            let token = self
+                .blocking(move |registry| {
+                    let reader = registry.get(&container, &shared_name)?;
+                    checkpointer.checkpoint_shared_reader(&container, &shared_name, &reader)
+                })
+                .await?;
+            return Ok(Response::new(pb::CheckpointResponse { token, after_seq: -1 }));
+        }
+        let stream = self.streams.get(&request.stream_id)?;
         let after_seq = request.after_seq;
         let token = self.blocking(move |_| checkpointer.checkpoint(&stream, after_seq)).await?;
         Ok(Response::new(pb::CheckpointResponse { token, after_seq }))

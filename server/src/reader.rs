@@ -476,6 +476,11 @@ impl Reader {
         self.shared.store(true, Ordering::Relaxed);
     }
 
+    /// Whether a stream of a shared reader has attached (its elements are acknowledged).
+    pub fn is_shared(&self) -> bool {
+        self.shared.load(Ordering::Relaxed)
+    }
+
     /// A shared reader's checkpoint (blocking): the state before the oldest element not
     /// yet acknowledged, how many elements had been produced, and which of those were
     /// acknowledged. Restoring replays from that state and delivers the others again

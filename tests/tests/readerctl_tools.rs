@@ -1,0 +1,159 @@
+//! readerctl's file tools against a real server: `gen-demo` writes the benchmark
+//! workloads (tabular and tabular_csv hold the same rows), `convert` turns CSV into
+//! Examples that read back as the CSV's values, `inspect` shows a local file's records
+//! under the server's keys, `checkpoint` saves and restores a shared reader's state, and
+//! `completions` prints a script.
+
+use std::path::Path;
+
+use readerd_tests::{ServerProcess, readerctl};
+use serde_json::Value;
+
+fn lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    let output = readerctl("http://127.0.0.1:9", args);
+    assert!(output.status.success(), "readerctl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    output
+}
+
+fn read_all(addr: &str, spec: &Path) -> Vec<Value> {
+    let spec = spec.to_str().unwrap();
+    let out = readerctl(addr, &["read", "--spec", spec, "--output", "jsonl", "--quiet"]);
+    let lines = lines(&out.stdout);
+    assert_eq!(lines.last().unwrap()["end_of_sequence"], true, "{lines:?}");
+    lines.into_iter().filter(|l| l.get("seq").is_some()).collect()
+}
+
+#[test]
+fn gen_demo_writes_workloads_whose_csv_and_tfrecord_rows_agree() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    run(&["gen-demo", "--out", dir, "--images", "5", "--tabular", "100", "--batch-size", "16", "--quiet"]);
+    let server = ServerProcess::start(&[out.path()]);
+
+    let tabular = read_all(&server.addr, &out.path().join("specs/tabular.json"));
+    let csv = read_all(&server.addr, &out.path().join("specs/tabular_csv.json"));
+    let records: usize = tabular.iter().map(|b| b["keys"].as_array().unwrap().len()).sum();
+    assert_eq!(records, 100);
+    assert_eq!(tabular.len(), csv.len());
+    for (a, b) in tabular.iter().zip(&csv) {
+        assert_eq!(a["features"], b["features"], "the same rows, decoded from Examples and from CSV");
+    }
+    assert_eq!(tabular[0]["features"].as_object().unwrap().len(), 40);
+
+    let images = read_all(&server.addr, &out.path().join("specs/images.json"));
+    let batch = &images[0]["features"];
+    assert_eq!(batch["shape"]["shape"], serde_json::json!([5, 3]));
+    assert_eq!(batch["shape"]["values"].as_array().unwrap()[..3], [192, 192, 3]);
+    let image = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        batch["image"]["values"][0].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(image.len(), 192 * 192 * 3);
+    let total: usize = images.iter().map(|b| b["keys"].as_array().unwrap().len()).sum();
+    assert_eq!(total, 5);
+}
+
+#[test]
+fn convert_makes_examples_that_read_back_as_the_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("in.csv"), "id,price,name\n1,2.5,apple\n2,,pear\n3,4,\"fig, dried\"\n").unwrap();
+    let input = dir.path().join("in.csv");
+    let output = dir.path().join("out.tfrecord");
+    let spec = dir.path().join("spec.json");
+    run(&[
+        "convert",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+        "--spec-output",
+        spec.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let server = ServerProcess::start(&[dir.path()]);
+    let elements = read_all(&server.addr, &spec);
+    assert_eq!(elements.len(), 3);
+    // varLen features are sparse: their values are a dense tensor.
+    let ids: Vec<&Value> = elements.iter().map(|e| &e["features"]["id"]["values"]["values"]).collect();
+    assert_eq!(ids, [&serde_json::json!([1]), &serde_json::json!([2]), &serde_json::json!([3])]);
+    assert_eq!(elements[1]["features"]["price"]["values"]["values"], serde_json::json!([]), "empty field: missing");
+    assert_eq!(elements[2]["features"]["price"]["values"]["values"], serde_json::json!([4.0]));
+    let name = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        elements[2]["features"]["name"]["values"]["values"][0].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(name, b"fig, dried");
+
+    // inspect shows the same records under the server's keys.
+    let inspected = lines(&run(&["inspect", output.to_str().unwrap()]).stdout);
+    let keys: Vec<&Value> = inspected.iter().map(|l| &l["key"]).collect();
+    let served: Vec<&Value> = elements.iter().map(|e| &e["keys"][0]).collect();
+    assert_eq!(keys, served);
+    assert_eq!(inspected[0]["features"]["name"], serde_json::json!({"bytes": ["apple"]}));
+    assert_eq!(inspected[0]["features"]["price"], serde_json::json!({"float": [2.5]}));
+    let limited = lines(&run(&["inspect", output.to_str().unwrap(), "--limit", "1", "--raw"]).stdout);
+    assert_eq!(limited.len(), 1);
+    assert!(limited[0].get("base64").is_some() || limited[0].get("bytes").is_some());
+}
+
+#[test]
+fn inspect_reports_a_corrupt_record_with_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.tfrecord");
+    readerd_tests::write_tfrecord(&path, &[b"first".to_vec(), b"second".to_vec()]);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[21 + 14] ^= 0xff;
+    std::fs::write(&path, bytes).unwrap();
+    let out = readerctl("http://127.0.0.1:9", &["inspect", path.to_str().unwrap(), "--raw"]);
+    assert!(!out.status.success());
+    assert_eq!(lines(&out.stdout).len(), 1, "the good record is printed first");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("corrupted record at 21"));
+}
+
+#[test]
+fn a_shared_readers_checkpoint_resumes_it_on_a_new_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let text: String = (0..30).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(dir.path().join("lines.txt"), text).unwrap();
+    let spec = dir.path().join("spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"source": {"files": ["lines.txt"], "format": "TEXT_LINE"}, "pipeline": {"prefetch": 2}}"#,
+    )
+    .unwrap();
+    let spec = spec.to_str().unwrap();
+    let shared = ["--container", "c", "--shared-name", "s", "--output", "jsonl", "--quiet"];
+    let keys = |out: &std::process::Output| -> Vec<String> {
+        lines(&out.stdout).iter().filter_map(|l| l["keys"][0].as_str().map(str::to_owned)).collect()
+    };
+    let server = ServerProcess::start_in(state.path(), &[dir.path()], &[]);
+    let mut args = vec!["read", "--spec", spec, "--max-batches", "3"];
+    args.extend(shared);
+    let first = keys(&readerctl(&server.addr, &args));
+    assert_eq!(first, ["lines.txt:1", "lines.txt:2", "lines.txt:3"]);
+    let saved = readerctl(&server.addr, &["checkpoint", "--container", "c", "--shared-name", "s"]);
+    assert!(saved.status.success(), "{}", String::from_utf8_lossy(&saved.stderr));
+    let token = lines(&saved.stdout)[0]["checkpoint"].as_str().unwrap().to_owned();
+    let missing = readerctl(&server.addr, &["checkpoint", "--container", "c", "--shared-name", "nobody"]);
+    assert!(!missing.status.success());
+    server.kill();
+
+    let server = ServerProcess::start_in(state.path(), &[dir.path()], &[]);
+    let mut args = vec!["read", "--resume", &token];
+    args.extend(shared);
+    let rest = keys(&readerctl(&server.addr, &args));
+    let expected: Vec<String> = (4..=30).map(|line| format!("lines.txt:{line}")).collect();
+    assert_eq!(rest, expected, "every line not acknowledged before the checkpoint, once");
+}
+
+#[test]
+fn completions_print_a_script_naming_the_subcommands() {
+    let script = String::from_utf8(run(&["completions", "bash"]).stdout).unwrap();
+    assert!(script.contains("readerctl") && script.contains("gen-demo") && script.contains("inspect"));
+}

@@ -9,8 +9,10 @@
 //! - [`tfrecord`]: TFRecord framing for local files; [`inspect`] (dump a local file),
 //!   [`convert`] (CSV → TFRecord of Examples) and [`demo`] (the benchmark workloads), the
 //!   file tools of `readerctl`; [`progress`]: its progress line;
+//! - [`bench`]: the load generator of `readerctl bench`;
 //! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`).
 
+pub mod bench;
 pub mod convert;
 pub mod demo;
 pub mod inspect;

@@ -148,6 +148,25 @@ enum Command {
         #[arg(long, default_value_t = 256)]
         batch_size: u32,
     },
+    /// Measure the server: K consumers at once on the workloads written by gen-demo.
+    Bench {
+        /// A directory written by `readerctl gen-demo`.
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long, value_delimiter = ',', default_value = "images,tabular,tabular_csv")]
+        workloads: Vec<String>,
+        /// Consumer counts to run, each a run of its own.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+        consumers: Vec<usize>,
+        /// Measure the server at --addr instead of starting one on --data.
+        #[arg(long)]
+        use_addr: bool,
+        /// The readerd binary to start (default: the one beside readerctl).
+        #[arg(long)]
+        server: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
 }
@@ -189,6 +208,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::GenDemo { out, workloads, images, tabular, seed, batch_size } => {
             let sizes = readerd_client::demo::Sizes { images, tabular, seed };
             return gen_demo(&out, &workloads, &sizes, batch_size, cli.quiet);
+        }
+        Command::Bench { data, workloads, consumers, use_addr, server, output } => {
+            return bench(&cli.addr, use_addr, server, &data, &workloads, &consumers, output).await;
         }
         Command::Completions { shell } => {
             use clap::CommandFactory;
@@ -288,6 +310,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Inspect { .. }
         | Command::Convert { .. }
         | Command::GenDemo { .. }
+        | Command::Bench { .. }
         | Command::Completions { .. } => unreachable!("answered before connecting"),
         Command::Datasets => {
             let datasets = client.service().list_datasets(pb::ListDatasetsRequest {}).await?.into_inner().datasets;
@@ -510,6 +533,100 @@ fn gen_demo(
         std::fs::write(&path, serde_json::to_string_pretty(&spec)? + "\n")?;
         if !quiet {
             eprintln!("wrote {workload}; spec {}", path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `readerctl bench`: starts readerd on the data (unless told to use --addr), runs the
+/// load generator and prints a table or one JSON document.
+async fn bench(
+    addr: &str,
+    use_addr: bool,
+    server: Option<PathBuf>,
+    data: &std::path::Path,
+    workloads: &[String],
+    consumers: &[usize],
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    use std::io::BufRead;
+    let state = std::env::temp_dir().join(format!("readerctl-bench-{}", std::process::id()));
+    let mut child = None;
+    let (addr, pid) = if use_addr {
+        (addr.to_owned(), None)
+    } else {
+        let binary = match server {
+            Some(path) => path,
+            None => std::env::current_exe()?.with_file_name("readerd"),
+        };
+        let mut process = std::process::Command::new(&binary)
+            .args(["--listen", "127.0.0.1:0", "--allow-unauthenticated", "--data-root"])
+            .arg(data)
+            .arg("--state-dir")
+            .arg(&state)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|err| anyhow::anyhow!("{}: {err}", binary.display()))?;
+        let mut line = String::new();
+        std::io::BufReader::new(process.stdout.take().expect("piped")).read_line(&mut line)?;
+        let listening = line.trim().strip_prefix("listening on ").map(str::to_owned);
+        let pid = process.id().to_string();
+        child = Some(process);
+        let listening = listening.ok_or_else(|| anyhow::anyhow!("readerd did not start: {line:?}"))?;
+        (format!("http://{listening}"), Some(pid))
+    };
+    let result = readerd_client::bench::run_workloads(&addr, pid.as_deref(), data, workloads, consumers).await;
+    if let Some(mut process) = child {
+        let _ = process.kill();
+        let _ = process.wait();
+        let _ = std::fs::remove_dir_all(&state);
+    }
+    let (rows, references) = result?;
+    match output {
+        Output::Jsonl => println!("{}", json!({"runs": rows, "workloads": references})),
+        Output::Text => {
+            println!(
+                "{:<12} {:>3} {:>12} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}",
+                "workload",
+                "K",
+                "records/s",
+                "MB/s",
+                "first ms",
+                "gap p50",
+                "gap p99",
+                "server MB",
+                "client MB",
+                "cpu s/GB"
+            );
+            let show = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
+            for row in &rows {
+                let load = &row.load;
+                println!(
+                    "{:<12} {:>3} {:>12.0} {:>10.1} {:>9.1} {:>9.2} {:>9.2} {:>10} {:>10} {:>9}",
+                    row.workload,
+                    load.consumers,
+                    load.records_per_s,
+                    load.mb_per_s,
+                    load.first_batch_ms,
+                    load.gap_p50_ms,
+                    load.gap_p99_ms,
+                    show(row.server_peak_rss_mb),
+                    show(row.client_peak_rss_mb),
+                    show(row.server_cpu_s_per_gb)
+                );
+            }
+            println!();
+            for reference in &references {
+                println!(
+                    "{}: {:.1} MB of files, page-cache read {:.0} MB/s; first batch {:.1} ms fresh, {} ms after resume",
+                    reference.workload,
+                    reference.file_bytes as f64 / 1e6,
+                    reference.raw_read_mb_per_s,
+                    reference.first_batch_ms,
+                    reference.first_batch_after_resume_ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1}"))
+                );
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -157,3 +157,32 @@ fn completions_print_a_script_naming_the_subcommands() {
     let script = String::from_utf8(run(&["completions", "bash"]).stdout).unwrap();
     assert!(script.contains("readerctl") && script.contains("gen-demo") && script.contains("inspect"));
 }
+
+#[test]
+fn bench_runs_the_workloads_and_reports_every_figure() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    run(&["gen-demo", "--out", dir, "--images", "6", "--tabular", "400", "--batch-size", "16", "--quiet"]);
+    let report = run(&[
+        "bench",
+        "--data",
+        dir,
+        "--consumers",
+        "1,2",
+        "--output",
+        "jsonl",
+        "--server",
+        readerd_tests::binary("readerd").to_str().unwrap(),
+    ]);
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3 * 2);
+    for run in runs {
+        let records = if run["workload"] == "images" { 6 } else { 400 };
+        assert_eq!(run["records"], records * run["consumers"].as_u64().unwrap(), "{run}");
+        assert!(run["records_per_s"].as_f64().unwrap() > 0.0);
+        assert!(run["server_peak_rss_mb"].as_f64().unwrap() > 0.0);
+    }
+    let tabular = report["workloads"].as_array().unwrap().iter().find(|w| w["workload"] == "tabular").unwrap();
+    assert!(tabular["first_batch_after_resume_ms"].as_f64().is_some(), "{tabular}");
+}

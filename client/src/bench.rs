@@ -1,0 +1,293 @@
+//! The load generator behind `readerctl bench`: K consumers read a spec from a server at
+//! once, each its own private stream of the whole dataset, and report what a trainer
+//! sees: records/s, decoded MB/s, time to the first batch (fresh, and after resuming from
+//! a checkpoint), and the p50/p99 gap between batches.
+
+use std::time::{Duration, Instant};
+
+use readerd_proto::v1 as pb;
+use serde::Serialize;
+
+use crate::Client;
+
+/// What one run of K consumers measured.
+#[derive(Debug, Serialize)]
+pub struct LoadReport {
+    pub consumers: usize,
+    pub records: u64,
+    pub batches: u64,
+    /// Decoded tensor bytes delivered (values and strings).
+    pub bytes: u64,
+    pub seconds: f64,
+    pub records_per_s: f64,
+    pub mb_per_s: f64,
+    /// Median over consumers of the time from opening the stream to its first batch.
+    pub first_batch_ms: f64,
+    pub gap_p50_ms: f64,
+    pub gap_p99_ms: f64,
+}
+
+/// Bytes of tensor payload in an element (what a trainer decodes into arrays).
+pub fn element_bytes(element: &pb::Element) -> u64 {
+    fn dense(d: Option<&pb::DenseTensor>) -> u64 {
+        d.map_or(0, |d| d.data.len() as u64 + d.strings.iter().map(|s| s.len() as u64).sum::<u64>())
+    }
+    element
+        .features
+        .iter()
+        .filter_map(|f| f.tensor.as_ref()?.kind.as_ref())
+        .map(|kind| match kind {
+            pb::tensor::Kind::Dense(d) => dense(Some(d)),
+            pb::tensor::Kind::Sparse(s) => {
+                dense(s.indices.as_ref()) + dense(s.values.as_ref()) + dense(s.dense_shape.as_ref())
+            }
+            pb::tensor::Kind::Ragged(r) => {
+                dense(r.flat_values.as_ref()) + r.nested_row_splits.iter().map(|d| dense(Some(d))).sum::<u64>()
+            }
+        })
+        .sum()
+}
+
+struct ConsumerRun {
+    records: u64,
+    batches: u64,
+    bytes: u64,
+    first_batch: Duration,
+    gaps: Vec<Duration>,
+}
+
+/// Reads one stream of `request` to its end (or `max_batches`).
+async fn consume(addr: &str, request: pb::ReadRequest, max_batches: Option<u64>) -> anyhow::Result<ConsumerRun> {
+    let mut client = Client::connect(addr).await?;
+    let opened = Instant::now();
+    let mut stream = client.read_with(request).await?;
+    let mut run = ConsumerRun { records: 0, batches: 0, bytes: 0, first_batch: Duration::ZERO, gaps: Vec::new() };
+    let mut last = opened;
+    while let Some(response) = stream.message().await? {
+        match response.kind {
+            Some(pb::read_response::Kind::Element(element)) => {
+                let now = Instant::now();
+                if run.batches == 0 {
+                    run.first_batch = now - opened;
+                } else {
+                    run.gaps.push(now - last);
+                }
+                last = now;
+                run.records += element.keys.len() as u64;
+                run.bytes += element_bytes(&element);
+                run.batches += 1;
+                if max_batches.is_some_and(|max| run.batches >= max) {
+                    break;
+                }
+            }
+            Some(pb::read_response::Kind::EndOfSequence(_)) => break,
+            _ => {}
+        }
+    }
+    Ok(run)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[index].as_secs_f64() * 1e3
+}
+
+/// `consumers` private streams of `spec` at once, each to the end of the data.
+pub async fn run_load(addr: &str, spec: &pb::DatasetSpec, consumers: usize) -> anyhow::Result<LoadReport> {
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..consumers)
+        .map(|_| {
+            let request = pb::ReadRequest { spec: Some(spec.clone()), ..Default::default() };
+            let addr = addr.to_owned();
+            tokio::spawn(async move { consume(&addr, request, None).await })
+        })
+        .collect();
+    let mut runs = Vec::with_capacity(consumers);
+    for task in tasks {
+        runs.push(task.await??);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let records: u64 = runs.iter().map(|r| r.records).sum();
+    let bytes: u64 = runs.iter().map(|r| r.bytes).sum();
+    let mut firsts: Vec<Duration> = runs.iter().map(|r| r.first_batch).collect();
+    firsts.sort();
+    let mut gaps: Vec<Duration> = runs.iter().flat_map(|r| r.gaps.iter().copied()).collect();
+    gaps.sort();
+    Ok(LoadReport {
+        consumers,
+        records,
+        batches: runs.iter().map(|r| r.batches).sum(),
+        bytes,
+        seconds,
+        records_per_s: records as f64 / seconds,
+        mb_per_s: bytes as f64 / seconds / 1e6,
+        first_batch_ms: percentile(&firsts, 0.5),
+        gap_p50_ms: percentile(&gaps, 0.5),
+        gap_p99_ms: percentile(&gaps, 0.99),
+    })
+}
+
+/// Time to the first batch of a fresh stream and of one resumed from a checkpoint taken
+/// after `after_batches` batches (`None` if the data ends before), in milliseconds.
+pub async fn first_batch_after_resume(
+    addr: &str,
+    spec: &pb::DatasetSpec,
+    after_batches: u64,
+) -> anyhow::Result<(f64, Option<f64>)> {
+    let mut client = Client::connect(addr).await?;
+    let request = pb::ReadRequest { spec: Some(spec.clone()), ..Default::default() };
+    let opened = Instant::now();
+    let mut stream = client.read_with(request).await?;
+    let (mut fresh, mut seen, mut last_seq) = (None, 0, -1);
+    while seen < after_batches.max(1) {
+        match stream.message().await?.and_then(|r| r.kind) {
+            Some(pb::read_response::Kind::Element(element)) => {
+                fresh.get_or_insert_with(|| opened.elapsed());
+                seen += 1;
+                last_seq = element.seq;
+            }
+            Some(pb::read_response::Kind::EndOfSequence(_)) | None => break,
+            _ => {}
+        }
+    }
+    anyhow::ensure!(last_seq >= 0, "the dataset is empty");
+    let token = client.checkpoint(&stream.stream_id, last_seq).await?;
+    drop(stream);
+    let request = pb::ReadRequest { resume_token: token, ..Default::default() };
+    let resumed = consume(addr, request, Some(1)).await?;
+    let resumed = (resumed.batches > 0).then(|| resumed.first_batch.as_secs_f64() * 1e3);
+    Ok((fresh.unwrap_or_default().as_secs_f64() * 1e3, resumed))
+}
+
+/// Peak resident memory (VmHWM) and CPU seconds (user + system) of a process, from /proc.
+pub fn process_usage(pid: &str) -> Option<(u64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let peak_kb: u64 =
+        status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.split_whitespace().next()?.parse().ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some((peak_kb * 1024, ticks / 100.0))
+}
+
+/// Reads every file of `paths` once and returns bytes/s (the page-cache limit when the
+/// files were just read).
+pub fn raw_read_rate(paths: &[std::path::PathBuf]) -> std::io::Result<f64> {
+    use std::io::Read;
+    let mut buffer = vec![0u8; 1 << 20];
+    let start = Instant::now();
+    let mut total = 0u64;
+    for path in paths {
+        let mut file = std::fs::File::open(path)?;
+        loop {
+            let n = file.read(&mut buffer)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+    }
+    Ok(total as f64 / start.elapsed().as_secs_f64())
+}
+
+/// One line of the benchmark table.
+#[derive(Debug, Serialize)]
+pub struct BenchRow {
+    pub workload: String,
+    #[serde(flatten)]
+    pub load: LoadReport,
+    /// Peak resident memory of the server during this run (when the harness started it).
+    pub server_peak_rss_mb: Option<f64>,
+    pub client_peak_rss_mb: Option<f64>,
+    /// Server CPU seconds per GB of decoded tensors delivered.
+    pub server_cpu_s_per_gb: Option<f64>,
+}
+
+/// Figures of a workload measured once, beside its rows.
+#[derive(Debug, Serialize)]
+pub struct WorkloadReference {
+    pub workload: String,
+    pub file_bytes: u64,
+    /// Reading the workload's files from the page cache, MB/s.
+    pub raw_read_mb_per_s: f64,
+    pub first_batch_ms: f64,
+    /// `None` when the workload has too few batches to resume inside it.
+    pub first_batch_after_resume_ms: Option<f64>,
+}
+
+/// Runs the consumers of `consumers` on each workload of `data` (written by `gen-demo`)
+/// against the server at `addr`, whose process id (when known) gives its memory and CPU.
+pub async fn run_workloads(
+    addr: &str,
+    server_pid: Option<&str>,
+    data: &std::path::Path,
+    workloads: &[String],
+    consumers: &[usize],
+) -> anyhow::Result<(Vec<BenchRow>, Vec<WorkloadReference>)> {
+    let (mut rows, mut references) = (Vec::new(), Vec::new());
+    for workload in workloads {
+        let spec_path = data.join("specs").join(format!("{workload}.json"));
+        let text = std::fs::read_to_string(&spec_path).map_err(|err| {
+            anyhow::anyhow!("{}: {err} (write the data with readerctl gen-demo)", spec_path.display())
+        })?;
+        let spec = crate::parse_spec(&text).map_err(|err| anyhow::anyhow!("{}: {err}", spec_path.display()))?;
+        let files = workload_files(data, &spec)?;
+        raw_read_rate(&files)?; // warm the page cache
+        let raw = raw_read_rate(&files)?;
+        let file_bytes = files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).sum();
+        let (fresh, resumed) = first_batch_after_resume(addr, &spec, 8).await?;
+        references.push(WorkloadReference {
+            workload: workload.clone(),
+            file_bytes,
+            raw_read_mb_per_s: raw / 1e6,
+            first_batch_ms: fresh,
+            first_batch_after_resume_ms: resumed,
+        });
+        for &k in consumers {
+            if let Some(pid) = server_pid {
+                // Resets the peak (VmHWM) so each run reports its own.
+                let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+            }
+            let _ = std::fs::write("/proc/self/clear_refs", "5");
+            let cpu_before = server_pid.and_then(process_usage).map(|(_, cpu)| cpu);
+            let load = run_load(addr, &spec, k).await?;
+            let server = server_pid.and_then(process_usage);
+            let gb = load.bytes as f64 / 1e9;
+            rows.push(BenchRow {
+                workload: workload.clone(),
+                server_peak_rss_mb: server.map(|(rss, _)| rss as f64 / 1e6),
+                client_peak_rss_mb: process_usage("self").map(|(rss, _)| rss as f64 / 1e6),
+                server_cpu_s_per_gb: match (server, cpu_before) {
+                    (Some((_, after)), Some(before)) if gb > 0.0 => Some((after - before) / gb),
+                    _ => None,
+                },
+                load,
+            });
+        }
+    }
+    Ok((rows, references))
+}
+
+/// The files a spec names under `data` (glob patterns expanded, in order).
+fn workload_files(data: &std::path::Path, spec: &pb::DatasetSpec) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut files = Vec::new();
+    for pattern in spec.source.as_ref().map(|s| s.files.as_slice()).unwrap_or_default() {
+        let (dir, name) = pattern.rsplit_once('/').unwrap_or(("", pattern));
+        let (prefix, suffix) = name.split_once('*').unwrap_or((name, ""));
+        let mut matched: Vec<_> = std::fs::read_dir(data.join(dir))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|path| {
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(prefix) && n.ends_with(suffix) && (name.contains('*') || n == name))
+            })
+            .collect();
+        matched.sort();
+        files.extend(matched);
+    }
+    Ok(files)
+}

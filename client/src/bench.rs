@@ -158,7 +158,7 @@ pub async fn first_batch_after_resume(
     drop(stream);
     let request = pb::ReadRequest { resume_token: token, ..Default::default() };
     let resumed = consume(addr, request, Some(1)).await?;
-    let resumed = (resumed.batches > 0).then(|| resumed.first_batch.as_secs_f64() * 1e3);
+    let resumed = (resumed.batches > 0).then_some(resumed.first_batch.as_secs_f64() * 1e3);
     Ok((fresh.unwrap_or_default().as_secs_f64() * 1e3, resumed))
 }
 

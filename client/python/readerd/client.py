@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -231,8 +232,9 @@ class Stream(Iterator[dict[str, Tensor]]):
         self._acked = -1
         self._connection: Optional[flight.FlightClient] = None
         self._reader: Optional[flight.FlightStreamReader] = None
-        self._pending: Any = None  # an item read ahead (after a reconnect), or _END
+        self._pending: deque[Any] = deque()  # items read ahead (see _reopen_ahead), or _END
         self._opened = False
+        self._ended = False
         self._closed = False
         self._with_retries(self._open)
 
@@ -242,15 +244,15 @@ class Stream(Iterator[dict[str, Tensor]]):
         return self
 
     def __next__(self) -> dict[str, Tensor]:
-        if self._closed:
+        if self._closed or self._ended:
             raise StopIteration
         if self.shared and self.seq > self._acked:
             self.acknowledge()
-        item, self._pending = self._pending, None
-        if item is None:
-            item = self._with_retries(self._read)
+        item = self._pending.popleft() if self._pending else self._with_retries(self._read)
         if item is _END:
-            self.close()
+            # The connection stays open (the server keeps the stream for checkpoints and
+            # acknowledgements) until close().
+            self._ended = True
             raise StopIteration
         metadata, batch = item
         self.seq, self.keys = metadata["seq"], metadata["keys"]
@@ -264,9 +266,9 @@ class Stream(Iterator[dict[str, Tensor]]):
         if self.last_token is not None and self.last_token_seq == self.seq:
             return self.last_token
         for attempt in range(1, self._retry.attempts + 2):
+            if self._reader is None:
+                self._with_retries(self._reopen_ahead)
             try:
-                if self._reader is None:
-                    self._reopen_ahead()
                 reply = self._client.action(
                     "Checkpoint", {"streamId": self.stream_id, "afterSeq": self.seq}, self._connection
                 )
@@ -351,8 +353,8 @@ class Stream(Iterator[dict[str, Tensor]]):
         """The next new element as ``(metadata, batch)``, or ``_END``; takes in the
         checkpoints on the way and skips elements already handed out (after a reconnect)."""
         if self._reader is None:
-            self.reconnects += 1
             self._open()
+            self.reconnects += 1
         assert self._reader is not None
         while True:
             try:
@@ -373,12 +375,13 @@ class Stream(Iterator[dict[str, Tensor]]):
             return metadata, chunk.data
 
     def _reopen_ahead(self) -> None:
-        """Reconnects now (for a checkpoint) and reads up to the next new element, kept
-        for ``__next__``: the new stream has then delivered everything handed out."""
-        if self._pending is None:
-            self._pending = self._read()
-        elif self._reader is None:
-            self._open()
+        """Reconnects now (for a checkpoint) and reads the next new element (or the end),
+        kept for ``__next__``: the stream needs its first message to be known, and has
+        then delivered everything handed out. A private stream's earlier read-ahead is
+        dropped: the new stream delivers it again."""
+        if not self.shared:
+            self._pending.clear()
+        self._pending.append(self._read())
 
     def _with_retries(self, step: Any) -> Any:
         """``step()``, reconnecting after connection failures as the policy allows."""

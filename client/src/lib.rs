@@ -24,7 +24,8 @@ pub mod tfrecord;
 pub use resume::{Event, Reconnect, ResumingStream, StreamError, merge};
 
 use readerd_proto::v1 as pb;
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 pub use readerd_proto::v1;
 
@@ -37,35 +38,101 @@ pub enum ClientError {
     Address { addr: String, source: tonic::transport::Error },
     #[error("cannot connect to {addr}: {source}")]
     Connect { addr: String, source: tonic::transport::Error },
+    #[error("{path}: {source}")]
+    TlsFile { path: String, source: std::io::Error },
+    #[error("the token is not a valid header value")]
+    BadToken,
 }
+
+/// How to reach a server: TLS (with a client certificate for mutual TLS) and a bearer
+/// token. The default is plain HTTP/2 with no token.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectOptions {
+    /// CA certificate (PEM) that signed the server's certificate; turns TLS on.
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// Client certificate and key (PEM), for servers that require mutual TLS.
+    pub tls_identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// The name the server's certificate must carry (default: the address's host).
+    pub tls_domain: Option<String>,
+    /// Sent as `authorization: Bearer <token>` with every call.
+    pub token: Option<String>,
+}
+
+/// Adds the bearer token to every call.
+#[derive(Clone, Debug)]
+pub struct BearerToken(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for BearerToken {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// The generated client with the bearer token added to each call.
+pub type Service = pb::data_service_client::DataServiceClient<InterceptedService<Channel, BearerToken>>;
 
 /// A connection to one readerd server. Cloning shares the connection.
 #[derive(Clone, Debug)]
 pub struct Client {
-    service: pb::data_service_client::DataServiceClient<Channel>,
+    service: Service,
 }
 
 impl Client {
     /// Connects to `addr` (`http://host:port`; a bare `host:port` means http).
     pub async fn connect(addr: &str) -> Result<Self, ClientError> {
-        let url = if addr.contains("://") { addr.to_owned() } else { format!("http://{addr}") };
-        let endpoint = Endpoint::from_shared(url.clone())
+        Self::connect_with(addr, &ConnectOptions::default()).await
+    }
+
+    /// Connects with TLS and a token as `options` say (`https://` is implied by a CA).
+    pub async fn connect_with(addr: &str, options: &ConnectOptions) -> Result<Self, ClientError> {
+        let channel = Self::channel(addr, options).await?;
+        let token = match &options.token {
+            Some(token) => Some(format!("Bearer {token}").parse().map_err(|_| ClientError::BadToken)?),
+            None => None,
+        };
+        Ok(Self::from_channel(channel, BearerToken(token)))
+    }
+
+    /// A connection as `options` say (TLS), for other services of the server (health).
+    pub async fn channel(addr: &str, options: &ConnectOptions) -> Result<Channel, ClientError> {
+        let scheme = if options.tls_ca.is_some() { "https" } else { "http" };
+        let url = match addr.split_once("://") {
+            Some((_, rest)) if options.tls_ca.is_some() => format!("https://{rest}"),
+            Some(_) => addr.to_owned(),
+            None => format!("{scheme}://{addr}"),
+        };
+        let mut endpoint = Endpoint::from_shared(url.clone())
             .map_err(|source| ClientError::Address { addr: addr.to_owned(), source })?
             .initial_stream_window_size(Some(16 << 20))
             .initial_connection_window_size(Some(64 << 20));
-        let channel = endpoint.connect().await.map_err(|source| ClientError::Connect { addr: url, source })?;
-        Ok(Self::from_channel(channel))
+        if let Some(ca) = &options.tls_ca {
+            let read = |path: &std::path::PathBuf| {
+                std::fs::read(path).map_err(|source| ClientError::TlsFile { path: path.display().to_string(), source })
+            };
+            let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca)?));
+            if let Some((cert, key)) = &options.tls_identity {
+                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+            }
+            if let Some(domain) = &options.tls_domain {
+                tls = tls.domain_name(domain.clone());
+            }
+            endpoint = endpoint.tls_config(tls).map_err(|source| ClientError::Connect { addr: url.clone(), source })?;
+        }
+        endpoint.connect().await.map_err(|source| ClientError::Connect { addr: url, source })
     }
 
-    pub fn from_channel(channel: Channel) -> Self {
-        let service = pb::data_service_client::DataServiceClient::new(channel)
+    pub fn from_channel(channel: Channel, token: BearerToken) -> Self {
+        let service = pb::data_service_client::DataServiceClient::with_interceptor(channel, token)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Self { service }
     }
 
     /// The generated client, for every call of `readerd.v1.DataService`.
-    pub fn service(&mut self) -> &mut pb::data_service_client::DataServiceClient<Channel> {
+    pub fn service(&mut self) -> &mut Service {
         &mut self.service
     }
 

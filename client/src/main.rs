@@ -17,6 +17,20 @@ struct Cli {
     /// No progress line on stderr.
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// TLS: the CA certificate (PEM) that signed the server's certificate.
+    #[arg(long, global = true, env = "READERD_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// Mutual TLS: this client's certificate (PEM), with --tls-key.
+    #[arg(long, global = true, env = "READERD_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    #[arg(long, global = true, env = "READERD_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The name the server's certificate must carry (default: the address's host).
+    #[arg(long, global = true)]
+    tls_domain: Option<String>,
+    /// Bearer token sent with every call.
+    #[arg(long, global = true, env = "READERD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -182,16 +196,22 @@ async fn main() -> ExitCode {
         {
             ExitCode::SUCCESS
         }
-        Err(err) => {
-            eprintln!("readerctl: {err:#}");
-            ExitCode::FAILURE
-        }
+        Err(err) => match err.downcast_ref::<tonic::Status>() {
+            Some(status) => {
+                eprintln!("readerctl: {}: {}", code_name(status.code()), status.message());
+                ExitCode::FAILURE
+            }
+            None => {
+                eprintln!("readerctl: {err:#}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Health => return health(&cli.addr).await,
+        Command::Health => return health(&cli.addr, &connect_options(&cli)).await,
         Command::Inspect { file, format, record_bytes, limit, raw } => {
             let format = format.unwrap_or_else(|| readerd_client::inspect::FileFormat::of(&file));
             let mut stdout = std::io::stdout().lock();
@@ -220,7 +240,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let quiet = cli.quiet;
-    let mut client = Client::connect(&cli.addr).await?;
+    let mut client = Client::connect_with(&cli.addr, &connect_options(&cli)).await?;
     match cli.command {
         Command::Read { spec, dataset, container, shared_name, resume, max_batches, checkpoint_every, output } => {
             let spec = match spec {
@@ -407,13 +427,22 @@ async fn read(
     }
 }
 
+/// TLS and token settings from the command line.
+fn connect_options(cli: &Cli) -> readerd_client::ConnectOptions {
+    readerd_client::ConnectOptions {
+        tls_ca: cli.tls_ca.clone(),
+        tls_identity: cli.tls_cert.clone().zip(cli.tls_key.clone()),
+        tls_domain: cli.tls_domain.clone(),
+        token: cli.token.clone(),
+    }
+}
+
 /// The gRPC health check of the data service (container health checks, probes).
-async fn health(addr: &str) -> anyhow::Result<ExitCode> {
+async fn health(addr: &str, options: &readerd_client::ConnectOptions) -> anyhow::Result<ExitCode> {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
-    let url = if addr.contains("://") { addr.to_owned() } else { format!("http://{addr}") };
     let status = async {
-        let channel = tonic::transport::Endpoint::from_shared(url)?.connect().await?;
+        let channel = Client::channel(addr, options).await?;
         let request = HealthCheckRequest { service: "readerd.v1.DataService".into() };
         anyhow::Ok(HealthClient::new(channel).check(request).await?.into_inner().status())
     };

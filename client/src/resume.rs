@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::Stream;
 use readerd_proto::v1 as pb;
 
-use crate::{Client, ReadStream};
+use crate::{Client, ConnectOptions, ReadStream};
 
 /// How reconnection is tried.
 #[derive(Clone, Debug)]
@@ -96,6 +96,7 @@ pub struct ResumingStream {
     checkpoint: Option<(String, i64)>,
     finished: bool,
     random: u64,
+    options: ConnectOptions,
 }
 
 impl ResumingStream {
@@ -103,6 +104,16 @@ impl ResumingStream {
     /// (`checkpoint_every`, `checkpoint_interval_ms` of the request) are kept as they
     /// arrive; a `resume_token` in the request is the first checkpoint.
     pub async fn open(addrs: &[&str], request: pb::ReadRequest, reconnect: Reconnect) -> Result<Self, StreamError> {
+        Self::open_with(addrs, request, reconnect, ConnectOptions::default()).await
+    }
+
+    /// `open`, connecting with TLS and a token as `options` say.
+    pub async fn open_with(
+        addrs: &[&str],
+        request: pb::ReadRequest,
+        reconnect: Reconnect,
+        options: ConnectOptions,
+    ) -> Result<Self, StreamError> {
         assert!(!addrs.is_empty(), "ResumingStream::open needs at least one address");
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
         let mut stream = Self {
@@ -115,6 +126,7 @@ impl ResumingStream {
             last_seq: -1,
             finished: false,
             random: seed as u64 | 1,
+            options,
         };
         stream.reopen(None).await?;
         if let Some((_, read)) = &stream.connection {
@@ -218,7 +230,7 @@ impl ResumingStream {
                 tokio::time::sleep(wait).await;
             }
             let addr = &self.addrs[self.current];
-            let mut client = match Client::connect(addr).await {
+            let mut client = match Client::connect_with(addr, &self.options).await {
                 Ok(client) => client,
                 Err(err) => {
                     last = Some(err.to_string());

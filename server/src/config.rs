@@ -49,10 +49,26 @@ pub struct Config {
     /// Log format on stderr.
     #[arg(long, env = "READERD_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
-    /// Serve callers without authentication. Authentication is not built yet, so every
-    /// caller is served either way; the flag exists so scripts already say what they mean.
+    /// Serve requests that carry no token (as if from an admin of every container).
+    /// Without it, and without --auth-tokens, the server refuses to start.
     #[arg(long, env = "READERD_ALLOW_UNAUTHENTICATED")]
     pub allow_unauthenticated: bool,
+    /// A JSON file of bearer tokens and what each may do:
+    /// `{"tokens": [{"token": "...", "containers": ["a"], "admin": false}]}`.
+    #[arg(long, env = "READERD_AUTH_TOKENS")]
+    pub auth_tokens: Option<PathBuf>,
+    /// TLS: the server's certificate chain (PEM). With --tls-key.
+    #[arg(long, env = "READERD_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: the server's private key (PEM).
+    #[arg(long, env = "READERD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: clients must present a certificate signed by this CA (PEM).
+    #[arg(long, env = "READERD_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Address of the Prometheus `/metrics` endpoint (plain HTTP); none when absent.
+    #[arg(long, env = "READERD_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// After SIGINT/SIGTERM, how long open streams may take to end before the process
     /// exits anyway (a second signal exits at once).
     #[arg(long, env = "READERD_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]

@@ -30,6 +30,8 @@ pub enum ServeError {
     NotFound(String),
     #[error("{0}")]
     PermissionDenied(String),
+    #[error("{0}")]
+    Unauthenticated(String),
     #[error("reader {name} exists with spec {existing}; the request's spec is {requested}")]
     SpecMismatch { name: String, existing: String, requested: String },
     #[error("{0}")]
@@ -78,6 +80,7 @@ impl ServeError {
             ServeError::Unimplemented(_) => Code::Unimplemented,
             ServeError::ReaderNotFound(_) | ServeError::DatasetNotFound(_) | ServeError::NotFound(_) => Code::NotFound,
             ServeError::PermissionDenied(_) => Code::PermissionDenied,
+            ServeError::Unauthenticated(_) => Code::Unauthenticated,
             ServeError::SpecMismatch { .. } | ServeError::FailedPrecondition(_) => Code::FailedPrecondition,
             ServeError::ResourceExhausted(_) => Code::ResourceExhausted,
             ServeError::ReaderDeleted(_) => Code::Aborted,

@@ -31,6 +31,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth;
 use crate::columns::BatchEncoder;
 use crate::grpc::DataService;
 
@@ -56,6 +57,13 @@ impl FlightPlane {
     pub fn new(data: Arc<DataService>) -> Self {
         Self { data }
     }
+}
+
+/// A request for a `DataService` handler, made by `caller`.
+fn as_caller<T>(caller: &auth::Caller, message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    request.extensions_mut().insert(caller.clone());
+    request
 }
 
 fn json_request<T: serde::de::DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, Status> {
@@ -131,8 +139,9 @@ impl FlightService for FlightPlane {
 
     #[tracing::instrument(skip_all, fields(container, shared_name))]
     async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        let caller = auth::caller(&request)?;
         let read: pb::ReadRequest = json_request("ticket (a readerd.v1.ReadRequest)", &request.get_ref().ticket)?;
-        let (reader, mut responses) = self.data.open_stream(read).await?;
+        let (reader, mut responses) = self.data.open_stream(&caller, read).await?;
         let Some(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })) =
             responses.next().await
         else {
@@ -170,19 +179,21 @@ impl FlightService for FlightPlane {
     }
 
     async fn do_action(&self, request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
+        let caller = auth::caller(&request)?;
         let action = request.into_inner();
         let (kind, body) = (action.r#type.as_str(), action.body.as_ref());
         let data = &self.data;
+        // Each action is the DataService call of its name, made as this caller.
         let result = match kind {
-            "Checkpoint" => json_reply(data.checkpoint(Request::new(json_request(kind, body)?)).await?),
-            "Acknowledge" => json_reply(data.acknowledge(Request::new(json_request(kind, body)?)).await?),
-            "GetReaderStats" => json_reply(data.get_reader_stats(Request::new(json_request(kind, body)?)).await?),
-            "ListReaders" => json_reply(data.list_readers(Request::new(json_request(kind, body)?)).await?),
-            "ListDatasets" => json_reply(data.list_datasets(Request::new(json_request(kind, body)?)).await?),
-            "ResetReader" => json_reply(data.reset_reader(Request::new(json_request(kind, body)?)).await?),
-            "DeleteReader" => json_reply(data.delete_reader(Request::new(json_request(kind, body)?)).await?),
+            "Checkpoint" => json_reply(data.checkpoint(as_caller(&caller, json_request(kind, body)?)).await?),
+            "Acknowledge" => json_reply(data.acknowledge(as_caller(&caller, json_request(kind, body)?)).await?),
+            "GetReaderStats" => json_reply(data.get_reader_stats(as_caller(&caller, json_request(kind, body)?)).await?),
+            "ListReaders" => json_reply(data.list_readers(as_caller(&caller, json_request(kind, body)?)).await?),
+            "ListDatasets" => json_reply(data.list_datasets(as_caller(&caller, json_request(kind, body)?)).await?),
+            "ResetReader" => json_reply(data.reset_reader(as_caller(&caller, json_request(kind, body)?)).await?),
+            "DeleteReader" => json_reply(data.delete_reader(as_caller(&caller, json_request(kind, body)?)).await?),
             "LookupOrCreateReader" => {
-                json_reply(data.lookup_or_create_reader(Request::new(json_request(kind, body)?)).await?)
+                json_reply(data.lookup_or_create_reader(as_caller(&caller, json_request(kind, body)?)).await?)
             }
             other => {
                 let known: Vec<&str> = ACTIONS.iter().map(|(name, _)| *name).collect();

@@ -9,6 +9,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
+use crate::auth::{self, Access, Caller};
 use crate::checkpoint::{Checkpointer, OpenStream, StreamRecord, Streams};
 use crate::element::{Element, element_to_pb};
 use crate::error::{Result, ServeError};
@@ -56,8 +57,13 @@ impl DataService {
     /// Opens a stream as `Read` does (a new reader, an attached one, or a resumed
     /// checkpoint) and starts the task that feeds it. The Arrow Flight plane streams the
     /// same messages. Returns the reader with the stream.
-    pub async fn open_stream(&self, request: pb::ReadRequest) -> Result<(Arc<Reader>, ReadStream), Status> {
+    pub async fn open_stream(
+        &self,
+        caller: &Caller,
+        request: pb::ReadRequest,
+    ) -> Result<(Arc<Reader>, ReadStream), Status> {
         let (container, shared_name) = names(request.reader);
+        caller.check(&container, Access::Read)?;
         tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
         let (checkpoint_every, checkpoint_interval_ms) = (request.checkpoint_every, request.checkpoint_interval_ms);
         let (checkpointer, streams) = (self.checkpointer.clone(), self.streams.clone());
@@ -136,8 +142,10 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::LookupOrCreateReaderRequest>,
     ) -> Result<Response<pb::ReaderInfo>, Status> {
+        let caller = auth::caller(&request)?;
         let request = request.into_inner();
         let (container, shared_name) = names(request.reader);
+        caller.check(&container, Access::Read)?;
         let info = self
             .blocking(move |registry| {
                 let spec = registry.resolve_spec(request.spec, &request.dataset)?;
@@ -150,7 +158,8 @@ impl pb::data_service_server::DataService for DataService {
 
     #[tracing::instrument(skip_all, fields(container, shared_name))]
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<ReadStream>, Status> {
-        let (_, stream) = self.open_stream(request.into_inner()).await?;
+        let caller = auth::caller(&request)?;
+        let (_, stream) = self.open_stream(&caller, request.into_inner()).await?;
         Ok(Response::new(stream))
     }
 
@@ -158,8 +167,10 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::AcknowledgeRequest>,
     ) -> Result<Response<pb::AcknowledgeResponse>, Status> {
+        let caller = auth::caller(&request)?;
         let request = request.into_inner();
         let stream = self.streams.get(&request.stream_id)?;
+        caller.check(&stream.container, Access::Read)?;
         stream.reader.delivery.acknowledge(&stream.consumer, request.up_to_seq);
         Ok(Response::new(pb::AcknowledgeResponse {}))
     }
@@ -168,10 +179,12 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::CheckpointRequest>,
     ) -> Result<Response<pb::CheckpointResponse>, Status> {
+        let caller = auth::caller(&request)?;
         let request = request.into_inner();
         let checkpointer = self.checkpointer.clone();
         if request.stream_id.is_empty() {
             let (container, shared_name) = names(request.reader);
+            caller.check(&container, Access::Read)?;
             if shared_name.is_empty() {
                 return Err(Status::invalid_argument("a checkpoint needs a stream id or a shared reader's name"));
             }
@@ -184,6 +197,7 @@ impl pb::data_service_server::DataService for DataService {
             return Ok(Response::new(pb::CheckpointResponse { token, after_seq: -1 }));
         }
         let stream = self.streams.get(&request.stream_id)?;
+        caller.check(&stream.container, Access::Read)?;
         let after_seq = request.after_seq;
         let token = self.blocking(move |_| checkpointer.checkpoint(&stream, after_seq)).await?;
         Ok(Response::new(pb::CheckpointResponse { token, after_seq }))
@@ -193,11 +207,13 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::ReadUpToRequest>,
     ) -> Result<Response<pb::ReadUpToResponse>, Status> {
+        let caller = auth::caller(&request)?;
         let request = request.into_inner();
         if !(1..=MAX_READ_UP_TO).contains(&request.max_records) {
             return Err(ServeError::InvalidArgument(format!("max_records must be in 1..={MAX_READ_UP_TO}")).into());
         }
         let (container, shared_name) = names(request.reader);
+        caller.check(&container, Access::Read)?;
         let (records, end_of_data) = self
             .blocking(move |registry| registry.get(&container, &shared_name)?.read_up_to(request.max_records as usize))
             .await?;
@@ -212,7 +228,9 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::GetReaderStatsRequest>,
     ) -> Result<Response<pb::ReaderStats>, Status> {
+        let caller = auth::caller(&request)?;
         let (container, shared_name) = names(request.into_inner().reader);
+        caller.check(&container, Access::Read)?;
         let reader = self.registry.get(&container, &shared_name)?;
         Ok(Response::new(stats_to_pb(reader.stats())))
     }
@@ -221,7 +239,9 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::ResetReaderRequest>,
     ) -> Result<Response<pb::ReaderStats>, Status> {
+        let caller = auth::caller(&request)?;
         let (container, shared_name) = names(request.into_inner().reader);
+        caller.check(&container, Access::Admin)?;
         let reader = self.registry.get(&container, &shared_name)?;
         reader.reset();
         Ok(Response::new(stats_to_pb(reader.stats())))
@@ -231,7 +251,9 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::DeleteReaderRequest>,
     ) -> Result<Response<pb::DeleteReaderResponse>, Status> {
+        let caller = auth::caller(&request)?;
         let (container, shared_name) = names(request.into_inner().reader);
+        caller.check(&container, Access::Admin)?;
         self.registry.delete(&container, &shared_name)?;
         Ok(Response::new(pb::DeleteReaderResponse {}))
     }
@@ -240,7 +262,9 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::ListReadersRequest>,
     ) -> Result<Response<pb::ListReadersResponse>, Status> {
+        let caller = auth::caller(&request)?;
         let container = request.into_inner().container;
+        caller.check(&container, Access::Read)?;
         let readers = self
             .registry
             .list(&container)
@@ -254,7 +278,9 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::SerializeReaderStateRequest>,
     ) -> Result<Response<pb::SerializeReaderStateResponse>, Status> {
+        let caller = auth::caller(&request)?;
         let (container, shared_name) = names(request.into_inner().reader);
+        caller.check(&container, Access::Read)?;
         let state = self.blocking(move |registry| registry.get(&container, &shared_name)?.serialize_state()).await?;
         Ok(Response::new(pb::SerializeReaderStateResponse { state: state.into() }))
     }
@@ -263,8 +289,10 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::RestoreReaderStateRequest>,
     ) -> Result<Response<pb::ReaderStats>, Status> {
+        let caller = auth::caller(&request)?;
         let request = request.into_inner();
         let (container, shared_name) = names(request.reader);
+        caller.check(&container, Access::Admin)?;
         let stats = self
             .blocking(move |registry| {
                 let reader = registry.get(&container, &shared_name)?;
@@ -277,8 +305,9 @@ impl pb::data_service_server::DataService for DataService {
 
     async fn list_datasets(
         &self,
-        _request: Request<pb::ListDatasetsRequest>,
+        request: Request<pb::ListDatasetsRequest>,
     ) -> Result<Response<pb::ListDatasetsResponse>, Status> {
+        auth::caller(&request)?;
         Ok(Response::new(pb::ListDatasetsResponse { datasets: self.registry.datasets().clone() }))
     }
 
@@ -286,7 +315,10 @@ impl pb::data_service_server::DataService for DataService {
         &self,
         request: Request<pb::ResetContainerRequest>,
     ) -> Result<Response<pb::ResetContainerResponse>, Status> {
-        let released = self.registry.reset_container(&request.into_inner().container);
+        let caller = auth::caller(&request)?;
+        let container = request.into_inner().container;
+        caller.check(&container, Access::Admin)?;
+        let released = self.registry.reset_container(&container);
         Ok(Response::new(pb::ResetContainerResponse { readers_released: released as i64 }))
     }
 }

@@ -26,8 +26,10 @@
 //! - [`state`]: the state store (SQLite by default, PostgreSQL for replicas) where
 //!   checkpoints are committed.
 //! - [`error`]: `ServeError` and its one mapping to gRPC status codes.
+//! - [`auth`]: bearer tokens and the containers and verbs each may use.
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
+pub mod auth;
 pub mod checkpoint;
 pub mod columns;
 pub mod config;

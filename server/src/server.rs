@@ -11,9 +11,11 @@ use arrow_flight::flight_service_server::FlightServiceServer;
 use readerd_proto::v1 as pb;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Server;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
+use crate::auth::{self, AccessPolicy};
 use crate::checkpoint::Checkpointer;
 use crate::config::{Config, StateUrl};
 use crate::flight::FlightPlane;
@@ -75,11 +77,24 @@ pub async fn run(
         drain.clone(),
         config.stream_buffer,
     ));
+    let policy = match &config.auth_tokens {
+        Some(path) => AccessPolicy::load(path, config.allow_unauthenticated)
+            .with_context(|| format!("auth tokens {}", path.display()))?,
+        None => AccessPolicy::new(Vec::new(), config.allow_unauthenticated),
+    };
+    anyhow::ensure!(
+        policy.has_tokens() || config.allow_unauthenticated,
+        "no --auth-tokens: every request would be refused; give tokens, or --allow-unauthenticated to serve \
+         without authentication"
+    );
+    let check = auth::interceptor(std::sync::Arc::new(policy));
     let flight_service = FlightServiceServer::new(FlightPlane::new(data.clone()))
         .max_decoding_message_size(max_message)
         .max_encoding_message_size(max_message);
+    let flight_service = InterceptedService::new(flight_service, check.clone());
     let data_service =
         DataServiceServer::from_arc(data).max_decoding_message_size(max_message).max_encoding_message_size(max_message);
+    let data_service = InterceptedService::new(data_service, check);
 
     if !config.idle_reader_timeout.is_zero() {
         let (registry, timeout, drained) = (registry.clone(), config.idle_reader_timeout, drain.clone());
@@ -103,7 +118,17 @@ pub async fn run(
         stop.cancel();
     };
     tracing::info!(addr = %listener.local_addr()?, roots = ?config.data_roots, "serving");
-    Server::builder()
+    let mut builder = Server::builder();
+    if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
+        let read = |path: &std::path::PathBuf| std::fs::read(path).with_context(|| format!("TLS {}", path.display()));
+        let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
+        if let Some(ca) = &config.tls_client_ca {
+            tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
+        }
+        builder = builder.tls_config(tls).context("TLS configuration")?;
+        tracing::info!(mutual = config.tls_client_ca.is_some(), "TLS on");
+    }
+    builder
         .initial_stream_window_size(Some(16 << 20))
         .initial_connection_window_size(Some(64 << 20))
         .add_service(health_service)

@@ -62,6 +62,10 @@ impl ServerProcess {
         for root in data_roots {
             command.arg("--data-root").arg(root);
         }
+        // Authentication is on unless a test sets up tokens of its own.
+        if !extra_args.iter().any(|arg| arg.starts_with("--auth-tokens")) {
+            command.arg("--allow-unauthenticated");
+        }
         command
             .args(extra_args)
             .env("RUST_LOG", std::env::var("READERD_TEST_LOG").unwrap_or_else(|_| "error".into()))

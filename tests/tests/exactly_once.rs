@@ -74,6 +74,11 @@ fn four_consumers_one_killed_acknowledge_every_element_exactly_once() {
     let victim_keys = keys_of_lines(complete);
     assert!(!victim_keys.is_empty() && victim_keys.len() < LINES, "killed mid-epoch: {} lines", victim_keys.len());
 
+    // readerctl acknowledges a line right after printing it: the victim's last printed
+    // line may have been killed before its acknowledgement, and then printed again
+    // (DESIGN: "elements printed by a process killed before it acknowledged them may be
+    // printed again by another").
+    let victim_last = victim_keys.last().cloned();
     let mut keys = victim_keys;
     for (mut survivor, reader) in survivors {
         let output = reader.join().unwrap();
@@ -87,6 +92,7 @@ fn four_consumers_one_killed_acknowledge_every_element_exactly_once() {
         *counts.entry(key).or_default() += 1;
     }
     assert_eq!(counts.len(), LINES, "every line was acknowledged");
-    let wrong: Vec<_> = counts.iter().filter(|&(_, &n)| n != 2).take(5).collect();
+    let wrong: Vec<_> =
+        counts.iter().filter(|&(key, &n)| n != 2 && !(n == 3 && Some(key) == victim_last.as_ref())).take(5).collect();
     assert!(wrong.is_empty(), "each line exactly once per epoch; off: {wrong:?}");
 }

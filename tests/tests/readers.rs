@@ -164,7 +164,7 @@ fn named_datasets_from_the_configuration() {
     // A bad spec in the file stops the server at start.
     std::fs::write(&datasets, json!({"bad": {"source": {"files": []}}}).to_string()).unwrap();
     let output = std::process::Command::new(readerd_tests::binary("readerd"))
-        .args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .args(["--listen", "127.0.0.1:0", "--allow-unauthenticated", "--state-dir"])
         .arg(dir.path())
         .arg("--data-root")
         .arg(golden_dir())

@@ -23,6 +23,7 @@ use sha2::Sha256;
 
 use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
+use crate::metrics::METRICS;
 use crate::reader::Reader;
 use crate::registry::ReaderRegistry;
 use crate::state::{StateStore, StoredCheckpoint};
@@ -305,9 +306,21 @@ impl Checkpointer {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
         };
-        let id = self.store.put_checkpoint(&stored)?;
-        self.store.prune(&state.container, &state.lineage, self.keep)?;
-        Ok(self.tokens.issue(id))
+        let started = std::time::Instant::now();
+        let committed = self.store.put_checkpoint(&stored).and_then(|id| {
+            self.store.prune(&state.container, &state.lineage, self.keep)?;
+            Ok(id)
+        });
+        match committed {
+            Ok(id) => {
+                METRICS.checkpoint_committed(started.elapsed());
+                Ok(self.tokens.issue(id))
+            }
+            Err(err) => {
+                METRICS.state_store_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Err(err.into())
+            }
+        }
     }
 
     /// The checkpoint a token names, for a stream in `container` (blocking).

@@ -13,6 +13,7 @@ use crate::auth::{self, Access, Caller};
 use crate::checkpoint::{Checkpointer, OpenStream, StreamRecord, Streams};
 use crate::element::{Element, element_to_pb};
 use crate::error::{Result, ServeError};
+use crate::metrics::METRICS;
 use crate::reader::{Chunk, Reader, ReaderStats};
 use crate::registry::ReaderRegistry;
 
@@ -323,6 +324,23 @@ impl pb::data_service_server::DataService for DataService {
     }
 }
 
+/// Counts a stream as active while it lives.
+struct ActiveStream;
+
+impl ActiveStream {
+    fn new() -> Self {
+        METRICS.streams_opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        METRICS.streams_active.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ActiveStream
+    }
+}
+
+impl Drop for ActiveStream {
+    fn drop(&mut self) {
+        METRICS.streams_active.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Feeds one stream until the end of the sequence, an error, the trainer going away, the
 /// reader being deleted or the server draining.
 ///
@@ -357,6 +375,7 @@ async fn stream_elements(
     drain: CancellationToken,
 ) {
     let _attached = reader.attach_stream();
+    let _counted = ActiveStream::new();
     let shared = !record.checkpointable;
     let mut seq: i64 = first_seq;
     let mut exhausted = false;
@@ -404,6 +423,7 @@ async fn stream_elements(
             if shared {
                 reader.delivery.delivered(&record.consumer, seq, element.clone(), redelivered);
             }
+            METRICS.element_sent(element.keys.len(), element.payload_bytes());
             permit.send(Ok(pb::ReadResponse {
                 kind: Some(pb::read_response::Kind::Element(element_to_pb(seq, element))),
             }));
@@ -451,7 +471,10 @@ async fn stream_elements(
     };
     let last = match last {
         Ok(end) => Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }),
-        Err(err) => Err(err.into()),
+        Err(err) => {
+            METRICS.stream_failed(err.code());
+            Err(err.into())
+        }
     };
     if element_tx.send(last).await.is_ok() {
         // The trainer may still acknowledge or checkpoint what it received: keep the

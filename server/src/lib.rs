@@ -26,6 +26,7 @@
 //! - [`state`]: the state store (SQLite by default, PostgreSQL for replicas) where
 //!   checkpoints are committed.
 //! - [`error`]: `ServeError` and its one mapping to gRPC status codes.
+//! - [`metrics`]: Prometheus counters and the `/metrics` endpoint.
 //! - [`auth`]: bearer tokens and the containers and verbs each may use.
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
@@ -40,6 +41,7 @@ pub mod error;
 pub mod flight;
 pub mod format;
 pub mod grpc;
+pub mod metrics;
 pub mod pipeline;
 pub mod reader;
 pub mod registry;

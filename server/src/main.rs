@@ -17,6 +17,15 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        // Bound before the address is announced, so a scraper may connect at once.
+        let metrics = match config.metrics_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|err| anyhow::anyhow!("metrics address {addr}: {err}"))?,
+            ),
+            None => None,
+        };
         // Scripts and tests wait for this line to learn the port.
         println!("listening on {}", listener.local_addr()?);
         let grace = config.shutdown_grace;
@@ -24,7 +33,7 @@ fn main() -> ExitCode {
             shutdown::signal_received().await;
             tokio::spawn(shutdown::exit_after(grace));
         };
-        readerd_server::run(listener, config, shutdown).await
+        readerd_server::run(listener, metrics, config, shutdown).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

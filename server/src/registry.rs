@@ -130,6 +130,11 @@ impl ReaderRegistry {
             .collect()
     }
 
+    /// Every shared reader: container, name and reader.
+    pub fn all(&self) -> Vec<(String, String, Arc<Reader>)> {
+        self.read_lock().iter().map(|((c, name), reader)| (c.clone(), name.clone(), reader.clone())).collect()
+    }
+
     /// Releases the readers no stream used for `timeout`; returns how many.
     pub fn release_idle(&self, timeout: std::time::Duration) -> usize {
         let mut readers = self.write_lock();

@@ -28,8 +28,10 @@ use crate::source::DataRoots;
 
 type DataServiceServer = pb::data_service_server::DataServiceServer<DataService>;
 
+/// Serves on `listener` (and `/metrics` on `metrics`, when given) until `shutdown`.
 pub async fn run(
     listener: TcpListener,
+    metrics: Option<TcpListener>,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -108,6 +110,10 @@ pub async fn run(
                 }
             }
         });
+    }
+    if let Some(listener) = metrics {
+        tracing::info!(addr = %listener.local_addr()?, "metrics at /metrics");
+        tokio::spawn(crate::metrics::serve(listener, registry.clone()));
     }
     let stop = drain.clone();
     let on_shutdown = async move {

@@ -1,0 +1,180 @@
+//! Prometheus metrics: process-wide counters kept in atomics, the shared readers' own
+//! counters read at scrape time, and a plain-HTTP `/metrics` endpoint
+//! (`--metrics-listen`) in the text exposition format.
+
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::registry::ReaderRegistry;
+
+/// Upper bounds (seconds) of the checkpoint commit latency histogram.
+const COMMIT_BUCKETS: [f64; 10] = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0];
+
+/// The process's counters.
+#[derive(Debug)]
+pub struct Metrics {
+    pub elements_sent: AtomicU64,
+    pub records_sent: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub streams_opened: AtomicU64,
+    pub streams_active: AtomicU64,
+    pub state_store_errors: AtomicU64,
+    commit_buckets: [AtomicU64; COMMIT_BUCKETS.len()],
+    commit_count: AtomicU64,
+    commit_micros: AtomicU64,
+    /// Streams that ended with an error, by gRPC code name.
+    stream_errors: Mutex<Vec<(String, u64)>>,
+}
+
+pub static METRICS: Metrics = Metrics {
+    elements_sent: AtomicU64::new(0),
+    records_sent: AtomicU64::new(0),
+    bytes_sent: AtomicU64::new(0),
+    streams_opened: AtomicU64::new(0),
+    streams_active: AtomicU64::new(0),
+    state_store_errors: AtomicU64::new(0),
+    commit_buckets: [const { AtomicU64::new(0) }; COMMIT_BUCKETS.len()],
+    commit_count: AtomicU64::new(0),
+    commit_micros: AtomicU64::new(0),
+    stream_errors: Mutex::new(Vec::new()),
+};
+
+impl Metrics {
+    pub fn element_sent(&self, records: usize, bytes: usize) {
+        self.elements_sent.fetch_add(1, Ordering::Relaxed);
+        self.records_sent.fetch_add(records as u64, Ordering::Relaxed);
+        self.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub fn checkpoint_committed(&self, took: Duration) {
+        let seconds = took.as_secs_f64();
+        for (bucket, bound) in self.commit_buckets.iter().zip(COMMIT_BUCKETS) {
+            if seconds <= bound {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.commit_count.fetch_add(1, Ordering::Relaxed);
+        self.commit_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    pub fn stream_failed(&self, code: tonic::Code) {
+        let code = format!("{code:?}");
+        let mut errors = self.stream_errors.lock().unwrap_or_else(|p| p.into_inner());
+        match errors.iter_mut().find(|(name, _)| *name == code) {
+            Some((_, count)) => *count += 1,
+            None => errors.push((code, 1)),
+        }
+    }
+
+    /// The text exposition of every metric, the readers' included.
+    pub fn render(&self, registry: &ReaderRegistry) -> String {
+        let mut out = String::new();
+        let mut counter = |name: &str, help: &str, kind: &str, value: u64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        };
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        counter(
+            "readerd_elements_sent_total",
+            "Elements (examples or batches) sent to trainers.",
+            "counter",
+            load(&self.elements_sent),
+        );
+        counter("readerd_records_sent_total", "Records sent to trainers.", "counter", load(&self.records_sent));
+        counter(
+            "readerd_bytes_sent_total",
+            "Tensor payload bytes sent to trainers.",
+            "counter",
+            load(&self.bytes_sent),
+        );
+        counter("readerd_streams_opened_total", "Streams opened.", "counter", load(&self.streams_opened));
+        counter("readerd_streams_active", "Streams open now.", "gauge", load(&self.streams_active));
+        counter(
+            "readerd_state_store_errors_total",
+            "Failed state store operations.",
+            "counter",
+            load(&self.state_store_errors),
+        );
+
+        let _ =
+            writeln!(out, "# HELP readerd_checkpoint_commit_seconds Time to commit a checkpoint to the state store.");
+        let _ = writeln!(out, "# TYPE readerd_checkpoint_commit_seconds histogram");
+        for (bucket, bound) in self.commit_buckets.iter().zip(COMMIT_BUCKETS) {
+            let _ = writeln!(out, "readerd_checkpoint_commit_seconds_bucket{{le=\"{bound}\"}} {}", load(bucket));
+        }
+        let count = load(&self.commit_count);
+        let _ = writeln!(out, "readerd_checkpoint_commit_seconds_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "readerd_checkpoint_commit_seconds_sum {}", load(&self.commit_micros) as f64 / 1e6);
+        let _ = writeln!(out, "readerd_checkpoint_commit_seconds_count {count}");
+
+        let _ = writeln!(out, "# HELP readerd_stream_errors_total Streams that ended with an error, by gRPC code.");
+        let _ = writeln!(out, "# TYPE readerd_stream_errors_total counter");
+        for (code, n) in self.stream_errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = writeln!(out, "readerd_stream_errors_total{{code=\"{code}\"}} {n}");
+        }
+
+        let per_reader: [(&str, &str, &str, fn(&crate::reader::ReaderStats) -> u64); 6] = [
+            ("readerd_reader_records_produced_total", "Records a reader produced.", "counter", |s| s.records_produced),
+            ("readerd_reader_elements_produced_total", "Elements a reader produced.", "counter", |s| {
+                s.elements_produced
+            }),
+            ("readerd_reader_records_skipped_total", "Corrupt or undecodable records skipped.", "counter", |s| {
+                s.records_skipped
+            }),
+            ("readerd_reader_streams", "Streams attached to a reader.", "gauge", |s| s.active_streams),
+            ("readerd_reader_elements_in_flight", "Elements sent and not yet acknowledged.", "gauge", |s| {
+                s.elements_in_flight
+            }),
+            ("readerd_reader_elements_awaiting_redelivery", "Elements waiting to be delivered again.", "gauge", |s| {
+                s.elements_awaiting_redelivery
+            }),
+        ];
+        let readers: Vec<_> = registry.all().into_iter().map(|(c, n, reader)| (c, n, reader.stats())).collect();
+        for (name, help, kind, value) in per_reader {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (container, shared_name, stats) in &readers {
+                let _ = writeln!(
+                    out,
+                    "{name}{{container=\"{}\",reader=\"{}\"}} {}",
+                    escape(container),
+                    escape(shared_name),
+                    value(stats)
+                );
+            }
+        }
+        out
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Serves `GET /metrics` (anything else: 404) until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, registry: ReaderRegistry) {
+    loop {
+        let Ok((mut socket, _)) = listener.accept().await else { continue };
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            let mut request = vec![0u8; 4096];
+            let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut request)).await else {
+                return;
+            };
+            let line = String::from_utf8_lossy(&request[..n]);
+            let (status, body) = if line.starts_with("GET /metrics ") || line.starts_with("GET /metrics?") {
+                ("200 OK", METRICS.render(&registry))
+            } else {
+                ("404 Not Found", "only /metrics lives here\n".to_owned())
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+        });
+    }
+}

@@ -116,7 +116,7 @@ impl Metrics {
             let _ = writeln!(out, "readerd_stream_errors_total{{code=\"{code}\"}} {n}");
         }
 
-        let per_reader: [(&str, &str, &str, fn(&crate::reader::ReaderStats) -> u64); 6] = [
+        let per_reader: [ReaderMetric; 6] = [
             ("readerd_reader_records_produced_total", "Records a reader produced.", "counter", |s| s.records_produced),
             ("readerd_reader_elements_produced_total", "Elements a reader produced.", "counter", |s| {
                 s.elements_produced
@@ -148,6 +148,9 @@ impl Metrics {
         out
     }
 }
+
+/// A per-reader metric: name, help, type and how to read it from the reader's stats.
+type ReaderMetric = (&'static str, &'static str, &'static str, fn(&crate::reader::ReaderStats) -> u64);
 
 /// A label value with `\`, `"` and newlines escaped.
 fn escape(value: &str) -> String {

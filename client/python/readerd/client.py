@@ -250,8 +250,7 @@ class Stream(Iterator[dict[str, Tensor]]):
             self.acknowledge()
         item = self._pending.popleft() if self._pending else self._with_retries(self._read)
         if item is _END:
-            # The connection stays open (the server keeps the stream for checkpoints and
-            # acknowledgements) until close().
+            # Kept until close(): a checkpoint or acknowledgement may still name the stream.
             self._ended = True
             raise StopIteration
         metadata, batch = item
@@ -298,12 +297,15 @@ class Stream(Iterator[dict[str, Tensor]]):
     # --- lifetime -------------------------------------------------------------------
 
     def close(self) -> None:
-        """Acknowledges what was handed out (shared readers) and ends the stream."""
+        """Acknowledges what was handed out (shared readers; best effort: a failure is
+        not raised, the server then redelivers those items) and ends the stream."""
         if self._closed:
             return
         try:
             if self.shared and self._reader is not None:
                 self.acknowledge()
+        except ReaderdError:
+            pass
         finally:
             self._closed = True
             self._drop_connection()

@@ -10,7 +10,7 @@ server can read:
 
 :func:`crc32c` is a table-driven CRC-32C (Castagnoli) in pure Python; it continues from a
 previous value (``crc32c(b, crc32c(a)) == crc32c(a + b)``), so records sharing a long
-prefix are cheap to checksum (see :class:`RecordFramer`).
+prefix are cheap to checksum (``write_tfrecord(..., prefix=...)``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Union
 
-__all__ = ["crc32c", "masked_crc32c", "frame", "RecordFramer", "example", "write_tfrecord"]
+__all__ = ["crc32c", "masked_crc32c", "frame", "RecordFramer", "example", "common_prefix", "write_tfrecord"]
 
 
 def _table() -> list[int]:
@@ -118,12 +118,29 @@ def example(features: Mapping[str, FeatureValue]) -> bytes:
     return _field(1, entries)
 
 
-def write_tfrecord(path: Union[str, Path], records: Iterable[bytes]) -> list[int]:
-    """Writes ``records`` as a TFRecord file; returns each record's byte offset (its key)."""
+def common_prefix(a: bytes, b: bytes) -> bytes:
+    """The longest common prefix of ``a`` and ``b`` (bisection over slice compares)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return a[:low]
+
+
+def write_tfrecord(path: Union[str, Path], records: Iterable[bytes], prefix: bytes = b"") -> list[int]:
+    """Writes ``records`` as a TFRecord file; returns each record's byte offset (its key).
+    With ``prefix`` (which every record starts with: see :func:`common_prefix`), the
+    prefix is checksummed once, which makes large similar records cheap to write."""
     offsets, position = [], 0
+    framer = RecordFramer(prefix)
     with open(path, "wb") as out:
         for record in records:
-            framed = frame(record)
+            if not record.startswith(prefix):
+                raise ValueError("a record does not start with the prefix")
+            framed = framer.frame(record[len(prefix) :])
             offsets.append(position)
             out.write(framed)
             position += len(framed)

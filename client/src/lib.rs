@@ -58,8 +58,8 @@ pub struct ConnectOptions {
     pub token: Option<String>,
 }
 
-/// Adds the bearer token to every call.
-#[derive(Clone, Debug)]
+/// Adds the bearer token to every call (`default()`: none).
+#[derive(Clone, Debug, Default)]
 pub struct BearerToken(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
 
 impl tonic::service::Interceptor for BearerToken {

@@ -38,7 +38,7 @@ pub enum ServeError {
     ResourceExhausted(String),
     #[error("reader {0} was deleted")]
     ReaderDeleted(String),
-    #[error("server is shutting down")]
+    #[error("server is shutting down; resume from the stream's last checkpoint")]
     ShuttingDown,
     #[error("{0}")]
     StateStore(String),

@@ -469,6 +469,22 @@ async fn stream_elements(
             _ = drain.cancelled() => break Err(ServeError::ShuttingDown),
         }
     };
+    if matches!(last, Err(ServeError::ShuttingDown)) && seq > first_seq {
+        // A final checkpoint after the last element sent, so the trainer resumes on
+        // another server (or this one, restarted) with nothing lost or repeated.
+        let (checkpointer, stream, after_seq) = (auto.checkpointer.clone(), record.clone(), seq - 1);
+        match tokio::task::spawn_blocking(move || checkpointer.checkpoint(&stream, after_seq)).await {
+            Ok(Ok(token)) => {
+                let checkpoint = pb::CheckpointResponse { token, after_seq };
+                let message = pb::ReadResponse { kind: Some(pb::read_response::Kind::Checkpoint(checkpoint)) };
+                if element_tx.send(Ok(message)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(Err(err)) => tracing::warn!(reader = reader.name(), error = %err, "no final checkpoint"),
+            Err(err) => tracing::warn!(reader = reader.name(), error = %err, "no final checkpoint"),
+        }
+    }
     let last = match last {
         Ok(end) => Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }),
         Err(err) => {

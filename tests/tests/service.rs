@@ -59,3 +59,104 @@ async fn sigterm_ends_open_streams_with_unavailable_and_exits_cleanly() {
     assert!(exited_cleanly, "readerd exited with an error after SIGTERM");
     assert_eq!(reader.await.unwrap(), Some(tonic::Code::Unavailable));
 }
+
+/// Reads a stream to its end: the keys of each element in order, and how it ended (the
+/// final checkpoint's token and after_seq, and the error code, if any).
+async fn drain(
+    stream: &mut readerd_client::ReadStream,
+) -> (Vec<Vec<String>>, Option<(String, i64)>, Option<tonic::Code>) {
+    let (mut keys, mut checkpoint) = (Vec::new(), None);
+    loop {
+        match stream.message().await {
+            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) })) => {
+                keys.push(element.keys)
+            }
+            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Checkpoint(c)) })) => {
+                checkpoint = Some((c.token, c.after_seq))
+            }
+            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(_)) })) | Ok(None) => {
+                return (keys, checkpoint, None);
+            }
+            Ok(Some(_)) => {}
+            Err(status) => return (keys, checkpoint, Some(status.code())),
+        }
+    }
+}
+
+#[tokio::test]
+async fn sigterm_during_eight_streams_gives_each_a_final_token_that_resumes_exactly() {
+    let data = tempfile::tempdir().unwrap();
+    // Lines of 1 KB, read with 64 KiB HTTP/2 windows: a stream the test does not read
+    // holds a few dozen elements in flight and its reading waits (backpressure), so
+    // SIGTERM finds all eight in the middle.
+    let padding = "x".repeat(1000);
+    for f in 0..3 {
+        let text: String = (0..200).map(|l| format!("{f},{l},{padding}\n")).collect();
+        readerd_tests::write_file(data.path(), &format!("part-{f}.txt"), text.as_bytes());
+    }
+    let spec: pb::DatasetSpec = serde_json::from_value(json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 3, "shuffleFiles": true, "cycleLength": 2, "shuffle": {"bufferSize": 16},
+                     "batchSize": 2, "prefetch": 2}
+    }))
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
+    let narrow = tonic::transport::Endpoint::from_shared(server.addr.clone())
+        .unwrap()
+        .initial_stream_window_size(Some(64 << 10))
+        .initial_connection_window_size(Some(1 << 20))
+        .connect()
+        .await
+        .unwrap();
+    let mut client = readerd_client::Client::from_channel(narrow, Default::default());
+    let (whole, _, _) = drain(&mut client.read("", "", Some(spec.clone())).await.unwrap()).await;
+    assert_eq!(whole.len(), 300);
+
+    let mut streams = Vec::new();
+    for i in 0..8 {
+        let mut stream = client.read("", "", Some(spec.clone())).await.unwrap();
+        let mut head = Vec::new();
+        while head.len() < 5 + 7 * i {
+            match stream.message().await.unwrap().unwrap().kind {
+                Some(pb::read_response::Kind::Element(element)) => head.push(element.keys),
+                other => panic!("expected an element, got {other:?}"),
+            }
+        }
+        streams.push((stream, head));
+    }
+    let channel = tonic::transport::Endpoint::from_shared(server.addr.clone()).unwrap().connect().await.unwrap();
+    let stopping = tokio::task::spawn_blocking(move || server.terminate());
+    // The streams are read on only once the server is draining (health NOT_SERVING).
+    let mut health = HealthClient::new(channel);
+    loop {
+        let request = HealthCheckRequest { service: "readerd.v1.DataService".into() };
+        match health.check(request).await {
+            Ok(reply) if reply.get_ref().status() == ServingStatus::Serving => {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await
+            }
+            _ => break,
+        }
+    }
+    let mut tokens = Vec::new();
+    for (stream, head) in &mut streams {
+        let (rest, checkpoint, code) = drain(stream).await;
+        assert_eq!(code, Some(tonic::Code::Unavailable));
+        let (token, after_seq) = checkpoint.expect("a final checkpoint before the stream ended");
+        head.extend(rest);
+        assert_eq!(after_seq, head.len() as i64 - 1, "the final token covers every element received");
+        tokens.push(token);
+    }
+    assert!(stopping.await.unwrap(), "readerd exited cleanly");
+
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
+    let mut client = server.client().await;
+    for ((_, head), token) in streams.into_iter().zip(tokens) {
+        let request = pb::ReadRequest { resume_token: token, ..Default::default() };
+        let (rest, _, code) = drain(&mut client.read_with(request).await.unwrap()).await;
+        assert_eq!(code, None);
+        let mut all = head;
+        all.extend(rest);
+        assert_eq!(all, whole, "received before SIGTERM + resumed = the uninterrupted stream");
+    }
+}

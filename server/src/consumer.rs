@@ -31,6 +31,13 @@ pub struct ConsumerStats {
     pub redelivered: u64,
 }
 
+impl Consumer {
+    /// Elements delivered to this stream and not acknowledged yet.
+    pub fn unacknowledged(&self) -> usize {
+        lock(&self.unacked).len()
+    }
+}
+
 /// A reader's deliveries across its streams.
 #[derive(Debug, Default)]
 pub struct Delivery {

@@ -7,8 +7,10 @@
 //!   `readerd.batched`), then one record batch per element, laid out by [`crate::columns`],
 //!   with `{"seq", "keys", "shapes"}` as its `app_metadata`. Automatic checkpoints arrive
 //!   as metadata-only messages `{"checkpoint": TOKEN, "after_seq": n}` and the end of the
-//!   data as `{"end_of_sequence": true, "after_seq": n}`, after which the stream ends (so
-//!   `read_all` of any Arrow client returns; checkpoint before the end if needed).
+//!   data as `{"end_of_sequence": true, "after_seq": n}`, after which the Flight stream
+//!   ends (so `read_all` of any Arrow client returns); the stream id still takes
+//!   `Acknowledge` and `Checkpoint` actions for a while (until a shared stream's elements
+//!   are all acknowledged, at most 10 s).
 //! - `DoAction(type, body)`: the type names a `readerd.v1.DataService` call (`Checkpoint`,
 //!   `Acknowledge`, `GetReaderStats`, `ListReaders`, `ListDatasets`, `ResetReader`,
 //!   `DeleteReader`, `LookupOrCreateReader`); body and result are the proto3 JSON of its
@@ -34,6 +36,10 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::auth;
 use crate::columns::BatchEncoder;
 use crate::grpc::DataService;
+
+/// How long a Flight stream's readerd stream stays after its end for acknowledgements and
+/// checkpoints (less once everything a shared stream was given is acknowledged).
+const LINGER_AFTER_END: std::time::Duration = std::time::Duration::from_secs(10);
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -157,20 +163,32 @@ impl FlightService for FlightPlane {
         drop(reader);
         // One message in flight: the read stream's buffer is the prefetch.
         let (flight_tx, flight_rx) = mpsc::channel(2);
+        let (data, stream_id) = (self.data.clone(), started.stream_id);
         tokio::spawn(async move {
-            while let Some(response) = responses.next().await {
-                // Unlike `Read`, the Flight stream ends after the end-of-sequence marker, so
-                // that any Arrow client's `read_all` returns.
-                let last =
+            loop {
+                let response = tokio::select! {
+                    response = responses.next() => response,
+                    _ = flight_tx.closed() => return, // the client left
+                };
+                let Some(response) = response else { return };
+                let end =
                     matches!(&response, Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(_)) }));
                 let messages = response.and_then(|response| encoder.messages(response));
-                let done = messages.is_err() || last;
+                let failed = messages.is_err();
                 for message in messages.map_or_else(|status| vec![Err(status)], |m| m.into_iter().map(Ok).collect()) {
                     if flight_tx.send(message).await.is_err() {
                         return;
                     }
                 }
-                if done {
+                if failed {
+                    return;
+                }
+                if end {
+                    // Unlike `Read`, the Flight stream ends after the end-of-sequence
+                    // marker, so that any Arrow client's `read_all` returns; the readerd
+                    // stream behind it stays a while for acknowledgements and checkpoints.
+                    drop(flight_tx);
+                    data.linger(&stream_id, LINGER_AFTER_END).await;
                     return;
                 }
             }

@@ -55,6 +55,25 @@ impl DataService {
         Ok(result?)
     }
 
+    /// Keeps the stream `stream_id` open for acknowledgements and checkpoints after its
+    /// last message went out (a Flight stream ends at its end-of-sequence marker): until
+    /// a shared reader's stream has every element acknowledged, `max` passes, or the
+    /// server drains.
+    pub async fn linger(&self, stream_id: &str, max: std::time::Duration) {
+        let Ok(stream) = self.streams.get(stream_id) else { return };
+        let deadline = tokio::time::Instant::now() + max;
+        while tokio::time::Instant::now() < deadline {
+            if !stream.checkpointable && stream.consumer.unacknowledged() == 0 {
+                return;
+            }
+            tokio::select! {
+                _ = stream.reader.delivery.changed() => {}
+                _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                _ = self.drain.cancelled() => return,
+            }
+        }
+    }
+
     /// Opens a stream as `Read` does (a new reader, an attached one, or a resumed
     /// checkpoint) and starts the task that feeds it. The Arrow Flight plane streams the
     /// same messages. Returns the reader with the stream.
@@ -385,7 +404,11 @@ async fn stream_elements(
         return;
     }
     let last = loop {
-        let free = element_tx.capacity().clamp(1, CHUNK_ELEMENTS);
+        let mut free = element_tx.capacity().clamp(1, CHUNK_ELEMENTS);
+        if auto.every > 0 {
+            // A chunk ends where a checkpoint by count is due, so each comes exactly then.
+            free = free.min(usize::try_from(auto.every - since_checkpoint).unwrap_or(usize::MAX).max(1));
+        }
         let permits = tokio::select! {
             permits = element_tx.reserve_many(free) => match permits {
                 Ok(permits) => permits,

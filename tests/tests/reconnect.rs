@@ -158,3 +158,24 @@ async fn merged_streams_of_two_servers_deliver_both() {
     assert_eq!(records, [300, 300]);
     assert_eq!(ends, 2);
 }
+
+#[tokio::test]
+async fn automatic_checkpoints_come_exactly_every_n_elements() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let server = ServerProcess::start(&[data.path()]);
+    let mut client = server.client().await;
+    let mut stream = client.read_with(request(7)).await.unwrap();
+    let (mut elements, mut covered) = (0, Vec::new());
+    while let Some(response) = stream.message().await.unwrap() {
+        match response.kind {
+            Some(pb::read_response::Kind::Element(_)) => elements += 1,
+            Some(pb::read_response::Kind::Checkpoint(checkpoint)) => covered.push(checkpoint.after_seq),
+            Some(pb::read_response::Kind::EndOfSequence(_)) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(elements, 100);
+    let expected: Vec<i64> = (1..=100 / 7).map(|k| k * 7 - 1).collect();
+    assert_eq!(covered, expected);
+}

@@ -232,7 +232,7 @@ class Stream(Iterator[dict[str, Tensor]]):
         self._acked = -1
         self._connection: Optional[flight.FlightClient] = None
         self._reader: Optional[flight.FlightStreamReader] = None
-        self._pending: deque[Any] = deque()  # items read ahead (see _reopen_ahead), or _END
+        self._pending: deque[Any] = deque()  # an item read ahead (see _reopen_ahead), or _END
         self._opened = False
         self._ended = False
         self._closed = False
@@ -379,10 +379,9 @@ class Stream(Iterator[dict[str, Tensor]]):
     def _reopen_ahead(self) -> None:
         """Reconnects now (for a checkpoint) and reads the next new element (or the end),
         kept for ``__next__``: the stream needs its first message to be known, and has
-        then delivered everything handed out. A private stream's earlier read-ahead is
-        dropped: the new stream delivers it again."""
-        if not self.shared:
-            self._pending.clear()
+        then delivered everything handed out. An earlier read-ahead is dropped: it was
+        never handed out, and the reader delivers it again."""
+        self._pending.clear()
         self._pending.append(self._read())
 
     def _with_retries(self, step: Any) -> Any:

@@ -1,0 +1,136 @@
+"""The client delivers exactly the tensors ``readerctl read --output jsonl`` prints, for
+every tensor kind the Flight plane lays out (dense, sparse, ragged, strings; batched
+and not; TFRecord Examples, CSV, fixed-length raw records, undecoded records)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+import readerd
+from helpers import bfloat16_as_float32, read_all, readerctl, write_spec
+from readerd.tfrecord import example, write_tfrecord
+
+NAN, INF = float("nan"), float("inf")
+
+
+def examples(n: int) -> list[bytes]:
+    records = []
+    for i in range(n):
+        features: dict = {
+            "label": -(2**63) if i == 3 else i * 1000003,
+            "x": [i * 0.1, [NAN, -0.0, INF, -INF, 1e-40, 3.4e38][i % 6]],
+            "grid": [i, -i, 2 * i, 7],
+            "tok": list(range(i % 4)),
+            "name": b"\x00\xffn%d" % i,
+            "span_lens": [i % 3, 1],
+            "spans": [float(j) + 0.5 for j in range(i % 3 + 1)],
+            "ix": [i % 10, (i * 7) % 10][: 1 + i % 2],
+            "vals": [1.25, -2.5][: 1 + i % 2],
+            "pt_lens": [1, i % 2],
+            "pts": [float(i), 0.25, -1.0, 2.0][: 2 + 2 * (i % 2)],
+        }
+        if i % 3:
+            features["emb"] = [float(i)] * (2 * (i % 3))  # rows of 2; missing when i % 3 == 0
+            features["words"] = [b"w%d" % j for j in range(i % 3)]
+        records.append(example(features))
+    return records
+
+
+EXAMPLE_FEATURES = {
+    "label": {"fixedLen": {"dtype": "INT64", "shape": []}},
+    "x": {"fixedLen": {"dtype": "FLOAT32", "shape": [2]}},
+    "grid": {"fixedLen": {"dtype": "INT64", "shape": [2, 2]}},
+    "emb": {"fixedLenSequence": {"dtype": "FLOAT32", "shape": [2], "allowMissing": True}},
+    "tok": {"varLen": {"dtype": "INT64"}},
+    "words": {"varLen": {"dtype": "STRING"}},
+    "name": {"fixedLen": {"dtype": "STRING", "shape": []}},
+    "pairs": {"sparse": {"indexKeys": ["ix"], "valueKey": "vals", "dtype": "FLOAT32", "size": [10]}},
+    "spans": {
+        "ragged": {"dtype": "FLOAT32", "valueKey": "spans", "partitions": [{"rowLengths": "span_lens"}],
+                   "rowSplitsDtype": "INT64"}
+    },
+    "pts": {
+        "ragged": {"dtype": "FLOAT32", "valueKey": "pts",
+                   "partitions": [{"rowLengths": "pt_lens"}, {"uniformRowLength": 2}], "rowSplitsDtype": "INT32"}
+    },
+}  # fmt: skip
+
+
+def raw_records(n: int) -> bytes:
+    """A FIXED_LENGTH file: a 4-byte header, then ``n`` records of 8 bytes."""
+    body = b"".join(struct.pack("<ff", i * 1.5, -i / 3) for i in range(n))
+    return b"HEAD" + body
+
+
+def specs() -> dict[str, dict]:
+    example_spec = {"source": {"files": ["ex.tfrecord"], "format": "TFRECORD"},
+                    "decoder": {"example": {"features": EXAMPLE_FEATURES}}}  # fmt: skip
+    csv_decoder = {"csv": {"columns": [
+        {"dtype": "INT64"},
+        {"dtype": "FLOAT32", "default": {"floatValues": [0.5]}},
+        {"dtype": "STRING", "default": {"bytesValues": [""]}},
+        {"name": "flag", "dtype": "INT32", "default": {"int64Values": [7]}},
+    ]}}  # fmt: skip
+    raw = {"source": {"files": ["raw.bin"], "format": "FIXED_LENGTH", "headerBytes": 4, "recordBytes": 8}}
+    out = {
+        "example_unbatched": example_spec,
+        "example_batched": {**example_spec, "pipeline": {"batchSize": 4}},
+        "example_batched_shuffled": {**example_spec, "pipeline": {"batchSize": 3, "seed": 7,
+                                                                  "shuffle": {"bufferSize": 5}}},
+        "csv_header_batched": {"source": {"files": ["table.csv"], "format": "CSV", "header": True},
+                               "decoder": csv_decoder, "pipeline": {"batchSize": 3}},
+        "csv_lines_unbatched": {"source": {"files": ["table.csv"], "format": "TEXT_LINE", "skipHeaderLines": 1},
+                                "decoder": csv_decoder},
+        "records_undecoded": {"source": {"files": ["ex.tfrecord"], "format": "TFRECORD"},
+                              "pipeline": {"batchSize": 5}},
+        "lines_undecoded": {"source": {"files": ["table.csv"], "format": "TEXT_LINE"}},
+    }  # fmt: skip
+    for out_type, little_endian in [("FLOAT32", True), ("FLOAT16", True), ("BFLOAT16", True), ("INT16", False),
+                                    ("UINT8", True), ("INT8", True), ("UINT16", True), ("INT32", True),
+                                    ("INT64", True), ("FLOAT64", True), ("COMPLEX64", True)]:  # fmt: skip
+        decoder = {"raw": {"outType": out_type, "littleEndian": little_endian}}
+        out[f"raw_{out_type.lower()}"] = {**raw, "decoder": decoder}
+        out[f"raw_{out_type.lower()}_batched"] = {**raw, "decoder": decoder, "pipeline": {"batchSize": 4}}
+    out["raw_bool"] = {"source": {"files": ["bits.bin"], "format": "FIXED_LENGTH", "recordBytes": 3},
+                       "decoder": {"raw": {"outType": "BOOL"}}, "pipeline": {"batchSize": 2}}  # fmt: skip
+    return out
+
+
+def write_data(root: Path) -> None:
+    write_tfrecord(root / "ex.tfrecord", examples(11))
+    (root / "table.csv").write_text(
+        'id,price,city,flag\n1,2.5,"a,b",\n2,-0.0,x,3\n3,,"q""uote",-4\n4,nan,,5\n5,1e-3,y,\n6,inf,z,0\n7,3,w,1\n'
+    )
+    (root / "raw.bin").write_bytes(raw_records(10))
+    (root / "bits.bin").write_bytes(bytes([0, 1, 1, 1, 0, 0, 1, 1, 1]))
+
+
+@pytest.mark.parametrize("name", sorted(specs()))
+def test_same_tensors_as_readerctl(server, data_root: Path, tmp_path: Path, name: str) -> None:
+    write_data(data_root)
+    spec = specs()[name]
+    lines = readerctl(server, write_spec(tmp_path, name, spec))
+    assert lines[-1].get("end_of_sequence") is True, lines[-1]
+    expected = bfloat16_as_float32([line for line in lines if "features" in line])
+    assert expected, "readerctl printed no element"
+    got = read_all(readerd.Client(server.addr), spec)
+    assert len(got) == len(expected)
+    for ours, theirs in zip(got, expected):
+        assert ours == theirs
+
+
+def test_zero_copy_numeric_tensors(server, data_root: Path) -> None:
+    """Numeric dense tensors are read-only views of the received Arrow buffers."""
+    write_data(data_root)
+    with readerd.Client(server.addr).read(specs()["example_batched"]) as stream:
+        batch = next(stream)
+        assert stream.batched and stream.seq == 0 and len(stream.keys) == 4
+    assert batch["x"].shape == (4, 2) and batch["x"].dtype.name == "float32"
+    assert batch["grid"].shape == (4, 2, 2)
+    for name in ("x", "grid", "label", "emb"):
+        assert not batch[name].flags.writeable and not batch[name].flags.owndata, name
+    assert isinstance(batch["tok"], readerd.Sparse) and isinstance(batch["spans"], readerd.Ragged)
+    assert batch["pts"].flat_values.shape[1:] == (2,) and batch["pts"].nested_row_splits[0].dtype.name == "int32"

@@ -5,8 +5,9 @@ Writes an images-like dataset (tf.train.Example: a ~110 KB ``image`` bytes featu
 ``label`` int64, ``shape`` int64x3), starts a readerd on it (unless ``--addr`` is given),
 then reads the same ticket repeatedly with
 
-  (a) ``pyarrow.flight`` ``do_get`` reading every chunk (the transport's limit), and
-  (b) ``readerd.Client.read`` yielding ``{feature: numpy array}`` dicts,
+  (a) ``pyarrow.flight`` ``do_get`` reading every chunk (the transport's limit),
+  (b) ``readerd.Client.read`` yielding ``{feature: numpy array}`` dicts, and
+  (c) the Rust client over readerd.v1 gRPC (``readerctl bench``, one consumer),
 
 and reports records/s and MB/s (bytes of decoded tensors delivered) of each, the time
 to the first batch and the ratio (b)/(a) of records/s. Prints a table, then one JSON line.
@@ -115,6 +116,20 @@ def readerd_client(addr: str, request: dict) -> tuple[int, int, float]:
     return records, size, first
 
 
+def rust_client(readerctl: str, addr: str, data_dir: Path, request: dict) -> tuple[int, int, float, float]:
+    """(c): ``readerctl bench`` (the Rust client, one consumer) on the same spec;
+    (records, bytes, seconds, first batch s)."""
+    (data_dir / "specs").mkdir(exist_ok=True)
+    (data_dir / "specs" / "images.json").write_text(json.dumps(request["spec"]))
+    out = subprocess.run(
+        [readerctl, "--addr", f"http://{addr}", "bench", "--use-addr", "--data", str(data_dir),
+         "--workloads", "images", "--consumers", "1", "--output", "jsonl"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    run = json.loads(out.stdout)["runs"][0]
+    return run["records"], run["bytes"], run["seconds"], run["first_batch_ms"] / 1e3
+
+
 def measure(name: str, run: Callable[[str, dict], tuple[int, int, float]], addr: str, request: dict,
             repeat: int) -> dict:  # fmt: skip
     """The best of ``repeat`` runs (by wall time)."""
@@ -134,6 +149,9 @@ def measure(name: str, run: Callable[[str, dict], tuple[int, int, float]], addr:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--readerd", default=os.environ.get("READERD_BIN", str(REPO / "target" / "debug" / "readerd")))
+    parser.add_argument(
+        "--readerctl", default=os.environ.get("READERCTL_BIN", str(REPO / "target" / "debug" / "readerctl"))
+    )
     parser.add_argument("--addr", help="a running readerd (then --data-dir must be one of its data roots)")
     parser.add_argument("--data-dir", help="where images.tfrecord is written (default: a temp dir)")
     parser.add_argument("--records", type=int, default=400, help="records in the file")
@@ -154,6 +172,10 @@ def main() -> None:
             bare_flight(addr, request)  # warm-up: page cache, connections
             a = measure("pyarrow.flight do_get", bare_flight, addr, request, args.repeat)
             b = measure("readerd.Client.read (numpy)", readerd_client, addr, request, args.repeat)
+            runs = [rust_client(args.readerctl, addr, data_dir, request) for _ in range(args.repeat)]
+            records, size, seconds, first = min(runs, key=lambda run: run[2])
+            c = {"name": "Rust client (readerd.v1)", "records": records, "bytes": size, "seconds": seconds,
+                 "first_batch_s": first, "records_per_s": records / seconds, "mb_per_s": size / seconds / 1e6}  # fmt: skip
         finally:
             if process is not None:
                 process.kill()
@@ -162,12 +184,12 @@ def main() -> None:
     assert a["records"] == b["records"], (a["records"], b["records"])
     ratio = b["records_per_s"] / a["records_per_s"]
     print(f"{'reader':<30} {'records':>8} {'MB':>9} {'s':>7} {'records/s':>10} {'MB/s':>8} {'first batch s':>13}")
-    for r in (a, b):
+    for r in (a, b, c):
         print(f"{r['name']:<30} {r['records']:>8} {r['bytes'] / 1e6:>9.1f} {r['seconds']:>7.3f} "
               f"{r['records_per_s']:>10.1f} {r['mb_per_s']:>8.1f} {r['first_batch_s']:>13.3f}")  # fmt: skip
     print(f"ratio (b)/(a) records/s: {ratio:.3f}")
     print(json.dumps({"server": args.addr or args.readerd, "batch_size": args.batch_size, "flight": a,
-                      "client": b, "ratio": ratio}))  # fmt: skip
+                      "client": b, "rust_client": c, "ratio": ratio}))  # fmt: skip
 
 
 if __name__ == "__main__":

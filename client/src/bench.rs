@@ -239,7 +239,7 @@ pub async fn run_workloads(
         raw_read_rate(&files)?; // warm the page cache
         let raw = raw_read_rate(&files)?;
         let file_bytes = files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).sum();
-        let (fresh, resumed) = first_batch_after_resume(addr, &spec, 8).await?;
+        let (fresh, resumed) = first_batch_after_resume(addr, &spec, 2).await?;
         references.push(WorkloadReference {
             workload: workload.clone(),
             file_bytes,

@@ -89,18 +89,39 @@ class Client:
     """A readerd server: ``Client("127.0.0.1:50051")`` (or ``"grpc://host:port"``).
 
     ``timeout`` (seconds) bounds each ``DoAction`` call; ``retry`` is the default
-    :class:`RetryPolicy` of the streams it opens.
+    :class:`RetryPolicy` of the streams it opens. TLS: ``tls_root_certs`` (the CA's PEM
+    bytes) turns it on, ``cert_chain`` / ``private_key`` (PEM bytes) add a client
+    certificate for mutual TLS. ``token`` is sent as ``authorization: Bearer <token>``.
     """
 
-    def __init__(self, addr: str, *, timeout: float = 30.0, retry: RetryPolicy = RetryPolicy()) -> None:
+    def __init__(
+        self,
+        addr: str,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy = RetryPolicy(),
+        tls_root_certs: Optional[bytes] = None,
+        cert_chain: Optional[bytes] = None,
+        private_key: Optional[bytes] = None,
+        token: Optional[str] = None,
+    ) -> None:
         self.location = _location(addr)
+        if tls_root_certs is not None:
+            self.location = "grpc+tls://" + self.location.split("://", 1)[1]
         self.timeout = timeout
         self.retry = retry
+        self._tls = {"tls_root_certs": tls_root_certs, "cert_chain": cert_chain, "private_key": private_key}
+        self.headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self._flight = self.connect()
 
     def connect(self) -> flight.FlightClient:
         """A new Flight connection (each stream reconnects on its own, fresh, channel)."""
-        return flight.FlightClient(self.location)
+        tls = {name: value for name, value in self._tls.items() if value is not None}
+        return flight.FlightClient(self.location, **tls)
+
+    def call_options(self, timeout: Optional[float] = None) -> flight.FlightCallOptions:
+        """Options of every call: the token's header, and ``timeout`` when given."""
+        return flight.FlightCallOptions(timeout=timeout, headers=self.headers)
 
     def close(self) -> None:
         self._flight.close()
@@ -148,7 +169,7 @@ class Client:
 
     def action(self, kind: str, body: dict, connection: Optional[flight.FlightClient] = None) -> dict:
         """Calls ``DoAction(kind, body)``: proto3 JSON in and out (int64 fields as ints)."""
-        options = flight.FlightCallOptions(timeout=self.timeout)
+        options = self.call_options(self.timeout)
         try:
             results = list((connection or self._flight).do_action(flight.Action(kind, json.dumps(body).encode()), options))
         except pa.ArrowException as exc:
@@ -338,7 +359,7 @@ class Stream(Iterator[dict[str, Tensor]]):
         element or the end)."""
         self._drop_connection()
         self._connection = self._client.connect()
-        self._reader = self._connection.do_get(self._ticket())
+        self._reader = self._connection.do_get(self._ticket(), self._client.call_options())
         metadata = self._reader.schema.metadata or {}
         self.stream_id = metadata[b"readerd.stream_id"].decode()
         self.batched = metadata[b"readerd.batched"] == b"true"

@@ -48,8 +48,10 @@ class Server:
     """A readerd process: ``start()`` on a free port, ``kill()`` (SIGKILL), ``start()``
     again on the same port and state dir, ``stop()``."""
 
-    def __init__(self, data_root: Path, state_dir: Path, log: Path) -> None:
+    def __init__(self, data_root: Path, state_dir: Path, log: Path, args: Optional[list[str]] = None) -> None:
         self.data_root, self.state_dir, self.log = data_root, state_dir, log
+        # Extra flags (TLS, tokens); without --auth-tokens, --allow-unauthenticated is added.
+        self.args = list(args or [])
         self.port = 0
         self.process: Optional[subprocess.Popen] = None
 
@@ -74,8 +76,10 @@ class Server:
             "--listen", f"127.0.0.1:{self.port}",
             "--data-root", str(self.data_root),
             "--state-dir", str(self.state_dir),
-            "--allow-unauthenticated",
         ]  # fmt: skip
+        command += self.args
+        if "--auth-tokens" not in self.args:
+            command.append("--allow-unauthenticated")
         log = open(self.log, "a")
         process = subprocess.Popen(
             command,

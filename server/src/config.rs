@@ -1,4 +1,7 @@
-//! The server's configuration: command-line flags, each also a `READERD_*` variable.
+//! The server's configuration: command-line flags, each also a `READERD_*` variable, and
+//! a TOML file (`--config`) whose keys are the flags' names (`data-root = ["/data"]`,
+//! `stream-buffer = 32`, `allow-unauthenticated = true`). Precedence: flags, then
+//! variables, then the file, then the defaults. `--print-config` shows the result.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -73,6 +76,156 @@ pub struct Config {
     /// exits anyway (a second signal exits at once).
     #[arg(long, env = "READERD_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+    /// A TOML file of settings, keys named as the flags (`data-root = ["/data"]`); flags
+    /// and variables override it.
+    #[arg(long, env = "READERD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Print the effective configuration (secrets hidden) as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+impl Config {
+    /// The configuration from the process's arguments, variables and `--config` file.
+    pub fn load() -> Result<Self, clap::Error> {
+        Self::load_from(std::env::args_os().collect(), |name| std::env::var_os(name).is_some())
+    }
+
+    /// `load`, with the arguments and the test "is this variable set" given.
+    pub fn load_from(args: Vec<std::ffi::OsString>, env_set: impl Fn(&str) -> bool) -> Result<Self, clap::Error> {
+        use clap::{CommandFactory, FromArgMatches};
+        let file = config_file_argument(&args).or_else(|| std::env::var_os("READERD_CONFIG").map(PathBuf::from));
+        let mut full = args.clone();
+        if let Some(path) = file {
+            let from_file = file_arguments(&path, &args, &env_set)
+                .map_err(|message| clap::Error::raw(clap::error::ErrorKind::InvalidValue, message + "\n"))?;
+            // The program name, then the file's settings, then the real arguments.
+            full = args.iter().take(1).cloned().chain(from_file).chain(args.iter().skip(1).cloned()).collect();
+        }
+        let matches = Self::command().try_get_matches_from(full)?;
+        Self::from_arg_matches(&matches)
+    }
+
+    /// The effective settings as TOML, with the password of a state URL hidden.
+    pub fn to_toml(&self) -> String {
+        let mut table = toml::Table::new();
+        let path = |p: &PathBuf| toml::Value::String(p.display().to_string());
+        let mut set = |key: &str, value: toml::Value| {
+            table.insert(key.to_owned(), value);
+        };
+        set("listen", self.listen.to_string().into());
+        set("data-root", toml::Value::Array(self.data_roots.iter().map(path).collect()));
+        set("state-dir", path(&self.state_dir));
+        set("state-url", hide_password(&self.state_url()).into());
+        set("checkpoints-kept", (self.checkpoints_kept as i64).into());
+        set("max-record-bytes", (self.max_record_bytes as i64).into());
+        set("stream-buffer", (self.stream_buffer as i64).into());
+        set("cache-bytes", (self.cache_bytes as i64).into());
+        set("idle-reader-timeout", format!("{}ms", self.idle_reader_timeout.as_millis()).into());
+        set("shutdown-grace", format!("{}ms", self.shutdown_grace.as_millis()).into());
+        set("log-format", format!("{:?}", self.log_format).to_lowercase().into());
+        set("allow-unauthenticated", self.allow_unauthenticated.into());
+        let optional_paths = [
+            ("datasets", &self.datasets),
+            ("auth-tokens", &self.auth_tokens),
+            ("tls-cert", &self.tls_cert),
+            ("tls-key", &self.tls_key),
+            ("tls-client-ca", &self.tls_client_ca),
+        ];
+        for (key, value) in optional_paths {
+            if let Some(value) = value {
+                set(key, path(value));
+            }
+        }
+        if let Some(threads) = self.decode_threads {
+            set("decode-threads", (threads as i64).into());
+        }
+        if let Some(addr) = self.metrics_listen {
+            set("metrics-listen", addr.to_string().into());
+        }
+        toml::to_string(&table).unwrap_or_default()
+    }
+}
+
+/// `--config PATH` or `--config=PATH` among the arguments.
+fn config_file_argument(args: &[std::ffi::OsString]) -> Option<PathBuf> {
+    let mut args = args.iter().skip(1);
+    while let Some(arg) = args.next() {
+        let arg = arg.to_string_lossy();
+        if arg == "--config" {
+            return args.next().map(PathBuf::from);
+        }
+        if let Some(path) = arg.strip_prefix("--config=") {
+            return Some(PathBuf::from(path));
+        }
+    }
+    None
+}
+
+/// The file's settings as arguments (`--key value`), leaving out the keys the command line
+/// or a variable already sets. Unknown keys and values of the wrong kind name the key.
+fn file_arguments(
+    path: &std::path::Path,
+    args: &[std::ffi::OsString],
+    env_set: &impl Fn(&str) -> bool,
+) -> Result<Vec<std::ffi::OsString>, String> {
+    use clap::CommandFactory;
+    let place = path.display();
+    let text = std::fs::read_to_string(path).map_err(|err| format!("config file {place}: {err}"))?;
+    let table: toml::Table = text.parse().map_err(|err| format!("config file {place}: {err}"))?;
+    let command = Config::command();
+    let mut out = Vec::new();
+    for (key, value) in table {
+        let Some(arg) = command.get_arguments().find(|a| a.get_long() == Some(key.as_str()) && key != "config") else {
+            let known: Vec<&str> = command.get_arguments().filter_map(|a| a.get_long()).collect();
+            return Err(format!("config file {place}: unknown key `{key}` (keys: {})", known.join(", ")));
+        };
+        let on_command_line = args.iter().skip(1).any(|a| {
+            a.to_string_lossy() == format!("--{key}") || a.to_string_lossy().starts_with(&format!("--{key}="))
+        });
+        let from_env = arg.get_env().is_some_and(|name| env_set(&name.to_string_lossy()));
+        if on_command_line || from_env {
+            continue;
+        }
+        let is_flag = matches!(arg.get_action(), clap::ArgAction::SetTrue);
+        let values = match value {
+            toml::Value::Array(items) => items,
+            other => vec![other],
+        };
+        for value in values {
+            let text = match (&value, is_flag) {
+                (toml::Value::Boolean(true), true) => {
+                    out.push(format!("--{key}").into());
+                    continue;
+                }
+                (toml::Value::Boolean(false), true) => continue,
+                (_, true) => return Err(format!("config file {place}: `{key}` takes true or false")),
+                (toml::Value::String(s), false) => s.clone(),
+                (toml::Value::Integer(i), false) => i.to_string(),
+                (toml::Value::Float(f), false) => f.to_string(),
+                (other, false) => {
+                    return Err(format!("config file {place}: `{key}` takes a string or a number, not {other}"));
+                }
+            };
+            // `--key=value`, so clap's own checks of the value name the key too.
+            out.push(format!("--{key}={text}").into());
+        }
+    }
+    Ok(out)
+}
+
+/// A state URL for display: `postgres://user:***@host/db`.
+fn hide_password(url: &StateUrl) -> String {
+    match url {
+        StateUrl::Sqlite(path) => format!("sqlite://{}", path.display()),
+        StateUrl::Postgres(url) => match (url.find("://"), url.find('@')) {
+            (Some(scheme), Some(at)) if url[scheme + 3..at].contains(':') => {
+                let colon = scheme + 3 + url[scheme + 3..at].find(':').unwrap_or(0);
+                format!("{}:***{}", &url[..colon], &url[at..])
+            }
+            _ => url.clone(),
+        },
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -153,5 +306,40 @@ mod tests {
         assert!(config.allow_unauthenticated);
         assert!("mysql://x".parse::<StateUrl>().is_err());
         assert_eq!("postgres://h/db".parse::<StateUrl>(), Ok(StateUrl::Postgres("postgres://h/db".into())));
+    }
+
+    fn load(file: &str, args: &[&str], env: &[&str]) -> Result<Config, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("readerd.toml");
+        std::fs::write(&path, file).unwrap();
+        let mut all: Vec<std::ffi::OsString> = vec!["readerd".into(), "--config".into(), path.clone().into()];
+        all.extend(args.iter().map(Into::into));
+        Config::load_from(all, |name| env.contains(&name)).map_err(|err| err.to_string())
+    }
+
+    #[test]
+    fn a_config_file_fills_what_flags_and_variables_leave() {
+        let file = "data-root = [\"/d1\", \"/d2\"]\nstream-buffer = 32\nallow-unauthenticated = true\n\
+                    shutdown-grace = \"5s\"\nstate-url = \"postgres://u:secret@h/db\"\n";
+        let config = load(file, &["--stream-buffer", "8"], &[]).unwrap();
+        assert_eq!(config.data_roots, [PathBuf::from("/d1"), PathBuf::from("/d2")]);
+        assert_eq!(config.stream_buffer, 8, "a flag beats the file");
+        assert!(config.allow_unauthenticated);
+        assert_eq!(config.shutdown_grace, Duration::from_secs(5));
+        let shown = config.to_toml();
+        assert!(shown.contains("postgres://u:***@h/db") && !shown.contains("secret"), "{shown}");
+        // A variable that is set beats the file: the file's value is not used.
+        let config = load(file, &[], &["READERD_STREAM_BUFFER"]).unwrap();
+        assert_eq!(config.stream_buffer, 16, "the file's 32 is left out (the variable's own value is read by clap)");
+    }
+
+    #[test]
+    fn bad_keys_and_values_are_named() {
+        let err = load("data-roots = [\"/d\"]\n", &[], &[]).unwrap_err();
+        assert!(err.contains("unknown key `data-roots`"), "{err}");
+        let err = load("data-root = \"/d\"\nstream-buffer = \"lots\"\n", &[], &[]).unwrap_err();
+        assert!(err.contains("--stream-buffer"), "{err}");
+        let err = load("data-root = \"/d\"\nallow-unauthenticated = 1\n", &[], &[]).unwrap_err();
+        assert!(err.contains("`allow-unauthenticated` takes true or false"), "{err}");
     }
 }

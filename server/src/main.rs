@@ -2,11 +2,14 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use readerd_server::{Config, shutdown, telemetry};
 
 fn main() -> ExitCode {
-    let config = Config::parse();
+    let config = Config::load().unwrap_or_else(|err| err.exit());
+    if config.print_config {
+        print!("{}", config.to_toml());
+        return ExitCode::SUCCESS;
+    }
     telemetry::init(config.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,

@@ -12,7 +12,8 @@ RUN useradd --system --uid 10001 --home-dir /state readerd \
 COPY --from=build /src/target/release/readerd /src/target/release/readerctl /usr/local/bin/
 USER readerd
 VOLUME ["/data", "/state"]
-EXPOSE 50051
-ENV READERD_LISTEN=0.0.0.0:50051 READERD_DATA_ROOT=/data READERD_STATE_DIR=/state
+EXPOSE 50051 9090
+ENV READERD_LISTEN=0.0.0.0:50051 READERD_DATA_ROOT=/data READERD_STATE_DIR=/state \
+    READERD_METRICS_LISTEN=0.0.0.0:9090
 HEALTHCHECK --interval=10s --timeout=6s --retries=3 CMD ["readerctl", "--addr", "http://127.0.0.1:50051", "health"]
 ENTRYPOINT ["readerd"]

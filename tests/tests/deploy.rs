@@ -45,6 +45,17 @@ fn compose_file_uses_real_flags_variables_port_and_health_check() {
         }
     }
     assert!(strings(&service["ports"]).contains(&"50051:50051".to_owned()));
+    assert!(strings(&service["ports"]).contains(&"9090:9090".to_owned()));
+    // The demo trainer runs the example with the flags it has, on a spec that exists.
+    let trainer = &compose["services"]["trainer"];
+    let script = strings(&trainer["command"]).join(" ");
+    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/train_loop.py")).unwrap();
+    for flag in script.split_whitespace().filter(|w| w.starts_with("--") && *w != "--quiet") {
+        assert!(example.contains(&format!("\"{flag}\"")), "train_loop.py has no {flag}");
+    }
+    assert!(script.contains("/data/specs/train.json"));
+    let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/data/specs/train.json")).unwrap();
+    serde_json::from_str::<readerd_client::v1::DatasetSpec>(&spec).unwrap();
     let health = strings(&service["healthcheck"]["test"]);
     assert_eq!(health[1..], ["readerctl", "--addr", "http://127.0.0.1:50051", "health"]);
     assert!(help("readerctl").contains("health"));
@@ -72,6 +83,24 @@ fn kubernetes_manifests_use_real_flags_variables_port_and_probes() {
     }
     let port = container["ports"][0]["containerPort"].as_i64().unwrap();
     assert_eq!(port, 50051);
+    assert_eq!(container["ports"][1]["containerPort"].as_i64(), Some(9090));
+
+    // The server's settings in the ConfigMap load, and say what the manifest relies on.
+    let config_map = docs.iter().find(|d| d["kind"].as_str() == Some("ConfigMap")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let toml_path = dir.path().join("readerd.toml");
+    std::fs::write(&toml_path, config_map["data"]["readerd.toml"].as_str().unwrap()).unwrap();
+    assert_eq!(strings(&container["args"]), ["--config", "/config/readerd.toml"]);
+    let printed = Command::new(binary("readerd")).arg("--config").arg(&toml_path).arg("--print-config").output().unwrap();
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let effective = String::from_utf8(printed.stdout).unwrap();
+    for line in ["listen = \"0.0.0.0:50051\"", "metrics-listen = \"0.0.0.0:9090\"", "data-root = [\"/data\"]"] {
+        assert!(effective.contains(line), "{line} not in\n{effective}");
+    }
+    let datasets_json = config_map["data"]["datasets.json"].as_str().unwrap();
+    let datasets: std::collections::BTreeMap<String, readerd_client::v1::DatasetSpec> =
+        serde_json::from_str(datasets_json).unwrap();
+    assert!(!datasets.is_empty());
     for probe in ["readinessProbe", "livenessProbe"] {
         assert_eq!(container[probe]["grpc"]["port"].as_i64(), Some(port));
         assert_eq!(container[probe]["grpc"]["service"].as_str(), Some("readerd.v1.DataService"));

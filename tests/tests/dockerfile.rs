@@ -16,7 +16,9 @@ fn help(name: &str, args: &[&str]) -> String {
 fn dockerfile_names_what_the_binaries_offer() {
     let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Dockerfile")).unwrap();
     let readerd_help = help("readerd", &[]);
-    for line in dockerfile.lines() {
+    // Instructions, with `\` continuations joined.
+    let instructions = dockerfile.replace("\\\n", " ");
+    for line in instructions.lines() {
         if let Some(env) = line.strip_prefix("ENV ") {
             for assignment in env.split_whitespace() {
                 let (name, _) = assignment.split_once('=').unwrap();
@@ -27,8 +29,11 @@ fn dockerfile_names_what_the_binaries_offer() {
     assert!(dockerfile.contains("--bin readerd --bin readerctl"));
     assert!(dockerfile.contains("/src/target/release/readerd /src/target/release/readerctl"));
     assert!(dockerfile.contains(r#"ENTRYPOINT ["readerd"]"#));
-    let exposed = dockerfile.lines().find_map(|l| l.strip_prefix("EXPOSE ")).unwrap().trim();
-    assert!(dockerfile.contains(&format!("READERD_LISTEN=0.0.0.0:{exposed}")), "listens where it exposes");
+    let exposed: Vec<&str> =
+        instructions.lines().find_map(|l| l.strip_prefix("EXPOSE ")).unwrap().split_whitespace().collect();
+    let [exposed, metrics] = exposed[..] else { panic!("EXPOSE names the gRPC and the metrics ports") };
+    assert!(instructions.contains(&format!("READERD_LISTEN=0.0.0.0:{exposed}")), "listens where it exposes");
+    assert!(instructions.contains(&format!("READERD_METRICS_LISTEN=0.0.0.0:{metrics}")), "metrics where exposed");
     let health = dockerfile.lines().find(|l| l.starts_with("HEALTHCHECK")).unwrap();
     assert!(health.contains(&format!("http://127.0.0.1:{exposed}")) && health.contains(r#""health""#));
     assert!(help("readerctl", &[]).contains("health"));

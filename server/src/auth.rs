@@ -16,6 +16,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Result, ServeError};
+use crate::limits::RateLimiter;
 
 /// What a token may do.
 #[derive(Clone, Debug, Deserialize)]
@@ -128,13 +129,20 @@ pub fn caller<T>(request: &tonic::Request<T>) -> Result<Caller> {
         .ok_or_else(|| ServeError::Unauthenticated("the request was not authenticated".into()))
 }
 
-/// The tonic interceptor in front of the data-plane services.
+/// The tonic interceptor in front of the data-plane services: authenticates, then takes
+/// the request from the caller's rate (a token's, or an anonymous peer address's).
 pub fn interceptor(
     policy: Arc<AccessPolicy>,
+    rate: Arc<RateLimiter>,
 ) -> impl Fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
     move |mut request: tonic::Request<()>| {
         let header = request.metadata().get("authorization").map(|value| value.to_str().unwrap_or(""));
         let caller = policy.authenticate(header)?;
+        let key = match &caller {
+            Caller::Token(grant) => format!("token:{}", grant.token),
+            Caller::Anonymous => format!("peer:{:?}", request.remote_addr().map(|addr| addr.ip())),
+        };
+        rate.admit(&key)?;
         request.extensions_mut().insert(caller);
         Ok(request)
     }

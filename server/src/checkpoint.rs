@@ -194,6 +194,7 @@ impl Streams {
                 (checkpoint.spec.clone(), Some((checkpoint, shared)))
             };
             let (reader, created) = registry.lookup_or_create(&container, &shared_name, spec)?;
+            registry.limits().check_consumers(reader.name(), reader.stream_count())?;
             reader.set_shared();
             let first_seq = match &checkpoint {
                 // A reader live in this server is already where its streams left it.

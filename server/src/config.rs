@@ -69,6 +69,22 @@ pub struct Config {
     /// Mutual TLS: clients must present a certificate signed by this CA (PEM).
     #[arg(long, env = "READERD_TLS_CLIENT_CA", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Shared readers one container may hold (0: no limit); more is RESOURCE_EXHAUSTED.
+    #[arg(long, env = "READERD_MAX_READERS_PER_CONTAINER", default_value_t = 1024)]
+    pub max_readers_per_container: usize,
+    /// Streams one shared reader may have at once (0: no limit).
+    #[arg(long, env = "READERD_MAX_CONSUMERS_PER_READER", default_value_t = 256)]
+    pub max_consumers_per_reader: usize,
+    /// Files all readers may hold open at once; each reader takes its cycle length (0: no
+    /// limit).
+    #[arg(long, env = "READERD_MAX_OPEN_FILES", default_value_t = 4096)]
+    pub max_open_files: usize,
+    /// Largest batch (decoded tensor bytes) a stream may send (0: no limit).
+    #[arg(long, env = "READERD_MAX_BATCH_BYTES", default_value_t = 1 << 30)]
+    pub max_batch_bytes: usize,
+    /// Requests per second per token (or per peer address without one); 0: no limit.
+    #[arg(long, env = "READERD_MAX_REQUESTS_PER_SECOND", default_value_t = 0)]
+    pub max_requests_per_second: u32,
     /// Address of the Prometheus `/metrics` endpoint (plain HTTP); none when absent.
     #[arg(long, env = "READERD_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
@@ -125,6 +141,11 @@ impl Config {
         set("shutdown-grace", format!("{}ms", self.shutdown_grace.as_millis()).into());
         set("log-format", format!("{:?}", self.log_format).to_lowercase().into());
         set("allow-unauthenticated", self.allow_unauthenticated.into());
+        set("max-readers-per-container", (self.max_readers_per_container as i64).into());
+        set("max-consumers-per-reader", (self.max_consumers_per_reader as i64).into());
+        set("max-open-files", (self.max_open_files as i64).into());
+        set("max-batch-bytes", (self.max_batch_bytes as i64).into());
+        set("max-requests-per-second", i64::from(self.max_requests_per_second).into());
         let optional_paths = [
             ("datasets", &self.datasets),
             ("auth-tokens", &self.auth_tokens),

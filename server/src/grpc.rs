@@ -13,6 +13,7 @@ use crate::auth::{self, Access, Caller};
 use crate::checkpoint::{Checkpointer, OpenStream, StreamRecord, Streams};
 use crate::element::{Element, element_to_pb};
 use crate::error::{Result, ServeError};
+use crate::limits::Limits;
 use crate::metrics::METRICS;
 use crate::reader::{Chunk, Reader, ReaderStats};
 use crate::registry::ReaderRegistry;
@@ -106,9 +107,10 @@ impl DataService {
             interval: std::time::Duration::from_millis(u64::try_from(checkpoint_interval_ms).unwrap_or(0)),
         };
         let streamed = reader.clone();
+        let limits = self.registry.limits().clone();
         tokio::spawn(async move {
             let id = record.id.clone();
-            stream_elements(streamed, record, first_seq, auto, element_tx, drain).await;
+            stream_elements(streamed, record, first_seq, auto, element_tx, drain, limits).await;
             streams.remove(&id);
         });
         Ok((reader, ReceiverStream::new(element_rx)))
@@ -392,6 +394,7 @@ async fn stream_elements(
     auto: AutoCheckpoints,
     element_tx: mpsc::Sender<Result<pb::ReadResponse, Status>>,
     drain: CancellationToken,
+    limits: Limits,
 ) {
     let _attached = reader.attach_stream();
     let _counted = ActiveStream::new();
@@ -440,6 +443,10 @@ async fn stream_elements(
                 Err(err) => break Err(ServeError::Internal(format!("reading failed: {err}"))),
             };
             elements.extend(chunk.elements.drain(..).map(|element| (element, false)));
+        }
+        let too_big = elements.iter().find_map(|(e, _)| limits.check_batch(reader.name(), e.payload_bytes()).err());
+        if let Some(err) = too_big {
+            break Err(err);
         }
         let sent_any = !elements.is_empty();
         for (permit, (element, redelivered)) in permits.zip(elements) {

@@ -27,6 +27,7 @@
 //!   checkpoints are committed.
 //! - [`error`]: `ServeError` and its one mapping to gRPC status codes.
 //! - [`metrics`]: Prometheus counters and the `/metrics` endpoint.
+//! - [`limits`]: RESOURCE_EXHAUSTED limits (readers, streams, files, batch bytes, rate).
 //! - [`auth`]: bearer tokens and the containers and verbs each may use.
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
@@ -41,6 +42,7 @@ pub mod error;
 pub mod flight;
 pub mod format;
 pub mod grpc;
+pub mod limits;
 pub mod metrics;
 pub mod pipeline;
 pub mod reader;

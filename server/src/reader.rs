@@ -77,6 +77,8 @@ pub struct Reader {
     snapshots: Mutex<VecDeque<(u64, Vec<u8>)>>,
     /// First numbers of chunks taken but not yet handed out by their streams.
     producing: Mutex<std::collections::BTreeSet<u64>>,
+    /// Its share of the open-file budget.
+    files_held: Mutex<Option<crate::limits::FileReservation>>,
 }
 
 /// Snapshots a shared reader keeps.
@@ -153,7 +155,18 @@ impl Reader {
             shared: Default::default(),
             snapshots: Mutex::default(),
             producing: Mutex::default(),
+            files_held: Mutex::default(),
         })
+    }
+
+    /// Keeps `reservation` (files of the open-file budget) for the reader's lifetime.
+    pub fn hold_files(&self, reservation: crate::limits::FileReservation) {
+        *self.files_held.lock().unwrap_or_else(|p| p.into_inner()) = Some(reservation);
+    }
+
+    /// Streams attached now.
+    pub fn stream_count(&self) -> usize {
+        self.active_streams.load(Ordering::Relaxed).max(0) as usize
     }
 
     pub fn name(&self) -> &str {
@@ -463,6 +476,8 @@ impl Reader {
             shared: Default::default(),
             snapshots: Mutex::default(),
             producing: Mutex::default(),
+            // Short-lived (a checkpoint's replay): counted in its original's reservation.
+            files_held: Mutex::default(),
         }
     }
 

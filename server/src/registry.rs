@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock};
 use readerd_proto::v1 as pb;
 
 use crate::error::{Result, ServeError};
+use crate::limits::{FileBudget, Limits};
 use crate::reader::{Reader, ReaderSettings};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
@@ -30,6 +31,8 @@ struct Inner {
     settings: ReaderSettings,
     /// Specs the configuration names.
     datasets: BTreeMap<String, pb::DatasetSpec>,
+    limits: Limits,
+    files: Arc<FileBudget>,
 }
 
 fn display_name(container: &str, shared_name: &str) -> String {
@@ -43,7 +46,24 @@ impl ReaderRegistry {
         settings: ReaderSettings,
         datasets: BTreeMap<String, pb::DatasetSpec>,
     ) -> Self {
-        Self { inner: Arc::new(Inner { readers: RwLock::default(), roots, max_record_bytes, settings, datasets }) }
+        Self::with_limits(roots, max_record_bytes, settings, datasets, Limits::default(), FileBudget::new(0))
+    }
+
+    /// `new`, with limits on readers, streams, batches and open files.
+    pub fn with_limits(
+        roots: DataRoots,
+        max_record_bytes: u64,
+        settings: ReaderSettings,
+        datasets: BTreeMap<String, pb::DatasetSpec>,
+        limits: Limits,
+        files: Arc<FileBudget>,
+    ) -> Self {
+        let inner = Inner { readers: RwLock::default(), roots, max_record_bytes, settings, datasets, limits, files };
+        Self { inner: Arc::new(inner) }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
     }
 
     /// The spec a request means: its own, or the configuration's dataset of that name.
@@ -88,6 +108,8 @@ impl ReaderRegistry {
         }
         let name = display_name(container, shared_name);
         let spec = spec.ok_or_else(|| ServeError::ReaderNotFound(name.clone()))?;
+        let in_container = self.read_lock().keys().filter(|(c, _)| c == container).count();
+        self.inner.limits.check_readers(container, in_container)?;
         let reader = Arc::new(self.open(name, spec)?);
         let mut readers = self.inner.readers.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = readers.get(&key) {
@@ -163,7 +185,10 @@ impl ReaderRegistry {
 
     fn open(&self, name: String, spec: pb::DatasetSpec) -> Result<Reader> {
         let spec = ReaderSpec::from_proto(spec, self.inner.max_record_bytes)?;
-        Reader::open(name, spec, &self.inner.roots, &self.inner.settings)
+        let reservation = self.inner.files.reserve(spec.pipeline.cycle_length.max(1))?;
+        let reader = Reader::open(name, spec, &self.inner.roots, &self.inner.settings)?;
+        reader.hold_files(reservation);
+        Ok(reader)
     }
 
     fn read_lock(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<ReaderKey, Arc<Reader>>> {

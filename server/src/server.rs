@@ -20,6 +20,7 @@ use crate::checkpoint::Checkpointer;
 use crate::config::{Config, StateUrl};
 use crate::flight::FlightPlane;
 use crate::grpc::DataService;
+use crate::limits::{FileBudget, Limits, RateLimiter};
 use crate::pipeline::PipelineEnv;
 use crate::pipeline::cache::RecordCache;
 use crate::reader::ReaderSettings;
@@ -61,7 +62,13 @@ pub async fn run(
         Some(path) => load_datasets(path, config.max_record_bytes)?,
         None => Default::default(),
     };
-    let registry = ReaderRegistry::new(roots, config.max_record_bytes, settings, datasets);
+    let limits = Limits {
+        readers_per_container: config.max_readers_per_container,
+        consumers_per_reader: config.max_consumers_per_reader,
+        batch_bytes: config.max_batch_bytes,
+    };
+    let files = FileBudget::new(config.max_open_files);
+    let registry = ReaderRegistry::with_limits(roots, config.max_record_bytes, settings, datasets, limits, files);
     let drain = CancellationToken::new();
 
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -89,7 +96,8 @@ pub async fn run(
         "no --auth-tokens: every request would be refused; give tokens, or --allow-unauthenticated to serve \
          without authentication"
     );
-    let check = auth::interceptor(std::sync::Arc::new(policy));
+    let rate = std::sync::Arc::new(RateLimiter::new(config.max_requests_per_second));
+    let check = auth::interceptor(std::sync::Arc::new(policy), rate);
     let flight_service = FlightServiceServer::new(FlightPlane::new(data.clone()))
         .max_decoding_message_size(max_message)
         .max_encoding_message_size(max_message);

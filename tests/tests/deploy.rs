@@ -54,7 +54,8 @@ fn compose_file_uses_real_flags_variables_port_and_health_check() {
         assert!(example.contains(&format!("\"{flag}\"")), "train_loop.py has no {flag}");
     }
     assert!(script.contains("/data/specs/train.json"));
-    let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/data/specs/train.json")).unwrap();
+    let spec =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/data/specs/train.json")).unwrap();
     serde_json::from_str::<readerd_client::v1::DatasetSpec>(&spec).unwrap();
     let health = strings(&service["healthcheck"]["test"]);
     assert_eq!(health[1..], ["readerctl", "--addr", "http://127.0.0.1:50051", "health"]);
@@ -91,7 +92,8 @@ fn kubernetes_manifests_use_real_flags_variables_port_and_probes() {
     let toml_path = dir.path().join("readerd.toml");
     std::fs::write(&toml_path, config_map["data"]["readerd.toml"].as_str().unwrap()).unwrap();
     assert_eq!(strings(&container["args"]), ["--config", "/config/readerd.toml"]);
-    let printed = Command::new(binary("readerd")).arg("--config").arg(&toml_path).arg("--print-config").output().unwrap();
+    let printed =
+        Command::new(binary("readerd")).arg("--config").arg(&toml_path).arg("--print-config").output().unwrap();
     assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
     let effective = String::from_utf8(printed.stdout).unwrap();
     for line in ["listen = \"0.0.0.0:50051\"", "metrics-listen = \"0.0.0.0:9090\"", "data-root = [\"/data\"]"] {

@@ -1,0 +1,118 @@
+//! Every limit answers RESOURCE_EXHAUSTED, and the server goes on serving the others.
+
+use readerd_client::v1 as pb;
+use readerd_tests::{ServerProcess, write_file};
+use serde_json::json;
+
+fn data() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for f in 0..2 {
+        let text: String = (0..500).map(|i| format!("file {f} line {i}\n")).collect();
+        write_file(dir.path(), &format!("part-{f}.txt"), text.as_bytes());
+    }
+    dir
+}
+
+fn spec(batch: u32, cycle: u32) -> pb::DatasetSpec {
+    serde_json::from_value(json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"batchSize": batch, "cycleLength": cycle, "prefetch": 1}
+    }))
+    .unwrap()
+}
+
+/// Opens a stream and reads its first element; the status if either fails.
+async fn first(
+    client: &mut readerd_client::Client,
+    container: &str,
+    name: &str,
+    spec: pb::DatasetSpec,
+) -> Result<readerd_client::ReadStream, tonic::Status> {
+    let mut stream = client.read(container, name, Some(spec)).await?;
+    match stream.message().await? {
+        Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(_)) }) => Ok(stream),
+        other => panic!("expected an element, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn readers_per_container_and_streams_per_reader() {
+    let data = data();
+    let server = ServerProcess::start_with(
+        &[data.path()],
+        &["--max-readers-per-container", "2", "--max-consumers-per-reader", "1"],
+    );
+    let mut client = server.client().await;
+    let _a = first(&mut client, "c", "a", spec(4, 1)).await.unwrap();
+    let _b = first(&mut client, "c", "b", spec(4, 1)).await.unwrap();
+    let third = first(&mut client, "c", "c", spec(4, 1)).await.err().unwrap();
+    assert_eq!(third.code(), tonic::Code::ResourceExhausted, "{third:?}");
+    assert!(third.message().contains("--max-readers-per-container"), "{}", third.message());
+    first(&mut client, "other", "a", spec(4, 1)).await.expect("another container is served");
+
+    let second = first(&mut client, "c", "a", spec(4, 1)).await.err().unwrap();
+    assert_eq!(second.code(), tonic::Code::ResourceExhausted, "a second stream of c/a");
+    assert!(second.message().contains("--max-consumers-per-reader"), "{}", second.message());
+}
+
+#[tokio::test]
+async fn open_files_are_given_back_when_a_reader_goes() {
+    let data = data();
+    let server = ServerProcess::start_with(&[data.path()], &["--max-open-files", "3"]);
+    let mut client = server.client().await;
+    let held = first(&mut client, "", "", spec(4, 2)).await.unwrap();
+    let refused = first(&mut client, "", "", spec(4, 2)).await.err().unwrap();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+    assert!(refused.message().contains("--max-open-files"), "{}", refused.message());
+    first(&mut client, "", "", spec(4, 1)).await.expect("one more file fits");
+    drop(held);
+    // The server notices the stream's end and releases its reader.
+    let mut again = None;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        if let Ok(stream) = first(&mut client, "", "", spec(4, 2)).await {
+            again = Some(stream);
+            break;
+        }
+    }
+    assert!(again.is_some(), "the files of the finished stream came back");
+}
+
+#[tokio::test]
+async fn batches_over_the_byte_limit_end_the_stream_alone() {
+    let data = data();
+    let server = ServerProcess::start_with(&[data.path()], &["--max-batch-bytes", "200"]);
+    let mut client = server.client().await;
+    let mut big = client.read("", "", Some(spec(64, 1))).await.unwrap();
+    let err = loop {
+        match big.message().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the stream ended without an error"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+    assert!(err.message().contains("--max-batch-bytes 200"), "{}", err.message());
+    first(&mut client, "", "", spec(4, 1)).await.expect("small batches are served");
+}
+
+#[tokio::test]
+async fn requests_over_the_rate_are_refused_until_the_bucket_refills() {
+    let data = data();
+    let server = ServerProcess::start_with(&[data.path()], &["--max-requests-per-second", "5"]);
+    let mut client = server.client().await;
+    let mut refused = 0;
+    for _ in 0..20 {
+        let request = pb::ListReadersRequest { container: "c".into() };
+        match client.service().list_readers(request).await {
+            Ok(_) => {}
+            Err(status) => {
+                assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused >= 10, "refused {refused} of 20");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    client.service().list_readers(pb::ListReadersRequest { container: "c".into() }).await.expect("refilled");
+}

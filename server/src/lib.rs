@@ -25,6 +25,7 @@
 //!   tokens).
 //! - [`state`]: the state store (SQLite by default, PostgreSQL for replicas) where
 //!   checkpoints are committed.
+//! - [`fuzzing`]: arbitrary bytes into the framers and decoders (cargo fuzz targets).
 //! - [`error`]: `ServeError` and its one mapping to gRPC status codes.
 //! - [`metrics`]: Prometheus counters and the `/metrics` endpoint.
 //! - [`limits`]: RESOURCE_EXHAUSTED limits (readers, streams, files, batch bytes, rate).
@@ -41,6 +42,7 @@ pub mod element;
 pub mod error;
 pub mod flight;
 pub mod format;
+pub mod fuzzing;
 pub mod grpc;
 pub mod limits;
 pub mod metrics;

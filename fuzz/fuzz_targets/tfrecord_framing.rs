@@ -1,0 +1,6 @@
+#![no_main]
+//! Arbitrary bytes into readerd_server::fuzzing::frame_tfrecord: it must return, never panic.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    readerd_server::fuzzing::frame_tfrecord(data);
+});

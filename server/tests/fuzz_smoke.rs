@@ -1,0 +1,103 @@
+//! A bounded, deterministic fuzz run in the test suite: the golden vectors' inputs,
+//! mutated (bit flips, truncation, duplicated and inserted bytes, huge lengths), go through
+//! the TFRecord and CSV framers and the Example and CSV decoders, which must answer
+//! (records or errors) without panicking. The open-ended runs are the `fuzz/` targets.
+
+use readerd_server::fuzzing;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
+    let mut data = input.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        match rng.below(5) {
+            0 if !data.is_empty() => {
+                let i = rng.below(data.len());
+                data[i] ^= 1 << rng.below(8);
+            }
+            1 => data.truncate(rng.below(data.len() + 1)),
+            2 if !data.is_empty() => {
+                let (start, len) = (rng.below(data.len()), rng.below(16));
+                let copy: Vec<u8> = data[start..(start + len).min(data.len())].to_vec();
+                let at = rng.below(data.len() + 1);
+                data.splice(at..at, copy);
+            }
+            3 => {
+                let at = rng.below(data.len() + 1);
+                data.splice(at..at, (rng.next() as u32).to_le_bytes());
+            }
+            _ => {
+                // A length field claiming far more than there is.
+                let at = rng.below(data.len() + 1);
+                data.splice(at..at, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f]);
+            }
+        }
+    }
+    data
+}
+
+/// The serialized Examples of a golden parse_example case (its `inputs.serialized`, base64).
+fn serialized_examples(case: &[u8]) -> Vec<Vec<u8>> {
+    use base64::Engine;
+    let Ok(case) = serde_json::from_slice::<serde_json::Value>(case) else { return Vec::new() };
+    let records = case["inputs"]["serialized"].as_array().cloned().unwrap_or_default();
+    let decode = |r: &serde_json::Value| base64::engine::general_purpose::STANDARD.decode(r.as_str()?).ok();
+    let records: Vec<Vec<u8>> = records.iter().filter_map(decode).collect();
+    // Also the batch as one input, split where the targets split it.
+    let joined = records.join(&0xffu8);
+    records.into_iter().chain([joined]).collect()
+}
+
+/// Serialized Examples, TFRecord files and CSV text from the golden vectors.
+fn seeds() -> Vec<Vec<u8>> {
+    let dir = std::env::var("READERD_GOLDEN_DIR").unwrap_or_else(|_| "../../shared/golden".into());
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut seeds = vec![b"a,1.5,x\n2,,\"q\"\"uoted\"\n".to_vec()];
+    let mut stack = vec![dir];
+    while let Some(path) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                seeds.extend(serialized_examples(&bytes));
+                seeds.push(bytes);
+            }
+        }
+    }
+    seeds.sort();
+    seeds.dedup();
+    seeds
+}
+
+#[test]
+fn mutated_inputs_never_panic_the_framers_or_decoders() {
+    let seeds = seeds();
+    assert!(seeds.len() > 10, "the golden vectors are the seeds: {}", seeds.len());
+    let mut rng = Rng(20261122);
+    let mut records = 0usize;
+    for round in 0..8_000 {
+        let seed = &seeds[round % seeds.len()];
+        let data = mutate(&mut rng, seed);
+        records += fuzzing::frame_tfrecord(&data);
+        records += fuzzing::frame_csv(&data);
+        fuzzing::decode_example(&data);
+        fuzzing::decode_csv(&data);
+    }
+    assert!(records > 0, "some mutated inputs still frame records");
+}

@@ -69,6 +69,9 @@ pub struct Config {
     /// Mutual TLS: clients must present a certificate signed by this CA (PEM).
     #[arg(long, env = "READERD_TLS_CLIENT_CA", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Largest request message accepted (specs, tokens); larger is RESOURCE_EXHAUSTED.
+    #[arg(long, env = "READERD_MAX_REQUEST_BYTES", default_value_t = 4 << 20)]
+    pub max_request_bytes: usize,
     /// Shared readers one container may hold (0: no limit); more is RESOURCE_EXHAUSTED.
     #[arg(long, env = "READERD_MAX_READERS_PER_CONTAINER", default_value_t = 1024)]
     pub max_readers_per_container: usize,
@@ -141,6 +144,7 @@ impl Config {
         set("shutdown-grace", format!("{}ms", self.shutdown_grace.as_millis()).into());
         set("log-format", format!("{:?}", self.log_format).to_lowercase().into());
         set("allow-unauthenticated", self.allow_unauthenticated.into());
+        set("max-request-bytes", (self.max_request_bytes as i64).into());
         set("max-readers-per-container", (self.max_readers_per_container as i64).into());
         set("max-consumers-per-reader", (self.max_consumers_per_reader as i64).into());
         set("max-open-files", (self.max_open_files as i64).into());

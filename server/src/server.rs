@@ -99,11 +99,12 @@ pub async fn run(
     let rate = std::sync::Arc::new(RateLimiter::new(config.max_requests_per_second));
     let check = auth::interceptor(std::sync::Arc::new(policy), rate);
     let flight_service = FlightServiceServer::new(FlightPlane::new(data.clone()))
-        .max_decoding_message_size(max_message)
+        .max_decoding_message_size(config.max_request_bytes)
         .max_encoding_message_size(max_message);
     let flight_service = InterceptedService::new(flight_service, check.clone());
-    let data_service =
-        DataServiceServer::from_arc(data).max_decoding_message_size(max_message).max_encoding_message_size(max_message);
+    let data_service = DataServiceServer::from_arc(data)
+        .max_decoding_message_size(config.max_request_bytes)
+        .max_encoding_message_size(max_message);
     let data_service = InterceptedService::new(data_service, check);
 
     if !config.idle_reader_timeout.is_zero() {
@@ -143,6 +144,9 @@ pub async fn run(
         tracing::info!(mutual = config.tls_client_ca.is_some(), "TLS on");
     }
     builder
+        // tonic answers a request over the size limit with OUT_OF_RANGE; limits are
+        // RESOURCE_EXHAUSTED (as in gRPC's other implementations).
+        .layer(tower::util::MapResponseLayer::new(oversized_request_is_resource_exhausted))
         .initial_stream_window_size(Some(16 << 20))
         .initial_connection_window_size(Some(64 << 20))
         .add_service(health_service)
@@ -153,6 +157,58 @@ pub async fn run(
         .await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Rewrites tonic's "message length too large" (OUT_OF_RANGE) to RESOURCE_EXHAUSTED, in
+/// a trailers-only reply's headers or in the trailers of a stream.
+fn oversized_request_is_resource_exhausted(
+    mut response: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    fix_oversized_status(response.headers_mut());
+    response.map(|body| tonic::body::Body::new(OversizedStatus(body)))
+}
+
+fn fix_oversized_status(headers: &mut http::HeaderMap) {
+    let oversized = headers.get("grpc-status").is_some_and(|status| status == "11")
+        && headers
+            .get("grpc-message")
+            .is_some_and(|m| m.to_str().unwrap_or("").replace("%20", " ").contains("message length too large"));
+    if oversized {
+        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+}
+
+/// A reply body whose trailers go through [`fix_oversized_status`].
+struct OversizedStatus(tonic::body::Body);
+
+impl http_body::Body for OversizedStatus {
+    type Data = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.0).poll_frame(cx).map(|frame| {
+            frame.map(|frame| {
+                frame.map(|frame| match frame.into_trailers() {
+                    Ok(mut trailers) => {
+                        fix_oversized_status(&mut trailers);
+                        http_body::Frame::trailers(trailers)
+                    }
+                    Err(frame) => frame,
+                })
+            })
+        })
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.0.size_hint()
+    }
 }
 
 /// Reads the named datasets of the configuration and checks every spec now, so a typo

@@ -116,3 +116,15 @@ async fn requests_over_the_rate_are_refused_until_the_bucket_refills() {
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     client.service().list_readers(pb::ListReadersRequest { container: "c".into() }).await.expect("refilled");
 }
+
+#[tokio::test]
+async fn an_oversized_request_is_resource_exhausted() {
+    let data = data();
+    let server = ServerProcess::start_with(&[data.path()], &["--max-request-bytes", "65536"]);
+    let mut client = server.client().await;
+    let mut huge = spec(4, 1);
+    huge.source.as_mut().unwrap().files = (0..10_000).map(|i| format!("part-{i:08}-padding-padding.txt")).collect();
+    let err = client.read("", "", Some(huge)).await.err().unwrap();
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+    first(&mut client, "", "", spec(4, 1)).await.expect("normal requests are served");
+}

@@ -213,9 +213,10 @@ fn fixed(dtype: &str, shape: &[i64]) -> Value {
     json!({"fixedLen": {"dtype": dtype, "shape": shape}})
 }
 
-/// The readerd spec of a workload (batch 256), files relative to the output directory.
-pub fn spec(workload: &str, batch_size: u32) -> Option<Value> {
-    let pipeline = json!({"batchSize": batch_size, "prefetch": 4});
+/// The readerd spec of a workload, files relative to the output directory.
+pub fn spec(workload: &str, batch_size: u32, epochs: i32) -> Option<Value> {
+    // As tfdata-bench's pipeline: two files read at once, batches of `batch_size`.
+    let pipeline = json!({"batchSize": batch_size, "cycleLength": 2, "prefetch": 4, "numEpochs": epochs});
     Some(match workload {
         "images" => json!({
             "source": {"files": ["images/images-*.tfrecord"], "format": "TFRECORD"},

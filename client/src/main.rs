@@ -161,6 +161,12 @@ enum Command {
         /// Batch size of the specs written.
         #[arg(long, default_value_t = 256)]
         batch_size: u32,
+        /// Epochs of the specs written.
+        #[arg(long, default_value_t = 1)]
+        epochs: i32,
+        /// Write only the specs (for files already there, e.g. from tfdata-bench's gen_data.py).
+        #[arg(long)]
+        specs_only: bool,
     },
     /// Measure the server: K consumers at once on the workloads written by gen-demo.
     Bench {
@@ -225,9 +231,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Convert { input, output, schema, spec_output } => {
             return convert(&input, &output, &schema, spec_output.as_deref(), cli.quiet);
         }
-        Command::GenDemo { out, workloads, images, tabular, seed, batch_size } => {
+        Command::GenDemo { out, workloads, images, tabular, seed, batch_size, epochs, specs_only } => {
             let sizes = readerd_client::demo::Sizes { images, tabular, seed };
-            return gen_demo(&out, &workloads, &sizes, batch_size, cli.quiet);
+            let specs = SpecOptions { batch_size, epochs, specs_only };
+            return gen_demo(&out, &workloads, &sizes, &specs, cli.quiet);
         }
         Command::Bench { data, workloads, consumers, use_addr, server, output } => {
             return bench(&cli.addr, use_addr, server, &data, &workloads, &consumers, output).await;
@@ -532,12 +539,19 @@ fn convert(
     Ok(ExitCode::SUCCESS)
 }
 
+/// What the specs `gen-demo` writes say, and whether it writes only them.
+struct SpecOptions {
+    batch_size: u32,
+    epochs: i32,
+    specs_only: bool,
+}
+
 /// `readerctl gen-demo`: the benchmark workloads and their specs under `out`.
 fn gen_demo(
     out: &std::path::Path,
     workloads: &[String],
     sizes: &readerd_client::demo::Sizes,
-    batch_size: u32,
+    specs: &SpecOptions,
     quiet: bool,
 ) -> anyhow::Result<ExitCode> {
     use readerd_client::demo;
@@ -546,18 +560,18 @@ fn gen_demo(
     }
     std::fs::create_dir_all(out.join("specs"))?;
     let wants = |name: &str| workloads.iter().any(|w| w == name);
-    if wants("images") {
+    if wants("images") && !specs.specs_only {
         let mut progress = readerd_client::progress::Progress::new("images", !quiet);
         demo::write_images(out, sizes, &mut |n| progress.set(n))?;
         progress.finish();
     }
-    if wants("tabular") || wants("tabular_csv") {
+    if (wants("tabular") || wants("tabular_csv")) && !specs.specs_only {
         let mut progress = readerd_client::progress::Progress::new("rows", !quiet);
         demo::write_tabular(out, sizes, wants("tabular"), wants("tabular_csv"), &mut |n| progress.set(n))?;
         progress.finish();
     }
     for workload in workloads {
-        let spec = demo::spec(workload, batch_size).expect("checked above");
+        let spec = demo::spec(workload, specs.batch_size, specs.epochs).expect("checked above");
         let path = out.join("specs").join(format!("{workload}.json"));
         std::fs::write(&path, serde_json::to_string_pretty(&spec)? + "\n")?;
         if !quiet {

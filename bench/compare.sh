@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# readerd against tf.data service on the same files, same machine, one run.
+#
+#   bench/compare.sh DATA_DIR [SECONDS]
+#
+# DATA_DIR: written by ../shared/tfdata-bench/gen_data.py --out DATA_DIR (needs
+# tensorflow-cpu, as does the tf.data service run). The script writes readerd specs for
+# those files (`readerctl gen-demo --specs-only`: batch 256, cycleLength 2, 5 epochs),
+# runs the harness's tf.data service cases (parallel_epochs, compression AUTO and NONE),
+# then `readerctl bench` (1 and 4 consumers) against a release readerd on the same files,
+# and prints both. Results: DATA_DIR/results/ (tf.data) and DATA_DIR/readerd-bench.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${1:?usage: bench/compare.sh DATA_DIR [SECONDS]}
+seconds=${2:-10}
+harness=../shared/tfdata-bench
+
+cargo build --release --quiet --bin readerd --bin readerctl
+target/release/readerctl gen-demo --out "$data" --specs-only --epochs 5 --quiet
+
+echo "== tf.data service (tfdata_bench.py --modes service, ${seconds} s measured)"
+TF_CPP_MIN_LOG_LEVEL=2 python3 "$harness/tfdata_bench.py" --data "$data" --modes service \
+    --compression AUTO,NONE --duration "$seconds" --warmup 2 | tail -n 20
+
+echo "== readerd (readerctl bench, the same files)"
+target/release/readerctl bench --data "$data" --consumers 1,4 --quiet
+target/release/readerctl bench --data "$data" --consumers 1,4 --quiet --output jsonl > "$data/readerd-bench.json"

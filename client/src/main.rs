@@ -626,10 +626,12 @@ async fn bench(
         let _ = std::fs::remove_dir_all(&state);
     }
     let (rows, references) = result?;
+    let mut out = std::io::stdout().lock();
     match output {
-        Output::Jsonl => println!("{}", json!({"runs": rows, "workloads": references})),
+        Output::Jsonl => writeln!(out, "{}", json!({"runs": rows, "workloads": references}))?,
         Output::Text => {
-            println!(
+            writeln!(
+                out,
                 "{:<12} {:>3} {:>12} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}",
                 "workload",
                 "K",
@@ -641,11 +643,12 @@ async fn bench(
                 "server MB",
                 "client MB",
                 "cpu s/GB"
-            );
+            )?;
             let show = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
             for row in &rows {
                 let load = &row.load;
-                println!(
+                writeln!(
+                    out,
                     "{:<12} {:>3} {:>12.0} {:>10.1} {:>9.1} {:>9.2} {:>9.2} {:>10} {:>10} {:>9}",
                     row.workload,
                     load.consumers,
@@ -657,18 +660,19 @@ async fn bench(
                     show(row.server_peak_rss_mb),
                     show(row.client_peak_rss_mb),
                     show(row.server_cpu_s_per_gb)
-                );
+                )?;
             }
-            println!();
+            writeln!(out)?;
             for reference in &references {
-                println!(
+                writeln!(
+                    out,
                     "{}: {:.1} MB of files, page-cache read {:.0} MB/s; first batch {:.1} ms fresh, {} ms after resume",
                     reference.workload,
                     reference.file_bytes as f64 / 1e6,
                     reference.raw_read_mb_per_s,
                     reference.first_batch_ms,
                     reference.first_batch_after_resume_ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1}"))
-                );
+                )?;
             }
         }
     }

@@ -345,20 +345,30 @@ impl pb::data_service_server::DataService for DataService {
     }
 }
 
-/// Counts a stream as active while it lives.
-struct ActiveStream;
+/// Counts a stream as active while it lives, and the elements in its buffer.
+struct ActiveStream {
+    buffered: i64,
+}
 
 impl ActiveStream {
     fn new() -> Self {
         METRICS.streams_opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         METRICS.streams_active.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        ActiveStream
+        ActiveStream { buffered: 0 }
+    }
+
+    /// The stream's buffer now holds `buffered` elements.
+    fn buffered(&mut self, buffered: usize) {
+        let buffered = buffered as i64;
+        METRICS.stream_buffered.fetch_add(buffered - self.buffered, std::sync::atomic::Ordering::Relaxed);
+        self.buffered = buffered;
     }
 }
 
 impl Drop for ActiveStream {
     fn drop(&mut self) {
         METRICS.streams_active.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        METRICS.stream_buffered.fetch_sub(self.buffered, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -397,7 +407,7 @@ async fn stream_elements(
     limits: Limits,
 ) {
     let _attached = reader.attach_stream();
-    let _counted = ActiveStream::new();
+    let mut counted = ActiveStream::new();
     let shared = !record.checkpointable;
     let mut seq: i64 = first_seq;
     let mut exhausted = false;
@@ -407,6 +417,7 @@ async fn stream_elements(
         return;
     }
     let last = loop {
+        counted.buffered(element_tx.max_capacity() - element_tx.capacity());
         let mut free = element_tx.capacity().clamp(1, CHUNK_ELEMENTS);
         if auto.every > 0 {
             // A chunk ends where a checkpoint by count is due, so each comes exactly then.

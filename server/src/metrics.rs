@@ -23,6 +23,8 @@ pub struct Metrics {
     pub streams_opened: AtomicU64,
     pub streams_active: AtomicU64,
     pub state_store_errors: AtomicU64,
+    /// Elements waiting in streams' buffers for their trainers (all streams).
+    pub stream_buffered: std::sync::atomic::AtomicI64,
     commit_buckets: [AtomicU64; COMMIT_BUCKETS.len()],
     commit_count: AtomicU64,
     commit_micros: AtomicU64,
@@ -37,6 +39,7 @@ pub static METRICS: Metrics = Metrics {
     streams_opened: AtomicU64::new(0),
     streams_active: AtomicU64::new(0),
     state_store_errors: AtomicU64::new(0),
+    stream_buffered: std::sync::atomic::AtomicI64::new(0),
     commit_buckets: [const { AtomicU64::new(0) }; COMMIT_BUCKETS.len()],
     commit_count: AtomicU64::new(0),
     commit_micros: AtomicU64::new(0),
@@ -92,6 +95,9 @@ impl Metrics {
         );
         counter("readerd_streams_opened_total", "Streams opened.", "counter", load(&self.streams_opened));
         counter("readerd_streams_active", "Streams open now.", "gauge", load(&self.streams_active));
+        let buffered = self.stream_buffered.load(Ordering::Relaxed).max(0) as u64;
+        let help = "Elements in streams' buffers, not yet taken by the network.";
+        counter("readerd_stream_buffered_elements", help, "gauge", buffered);
         counter(
             "readerd_state_store_errors_total",
             "Failed state store operations.",

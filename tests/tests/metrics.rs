@@ -62,4 +62,15 @@ fn counters_move_during_streams() {
     assert_eq!(sample(&after, "readerd_checkpoint_commit_seconds_bucket{le=\"+Inf\"}"), 2.0);
     assert_eq!(sample(&after, "readerd_stream_errors_total{code=\"DataLoss\"}"), 1.0);
     assert!(sample(&after, "readerd_reader_records_produced_total{container=\"c\",reader=\"s\"}") >= 20.0);
+    // The server sees the trainers go a moment after they exit.
+    let mut settled = after;
+    for _ in 0..100 {
+        if sample(&settled, "readerd_streams_active") == 0.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        settled = scrape(&metrics_addr);
+    }
+    assert_eq!(sample(&settled, "readerd_streams_active"), 0.0, "both streams ended");
+    assert_eq!(sample(&settled, "readerd_stream_buffered_elements"), 0.0, "no stream left anything buffered");
 }

@@ -20,6 +20,7 @@ use prost::Message;
 use readerd_proto::tensorflow as tf;
 use serde_json::{Value, json};
 
+use crate::rng::SplitMix64;
 use crate::tfrecord::TfRecordWriter;
 
 pub const IMAGE_BYTES: usize = 192 * 192 * 3;
@@ -45,29 +46,11 @@ impl Default for Sizes {
     }
 }
 
-/// SplitMix64: fast, seedable, good enough for test data.
-#[derive(Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64, workload: u64, file: u64) -> Self {
-        let mut rng = Rng(seed ^ (workload << 48) ^ (file << 32));
-        rng.next();
-        rng
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
+/// The generator of one file of one workload.
+fn file_rng(seed: u64, workload: u64, file: u64) -> SplitMix64 {
+    let mut rng = SplitMix64(seed ^ (workload << 48) ^ (file << 32));
+    rng.next_u64();
+    rng
 }
 
 fn int64(values: Vec<i64>) -> tf::Feature {
@@ -93,13 +76,13 @@ pub fn write_images(out: &Path, sizes: &Sizes, progress: &mut dyn FnMut(u64)) ->
     std::fs::create_dir_all(&dir)?;
     let mut written = 0;
     for file in 0..IMAGE_FILES {
-        let mut rng = Rng::new(sizes.seed, 1, file as u64);
+        let mut rng = file_rng(sizes.seed, 1, file as u64);
         let path = dir.join(format!("images-{file:03}-of-{IMAGE_FILES:03}.tfrecord"));
         let mut writer = TfRecordWriter::new(BufWriter::new(std::fs::File::create(path)?));
         let mut image = vec![0u8; IMAGE_BYTES];
         for _ in 0..share(sizes.images, IMAGE_FILES, file) {
             for chunk in image.chunks_mut(8) {
-                let random = rng.next().to_le_bytes();
+                let random = rng.next_u64().to_le_bytes();
                 chunk.copy_from_slice(&random[..chunk.len()]);
             }
             let features = BTreeMap::from([
@@ -109,7 +92,7 @@ pub fn write_images(out: &Path, sizes: &Sizes, progress: &mut dyn FnMut(u64)) ->
                         kind: Some(tf::feature::Kind::BytesList(tf::BytesList { value: vec![image.clone().into()] })),
                     },
                 ),
-                ("label".to_owned(), int64(vec![(rng.next() % 1000) as i64])),
+                ("label".to_owned(), int64(vec![(rng.next_u64() % 1000) as i64])),
                 ("shape".to_owned(), int64(vec![192, 192, 3])),
             ]);
             writer.write_record(&example(features))?;
@@ -122,7 +105,7 @@ pub fn write_images(out: &Path, sizes: &Sizes, progress: &mut dyn FnMut(u64)) ->
 }
 
 /// One tabular row: label, 13 floats, 26 ids.
-fn tabular_row(rng: &mut Rng) -> (i64, [f32; 13], [i64; 26]) {
+fn tabular_row(rng: &mut SplitMix64) -> (i64, [f32; 13], [i64; 26]) {
     let label = i64::from(rng.unit() < 0.256);
     let floats = std::array::from_fn(|_| {
         // Heavy-tailed (exponential of a uniform), quantised to 1/16: exact in float32 and in text.
@@ -132,8 +115,8 @@ fn tabular_row(rng: &mut Rng) -> (i64, [f32; 13], [i64; 26]) {
     let ids = std::array::from_fn(|column| {
         // Zipf-like: small ranks far more often; then hashed to 32 bits.
         let rank = (CARDINALITIES[column] as f64).powf(rng.unit().powi(3)) as u64;
-        let mut hash = Rng(rank ^ ((column as u64) << 40));
-        (hash.next() & 0xFFFF_FFFF) as i64
+        let mut hash = SplitMix64(rank ^ ((column as u64) << 40));
+        (hash.next_u64() & 0xFFFF_FFFF) as i64
     });
     (label, floats, ids)
 }
@@ -155,7 +138,7 @@ pub fn write_tabular(
     }
     let mut written = 0;
     for file in 0..TABULAR_FILES {
-        let mut rng = Rng::new(sizes.seed, 2, file as u64);
+        let mut rng = file_rng(sizes.seed, 2, file as u64);
         let name = format!("tabular-{file:03}-of-{TABULAR_FILES:03}");
         let mut records = match tfrecord {
             true => Some(TfRecordWriter::new(BufWriter::new(std::fs::File::create(

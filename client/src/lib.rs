@@ -19,6 +19,7 @@ pub mod inspect;
 pub mod json;
 pub mod progress;
 pub mod resume;
+mod rng;
 pub mod tfrecord;
 
 pub use resume::{Event, Reconnect, ResumingStream, StreamError, merge};

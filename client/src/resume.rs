@@ -17,6 +17,7 @@ use std::time::Duration;
 use futures::Stream;
 use readerd_proto::v1 as pb;
 
+use crate::rng::SplitMix64;
 use crate::{Client, ConnectOptions, ReadStream};
 
 /// How reconnection is tried.
@@ -250,12 +251,11 @@ impl ResumingStream {
     }
 
     fn next_random(&mut self) -> u64 {
-        // SplitMix64: jitter needs spread, not strength.
-        self.random = self.random.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.random;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        // Jitter needs spread, not strength.
+        let mut rng = SplitMix64(self.random);
+        let value = rng.next_u64();
+        self.random = rng.0;
+        value
     }
 }
 

@@ -4,45 +4,35 @@
 //! (records or errors) without panicking. The open-ended runs are the `fuzz/` targets.
 
 use readerd_server::fuzzing;
+use readerd_server::pipeline::rng::SplitMix64;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// Uniform in `0..n` (0 when `n` is 0).
+fn below(rng: &mut SplitMix64, n: usize) -> usize {
+    if n == 0 { 0 } else { rng.below(n as u64) as usize }
 }
 
-fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
+fn mutate(rng: &mut SplitMix64, input: &[u8]) -> Vec<u8> {
     let mut data = input.to_vec();
-    for _ in 0..1 + rng.below(4) {
-        match rng.below(5) {
+    for _ in 0..1 + below(rng, 4) {
+        match below(rng, 5) {
             0 if !data.is_empty() => {
-                let i = rng.below(data.len());
-                data[i] ^= 1 << rng.below(8);
+                let i = below(rng, data.len());
+                data[i] ^= 1 << below(rng, 8);
             }
-            1 => data.truncate(rng.below(data.len() + 1)),
+            1 => data.truncate(below(rng, data.len() + 1)),
             2 if !data.is_empty() => {
-                let (start, len) = (rng.below(data.len()), rng.below(16));
+                let (start, len) = (below(rng, data.len()), below(rng, 16));
                 let copy: Vec<u8> = data[start..(start + len).min(data.len())].to_vec();
-                let at = rng.below(data.len() + 1);
+                let at = below(rng, data.len() + 1);
                 data.splice(at..at, copy);
             }
             3 => {
-                let at = rng.below(data.len() + 1);
-                data.splice(at..at, (rng.next() as u32).to_le_bytes());
+                let at = below(rng, data.len() + 1);
+                data.splice(at..at, (rng.next_u64() as u32).to_le_bytes());
             }
             _ => {
                 // A length field claiming far more than there is.
-                let at = rng.below(data.len() + 1);
+                let at = below(rng, data.len() + 1);
                 data.splice(at..at, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f]);
             }
         }
@@ -89,7 +79,7 @@ fn seeds() -> Vec<Vec<u8>> {
 fn mutated_inputs_never_panic_the_framers_or_decoders() {
     let seeds = seeds();
     assert!(seeds.len() > 10, "the golden vectors are the seeds: {}", seeds.len());
-    let mut rng = Rng(20261122);
+    let mut rng = SplitMix64 { state: 20261122 };
     let mut records = 0usize;
     for round in 0..8_000 {
         let seed = &seeds[round % seeds.len()];

@@ -219,6 +219,15 @@ pub struct WorkloadReference {
     pub first_batch_after_resume_ms: Option<f64>,
 }
 
+/// Everything one `readerctl bench` measured.
+#[derive(Debug, Serialize)]
+pub struct BenchReport {
+    pub runs: Vec<BenchRow>,
+    pub workloads: Vec<WorkloadReference>,
+    /// tonic's own server-streaming rate on loopback, 1 MiB messages (the reference).
+    pub tonic_loopback_mb_per_s: f64,
+}
+
 /// Runs the consumers of `consumers` on each workload of `data` (written by `gen-demo`)
 /// against the server at `addr`, whose process id (when known) gives its memory and CPU.
 pub async fn run_workloads(
@@ -227,8 +236,10 @@ pub async fn run_workloads(
     data: &std::path::Path,
     workloads: &[String],
     consumers: &[usize],
-) -> anyhow::Result<(Vec<BenchRow>, Vec<WorkloadReference>)> {
+) -> anyhow::Result<BenchReport> {
     let (mut rows, mut references) = (Vec::new(), Vec::new());
+    // tonic's own limit on this machine: 1 MiB messages, 1 GiB in all.
+    let tonic_loopback_mb_per_s = crate::echo::loopback_rate(1 << 20, 1024).await? / 1e6;
     for workload in workloads {
         let spec_path = data.join("specs").join(format!("{workload}.json"));
         let text = std::fs::read_to_string(&spec_path).map_err(|err| {
@@ -269,7 +280,7 @@ pub async fn run_workloads(
             });
         }
     }
-    Ok((rows, references))
+    Ok(BenchReport { runs: rows, workloads: references, tonic_loopback_mb_per_s })
 }
 
 /// The files a spec names under `data` (glob patterns expanded, in order).

@@ -9,12 +9,14 @@
 //! - [`tfrecord`]: TFRecord framing for local files; [`inspect`] (dump a local file),
 //!   [`convert`] (CSV → TFRecord of Examples) and [`demo`] (the benchmark workloads), the
 //!   file tools of `readerctl`; [`progress`]: its progress line;
-//! - [`bench`]: the load generator of `readerctl bench`;
+//! - [`bench`]: the load generator of `readerctl bench`; [`echo`]: its reference line,
+//!   tonic's own loopback streaming rate;
 //! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`).
 
 pub mod bench;
 pub mod convert;
 pub mod demo;
+pub mod echo;
 pub mod inspect;
 pub mod json;
 pub mod progress;

@@ -625,10 +625,11 @@ async fn bench(
         let _ = process.wait();
         let _ = std::fs::remove_dir_all(&state);
     }
-    let (rows, references) = result?;
+    let report = result?;
+    let (rows, references) = (&report.runs, &report.workloads);
     let mut out = std::io::stdout().lock();
     match output {
-        Output::Jsonl => writeln!(out, "{}", json!({"runs": rows, "workloads": references}))?,
+        Output::Jsonl => writeln!(out, "{}", serde_json::to_string(&report)?)?,
         Output::Text => {
             writeln!(
                 out,
@@ -645,7 +646,7 @@ async fn bench(
                 "cpu s/GB"
             )?;
             let show = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
-            for row in &rows {
+            for row in rows {
                 let load = &row.load;
                 writeln!(
                     out,
@@ -663,7 +664,7 @@ async fn bench(
                 )?;
             }
             writeln!(out)?;
-            for reference in &references {
+            for reference in references {
                 writeln!(
                     out,
                     "{}: {:.1} MB of files, page-cache read {:.0} MB/s; first batch {:.1} ms fresh, {} ms after resume",
@@ -674,6 +675,7 @@ async fn bench(
                     reference.first_batch_after_resume_ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1}"))
                 )?;
             }
+            writeln!(out, "tonic loopback, 1 MiB messages: {:.0} MB/s", report.tonic_loopback_mb_per_s)?;
         }
     }
     Ok(ExitCode::SUCCESS)

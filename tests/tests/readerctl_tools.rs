@@ -185,4 +185,5 @@ fn bench_runs_the_workloads_and_reports_every_figure() {
     }
     let tabular = report["workloads"].as_array().unwrap().iter().find(|w| w["workload"] == "tabular").unwrap();
     assert!(tabular["first_batch_after_resume_ms"].as_f64().is_some(), "{tabular}");
+    assert!(report["tonic_loopback_mb_per_s"].as_f64().unwrap() > 0.0, "the reference line");
 }

@@ -39,12 +39,6 @@ impl<W: Write> TfRecordWriter<W> {
     }
 }
 
-/// Appends one framed record to `out` (in-memory files of tests and benchmarks).
-pub fn frame_record(out: &mut Vec<u8>, record: &[u8]) {
-    let mut writer = TfRecordWriter::new(out);
-    writer.write_record(record).expect("writing to a Vec cannot fail");
-}
-
 /// Reads the records of a TFRecord stream of known total length.
 #[derive(Debug)]
 pub struct TfRecordReader<R: Read> {
@@ -95,12 +89,17 @@ impl<R: Read> TfRecordReader<R> {
 mod tests {
     use super::*;
 
+    fn framed(records: &[&[u8]]) -> Vec<u8> {
+        let mut writer = TfRecordWriter::new(Vec::new());
+        for record in records {
+            writer.write_record(record).unwrap();
+        }
+        writer.finish().unwrap()
+    }
+
     #[test]
     fn written_records_read_back_with_their_offsets() {
-        let mut file = Vec::new();
-        for record in [b"a".as_slice(), b"", b"three"] {
-            frame_record(&mut file, record);
-        }
+        let file = framed(&[b"a", b"", b"three"]);
         let mut reader = TfRecordReader::new(file.as_slice(), file.len() as u64);
         assert_eq!(reader.next_record().unwrap(), Some((0, b"a".to_vec())));
         assert_eq!(reader.next_record().unwrap(), Some((17, Vec::new())));
@@ -110,9 +109,7 @@ mod tests {
 
     #[test]
     fn damage_is_reported_with_the_record_offset() {
-        let mut file = Vec::new();
-        frame_record(&mut file, b"first");
-        frame_record(&mut file, b"second");
+        let file = framed(&[b"first", b"second"]);
         let mut flipped = file.clone();
         flipped[21 + 12] ^= 1; // a data byte of the second record
         let mut reader = TfRecordReader::new(flipped.as_slice(), flipped.len() as u64);

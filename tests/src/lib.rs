@@ -201,34 +201,15 @@ pub fn write_file(root: &Path, name: &str, contents: &[u8]) {
     std::fs::write(path, contents).unwrap();
 }
 
-/// Writes `records` as a TFRecord file (the framing is public: length, masked CRC32C of
-/// the length, data, masked CRC32C of the data).
+/// Writes `records` as a TFRecord file, with the client's writer (the framing is public:
+/// length, masked CRC-32C of the length, data, masked CRC-32C of the data).
 pub fn write_tfrecord(path: &Path, records: &[Vec<u8>]) {
-    fn masked_crc(data: &[u8]) -> u32 {
-        crc32c(data).rotate_right(15).wrapping_add(0xa282_ead8)
-    }
-    let mut out = Vec::new();
-    for record in records {
-        let len = (record.len() as u64).to_le_bytes();
-        out.extend_from_slice(&len);
-        out.extend_from_slice(&masked_crc(&len).to_le_bytes());
-        out.extend_from_slice(record);
-        out.extend_from_slice(&masked_crc(record).to_le_bytes());
-    }
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, out).unwrap();
-}
-
-/// CRC-32C (Castagnoli), bitwise: test data only.
-fn crc32c(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in data {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
-        }
+    let mut writer = readerd_client::tfrecord::TfRecordWriter::new(Vec::new());
+    for record in records {
+        writer.write_record(record).unwrap();
     }
-    !crc
+    std::fs::write(path, writer.finish().unwrap()).unwrap();
 }
 
 /// A golden float as f64 (`"nan"`, `"inf"`, `"-inf"`, `"-0.0"` or a number).

@@ -283,21 +283,12 @@ pub async fn run_workloads(
     Ok(BenchReport { runs: rows, workloads: references, tonic_loopback_mb_per_s })
 }
 
-/// The files a spec names under `data` (glob patterns expanded, in order).
+/// The files a spec names under `data` (glob patterns expanded, each sorted, in order).
 fn workload_files(data: &std::path::Path, spec: &pb::DatasetSpec) -> anyhow::Result<Vec<std::path::PathBuf>> {
     let mut files = Vec::new();
     for pattern in spec.source.as_ref().map(|s| s.files.as_slice()).unwrap_or_default() {
-        let (dir, name) = pattern.rsplit_once('/').unwrap_or(("", pattern));
-        let (prefix, suffix) = name.split_once('*').unwrap_or((name, ""));
-        let mut matched: Vec<_> = std::fs::read_dir(data.join(dir))?
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|path| {
-                path.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(prefix) && n.ends_with(suffix) && (name.contains('*') || n == name))
-            })
-            .collect();
-        matched.sort();
+        let full = data.join(pattern);
+        let matched = glob::glob(&full.to_string_lossy())?.collect::<Result<Vec<_>, _>>()?;
         files.extend(matched);
     }
     Ok(files)

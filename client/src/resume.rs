@@ -96,7 +96,8 @@ pub struct ResumingStream {
     /// The newest checkpoint: token and the last element it covers.
     checkpoint: Option<(String, i64)>,
     finished: bool,
-    random: u64,
+    /// Jitter of the reconnection delays.
+    jitter: SplitMix64,
     options: ConnectOptions,
 }
 
@@ -126,7 +127,7 @@ impl ResumingStream {
             connection: None,
             last_seq: -1,
             finished: false,
-            random: seed as u64 | 1,
+            jitter: SplitMix64(seed as u64),
             options,
         };
         stream.reopen(None).await?;
@@ -225,8 +226,7 @@ impl ResumingStream {
         for attempt in 0..attempts {
             if !(first_open && attempt == 0) {
                 self.current = (self.current + 1) % self.addrs.len();
-                let random = self.next_random();
-                let wait = self.reconnect.delay(attempt, random);
+                let wait = self.reconnect.delay(attempt, self.jitter.next_u64());
                 tracing::debug!(?wait, addr = %self.addrs[self.current], "reconnecting");
                 tokio::time::sleep(wait).await;
             }
@@ -248,14 +248,6 @@ impl ResumingStream {
             }
         }
         Err(StreamError::GaveUp { attempts, last: last.unwrap_or_default() })
-    }
-
-    fn next_random(&mut self) -> u64 {
-        // Jitter needs spread, not strength.
-        let mut rng = SplitMix64(self.random);
-        let value = rng.next_u64();
-        self.random = rng.0;
-        value
     }
 }
 

@@ -115,6 +115,13 @@ impl Drop for ServerProcess {
     }
 }
 
+/// A loopback address no one listens on now (for a server to be started, or restarted,
+/// where clients already look).
+pub fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
 /// Runs `readerctl --addr <addr> <args>`.
 pub fn readerctl(addr: &str, args: &[&str]) -> Output {
     Command::new(binary("readerctl")).arg("--addr").arg(addr).args(args).output().expect("run readerctl")

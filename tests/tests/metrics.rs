@@ -2,7 +2,7 @@
 
 use std::io::{Read, Write};
 
-use readerd_tests::{ServerProcess, readerctl, write_file};
+use readerd_tests::{ServerProcess, free_address, readerctl, write_file};
 
 fn scrape(addr: &str) -> String {
     let mut socket = std::net::TcpStream::connect(addr).unwrap();
@@ -37,10 +37,7 @@ fn counters_move_during_streams() {
     let bad_spec = data.path().join("bad.json");
     std::fs::write(&bad_spec, r#"{"source": {"files": ["bad.tfrecord"], "format": "TFRECORD"}}"#).unwrap();
 
-    let metrics_addr = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().to_string()
-    };
+    let metrics_addr = free_address();
     let server = ServerProcess::start_with(&[data.path()], &["--metrics-listen", &metrics_addr]);
     let before = scrape(&metrics_addr);
     assert_eq!(sample(&before, "readerd_records_sent_total"), 0.0);

@@ -98,7 +98,15 @@ fn convert_makes_examples_that_read_back_as_the_csv() {
     assert_eq!(inspected[0]["features"]["price"], serde_json::json!({"float": [2.5]}));
     let limited = lines(&run(&["inspect", output.to_str().unwrap(), "--limit", "1", "--raw"]).stdout);
     assert_eq!(limited.len(), 1);
-    assert!(limited[0].get("base64").is_some() || limited[0].get("bytes").is_some());
+    assert_eq!(limited[0]["key"], inspected[0]["key"]);
+    // The serialized Example: as text when it is valid UTF-8, else base64.
+    let raw = match (limited[0]["bytes"].as_str(), limited[0]["base64"].as_str()) {
+        (Some(text), _) => text.as_bytes().to_vec(),
+        (None, Some(b64)) => base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64).unwrap(),
+        _ => panic!("--raw shows the record's bytes: {}", limited[0]),
+    };
+    assert!(raw.windows(5).any(|w| w == b"apple"), "--raw shows the serialized Example");
+    assert!(limited[0].get("features").is_none(), "--raw does not parse it");
 }
 
 #[test]

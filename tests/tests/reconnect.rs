@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use readerd_client::{Event, Reconnect, ResumingStream, StreamError, v1 as pb};
-use readerd_tests::{ServerProcess, write_file};
+use readerd_tests::{ServerProcess, free_address, write_file};
 use serde_json::json;
 
 fn write_data(root: &Path) {
@@ -45,12 +45,6 @@ async fn read_rest(stream: &mut ResumingStream, keys: &mut Vec<Vec<String>>) {
             None => panic!("the stream ended without its end-of-sequence marker"),
         }
     }
-}
-
-/// A listen address free now, to restart the server on.
-fn free_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
 }
 
 #[tokio::test]

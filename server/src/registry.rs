@@ -40,17 +40,8 @@ fn display_name(container: &str, shared_name: &str) -> String {
 }
 
 impl ReaderRegistry {
+    /// An empty registry; `limits` and `files` bound readers, streams, batches and open files.
     pub fn new(
-        roots: DataRoots,
-        max_record_bytes: u64,
-        settings: ReaderSettings,
-        datasets: BTreeMap<String, pb::DatasetSpec>,
-    ) -> Self {
-        Self::with_limits(roots, max_record_bytes, settings, datasets, Limits::default(), FileBudget::new(0))
-    }
-
-    /// `new`, with limits on readers, streams, batches and open files.
-    pub fn with_limits(
         roots: DataRoots,
         max_record_bytes: u64,
         settings: ReaderSettings,

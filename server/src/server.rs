@@ -68,7 +68,7 @@ pub async fn run(
         batch_bytes: config.max_batch_bytes,
     };
     let files = FileBudget::new(config.max_open_files);
-    let registry = ReaderRegistry::with_limits(roots, config.max_record_bytes, settings, datasets, limits, files);
+    let registry = ReaderRegistry::new(roots, config.max_record_bytes, settings, datasets, limits, files);
     let drain = CancellationToken::new();
 
     let (health, health_service) = tonic_health::server::health_reporter();

@@ -6,8 +6,8 @@
 use std::pin::Pin;
 
 use futures::Stream;
-use readerd_proto::v1 as pb;
 use readerd_proto::v1::data_service_server::{DataService, DataServiceServer};
+use readerd_proto::{http2, v1 as pb};
 use tonic::{Request, Response, Status};
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -95,8 +95,9 @@ pub async fn loopback_rate(size: usize, count: usize) -> anyhow::Result<f64> {
             let service =
                 DataServiceServer::new(Echo { message, count }).max_encoding_message_size(crate::MAX_MESSAGE_BYTES);
             tonic::transport::Server::builder()
-                .initial_stream_window_size(Some(16 << 20))
-                .initial_connection_window_size(Some(64 << 20))
+                .initial_stream_window_size(Some(http2::STREAM_WINDOW_BYTES))
+                .initial_connection_window_size(Some(http2::CONNECTION_WINDOW_BYTES))
+                .max_frame_size(Some(http2::MAX_FRAME_BYTES))
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = stop_rx.await;

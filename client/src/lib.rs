@@ -26,7 +26,7 @@ pub mod tfrecord;
 
 pub use resume::{Event, Reconnect, ResumingStream, StreamError, merge};
 
-use readerd_proto::v1 as pb;
+use readerd_proto::{http2, v1 as pb};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
@@ -109,8 +109,9 @@ impl Client {
         };
         let mut endpoint = Endpoint::from_shared(url.clone())
             .map_err(|source| ClientError::Address { addr: addr.to_owned(), source })?
-            .initial_stream_window_size(Some(16 << 20))
-            .initial_connection_window_size(Some(64 << 20));
+            .initial_stream_window_size(Some(http2::STREAM_WINDOW_BYTES))
+            .initial_connection_window_size(Some(http2::CONNECTION_WINDOW_BYTES))
+            .max_frame_size(http2::MAX_FRAME_BYTES);
         if let Some(ca) = &options.tls_ca {
             let read = |path: &std::path::PathBuf| {
                 std::fs::read(path).map_err(|source| ClientError::TlsFile { path: path.display().to_string(), source })

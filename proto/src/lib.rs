@@ -7,6 +7,8 @@
 //! - [`tensorflow`]: `tf.train.Example` / `SequenceExample` (TensorFlow's field numbers),
 //!   for building Examples in tests, benchmarks and tools.
 //!
+//! - [`http2`]: the HTTP/2 settings both ends use for large streams.
+//!
 //! This is the only crate that runs code generation. Import it as
 //! `use readerd_proto::v1 as pb;` so the wire boundary stays visible at call sites.
 
@@ -17,6 +19,18 @@ pub mod v1 {
 
     /// The encoded `FileDescriptorSet` of readerd.v1, for server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("readerd_v1");
+}
+
+/// HTTP/2 settings of readerd's server and clients. Batches are megabytes: with HTTP/2's
+/// default 16 KiB frames and 64 KiB windows a stream spends its time on frame headers and
+/// window updates (CRATES.md measured tonic's loopback rate about doubling with these).
+pub mod http2 {
+    /// The largest DATA frame a peer may send us (SETTINGS_MAX_FRAME_SIZE).
+    pub const MAX_FRAME_BYTES: u32 = 1 << 20;
+    /// Flow-control window of each stream.
+    pub const STREAM_WINDOW_BYTES: u32 = 16 << 20;
+    /// Flow-control window of a connection (all its streams).
+    pub const CONNECTION_WINDOW_BYTES: u32 = 64 << 20;
 }
 
 pub mod tensorflow {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use arrow_flight::flight_service_server::FlightServiceServer;
-use readerd_proto::v1 as pb;
+use readerd_proto::{http2, v1 as pb};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
@@ -147,8 +147,9 @@ pub async fn run(
         // tonic answers a request over the size limit with OUT_OF_RANGE; limits are
         // RESOURCE_EXHAUSTED (as in gRPC's other implementations).
         .layer(tower::util::MapResponseLayer::new(oversized_request_is_resource_exhausted))
-        .initial_stream_window_size(Some(16 << 20))
-        .initial_connection_window_size(Some(64 << 20))
+        .initial_stream_window_size(Some(http2::STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(http2::CONNECTION_WINDOW_BYTES))
+        .max_frame_size(Some(http2::MAX_FRAME_BYTES))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(data_service)

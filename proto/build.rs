@@ -23,11 +23,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.btree_map(["."]);
     // Payloads as `bytes::Bytes`: decoding and re-sending a record does not copy it.
     config.bytes(["."]);
-    tonic_prost_build::configure().file_descriptor_set_path(&descriptor_path).compile_with_config(
-        config,
-        PROTOS,
-        &["proto"],
-    )?;
+    // Services encode with `crate::codec::ReservingCodec` (large batches, see there).
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(&descriptor_path)
+        .codec_path("crate::codec::ReservingCodec")
+        .compile_with_config(config, PROTOS, &["proto"])?;
 
     let descriptors = std::fs::read(&descriptor_path)?;
     pbjson_build::Builder::new().register_descriptors(&descriptors)?.btree_map(["."]).build(&[".readerd"])?;

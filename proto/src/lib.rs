@@ -7,10 +7,14 @@
 //! - [`tensorflow`]: `tf.train.Example` / `SequenceExample` (TensorFlow's field numbers),
 //!   for building Examples in tests, benchmarks and tools.
 //!
+//! - [`codec`]: the gRPC codec of the generated services (prost, large messages encoded
+//!   into one reservation).
 //! - [`http2`]: the HTTP/2 settings both ends use for large streams.
 //!
 //! This is the only crate that runs code generation. Import it as
 //! `use readerd_proto::v1 as pb;` so the wire boundary stays visible at call sites.
+
+pub mod codec;
 
 pub mod v1 {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]

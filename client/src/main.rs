@@ -193,6 +193,7 @@ enum Command {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
+    readerd_client::keep_freed_memory();
     let cli = Cli::parse();
     match run(cli).await {
         Ok(code) => code,

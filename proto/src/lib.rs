@@ -9,12 +9,15 @@
 //!
 //! - [`codec`]: the gRPC codec of the generated services (prost, large messages encoded
 //!   into one reservation).
+//! - [`rows`]: a large batch as several messages by rows (`ReadRequest.max_message_bytes`),
+//!   split by the server and joined by clients.
 //! - [`http2`]: the HTTP/2 settings both ends use for large streams.
 //!
 //! This is the only crate that runs code generation. Import it as
 //! `use readerd_proto::v1 as pb;` so the wire boundary stays visible at call sites.
 
 pub mod codec;
+pub mod rows;
 
 pub mod v1 {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]

@@ -93,5 +93,6 @@ pub fn element_to_pb(seq: i64, element: Element) -> pb::Element {
             .into_iter()
             .map(|(name, tensor)| pb::Feature { name, tensor: Some(tensor_to_pb(tensor)) })
             .collect(),
+        more_rows: false,
     }
 }

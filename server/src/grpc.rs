@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use readerd_proto::v1 as pb;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use readerd_proto::{rows, v1 as pb};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -155,10 +157,33 @@ fn info_to_pb(container: String, shared_name: String, reader: &Reader, created: 
 }
 
 pub type ReadStream = ReceiverStream<Result<pb::ReadResponse, Status>>;
+/// What `Read` sends: the stream's messages, large batches split by rows.
+pub type MessageStream = BoxStream<'static, Result<pb::ReadResponse, Status>>;
+
+/// Each element of `stream` larger than `max_bytes` as several messages (0: none split).
+fn split_elements(stream: ReadStream, max_bytes: usize) -> MessageStream {
+    if max_bytes == 0 {
+        return stream.boxed();
+    }
+    stream
+        .flat_map(move |response| {
+            let messages = match response {
+                Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) }) => {
+                    rows::split_rows(element, max_bytes)
+                        .into_iter()
+                        .map(|part| Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(part)) }))
+                        .collect()
+                }
+                other => vec![other],
+            };
+            futures::stream::iter(messages)
+        })
+        .boxed()
+}
 
 #[tonic::async_trait]
 impl pb::data_service_server::DataService for DataService {
-    type ReadStream = ReadStream;
+    type ReadStream = MessageStream;
 
     async fn lookup_or_create_reader(
         &self,
@@ -179,10 +204,14 @@ impl pb::data_service_server::DataService for DataService {
     }
 
     #[tracing::instrument(skip_all, fields(container, shared_name))]
-    async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<ReadStream>, Status> {
+    async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<MessageStream>, Status> {
         let caller = auth::caller(&request)?;
-        let (_, stream) = self.open_stream(&caller, request.into_inner()).await?;
-        Ok(Response::new(stream))
+        let request = request.into_inner();
+        let max_message_bytes = usize::try_from(request.max_message_bytes).map_err(|_| {
+            Status::invalid_argument(format!("max_message_bytes must be 0 or more, got {}", request.max_message_bytes))
+        })?;
+        let (_, stream) = self.open_stream(&caller, request).await?;
+        Ok(Response::new(split_elements(stream, max_message_bytes)))
     }
 
     async fn acknowledge(

@@ -107,3 +107,65 @@ async fn batches_carry_one_key_per_record_and_end_at_the_last_epoch() {
     assert_eq!(records.len(), 6);
     assert_eq!(outcome.unwrap().after_seq, 1);
 }
+
+/// Every element of a stream, as `ReadStream` hands them over (parts joined).
+async fn elements(client: &mut readerd_client::Client, request: pb::ReadRequest) -> Vec<pb::Element> {
+    let mut stream = client.read_with(request).await.unwrap();
+    let mut elements = Vec::new();
+    loop {
+        match stream.message().await.unwrap().and_then(|m| m.kind) {
+            Some(pb::read_response::Kind::Element(element)) => elements.push(element),
+            Some(pb::read_response::Kind::EndOfSequence(_)) => return elements,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn large_batches_travel_in_parts_by_rows_and_arrive_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let made = readerd_tests::readerctl(
+        "http://127.0.0.1:1",
+        &["gen-demo", "--out", out, "--workloads", "images", "--images", "20", "--batch-size", "8", "--quiet"],
+    );
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let spec: pb::DatasetSpec =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("specs/images.json")).unwrap()).unwrap();
+    let server = ServerProcess::start(&[dir.path()]);
+    let mut client = server.client().await;
+    let request =
+        |max_message_bytes| pb::ReadRequest { spec: Some(spec.clone()), max_message_bytes, ..Default::default() };
+
+    // On the wire: 20 images of about 110 KB in batches of 8, 8 and 4, each batch in
+    // parts of at least 200,000 bytes (whole rows) that share its seq and come in a row.
+    let mut raw = client.service().read(request(200_000)).await.unwrap().into_inner();
+    let mut parts: Vec<(i64, usize, bool)> = Vec::new();
+    loop {
+        match raw.message().await.unwrap().and_then(|m| m.kind) {
+            Some(pb::read_response::Kind::Element(part)) => parts.push((part.seq, part.keys.len(), part.more_rows)),
+            Some(pb::read_response::Kind::EndOfSequence(_)) => break,
+            Some(pb::read_response::Kind::Started(_)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    for seq in 0..3 {
+        let rows: Vec<usize> = parts.iter().filter(|p| p.0 == seq).map(|p| p.1).collect();
+        assert!(rows.len() > 1 && rows.iter().all(|&n| n >= 2), "seq {seq}: rows {rows:?}");
+        assert_eq!(rows.iter().sum::<usize>(), if seq < 2 { 8 } else { 4 });
+    }
+    let seqs: Vec<i64> = parts.iter().map(|p| p.0).collect();
+    assert!(seqs.is_sorted(), "parts of a batch come in a row: {seqs:?}");
+    let last_parts: Vec<bool> = parts.windows(2).map(|w| w[0].0 != w[1].0).chain([true]).collect();
+    assert_eq!(parts.iter().map(|p| !p.2).collect::<Vec<_>>(), last_parts, "only a batch's last part ends it");
+
+    // Joined by the client, they equal the same batches sent whole.
+    let whole = elements(&mut client, request(i64::MAX)).await;
+    let joined = elements(&mut client, request(200_000)).await;
+    assert_eq!(whole.iter().map(|e| e.keys.len()).collect::<Vec<_>>(), vec![8, 8, 4]);
+    assert_eq!(joined, whole);
+
+    let err = client.read_with(request(-1)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("max_message_bytes"), "{}", err.message());
+}

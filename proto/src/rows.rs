@@ -1,0 +1,305 @@
+//! A large batch on the wire as several messages, by rows (`ReadRequest.max_message_bytes`).
+//!
+//! [`split_rows`] cuts a batched element into parts that share its seq, each holding
+//! consecutive rows of every feature and the keys of those rows; every part but the last
+//! has `more_rows`. Cutting slices the element's buffers (no copy). [`RowJoiner`] puts the
+//! parts back together on the receiving side: string rows are moved, numeric rows copied
+//! once into one buffer per feature.
+//!
+//! Only batches of dense tensors whose first dimension is the batch are split; any other
+//! element (one record, sparse or ragged tensors) is sent whole.
+
+use bytes::Bytes;
+
+use crate::v1 as pb;
+
+/// `element` as messages of about `max_bytes` of tensor payload each (at least one row
+/// each); the element itself when it is smaller, not a batch of dense tensors, or
+/// `max_bytes` is 0.
+pub fn split_rows(element: pb::Element, max_bytes: usize) -> Vec<pb::Element> {
+    let rows = element.keys.len();
+    let Some(row_bytes) = row_sizes(&element, rows).filter(|_| max_bytes > 0 && rows > 1) else {
+        return vec![element];
+    };
+    if row_bytes.iter().sum::<usize>() <= max_bytes {
+        return vec![element];
+    }
+    let mut cuts = Vec::new();
+    let mut filled = 0;
+    for (row, bytes) in row_bytes.iter().enumerate() {
+        filled += bytes;
+        if filled >= max_bytes && row + 1 < rows {
+            cuts.push(row + 1);
+            filled = 0;
+        }
+    }
+    cuts.push(rows);
+    let mut parts = Vec::with_capacity(cuts.len());
+    let mut start = 0;
+    for &end in &cuts {
+        let features = element
+            .features
+            .iter()
+            .map(|feature| pb::Feature {
+                name: feature.name.clone(),
+                tensor: Some(dense_rows(feature, rows, start, end)),
+            })
+            .collect();
+        let keys = element.keys[start..end].to_vec();
+        parts.push(pb::Element { seq: element.seq, keys, features, more_rows: end < rows });
+        start = end;
+    }
+    parts
+}
+
+/// Payload bytes of each row, when every feature is a dense tensor of `rows` rows.
+fn row_sizes(element: &pb::Element, rows: usize) -> Option<Vec<usize>> {
+    let mut sizes = vec![0usize; rows];
+    for feature in &element.features {
+        let dense = dense(feature)?;
+        if dense.shape.first().copied() != i64::try_from(rows).ok() {
+            return None;
+        }
+        if dense.dtype() == pb::DataType::String {
+            if dense.strings.len() % rows != 0 {
+                return None;
+            }
+            for (row, strings) in dense.strings.chunks(dense.strings.len() / rows).enumerate() {
+                // A string costs its bytes and a few for its tag and length.
+                sizes[row] += strings.iter().map(|s| s.len() + 4).sum::<usize>();
+            }
+        } else {
+            if dense.data.len() % rows != 0 {
+                return None;
+            }
+            sizes.iter_mut().for_each(|size| *size += dense.data.len() / rows);
+        }
+    }
+    Some(sizes)
+}
+
+fn dense(feature: &pb::Feature) -> Option<&pb::DenseTensor> {
+    match feature.tensor.as_ref()?.kind.as_ref()? {
+        pb::tensor::Kind::Dense(dense) => Some(dense),
+        _ => None,
+    }
+}
+
+/// Rows `start..end` of a dense feature of `rows` rows (checked by `row_sizes`).
+fn dense_rows(feature: &pb::Feature, rows: usize, start: usize, end: usize) -> pb::Tensor {
+    let whole = dense(feature).expect("split_rows checked every feature is dense");
+    let mut shape = whole.shape.clone();
+    shape[0] = (end - start) as i64;
+    let (data, strings) = if whole.dtype() == pb::DataType::String {
+        let per_row = whole.strings.len() / rows;
+        (Bytes::new(), whole.strings[start * per_row..end * per_row].to_vec())
+    } else {
+        let per_row = whole.data.len() / rows;
+        (whole.data.slice(start * per_row..end * per_row), Vec::new())
+    };
+    pb::Tensor { kind: Some(pb::tensor::Kind::Dense(pb::DenseTensor { dtype: whole.dtype, shape, data, strings })) }
+}
+
+/// Parts that do not make one element: the stream broke the protocol.
+#[derive(Debug, thiserror::Error)]
+#[error("element {seq}: {reason}")]
+pub struct RowsError {
+    pub seq: i64,
+    pub reason: String,
+}
+
+/// Collects the parts of one element and joins them when the last arrives.
+#[derive(Debug, Default)]
+pub struct RowJoiner {
+    parts: Vec<pb::Element>,
+}
+
+impl RowJoiner {
+    /// Takes the next element message of a stream: `Some(element)` once it is whole.
+    pub fn push(&mut self, part: pb::Element) -> Result<Option<pb::Element>, RowsError> {
+        if let Some(first) = self.parts.first()
+            && first.seq != part.seq
+        {
+            let reason = format!("its rows stopped before the last part, at the start of element {}", part.seq);
+            return Err(RowsError { seq: first.seq, reason });
+        }
+        let more = part.more_rows;
+        self.parts.push(part);
+        if more {
+            return Ok(None);
+        }
+        let parts = std::mem::take(&mut self.parts);
+        if parts.len() == 1 {
+            return Ok(parts.into_iter().next());
+        }
+        join(parts).map(Some)
+    }
+
+    /// Whether a part came without the rest of its element.
+    pub fn is_partial(&self) -> bool {
+        !self.parts.is_empty()
+    }
+}
+
+fn join(parts: Vec<pb::Element>) -> Result<pb::Element, RowsError> {
+    let seq = parts[0].seq;
+    let error = |reason: String| RowsError { seq, reason };
+    let names: Vec<String> = parts[0].features.iter().map(|f| f.name.clone()).collect();
+    let mut keys = Vec::with_capacity(parts.iter().map(|p| p.keys.len()).sum());
+    let mut columns: Vec<Vec<pb::DenseTensor>> = vec![Vec::with_capacity(parts.len()); names.len()];
+    for part in parts {
+        if part.features.len() != names.len() {
+            return Err(error(format!("a part has {} features, the first {}", part.features.len(), names.len())));
+        }
+        keys.extend(part.keys);
+        for (column, (feature, name)) in columns.iter_mut().zip(part.features.into_iter().zip(&names)) {
+            if feature.name != *name {
+                return Err(error(format!("a part has feature {:?} where the first has {name:?}", feature.name)));
+            }
+            match feature.tensor.and_then(|t| t.kind) {
+                Some(pb::tensor::Kind::Dense(dense)) => column.push(dense),
+                _ => return Err(error(format!("feature {name:?}: a part is not a dense tensor"))),
+            }
+        }
+    }
+    let mut features = Vec::with_capacity(names.len());
+    for (column, name) in columns.into_iter().zip(names) {
+        let tensor = join_dense(column).map_err(|reason| error(format!("feature {name:?}: {reason}")))?;
+        let tensor = pb::Tensor { kind: Some(pb::tensor::Kind::Dense(tensor)) };
+        features.push(pb::Feature { name, tensor: Some(tensor) });
+    }
+    Ok(pb::Element { seq, keys, features, more_rows: false })
+}
+
+/// Stacks dense tensors of the same dtype and inner shape along their first dimension.
+fn join_dense(parts: Vec<pb::DenseTensor>) -> Result<pb::DenseTensor, String> {
+    let first = &parts[0];
+    let (dtype, inner) = (first.dtype, first.shape.get(1..).unwrap_or_default().to_vec());
+    let mut rows = 0i64;
+    for part in &parts {
+        if part.dtype != dtype || part.shape.get(1..).unwrap_or_default() != inner.as_slice() || part.shape.is_empty() {
+            return Err(format!("parts of shapes {:?} and {:?} do not stack", first.shape, part.shape));
+        }
+        rows += part.shape[0];
+    }
+    let mut shape = vec![rows];
+    shape.extend(inner);
+    let strings = parts.iter().map(|p| p.strings.len()).sum();
+    let data = if parts.iter().all(|p| p.data.is_empty()) {
+        Bytes::new()
+    } else {
+        let mut data = Vec::with_capacity(parts.iter().map(|p| p.data.len()).sum());
+        parts.iter().for_each(|p| data.extend_from_slice(&p.data));
+        Bytes::from(data)
+    };
+    let mut joined = pb::DenseTensor { dtype, shape, data, strings: Vec::with_capacity(strings) };
+    for part in parts {
+        joined.strings.extend(part.strings);
+    }
+    Ok(joined)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dense_feature(
+        name: &str,
+        dtype: pb::DataType,
+        shape: Vec<i64>,
+        data: Vec<u8>,
+        strings: Vec<&str>,
+    ) -> pb::Feature {
+        let strings = strings.into_iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect();
+        let dense = pb::DenseTensor { dtype: dtype as i32, shape, data: Bytes::from(data), strings };
+        pb::Feature { name: name.into(), tensor: Some(pb::Tensor { kind: Some(pb::tensor::Kind::Dense(dense)) }) }
+    }
+
+    /// A batch of 5 rows: a [5, 2] int64 tensor and a [5] string tensor of growing strings.
+    fn batch() -> pb::Element {
+        let ints: Vec<u8> = (0..10i64).flat_map(i64::to_le_bytes).collect();
+        let images = vec!["a", "bb", "cccccccccccccccccccc", "dddd", "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"];
+        pb::Element {
+            seq: 9,
+            keys: (0..5).map(|i| format!("f:{i}")).collect(),
+            features: vec![
+                dense_feature("x", pb::DataType::Int64, vec![5, 2], ints, vec![]),
+                dense_feature("image", pb::DataType::String, vec![5], vec![], images),
+            ],
+            more_rows: false,
+        }
+    }
+
+    fn rows_of(part: &pb::Element) -> usize {
+        part.keys.len()
+    }
+
+    #[test]
+    fn split_parts_hold_consecutive_rows_and_join_back_to_the_batch() {
+        let parts = split_rows(batch(), 40);
+        assert!(parts.len() > 1, "a 5-row batch of about 150 bytes splits at 40 bytes");
+        assert_eq!(parts.iter().map(rows_of).sum::<usize>(), 5);
+        assert!(parts.iter().all(|p| p.seq == 9));
+        assert_eq!(parts.iter().map(|p| p.more_rows).collect::<Vec<_>>().iter().filter(|m| !**m).count(), 1);
+        assert!(!parts.last().unwrap().more_rows);
+        // Each part's first feature holds its rows of the int64 matrix.
+        let mut next_row = 0i64;
+        for part in &parts {
+            let x = dense(&part.features[0]).unwrap();
+            assert_eq!(x.shape, vec![rows_of(part) as i64, 2]);
+            let first = i64::from_le_bytes(x.data[..8].try_into().unwrap());
+            assert_eq!(first, next_row * 2);
+            assert_eq!(part.keys[0], format!("f:{next_row}"));
+            next_row += rows_of(part) as i64;
+        }
+        let mut joiner = RowJoiner::default();
+        let mut joined = None;
+        for part in parts {
+            assert!(joined.is_none(), "the element is whole only after its last part");
+            joined = joiner.push(part).unwrap();
+        }
+        assert_eq!(joined.unwrap(), batch());
+        assert!(!joiner.is_partial());
+    }
+
+    #[test]
+    fn a_large_row_gets_a_part_of_its_own_and_small_batches_stay_whole() {
+        let parts = split_rows(batch(), 1);
+        assert_eq!(parts.iter().map(rows_of).collect::<Vec<_>>(), vec![1; 5]);
+        assert_eq!(split_rows(batch(), 1 << 20), vec![batch()]);
+        assert_eq!(split_rows(batch(), 0), vec![batch()]);
+    }
+
+    #[test]
+    fn elements_that_are_not_dense_batches_are_sent_whole() {
+        let mut one_record = batch();
+        one_record.keys.truncate(1);
+        assert_eq!(split_rows(one_record.clone(), 1), vec![one_record]);
+        let mut sparse = batch();
+        sparse.features[0].tensor = Some(pb::Tensor { kind: Some(pb::tensor::Kind::Sparse(Default::default())) });
+        assert_eq!(split_rows(sparse.clone(), 1), vec![sparse]);
+        let mut scalar_feature = batch();
+        scalar_feature.features.push(dense_feature("n", pb::DataType::Int64, vec![], vec![0; 8], vec![]));
+        assert_eq!(split_rows(scalar_feature.clone(), 1), vec![scalar_feature]);
+    }
+
+    #[test]
+    fn parts_that_do_not_make_an_element_are_an_error() {
+        let parts = split_rows(batch(), 40);
+        let mut joiner = RowJoiner::default();
+        joiner.push(parts[0].clone()).unwrap();
+        let mut other = batch();
+        other.seq = 10;
+        let err = joiner.push(other).unwrap_err();
+        assert_eq!(err.seq, 9);
+        assert!(err.to_string().contains("element 10"), "{err}");
+
+        let mut joiner = RowJoiner::default();
+        let mut renamed = parts[1].clone();
+        renamed.features[1].name = "label".into();
+        joiner.push(parts[0].clone()).unwrap();
+        renamed.more_rows = false;
+        let err = joiner.push(renamed).unwrap_err();
+        assert!(err.to_string().contains("\"label\""), "{err}");
+    }
+}

@@ -18,6 +18,8 @@ pub struct LoadReport {
     pub batches: u64,
     /// Decoded tensor bytes delivered (values and strings).
     pub bytes: u64,
+    /// The largest batch's tensor bytes.
+    pub max_batch_bytes: u64,
     pub seconds: f64,
     pub records_per_s: f64,
     pub mb_per_s: f64,
@@ -52,6 +54,7 @@ struct ConsumerRun {
     records: u64,
     batches: u64,
     bytes: u64,
+    max_batch_bytes: u64,
     first_batch: Duration,
     gaps: Vec<Duration>,
 }
@@ -61,7 +64,14 @@ async fn consume(addr: &str, request: pb::ReadRequest, max_batches: Option<u64>)
     let mut client = Client::connect(addr).await?;
     let opened = Instant::now();
     let mut stream = client.read_with(request).await?;
-    let mut run = ConsumerRun { records: 0, batches: 0, bytes: 0, first_batch: Duration::ZERO, gaps: Vec::new() };
+    let mut run = ConsumerRun {
+        records: 0,
+        batches: 0,
+        bytes: 0,
+        max_batch_bytes: 0,
+        first_batch: Duration::ZERO,
+        gaps: Vec::new(),
+    };
     let mut last = opened;
     while let Some(response) = stream.message().await? {
         match response.kind {
@@ -74,7 +84,9 @@ async fn consume(addr: &str, request: pb::ReadRequest, max_batches: Option<u64>)
                 }
                 last = now;
                 run.records += element.keys.len() as u64;
-                run.bytes += element_bytes(&element);
+                let bytes = element_bytes(&element);
+                run.bytes += bytes;
+                run.max_batch_bytes = run.max_batch_bytes.max(bytes);
                 run.batches += 1;
                 if max_batches.is_some_and(|max| run.batches >= max) {
                     break;
@@ -121,6 +133,7 @@ pub async fn run_load(addr: &str, spec: &pb::DatasetSpec, consumers: usize) -> a
         records,
         batches: runs.iter().map(|r| r.batches).sum(),
         bytes,
+        max_batch_bytes: runs.iter().map(|r| r.max_batch_bytes).max().unwrap_or(0),
         seconds,
         records_per_s: records as f64 / seconds,
         mb_per_s: bytes as f64 / seconds / 1e6,
@@ -205,6 +218,9 @@ pub struct BenchRow {
     pub load: LoadReport,
     /// Peak resident memory of the server during this run (when the harness started it).
     pub server_peak_rss_mb: Option<f64>,
+    /// What the server may hold for these K streams: 2 × (prefetch + shuffle buffer bytes)
+    /// + 64 MB, with this run's largest batch and average record.
+    pub server_rss_budget_mb: f64,
     pub client_peak_rss_mb: Option<f64>,
     /// Server CPU seconds per GB of decoded tensors delivered.
     pub server_cpu_s_per_gb: Option<f64>,
@@ -232,70 +248,86 @@ pub struct BenchReport {
     pub tonic_loopback_mb_per_s: f64,
 }
 
-/// Runs the consumers of `consumers` on each workload of `data` (written by `gen-demo`)
+/// Runs the consumers of `consumers` on `workload` of `data` (written by `gen-demo`)
 /// against the server at `addr`, whose process id (when known) gives its memory and CPU.
-pub async fn run_workloads(
+pub async fn run_workload(
     addr: &str,
     server_pid: Option<&str>,
     data: &std::path::Path,
-    workloads: &[String],
+    workload: &str,
     consumers: &[usize],
-) -> anyhow::Result<BenchReport> {
-    let (mut rows, mut references) = (Vec::new(), Vec::new());
-    // tonic's own limit on this machine: 1 MiB messages, 1 GiB in all.
-    let tonic_loopback_mb_per_s = crate::echo::loopback_rate(1 << 20, 1024).await? / 1e6;
-    for workload in workloads {
-        let spec_path = data.join("specs").join(format!("{workload}.json"));
-        let text = std::fs::read_to_string(&spec_path).map_err(|err| {
-            anyhow::anyhow!("{}: {err} (write the data with readerctl gen-demo)", spec_path.display())
-        })?;
-        let spec = crate::parse_spec(&text).map_err(|err| anyhow::anyhow!("{}: {err}", spec_path.display()))?;
-        let files = workload_files(data, &spec)?;
-        raw_read_rate(&files)?; // warm the page cache
-        let raw = raw_read_rate(&files)?;
-        let file_bytes = files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).sum();
-        // Medians of a few rounds: one first batch is a few milliseconds, and one
-        // scheduling hiccup would be the whole figure.
-        let (mut fresh, mut resumed) = (Vec::new(), Vec::new());
-        for _ in 0..FIRST_BATCH_ROUNDS {
-            let (f, r) = first_batch_after_resume(addr, &spec, 2).await?;
-            fresh.push(Duration::from_secs_f64(f / 1e3));
-            resumed.extend(r.map(|r| Duration::from_secs_f64(r / 1e3)));
-        }
-        fresh.sort();
-        resumed.sort();
-        let fresh = percentile(&fresh, 0.5);
-        let resumed = (!resumed.is_empty()).then(|| percentile(&resumed, 0.5));
-        references.push(WorkloadReference {
-            workload: workload.clone(),
-            file_bytes,
-            raw_read_mb_per_s: raw / 1e6,
-            first_batch_ms: fresh,
-            first_batch_after_resume_ms: resumed,
-        });
-        for &k in consumers {
-            if let Some(pid) = server_pid {
-                // Resets the peak (VmHWM) so each run reports its own.
-                let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
-            }
-            let _ = std::fs::write("/proc/self/clear_refs", "5");
-            let cpu_before = server_pid.and_then(process_usage).map(|(_, cpu)| cpu);
-            let load = run_load(addr, &spec, k).await?;
-            let server = server_pid.and_then(process_usage);
-            let gb = load.bytes as f64 / 1e9;
-            rows.push(BenchRow {
-                workload: workload.clone(),
-                server_peak_rss_mb: server.map(|(rss, _)| rss as f64 / 1e6),
-                client_peak_rss_mb: process_usage("self").map(|(rss, _)| rss as f64 / 1e6),
-                server_cpu_s_per_gb: match (server, cpu_before) {
-                    (Some((_, after)), Some(before)) if gb > 0.0 => Some((after - before) / gb),
-                    _ => None,
-                },
-                load,
-            });
-        }
+) -> anyhow::Result<(Vec<BenchRow>, WorkloadReference)> {
+    let mut rows = Vec::new();
+    let spec_path = data.join("specs").join(format!("{workload}.json"));
+    let text = std::fs::read_to_string(&spec_path)
+        .map_err(|err| anyhow::anyhow!("{}: {err} (write the data with readerctl gen-demo)", spec_path.display()))?;
+    let spec = crate::parse_spec(&text).map_err(|err| anyhow::anyhow!("{}: {err}", spec_path.display()))?;
+    let files = workload_files(data, &spec)?;
+    raw_read_rate(&files)?; // warm the page cache
+    let raw = raw_read_rate(&files)?;
+    let file_bytes = files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).sum();
+    // Medians of a few rounds: one first batch is a few milliseconds, and one
+    // scheduling hiccup would be the whole figure.
+    let (mut fresh, mut resumed) = (Vec::new(), Vec::new());
+    for _ in 0..FIRST_BATCH_ROUNDS {
+        let (f, r) = first_batch_after_resume(addr, &spec, 2).await?;
+        fresh.push(Duration::from_secs_f64(f / 1e3));
+        resumed.extend(r.map(|r| Duration::from_secs_f64(r / 1e3)));
     }
-    Ok(BenchReport { runs: rows, workloads: references, tonic_loopback_mb_per_s })
+    fresh.sort();
+    resumed.sort();
+    let fresh = percentile(&fresh, 0.5);
+    let resumed = (!resumed.is_empty()).then(|| percentile(&resumed, 0.5));
+    let reference = WorkloadReference {
+        workload: workload.to_owned(),
+        file_bytes,
+        raw_read_mb_per_s: raw / 1e6,
+        first_batch_ms: fresh,
+        first_batch_after_resume_ms: resumed,
+    };
+    for &k in consumers {
+        if let Some(pid) = server_pid {
+            // Resets the peak (VmHWM) so each run reports its own.
+            let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+        }
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        let cpu_before = server_pid.and_then(process_usage).map(|(_, cpu)| cpu);
+        let load = run_load(addr, &spec, k).await?;
+        let server = server_pid.and_then(process_usage);
+        let gb = load.bytes as f64 / 1e9;
+        rows.push(BenchRow {
+            workload: workload.to_owned(),
+            server_peak_rss_mb: server.map(|(rss, _)| rss as f64 / 1e6),
+            server_rss_budget_mb: rss_budget_mb(&spec, &load),
+            client_peak_rss_mb: process_usage("self").map(|(rss, _)| rss as f64 / 1e6),
+            server_cpu_s_per_gb: match (server, cpu_before) {
+                (Some((_, after)), Some(before)) if gb > 0.0 => Some((after - before) / gb),
+                _ => None,
+            },
+            load,
+        });
+    }
+    Ok((rows, reference))
+}
+
+/// tonic's own server-streaming rate on loopback in MB/s: 1 MiB messages, 1 GiB in all.
+pub async fn tonic_loopback_mb_per_s() -> anyhow::Result<f64> {
+    Ok(crate::echo::loopback_rate(1 << 20, 1024).await? / 1e6)
+}
+
+/// The memory budget for `load`'s streams of `spec`: each stream buffers
+/// `prefetch` batches (the server's default of 16 when the spec names none) of the
+/// largest batch's size, and its shuffle buffer holds `bufferSize` records of the average
+/// size; twice that, and 64 MB for the server itself.
+fn rss_budget_mb(spec: &pb::DatasetSpec, load: &LoadReport) -> f64 {
+    const DEFAULT_STREAM_BUFFER: f64 = 16.0;
+    let pipeline = spec.pipeline.clone().unwrap_or_default();
+    let prefetch = if pipeline.prefetch > 0 { pipeline.prefetch as f64 } else { DEFAULT_STREAM_BUFFER };
+    let shuffle_records = pipeline.shuffle.map_or(0.0, |shuffle| shuffle.buffer_size as f64);
+    let batch_bytes = load.max_batch_bytes as f64;
+    let record_bytes = load.bytes as f64 / load.records.max(1) as f64;
+    let per_stream = prefetch * batch_bytes + shuffle_records * record_bytes;
+    (2.0 * per_stream * load.consumers as f64 + 64e6) / 1e6
 }
 
 /// The files a spec names under `data` (glob patterns expanded, each sorted, in order).

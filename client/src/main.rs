@@ -582,27 +582,23 @@ fn gen_demo(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `readerctl bench`: starts readerd on the data (unless told to use --addr), runs the
-/// load generator and prints a table or one JSON document.
-async fn bench(
-    addr: &str,
-    use_addr: bool,
-    server: Option<PathBuf>,
-    data: &std::path::Path,
-    workloads: &[String],
-    consumers: &[usize],
-    output: Output,
-) -> anyhow::Result<ExitCode> {
-    use std::io::BufRead;
-    let state = std::env::temp_dir().join(format!("readerctl-bench-{}", std::process::id()));
-    let mut child = None;
-    let (addr, pid) = if use_addr {
-        (addr.to_owned(), None)
-    } else {
-        let binary = match server {
-            Some(path) => path,
+/// A readerd process `readerctl bench` started on the data, with a state directory of its
+/// own.
+struct BenchServer {
+    process: std::process::Child,
+    addr: String,
+    state: PathBuf,
+}
+
+impl BenchServer {
+    /// Starts `binary` (default: the readerd beside readerctl) and waits for its address.
+    fn start(binary: Option<&std::path::Path>, data: &std::path::Path, name: &str) -> anyhow::Result<Self> {
+        use std::io::BufRead;
+        let binary = match binary {
+            Some(path) => path.to_owned(),
             None => std::env::current_exe()?.with_file_name("readerd"),
         };
+        let state = std::env::temp_dir().join(format!("readerctl-bench-{}-{name}", std::process::id()));
         let mut process = std::process::Command::new(&binary)
             .args(["--listen", "127.0.0.1:0", "--allow-unauthenticated", "--data-root"])
             .arg(data)
@@ -614,19 +610,62 @@ async fn bench(
             .map_err(|err| anyhow::anyhow!("{}: {err}", binary.display()))?;
         let mut line = String::new();
         std::io::BufReader::new(process.stdout.take().expect("piped")).read_line(&mut line)?;
-        let listening = line.trim().strip_prefix("listening on ").map(str::to_owned);
-        let pid = process.id().to_string();
-        child = Some(process);
-        let listening = listening.ok_or_else(|| anyhow::anyhow!("readerd did not start: {line:?}"))?;
-        (format!("http://{listening}"), Some(pid))
-    };
-    let result = readerd_client::bench::run_workloads(&addr, pid.as_deref(), data, workloads, consumers).await;
-    if let Some(mut process) = child {
-        let _ = process.kill();
-        let _ = process.wait();
-        let _ = std::fs::remove_dir_all(&state);
+        let server = Self { process, addr: String::new(), state };
+        match line.trim().strip_prefix("listening on ") {
+            Some(listening) => Ok(Self { addr: format!("http://{listening}"), ..server }),
+            None => {
+                server.stop();
+                anyhow::bail!("readerd did not start: {line:?}")
+            }
+        }
     }
-    let report = result?;
+
+    fn pid(&self) -> String {
+        self.process.id().to_string()
+    }
+
+    fn stop(mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+/// `readerctl bench`: starts readerd on the data (unless told to use --addr), runs the
+/// load generator and prints a table or one JSON document.
+async fn bench(
+    addr: &str,
+    use_addr: bool,
+    server: Option<PathBuf>,
+    data: &std::path::Path,
+    workloads: &[String],
+    consumers: &[usize],
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let mut report = readerd_client::bench::BenchReport {
+        runs: Vec::new(),
+        workloads: Vec::new(),
+        tonic_loopback_mb_per_s: readerd_client::bench::tonic_loopback_mb_per_s().await?,
+    };
+    for workload in workloads {
+        // A server of its own per workload: its peak memory is this workload's alone, not
+        // what the allocator kept from the one before.
+        let mut server = match use_addr {
+            true => None,
+            false => Some(BenchServer::start(server.as_deref(), data, workload)?),
+        };
+        let (addr, pid) = match &server {
+            Some(server) => (server.addr.clone(), Some(server.pid())),
+            None => (addr.to_owned(), None),
+        };
+        let measured = readerd_client::bench::run_workload(&addr, pid.as_deref(), data, workload, consumers).await;
+        if let Some(server) = server.take() {
+            server.stop();
+        }
+        let (rows, reference) = measured?;
+        report.runs.extend(rows);
+        report.workloads.push(reference);
+    }
     let (rows, references) = (&report.runs, &report.workloads);
     let mut out = std::io::stdout().lock();
     match output {
@@ -634,7 +673,7 @@ async fn bench(
         Output::Text => {
             writeln!(
                 out,
-                "{:<12} {:>3} {:>12} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}",
+                "{:<12} {:>3} {:>12} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}",
                 "workload",
                 "K",
                 "records/s",
@@ -643,6 +682,7 @@ async fn bench(
                 "gap p50",
                 "gap p99",
                 "server MB",
+                "budget MB",
                 "client MB",
                 "cpu s/GB"
             )?;
@@ -651,7 +691,7 @@ async fn bench(
                 let load = &row.load;
                 writeln!(
                     out,
-                    "{:<12} {:>3} {:>12.0} {:>10.1} {:>9.1} {:>9.2} {:>9.2} {:>10} {:>10} {:>9}",
+                    "{:<12} {:>3} {:>12.0} {:>10.1} {:>9.1} {:>9.2} {:>9.2} {:>10} {:>10.1} {:>10} {:>9}",
                     row.workload,
                     load.consumers,
                     load.records_per_s,
@@ -660,6 +700,7 @@ async fn bench(
                     load.gap_p50_ms,
                     load.gap_p99_ms,
                     show(row.server_peak_rss_mb),
+                    row.server_rss_budget_mb,
                     show(row.client_peak_rss_mb),
                     show(row.server_cpu_s_per_gb)
                 )?;

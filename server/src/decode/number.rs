@@ -71,6 +71,13 @@ pub fn parse_f64(text: &[u8]) -> Option<f64> {
 
 /// What the two float widths share for parsing.
 trait Float: Copy + std::str::FromStr + std::ops::Neg<Output = Self> {
+    /// Largest whole number up to which every integer is exact (2^24, 2^53).
+    const EXACT_INTEGERS: u64;
+    /// Powers of ten that are exact: 10^0 ..= 10^10 for f32, 10^22 for f64.
+    const EXACT_POWERS_OF_TEN: u32;
+    /// `mantissa / 10^fraction_digits`, both exact (checked by the caller): one IEEE
+    /// division, so correctly rounded.
+    fn exact_quotient(mantissa: u64, fraction_digits: u32) -> Self;
     /// Stored significand bits (23, 52).
     const FRACTION_BITS: u32;
     /// Exponent of the smallest denormal (-149, -1074).
@@ -83,6 +90,12 @@ trait Float: Copy + std::str::FromStr + std::ops::Neg<Output = Self> {
 }
 
 impl Float for f32 {
+    const EXACT_INTEGERS: u64 = 1 << 24;
+    const EXACT_POWERS_OF_TEN: u32 = 10;
+    fn exact_quotient(mantissa: u64, fraction_digits: u32) -> Self {
+        const POWERS: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+        mantissa as f32 / POWERS[fraction_digits as usize]
+    }
     const FRACTION_BITS: u32 = 23;
     const MIN_ULP_EXPONENT: i64 = -149;
     const MAX_EXPONENT: i64 = 127;
@@ -94,6 +107,15 @@ impl Float for f32 {
 }
 
 impl Float for f64 {
+    const EXACT_INTEGERS: u64 = 1 << 53;
+    const EXACT_POWERS_OF_TEN: u32 = 22;
+    fn exact_quotient(mantissa: u64, fraction_digits: u32) -> Self {
+        const POWERS: [f64; 23] = [
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+            1e19, 1e20, 1e21, 1e22,
+        ];
+        mantissa as f64 / POWERS[fraction_digits as usize]
+    }
     const FRACTION_BITS: u32 = 52;
     const MIN_ULP_EXPONENT: i64 = -1074;
     const MAX_EXPONENT: i64 = 1023;
@@ -121,11 +143,39 @@ fn parse_float<F: Float>(text: &[u8]) -> Option<F> {
         [b'+' | b'-', ..] | [] => return None,
         [b'0', b'x' | b'X', hex @ ..] => parse_hex(hex)?,
         [b'n' | b'N', b'a' | b'A', b'n' | b'N', rest @ ..] => parse_nan_tail(rest)?,
-        // Rust's grammar is from_chars' decimal grammar plus `inf`/`infinity`, both
-        // case-insensitive, and its rounding is correct: the same values.
-        _ => std::str::from_utf8(body).ok()?.parse::<F>().ok()?,
+        _ => match short_decimal(body) {
+            Some(value) => value,
+            // Rust's grammar is from_chars' decimal grammar plus `inf`/`infinity`, both
+            // case-insensitive, and its rounding is correct: the same values.
+            None => std::str::from_utf8(body).ok()?.parse::<F>().ok()?,
+        },
     };
     Some(if negative { -magnitude } else { magnitude })
+}
+
+/// The common case of a CSV float, `digits[.digits]` with few enough digits that the
+/// digits as a whole number and the power of ten are both exact in `F` (Clinger's fast
+/// path): one division rounds it correctly, as the full parser would. `None`: not that
+/// form, for the full parser.
+fn short_decimal<F: Float>(body: &[u8]) -> Option<F> {
+    let (mut mantissa, mut fraction_digits, mut digits, mut point) = (0u64, 0u32, 0u32, false);
+    for &b in body {
+        match b {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                digits += 1;
+                fraction_digits += u32::from(point);
+                // 19 digits cannot overflow u64; the bounds below are far smaller.
+                if digits > 18 {
+                    return None;
+                }
+            }
+            b'.' if !point => point = true,
+            _ => return None,
+        }
+    }
+    (digits > 0 && mantissa <= F::EXACT_INTEGERS && fraction_digits <= F::EXACT_POWERS_OF_TEN)
+        .then(|| F::exact_quotient(mantissa, fraction_digits))
 }
 
 /// After `nan`: nothing, or `(` `[A-Za-z0-9_]*` `)`. The sequence sets the payload as
@@ -320,6 +370,39 @@ mod tests {
             ["", " ", ".", "+-1", "-+1", "++1", "--1", "1e", "1e+", "e5", "1.2.3", "1,5", "0x", "0x.", "0xp1", "0xg"]
         {
             assert_eq!(f64_bits(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn short_decimals_take_the_fast_path_to_the_full_parsers_value() {
+        // Every form the fast path takes, against Rust's correctly rounded parser, bit
+        // for bit: digits on both sides of the point, up to and past the exact bounds.
+        let mut rng = crate::pipeline::rng::SplitMix64 { state: 7 };
+        let mut fast = (0, 0);
+        for _ in 0..200_000 {
+            let whole = rng.next_u64() % 10u64.pow((rng.next_u64() % 10) as u32);
+            let fraction_digits = (rng.next_u64() % 12) as usize;
+            let fraction = rng.next_u64() % 10u64.pow(fraction_digits as u32);
+            let text = match fraction_digits {
+                0 => format!("{whole}"),
+                _ => format!("{whole}.{fraction:0fraction_digits$}"),
+            };
+            if let Some(value) = short_decimal::<f32>(text.as_bytes()) {
+                assert_eq!(value.to_bits(), text.parse::<f32>().unwrap().to_bits(), "f32 {text}");
+                fast.0 += 1;
+            }
+            if let Some(value) = short_decimal::<f64>(text.as_bytes()) {
+                assert_eq!(value.to_bits(), text.parse::<f64>().unwrap().to_bits(), "f64 {text}");
+                fast.1 += 1;
+            }
+            assert_eq!(f32_bits(&text), Some(text.parse::<f32>().unwrap().to_bits()), "{text}");
+        }
+        assert!(fast.0 > 20_000 && fast.1 > 100_000, "most inputs took the fast path: {fast:?}");
+        for text in ["1.", ".5", "0", "00.250"] {
+            assert_eq!(short_decimal::<f32>(text.as_bytes()), Some(text.parse::<f32>().unwrap()), "{text}");
+        }
+        for text in [".", "", "1e5", "1.2.3", "16777217", "0.00000000001", "inf"] {
+            assert_eq!(short_decimal::<f32>(text.as_bytes()), None, "{text} is for the full parser");
         }
     }
 

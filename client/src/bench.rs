@@ -310,9 +310,14 @@ pub async fn run_workload(
     Ok((rows, reference))
 }
 
-/// tonic's own server-streaming rate on loopback in MB/s: 1 MiB messages, 1 GiB in all.
+/// tonic's own server-streaming rate on loopback in MB/s: 1 MiB messages, 1 GiB in all,
+/// the best of 3 runs (it is a limit, and one run can land on a busy moment).
 pub async fn tonic_loopback_mb_per_s() -> anyhow::Result<f64> {
-    Ok(crate::echo::loopback_rate(1 << 20, 1024).await? / 1e6)
+    let mut best = 0f64;
+    for _ in 0..3 {
+        best = best.max(crate::echo::loopback_rate(1 << 20, 1024).await? / 1e6);
+    }
+    Ok(best)
 }
 
 /// The memory budget for `load`'s streams of `spec`: each stream buffers

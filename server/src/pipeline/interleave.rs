@@ -21,8 +21,9 @@ use crate::source::{DataFile, Record, RecordFile, SourceConfig, SourceError};
 const READ_AHEAD_BLOCKS: usize = 4;
 /// A block ends after this many records or payload bytes: each block handed over costs a
 /// thread wake-up on both sides (blocks of 64 small records cost tabular about 5% more of
-/// the server's CPU, bench/README.md).
-const BLOCK_RECORDS: usize = 1024;
+/// the server's CPU), and each open file reads up to `READ_AHEAD_BLOCKS` ahead (blocks of
+/// 1024 took tabular with 4 streams over its memory budget); bench/README.md.
+const BLOCK_RECORDS: usize = 256;
 const BLOCK_BYTES: usize = 1 << 20;
 
 /// What a reading thread hands over: a block of records (each with the position after

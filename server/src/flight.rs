@@ -147,6 +147,11 @@ impl FlightService for FlightPlane {
     async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
         let caller = auth::caller(&request)?;
         let read: pb::ReadRequest = json_request("ticket (a readerd.v1.ReadRequest)", &request.get_ref().ticket)?;
+        if read.max_message_bytes != 0 {
+            return Err(Status::invalid_argument(
+                "maxMessageBytes splits batches of readerd.v1 Read; Arrow Flight sends each element as one record batch",
+            ));
+        }
         let (reader, mut responses) = self.data.open_stream(&caller, read).await?;
         let Some(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })) =
             responses.next().await

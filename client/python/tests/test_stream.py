@@ -3,11 +3,14 @@ server crash (SIGKILL and restart), giving up, error codes, shared readers."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
 
 import pytest
+import pyarrow as pa
+from pyarrow import flight as pa_flight
 
 import readerd
 from helpers import Server, readerctl, write_spec
@@ -209,6 +212,11 @@ def test_bad_requests_map_to_their_codes(server: Server, data_root: Path) -> Non
             client.read(request, **options)
         assert failure.value.code == code, failure.value
         assert phrase in failure.value.message
+    # Splitting batches into parts is readerd.v1's; a Flight ticket asking for it is refused.
+    ticket = pa_flight.Ticket(json.dumps({"spec": spec(), "maxMessageBytes": 1 << 20}).encode())
+    with pytest.raises(pa.ArrowInvalid) as refused:  # INVALID_ARGUMENT, as pyarrow raises it
+        client.connect().do_get(ticket).read_all()
+    assert "maxMessageBytes" in str(refused.value)
     # An existing shared reader with another spec.
     client.read(spec(), container="c", shared_name="r").close()
     with pytest.raises(readerd.ReaderdError) as failure:

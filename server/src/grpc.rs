@@ -112,8 +112,13 @@ impl DataService {
         let limits = self.registry.limits().clone();
         tokio::spawn(async move {
             let id = record.id.clone();
+            // The stream counts as attached until it is removed, which hands what it did
+            // not acknowledge back to the reader: no one sees it gone with elements still
+            // out.
+            let attached = streamed.attach_stream();
             stream_elements(streamed, record, first_seq, auto, element_tx, drain, limits).await;
             streams.remove(&id);
+            drop(attached);
         });
         Ok((reader, ReceiverStream::new(element_rx)))
     }
@@ -435,7 +440,6 @@ async fn stream_elements(
     drain: CancellationToken,
     limits: Limits,
 ) {
-    let _attached = reader.attach_stream();
     let mut counted = ActiveStream::new();
     let shared = !record.checkpointable;
     let mut seq: i64 = first_seq;

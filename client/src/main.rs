@@ -650,17 +650,14 @@ async fn bench(
     for workload in workloads {
         // A server of its own per workload: its peak memory is this workload's alone, not
         // what the allocator kept from the one before.
-        let mut server = match use_addr {
-            true => None,
-            false => Some(BenchServer::start(server.as_deref(), data, workload)?),
-        };
-        let (addr, pid) = match &server {
+        let started = if use_addr { None } else { Some(BenchServer::start(server.as_deref(), data, workload)?) };
+        let (addr, pid) = match &started {
             Some(server) => (server.addr.clone(), Some(server.pid())),
             None => (addr.to_owned(), None),
         };
         let measured = readerd_client::bench::run_workload(&addr, pid.as_deref(), data, workload, consumers).await;
-        if let Some(server) = server.take() {
-            server.stop();
+        if let Some(started) = started {
+            started.stop();
         }
         let (rows, reference) = measured?;
         report.runs.extend(rows);

@@ -44,7 +44,16 @@ pub fn parse_i64(text: &[u8]) -> Option<i64> {
         return None;
     }
     let mut magnitude: u64 = 0;
-    for &b in digits {
+    // Up to 19 digits cannot overflow a u64: check for overflow only past them.
+    let (short, long) = digits.split_at(digits.len().min(19));
+    for &b in short {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        magnitude = magnitude * 10 + u64::from(digit);
+    }
+    for &b in long {
         let digit = b.wrapping_sub(b'0');
         if digit > 9 {
             return None;

@@ -2,9 +2,9 @@
 //!
 //! [`split_rows`] cuts a batched element into parts that share its seq, each holding
 //! consecutive rows of every feature and the keys of those rows; every part but the last
-//! has `more_rows`. Cutting slices the element's buffers (no copy). [`RowJoiner`] puts the
-//! parts back together on the receiving side: string rows are moved, numeric rows copied
-//! once into one buffer per feature.
+//! has `more_rows`. Cutting moves the element's strings and keys and slices its numeric
+//! buffers (no copy). [`RowJoiner`] puts the parts back together on the receiving side:
+//! string rows are moved, numeric rows copied once into one buffer per feature.
 //!
 //! Only batches of dense tensors whose first dimension is the batch are split; any other
 //! element (one record, sparse or ragged tensors) is sent whole.
@@ -34,22 +34,53 @@ pub fn split_rows(element: pb::Element, max_bytes: usize) -> Vec<pb::Element> {
         }
     }
     cuts.push(rows);
+    let pb::Element { seq, keys, features, .. } = element;
+    let mut keys = keys.into_iter();
+    let mut columns: Vec<Column> = features.into_iter().map(|feature| Column::new(feature, rows)).collect();
     let mut parts = Vec::with_capacity(cuts.len());
     let mut start = 0;
     for &end in &cuts {
-        let features = element
-            .features
-            .iter()
-            .map(|feature| pb::Feature {
-                name: feature.name.clone(),
-                tensor: Some(dense_rows(feature, rows, start, end)),
-            })
-            .collect();
-        let keys = element.keys[start..end].to_vec();
-        parts.push(pb::Element { seq: element.seq, keys, features, more_rows: end < rows });
+        let features = columns.iter_mut().map(|column| column.take_rows(end - start)).collect();
+        let keys = keys.by_ref().take(end - start).collect();
+        parts.push(pb::Element { seq, keys, features, more_rows: end < rows });
         start = end;
     }
     parts
+}
+
+/// A dense feature being cut into parts: its rows are handed out from the front, moved
+/// (strings) or sliced (numeric bytes), never copied.
+struct Column {
+    name: String,
+    whole: pb::DenseTensor,
+    strings: std::vec::IntoIter<Bytes>,
+    /// Strings or bytes per row.
+    per_row: usize,
+}
+
+impl Column {
+    /// `feature`, a dense tensor of `rows` rows (checked by `row_sizes`).
+    fn new(feature: pb::Feature, rows: usize) -> Self {
+        let Some(pb::tensor::Kind::Dense(mut whole)) = feature.tensor.and_then(|t| t.kind) else {
+            unreachable!("split_rows checked every feature is dense")
+        };
+        let strings = std::mem::take(&mut whole.strings);
+        let per_row = if whole.dtype() == pb::DataType::String { strings.len() } else { whole.data.len() } / rows;
+        Self { name: feature.name, whole, strings: strings.into_iter(), per_row }
+    }
+
+    /// The next `rows` rows as a feature of their own.
+    fn take_rows(&mut self, rows: usize) -> pb::Feature {
+        let mut shape = self.whole.shape.clone();
+        shape[0] = rows as i64;
+        let (data, strings) = if self.whole.dtype() == pb::DataType::String {
+            (Bytes::new(), self.strings.by_ref().take(rows * self.per_row).collect())
+        } else {
+            (self.whole.data.split_to(rows * self.per_row), Vec::new())
+        };
+        let dense = pb::DenseTensor { dtype: self.whole.dtype, shape, data, strings };
+        pb::Feature { name: self.name.clone(), tensor: Some(pb::Tensor { kind: Some(pb::tensor::Kind::Dense(dense)) }) }
+    }
 }
 
 /// Payload bytes of each row, when every feature is a dense tensor of `rows` rows.
@@ -83,21 +114,6 @@ fn dense(feature: &pb::Feature) -> Option<&pb::DenseTensor> {
         pb::tensor::Kind::Dense(dense) => Some(dense),
         _ => None,
     }
-}
-
-/// Rows `start..end` of a dense feature of `rows` rows (checked by `row_sizes`).
-fn dense_rows(feature: &pb::Feature, rows: usize, start: usize, end: usize) -> pb::Tensor {
-    let whole = dense(feature).expect("split_rows checked every feature is dense");
-    let mut shape = whole.shape.clone();
-    shape[0] = (end - start) as i64;
-    let (data, strings) = if whole.dtype() == pb::DataType::String {
-        let per_row = whole.strings.len() / rows;
-        (Bytes::new(), whole.strings[start * per_row..end * per_row].to_vec())
-    } else {
-        let per_row = whole.data.len() / rows;
-        (whole.data.slice(start * per_row..end * per_row), Vec::new())
-    };
-    pb::Tensor { kind: Some(pb::tensor::Kind::Dense(pb::DenseTensor { dtype: whole.dtype, shape, data, strings })) }
 }
 
 /// Parts that do not make one element: the stream broke the protocol.

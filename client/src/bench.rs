@@ -147,12 +147,12 @@ pub async fn run_load(addr: &str, spec: &pb::DatasetSpec, consumers: usize) -> a
 const FIRST_BATCH_ROUNDS: usize = 5;
 
 /// Time to the first batch of a fresh stream and of one resumed from a checkpoint taken
-/// after `after_batches` batches (`None` if the data ends before), in milliseconds.
+/// after `after_batches` batches (`None` if the data ends before).
 pub async fn first_batch_after_resume(
     addr: &str,
     spec: &pb::DatasetSpec,
     after_batches: u64,
-) -> anyhow::Result<(f64, Option<f64>)> {
+) -> anyhow::Result<(Duration, Option<Duration>)> {
     let mut client = Client::connect(addr).await?;
     let request = pb::ReadRequest { spec: Some(spec.clone()), ..Default::default() };
     let opened = Instant::now();
@@ -174,8 +174,7 @@ pub async fn first_batch_after_resume(
     drop(stream);
     let request = pb::ReadRequest { resume_token: token, ..Default::default() };
     let resumed = consume(addr, request, Some(1)).await?;
-    let resumed = (resumed.batches > 0).then_some(resumed.first_batch.as_secs_f64() * 1e3);
-    Ok((fresh.unwrap_or_default().as_secs_f64() * 1e3, resumed))
+    Ok((fresh.unwrap_or_default(), (resumed.batches > 0).then_some(resumed.first_batch)))
 }
 
 /// Peak resident memory (VmHWM) and CPU seconds (user + system) of a process, from /proc.
@@ -271,8 +270,8 @@ pub async fn run_workload(
     let (mut fresh, mut resumed) = (Vec::new(), Vec::new());
     for _ in 0..FIRST_BATCH_ROUNDS {
         let (f, r) = first_batch_after_resume(addr, &spec, 2).await?;
-        fresh.push(Duration::from_secs_f64(f / 1e3));
-        resumed.extend(r.map(|r| Duration::from_secs_f64(r / 1e3)));
+        fresh.push(f);
+        resumed.extend(r);
     }
     fresh.sort();
     resumed.sort();

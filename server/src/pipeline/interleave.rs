@@ -21,9 +21,10 @@ use crate::source::{DataFile, Record, RecordFile, SourceConfig, SourceError};
 /// more at the same rate).
 const READ_AHEAD_BLOCKS: usize = 2;
 /// A block ends after this many records or payload bytes: each block handed over costs a
-/// thread wake-up on both sides (blocks of 64 small records cost tabular about 5% more of
-/// the server's CPU), and each open file reads up to `READ_AHEAD_BLOCKS` ahead (blocks of
-/// 1024 took tabular with 4 streams over its memory budget); bench/README.md.
+/// thread wake-up on both sides (blocks of 64 small records cost tabular about 5% more
+/// server CPU than blocks of 1024), and each open file reads up to `READ_AHEAD_BLOCKS`
+/// ahead (blocks of 1024 took tabular with 4 streams over its memory budget; 256 ran as
+/// fast); bench/README.md.
 const BLOCK_RECORDS: usize = 256;
 const BLOCK_BYTES: usize = 1 << 20;
 

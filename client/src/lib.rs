@@ -11,8 +11,9 @@
 //!   file tools of `readerctl`; [`progress`]: its progress line;
 //! - [`bench`]: the load generator of `readerctl bench`; [`echo`]: its reference line,
 //!   tonic's own loopback streaming rate;
-//! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`); [`tune_allocator`]: the
-//!   allocator tuning a trainer that reads large batches should start with.
+//! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`);
+//!   `readerd_proto::allocator::tune(None)` is the allocator tuning a trainer that reads
+//!   large batches should start with.
 
 pub mod bench;
 pub mod convert;
@@ -249,26 +250,6 @@ impl ReadStream {
                 return Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) }));
             }
         }
-    }
-}
-
-/// Tunes glibc's allocator for a process that receives large batches: freed memory is
-/// kept for reuse instead of handed back to the kernel at once.
-///
-/// Batches are megabytes, allocated and freed many times a second. With glibc's defaults
-/// every buffer above 128 KiB is mapped and unmapped, and free memory above 128 KiB at the
-/// top of a heap is returned, so each new batch faults in pages the kernel zeroes first.
-/// Raising both thresholds took the images workload from about 1.0 to 1.8 GB/s and halved
-/// page faults (bench/README.md); it keeps at most the trim threshold free per heap.
-#[allow(unsafe_code)]
-pub fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes glibc's tuning parameters (call it at the start of the
-    // program), and both values are within glibc's documented ranges (M_MMAP_THRESHOLD at
-    // most 32 MiB on 64-bit).
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
     }
 }
 

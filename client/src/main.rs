@@ -193,7 +193,7 @@ enum Command {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    readerd_client::tune_allocator();
+    readerd_proto::allocator::tune(None);
     let cli = Cli::parse();
     match run(cli).await {
         Ok(code) => code,

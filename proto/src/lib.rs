@@ -7,6 +7,7 @@
 //! - [`tensorflow`]: `tf.train.Example` / `SequenceExample` (TensorFlow's field numbers),
 //!   for building Examples in tests, benchmarks and tools.
 //!
+//! - [`allocator`]: glibc's allocator tuned for large batches (both binaries, trainers).
 //! - [`codec`]: the gRPC codec of the generated services (prost, large messages encoded
 //!   into one reservation).
 //! - [`rows`]: a large batch as several messages by rows (`ReadRequest.max_message_bytes`),
@@ -16,6 +17,7 @@
 //! This is the only crate that runs code generation. Import it as
 //! `use readerd_proto::v1 as pb;` so the wire boundary stays visible at call sites.
 
+pub mod allocator;
 pub mod codec;
 pub mod rows;
 

@@ -4,39 +4,10 @@ use std::process::ExitCode;
 
 use readerd_server::{Config, shutdown, telemetry};
 
-/// Tunes glibc's allocator for a server of large batches.
-///
-/// - Freed memory is kept for reuse instead of handed back to the kernel at once. Batches
-///   are megabytes, allocated and freed many times a second; with glibc's defaults every
-///   buffer above 128 KiB is mapped and unmapped, and free memory above 128 KiB at the top
-///   of a heap is returned, so each new batch faults in pages the kernel zeroes first.
-///   Raising both thresholds took the images workload from about 1.0 to 1.8 GB/s and
-///   halved page faults.
-/// - One heap (arena) per core instead of glibc's eight: batches are built on blocking
-///   threads and freed on the runtime's, and every heap kept its own free memory. This
-///   halved the server's peak memory on images at the same rate.
-///
-/// bench/README.md has the measurements; `readerd_client::tune_allocator` is the first
-/// part, for trainers.
-#[allow(unsafe_code)]
-fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let arenas = libc::c_int::try_from(cores).unwrap_or(libc::c_int::MAX);
-        // SAFETY: mallopt only changes glibc's tuning parameters; it runs before the
-        // runtime starts any thread, and every value is within glibc's documented ranges
-        // (M_MMAP_THRESHOLD at most 32 MiB on 64-bit, M_ARENA_MAX at least 1).
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
-            libc::mallopt(libc::M_ARENA_MAX, arenas);
-        }
-    }
-}
-
 fn main() -> ExitCode {
-    tune_allocator();
+    // One heap per core: batches are built on blocking threads and freed on the runtime's,
+    // and each of glibc's default eight heaps per core kept its own free memory.
+    readerd_proto::allocator::tune(std::thread::available_parallelism().ok().map(|n| n.get()));
     let config = Config::load().unwrap_or_else(|err| err.exit());
     if config.print_config {
         print!("{}", config.to_toml());

@@ -223,6 +223,10 @@ pub struct BenchRow {
     pub client_peak_rss_mb: Option<f64>,
     /// Server CPU seconds per GB of decoded tensors delivered.
     pub server_cpu_s_per_gb: Option<f64>,
+    /// CPU the server and this client (its K consumers) used during the run, in cores
+    /// (CPU seconds per second): which side bounds the rate on a small machine.
+    pub server_cores: Option<f64>,
+    pub client_cores: Option<f64>,
 }
 
 /// Figures of a workload measured once, beside its rows.
@@ -291,14 +295,19 @@ pub async fn run_workload(
         }
         let _ = std::fs::write("/proc/self/clear_refs", "5");
         let cpu_before = server_pid.and_then(process_usage).map(|(_, cpu)| cpu);
+        let client_before = process_usage("self").map(|(_, cpu)| cpu);
         let load = run_load(addr, &spec, k).await?;
         let server = server_pid.and_then(process_usage);
+        let client = process_usage("self");
         let gb = load.bytes as f64 / 1e9;
+        let cores = |before: Option<f64>, after: Option<f64>| Some((after? - before?) / load.seconds);
         rows.push(BenchRow {
             workload: workload.to_owned(),
             server_peak_rss_mb: server.map(|(rss, _)| rss as f64 / 1e6),
             server_rss_budget_mb: rss_budget_mb(&spec, &load),
-            client_peak_rss_mb: process_usage("self").map(|(rss, _)| rss as f64 / 1e6),
+            client_peak_rss_mb: client.map(|(rss, _)| rss as f64 / 1e6),
+            server_cores: cores(cpu_before, server.map(|(_, cpu)| cpu)),
+            client_cores: cores(client_before, client.map(|(_, cpu)| cpu)),
             server_cpu_s_per_gb: match (server, cpu_before) {
                 (Some((_, after)), Some(before)) if gb > 0.0 => Some((after - before) / gb),
                 _ => None,

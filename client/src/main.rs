@@ -670,7 +670,7 @@ async fn bench(
         Output::Text => {
             writeln!(
                 out,
-                "{:<12} {:>3} {:>12} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}",
+                "{:<12} {:>3} {:>12} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
                 "workload",
                 "K",
                 "records/s",
@@ -681,14 +681,17 @@ async fn bench(
                 "server MB",
                 "budget MB",
                 "client MB",
-                "cpu s/GB"
+                "cpu s/GB",
+                "srv cores",
+                "cli cores"
             )?;
             let show = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
+            let show2 = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
             for row in rows {
                 let load = &row.load;
                 writeln!(
                     out,
-                    "{:<12} {:>3} {:>12.0} {:>10.1} {:>9.1} {:>9.2} {:>9.2} {:>10} {:>10.1} {:>10} {:>9}",
+                    "{:<12} {:>3} {:>12.0} {:>10.1} {:>9.1} {:>9.2} {:>9.2} {:>10} {:>10.1} {:>10} {:>9} {:>9} {:>9}",
                     row.workload,
                     load.consumers,
                     load.records_per_s,
@@ -699,7 +702,9 @@ async fn bench(
                     show(row.server_peak_rss_mb),
                     row.server_rss_budget_mb,
                     show(row.client_peak_rss_mb),
-                    show(row.server_cpu_s_per_gb)
+                    show(row.server_cpu_s_per_gb),
+                    show2(row.server_cores),
+                    show2(row.client_cores)
                 )?;
             }
             writeln!(out)?;

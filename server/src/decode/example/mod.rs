@@ -488,6 +488,21 @@ impl<'r> SlotTable<'r> {
         self.slots[record * self.width + slot]
     }
 
+    /// The common case of a scalar feature, taken first into the empty `column`: one value
+    /// per record while records hold the feature in its usual shape (`wire::scalar_int64`,
+    /// `wire::scalar_float`), and returns the first record that does not; [`Self::read`]
+    /// goes on from there, with its checks and messages.
+    fn read_scalars(&self, slot: usize, column: &mut Column) -> usize {
+        let records = self.records.len();
+        let features = (0..records).map(|index| self.feature(index, slot));
+        match column {
+            Column::Int64(out) => features.map_while(|f| f.and_then(wire::scalar_int64)).for_each(|v| out.push(v)),
+            Column::Float(out) => features.map_while(|f| f.and_then(wire::scalar_float)).for_each(|v| out.push(v)),
+            Column::Bytes(_) => {}
+        }
+        column.len()
+    }
+
     /// Appends record `index`'s values of a feature to `column`; `Ok(None)` when the
     /// feature is absent or holds no list.
     #[allow(clippy::too_many_arguments)]
@@ -589,8 +604,9 @@ fn fixed_len(
 ) -> Result<Dense, DecodeError> {
     let elements: usize = shape.iter().product();
     let mut column = Column::with_capacity(dtype, elements * table.records.len());
+    let first_other = if elements == 1 { table.read_scalars(slot, &mut column) } else { 0 };
     let mut scratch = Vec::new();
-    for index in 0..table.records.len() {
+    for index in first_other..table.records.len() {
         match table.read(index, slot, key, &mut column, names, TypeMessage::Fixed, &mut scratch)? {
             Some(count) if count == elements => {}
             Some(count) => {

@@ -242,6 +242,31 @@ pub fn single_list(feature: &[u8]) -> Option<(Kind, &[u8])> {
     (len == rest.len()).then_some((kind, rest))
 }
 
+/// The value of a `Feature` that is an `Int64List` of one packed value, the shape
+/// TensorFlow's writers give a scalar int64 feature; `None` for any other shape (read
+/// those with [`single_list`] and [`int64_list`]).
+#[inline]
+pub fn scalar_int64(feature: &[u8]) -> Option<i64> {
+    let [0x1a, outer, 0x0a, inner, value @ ..] = feature else { return None };
+    // At most 10 bytes, so both lengths are one-byte varints.
+    if value.len() > 10 || usize::from(*inner) != value.len() || usize::from(*outer) != value.len() + 2 {
+        return None;
+    }
+    let mut rest = value;
+    let v = varint(&mut rest).ok()?;
+    rest.is_empty().then_some(v as i64)
+}
+
+/// The value of a `Feature` that is a `FloatList` of one value, packed or not; `None`
+/// for any other shape.
+#[inline]
+pub fn scalar_float(feature: &[u8]) -> Option<f32> {
+    match feature {
+        [0x12, 6, 0x0a, 4, a, b, c, d] | [0x12, 5, 0x0d, a, b, c, d] => Some(f32::from_le_bytes([*a, *b, *c, *d])),
+        _ => None,
+    }
+}
+
 /// Appends the values of an `Int64List` message body (packed or not).
 pub fn int64_list(list: &[u8], out: &mut Vec<i64>) -> Result<(), Malformed> {
     if let Some((mut packed, [])) = leading_len_field(list, 0x0a) {
@@ -333,6 +358,48 @@ mod tests {
         float_values(&feature, from, &mut floats).unwrap();
         assert_eq!((kind, floats), (Kind::Float, vec![1.5]));
         assert_eq!(feature_kind(&[]).unwrap(), None);
+    }
+
+    #[test]
+    fn scalar_shapes_read_as_the_general_lists_do_and_others_are_left_to_them() {
+        let general = |feature: &[u8]| {
+            let (kind, list) = single_list(feature)?;
+            let (mut ints, mut floats) = (Vec::new(), Vec::new());
+            match kind {
+                Kind::Int64 => int64_list(list, &mut ints).ok()?,
+                Kind::Float => float_list(list, &mut floats).ok()?,
+                Kind::Bytes => return None,
+            }
+            Some((ints, floats))
+        };
+        for value in [0i64, 1, 127, 128, 300, -1, i64::MAX, i64::MIN] {
+            let mut body = Vec::new();
+            let mut v = value as u64;
+            while v >= 0x80 {
+                body.push(v as u8 | 0x80);
+                v >>= 7;
+            }
+            body.push(v as u8);
+            let mut feature = vec![0x1a, body.len() as u8 + 2, 0x0a, body.len() as u8];
+            feature.extend(&body);
+            assert_eq!(scalar_int64(&feature), Some(value));
+            assert_eq!(general(&feature), Some((vec![value], vec![])));
+        }
+        let packed = [0x12, 6, 0x0a, 4, 0, 0, 0xc0, 0x3f];
+        let unpacked = [0x12, 5, 0x0d, 0, 0, 0xc0, 0x3f];
+        for feature in [&packed[..], &unpacked] {
+            assert_eq!(scalar_float(feature), Some(1.5));
+            assert_eq!(general(feature), Some((vec![], vec![1.5])));
+        }
+        // Two values, a length that does not fit, a truncated varint, an unknown field,
+        // the other kind: not the scalar shape.
+        assert_eq!(scalar_int64(&[0x1a, 0x04, 0x0a, 0x02, 0x01, 0x2c]), None);
+        assert_eq!(scalar_int64(&[0x1a, 0x04, 0x0a, 0x02, 0x01]), None);
+        assert_eq!(scalar_int64(&[0x1a, 0x03, 0x0a, 0x01, 0x81]), None);
+        assert_eq!(scalar_int64(&[0x1a, 0x04, 0x0a, 0x01, 0x05, 0x00]), None);
+        assert_eq!(scalar_int64(&packed), None);
+        assert_eq!(scalar_float(&[0x12, 10, 0x0a, 8, 0, 0, 0xc0, 0x3f, 0, 0, 0xc0, 0x3f]), None);
+        assert_eq!(scalar_float(&[0x1a, 0x03, 0x0a, 0x01, 0x05]), None);
     }
 
     #[test]

@@ -167,8 +167,18 @@ fn parse_float<F: Float>(text: &[u8]) -> Option<F> {
 /// path): one division rounds it correctly, as the full parser would. `None`: not that
 /// form, for the full parser.
 fn short_decimal<F: Float>(body: &[u8]) -> Option<F> {
+    match decimal_prefix(body, None)? {
+        (value, len) if len == body.len() => Some(value),
+        _ => None,
+    }
+}
+
+/// [`short_decimal`] on the start of `input`, up to the first `stop` byte (or the end):
+/// the value and the bytes it took. `None`: not that form.
+fn decimal_prefix<F: Float>(input: &[u8], stop: Option<u8>) -> Option<(F, usize)> {
     let (mut mantissa, mut fraction_digits, mut digits, mut point) = (0u64, 0u32, 0u32, false);
-    for &b in body {
+    let mut len = 0;
+    for &b in input {
         match b {
             b'0'..=b'9' => {
                 mantissa = mantissa * 10 + u64::from(b - b'0');
@@ -180,11 +190,59 @@ fn short_decimal<F: Float>(body: &[u8]) -> Option<F> {
                 }
             }
             b'.' if !point => point = true,
+            _ if Some(b) == stop => break,
             _ => return None,
         }
+        len += 1;
     }
     (digits > 0 && mantissa <= F::EXACT_INTEGERS && fraction_digits <= F::EXACT_POWERS_OF_TEN)
-        .then(|| F::exact_quotient(mantissa, fraction_digits))
+        .then(|| (F::exact_quotient(mantissa, fraction_digits), len))
+}
+
+/// The plain form of a CSV number field at the start of `input`, read up to `delim` (or
+/// the end) in one pass: `-?digits[.digits]` for floats, `-?digits` (at most 18) for
+/// integers. The value and the bytes it took, which are what [`parse_f32`],
+/// [`parse_f64`], [`parse_i64`] give for them; `None`: another form (whitespace, `+`,
+/// exponents, long numbers...), for those parsers.
+pub fn plain_f32(input: &[u8], delim: u8) -> Option<(f32, usize)> {
+    signed_prefix(input, |body| decimal_prefix::<f32>(body, Some(delim)))
+}
+
+/// See [`plain_f32`].
+pub fn plain_f64(input: &[u8], delim: u8) -> Option<(f64, usize)> {
+    signed_prefix(input, |body| decimal_prefix::<f64>(body, Some(delim)))
+}
+
+/// See [`plain_f32`].
+pub fn plain_i64(input: &[u8], delim: u8) -> Option<(i64, usize)> {
+    signed_prefix(input, |body| {
+        let (mut value, mut digits) = (0i64, 0);
+        for &b in body {
+            if b == delim {
+                break;
+            }
+            let digit = b.wrapping_sub(b'0');
+            // 18 digits cannot overflow an i64.
+            if digit > 9 || digits == 18 {
+                return None;
+            }
+            value = value * 10 + i64::from(digit);
+            digits += 1;
+        }
+        (digits > 0).then_some((value, digits))
+    })
+}
+
+/// An optional `-`, then `body`'s number, negated when signed.
+#[inline]
+fn signed_prefix<T: std::ops::Neg<Output = T>>(
+    input: &[u8],
+    body: impl FnOnce(&[u8]) -> Option<(T, usize)>,
+) -> Option<(T, usize)> {
+    match input {
+        [b'-', rest @ ..] => body(rest).map(|(value, len)| (-value, len + 1)),
+        _ => body(input),
+    }
 }
 
 /// After `nan`: nothing, or `(` `[A-Za-z0-9_]*` `)`. The sequence sets the payload as
@@ -341,6 +399,49 @@ fn from_binary<F: Float>(mantissa: u64, exponent: i64) -> F {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_fields_read_as_the_full_parsers_do() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let alphabet = b"0123456789012345678901234567890123456789.-+e, x";
+        let mut taken = 0;
+        for _ in 0..200_000 {
+            let len = 1 + next(24) as usize;
+            let field: Vec<u8> = (0..len).map(|_| alphabet[next(alphabet.len() as u64) as usize]).collect();
+            let end = field.iter().position(|&b| b == b',').unwrap_or(field.len());
+            let text = &field[..end];
+            if let Some((value, len)) = plain_i64(&field, b',') {
+                assert_eq!((len, Some(value)), (end, parse_i64(text)), "{:?}", String::from_utf8_lossy(&field));
+                taken += 1;
+            }
+            if let Some((value, len)) = plain_f32(&field, b',') {
+                assert_eq!(len, end);
+                assert_eq!(Some(value.to_bits()), parse_f32(text).map(f32::to_bits), "{:?}", String::from_utf8_lossy(text));
+                taken += 1;
+            }
+            if let Some((value, len)) = plain_f64(&field, b',') {
+                assert_eq!(len, end);
+                assert_eq!(Some(value.to_bits()), parse_f64(text).map(f64::to_bits), "{:?}", String::from_utf8_lossy(text));
+            }
+        }
+        assert!(taken > 10_000, "the plain forms were generated ({taken})");
+        // Not plain: left to the full parsers.
+        for field in ["", "-", "+1", " 1", "1e3", "1.2.3", "1234567890123456789", "--1", ".", "-.", "1 "] {
+            assert_eq!(plain_i64(field.as_bytes(), b','), None, "{field}");
+        }
+        for field in ["", "-", "+1", " 1", "1e3", "1.2.3", ".", "-.", "16777217", "0.12345678901"] {
+            assert_eq!(plain_f32(field.as_bytes(), b','), None, "{field}");
+        }
+        assert_eq!(plain_i64(b"-12,5", b','), Some((-12, 3)));
+        assert_eq!(plain_f32(b"-0.0,", b','), Some((-0.0, 4)));
+        assert!(plain_f32(b"-0.0,", b',').unwrap().0.is_sign_negative());
+    }
 
     #[test]
     fn integers_as_simple_atoi() {

@@ -54,10 +54,8 @@ fn main() {
         std::fs::write(dir.path().join(format!("part-{f}.txt")), text).unwrap();
     }
     let roots = DataRoots::new(&[dir.path().to_path_buf()]).unwrap();
-    let settings = ReaderSettings {
-        decode_threads: 2,
-        pipeline: PipelineEnv { index_dir: Some(dir.path().join("index")), ..PipelineEnv::default() },
-    };
+    let pipeline = PipelineEnv { index_dir: Some(dir.path().join("index")), ..PipelineEnv::default() };
+    let settings = ReaderSettings::new(2, pipeline).unwrap();
     let deep = FILES * LINES_PER_FILE / 256 * 9 / 10; // 90 % into the epoch, in batches
 
     let buffered = reader(&roots, &settings, json!({"bufferSize": 10_000}));

@@ -134,7 +134,7 @@ fn main() {
             let spec: pb::DatasetSpec = serde_json::from_value(spec).unwrap();
             let spec = ReaderSpec::from_proto(spec, 256 << 20).unwrap();
             let pipeline = PipelineEnv { index_dir: Some(dir.path().join("index")), ..PipelineEnv::default() };
-            let settings = ReaderSettings { decode_threads: threads, pipeline };
+            let settings = ReaderSettings::new(threads, pipeline).unwrap();
             let reader = Reader::open(name.into(), spec, &roots, &settings).unwrap();
             let started = Instant::now();
             let (mut records, mut bytes) = (0usize, 0usize);

@@ -451,7 +451,10 @@ async fn stream_elements(
     }
     let last = loop {
         counted.buffered(element_tx.max_capacity() - element_tx.capacity());
-        let mut free = element_tx.capacity().clamp(1, CHUNK_ELEMENTS);
+        // At least one batch per decoding thread (or the whole buffer, when smaller):
+        // a chunk of one batch would leave the others idle.
+        let least = reader.decode_threads().clamp(1, element_tx.max_capacity());
+        let mut free = element_tx.capacity().clamp(least, CHUNK_ELEMENTS.max(least));
         if auto.every > 0 {
             // A chunk ends where a checkpoint by count is due, so each comes exactly then.
             free = free.min(usize::try_from(auto.every - since_checkpoint).unwrap_or(usize::MAX).max(1));

@@ -87,10 +87,29 @@ const SHARED_SNAPSHOTS: usize = 256;
 /// Server settings every reader uses.
 #[derive(Clone, Debug)]
 pub struct ReaderSettings {
-    /// Threads that decode the batches of one chunk in parallel.
-    pub decode_threads: usize,
+    /// The server's decoding threads, shared by every reader: a chunk's batches decode
+    /// there while the stream's own thread takes the next ones.
+    decode_pool: Option<Arc<rayon::ThreadPool>>,
     /// Record-index directory and the record cache, shared by every reader.
     pub pipeline: PipelineEnv,
+}
+
+impl ReaderSettings {
+    /// `decode_threads` decoding threads (1: batches decode on the stream's thread, after
+    /// they are taken).
+    pub fn new(decode_threads: usize, pipeline: PipelineEnv) -> std::io::Result<Self> {
+        let decode_pool = if decode_threads > 1 {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(decode_threads)
+                .thread_name(|i| format!("readerd-decode-{i}"))
+                .build()
+                .map_err(std::io::Error::other)?;
+            Some(Arc::new(pool))
+        } else {
+            None
+        };
+        Ok(Self { decode_pool, pipeline })
+    }
 }
 
 struct ReaderState {
@@ -165,6 +184,11 @@ impl Reader {
     }
 
     /// Streams attached now.
+    /// Batches one chunk can decode at once.
+    pub fn decode_threads(&self) -> usize {
+        self.settings.decode_pool.as_ref().map_or(1, |pool| pool.current_num_threads())
+    }
+
     pub fn stream_count(&self) -> usize {
         self.active_streams.load(Ordering::Relaxed).max(0) as usize
     }
@@ -184,9 +208,17 @@ impl Reader {
         if self.spec.unbatch {
             return self.next_unbatched_chunk(max_elements, max_bytes);
         }
-        let (first_index, batches, error, end_of_sequence) = self.take_batches(max_elements, max_bytes);
+        let (first_index, decoded, error, end_of_sequence) = match &self.settings.decode_pool {
+            Some(pool) if max_elements > 1 => self.take_and_decode(pool, max_elements, max_bytes),
+            _ => {
+                let mut batches = Vec::new();
+                let (first_index, error, end) = self.take_batches(max_elements, max_bytes, |b| batches.push(b));
+                let decoded = batches.into_iter().map(|batch| self.decode_numbered(batch)).collect();
+                (first_index, decoded, error, end)
+            }
+        };
         let mut chunk = Chunk { error, end_of_sequence, first_index, ..Chunk::default() };
-        for decoded in self.decode_all(batches) {
+        for decoded in decoded {
             match decoded {
                 Ok(Some(element)) => chunk.elements.push(element),
                 Ok(None) => {}
@@ -266,44 +298,42 @@ impl Reader {
         chunk
     }
 
-    /// Decodes batches on up to `decode_threads` threads, results in batch order.
-    fn decode_all(&self, batches: Vec<(u64, Vec<Record>)>) -> Vec<Result<Option<Element>>> {
-        let threads = self.settings.decode_threads.min(batches.len()).max(1);
-        if threads == 1 {
-            return batches.into_iter().map(|batch| self.decode_numbered(batch)).collect();
-        }
-        let per_thread = batches.len().div_ceil(threads);
-        let mut groups: Vec<Vec<(u64, Vec<Record>)>> = Vec::with_capacity(threads);
-        let mut batches = batches.into_iter().peekable();
-        while batches.peek().is_some() {
-            groups.push(batches.by_ref().take(per_thread).collect());
-        }
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = groups
-                .into_iter()
-                .map(|group| {
-                    scope.spawn(move || group.into_iter().map(|batch| self.decode_numbered(batch)).collect::<Vec<_>>())
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|worker| {
-                    worker
-                        .join()
-                        .unwrap_or_else(|_| vec![Err(ServeError::Internal("a decoding thread panicked".into()))])
-                })
-                .collect()
-        })
+    /// [`Reader::take_batches`] with each batch decoding on `pool` as soon as it is
+    /// taken, while this thread takes the next: results in batch order.
+    #[allow(clippy::type_complexity)]
+    fn take_and_decode(
+        &self,
+        pool: &rayon::ThreadPool,
+        max_elements: usize,
+        max_bytes: usize,
+    ) -> (Option<u64>, Vec<Result<Option<Element>>>, Option<ServeError>, bool) {
+        let decoded = Mutex::new(Vec::new());
+        let (first_index, error, end) = pool.in_place_scope(|scope| {
+            self.take_batches(max_elements, max_bytes, |batch| {
+                let decoded = &decoded;
+                scope.spawn(move |_| {
+                    let index = batch.0;
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.decode_numbered(batch)))
+                        .unwrap_or_else(|_| Err(ServeError::Internal("a decoding thread panicked".into())));
+                    decoded.lock().unwrap_or_else(|p| p.into_inner()).push((index, result));
+                });
+            })
+        });
+        let mut decoded = decoded.into_inner().unwrap_or_else(|p| p.into_inner());
+        decoded.sort_unstable_by_key(|(index, _)| *index);
+        (first_index, decoded.into_iter().map(|(_, result)| result).collect(), error, end)
     }
 
-    /// Batches of records for up to `max_elements` elements, each with its number, and
-    /// for a shared reader the number of the first (now being handed to a stream).
-    #[allow(clippy::type_complexity)]
+    /// Takes batches of records for up to `max_elements` elements, handing each to
+    /// `on_batch` with its number as soon as it is whole. Returns, for a shared reader,
+    /// the number of the first (now being handed to a stream), then the error or the end
+    /// of the sequence that stopped it early.
     fn take_batches(
         &self,
         max_elements: usize,
         max_bytes: usize,
-    ) -> (Option<u64>, Vec<(u64, Vec<Record>)>, Option<ServeError>, bool) {
+        mut on_batch: impl FnMut((u64, Vec<Record>)),
+    ) -> (Option<u64>, Option<ServeError>, bool) {
         let mut state = self.lock();
         if self.shared.load(Ordering::Relaxed) {
             // Shared readers keep their state before each chunk: a checkpoint restores
@@ -320,27 +350,31 @@ impl Reader {
             }
         }
         let first = state.elements_produced;
-        let (batches, error, end) = self.take_batches_locked(&mut state, max_elements, max_bytes);
-        let first_index = (self.shared.load(Ordering::Relaxed) && !batches.is_empty()).then(|| {
+        let mut taken = 0;
+        let (error, end) = self.take_batches_locked(&mut state, max_elements, max_bytes, |batch| {
+            taken += 1;
+            on_batch(batch);
+        });
+        let first_index = (self.shared.load(Ordering::Relaxed) && taken > 0).then(|| {
             self.producing.lock().unwrap_or_else(|p| p.into_inner()).insert(first);
             first
         });
-        (first_index, batches, error, end)
+        (first_index, error, end)
     }
 
-    #[allow(clippy::type_complexity)]
     fn take_batches_locked(
         &self,
         state: &mut ReaderState,
         max_elements: usize,
         max_bytes: usize,
-    ) -> (Vec<(u64, Vec<Record>)>, Option<ServeError>, bool) {
-        let mut batches = Vec::new();
+        mut on_batch: impl FnMut((u64, Vec<Record>)),
+    ) -> (Option<ServeError>, bool) {
+        let mut batches = 0;
         let mut bytes = 0;
         let batch_size = self.spec.batch_size.max(1);
         // An element travels as one message: it may not outgrow the record limit.
         let max_element_bytes = self.spec.source.max_record_bytes as usize;
-        while batches.len() < max_elements && bytes < max_bytes {
+        while batches < max_elements && bytes < max_bytes {
             let mut batch = Vec::with_capacity(batch_size.min(1024));
             let mut last_of_sequence = false;
             let mut batch_bytes = 0;
@@ -356,7 +390,7 @@ impl Reader {
                                 batch.len()
                             ));
                             state.failed = Some(err.clone());
-                            return (batches, Some(err), false);
+                            return (Some(err), false);
                         }
                     }
                     Ok(Next::EndOfEpoch) if batch.is_empty() => continue,
@@ -365,20 +399,21 @@ impl Reader {
                         last_of_sequence = true;
                         break;
                     }
-                    Err(err) => return (batches, Some(err), false),
+                    Err(err) => return (Some(err), false),
                 }
             }
             bytes += batch_bytes;
             let whole = batch.len() == batch_size || !self.spec.drop_remainder;
             if !batch.is_empty() && whole {
-                batches.push((state.elements_produced, batch));
+                on_batch((state.elements_produced, batch));
+                batches += 1;
                 state.elements_produced += 1;
             }
             if last_of_sequence {
-                return (batches, None, true);
+                return (None, true);
             }
         }
-        (batches, None, false)
+        (None, false)
     }
 
     fn decode_numbered(&self, (index, batch): (u64, Vec<Record>)) -> Result<Option<Element>> {

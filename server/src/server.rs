@@ -57,7 +57,7 @@ pub async fn run(
         config.decode_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let pipeline =
         PipelineEnv { index_dir: Some(config.state_dir.join("index")), cache: RecordCache::new(config.cache_bytes) };
-    let settings = ReaderSettings { decode_threads, pipeline };
+    let settings = ReaderSettings::new(decode_threads, pipeline)?;
     let datasets = match &config.datasets {
         Some(path) => load_datasets(path, config.max_record_bytes)?,
         None => Default::default(),

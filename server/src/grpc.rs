@@ -451,9 +451,13 @@ async fn stream_elements(
     }
     let last = loop {
         counted.buffered(element_tx.max_capacity() - element_tx.capacity());
-        // At least one batch per decoding thread (or the whole buffer, when smaller):
-        // a chunk of one batch would leave the others idle.
-        let least = reader.decode_threads().clamp(1, element_tx.max_capacity());
+        // The decoding threads are the server's: a stream alone waits for one free slot
+        // per thread (or the whole buffer, when smaller), since a chunk of one batch would
+        // leave the others idle; with as many streams as threads, one slot will do (more
+        // would only hold more records in memory).
+        let streams = METRICS.streams_active.load(std::sync::atomic::Ordering::Relaxed).max(1);
+        let per_stream = reader.decode_threads() / usize::try_from(streams).unwrap_or(usize::MAX);
+        let least = per_stream.clamp(1, element_tx.max_capacity());
         let mut free = element_tx.capacity().clamp(least, CHUNK_ELEMENTS.max(least));
         if auto.every > 0 {
             // A chunk ends where a checkpoint by count is due, so each comes exactly then.

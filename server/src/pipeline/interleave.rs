@@ -23,9 +23,10 @@ const READ_AHEAD_BLOCKS: usize = 2;
 /// A block ends after this many records or payload bytes: each block handed over costs a
 /// thread wake-up on both sides (blocks of 64 small records cost tabular about 5% more
 /// server CPU than blocks of 1024), and each open file reads up to `READ_AHEAD_BLOCKS`
-/// ahead (blocks of 1024 took tabular with 4 streams over its memory budget; 256 ran as
-/// fast); bench/README.md.
-const BLOCK_RECORDS: usize = 256;
+/// ahead, which with 16 streams of tabular is most of the server's memory (blocks of 256
+/// held 73 MB against a budget of 73, blocks of 128 with 64 KiB reads 56 MB, at the same
+/// CPU per record); bench/README.md.
+const BLOCK_RECORDS: usize = 128;
 const BLOCK_BYTES: usize = 1 << 20;
 
 /// What a reading thread hands over: a block of records (each with the position after

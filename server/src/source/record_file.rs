@@ -1,20 +1,27 @@
-//! Drives a framer over one file: reads (and decompresses) the file into a buffer, hands
-//! the framer windows of it, and cuts records out of the buffer without copying them.
+//! Drives a framer over one file: reads (and decompresses) the file into buffers, hands
+//! the framer windows of them, and cuts records out of them without copying.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 
 use super::compression::{Compression, Inflate, InflateError};
 use super::{DataFile, Record, SourceError};
 use crate::format::{FormatConfig, FormatError, Framed, Framer, Position, RecordBytes, WorkUnit};
 
-/// Bytes read from the file at a time. Records are slices of these reads, so a read stays
-/// in memory while any of its records does: 256 KiB cost tabular with 16 streams about
-/// 10 MB more than 64 KiB, at the same CPU per record (bench/README.md).
+/// Bytes read from the file at a time, at least. Records are slices of these reads, so a
+/// read stays in memory while any of its records does: 256 KiB cost tabular with 16
+/// streams about 10 MB more than 64 KiB, at the same CPU per record (bench/README.md).
 const READ_CHUNK: usize = 64 * 1024;
+/// A read covers at least this many records of the largest size framed so far in the
+/// file: a record that straddles two reads is copied into the second, so reads much
+/// larger than records keep those copies rare (images: 110 KB records in 64 KiB reads
+/// copied about half of every record).
+const RECORDS_PER_READ: usize = 8;
+/// Reads sized by records stop growing here.
+const MAX_READ: usize = 4 << 20;
 
 enum ByteStream {
     Plain(File),
@@ -22,6 +29,21 @@ enum ByteStream {
 }
 
 impl ByteStream {
+    /// Appends up to `want` bytes to `buffer`; 0 at the end of the stream. File bytes go
+    /// straight into the spare capacity (no zeroing first).
+    fn read_into(&mut self, buffer: &mut Vec<u8>, want: usize) -> Result<usize, InflateError> {
+        match self {
+            ByteStream::Plain(file) => Ok(file.take(want as u64).read_to_end(buffer)?),
+            ByteStream::Inflate(inflate) => {
+                let filled = buffer.len();
+                buffer.resize(filled + want, 0);
+                let read = inflate.read(&mut buffer[filled..]);
+                buffer.truncate(filled + *read.as_ref().unwrap_or(&0));
+                read
+            }
+        }
+    }
+
     fn read(&mut self, out: &mut [u8]) -> Result<usize, InflateError> {
         match self {
             ByteStream::Plain(file) => Ok(file.read(out)?),
@@ -36,9 +58,11 @@ pub struct RecordFile {
     stream: ByteStream,
     compressed: bool,
     framer: Box<dyn Framer>,
-    /// Read but not yet consumed bytes: the framer's window.
-    window: BytesMut,
+    /// Read but not yet consumed bytes: the framer's window, the end of the last read.
+    window: Bytes,
     at_eof: bool,
+    /// Bytes of the largest record framed so far, which sizes the reads.
+    largest_record: usize,
 }
 
 impl RecordFile {
@@ -69,8 +93,15 @@ impl RecordFile {
         } else {
             ByteStream::Plain(handle)
         };
-        let mut record_file =
-            Self { name: file.name.clone(), stream, compressed, framer, window: BytesMut::new(), at_eof: false };
+        let mut record_file = Self {
+            name: file.name.clone(),
+            stream,
+            compressed,
+            framer,
+            window: Bytes::new(),
+            at_eof: false,
+            largest_record: 0,
+        };
         record_file.skip_decompressed(skip)?;
         Ok(record_file)
     }
@@ -81,9 +112,12 @@ impl RecordFile {
             let framed = self.framer.frame(&self.window, self.at_eof).map_err(|err| self.format_error(err))?;
             match framed {
                 Framed::Record { key, bytes, consume } => {
+                    self.largest_record = self.largest_record.max(consume);
                     let value = match bytes {
                         RecordBytes::Span(span) if span.end <= consume => {
-                            self.window.split_to(consume).freeze().slice(span)
+                            let value = self.window.slice(span);
+                            self.window.advance(consume);
+                            value
                         }
                         RecordBytes::Span(span) => {
                             // Overlapping records (classic fixed-length hop): copy.
@@ -116,22 +150,18 @@ impl RecordFile {
         self.framer.header()
     }
 
-    /// Reads until the window holds `at_least` bytes or the stream ends. The buffer grows
-    /// by what is actually read, never by a length the file claims.
+    /// Reads until the window holds `at_least` bytes or the stream ends. Each read goes
+    /// into a new buffer that starts with the unconsumed bytes (the start of a record);
+    /// buffers grow by what is actually read (at most doubling the window each time),
+    /// never by a length the file claims.
     fn fill(&mut self, at_least: usize) -> Result<(), SourceError> {
         while self.window.len() < at_least && !self.at_eof {
-            let filled = self.window.len();
-            self.window.resize(filled + READ_CHUNK, 0);
-            let read = self.stream.read(&mut self.window[filled..]);
-            let n = match read {
-                Ok(n) => n,
-                Err(err) => {
-                    self.window.truncate(filled);
-                    return Err(self.read_error(err));
-                }
-            };
-            self.window.truncate(filled + n);
+            let want = READ_CHUNK.max((RECORDS_PER_READ * self.largest_record).min(MAX_READ)).max(self.window.len());
+            let mut buffer = Vec::with_capacity(self.window.len() + want);
+            buffer.extend_from_slice(&self.window);
+            let n = self.stream.read_into(&mut buffer, want).map_err(|err| self.read_error(err))?;
             self.at_eof = n == 0;
+            self.window = Bytes::from(buffer);
         }
         Ok(())
     }

@@ -190,6 +190,10 @@ fn bench_runs_the_workloads_and_reports_every_figure() {
         assert_eq!(run["records"], records * run["consumers"].as_u64().unwrap(), "{run}");
         assert!(run["records_per_s"].as_f64().unwrap() > 0.0);
         assert!(run["server_peak_rss_mb"].as_f64().unwrap() > 0.0);
+        // CPU in cores over the run (/proc counts in 10 ms ticks: a tiny run may show 0).
+        for side in ["server_cores", "client_cores"] {
+            assert!(run[side].as_f64().is_some_and(|cores| cores >= 0.0), "{side}: {run}");
+        }
         // 2 × K × prefetch 4 × the largest batch, + 64 MB.
         let budget = 64.0 + 8.0 * run["consumers"].as_f64().unwrap() * run["max_batch_bytes"].as_f64().unwrap() / 1e6;
         assert!((run["server_rss_budget_mb"].as_f64().unwrap() - budget).abs() < 1e-6, "{run}");

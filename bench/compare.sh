@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # readerd against tf.data service on the same files, same machine, one run.
 #
-#   bench/compare.sh DATA_DIR [SECONDS]
+#   [EPOCHS=40] bench/compare.sh DATA_DIR [SECONDS]
 #
 # DATA_DIR: written by ../shared/tfdata-bench/gen_data.py --out DATA_DIR (needs
 # tensorflow-cpu, as does the tf.data service run). The script writes readerd specs for
-# those files (`readerctl gen-demo --specs-only`: batch 256, cycleLength 2, 5 epochs),
+# those files (`readerctl gen-demo --specs-only`: batch 256, cycleLength 2, and EPOCHS
+# epochs, 40 by default, so that one consumer reads for seconds as tf.data's 10 do,
+# not for under one second where one busy moment of the machine is the whole figure),
 # runs the harness's tf.data service cases (parallel_epochs, compression AUTO and NONE),
 # then `readerctl bench` (1 and 4 consumers) against a release readerd on the same files,
 # and prints both. Results: DATA_DIR/results/ (tf.data) and DATA_DIR/readerd-bench.json.
@@ -13,10 +15,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:?usage: bench/compare.sh DATA_DIR [SECONDS]}
 seconds=${2:-10}
+epochs=${EPOCHS:-40}
 harness=../shared/tfdata-bench
 
 cargo build --release --quiet --bin readerd --bin readerctl
-target/release/readerctl gen-demo --out "$data" --specs-only --epochs 5 --quiet
+target/release/readerctl gen-demo --out "$data" --specs-only --epochs "$epochs" --quiet
 
 echo "== tf.data service (tfdata_bench.py --modes service, ${seconds} s measured)"
 TF_CPP_MIN_LOG_LEVEL=2 python3 "$harness/tfdata_bench.py" --data "$data" --modes service \

@@ -28,6 +28,7 @@ pub mod tfrecord;
 
 pub use resume::{Event, Reconnect, ResumingStream, StreamError, merge};
 
+use readerd_proto::keys;
 use readerd_proto::rows::RowJoiner;
 use readerd_proto::{http2, v1 as pb};
 use tonic::service::interceptor::InterceptedService;
@@ -227,8 +228,8 @@ pub struct ReadStream {
 }
 
 impl ReadStream {
-    /// The next element (whole, its parts joined), end-of-sequence marker or checkpoint;
-    /// `None` when the stream closed.
+    /// The next element (whole, its parts joined, its keys as strings), end-of-sequence
+    /// marker or checkpoint; `None` when the stream closed.
     pub async fn message(&mut self) -> Result<Option<pb::ReadResponse>, tonic::Status> {
         loop {
             let message = match self.pending.take() {
@@ -246,7 +247,8 @@ impl ReadStream {
                 other => return Ok(other),
             };
             let joined = self.joiner.push(part).map_err(|err| tonic::Status::data_loss(err.to_string()))?;
-            if let Some(element) = joined {
+            if let Some(mut element) = joined {
+                keys::expand(&mut element).map_err(|err| tonic::Status::data_loss(err.to_string()))?;
                 return Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) }));
             }
         }

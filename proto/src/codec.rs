@@ -71,8 +71,13 @@ mod tests {
 
     #[tokio::test]
     async fn frames_each_message_as_prost_encodes_it() {
-        let element =
-            |seq| pb::Element { seq, keys: vec![format!("a:{seq}"); 1000], features: Vec::new(), more_rows: false };
+        let element = |seq| pb::Element {
+            seq,
+            keys: vec![format!("a:{seq}"); 1000],
+            features: Vec::new(),
+            more_rows: false,
+            key_table: None,
+        };
         let messages = futures::stream::iter([element(1), element(2)].map(Ok));
         let encoder = ReservingCodec::<pb::Element, pb::Element>::default().encoder();
         let mut body = pin!(EncodeBody::new_client(encoder, messages, None, None));

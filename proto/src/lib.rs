@@ -12,6 +12,7 @@
 //!   into one reservation).
 //! - [`rows`]: a large batch as several messages by rows (`ReadRequest.max_message_bytes`),
 //!   split by the server and joined by clients.
+//! - [`keys`]: an element's record keys, as strings or as the table the server sends.
 //! - [`http2`]: the HTTP/2 settings both ends use for large streams.
 //!
 //! This is the only crate that runs code generation. Import it as
@@ -19,6 +20,7 @@
 
 pub mod allocator;
 pub mod codec;
+pub mod keys;
 pub mod rows;
 
 pub mod v1 {

@@ -17,7 +17,7 @@ use crate::v1 as pb;
 /// each); the element itself when it is smaller, not a batch of dense tensors, or
 /// `max_bytes` is 0.
 pub fn split_rows(element: pb::Element, max_bytes: usize) -> Vec<pb::Element> {
-    let rows = element.keys.len();
+    let rows = crate::keys::count(&element);
     let Some(row_bytes) = row_sizes(&element, rows).filter(|_| max_bytes > 0 && rows > 1) else {
         return vec![element];
     };
@@ -34,7 +34,7 @@ pub fn split_rows(element: pb::Element, max_bytes: usize) -> Vec<pb::Element> {
         }
     }
     cuts.push(rows);
-    let pb::Element { seq, keys, features, .. } = element;
+    let pb::Element { seq, keys, features, key_table, .. } = element;
     let mut keys = keys.into_iter();
     let mut columns: Vec<Column> = features.into_iter().map(|feature| Column::new(feature, rows)).collect();
     let mut parts = Vec::with_capacity(cuts.len());
@@ -42,7 +42,8 @@ pub fn split_rows(element: pb::Element, max_bytes: usize) -> Vec<pb::Element> {
     for &end in &cuts {
         let features = columns.iter_mut().map(|column| column.take_rows(end - start)).collect();
         let keys = keys.by_ref().take(end - start).collect();
-        parts.push(pb::Element { seq, keys, features, more_rows: end < rows });
+        let key_table = key_table.as_ref().map(|table| crate::keys::table_rows(table, start..end));
+        parts.push(pb::Element { seq, keys, features, more_rows: end < rows, key_table });
         start = end;
     }
     parts
@@ -162,12 +163,23 @@ fn join(parts: Vec<pb::Element>) -> Result<pb::Element, RowsError> {
     let error = |reason: String| RowsError { seq, reason };
     let names: Vec<String> = parts[0].features.iter().map(|f| f.name.clone()).collect();
     let mut keys = Vec::with_capacity(parts.iter().map(|p| p.keys.len()).sum());
+    // Every part of a table carries the element's files: the first part's are kept.
+    let mut key_table =
+        parts[0].key_table.as_ref().map(|table| pb::KeyTable { files: table.files.clone(), ..Default::default() });
     let mut columns: Vec<Vec<pb::DenseTensor>> = vec![Vec::with_capacity(parts.len()); names.len()];
     for part in parts {
         if part.features.len() != names.len() {
             return Err(error(format!("a part has {} features, the first {}", part.features.len(), names.len())));
         }
         keys.extend(part.keys);
+        match (&mut key_table, part.key_table) {
+            (Some(table), Some(part)) if part.files == table.files => {
+                table.file.extend(part.file);
+                table.number.extend(part.number);
+            }
+            (None, None) => {}
+            _ => return Err(error("the parts' key tables differ".into())),
+        }
         for (column, (feature, name)) in columns.iter_mut().zip(part.features.into_iter().zip(&names)) {
             if feature.name != *name {
                 return Err(error(format!("a part has feature {:?} where the first has {name:?}", feature.name)));
@@ -184,7 +196,7 @@ fn join(parts: Vec<pb::Element>) -> Result<pb::Element, RowsError> {
         let tensor = pb::Tensor { kind: Some(pb::tensor::Kind::Dense(tensor)) };
         features.push(pb::Feature { name, tensor: Some(tensor) });
     }
-    Ok(pb::Element { seq, keys, features, more_rows: false })
+    Ok(pb::Element { seq, keys, features, more_rows: false, key_table })
 }
 
 /// Stacks dense tensors of the same dtype and inner shape along their first dimension.
@@ -243,11 +255,50 @@ mod tests {
                 dense_feature("image", pb::DataType::String, vec![5], vec![], images),
             ],
             more_rows: false,
+            key_table: None,
         }
     }
 
+    /// `batch()` with its keys as a table (as the server sends them).
+    fn batch_with_table() -> pb::Element {
+        let mut element = batch();
+        element.keys.clear();
+        element.key_table = Some(pb::KeyTable {
+            files: vec!["f".into(), "g".into()],
+            file: vec![0, 0, 1, 0, 1],
+            number: vec![0, 1, 2, 3, 4],
+        });
+        element
+    }
+
     fn rows_of(part: &pb::Element) -> usize {
-        part.keys.len()
+        crate::keys::count(part)
+    }
+
+    #[test]
+    fn key_tables_split_and_join_with_their_rows() {
+        let parts = split_rows(batch_with_table(), 40);
+        assert!(parts.len() > 1);
+        let mut next_row = 0;
+        for part in &parts {
+            let table = part.key_table.as_ref().unwrap();
+            assert!(part.keys.is_empty());
+            assert_eq!(table.files, ["f", "g"], "every part names every file");
+            assert_eq!(table.number[0], next_row as u64);
+            next_row += rows_of(part);
+        }
+        let mut joiner = RowJoiner::default();
+        let joined = parts.into_iter().map(|part| joiner.push(part).unwrap()).last().unwrap().unwrap();
+        assert_eq!(joined, batch_with_table());
+        let mut expanded = joined;
+        crate::keys::expand(&mut expanded).unwrap();
+        assert_eq!(expanded.keys, ["f:0", "f:1", "g:2", "f:3", "g:4"]);
+        // A part whose table names other files does not join.
+        let mut parts = split_rows(batch_with_table(), 40);
+        parts.last_mut().unwrap().key_table.as_mut().unwrap().files.push("h".into());
+        let mut joiner = RowJoiner::default();
+        let results: Vec<_> = parts.into_iter().map(|part| joiner.push(part)).collect();
+        assert!(results.last().unwrap().is_err());
     }
 
     #[test]

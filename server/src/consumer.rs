@@ -170,7 +170,7 @@ mod tests {
     use super::*;
 
     fn element(key: &str) -> Element {
-        Element { index: 0, keys: vec![key.to_owned()], features: Vec::new() }
+        Element { index: 0, keys: crate::element::Keys::Strings(vec![key.to_owned()]), features: Vec::new() }
     }
 
     #[test]
@@ -186,7 +186,7 @@ mod tests {
         assert!(delivery.settled_for(&a), "its own elements do not hold a stream back");
         delivery.detach(&a);
         let again = delivery.take_redelivery(10);
-        assert_eq!(again.iter().map(|e| e.keys[0].as_str()).collect::<Vec<_>>(), ["k1", "k2"]);
+        assert_eq!(again.iter().map(|e| e.keys.key(0)).collect::<Vec<_>>(), ["k1", "k2"]);
         for (seq, e) in again.into_iter().enumerate() {
             delivery.delivered(&b, seq as i64, e, true);
         }

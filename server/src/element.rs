@@ -1,18 +1,99 @@
 //! Elements for the wire: decoded tensors as `pb::Element`s. Numeric values travel as the
 //! little-endian bytes the decoders built and strings as the `Bytes` slices of records,
-//! so building a message copies no payload.
+//! so building a message copies no payload. Keys of records read from files travel as a
+//! table (`pb::KeyTable`): no string per record.
+
+use std::sync::Arc;
 
 use readerd_proto::v1 as pb;
 
 use crate::decode::{DType, Dense, Tensor, Values};
+use crate::source::Record;
 
 /// One element: the keys of its records and its named tensors.
 #[derive(Clone, Debug)]
 pub struct Element {
     /// The element's number in its reader's sequence (from 0; epochs continue it).
     pub index: u64,
-    pub keys: Vec<String>,
+    pub keys: Keys,
     pub features: Vec<(String, Tensor)>,
+}
+
+/// The keys of an element's records, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Keys {
+    /// Records read from files, `<file>:<n>`: each file once, then per record its file (an
+    /// index into `files`) and its `<n>`.
+    Table { files: Vec<Arc<str>>, file: Vec<u32>, number: Vec<u64> },
+    /// Keys of any other form (the examples of an unbatched record, `<file>:<n>[i]`).
+    Strings(Vec<String>),
+}
+
+impl Keys {
+    /// The keys of `records`.
+    pub fn of_records(records: &[Record]) -> Self {
+        let mut files: Vec<Arc<str>> = Vec::new();
+        let mut file = Vec::with_capacity(records.len());
+        for record in records {
+            // Records of one file share its name: a batch names a few files at most.
+            let index = match files.iter().position(|f| Arc::ptr_eq(f, &record.file) || **f == *record.file) {
+                Some(index) => index,
+                None => {
+                    files.push(record.file.clone());
+                    files.len() - 1
+                }
+            };
+            file.push(index as u32);
+        }
+        Keys::Table { files, file, number: records.iter().map(|record| record.key).collect() }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Keys::Table { file, .. } => file.len(),
+            Keys::Strings(keys) => keys.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Key `i` as a string (`i < len()`).
+    pub fn key(&self, i: usize) -> String {
+        match self {
+            Keys::Table { files, file, number } => readerd_proto::keys::key(&files[file[i] as usize], number[i]),
+            Keys::Strings(keys) => keys[i].clone(),
+        }
+    }
+
+    /// Every key as a string (for messages, which name records by key).
+    pub fn to_strings(&self) -> Vec<String> {
+        (0..self.len()).map(|i| self.key(i)).collect()
+    }
+
+    /// The keys at `indices`, in that order.
+    pub fn select(&self, indices: &[usize]) -> Self {
+        match self {
+            Keys::Table { files, file, number } => Keys::Table {
+                files: files.clone(),
+                file: indices.iter().map(|&i| file[i]).collect(),
+                number: indices.iter().map(|&i| number[i]).collect(),
+            },
+            Keys::Strings(keys) => Keys::Strings(indices.iter().map(|&i| keys[i].clone()).collect()),
+        }
+    }
+
+    /// `Element.keys` and `Element.key_table`: one of them holds the keys.
+    fn into_pb(self) -> (Vec<String>, Option<pb::KeyTable>) {
+        match self {
+            Keys::Table { files, file, number } => {
+                let files = files.iter().map(|f| f.to_string()).collect();
+                (Vec::new(), Some(pb::KeyTable { files, file, number }))
+            }
+            Keys::Strings(keys) => (keys, None),
+        }
+    }
 }
 
 impl Element {
@@ -85,9 +166,11 @@ pub fn tensor_to_pb(tensor: Tensor) -> pb::Tensor {
 }
 
 pub fn element_to_pb(seq: i64, element: Element) -> pb::Element {
+    let (keys, key_table) = element.keys.into_pb();
     pb::Element {
         seq,
-        keys: element.keys,
+        keys,
+        key_table,
         features: element
             .features
             .into_iter()

@@ -103,7 +103,9 @@ impl FlightEncoder {
         use pb::read_response::Kind;
         let mut messages = Vec::with_capacity(2);
         match response.kind {
-            Some(Kind::Element(element)) => {
+            Some(Kind::Element(mut element)) => {
+                // The batch's `app_metadata` lists keys as strings.
+                readerd_proto::keys::expand(&mut element).map_err(|err| Status::internal(err.to_string()))?;
                 let first = !self.columns.has_schema();
                 let (batch, metadata) =
                     self.columns.encode(element).map_err(|err| Status::internal(format!("arrow columns: {err}")))?;

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use crate::consumer::Delivery;
 use crate::decode::{Decoder, Dense, Tensor};
-use crate::element::Element;
+use crate::element::{Element, Keys};
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
 use crate::format::Position;
@@ -422,31 +422,38 @@ impl Reader {
 
     /// Decodes one batch. With `onError: SKIP`, records that do not decode are dropped
     /// and counted (`None` when none is left); otherwise the first error fails the reader.
+    /// Keys name records only in messages (TensorFlow's `example_names`): their strings
+    /// are made once a batch fails, which is then decoded again to word the error.
     fn decode(&self, batch: Vec<Record>) -> Result<Option<Element>> {
         let batched = self.spec.batch_size > 0;
-        let keys: Vec<String> = batch.iter().map(Record::key_string).collect();
+        let keys = Keys::of_records(&batch);
         let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
         let decoder = &self.spec.decoder;
-        let err = match decoder.decode(&values, &keys, batched) {
+        if let Ok(features) = decoder.decode(&values, &[], batched) {
+            return Ok(Some(Element { index: 0, keys, features }));
+        }
+        let names = keys.to_strings();
+        let err = match decoder.decode(&values, &names, batched) {
             Ok(features) => return Ok(Some(Element { index: 0, keys, features })),
             Err(err) => err,
         };
         if !self.spec.skip_errors {
-            return Err(ServeError::Decode(match err.record.and_then(|i| keys.get(i)) {
+            return Err(ServeError::Decode(match err.record.and_then(|i| names.get(i)) {
                 Some(key) => format!("{} (record {key})", err.message),
                 None => err.message,
             }));
         }
         // Find the records at fault one by one, then decode the others as one batch.
-        let (mut good_keys, mut good_values) = (Vec::new(), Vec::new());
-        for (key, value) in keys.into_iter().zip(values) {
-            match decoder.decode(std::slice::from_ref(&value), std::slice::from_ref(&key), batched) {
+        let (mut good, mut good_names, mut good_values) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, (name, value)) in names.into_iter().zip(values).enumerate() {
+            match decoder.decode(std::slice::from_ref(&value), std::slice::from_ref(&name), batched) {
                 Ok(_) => {
-                    good_keys.push(key);
+                    good.push(i);
+                    good_names.push(name);
                     good_values.push(value);
                 }
                 Err(err) => {
-                    tracing::warn!(reader = %self.name, record = %key, error = %err, "undecodable record skipped");
+                    tracing::warn!(reader = %self.name, record = %name, error = %err, "undecodable record skipped");
                     self.lock().records_skipped += 1;
                 }
             }
@@ -454,8 +461,8 @@ impl Reader {
         if good_values.is_empty() {
             return Ok(None);
         }
-        let features = decoder.decode(&good_values, &good_keys, batched).map_err(|e| ServeError::Decode(e.message))?;
-        Ok(Some(Element { index: 0, keys: good_keys, features }))
+        let features = decoder.decode(&good_values, &good_names, batched).map_err(|e| ServeError::Decode(e.message))?;
+        Ok(Some(Element { index: 0, keys: keys.select(&good), features }))
     }
 
     /// The classic reader verb: up to `max_records` raw records, ignoring batching, and
@@ -894,7 +901,7 @@ fn unbatch_record(spec: &ReaderSpec, record: &Record) -> Result<Vec<Example>> {
 /// Examples as one element: stacked into `[B, ...]` tensors (`batched`), or the one
 /// example as it is.
 fn stack_examples(examples: Vec<Example>, batched: bool) -> Result<Element> {
-    let keys: Vec<String> = examples.iter().map(|e| e.key.clone()).collect();
+    let keys = Keys::Strings(examples.iter().map(|e| e.key.clone()).collect());
     if !batched {
         let example = examples.into_iter().next().expect("one example");
         let features = example.features.into_iter().map(|(name, dense)| (name, Tensor::Dense(dense))).collect();

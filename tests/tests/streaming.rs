@@ -143,7 +143,15 @@ async fn large_batches_travel_in_parts_by_rows_and_arrive_whole() {
     let mut parts: Vec<(i64, usize, bool)> = Vec::new();
     loop {
         match raw.message().await.unwrap().and_then(|m| m.kind) {
-            Some(pb::read_response::Kind::Element(part)) => parts.push((part.seq, part.keys.len(), part.more_rows)),
+            Some(pb::read_response::Kind::Element(part)) => {
+                // Keys travel as a table: each file once, no string per record.
+                let table = part.key_table.as_ref().expect("keys as a table");
+                assert!(
+                    part.keys.is_empty() && table.file.iter().all(|&f| (f as usize) < table.files.len()),
+                    "{table:?}"
+                );
+                parts.push((part.seq, readerd_proto::keys::count(&part), part.more_rows))
+            }
             Some(pb::read_response::Kind::EndOfSequence(_)) => break,
             Some(pb::read_response::Kind::Started(_)) => {}
             other => panic!("unexpected {other:?}"),

@@ -807,8 +807,26 @@ mod tests {
         // Selecting every column in order disables the plain path without changing the
         // rules: the two configs must agree on every batch, values and errors.
         let fields = [
-            "0", "7", "-12", "123456789012", "1.5", "-0.25", "3.", ".5", "abc", "", "NA", " 4", "+4", "1e3",
-            "\"q\"", "\"a\"\"b\"", "x\"y", "99999999999999999999", "2147483648", "1.0000001",
+            "0",
+            "7",
+            "-12",
+            "123456789012",
+            "1.5",
+            "-0.25",
+            "3.",
+            ".5",
+            "abc",
+            "",
+            "NA",
+            " 4",
+            "+4",
+            "1e3",
+            "\"q\"",
+            "\"a\"\"b\"",
+            "x\"y",
+            "99999999999999999999",
+            "2147483648",
+            "1.0000001",
         ];
         let dtypes = [DType::Int32, DType::Int64, DType::Float32, DType::Float64, DType::String];
         let mut rng = 0x2545_f491_4f6c_dd1du64;

@@ -422,12 +422,22 @@ mod tests {
             }
             if let Some((value, len)) = plain_f32(&field, b',') {
                 assert_eq!(len, end);
-                assert_eq!(Some(value.to_bits()), parse_f32(text).map(f32::to_bits), "{:?}", String::from_utf8_lossy(text));
+                assert_eq!(
+                    Some(value.to_bits()),
+                    parse_f32(text).map(f32::to_bits),
+                    "{:?}",
+                    String::from_utf8_lossy(text)
+                );
                 taken += 1;
             }
             if let Some((value, len)) = plain_f64(&field, b',') {
                 assert_eq!(len, end);
-                assert_eq!(Some(value.to_bits()), parse_f64(text).map(f64::to_bits), "{:?}", String::from_utf8_lossy(text));
+                assert_eq!(
+                    Some(value.to_bits()),
+                    parse_f64(text).map(f64::to_bits),
+                    "{:?}",
+                    String::from_utf8_lossy(text)
+                );
             }
         }
         assert!(taken > 10_000, "the plain forms were generated ({taken})");

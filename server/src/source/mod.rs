@@ -39,26 +39,9 @@ pub struct Record {
 }
 
 impl Record {
-    /// `<file>:<n>`, as TensorFlow's reader ops make keys (one per record on the hot
-    /// path: one allocation of the right size, no formatting machinery).
+    /// `<file>:<n>`, as TensorFlow's reader ops make keys.
     pub fn key_string(&self) -> String {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut n = self.key;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        let digits = std::str::from_utf8(&digits[at..]).expect("ASCII digits");
-        let mut key = String::with_capacity(self.file.len() + 1 + digits.len());
-        key.push_str(&self.file);
-        key.push(':');
-        key.push_str(digits);
-        key
+        readerd_proto::keys::key(&self.file, self.key)
     }
 }
 
@@ -93,17 +76,4 @@ pub enum SourceError {
     NoMatch { pattern: String },
     #[error("bad file pattern {pattern}: {reason}")]
     BadPattern { pattern: String, reason: String },
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_file_colon_number() {
-        for key in [0, 7, 10, 12345, u64::MAX] {
-            let record = Record { file: "a/b.tfrecord".into(), key, value: Bytes::new() };
-            assert_eq!(record.key_string(), format!("a/b.tfrecord:{key}"));
-        }
-    }
 }

@@ -43,7 +43,8 @@ pub struct Config {
     /// (0: no cache). Later epochs read cached files from memory.
     #[arg(long, env = "READERD_CACHE_BYTES", default_value_t = 0)]
     pub cache_bytes: u64,
-    /// Threads that decode the batches of one stream in parallel (default: the cores).
+    /// Threads that decode batches, shared by every stream (default: the cores; 1: each
+    /// stream decodes on its own thread).
     #[arg(long, env = "READERD_DECODE_THREADS")]
     pub decode_threads: Option<usize>,
     /// Shared readers with no stream that nobody used for this long are released (0: never).

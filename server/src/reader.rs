@@ -183,12 +183,12 @@ impl Reader {
         *self.files_held.lock().unwrap_or_else(|p| p.into_inner()) = Some(reservation);
     }
 
-    /// Streams attached now.
     /// Batches one chunk can decode at once.
     pub fn decode_threads(&self) -> usize {
         self.settings.decode_pool.as_ref().map_or(1, |pool| pool.current_num_threads())
     }
 
+    /// Streams attached now.
     pub fn stream_count(&self) -> usize {
         self.active_streams.load(Ordering::Relaxed).max(0) as usize
     }

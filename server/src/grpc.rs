@@ -431,6 +431,25 @@ impl AutoCheckpoints {
     }
 }
 
+/// Reads the next chunk of up to `wanted` elements, the first of which will be the
+/// stream's element `next_seq`, on a blocking thread.
+fn read_chunk(
+    reader: &Arc<Reader>,
+    record: &Arc<StreamRecord>,
+    next_seq: i64,
+    wanted: usize,
+) -> tokio::task::JoinHandle<Chunk> {
+    let reader = reader.clone();
+    let snapshots = record.checkpointable.then(|| record.clone());
+    tokio::task::spawn_blocking(move || {
+        // Checkpoints rebuild the state after any element from the state before its chunk.
+        if let Some(snapshots) = snapshots {
+            snapshots.snapshot(next_seq);
+        }
+        reader.next_chunk(wanted, CHUNK_BYTES)
+    })
+}
+
 async fn stream_elements(
     reader: Arc<Reader>,
     record: Arc<StreamRecord>,
@@ -449,6 +468,11 @@ async fn stream_elements(
     if element_tx.send(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })).await.is_err() {
         return;
     }
+    // A private stream without checkpoints by count reads its next chunk while it sends
+    // this one: between chunks the decoding threads would otherwise wait for this task.
+    // `(elements asked for, the chunk being read)`.
+    let reads_ahead = record.checkpointable && auto.every == 0;
+    let mut ahead: Option<(usize, tokio::task::JoinHandle<Chunk>)> = None;
     let last = loop {
         counted.buffered(element_tx.max_capacity() - element_tx.capacity());
         // The decoding threads are the server's: a stream alone waits for one free slot
@@ -462,6 +486,9 @@ async fn stream_elements(
         if auto.every > 0 {
             // A chunk ends where a checkpoint by count is due, so each comes exactly then.
             free = free.min(usize::try_from(auto.every - since_checkpoint).unwrap_or(usize::MAX).max(1));
+        }
+        if let Some((wanted, _)) = &ahead {
+            free = free.max(*wanted);
         }
         let permits = tokio::select! {
             permits = element_tx.reserve_many(free) => match permits {
@@ -478,22 +505,19 @@ async fn stream_elements(
             reader.delivery.take_redelivery(free).into_iter().map(|element| (element, true)).collect();
         let mut chunk = Chunk::default();
         if elements.len() < free && !exhausted {
-            let chunk_reader = reader.clone();
-            let snapshots = record.checkpointable.then(|| record.clone());
-            let (next_seq, wanted) = (seq + elements.len() as i64, free - elements.len());
-            chunk = match tokio::task::spawn_blocking(move || {
-                // Checkpoints rebuild the state after any element from the state before its chunk.
-                if let Some(snapshots) = snapshots {
-                    snapshots.snapshot(next_seq);
-                }
-                chunk_reader.next_chunk(wanted, CHUNK_BYTES)
-            })
-            .await
-            {
+            let reading = match ahead.take() {
+                Some((_, reading)) => reading,
+                None => read_chunk(&reader, &record, seq + elements.len() as i64, free - elements.len()),
+            };
+            chunk = match reading.await {
                 Ok(chunk) => chunk,
                 Err(err) => break Err(ServeError::Internal(format!("reading failed: {err}"))),
             };
             elements.extend(chunk.elements.drain(..).map(|element| (element, false)));
+            if reads_ahead && chunk.error.is_none() && !chunk.end_of_sequence {
+                let next_seq = seq + elements.len() as i64;
+                ahead = Some((least, read_chunk(&reader, &record, next_seq, least)));
+            }
         }
         let too_big = elements.iter().find_map(|(e, _)| limits.check_batch(reader.name(), e.payload_bytes()).err());
         if let Some(err) = too_big {

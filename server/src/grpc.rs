@@ -469,7 +469,9 @@ async fn stream_elements(
         return;
     }
     // A private stream without checkpoints by count reads its next chunk while it sends
-    // this one: between chunks the decoding threads would otherwise wait for this task.
+    // this one, when chunks are small (under `CHUNK_BYTES`): between short chunks the
+    // decoding threads would otherwise wait for this task, while a chunk of large batches
+    // takes long enough that reading ahead only holds more memory.
     // `(elements asked for, the chunk being read)`.
     let reads_ahead = record.checkpointable && auto.every == 0;
     let mut ahead: Option<(usize, tokio::task::JoinHandle<Chunk>)> = None;
@@ -514,7 +516,8 @@ async fn stream_elements(
                 Err(err) => break Err(ServeError::Internal(format!("reading failed: {err}"))),
             };
             elements.extend(chunk.elements.drain(..).map(|element| (element, false)));
-            if reads_ahead && chunk.error.is_none() && !chunk.end_of_sequence {
+            let small = elements.iter().map(|(e, _)| e.payload_bytes()).sum::<usize>() < CHUNK_BYTES;
+            if reads_ahead && small && chunk.error.is_none() && !chunk.end_of_sequence {
                 let next_seq = seq + elements.len() as i64;
                 ahead = Some((least, read_chunk(&reader, &record, next_seq, least)));
             }

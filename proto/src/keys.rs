@@ -46,18 +46,8 @@ pub fn expand(element: &mut pb::Element) -> Result<(), KeyTableError> {
 
 /// `<file>:<number>`, one allocation of the right size.
 pub fn key(file: &str, number: u64) -> String {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = number;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let digits = std::str::from_utf8(&digits[at..]).expect("ASCII digits");
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(number);
     let mut key = String::with_capacity(file.len() + 1 + digits.len());
     key.push_str(file);
     key.push(':');

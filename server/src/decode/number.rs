@@ -420,24 +420,19 @@ mod tests {
                 assert_eq!((len, Some(value)), (end, parse_i64(text)), "{:?}", String::from_utf8_lossy(&field));
                 taken += 1;
             }
-            if let Some((value, len)) = plain_f32(&field, b',') {
-                assert_eq!(len, end);
-                assert_eq!(
-                    Some(value.to_bits()),
-                    parse_f32(text).map(f32::to_bits),
-                    "{:?}",
-                    String::from_utf8_lossy(text)
-                );
-                taken += 1;
-            }
-            if let Some((value, len)) = plain_f64(&field, b',') {
-                assert_eq!(len, end);
-                assert_eq!(
-                    Some(value.to_bits()),
-                    parse_f64(text).map(f64::to_bits),
-                    "{:?}",
-                    String::from_utf8_lossy(text)
-                );
+            // Floats of both widths, compared bit for bit: (plain bits and length, full bits).
+            let floats = [
+                (
+                    plain_f32(&field, b',').map(|(v, len)| (u64::from(v.to_bits()), len)),
+                    parse_f32(text).map(|v| u64::from(v.to_bits())),
+                ),
+                (plain_f64(&field, b',').map(|(v, len)| (v.to_bits(), len)), parse_f64(text).map(f64::to_bits)),
+            ];
+            for (plain, full) in floats {
+                if let Some((bits, len)) = plain {
+                    assert_eq!((len, Some(bits)), (end, full), "{:?}", String::from_utf8_lossy(text));
+                    taken += 1;
+                }
             }
         }
         assert!(taken > 10_000, "the plain forms were generated ({taken})");

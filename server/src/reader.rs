@@ -332,7 +332,7 @@ impl Reader {
         &self,
         max_elements: usize,
         max_bytes: usize,
-        mut on_batch: impl FnMut((u64, Vec<Record>)),
+        on_batch: impl FnMut((u64, Vec<Record>)),
     ) -> (Option<u64>, Option<ServeError>, bool) {
         let mut state = self.lock();
         if self.shared.load(Ordering::Relaxed) {
@@ -350,12 +350,8 @@ impl Reader {
             }
         }
         let first = state.elements_produced;
-        let mut taken = 0;
-        let (error, end) = self.take_batches_locked(&mut state, max_elements, max_bytes, |batch| {
-            taken += 1;
-            on_batch(batch);
-        });
-        let first_index = (self.shared.load(Ordering::Relaxed) && taken > 0).then(|| {
+        let (error, end) = self.take_batches_locked(&mut state, max_elements, max_bytes, on_batch);
+        let first_index = (self.shared.load(Ordering::Relaxed) && state.elements_produced > first).then(|| {
             self.producing.lock().unwrap_or_else(|p| p.into_inner()).insert(first);
             first
         });

@@ -13,12 +13,12 @@ use crate::format::{FormatConfig, FormatError, Framed, Framer, Position, RecordB
 
 /// Bytes read from the file at a time, at least. Records are slices of these reads, so a
 /// read stays in memory while any of its records does: 256 KiB cost tabular with 16
-/// streams about 10 MB more than 64 KiB, at the same CPU per record (bench/README.md).
+/// streams 12–16 MB more than 64 KiB, at the same CPU per record (bench/README.md).
 const READ_CHUNK: usize = 64 * 1024;
 /// A read covers at least this many records of the largest size framed so far in the
 /// file: a record that straddles two reads is copied into the second, so reads much
-/// larger than records keep those copies rare (images: 110 KB records in 64 KiB reads
-/// copied about half of every record).
+/// larger than records keep those copies rare (with 64 KiB reads, copying 110 KB image
+/// records was 6% of the server's samples).
 const RECORDS_PER_READ: usize = 8;
 /// Reads sized by records stop growing here.
 const MAX_READ: usize = 4 << 20;

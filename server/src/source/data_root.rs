@@ -1,6 +1,8 @@
 //! Data roots: the only directories readerd reads from. A spec names files relative to a
 //! root (glob patterns allowed); anything that would leave the roots — an absolute path,
-//! `..`, a symlink pointing out — is refused.
+//! `..`, a symlink pointing out — is refused. Errors name the pattern as the spec wrote
+//! it, never a file found through a symlink that leads out: what lies outside the roots
+//! is not revealed, not even whether it exists.
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -22,14 +24,18 @@ impl DataRoots {
     /// The files `pattern` names, from the first root where it matches anything; glob
     /// matches sorted by name.
     pub fn resolve(&self, pattern: &str) -> Result<Vec<DataFile>, SourceError> {
+        let outside = || SourceError::OutsideDataRoots { path: pattern.to_owned() };
         let relative = Path::new(pattern);
         let escapes =
             pattern.is_empty() || relative.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
         if escapes {
-            return Err(SourceError::OutsideDataRoots { path: pattern.to_owned() });
+            return Err(outside());
         }
-        let is_glob = pattern.contains(['*', '?', '[']);
+        let is_glob = pattern.contains(GLOB_CHARS);
         for root in self.roots.iter() {
+            if leads_out(root, relative) {
+                return Err(outside());
+            }
             let candidates = if is_glob {
                 let full = root.join(pattern);
                 let full = full.to_str().ok_or_else(|| SourceError::BadPattern {
@@ -56,20 +62,38 @@ impl DataRoots {
             if candidates.is_empty() {
                 continue;
             }
-            return candidates.into_iter().map(|path| confine(root, path)).collect();
+            return candidates.into_iter().map(|path| confine(root, path, pattern)).collect();
         }
         Err(SourceError::NoMatch { pattern: pattern.to_owned() })
     }
 }
 
-/// Checks that `path` (lexically under `root`) really lies under it once symlinks are
-/// resolved, and names it as written relative to the root.
-fn confine(root: &Path, path: PathBuf) -> Result<DataFile, SourceError> {
-    let name = path.strip_prefix(root).expect("joined to root").to_string_lossy().into_owned();
-    let real = std::fs::canonicalize(&path).map_err(|source| SourceError::Open { file: name.clone(), source })?;
+/// The characters that make a file name a glob pattern.
+const GLOB_CHARS: [char; 3] = ['*', '?', '['];
+
+/// Whether the folder that `pattern`'s leading literal components name under `root` (the
+/// components before the first wildcard; a plain path's parent folder) resolves outside
+/// the root: a symlink out, or a folder under one. Checked before matching, so that
+/// nothing outside is listed and a missing file there is refused like an existing one.
+fn leads_out(root: &Path, pattern: &Path) -> bool {
+    let components: Vec<Component> = pattern.components().collect();
+    let literal: PathBuf = components
+        .iter()
+        .take(components.len().saturating_sub(1))
+        .take_while(|c| !c.as_os_str().to_string_lossy().contains(GLOB_CHARS))
+        .collect();
+    std::fs::canonicalize(root.join(literal)).is_ok_and(|real| !real.starts_with(root))
+}
+
+/// Checks that `path`, a match of `pattern` lexically under `root`, really lies under it
+/// once symlinks are resolved, and names it as written relative to the root. Errors name
+/// the pattern, not the match: a match through a symlink may lie outside the roots.
+fn confine(root: &Path, path: PathBuf, pattern: &str) -> Result<DataFile, SourceError> {
+    let real = std::fs::canonicalize(&path).map_err(|source| SourceError::Open { file: pattern.to_owned(), source })?;
     if !real.starts_with(root) {
-        return Err(SourceError::OutsideDataRoots { path: name });
+        return Err(SourceError::OutsideDataRoots { path: pattern.to_owned() });
     }
+    let name = path.strip_prefix(root).expect("joined to root").to_string_lossy().into_owned();
     Ok(DataFile { name: name.into(), path: real })
 }
 
@@ -99,5 +123,31 @@ mod tests {
                 "{escape} must be refused"
             );
         }
+    }
+
+    #[test]
+    fn symlinked_folders_out_of_the_root_are_refused_naming_only_the_pattern() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("inside")).unwrap();
+        std::fs::write(root.join("inside/a.rec"), b"x").unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("private-name.rec"), b"s").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("linkdir")).unwrap();
+        std::os::unix::fs::symlink(root.join("inside"), root.join("samedir")).unwrap();
+        let roots = DataRoots::new(&[root]).unwrap();
+
+        for pattern in ["linkdir/*", "linkdir/*.rec", "linkdir/private-name.rec", "linkdir/absent.rec", "*/*.rec"] {
+            let err = roots.resolve(pattern).unwrap_err();
+            assert!(matches!(err, SourceError::OutsideDataRoots { .. }), "{pattern}: {err}");
+            let message = err.to_string();
+            assert_eq!(message, format!("{pattern} is outside the data roots"));
+            assert!(!message.contains("private-name") || pattern.contains("private-name"), "{message}");
+            assert!(!message.contains(outside.to_str().unwrap()), "{message}");
+        }
+        // A symlink to a folder inside the root is followed, under its own name.
+        let names: Vec<_> = roots.resolve("samedir/*").unwrap().iter().map(|f| f.name.to_string()).collect();
+        assert_eq!(names, ["samedir/a.rec"]);
     }
 }

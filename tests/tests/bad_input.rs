@@ -43,3 +43,22 @@ fn a_glob_through_a_symlinked_folder_out_of_the_roots_names_only_the_pattern() {
         }
     }
 }
+
+#[test]
+fn a_fixed_length_header_longer_than_the_file_is_said_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "small.bin", &[0u8; 37]);
+    let server = ServerProcess::start(&[dir.path()]);
+    let specs = tempfile::tempdir().unwrap();
+    let source =
+        json!({"files": ["small.bin"], "format": "FIXED_LENGTH", "headerBytes": "1000000000000", "recordBytes": 4});
+    let spec = write_spec(&specs, &json!({ "source": source }));
+    let error = read_error(&server.addr, &["--spec", &spec]);
+    assert_eq!(error["code"], "INVALID_ARGUMENT", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("small.bin: headerBytes 1000000000000 + footerBytes 0 exceed the file's 37 bytes"),
+        "{message}"
+    );
+    assert!(!message.contains("18446"), "a length wrapped below zero: {message}");
+}

@@ -9,15 +9,24 @@
 //!   before the footer; a partial tail is dropped silently.
 //!
 //! Keys are the record's index within its file.
+//!
+//! A file shorter than its header and footer together gets TensorFlow's message with the
+//! body length wrapped below zero, as TensorFlow computes it in unsigned arithmetic (the
+//! golden case `fl_file_shorter_than_header_footer` pins `18446744073709551615`). A file
+//! shorter than its header alone, or its footer alone, is a spec that cannot fit it at
+//! all: readerd says so plainly (`HeaderFooterPastEnd`) instead of printing a wrapped
+//! length near 2^64 that no golden case pins. Every other sum and product of the spec's
+//! byte counts saturates: they are untrusted, up to `u64::MAX`, and never allocated.
 
 use super::{FormatError, Framed, Framer, Position, RecordBytes, WorkUnit};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FixedLengthConfig {
     pub header_bytes: u64,
+    /// Positive (the spec refuses 0).
     pub record_bytes: u64,
     pub footer_bytes: u64,
-    /// `None`: `FixedLengthRecordDataset`; `Some(hop)`: the classic reader.
+    /// `None`: `FixedLengthRecordDataset`; `Some(hop)`: the classic reader, `hop` positive.
     pub hop_bytes: Option<u64>,
 }
 
@@ -44,9 +53,24 @@ impl FixedLengthFramer {
         }
     }
 
-    /// Body length of a stream of `total` bytes, wrapping below zero as TensorFlow does.
+    /// Body length of a stream of `total` bytes, wrapping below zero as TensorFlow does
+    /// (only once [`FixedLengthFramer::check_header_and_footer`] passed: the wrap is then
+    /// TensorFlow's own message for header and footer overlapping).
     fn body_len(&self, total: u64) -> u64 {
         total.wrapping_sub(self.config.header_bytes).wrapping_sub(self.config.footer_bytes)
+    }
+
+    /// Refuses a header or a footer longer than a whole stream of `total` bytes.
+    fn check_header_and_footer(&self, total: u64) -> Result<(), FormatError> {
+        let c = &self.config;
+        if c.header_bytes > total || c.footer_bytes > total {
+            return Err(FormatError::HeaderFooterPastEnd {
+                header: c.header_bytes,
+                footer: c.footer_bytes,
+                len: total,
+            });
+        }
+        Ok(())
     }
 
     /// Whether record `index` lies inside a stream of known length `len`.
@@ -54,7 +78,7 @@ impl FixedLengthFramer {
         let c = &self.config;
         match c.hop_bytes {
             None => {
-                let body = len.saturating_sub(c.header_bytes + c.footer_bytes);
+                let body = len.saturating_sub(c.header_bytes.saturating_add(c.footer_bytes));
                 index < body / c.record_bytes
             }
             Some(_) => {
@@ -72,6 +96,7 @@ impl Framer for FixedLengthFramer {
             && c.hop_bytes.is_none()
             && let Some(len) = self.stream_len
         {
+            self.check_header_and_footer(len)?;
             let body = self.body_len(len);
             if !body.is_multiple_of(c.record_bytes) {
                 return Err(self.partial_body(body, true));
@@ -87,8 +112,14 @@ impl Framer for FixedLengthFramer {
                 }
                 return match (c.hop_bytes, self.stream_len) {
                     // A compressed stream shorter than header + footer.
-                    (None, None) if !self.body_len(offset).is_multiple_of(c.record_bytes) => {
-                        Err(self.partial_body(self.body_len(offset), false))
+                    (None, None) => {
+                        self.check_header_and_footer(offset)?;
+                        let body = self.body_len(offset);
+                        if body.is_multiple_of(c.record_bytes) {
+                            Ok(Framed::End)
+                        } else {
+                            Err(self.partial_body(body, false))
+                        }
                     }
                     _ => Ok(Framed::End),
                 };
@@ -97,8 +128,10 @@ impl Framer for FixedLengthFramer {
             self.position.offset += consume as u64;
             return Ok(Framed::Skip { consume });
         }
-        let record = c.record_bytes as usize;
-        let consume = step.min(c.record_bytes) as usize;
+        // Saturated: a window never holds usize::MAX bytes, so such a record never frames.
+        let record = usize::try_from(c.record_bytes).unwrap_or(usize::MAX);
+        let footer = usize::try_from(c.footer_bytes).unwrap_or(usize::MAX);
+        let consume = usize::try_from(step.min(c.record_bytes)).unwrap_or(usize::MAX);
         let ready = match self.stream_len {
             Some(len) => {
                 if !self.fits(index, start, len) {
@@ -112,12 +145,12 @@ impl Framer for FixedLengthFramer {
             }
             None => {
                 // Unknown length: a record is only a record once the footer is seen after it.
-                let lookahead = record + c.footer_bytes as usize;
+                let lookahead = record.saturating_add(footer);
                 if window.len() < lookahead && at_eof {
-                    if c.hop_bytes.is_none() && window.len() != c.footer_bytes as usize {
-                        let body =
-                            (offset - c.header_bytes).wrapping_add(window.len() as u64).wrapping_sub(c.footer_bytes);
-                        return Err(self.partial_body(body, false));
+                    if c.hop_bytes.is_none() && window.len() != footer {
+                        let total = offset.saturating_add(window.len() as u64);
+                        self.check_header_and_footer(total)?;
+                        return Err(self.partial_body(self.body_len(total), false));
                     }
                     return Ok(Framed::End);
                 }
@@ -125,7 +158,7 @@ impl Framer for FixedLengthFramer {
             }
         };
         if !ready {
-            let at_least = record + if self.stream_len.is_none() { c.footer_bytes as usize } else { 0 };
+            let at_least = if self.stream_len.is_none() { record.saturating_add(footer) } else { record };
             return Ok(Framed::NeedMore { at_least });
         }
         self.position.offset += consume as u64;
@@ -203,5 +236,49 @@ mod tests {
         let (records, err) = frame_all(&mut framer, &stream[4..]);
         assert_eq!(err, None);
         assert_eq!(records, vec![(1, b"bb".to_vec()), (2, b"cc".to_vec())]);
+    }
+
+    #[test]
+    fn a_header_or_footer_longer_than_the_file_is_said_plainly() {
+        let stream = [7u8; 37];
+        for known in [true, false] {
+            let (records, err) = run(config(1_000_000_000_000, 4, 0, None), &stream, known);
+            assert!(records.is_empty());
+            let err = err.unwrap();
+            assert_eq!(err.to_string(), "headerBytes 1000000000000 + footerBytes 0 exceed the file's 37 bytes");
+            assert!(!err.is_data_loss());
+            let (_, err) = run(config(0, 4, 38, None), &stream, known);
+            assert_eq!(err, Some(FormatError::HeaderFooterPastEnd { header: 0, footer: 38, len: 37 }));
+        }
+        // Header and footer that each fit but overlap: TensorFlow's message, as the golden
+        // case `fl_file_shorter_than_header_footer` pins it.
+        let (_, err) = run(config(5, 4, 3, None), &stream[..7], true);
+        assert!(err.unwrap().to_string().contains("has body length 18446744073709551615 bytes"));
+    }
+
+    #[test]
+    fn extreme_byte_counts_neither_overflow_nor_allocate() {
+        let stream = b"0123456789";
+        let extremes = [0, 1, 4, u64::MAX / 2, u64::MAX - 1, u64::MAX];
+        for header in extremes {
+            for footer in extremes {
+                for record in [1, 4, u64::MAX - 1, u64::MAX] {
+                    for hop in [None, Some(1), Some(3), Some(u64::MAX)] {
+                        for known in [true, false] {
+                            let (records, err) = run(config(header, record, footer, hop), stream, known);
+                            let what = format!("header {header} record {record} footer {footer} hop {hop:?}");
+                            assert!(records.len() <= stream.len(), "{what}: {} records", records.len());
+                            if let Some(err) = err {
+                                assert!(!err.to_string().contains("body length 18446"), "{what}: {err}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let (records, err) = run(config(u64::MAX, 1, 0, Some(u64::MAX)), stream, true);
+        assert_eq!((records.len(), err), (0, None), "the classic reader: no record fits after the header");
+        let (records, err) = run(config(0, 1, 0, Some(u64::MAX)), stream, false);
+        assert_eq!((records.len(), err), (1, None), "the second record starts past any stream");
     }
 }

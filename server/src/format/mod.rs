@@ -134,6 +134,10 @@ pub enum FormatError {
         "Excluding the header ({header} bytes) and footer ({footer} bytes), input file \"{file}\" has body length {body} bytes, which is not an exact multiple of the record length ({record} bytes)."
     )]
     PartialBody { file: String, header: u64, footer: u64, body: u64, record: u64, before_first: bool },
+    /// A fixed-length file of `len` bytes (decompressed) shorter than its header alone or
+    /// its footer alone, where TensorFlow prints a body length wrapped below zero.
+    #[error("headerBytes {header} + footerBytes {footer} exceed the file's {len} bytes")]
+    HeaderFooterPastEnd { header: u64, footer: u64, len: u64 },
     /// The compressed stream is damaged (zlib's code and message).
     #[error("inflate() failed with error {code}: {message}")]
     Inflate { code: i32, message: String },
@@ -147,7 +151,12 @@ impl FormatError {
     /// True when the data itself is damaged (gRPC `DATA_LOSS`); false when the file does
     /// not fit the spec (`INVALID_ARGUMENT`).
     pub fn is_data_loss(&self) -> bool {
-        !matches!(self, FormatError::PartialBody { before_first: true, .. } | FormatError::CsvHeader)
+        !matches!(
+            self,
+            FormatError::PartialBody { before_first: true, .. }
+                | FormatError::HeaderFooterPastEnd { .. }
+                | FormatError::CsvHeader
+        )
     }
 
     /// Byte offset in the stream the error is about, when there is one.
@@ -156,7 +165,10 @@ impl FormatError {
             FormatError::Corrupted { offset, .. }
             | FormatError::Truncated { offset, .. }
             | FormatError::TooLong { offset, .. } => Some(*offset),
-            FormatError::PartialBody { .. } | FormatError::Inflate { .. } | FormatError::CsvHeader => None,
+            FormatError::PartialBody { .. }
+            | FormatError::HeaderFooterPastEnd { .. }
+            | FormatError::Inflate { .. }
+            | FormatError::CsvHeader => None,
         }
     }
 }

@@ -83,9 +83,16 @@ pub struct Config {
     /// limit).
     #[arg(long, env = "READERD_MAX_OPEN_FILES", default_value_t = 4096)]
     pub max_open_files: usize,
-    /// Largest batch (decoded tensor bytes) a stream may send (0: no limit).
-    #[arg(long, env = "READERD_MAX_BATCH_BYTES", default_value_t = 1 << 30)]
+    /// Largest batch (decoded tensor bytes) a stream may send; a spec whose batches
+    /// would be larger is refused before reading (0: no limit). The server's largest
+    /// message grows with it.
+    #[arg(long, env = "READERD_MAX_BATCH_BYTES", default_value_t = 256 << 20)]
     pub max_batch_bytes: usize,
+    /// Bytes of memory that read buffers, decompressed data, decoded batches and reader
+    /// state may reserve in total; what would go past it is RESOURCE_EXHAUSTED (0: no
+    /// budget). Default: half of the machine's (or the container's) memory.
+    #[arg(long, env = "READERD_MEMORY_BUDGET")]
+    pub memory_budget: Option<usize>,
     /// Requests per second per token (or per peer address without one); 0: no limit.
     #[arg(long, env = "READERD_MAX_REQUESTS_PER_SECOND", default_value_t = 0)]
     pub max_requests_per_second: u32,
@@ -106,6 +113,11 @@ pub struct Config {
 }
 
 impl Config {
+    /// `--memory-budget`, or its default from the machine's memory.
+    pub fn memory_budget(&self) -> usize {
+        self.memory_budget.unwrap_or_else(crate::memory::default_limit)
+    }
+
     /// The configuration from the process's arguments, variables and `--config` file.
     pub fn load() -> Result<Self, clap::Error> {
         Self::load_from(std::env::args_os().collect(), |name| std::env::var_os(name).is_some())
@@ -150,6 +162,7 @@ impl Config {
         set("max-consumers-per-reader", (self.max_consumers_per_reader as i64).into());
         set("max-open-files", (self.max_open_files as i64).into());
         set("max-batch-bytes", (self.max_batch_bytes as i64).into());
+        set("memory-budget", (self.memory_budget() as i64).into());
         set("max-requests-per-second", i64::from(self.max_requests_per_second).into());
         let optional_paths = [
             ("datasets", &self.datasets),

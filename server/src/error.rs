@@ -52,6 +52,12 @@ impl From<crate::state::StateError> for ServeError {
     }
 }
 
+impl From<crate::memory::MemoryExhausted> for ServeError {
+    fn from(err: crate::memory::MemoryExhausted) -> Self {
+        ServeError::ResourceExhausted(err.to_string())
+    }
+}
+
 impl From<SourceError> for ServeError {
     fn from(err: SourceError) -> Self {
         ServeError::Source(Arc::new(err))
@@ -73,6 +79,7 @@ impl ServeError {
                 SourceError::Read { .. } => Code::Internal,
                 SourceError::OutsideDataRoots { .. } => Code::PermissionDenied,
                 SourceError::NoMatch { .. } => Code::NotFound,
+                SourceError::Memory(_) => Code::ResourceExhausted,
             },
             ServeError::InvalidSpec(_) | ServeError::InvalidArgument(_) | ServeError::Decode(_) => {
                 Code::InvalidArgument

@@ -37,10 +37,6 @@ use crate::auth;
 use crate::columns::BatchEncoder;
 use crate::grpc::DataService;
 
-/// How long a Flight stream's readerd stream stays after its end for acknowledgements and
-/// checkpoints (less once everything a shared stream was given is acknowledged).
-const LINGER_AFTER_END: std::time::Duration = std::time::Duration::from_secs(10);
-
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// The actions of `DoAction`, each a `readerd.v1.DataService` call.
@@ -170,7 +166,6 @@ impl FlightService for FlightPlane {
         drop(reader);
         // One message in flight: the read stream's buffer is the prefetch.
         let (flight_tx, flight_rx) = mpsc::channel(2);
-        let (data, stream_id) = (self.data.clone(), started.stream_id);
         tokio::spawn(async move {
             loop {
                 let response = tokio::select! {
@@ -191,11 +186,9 @@ impl FlightService for FlightPlane {
                     return;
                 }
                 if end {
-                    // Unlike `Read`, the Flight stream ends after the end-of-sequence
-                    // marker, so that any Arrow client's `read_all` returns; the readerd
-                    // stream behind it stays a while for acknowledgements and checkpoints.
-                    drop(flight_tx);
-                    data.linger(&stream_id, LINGER_AFTER_END).await;
+                    // The stream ends after the end-of-sequence marker, so that any Arrow
+                    // client's `read_all` returns; the readerd stream behind it stays a
+                    // while for acknowledgements and checkpoints.
                     return;
                 }
             }

@@ -26,6 +26,9 @@ const CHUNK_ELEMENTS: usize = 64;
 const CHUNK_BYTES: usize = 4 << 20;
 /// Records one `ReadUpTo` call may ask for.
 const MAX_READ_UP_TO: i64 = 1 << 16;
+/// How long a stream stays known after its last message, for the acknowledgements and
+/// checkpoints of what it sent.
+const LINGER_AFTER_END: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct DataService {
     registry: ReaderRegistry,
@@ -56,25 +59,6 @@ impl DataService {
             .await
             .map_err(|err| ServeError::Internal(format!("blocking task failed: {err}")))?;
         Ok(result?)
-    }
-
-    /// Keeps the stream `stream_id` open for acknowledgements and checkpoints after its
-    /// last message went out (a Flight stream ends at its end-of-sequence marker): until
-    /// a shared reader's stream has every element acknowledged, `max` passes, or the
-    /// server drains.
-    pub async fn linger(&self, stream_id: &str, max: std::time::Duration) {
-        let Ok(stream) = self.streams.get(stream_id) else { return };
-        let deadline = tokio::time::Instant::now() + max;
-        while tokio::time::Instant::now() < deadline {
-            if !stream.checkpointable && stream.consumer.unacknowledged() == 0 {
-                return;
-            }
-            tokio::select! {
-                _ = stream.reader.delivery.changed() => {}
-                _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
-                _ = self.drain.cancelled() => return,
-            }
-        }
     }
 
     /// Opens a stream as `Read` does (a new reader, an attached one, or a resumed
@@ -432,7 +416,10 @@ impl AutoCheckpoints {
 }
 
 /// Reads the next chunk of up to `wanted` elements, the first of which will be the
-/// stream's element `next_seq`, on a blocking thread.
+/// stream's element `next_seq`, on a blocking thread. The chunk's bytes are reserved
+/// from the memory budget until the stream has handed its elements on; when the budget
+/// cannot hold them the chunk still goes out (it is made), and the stream then ends
+/// with `RESOURCE_EXHAUSTED`.
 fn read_chunk(
     reader: &Arc<Reader>,
     record: &Arc<StreamRecord>,
@@ -446,7 +433,14 @@ fn read_chunk(
         if let Some(snapshots) = snapshots {
             snapshots.snapshot(next_seq);
         }
-        reader.next_chunk(wanted, CHUNK_BYTES)
+        let mut chunk = reader.next_chunk(wanted, CHUNK_BYTES);
+        let bytes = chunk.elements.iter().map(Element::payload_bytes).sum();
+        let what = || format!("a chunk of {} elements of reader {}", chunk.elements.len(), reader.name());
+        if let Err(err) = chunk.reserved.resize(bytes, what) {
+            chunk.error = Some(err.into());
+            chunk.end_of_sequence = false;
+        }
+        chunk
     })
 }
 
@@ -600,12 +594,28 @@ async fn stream_elements(
             Err(err.into())
         }
     };
-    if element_tx.send(last).await.is_ok() {
-        // The trainer may still acknowledge or checkpoint what it received: keep the
-        // stream until it goes away (or the server drains).
+    if element_tx.send(last).await.is_err() {
+        return;
+    }
+    // The stream ends here (OK after the end-of-sequence marker) and stops counting as
+    // active; it stays known a while for acknowledgements and checkpoints of what it sent.
+    drop((element_tx, counted));
+    linger(&record, LINGER_AFTER_END, &drain).await;
+}
+
+/// Waits after a stream's last message until a shared reader's stream has every element
+/// acknowledged (a private one, which may still be checkpointed, waits the whole time),
+/// `max` passes, or the server drains.
+async fn linger(stream: &StreamRecord, max: std::time::Duration, drain: &CancellationToken) {
+    let deadline = tokio::time::Instant::now() + max;
+    while tokio::time::Instant::now() < deadline {
+        if !stream.checkpointable && stream.consumer.unacknowledged() == 0 {
+            return;
+        }
         tokio::select! {
-            _ = element_tx.closed() => {}
-            _ = drain.cancelled() => {}
+            _ = stream.reader.delivery.changed() => {}
+            _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+            _ = drain.cancelled() => return,
         }
     }
 }

@@ -29,6 +29,7 @@
 //! - [`error`]: `ServeError` and its one mapping to gRPC status codes.
 //! - [`metrics`]: Prometheus counters and the `/metrics` endpoint.
 //! - [`limits`]: RESOURCE_EXHAUSTED limits (readers, streams, files, batch bytes, rate).
+//! - [`memory`]: the server-wide memory budget that growing buffers reserve from.
 //! - [`auth`]: bearer tokens and the containers and verbs each may use.
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
@@ -45,6 +46,7 @@ pub mod format;
 pub mod fuzzing;
 pub mod grpc;
 pub mod limits;
+pub mod memory;
 pub mod metrics;
 pub mod pipeline;
 pub mod reader;

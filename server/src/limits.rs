@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::error::{Result, ServeError};
+use crate::spec::ReaderSpec;
 
 /// The configured limits (0: none).
 #[derive(Clone, Debug, Default)]
@@ -31,6 +32,23 @@ impl Limits {
         if self.consumers_per_reader > 0 && existing >= self.consumers_per_reader {
             return Err(ServeError::ResourceExhausted(format!(
                 "reader {reader} has {existing} streams, the limit (--max-consumers-per-reader)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a spec whose every batch would decode to more than `--max-batch-bytes`,
+    /// before anything is read or allocated: the bytes its decoder takes per record
+    /// whatever the data (dense features of fixed shape, raw `fixedLength`, CSV columns)
+    /// times the records of a batch.
+    pub fn check_spec(&self, spec: &ReaderSpec) -> Result<()> {
+        let records = spec.batch_size.max(1) as u64;
+        let bytes = spec.decoder.fixed_bytes_per_record().saturating_mul(records);
+        if self.batch_bytes > 0 && bytes > self.batch_bytes as u64 {
+            return Err(ServeError::ResourceExhausted(format!(
+                "each batch of this spec decodes to at least {bytes} bytes ({records} records), over \
+                 --max-batch-bytes {}: lower pipeline.batchSize or the decoder's shapes",
+                self.batch_bytes
             )));
         }
         Ok(())

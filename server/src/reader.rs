@@ -38,6 +38,8 @@ pub struct Chunk {
     /// A shared reader's number of the chunk's first element, while it is being handed to
     /// a stream ([`Reader::chunk_delivered`] ends that).
     pub first_index: Option<u64>,
+    /// The elements' share of the memory budget, held until they are handed on.
+    pub reserved: crate::memory::Reservation,
 }
 
 /// Counters, as TensorFlow's reader ops and readerd's stats report them.
@@ -79,6 +81,8 @@ pub struct Reader {
     producing: Mutex<std::collections::BTreeSet<u64>>,
     /// Its share of the open-file budget.
     files_held: Mutex<Option<crate::limits::FileReservation>>,
+    /// Its per-file state's share of the memory budget.
+    _state_reserved: crate::memory::Reservation,
 }
 
 /// Snapshots a shared reader keeps.
@@ -134,6 +138,14 @@ impl Reader {
         for pattern in &spec.patterns {
             files.extend(roots.resolve(pattern)?);
         }
+        // Per-file state (names, paths, positions) grows with the spec's file list and
+        // its globs, not with the request's size: reserved from the memory budget.
+        let state_bytes = files
+            .iter()
+            .map(|file| std::mem::size_of::<DataFile>() + 2 * file.name.len() + file.path.as_os_str().len())
+            .sum();
+        let state_reserved = crate::memory::server()
+            .reserve(state_bytes, || format!("the {} files of reader {name}", files.len()))?;
         let files: Arc<[DataFile]> = files.into();
         name_csv_columns_from_headers(&mut spec, &files)?;
         if spec.pipeline.global_shuffle {
@@ -175,6 +187,7 @@ impl Reader {
             snapshots: Mutex::default(),
             producing: Mutex::default(),
             files_held: Mutex::default(),
+            _state_reserved: state_reserved,
         })
     }
 
@@ -514,8 +527,9 @@ impl Reader {
             shared: Default::default(),
             snapshots: Mutex::default(),
             producing: Mutex::default(),
-            // Short-lived (a checkpoint's replay): counted in its original's reservation.
+            // Short-lived (a checkpoint's replay): counted in its original's reservations.
             files_held: Mutex::default(),
+            _state_reserved: crate::memory::Reservation::default(),
         }
     }
 

@@ -176,6 +176,7 @@ impl ReaderRegistry {
 
     fn open(&self, name: String, spec: pb::DatasetSpec) -> Result<Reader> {
         let spec = ReaderSpec::from_proto(spec, self.inner.max_record_bytes)?;
+        self.inner.limits.check_spec(&spec)?;
         let reservation = self.inner.files.reserve(spec.pipeline.cycle_length.max(1))?;
         let reader = Reader::open(name, spec, &self.inner.roots, &self.inner.settings)?;
         reader.hold_files(reservation);

@@ -87,6 +87,14 @@ impl ServerProcess {
         Client::connect(&self.addr).await.unwrap()
     }
 
+    /// A field of the process's `/proc/PID/status` in KiB: `VmRSS` (resident now) or
+    /// `VmHWM` (the peak).
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|line| line.starts_with(&format!("{field}:"))).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
     /// SIGKILL: the process dies at once, with no chance to clean up.
     pub fn kill(mut self) {
         let _ = self.child.kill();

@@ -54,7 +54,28 @@ pub enum Decoder {
 /// The feature that carries undecoded records.
 pub const RAW_FEATURE: &str = "value";
 
+/// Bytes a decoded element takes at least, per element of a dtype (a string is a
+/// `Bytes` handle, its bytes shared with the record).
+pub(crate) fn element_bytes(dtype: DType) -> u64 {
+    dtype.size().unwrap_or(std::mem::size_of::<bytes::Bytes>()) as u64
+}
+
 impl Decoder {
+    /// Bytes every decoded record takes whatever its content, known from the spec alone:
+    /// dense features of fixed shape, CSV columns, raw records of a fixed length. A
+    /// batch's decoded size is at least this times its records (saturating).
+    pub fn fixed_bytes_per_record(&self) -> u64 {
+        match self {
+            Decoder::None => element_bytes(DType::String),
+            Decoder::Raw(config) => config.fixed_length.map_or(0, |bytes| bytes as u64),
+            Decoder::Example(parser) => parser.fixed_bytes_per_record(),
+            Decoder::SequenceExample(parser) => parser.fixed_bytes_per_record(),
+            Decoder::Csv { config, .. } => {
+                config.columns.iter().map(|column| element_bytes(column.dtype)).fold(0, u64::saturating_add)
+            }
+        }
+    }
+
     /// Decodes a batch (`batched`: shapes `[B, ...]`) or a single record (`!batched`).
     /// `keys` name the records in messages, as TensorFlow's `example_names`.
     pub fn decode(

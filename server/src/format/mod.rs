@@ -138,6 +138,11 @@ pub enum FormatError {
     /// its footer alone, where TensorFlow prints a body length wrapped below zero.
     #[error("headerBytes {header} + footerBytes {footer} exceed the file's {len} bytes")]
     HeaderFooterPastEnd { header: u64, footer: u64, len: u64 },
+    /// A GZIP or ZLIB file ends before its compressed stream does (cut short): `offset`
+    /// is where the record after the last complete one starts, in the uncompressed
+    /// stream. TensorFlow returns a record cut there as if it were whole; readerd does not.
+    #[error("truncated {compression} stream at {offset}: the file ends before its compressed data does")]
+    TruncatedStream { offset: u64, compression: &'static str },
     /// The compressed stream is damaged (zlib's code and message).
     #[error("inflate() failed with error {code}: {message}")]
     Inflate { code: i32, message: String },
@@ -164,7 +169,8 @@ impl FormatError {
         match self {
             FormatError::Corrupted { offset, .. }
             | FormatError::Truncated { offset, .. }
-            | FormatError::TooLong { offset, .. } => Some(*offset),
+            | FormatError::TooLong { offset, .. }
+            | FormatError::TruncatedStream { offset, .. } => Some(*offset),
             FormatError::PartialBody { .. }
             | FormatError::HeaderFooterPastEnd { .. }
             | FormatError::Inflate { .. }

@@ -32,10 +32,12 @@ impl Compression {
 const Z_DATA_ERROR: i32 = -3;
 const INPUT_CHUNK: usize = 64 * 1024;
 
-/// A decompressing reader over `R`. A stream that ends early reads as end of data; the
-/// framer then reports the record it was in as truncated (TensorFlow: "EOF reached").
+/// A decompressing reader over `R`. A stream that ends early reads as end of data and
+/// says so in [`Inflate::truncated`]: the driver reports it as data loss (TensorFlow
+/// returns what was decompressed and, at a record boundary, no error).
 pub struct Inflate<R> {
     inner: R,
+    kind: &'static str,
     state: Decompress,
     input: Box<[u8]>,
     input_start: usize,
@@ -54,12 +56,13 @@ pub enum InflateError {
 
 impl<R: Read> Inflate<R> {
     pub fn new(inner: R, compression: Compression) -> Self {
-        let state = match compression {
-            Compression::Gzip => Decompress::new_gzip(15),
-            Compression::Zlib | Compression::None => Decompress::new(true),
+        let (kind, state) = match compression {
+            Compression::Gzip => ("GZIP", Decompress::new_gzip(15)),
+            Compression::Zlib | Compression::None => ("ZLIB", Decompress::new(true)),
         };
         Self {
             inner,
+            kind,
             state,
             input: vec![0; INPUT_CHUNK].into_boxed_slice(),
             input_start: 0,
@@ -69,7 +72,23 @@ impl<R: Read> Inflate<R> {
         }
     }
 
-    /// Decompresses into `out`; 0 means the end of the stream.
+    /// True once the input ended before the compressed stream did: the file was cut
+    /// short. An empty file is not truncated (it reads as no data, as in TensorFlow).
+    pub fn truncated(&self) -> bool {
+        self.input_done && !self.stream_done && self.state.total_in() > 0
+    }
+
+    /// "GZIP" or "ZLIB", for messages.
+    pub fn name(&self) -> &'static str {
+        self.kind
+    }
+
+    /// True once every byte of the stream has been produced, or the input ended.
+    pub fn finished(&self) -> bool {
+        self.stream_done || (self.input_done && self.input_start == self.input_end)
+    }
+
+    /// Decompresses into `out`; 0 means the end of the stream (see [`Inflate::truncated`]).
     pub fn read(&mut self, out: &mut [u8]) -> Result<usize, InflateError> {
         while !self.stream_done && !out.is_empty() {
             if self.input_start == self.input_end && !self.input_done {
@@ -126,8 +145,15 @@ mod tests {
         gz.write_all(&data).unwrap();
         let gz = gz.finish().unwrap();
         assert_eq!(inflate_all(&gz, Compression::Gzip).unwrap(), data);
-        let partial = inflate_all(&gz[..gz.len() / 2], Compression::Gzip).unwrap();
-        assert!(partial.len() < data.len() && data.starts_with(&partial));
+        let mut cut = Inflate::new(&gz[..gz.len() / 2], Compression::Gzip);
+        let mut partial = vec![0u8; data.len()];
+        let mut filled = 0;
+        while let n @ 1.. = cut.read(&mut partial[filled..]).unwrap() {
+            filled += n;
+        }
+        assert!(filled < data.len() && data.starts_with(&partial[..filled]));
+        assert!(cut.truncated());
+        assert!(!Inflate::new(&b""[..], Compression::Gzip).truncated());
 
         let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
         zlib.write_all(&data).unwrap();

@@ -76,4 +76,6 @@ pub enum SourceError {
     NoMatch { pattern: String },
     #[error("bad file pattern {pattern}: {reason}")]
     BadPattern { pattern: String, reason: String },
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryExhausted),
 }

@@ -10,6 +10,7 @@ use bytes::{Buf, Bytes};
 use super::compression::{Compression, Inflate, InflateError};
 use super::{DataFile, Record, SourceError};
 use crate::format::{FormatConfig, FormatError, Framed, Framer, Position, RecordBytes, WorkUnit};
+use crate::memory::{self, Reservation};
 
 /// Bytes read from the file at a time, at least. Records are slices of these reads, so a
 /// read stays in memory while any of its records does: 256 KiB cost tabular with 16
@@ -22,6 +23,9 @@ const READ_CHUNK: usize = 64 * 1024;
 const RECORDS_PER_READ: usize = 8;
 /// Reads sized by records stop growing here.
 const MAX_READ: usize = 4 << 20;
+/// The window may hold this much beyond `--max-record-bytes`: a record's framing (a
+/// TFRecord header and CRC) and the byte that shows a line is too long.
+const FRAMING_BYTES: usize = 64;
 
 enum ByteStream {
     Plain(File),
@@ -50,6 +54,22 @@ impl ByteStream {
             ByteStream::Inflate(inflate) => inflate.read(out),
         }
     }
+
+    /// After a read of `n` of `want` bytes: true when the stream has nothing more.
+    fn ended(&self, n: usize, want: usize) -> bool {
+        match self {
+            ByteStream::Plain(_) => n < want,
+            ByteStream::Inflate(inflate) => inflate.finished(),
+        }
+    }
+
+    /// The name of a compressed stream that ended before its end (cut short).
+    fn truncated(&self) -> Option<&'static str> {
+        match self {
+            ByteStream::Plain(_) => None,
+            ByteStream::Inflate(inflate) => inflate.truncated().then_some(inflate.name()),
+        }
+    }
 }
 
 /// One file being read record by record.
@@ -63,6 +83,10 @@ pub struct RecordFile {
     at_eof: bool,
     /// Bytes of the largest record framed so far, which sizes the reads.
     largest_record: usize,
+    /// The window never grows past this (`--max-record-bytes` and a record's framing).
+    max_window: usize,
+    /// The memory budget's share for the read buffer.
+    reserved: Reservation,
 }
 
 impl RecordFile {
@@ -101,6 +125,8 @@ impl RecordFile {
             window: Bytes::new(),
             at_eof: false,
             largest_record: 0,
+            max_window: usize::try_from(max_record_bytes).unwrap_or(usize::MAX).saturating_add(FRAMING_BYTES),
+            reserved: memory::server().reservation(),
         };
         record_file.skip_decompressed(skip)?;
         Ok(record_file)
@@ -109,7 +135,11 @@ impl RecordFile {
     /// The next record, or `None` at the end of the file.
     pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
         loop {
-            let framed = self.framer.frame(&self.window, self.at_eof).map_err(|err| self.format_error(err))?;
+            // A compressed stream cut short is not a whole file: the framer is not told it
+            // ended, so it asks for more instead of returning a cut record as whole.
+            let truncated = self.at_eof.then(|| self.stream.truncated()).flatten();
+            let at_eof = self.at_eof && truncated.is_none();
+            let framed = self.framer.frame(&self.window, at_eof).map_err(|err| self.format_error(err))?;
             match framed {
                 Framed::Record { key, bytes, consume } => {
                     self.largest_record = self.largest_record.max(consume);
@@ -133,6 +163,9 @@ impl RecordFile {
                     return Ok(Some(Record { file: self.name.clone(), key, value }));
                 }
                 Framed::Skip { consume } => self.window.advance(consume),
+                Framed::NeedMore { .. } if let Some(compression) = truncated => {
+                    return Err(self.truncated_stream(compression));
+                }
                 Framed::NeedMore { at_least } => self.fill(at_least)?,
                 Framed::End => return Ok(None),
             }
@@ -150,17 +183,48 @@ impl RecordFile {
         self.framer.header()
     }
 
+    /// The error for a compressed stream cut short: the framer's own (TensorFlow's
+    /// "truncated record" when the cut is inside a record it can tell), else one that says
+    /// the stream was cut after the last whole record.
+    fn truncated_stream(&mut self, compression: &'static str) -> SourceError {
+        let offset = self.framer.position().offset;
+        match self.framer.frame(&self.window, true) {
+            Err(err) => self.format_error(err),
+            Ok(_) => self.format_error(FormatError::TruncatedStream { offset, compression }),
+        }
+    }
+
     /// Reads until the window holds `at_least` bytes or the stream ends. Each read goes
     /// into a new buffer that starts with the unconsumed bytes (the start of a record);
     /// buffers grow by what is actually read (at most doubling the window each time),
-    /// never by a length the file claims.
+    /// never by a length the file claims, never past `--max-record-bytes` (a record
+    /// that needs more is too long), and only by what the memory budget grants.
     fn fill(&mut self, at_least: usize) -> Result<(), SourceError> {
         while self.window.len() < at_least && !self.at_eof {
             let want = READ_CHUNK.max((RECORDS_PER_READ * self.largest_record).min(MAX_READ)).max(self.window.len());
-            let mut buffer = Vec::with_capacity(self.window.len() + want);
+            let want = want.min(self.max_window.saturating_sub(self.window.len()));
+            if want == 0 {
+                let limit = self.max_window - FRAMING_BYTES;
+                let offset = self.framer.position().offset;
+                return Err(self.format_error(FormatError::TooLong { offset, limit: limit as u64 }));
+            }
+            // The old window and the new buffer live together while the one is copied
+            // into the other.
+            let capacity = self.window.len() + want;
+            let peak = self.reserved.bytes() + capacity;
+            let what = || format!("reading {} at {}", self.name, self.framer.position().offset);
+            self.reserved.resize(peak, what).map_err(|err| SourceError::Memory(err))?;
+            let mut buffer = Vec::with_capacity(capacity);
             buffer.extend_from_slice(&self.window);
             let n = self.stream.read_into(&mut buffer, want).map_err(|err| self.read_error(err))?;
             self.at_eof = n == 0;
+            if self.stream.ended(n, want) && buffer.capacity() - buffer.len() >= READ_CHUNK / 4 {
+                // The file's last bytes: its records keep this buffer alive, so give back
+                // what it will never hold (a small file's records would otherwise hold a
+                // whole read each).
+                buffer.shrink_to_fit();
+            }
+            self.reserved.resize(buffer.capacity(), String::new).expect("shrinking always succeeds");
             self.window = Bytes::from(buffer);
         }
         Ok(())

@@ -198,6 +198,20 @@ fn check_list_dtype(name: &str, dtype: DType) -> Result<(), DecodeError> {
 }
 
 impl ExampleParser {
+    /// Bytes of the features of fixed shape, per record (see
+    /// [`crate::decode::Decoder::fixed_bytes_per_record`]).
+    pub fn fixed_bytes_per_record(&self) -> u64 {
+        self.features
+            .iter()
+            .map(|(_, spec)| match spec {
+                FeatureSpec::FixedLen { dtype, shape, .. } => shape
+                    .iter()
+                    .fold(crate::decode::element_bytes(*dtype), |bytes, &dim| bytes.saturating_mul(dim as u64)),
+                _ => 0,
+            })
+            .fold(0, u64::saturating_add)
+    }
+
     pub fn new(features: Vec<(String, FeatureSpec)>) -> Result<Self, DecodeError> {
         let mut keys: Vec<String> = Vec::new();
         let mut slot_of = HashMap::new();

@@ -31,6 +31,12 @@ pub struct SequenceExampleParser {
 }
 
 impl SequenceExampleParser {
+    /// Bytes of the context features of fixed shape, per record (sequence features
+    /// depend on the data).
+    pub fn fixed_bytes_per_record(&self) -> u64 {
+        self.context.fixed_bytes_per_record()
+    }
+
     pub fn new(context: Vec<(String, FeatureSpec)>, sequence: Vec<(String, FeatureSpec)>) -> Result<Self, DecodeError> {
         let mut slot_of = HashMap::new();
         for (name, spec) in &sequence {

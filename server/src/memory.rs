@@ -1,0 +1,201 @@
+//! The server-wide memory budget (`--memory-budget`): memory that grows with what a
+//! request or a file asks for is reserved here before it is allocated, so that no client
+//! and no file can take the process past the budget; the one that would gets
+//! `RESOURCE_EXHAUSTED` and everyone else keeps being served.
+//!
+//! What reserves: each file's read and decompression buffer (as it grows towards
+//! `--max-record-bytes`), each chunk of decoded batches until its stream has handed them
+//! to the transport, and each reader's per-file state. Reservations may take three
+//! quarters of the budget: the rest is for what is not reserved (the allocator's free
+//! lists, the runtime, connections, the state store). A holder's first
+//! [`SMALL_HOLDING`] bytes may use all of that; growth beyond it (a huge record, a huge
+//! batch) only half of the budget, so a few runaway requests cannot starve the normal
+//! streams.
+//!
+//! The budget is one per process, like the allocator it stands in front of: it is set
+//! once at start ([`MemoryBudget::set_limit`] on [`server`]); until then (unit tests,
+//! benches) nothing is limited.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What a holder may reserve from the whole budget; beyond this it leaves a quarter of
+/// the budget to others.
+pub const SMALL_HOLDING: usize = 8 << 20;
+
+/// Bytes reserved against a limit.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    used: AtomicUsize,
+    /// 0: no limit.
+    limit: AtomicUsize,
+}
+
+static SERVER: MemoryBudget = MemoryBudget::new(0);
+
+/// The process's budget.
+pub fn server() -> &'static MemoryBudget {
+    &SERVER
+}
+
+/// A reservation would take the server past its budget.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the server's memory budget is exhausted: {what} needs {wanted} bytes more, {used} of --memory-budget {limit} \
+     bytes are reserved; retry later or ask for less"
+)]
+pub struct MemoryExhausted {
+    pub what: String,
+    pub wanted: usize,
+    pub used: usize,
+    pub limit: usize,
+}
+
+impl MemoryBudget {
+    pub const fn new(limit: usize) -> Self {
+        Self { used: AtomicUsize::new(0), limit: AtomicUsize::new(limit) }
+    }
+
+    /// Sets the limit in bytes (0: none); the server does it once, at start.
+    pub fn set_limit(&self, bytes: usize) {
+        self.limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The limit in bytes; 0 when there is none.
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Bytes reserved now.
+    pub fn reserved(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// An empty reservation, to grow with [`Reservation::resize`].
+    pub fn reservation(&'static self) -> Reservation {
+        Reservation { budget: self, bytes: 0 }
+    }
+
+    /// A reservation of `bytes` for `what` (named in the error).
+    pub fn reserve(&'static self, bytes: usize, what: impl FnOnce() -> String) -> Result<Reservation, MemoryExhausted> {
+        let mut reservation = self.reservation();
+        reservation.resize(bytes, what)?;
+        Ok(reservation)
+    }
+}
+
+/// Bytes held against a budget, given back when dropped or shrunk.
+#[derive(Debug)]
+pub struct Reservation {
+    budget: &'static MemoryBudget,
+    bytes: usize,
+}
+
+impl Default for Reservation {
+    fn default() -> Self {
+        server().reservation()
+    }
+}
+
+impl Reservation {
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Holds `bytes` from now on: growth is reserved first and refused when it would go
+    /// past the budget (the reservation is then unchanged); shrinking always succeeds.
+    pub fn resize(&mut self, bytes: usize, what: impl FnOnce() -> String) -> Result<(), MemoryExhausted> {
+        let used = &self.budget.used;
+        if bytes <= self.bytes {
+            used.fetch_sub(self.bytes - bytes, Ordering::Relaxed);
+            self.bytes = bytes;
+            return Ok(());
+        }
+        let more = bytes - self.bytes;
+        let limit = self.budget.limit();
+        if limit > 0 {
+            let ceiling = if bytes > SMALL_HOLDING { limit / 2 } else { limit - limit / 4 };
+            let grown = used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(more).filter(|&total| total <= ceiling)
+            });
+            if let Err(used) = grown {
+                return Err(MemoryExhausted { what: what(), wanted: more, used, limit });
+            }
+        } else {
+            used.fetch_add(more, Ordering::Relaxed);
+        }
+        self.bytes = bytes;
+        Ok(())
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// Gives freed memory back to the kernel once the server is idle: every `period`, if no
+/// stream is open and streams were opened or memory given back since the last time (so
+/// that RSS after a burst of reading comes back near its idle figure).
+pub async fn release_when_idle(period: std::time::Duration) {
+    use crate::metrics::METRICS;
+    let mut at_last_release = (0, 0);
+    loop {
+        tokio::time::sleep(period).await;
+        let now = (METRICS.streams_opened.load(Ordering::Relaxed), server().reserved());
+        if now != at_last_release && METRICS.streams_active.load(Ordering::Relaxed) == 0 {
+            at_last_release = now;
+            let _ = tokio::task::spawn_blocking(readerd_proto::allocator::release_free_memory).await;
+        }
+    }
+}
+
+/// The default budget: half of the memory this process may use (the cgroup's limit when
+/// it has one, else the machine's), leaving the rest to the page cache and the
+/// allocator's own overhead. 0 (no budget) when neither can be read.
+pub fn default_limit() -> usize {
+    let machine = std::fs::read_to_string("/proc/meminfo").ok().and_then(|info| {
+        let line = info.lines().find(|line| line.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    });
+    let cgroup = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse::<u64>().ok());
+    let available = match (machine, cgroup) {
+        (Some(machine), Some(cgroup)) => machine.min(cgroup),
+        (machine, cgroup) => machine.or(cgroup).unwrap_or(0),
+    };
+    usize::try_from(available / 2).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservations_stop_at_the_budget_and_come_back() {
+        let budget: &'static MemoryBudget = Box::leak(Box::new(MemoryBudget::new(128 << 20)));
+        let mut large = budget.reservation();
+        // A large holding may take half of the budget, no more.
+        large.resize(64 << 20, || "a".into()).unwrap();
+        let err = large.resize(80 << 20, || "a large record".into()).unwrap_err();
+        assert_eq!(large.bytes(), 64 << 20);
+        assert!(err.to_string().contains("a large record needs 16777216 bytes more"), "{err}");
+        // Small holdings may use what is left of three quarters.
+        let small: Vec<_> = (0..4).map(|_| budget.reserve(SMALL_HOLDING, String::new).unwrap()).collect();
+        assert!(budget.reserve(SMALL_HOLDING, String::new).is_err());
+        drop(small);
+        large.resize(1 << 20, String::new).unwrap();
+        assert_eq!(budget.reserved(), 1 << 20);
+        drop(large);
+        assert_eq!(budget.reserved(), 0);
+    }
+
+    #[test]
+    fn the_default_is_half_of_what_the_machine_has() {
+        let limit = default_limit();
+        assert!(limit > 0, "this machine's memory could not be read");
+        assert!(limit < 1 << 50);
+    }
+}

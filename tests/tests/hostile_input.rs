@@ -1,0 +1,319 @@
+//! Inputs that used to crash the server or exhaust its memory (issue 14, each input as it
+//! was tried): specs whose batches could never be allocated, decompression bombs, lines
+//! of a gigabyte, truncated compressed files. The server answers each with a clear code
+//! and keeps serving everyone else; its memory stays under `--memory-budget` and comes
+//! back afterwards; streams end with OK after their end-of-sequence marker.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use readerd_client::v1 as pb;
+use readerd_tests::{ServerProcess, write_file, write_tfrecord};
+use serde_json::{Value, json};
+
+fn spec(value: Value) -> pb::DatasetSpec {
+    serde_json::from_value(value).unwrap()
+}
+
+/// `good.tfrecord`: 1,000 records `record <i>`.
+fn good_data(root: &Path) {
+    let records: Vec<Vec<u8>> = (0..1000).map(|i| format!("record {i}").into_bytes()).collect();
+    write_tfrecord(&root.join("good.tfrecord"), &records);
+}
+
+fn good_spec() -> pb::DatasetSpec {
+    spec(json!({"source": {"files": ["good.tfrecord"], "format": "TFRECORD"}, "pipeline": {"batchSize": 10}}))
+}
+
+/// Reads a stream to its end: the records' values in order and how it ended (`Ok` after
+/// the end-of-sequence marker, or the error).
+async fn read_all(
+    client: &mut readerd_client::Client,
+    spec: pb::DatasetSpec,
+) -> (Vec<Vec<u8>>, Vec<String>, Result<(), tonic::Status>) {
+    let (mut values, mut keys) = (Vec::new(), Vec::new());
+    let mut stream = match client.read("", "", Some(spec)).await {
+        Ok(stream) => stream,
+        Err(status) => return (values, keys, Err(status)),
+    };
+    loop {
+        match stream.message().await {
+            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) })) => {
+                keys.extend(element.keys);
+                let Some(pb::tensor::Kind::Dense(value)) = element.features[0].tensor.clone().unwrap().kind else {
+                    panic!("raw records are dense string tensors")
+                };
+                values.extend(value.strings.iter().map(|s| s.to_vec()));
+            }
+            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(_)) })) => {
+                return (values, keys, Ok(()));
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the stream closed without an end-of-sequence marker or an error"),
+            Err(status) => return (values, keys, Err(status)),
+        }
+    }
+}
+
+async fn assert_good_stream_served(client: &mut readerd_client::Client) {
+    let (values, _, end) = read_all(client, good_spec()).await;
+    end.expect("a normal stream is served");
+    assert_eq!(values.len(), 1000);
+    assert_eq!(values[999], b"record 999");
+}
+
+#[tokio::test]
+async fn specs_whose_batches_cannot_be_allocated_are_refused_before_reading() {
+    let data = tempfile::tempdir().unwrap();
+    good_data(data.path());
+    let server = ServerProcess::start(&[data.path()]);
+    let mut client = server.client().await;
+    // A normal stream, open before and read after the bad specs.
+    let mut normal = client.read("", "", Some(good_spec())).await.unwrap();
+
+    let fixed_len = |dtype: &str, shape: u64, batch: u64| {
+        json!({
+            "source": {"files": ["good.tfrecord"], "format": "TFRECORD"},
+            "decoder": {"example": {"features": {"x": {"fixedLen": {
+                "dtype": dtype, "shape": [shape], "default": {"int64Values": [0], "floatValues": [0.0]}}}}}},
+            "pipeline": {"batchSize": batch}
+        })
+    };
+    let hostile = [
+        // The server aborted: "memory allocation of 1099511627776 bytes failed".
+        json!({"source": {"files": ["good.tfrecord"], "format": "TFRECORD"},
+               "decoder": {"raw": {"outType": "FLOAT32", "fixedLength": "1099511627776"}}}),
+        // Aborted on a 137,438,953,472-byte allocation.
+        fixed_len("INT64", 16_777_216, 1024),
+        // The kernel's OOM killer at 21.9 GB.
+        fixed_len("INT64", 16_777_216, 16),
+        // A 1 GiB batch: refused only after 32 s of work, by the transport.
+        fixed_len("FLOAT32", 1_048_576, 256),
+    ];
+    for value in hostile {
+        let started = Instant::now();
+        let (values, _, end) = read_all(&mut client, spec(value.clone())).await;
+        let status = end.expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{value}: {status:?}");
+        assert!(status.message().contains("--max-batch-bytes"), "{}", status.message());
+        assert!(values.is_empty());
+        assert!(started.elapsed() < Duration::from_secs(5), "refused before any work: {:?}", started.elapsed());
+    }
+    // Nothing of that size was allocated, and everyone else is still served.
+    assert!(server.memory_kib("VmHWM") < 200 << 10, "peak RSS {} KiB", server.memory_kib("VmHWM"));
+    let mut elements = 0;
+    loop {
+        match normal.message().await.unwrap() {
+            Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(_)) }) => elements += 1,
+            Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(_)) }) => break,
+            Some(_) => {}
+            None => panic!("closed early"),
+        }
+    }
+    assert_eq!(elements, 100);
+    assert_good_stream_served(&mut client).await;
+}
+
+#[tokio::test]
+async fn a_stream_closes_with_ok_after_its_end_of_sequence_marker() {
+    let data = tempfile::tempdir().unwrap();
+    good_data(data.path());
+    let server = ServerProcess::start(&[data.path()]);
+    let mut client = server.client().await;
+    let mut stream = client.read("", "", Some(good_spec())).await.unwrap();
+    loop {
+        match stream.message().await.unwrap() {
+            Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }) => {
+                assert_eq!(end.after_seq, 99);
+                break;
+            }
+            Some(_) => {}
+            None => panic!("closed before the end-of-sequence marker"),
+        }
+    }
+    // A generic client reads on: the server closes the stream with its OK trailer, without
+    // the client cancelling.
+    let closed = tokio::time::timeout(Duration::from_secs(5), stream.message()).await;
+    assert!(matches!(closed, Ok(Ok(None))), "{closed:?}");
+}
+
+fn gzip(bytes: &[u8]) -> flate2::write::GzEncoder<Vec<u8>> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).unwrap();
+    encoder
+}
+
+fn zlib(bytes: &[u8]) -> flate2::write::ZlibEncoder<Vec<u8>> {
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).unwrap();
+    encoder
+}
+
+/// `whole` compressed, cut where the compressor had consumed `cut_at` bytes of it (a
+/// flush there makes the cut fall exactly at that byte of the uncompressed stream).
+fn compressed_and_cut(whole: &[u8], cut_at: usize, gz: bool) -> Vec<u8> {
+    if gz {
+        let mut encoder = gzip(&whole[..cut_at]);
+        encoder.flush().unwrap();
+        let cut = encoder.get_ref().len();
+        encoder.write_all(&whole[cut_at..]).unwrap();
+        encoder.finish().unwrap()[..cut].to_vec()
+    } else {
+        let mut encoder = zlib(&whole[..cut_at]);
+        encoder.flush().unwrap();
+        let cut = encoder.get_ref().len();
+        encoder.write_all(&whole[cut_at..]).unwrap();
+        encoder.finish().unwrap()[..cut].to_vec()
+    }
+}
+
+#[tokio::test]
+async fn truncated_compressed_files_are_data_loss_after_the_last_whole_record() {
+    let data = tempfile::tempdir().unwrap();
+    let root = data.path();
+    // Text: the first half of a gzip of 5,000 lines (TensorFlow returns a cut last line).
+    let lines: String = (1..=5000).map(|i| format!("line {i}\n")).collect();
+    let whole = gzip(lines.as_bytes()).finish().unwrap();
+    write_file(root, "trunc.txt.gz", &whole[..whole.len() / 2]);
+    let whole = zlib(lines.as_bytes()).finish().unwrap();
+    write_file(root, "trunc.txt.zlib", &whole[..whole.len() / 2]);
+    // Cut exactly after line 2,000 and exactly after TFRecord / fixed-length record 300:
+    // every record read is whole, only the end of the stream is missing.
+    let cut_after_line = lines.find("line 2001\n").unwrap();
+    write_file(root, "boundary.txt.gz", &compressed_and_cut(lines.as_bytes(), cut_after_line, true));
+    let mut tfrecords = readerd_client::tfrecord::TfRecordWriter::new(Vec::new());
+    for i in 0..600 {
+        tfrecords.write_record(format!("record {i}").as_bytes()).unwrap();
+    }
+    let tfrecords = tfrecords.finish().unwrap();
+    // Each record: length (8), its CRC (4), data, the data's CRC (4).
+    let record_end: usize = (0..300).map(|i| 16 + format!("record {i}").len()).sum();
+    write_file(root, "cut.tfrecord.gz", &compressed_and_cut(&tfrecords, record_end, true));
+    write_file(root, "cut.tfrecord.zlib", &compressed_and_cut(&tfrecords, record_end, false));
+    let fixed: Vec<u8> = (0..600u32).flat_map(|i| i.to_le_bytes()).collect();
+    write_file(root, "cut.bin.gz", &compressed_and_cut(&fixed, 300 * 4, true));
+
+    let server = ServerProcess::start(&[root]);
+    let mut client = server.client().await;
+    let text = |file: &str| spec(json!({"source": {"files": [file], "format": "TEXT_LINE", "compression": "AUTO"}}));
+    for (file, compression) in [("trunc.txt.gz", "GZIP"), ("trunc.txt.zlib", "ZLIB"), ("boundary.txt.gz", "GZIP")] {
+        let (values, keys, end) = read_all(&mut client, text(file)).await;
+        let status = end.expect_err(file);
+        assert_eq!(status.code(), tonic::Code::DataLoss, "{file}: {status:?}");
+        assert!(status.message().contains(file), "{}", status.message());
+        assert!(status.message().contains(&format!("truncated {compression} stream")), "{}", status.message());
+        // Every line delivered is whole, in order; none after the cut.
+        assert!(values.len() > 1000, "{file}: {} lines", values.len());
+        for (i, value) in values.iter().enumerate() {
+            assert_eq!(value, format!("line {}", i + 1).as_bytes(), "{file}: a cut line was delivered");
+        }
+        assert_eq!(keys.last().unwrap(), &format!("{file}:{}", values.len()));
+        // The offset named is where the first missing line starts.
+        let offset: usize = lines.lines().take(values.len()).map(|line| line.len() + 1).sum();
+        assert!(status.message().contains(&format!("stream at {offset}")), "{}", status.message());
+    }
+    let (values, _, _) = read_all(&mut client, text("boundary.txt.gz")).await;
+    assert_eq!(values.len(), 2000);
+
+    for file in ["cut.tfrecord.gz", "cut.tfrecord.zlib"] {
+        let source = json!({"files": [file], "format": "TFRECORD", "compression": "AUTO"});
+        let (values, _, end) = read_all(&mut client, spec(json!({"source": source}))).await;
+        let status = end.expect_err(file);
+        assert_eq!(status.code(), tonic::Code::DataLoss, "{file}: {status:?}");
+        assert!(status.message().contains(&format!("stream at {record_end}")), "{}", status.message());
+        assert_eq!(values.len(), 300, "{file}");
+        assert_eq!(values[299], b"record 299");
+    }
+    let source = json!({"files": ["cut.bin.gz"], "format": "FIXED_LENGTH", "recordBytes": 4, "compression": "GZIP"});
+    let (values, keys, end) = read_all(&mut client, spec(json!({"source": source}))).await;
+    let status = end.expect_err("cut.bin.gz");
+    assert_eq!(status.code(), tonic::Code::DataLoss, "{status:?}");
+    assert!(status.message().contains("truncated GZIP stream at 1200"), "{}", status.message());
+    assert_eq!(values.len(), 300);
+    assert_eq!(values[299], 299u32.to_le_bytes());
+    assert_eq!(keys[299], "cut.bin.gz:299");
+}
+
+/// Peak and current RSS stay bounded while `streams` read `spec` at once; returns how
+/// each ended.
+async fn read_concurrently(server: &ServerProcess, spec: pb::DatasetSpec, streams: usize) -> Vec<tonic::Status> {
+    let mut reads = Vec::new();
+    for _ in 0..streams {
+        let mut client = server.client().await;
+        let spec = spec.clone();
+        reads.push(tokio::spawn(async move { read_all(&mut client, spec).await.2.expect_err("fails") }));
+    }
+    let mut ends = Vec::new();
+    for read in reads {
+        ends.push(read.await.unwrap());
+    }
+    ends
+}
+
+#[tokio::test]
+async fn decompression_bombs_and_gigabyte_lines_stay_under_the_memory_budget() {
+    let data = tempfile::tempdir().unwrap();
+    let root = data.path();
+    good_data(root);
+    // 2 GB of zero bytes in an 8.7 MB GZIP file, exactly as tried.
+    let bomb = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("head -c 2000000000 /dev/zero | gzip -1 > {}", root.join("bomb.txt.gz").display()))
+        .status()
+        .unwrap();
+    assert!(bomb.success());
+    // A plain file that is one line of 1 GiB (sparse: zeros, no newline).
+    std::fs::File::create(root.join("long_line.txt")).unwrap().set_len(1 << 30).unwrap();
+
+    const BUDGET: u64 = 2 << 30;
+    let server = ServerProcess::start_with(&[root], &["--memory-budget", &BUDGET.to_string()]);
+    let mut client = server.client().await;
+    assert_good_stream_served(&mut client).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let idle_kib = server.memory_kib("VmRSS");
+
+    let bombs = spec(json!({"source": {"files": ["bomb.txt.gz"], "format": "TEXT_LINE", "compression": "GZIP"}}));
+    let lines = spec(json!({"source": {"files": ["long_line.txt"], "format": "TEXT_LINE"}}));
+    let (bomb_ends, line_ends, ()) = tokio::join!(
+        read_concurrently(&server, bombs, 32),
+        read_concurrently(&server, lines, 8),
+        // A normal stream is served meanwhile.
+        async {
+            let mut client = server.client().await;
+            assert_good_stream_served(&mut client).await;
+        },
+    );
+    let ran_to_the_limit = bomb_ends.iter().chain(&line_ends).filter(|s| s.code() == tonic::Code::DataLoss).count();
+    assert!(ran_to_the_limit > 0, "at least one read ran to the record limit");
+    for (file, ends) in [("bomb.txt.gz", bomb_ends), ("long_line.txt", line_ends)] {
+        for status in &ends {
+            // Too long for --max-record-bytes, or refused by the budget while the others
+            // held it: never more memory.
+            match status.code() {
+                tonic::Code::DataLoss => assert!(
+                    status.message().contains(&format!("{file}: record at 0 is longer than the limit of 268435456")),
+                    "{}",
+                    status.message()
+                ),
+                tonic::Code::ResourceExhausted => {
+                    assert!(status.message().contains("--memory-budget"), "{}", status.message())
+                }
+                other => panic!("{file}: {other:?} {status:?}"),
+            }
+        }
+    }
+    let peak_kib = server.memory_kib("VmHWM");
+    eprintln!("idle RSS {idle_kib} KiB, peak {peak_kib} KiB; {ran_to_the_limit} of 40 reads ran to the record limit");
+    assert!(peak_kib < BUDGET >> 10, "peak RSS {peak_kib} KiB over the budget of {} KiB", BUDGET >> 10);
+    assert_good_stream_served(&mut client).await;
+
+    // Freed memory goes back to the kernel once the server is idle.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.memory_kib("VmRSS") > 2 * idle_kib && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let after_kib = server.memory_kib("VmRSS");
+    eprintln!("RSS {after_kib} KiB after the load");
+    assert!(after_kib <= 2 * idle_kib, "RSS {after_kib} KiB after the load, {idle_kib} KiB idle before it");
+}

@@ -10,7 +10,8 @@
 //! between; it is committed to the state store before its token is returned. A token is
 //! the checkpoint's id with an HMAC-SHA256 under the server's secret (kept in the store),
 //! so a forged or altered token is refused; the checkpoint names its container, so a
-//! token of one container cannot be used in another.
+//! token of one container cannot be used in another, and the reader it resumes: a shared
+//! reader's token resumes that shared reader only, a private stream's a private stream.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,6 +77,8 @@ impl Tokens {
 pub struct StreamRecord {
     pub id: String,
     pub container: String,
+    /// The shared reader the stream reads (empty: a private reader).
+    pub shared_name: String,
     pub spec: pb::DatasetSpec,
     pub lineage: String,
     pub reader: Arc<Reader>,
@@ -152,6 +155,7 @@ impl Streams {
     fn register(
         &self,
         container: String,
+        shared_name: String,
         spec: pb::DatasetSpec,
         lineage: Option<String>,
         reader: Arc<Reader>,
@@ -164,6 +168,7 @@ impl Streams {
             lineage: lineage.unwrap_or_else(|| id.clone()),
             id: id.clone(),
             container,
+            shared_name,
             spec,
             reader,
             consumer,
@@ -188,10 +193,8 @@ impl Streams {
             let (spec, checkpoint) = if resume_token.is_empty() {
                 (registry.resolve_spec(spec, &dataset)?, None)
             } else {
-                let checkpoint = checkpointer.load(&resume_token, &container)?;
-                let shared = checkpoint.shared.clone().ok_or_else(|| {
-                    ServeError::FailedPrecondition("the token is a private stream's, not a shared reader's".into())
-                })?;
+                let checkpoint = checkpointer.load(&resume_token, &container, &shared_name)?;
+                let shared = checkpoint.shared.clone().expect("load checked that the token is a shared reader's");
                 (checkpoint.spec.clone(), Some((checkpoint, shared)))
             };
             let (reader, created) = registry.lookup_or_create(&container, &shared_name, spec)?;
@@ -208,23 +211,25 @@ impl Streams {
                 None => 0,
             };
             let lineage = checkpoint.map(|(checkpoint, _)| checkpoint.lineage);
-            let record = self.register(container, reader.spec().proto.clone(), lineage, reader.clone(), false);
+            let spec = reader.spec().proto.clone();
+            let record = self.register(container, shared_name, spec, lineage, reader.clone(), false);
             return Ok((reader, record, first_seq));
         }
         if resume_token.is_empty() {
             let spec = registry.resolve_spec(spec, &dataset)?;
             let reader = registry.private(spec.clone())?;
-            let record = self.register(container, spec.unwrap_or_default(), None, reader.clone(), true);
+            let record = self.register(container, shared_name, spec.unwrap_or_default(), None, reader.clone(), true);
             return Ok((reader, record, 0));
         }
-        let checkpoint = checkpointer.load(&resume_token, &container)?;
+        let checkpoint = checkpointer.load(&resume_token, &container, &shared_name)?;
         let stored_spec = checkpoint.spec.clone().unwrap_or_default();
         if spec.is_some_and(|spec| crate::spec::fingerprint(&spec) != crate::spec::fingerprint(&stored_spec)) {
             return Err(ServeError::FailedPrecondition("the spec differs from the checkpoint's".into()));
         }
         let reader = registry.private(Some(stored_spec.clone()))?;
         reader.restore_state(&checkpoint.reader_state)?;
-        let record = self.register(container, stored_spec, Some(checkpoint.lineage.clone()), reader.clone(), true);
+        let lineage = Some(checkpoint.lineage.clone());
+        let record = self.register(container, shared_name, stored_spec, lineage, reader.clone(), true);
         Ok((reader, record, checkpoint.after_seq + 1))
     }
 
@@ -299,6 +304,7 @@ impl Checkpointer {
             after_seq,
             lineage: stream.lineage.clone(),
             shared,
+            shared_name: stream.shared_name.clone(),
         };
         self.commit(&state, &stream.reader)
     }
@@ -317,6 +323,7 @@ impl Checkpointer {
             after_seq: -1,
             lineage: format!("reader:{shared_name}"),
             shared: Some(reader.shared_checkpoint()?),
+            shared_name: shared_name.to_owned(),
         };
         self.commit(&state, reader)
     }
@@ -349,8 +356,11 @@ impl Checkpointer {
         }
     }
 
-    /// The checkpoint a token names, for a stream in `container` (blocking).
-    pub fn load(&self, token: &str, container: &str) -> Result<pb::CheckpointState> {
+    /// The checkpoint a token names, for a stream in `container` of the shared reader
+    /// `shared_name` (empty: a private stream) (blocking). A token of another container is
+    /// `PERMISSION_DENIED`; one of another reader `FAILED_PRECONDITION`, naming both, as a
+    /// `--spec` that differs from the checkpoint's is.
+    pub fn load(&self, token: &str, container: &str, shared_name: &str) -> Result<pb::CheckpointState> {
         let id = self.tokens.verify(token)?;
         let stored = self
             .store
@@ -362,8 +372,22 @@ impl Checkpointer {
                 stored.container
             )));
         }
-        prost::Message::decode(&stored.state[..])
-            .map_err(|err| ServeError::Internal(format!("checkpoint {id} does not decode: {err}")))
+        let checkpoint: pb::CheckpointState = prost::Message::decode(&stored.state[..])
+            .map_err(|err| ServeError::Internal(format!("checkpoint {id} does not decode: {err}")))?;
+        // A shared checkpoint taken before checkpoints recorded the name resumes under none.
+        if checkpoint.shared.is_some() != !shared_name.is_empty() || checkpoint.shared_name != shared_name {
+            let resumes = |shared: bool, name: &str| match (shared, name) {
+                (false, _) => "a private stream".to_owned(),
+                (true, "") => "a shared reader it does not name".to_owned(),
+                (true, name) => format!("shared reader {name:?}"),
+            };
+            return Err(ServeError::FailedPrecondition(format!(
+                "the token resumes {}, not {}",
+                resumes(checkpoint.shared.is_some(), &checkpoint.shared_name),
+                resumes(!shared_name.is_empty(), shared_name)
+            )));
+        }
+        Ok(checkpoint)
     }
 }
 

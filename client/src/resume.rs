@@ -49,18 +49,20 @@ impl Reconnect {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
-    /// The server answered with an error that retrying cannot fix.
-    #[error("{}: {}", crate::code_name(.0.code()), .0.message())]
+    /// The server answered with an error that retrying cannot fix (or a checkpoint or
+    /// acknowledgement failed).
+    #[error("{}: {}", crate::code_name(crate::status_code(.0)), crate::status_message(.0))]
     Status(tonic::Status),
     #[error("gave up after {attempts} reconnection attempts; last error: {last}")]
     GaveUp { attempts: u32, last: String },
 }
 
 impl StreamError {
-    /// The gRPC code of the failure (`UNAVAILABLE` once reconnection gave up).
+    /// The gRPC code of the failure (`UNAVAILABLE` once reconnection gave up, and for a
+    /// broken connection: [`crate::status_code`]).
     pub fn code(&self) -> tonic::Code {
         match self {
-            StreamError::Status(status) => status.code(),
+            StreamError::Status(status) => crate::status_code(status),
             StreamError::GaveUp { .. } => tonic::Code::Unavailable,
         }
     }
@@ -76,9 +78,11 @@ pub enum Event {
     },
 }
 
-/// Failures that a new connection may cure: the server went away or restarted.
+/// Failures that a new connection may cure: the server went away (UNAVAILABLE, the final
+/// checkpoint of a drain kept before it) or the connection broke. An UNKNOWN or CANCELLED
+/// status the server sent is its answer, not retried.
 fn retryable(status: &tonic::Status) -> bool {
-    matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
+    crate::status_code(status) == tonic::Code::Unavailable
 }
 
 /// A reader's stream that reconnects and resumes; see the module documentation.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use readerd_client::{Client, code_name, json, reader_ref, v1 as pb};
+use readerd_client::{Client, ClientError, code_name, json, reader_ref, status_code, status_message, v1 as pb};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -205,7 +205,7 @@ async fn main() -> ExitCode {
         }
         Err(err) => match err.downcast_ref::<tonic::Status>() {
             Some(status) => {
-                eprintln!("readerctl: {}: {}", code_name(status.code()), status.message());
+                eprintln!("readerctl: {}: {}", code_name(status_code(status)), status_message(status));
                 ExitCode::FAILURE
             }
             None => {
@@ -248,7 +248,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let quiet = cli.quiet;
-    let mut client = Client::connect_with(&cli.addr, &connect_options(&cli)).await?;
+    let mut client = match Client::connect_with(&cli.addr, &connect_options(&cli)).await {
+        Ok(client) => client,
+        // No server there: for `read`, the stream's error line of the contract.
+        Err(err @ ClientError::Connect { .. }) => match cli.command {
+            Command::Read { output, .. } => {
+                return Ok(print_error(output, tonic::Code::Unavailable, &readerd_client::error_message(&err)));
+            }
+            _ => return Err(err.into()),
+        },
+        Err(err) => return Err(err.into()),
+    };
     match cli.command {
         Command::Read { spec, dataset, container, shared_name, resume, max_batches, checkpoint_every, output } => {
             let spec = match spec {
@@ -356,7 +366,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Streams a reader to stdout: one line per element; with `checkpoint_every`, a checkpoint
-/// after every N elements printed (and after the last one of `max_batches`).
+/// after every N elements printed (and after the last one of `max_batches`); a line for
+/// each checkpoint the server sends on its own (the final one of a SIGTERM drain); the
+/// stream's error, a broken connection as UNAVAILABLE, as the last line.
+///
+/// An acknowledgement or a checkpoint every N that fails with UNAVAILABLE (the server going
+/// away, the connection broken) does not end the read: the stream still holds what the
+/// server sent before it went away, a final checkpoint included, and ends with the error.
 async fn read(
     client: &mut Client,
     request: pb::ReadRequest,
@@ -368,7 +384,7 @@ async fn read(
     let mut progress = readerd_client::progress::Progress::new("records", !quiet);
     let mut stream = match client.read_with(request).await {
         Ok(stream) => stream,
-        Err(status) => return Ok(print_error(output, status.code(), status.message())),
+        Err(status) => return Ok(print_status(output, &status)),
     };
     let mut stdout = std::io::stdout().lock();
     let stream_id = stream.stream_id.clone();
@@ -383,11 +399,13 @@ async fn read(
                 let message = "the stream ended without an end-of-sequence marker";
                 return Ok(print_error(output, tonic::Code::Unavailable, message));
             }
-            Err(status) => return Ok(print_error(output, status.code(), status.message())),
+            Err(status) => return Ok(print_status(output, &status)),
         };
         match response.kind {
-            // Automatic checkpoints are not asked for by readerctl; nothing to print.
-            Some(pb::read_response::Kind::Started(_) | pb::read_response::Kind::Checkpoint(_)) => {}
+            Some(pb::read_response::Kind::Started(_)) => {}
+            Some(pb::read_response::Kind::Checkpoint(checkpoint)) => {
+                print_checkpoint(&mut stdout, output, &checkpoint.token, checkpoint.after_seq)?;
+            }
             Some(pb::read_response::Kind::Element(element)) => {
                 match output {
                     Output::Jsonl => writeln!(stdout, "{}", json::element_json(&element)?)?,
@@ -395,27 +413,22 @@ async fn read(
                 }
                 stdout.flush()?;
                 // Printed: it is this process's now (a shared reader delivers it to nobody else).
-                // NOT_FOUND: the stream already ended on the server (an error follows).
-                match client.acknowledge(&stream_id, element.seq).await {
-                    Err(status) if status.code() != tonic::Code::NotFound => {
-                        return Ok(print_error(output, status.code(), status.message()));
-                    }
-                    _ => {}
+                // NOT_FOUND: the stream already ended on the server; UNAVAILABLE: the server is
+                // going away. The stream goes on to its end either way.
+                if let Err(status) = client.acknowledge(&stream_id, element.seq).await
+                    && !matches!(status_code(&status), tonic::Code::NotFound | tonic::Code::Unavailable)
+                {
+                    return Ok(print_status(output, &status));
                 }
                 received += 1;
                 progress.add(element.keys.len() as u64);
                 let done = max_batches.is_some_and(|max| received >= max);
                 if checkpoint_every.is_some_and(|n| received.is_multiple_of(n) || done) {
                     match client.checkpoint(&stream_id, element.seq).await {
-                        Ok(token) => match output {
-                            Output::Jsonl => {
-                                writeln!(stdout, "{}", json!({"checkpoint": token, "after_seq": element.seq}))?
-                            }
-                            Output::Text => writeln!(stdout, "checkpoint after #{}: {token}", element.seq)?,
-                        },
-                        Err(status) => return Ok(print_error(output, status.code(), status.message())),
+                        Ok(token) => print_checkpoint(&mut stdout, output, &token, element.seq)?,
+                        Err(status) if !done && status_code(&status) == tonic::Code::Unavailable => {}
+                        Err(status) => return Ok(print_status(output, &status)),
                     }
-                    stdout.flush()?;
                 }
                 if done {
                     return Ok(ExitCode::SUCCESS);
@@ -472,6 +485,21 @@ async fn health(addr: &str, options: &readerd_client::ConnectOptions) -> anyhow:
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Prints a checkpoint line: `{"checkpoint": TOKEN, "after_seq": n}` in JSONL.
+fn print_checkpoint(stdout: &mut impl Write, output: Output, token: &str, after_seq: i64) -> std::io::Result<()> {
+    match output {
+        Output::Jsonl => writeln!(stdout, "{}", json!({"checkpoint": token, "after_seq": after_seq}))?,
+        Output::Text => writeln!(stdout, "checkpoint after #{after_seq}: {token}")?,
+    }
+    stdout.flush()
+}
+
+/// Prints a failed call as the stream's last line ([`print_error`]), a broken connection as
+/// UNAVAILABLE.
+fn print_status(output: Output, status: &tonic::Status) -> ExitCode {
+    print_error(output, status_code(status), &status_message(status))
 }
 
 /// Prints a stream error as the last line (JSONL contract) and returns exit status 1.

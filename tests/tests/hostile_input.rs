@@ -317,3 +317,32 @@ async fn decompression_bombs_and_gigabyte_lines_stay_under_the_memory_budget() {
     eprintln!("RSS {after_kib} KiB after the load");
     assert!(after_kib <= 2 * idle_kib, "RSS {after_kib} KiB after the load, {idle_kib} KiB idle before it");
 }
+
+#[tokio::test]
+async fn a_spec_listing_one_file_100000_times_costs_little_and_gives_its_memory_back() {
+    let data = tempfile::tempdir().unwrap();
+    let records: Vec<Vec<u8>> = (0..3).map(|i| format!("record {i}").into_bytes()).collect();
+    write_tfrecord(&data.path().join("good.tfrecord"), &records);
+    let server = ServerProcess::start(&[data.path()]);
+    let mut client = server.client().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_kib = server.memory_kib("VmRSS");
+    // A 2 MB spec: RSS went from 11 MB to 760 MB, and never came back.
+    let files = vec!["good.tfrecord"; 100_000];
+    let many = spec(json!({"source": {"files": files, "format": "TFRECORD"}, "pipeline": {"batchSize": 100_000}}));
+    let (values, keys, end) = read_all(&mut client, many).await;
+    end.unwrap();
+    assert_eq!(values.len(), 300_000);
+    assert_eq!(keys[299_999], "good.tfrecord:48");
+    // Each record is a slice of its file's read buffer: those buffers are the size of the
+    // file, not of a read.
+    let peak_kib = server.memory_kib("VmHWM");
+    eprintln!("idle RSS {idle_kib} KiB, peak {peak_kib} KiB");
+    assert!(peak_kib < 300 << 10, "peak RSS {peak_kib} KiB");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.memory_kib("VmRSS") > 2 * idle_kib && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let after_kib = server.memory_kib("VmRSS");
+    assert!(after_kib <= 2 * idle_kib, "RSS {after_kib} KiB after the read, {idle_kib} KiB idle before it");
+}

@@ -346,3 +346,47 @@ async fn a_spec_listing_one_file_100000_times_costs_little_and_gives_its_memory_
     let after_kib = server.memory_kib("VmRSS");
     assert!(after_kib <= 2 * idle_kib, "RSS {after_kib} KiB after the read, {idle_kib} KiB idle before it");
 }
+
+#[tokio::test]
+async fn a_record_whose_value_rowids_name_a_huge_row_is_refused_not_allocated() {
+    use prost::Message;
+    use readerd_proto::tensorflow as tf;
+    let data = tempfile::tempdir().unwrap();
+    let int64s =
+        |values: Vec<i64>| tf::Feature { kind: Some(tf::feature::Kind::Int64List(tf::Int64List { value: values })) };
+    let records: Vec<Vec<u8>> = [vec![0, 0, 1], vec![0, 1 << 40, 2]]
+        .into_iter()
+        .map(|ids| {
+            let mut features = std::collections::BTreeMap::new();
+            features.insert("v".to_owned(), int64s(vec![1, 2, 3]));
+            features.insert("ids".to_owned(), int64s(ids));
+            tf::Example { features: Some(tf::Features { feature: features }) }.encode_to_vec()
+        })
+        .collect();
+    write_tfrecord(&data.path().join("ragged.tfrecord"), &records);
+    let server = ServerProcess::start(&[data.path()]);
+    let mut client = server.client().await;
+    let ragged = |batch: u32| {
+        spec(json!({
+            "source": {"files": ["ragged.tfrecord"], "format": "TFRECORD"},
+            "decoder": {"example": {"features": {"r": {"ragged": {
+                "dtype": "INT64", "valueKey": "v", "partitions": [{"valueRowIds": "ids"}]}}}}},
+            "pipeline": {"batchSize": batch}
+        }))
+    };
+    let mut stream = client.read("", "", Some(ragged(1))).await.unwrap();
+    let first = stream.message().await.unwrap();
+    assert!(matches!(first, Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(_)) })), "{first:?}");
+    let status = stream.message().await.expect_err("the second record names row 2^40");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("value_rowids ids name row 1099511627776"), "{}", status.message());
+    assert!(status.message().contains("ragged.tfrecord:"), "the record is named: {}", status.message());
+    assert!(server.memory_kib("VmHWM") < 200 << 10);
+    let (_, _, end) = read_all(&mut client, good_spec_of(data.path())).await;
+    end.expect("still serving");
+}
+
+fn good_spec_of(root: &Path) -> pb::DatasetSpec {
+    good_data(root);
+    good_spec()
+}

@@ -56,6 +56,10 @@ pub enum FeatureSpec {
     Ragged { dtype: DType, value_key: String, partitions: Vec<Partition>, row_splits_dtype: DType, validate: bool },
 }
 
+/// Rows a ragged partition given by `value_rowids` may make in one batch (row ids come
+/// from the data).
+const MAX_RAGGED_ROWS: usize = 1 << 24;
+
 /// Values read from one feature, in the list's own type.
 #[derive(Debug)]
 enum Column {
@@ -893,12 +897,23 @@ impl RaggedBuilder {
                     new_inner.push(inner_rows);
                 }
             }
-            Partition::ValueRowIds(_) => {
+            Partition::ValueRowIds(key) => {
                 let mut row_counts: Vec<i64> = Vec::new();
                 for record in 0..records {
                     let ids = run(record);
-                    let nrows = ids.iter().max().map_or(0, |m| (m + 1).max(0));
+                    let nrows = ids.iter().max().map_or(0, |m| m.saturating_add(1).max(0));
                     let first = row_counts.len();
+                    // Row ids come from the data: the rows they make are bounded before
+                    // anything is allocated for them.
+                    if nrows as u64 > (MAX_RAGGED_ROWS - first) as u64 {
+                        return Err(DecodeError::at(
+                            record,
+                            format!(
+                                "value_rowids {key} name row {}, past the {MAX_RAGGED_ROWS} rows a batch may hold",
+                                nrows - 1
+                            ),
+                        ));
+                    }
                     row_counts.resize(first + nrows as usize, 0);
                     for &id in ids {
                         if let Some(count) = usize::try_from(id).ok().and_then(|id| row_counts.get_mut(first + id)) {

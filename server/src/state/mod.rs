@@ -6,7 +6,7 @@
 //!   state directory, nothing to start;
 //! - [`postgres`]: PostgreSQL, for replicas that share state; migrations run at open.
 //!
-//! Stores are blocking: call them from blocking threads.
+//! Stores are blocking: call them from blocking threads (dropping one is fine anywhere).
 
 pub mod postgres;
 pub mod sqlite;

@@ -22,7 +22,8 @@ const MIGRATIONS: &[&str] = &["
 "];
 
 pub struct PostgresStore {
-    client: Mutex<Client>,
+    /// `None` only once the store is dropping (see its `Drop`).
+    client: Option<Mutex<Client>>,
 }
 
 impl PostgresStore {
@@ -51,11 +52,22 @@ impl PostgresStore {
             transaction.execute("UPDATE readerd_schema SET version = $1", &[&(i as i32 + 1)])?;
         }
         transaction.commit()?;
-        Ok(Self { client: Mutex::new(client) })
+        Ok(Self { client: Some(Mutex::new(client)) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Client> {
-        self.client.lock().unwrap_or_else(|p| p.into_inner())
+        let client = self.client.as_ref().expect("the client is taken only when the store drops");
+        client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for PostgresStore {
+    /// The client closes its connection on a tokio runtime of its own, which cannot run on
+    /// a thread that drives another runtime, and the store's last reference may well go on
+    /// one of the server's (when the server stops): it closes on a thread of its own.
+    fn drop(&mut self) {
+        let client = self.client.take();
+        let _ = std::thread::spawn(move || drop(client)).join();
     }
 }
 

@@ -22,7 +22,9 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|err| anyhow::anyhow!("listen address {}: {err}", config.listen))?;
         // Bound before the address is announced, so a scraper may connect at once.
         let metrics = match config.metrics_listen {
             Some(addr) => Some(
@@ -32,14 +34,16 @@ fn main() -> ExitCode {
             ),
             None => None,
         };
-        // Scripts and tests wait for this line to learn the port.
-        println!("listening on {}", listener.local_addr()?);
+        // Scripts and tests wait for this line to learn the port, and take it to mean the
+        // server is up: it is printed once every check at start passed, as serving begins.
+        let addr = listener.local_addr()?;
+        let ready = move || println!("listening on {addr}");
         let grace = config.shutdown_grace;
         let shutdown = async move {
             shutdown::signal_received().await;
             tokio::spawn(shutdown::exit_after(grace));
         };
-        readerd_server::run(listener, metrics, config, shutdown).await
+        readerd_server::run(listener, metrics, config, ready, shutdown).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

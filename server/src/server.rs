@@ -30,12 +30,26 @@ use crate::source::DataRoots;
 type DataServiceServer = pb::data_service_server::DataServiceServer<DataService>;
 
 /// Serves on `listener` (and `/metrics` on `metrics`, when given) until `shutdown`.
+/// Everything the configuration names (tokens, data roots, the state store, datasets, TLS
+/// files) is checked and opened first; `ready` is called only then, as the server starts
+/// accepting requests, so nothing can stop the server at start after it.
 pub async fn run(
     listener: TcpListener,
     metrics: Option<TcpListener>,
     config: Config,
+    ready: impl FnOnce(),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let policy = match &config.auth_tokens {
+        Some(path) => AccessPolicy::load(path, config.allow_unauthenticated)
+            .with_context(|| format!("auth tokens {}", path.display()))?,
+        None => AccessPolicy::new(Vec::new(), config.allow_unauthenticated),
+    };
+    anyhow::ensure!(
+        policy.has_tokens() || config.allow_unauthenticated,
+        "no --auth-tokens: every request would be refused; give tokens, or --allow-unauthenticated to serve \
+         without authentication"
+    );
     let roots = DataRoots::new(&config.data_roots).with_context(|| format!("data roots {:?}", config.data_roots))?;
     std::fs::create_dir_all(&config.state_dir)
         .with_context(|| format!("state directory {}", config.state_dir.display()))?;
@@ -86,16 +100,6 @@ pub async fn run(
         drain.clone(),
         config.stream_buffer,
     ));
-    let policy = match &config.auth_tokens {
-        Some(path) => AccessPolicy::load(path, config.allow_unauthenticated)
-            .with_context(|| format!("auth tokens {}", path.display()))?,
-        None => AccessPolicy::new(Vec::new(), config.allow_unauthenticated),
-    };
-    anyhow::ensure!(
-        policy.has_tokens() || config.allow_unauthenticated,
-        "no --auth-tokens: every request would be refused; give tokens, or --allow-unauthenticated to serve \
-         without authentication"
-    );
     let rate = std::sync::Arc::new(RateLimiter::new(config.max_requests_per_second));
     let check = auth::interceptor(std::sync::Arc::new(policy), rate);
     let flight_service = FlightServiceServer::new(FlightPlane::new(data.clone()))
@@ -132,7 +136,6 @@ pub async fn run(
         health.set_not_serving::<FlightServiceServer<FlightPlane>>().await;
         stop.cancel();
     };
-    tracing::info!(addr = %listener.local_addr()?, roots = ?config.data_roots, "serving");
     let mut builder = Server::builder();
     if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
         let read = |path: &std::path::PathBuf| std::fs::read(path).with_context(|| format!("TLS {}", path.display()));
@@ -143,7 +146,7 @@ pub async fn run(
         builder = builder.tls_config(tls).context("TLS configuration")?;
         tracing::info!(mutual = config.tls_client_ca.is_some(), "TLS on");
     }
-    builder
+    let router = builder
         // tonic answers a request over the size limit with OUT_OF_RANGE; limits are
         // RESOURCE_EXHAUSTED (as in gRPC's other implementations).
         .layer(tower::util::MapResponseLayer::new(oversized_request_is_resource_exhausted))
@@ -153,9 +156,10 @@ pub async fn run(
         .add_service(health_service)
         .add_service(reflection)
         .add_service(data_service)
-        .add_service(flight_service)
-        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), on_shutdown)
-        .await?;
+        .add_service(flight_service);
+    tracing::info!(addr = %listener.local_addr()?, roots = ?config.data_roots, "serving");
+    ready();
+    router.serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), on_shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }

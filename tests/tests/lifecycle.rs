@@ -1,12 +1,75 @@
-//! The process's life: a graceful SIGTERM with the PostgreSQL state store.
+//! The process's life: what stops it at start (before `listening on`), and a graceful
+//! SIGTERM with the PostgreSQL state store.
 
 use std::path::Path;
+use std::process::{Command, Stdio};
 
 use readerd_client::v1 as pb;
-use readerd_tests::ServerProcess;
+use readerd_tests::{ServerProcess, binary, golden_dir};
 use serde_json::json;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+/// Runs `readerd` with `args` (and a data root and state directory), which must stop by
+/// itself; returns its exit status, stdout and stderr.
+fn start_to_the_end(args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(binary("readerd"));
+    if !args.contains(&"--listen") {
+        command.args(["--listen", "127.0.0.1:0"]);
+    }
+    let mut child = command
+        .arg("--data-root")
+        .arg(golden_dir())
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(args)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start readerd");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stopped = child.try_wait().unwrap().is_some();
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned());
+    assert!(stopped, "{args:?}: readerd is still running after 20 s; stdout: {stdout:?}, stderr: {stderr}");
+    (output.status, stdout, stderr)
+}
+
+#[test]
+fn what_fails_at_start_fails_before_listening_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let short_token = file("tokens.json", r#"{"tokens": [{"token": "short", "containers": ["*"]}]}"#);
+    let not_a_pem = file("cert.pem", "not a certificate");
+    let missing = dir.path().join("missing").to_string_lossy().into_owned();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    let cases: [(&[&str], &str); 6] = [
+        (&["--auth-tokens", &short_token], "tokens[0].token: use at least 16 characters"),
+        (&["--allow-unauthenticated", "--tls-cert", &not_a_pem, "--tls-key", &not_a_pem], "TLS"),
+        (&["--allow-unauthenticated", "--tls-cert", &missing, "--tls-key", &missing], &missing),
+        (&["--allow-unauthenticated", "--data-root", &missing], "data roots"),
+        (&["--allow-unauthenticated", "--state-url", "postgres://postgres@127.0.0.1:1/test"], "state store"),
+        (&["--allow-unauthenticated", "--listen", &taken_addr], &taken_addr),
+    ];
+    for (args, problem) in cases {
+        let (status, stdout, stderr) = start_to_the_end(args);
+        assert!(!status.success(), "{args:?}: readerd started ({status}); stderr: {stderr}");
+        assert!(!stdout.contains("listening on"), "{args:?}: `listening on` printed before the failure: {stdout:?}");
+        assert!(stderr.contains(problem), "{args:?}: stderr does not name {problem:?}: {stderr}");
+    }
+}
 
 /// Reads a stream to its end: the keys of each element in order, the last checkpoint
 /// `(token, after_seq)` and whether a checkpoint came after the last element, and the

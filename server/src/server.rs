@@ -88,10 +88,8 @@ pub async fn run(
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<DataServiceServer>().await;
     health.set_serving::<FlightServiceServer<FlightPlane>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    // Both versions of reflection: clients still ask v1alpha (Python's grpcio-reflection).
+    let (reflection_v1, reflection_v1alpha) = (reflection().build_v1()?, reflection().build_v1alpha()?);
     // A message holds at least one record, which may be as large as the record limit.
     let max_message = usize::try_from(config.max_record_bytes).unwrap_or(usize::MAX).saturating_add(1 << 20);
     let data = std::sync::Arc::new(DataService::new(
@@ -154,7 +152,8 @@ pub async fn run(
         .initial_connection_window_size(Some(http2::CONNECTION_WINDOW_BYTES))
         .max_frame_size(Some(http2::MAX_FRAME_BYTES))
         .add_service(health_service)
-        .add_service(reflection)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .add_service(data_service)
         .add_service(flight_service);
     tracing::info!(addr = %listener.local_addr()?, roots = ?config.data_roots, "serving");
@@ -162,6 +161,17 @@ pub async fn run(
     router.serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), on_shutdown).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What reflection describes: readerd.v1, health, and reflection itself in both versions
+/// (each version's service lists the other too).
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .include_reflection_service(false)
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET)
 }
 
 /// Rewrites tonic's "message length too large" (OUT_OF_RANGE) to RESOURCE_EXHAUSTED, in

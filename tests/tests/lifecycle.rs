@@ -1,5 +1,5 @@
-//! The process's life: what stops it at start (before `listening on`), and a graceful
-//! SIGTERM with the PostgreSQL state store.
+//! The process's life: what stops it at start (before `listening on`), the reflection
+//! versions stock clients ask for, and a graceful SIGTERM with the PostgreSQL state store.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -68,6 +68,35 @@ fn what_fails_at_start_fails_before_listening_on() {
         assert!(!status.success(), "{args:?}: readerd started ({status}); stderr: {stderr}");
         assert!(!stdout.contains("listening on"), "{args:?}: `listening on` printed before the failure: {stdout:?}");
         assert!(stderr.contains(problem), "{args:?}: stderr does not name {problem:?}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn reflection_v1alpha_lists_the_services() {
+    use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
+    use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
+
+    let server = ServerProcess::start(&[&golden_dir()]);
+    let channel = tonic::transport::Endpoint::from_shared(server.addr.clone()).unwrap().connect().await.unwrap();
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .expect("v1alpha reflection is served")
+        .into_inner();
+    let Some(MessageResponse::ListServicesResponse(list)) =
+        responses.message().await.unwrap().unwrap().message_response
+    else {
+        panic!("expected a service list")
+    };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    for service in ["readerd.v1.DataService", "grpc.health.v1.Health"] {
+        assert!(names.contains(&service.to_owned()), "{service} not in {names:?}");
     }
 }
 

@@ -1,7 +1,10 @@
 //! Bad input, through `readerctl` against a real server: what the errors say, what
 //! `onError: SKIP` drops and counts, and what a checkpoint token resumes.
 
-use readerd_tests::{ServerProcess, readerctl, write_file};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use readerd_tests::{ServerProcess, b64, binary, readerctl, write_file};
 use serde_json::{Value, json};
 
 fn jsonl(stdout: &[u8]) -> Vec<Value> {
@@ -19,6 +22,81 @@ fn read_error(addr: &str, args: &[&str]) -> Value {
     let output = readerctl(addr, &[&["read", "--output", "jsonl", "--quiet"], args].concat());
     assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stderr));
     jsonl(&output.stdout).last().unwrap()["error"].clone()
+}
+
+/// `readerctl` with a deadline: a server that spins instead of answering fails the test.
+fn readerctl_within(addr: &str, args: &[&str], deadline: Duration) -> Output {
+    let mut child = Command::new(binary("readerctl"))
+        .arg("--addr")
+        .arg(addr)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            panic!("readerctl {args:?} did not finish in {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A TFRecord file of `records` records `<name>/<n>`; record `corrupt` (if any) has a
+/// damaged data CRC.
+fn write_records(root: &std::path::Path, name: &str, records: usize, corrupt: Option<usize>) {
+    let mut writer = readerd_client::tfrecord::TfRecordWriter::new(Vec::new());
+    // Each record is its 12-byte header, its data and its 4-byte data CRC.
+    let (mut end, mut data_crcs) = (0, Vec::new());
+    for n in 0..records {
+        let data = format!("{name}/{n}");
+        writer.write_record(data.as_bytes()).unwrap();
+        end += 12 + data.len() + 4;
+        data_crcs.push(end - 4);
+    }
+    let mut bytes = writer.finish().unwrap();
+    if let Some(n) = corrupt {
+        bytes[data_crcs[n]] ^= 1;
+    }
+    write_file(root, name, &bytes);
+}
+
+#[test]
+fn skip_drops_the_rest_of_a_file_after_a_bad_crc_and_goes_on_with_the_next_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write_records(dir.path(), "a.rec", 6, Some(2));
+    write_records(dir.path(), "b.rec", 3, None);
+    let server = ServerProcess::start(&[dir.path()]);
+    let specs = tempfile::tempdir().unwrap();
+    let source = json!({"files": ["*.rec"], "format": "TFRECORD"});
+    for (name, pipeline, epochs) in [
+        ("in-order", json!({"onError": "SKIP"}), 1),
+        ("global", json!({"onError": "SKIP", "shuffle": {"global": true}, "numEpochs": 2}), 2),
+    ] {
+        let spec = write_spec(&specs, &json!({"source": source, "pipeline": pipeline}));
+        let args = ["read", "--spec", &spec, "--container", "c", "--shared-name", name, "--output", "jsonl", "--quiet"];
+        let output = readerctl_within(&server.addr, &args, Duration::from_secs(30));
+        assert!(output.status.success(), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        let lines = jsonl(&output.stdout);
+        assert!(lines.last().unwrap()["end_of_sequence"] == true, "{name}: {lines:?}");
+        let mut values: Vec<String> = lines
+            .iter()
+            .filter_map(|line| line["features"]["value"]["values"].get(0))
+            .map(|value| String::from_utf8(b64(value)).unwrap())
+            .collect();
+        let mut expected = ["a.rec/0", "a.rec/1", "b.rec/0", "b.rec/1", "b.rec/2"].repeat(epochs);
+        if name == "global" {
+            values.sort();
+            expected.sort();
+        }
+        assert_eq!(values, expected, "{name}: each epoch, the records before the bad one, then the next file's");
+        let stats = readerctl(&server.addr, &["stats", "--container", "c", "--shared-name", name]);
+        let stats = String::from_utf8(stats.stdout).unwrap();
+        assert!(stats.contains(&format!("records skipped {epochs}\n")), "{name}: one per epoch:\n{stats}");
+    }
 }
 
 #[test]

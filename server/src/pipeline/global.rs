@@ -6,6 +6,10 @@
 //! index is used only while the file keeps its length and modification time. The epoch's
 //! permutation is drawn from the seed, so a checkpoint needs only the epoch and how far
 //! into the permutation the reader is.
+//!
+//! A file whose framing fails part way (a bad CRC) is indexed up to the failure, as a
+//! sequential read delivers its records up to there and drops the rest: the epoch reports
+//! the error once, before its first record, and goes on with the records indexed.
 
 use std::fs::File;
 use std::io::Write;
@@ -17,7 +21,7 @@ use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
 
 use super::rng::SplitMix64;
-use crate::format::{Framed, Position, RecordBytes, WorkUnit};
+use crate::format::{FormatError, Framed, Position, RecordBytes, WorkUnit};
 use crate::source::{Compression, DataFile, Record, RecordFile, SourceConfig, SourceError};
 
 /// The positions of a file's records, and where the last one ends.
@@ -25,6 +29,9 @@ use crate::source::{Compression, DataFile, Record, RecordFile, SourceConfig, Sou
 pub struct RecordIndex {
     /// `positions[i]`: where record i starts; the last entry is the end of the records.
     pub positions: Vec<Position>,
+    /// The framing error that ended the file early: the records after it are not indexed
+    /// (nothing after a corrupt record can be framed reliably).
+    pub cut_short: Option<FormatError>,
 }
 
 impl RecordIndex {
@@ -36,16 +43,20 @@ impl RecordIndex {
         self.len() == 0
     }
 
-    /// Reads the file once, framing every record.
+    /// Reads the file once, framing every record up to the end or a framing error.
     pub fn build(file: &DataFile, source: &SourceConfig) -> Result<Self, SourceError> {
         let mut reader = RecordFile::open(file, Compression::None, &source.format, source.max_record_bytes, None)?;
-        let mut positions = vec![reader.position()];
-        while reader.next_record()?.is_some() {
-            positions.push(reader.position());
-        }
         // Each position is where the framer stood before a record: reading from it skips
         // what precedes the record (a header, a gap) exactly as the sequential read did.
-        Ok(Self { positions })
+        let mut positions = vec![reader.position()];
+        loop {
+            match reader.next_record() {
+                Ok(Some(_)) => positions.push(reader.position()),
+                Ok(None) => return Ok(Self { positions, cut_short: None }),
+                Err(SourceError::Format { source, .. }) => return Ok(Self { positions, cut_short: Some(source) }),
+                Err(err) => return Err(err),
+            }
+        }
     }
 
     fn encode(&self, stamp: &FileStamp) -> Vec<u8> {
@@ -72,7 +83,7 @@ impl RecordIndex {
         }
         let positions =
             body.chunks_exact(16).map(|c| Position { offset: u64_at(c, 0), record: u64_at(c, 8) }).collect();
-        Some(Self { positions })
+        Some(Self { positions, cut_short: None })
     }
 }
 
@@ -110,7 +121,8 @@ pub fn load_index(
         return Ok(index);
     }
     let index = RecordIndex::build(file, source)?;
-    if let (Some(path), Some(stamp)) = (cache_path, stamp) {
+    // An index cut short is not cached: each reader builds it again and reports its error.
+    if let (Some(path), Some(stamp)) = (cache_path, stamp.filter(|_| index.cut_short.is_none())) {
         // A cache that cannot be written only costs a rebuild next time.
         let written = (|| -> std::io::Result<()> {
             std::fs::create_dir_all(path.parent().expect("in a directory"))?;
@@ -192,6 +204,8 @@ pub struct GlobalShuffle {
     starts: Vec<u64>,
     permutation: Vec<u64>,
     cursor: usize,
+    /// The errors of the epoch's files indexed only up to one, not yet reported.
+    cut_short: std::collections::VecDeque<SourceError>,
 }
 
 impl GlobalShuffle {
@@ -212,7 +226,21 @@ impl GlobalShuffle {
         let mut permutation: Vec<u64> = (0..total).collect();
         let mut rng = rng;
         rng.shuffle(&mut permutation);
-        Ok(Self { source, readers, indexes, starts, permutation, cursor: 0 })
+        let cut_short = files
+            .iter()
+            .zip(&indexes)
+            .filter_map(|(file, index)| {
+                let source = index.cut_short.clone()?;
+                Some(SourceError::Format { file: file.name.to_string(), source })
+            })
+            .collect();
+        Ok(Self { source, readers, indexes, starts, permutation, cursor: 0, cut_short })
+    }
+
+    /// The error of the next file of the epoch that was indexed only up to one (once each,
+    /// before the epoch's first record).
+    pub fn next_cut_short(&mut self) -> Option<SourceError> {
+        self.cut_short.pop_front()
     }
 
     /// How far into the permutation the epoch is (what a checkpoint stores).
@@ -220,9 +248,11 @@ impl GlobalShuffle {
         self.cursor
     }
 
-    /// Continues from `cursor` (a restored state; the permutation is the seed's).
+    /// Continues from `cursor` (a restored state; the permutation is the seed's). A state
+    /// is taken between records, so after the epoch reported its files cut short.
     pub fn seek(&mut self, cursor: usize) {
         self.cursor = cursor.min(self.permutation.len());
+        self.cut_short.clear();
     }
 
     /// The next record of the permutation, `None` at the end of the epoch.

@@ -332,8 +332,13 @@ impl RecordPipeline {
         self.files_completed_before + self.interleave.files_completed()
     }
 
-    /// The next record, epoch boundary or end. An error is about one file, which is then
-    /// closed: calling again goes on with the other files (`onError: SKIP`).
+    /// The next record, epoch boundary or end. An error is about one file and is returned
+    /// once: calling again goes on (`onError: SKIP`). A framing error ends its file there,
+    /// as TensorFlow's `ignore_errors()` does: the sequential read closes the file, the
+    /// global shuffle indexed it only up to the error. How many records the rest of the
+    /// file held is not known (nothing after a corrupt record frames reliably), so a caller
+    /// counts the file as cut short, not its records. A global shuffle's record that no
+    /// longer reads at its indexed position (the file changed) is dropped alone.
     pub fn next_step(&mut self) -> Result<Next, SourceError> {
         if self.finished {
             return Ok(Next::End);
@@ -394,6 +399,9 @@ impl RecordPipeline {
                 self.global = Some(self.epoch_permutation()?);
             }
             let global = self.global.as_mut().expect("just built");
+            if let Some(err) = global.next_cut_short() {
+                return Err(err);
+            }
             let ordinal = global.cursor() as u64;
             let Some(record) = global.next_record()? else {
                 self.input_done = true;
@@ -433,5 +441,85 @@ impl RecordPipeline {
         self.ordinal = 0;
         self.emitted = 0;
         self.input_done = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::FormatConfig;
+    use crate::format::tfrecord::write_record;
+    use crate::source::DataRoots;
+
+    /// TFRecord files `f0.rec`, `f1.rec`... of `records` records `<file>/<n>`; in file
+    /// `corrupt.0`, the data of record `corrupt.1` is damaged (its CRC no longer matches).
+    fn tfrecord_files(dir: &std::path::Path, records: &[usize], corrupt: (usize, usize)) -> Arc<[DataFile]> {
+        let mut files = Vec::new();
+        let roots = DataRoots::new(&[dir.to_path_buf()]).unwrap();
+        for (i, &n) in records.iter().enumerate() {
+            let mut bytes = Vec::new();
+            for j in 0..n {
+                let start = bytes.len();
+                write_record(&mut bytes, format!("{i}/{j}").as_bytes());
+                if (i, j) == corrupt {
+                    bytes[start + 12] ^= 1;
+                }
+            }
+            std::fs::write(dir.join(format!("f{i}.rec")), bytes).unwrap();
+            files.extend(roots.resolve(&format!("f{i}.rec")).unwrap());
+        }
+        files.into()
+    }
+
+    /// Every step until the end: records as their text, errors as `<message>`.
+    fn steps(pipeline: &mut RecordPipeline) -> Vec<String> {
+        let mut steps = Vec::new();
+        for _ in 0..1000 {
+            match pipeline.next_step() {
+                Ok(Next::Record(record)) => steps.push(String::from_utf8(record.value.to_vec()).unwrap()),
+                Ok(Next::EndOfEpoch) => steps.push("<epoch>".into()),
+                Ok(Next::End) => return steps,
+                Err(err) => steps.push(format!("<{err}>")),
+            }
+        }
+        panic!("no end: {steps:?}");
+    }
+
+    fn source() -> Arc<SourceConfig> {
+        Arc::new(SourceConfig { format: FormatConfig::TfRecord, compression: None, max_record_bytes: 1 << 20 })
+    }
+
+    #[test]
+    fn a_corrupt_record_ends_its_file_once_and_the_next_files_follow() {
+        let dir = tempfile::tempdir().unwrap();
+        // Record 2 of f0 starts at byte 2 * (12 + 3 + 4); its data 12 bytes later.
+        let files = tfrecord_files(dir.path(), &[5, 2], (0, 2));
+        let error = "<f0.rec: corrupted record at 50>";
+        let mut pipeline =
+            RecordPipeline::new(files.clone(), source(), PipelineConfig::default(), PipelineEnv::default());
+        assert_eq!(steps(&mut pipeline), ["0/0", "0/1", error, "1/0", "1/1"]);
+        assert_eq!(pipeline.files_completed(), 2);
+
+        // The global shuffle indexes f0 up to the error and reports it once per epoch.
+        let config = PipelineConfig { global_shuffle: true, num_epochs: Some(2), ..PipelineConfig::default() };
+        let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default());
+        let all = steps(&mut pipeline);
+        let epochs: Vec<&[String]> = all.split(|step| step == "<epoch>").collect();
+        assert_eq!(epochs.len(), 2, "{all:?}");
+        for epoch in epochs {
+            assert_eq!(epoch[0], error, "{all:?}");
+            let mut records = epoch[1..].to_vec();
+            records.sort();
+            assert_eq!(records, ["0/0", "0/1", "1/0", "1/1"], "{all:?}");
+        }
+
+        // A state taken after the first record restores without reporting the error again.
+        let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default());
+        assert!(pipeline.next_step().is_err());
+        assert!(matches!(pipeline.next_step(), Ok(Next::Record(_))));
+        let mut restored =
+            RecordPipeline::restore(files, source(), config, PipelineEnv::default(), &pipeline.state()).unwrap();
+        let rest = steps(&mut restored);
+        assert_eq!(rest.iter().position(|step| step == error), Some(4), "{rest:?}");
     }
 }

@@ -375,7 +375,8 @@ impl Checkpointer {
         let checkpoint: pb::CheckpointState = prost::Message::decode(&stored.state[..])
             .map_err(|err| ServeError::Internal(format!("checkpoint {id} does not decode: {err}")))?;
         // A shared checkpoint taken before checkpoints recorded the name resumes under none.
-        if checkpoint.shared.is_some() != !shared_name.is_empty() || checkpoint.shared_name != shared_name {
+        let wants_shared = !shared_name.is_empty();
+        if checkpoint.shared.is_some() != wants_shared || checkpoint.shared_name != shared_name {
             let resumes = |shared: bool, name: &str| match (shared, name) {
                 (false, _) => "a private stream".to_owned(),
                 (true, "") => "a shared reader it does not name".to_owned(),
@@ -384,7 +385,7 @@ impl Checkpointer {
             return Err(ServeError::FailedPrecondition(format!(
                 "the token resumes {}, not {}",
                 resumes(checkpoint.shared.is_some(), &checkpoint.shared_name),
-                resumes(!shared_name.is_empty(), shared_name)
+                resumes(wants_shared, shared_name)
             )));
         }
         Ok(checkpoint)

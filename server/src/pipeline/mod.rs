@@ -115,8 +115,9 @@ fn read_records_at(files: &[DataFile], source: &SourceConfig, refs: &[RecordRef]
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
             std::collections::hash_map::Entry::Vacant(entry) => entry.insert(global::RandomAccess::open(file)?),
         };
-        // A guess at the record's end; the framer asks for more when it needs it.
-        let end = Position { offset: at.start.offset + 512, record: at.start.record };
+        // A guess at the record's end; the framer asks for more when it needs it. (The
+        // position comes from a restored state: saturate rather than trust it.)
+        let end = Position { offset: at.start.offset.saturating_add(512), record: at.start.record };
         records.push(reader.read(source, at.start, end)?);
     }
     Ok(records)

@@ -417,7 +417,8 @@ impl AutoCheckpoints {
 
 /// Reads the next chunk of up to `wanted` elements, the first of which will be the
 /// stream's element `next_seq`, on a blocking thread. The chunk's bytes are reserved
-/// from the memory budget until the stream has handed its elements on; when the budget
+/// from the memory budget until the transport takes its elements from the stream's
+/// buffer; when the budget
 /// cannot hold them the chunk still goes out (it is made), and the stream then ends
 /// with `RESOURCE_EXHAUSTED`.
 fn read_chunk(
@@ -468,9 +469,19 @@ async fn stream_elements(
     // takes long enough that reading ahead only holds more memory.
     // `(elements asked for, the chunk being read)`.
     let reads_ahead = record.checkpointable && auto.every == 0;
+    // Payload bytes of the elements in the stream's buffer, oldest first, and their share
+    // of the memory budget.
+    let mut in_buffer = std::collections::VecDeque::new();
+    let mut buffer_reserved = crate::memory::Reservation::default();
     let mut ahead: Option<(usize, tokio::task::JoinHandle<Chunk>)> = None;
     let last = loop {
-        counted.buffered(element_tx.max_capacity() - element_tx.capacity());
+        let buffered = element_tx.max_capacity() - element_tx.capacity();
+        counted.buffered(buffered);
+        // Elements the transport took from the buffer give their memory back.
+        while in_buffer.len() > buffered {
+            let bytes = in_buffer.pop_front().unwrap_or(0);
+            buffer_reserved.resize(buffer_reserved.bytes().saturating_sub(bytes), String::new).ok();
+        }
         // The decoding threads are the server's: a stream alone waits for one free slot
         // per thread (or the whole buffer, when smaller), since a chunk of one batch would
         // leave the others idle; with as many streams as threads, one slot will do (more
@@ -521,6 +532,11 @@ async fn stream_elements(
             break Err(err);
         }
         let sent_any = !elements.is_empty();
+        // The chunk's reservation now covers its elements in the stream's buffer.
+        in_buffer.extend(elements.iter().map(|(element, redelivered)| {
+            if *redelivered { 0 } else { element.payload_bytes() } // the chunk's alone
+        }));
+        buffer_reserved.absorb(std::mem::take(&mut chunk.reserved));
         for (permit, (element, redelivered)) in permits.zip(elements) {
             if shared {
                 reader.delivery.delivered(&record.consumer, seq, element.clone(), redelivered);

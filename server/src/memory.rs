@@ -101,6 +101,12 @@ impl Reservation {
         self.bytes
     }
 
+    /// Takes over what `other` holds (no new reservation: the bytes stay reserved).
+    pub fn absorb(&mut self, mut other: Reservation) {
+        debug_assert!(std::ptr::eq(self.budget, other.budget));
+        self.bytes += std::mem::take(&mut other.bytes);
+    }
+
     /// Holds `bytes` from now on: growth is reserved first and refused when it would go
     /// past the budget (the reservation is then unchanged); shrinking always succeeds.
     pub fn resize(&mut self, bytes: usize, what: impl FnOnce() -> String) -> Result<(), MemoryExhausted> {

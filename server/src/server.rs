@@ -76,6 +76,8 @@ pub async fn run(
         Some(path) => load_datasets(path, config.max_record_bytes)?,
         None => Default::default(),
     };
+    crate::memory::server().set_limit(config.memory_budget());
+    tokio::spawn(crate::memory::release_when_idle(std::time::Duration::from_secs(2)));
     let limits = Limits {
         readers_per_container: config.max_readers_per_container,
         consumers_per_reader: config.max_consumers_per_reader,
@@ -90,8 +92,10 @@ pub async fn run(
     health.set_serving::<FlightServiceServer<FlightPlane>>().await;
     // Both versions of reflection: clients still ask v1alpha (Python's grpcio-reflection).
     let (reflection_v1, reflection_v1alpha) = (reflection().build_v1()?, reflection().build_v1alpha()?);
-    // A message holds at least one record, which may be as large as the record limit.
-    let max_message = usize::try_from(config.max_record_bytes).unwrap_or(usize::MAX).saturating_add(1 << 20);
+    // A message holds at least one record, which may be as large as the record limit, or
+    // a whole batch, up to the batch limit.
+    let largest_payload = usize::try_from(config.max_record_bytes).unwrap_or(usize::MAX).max(config.max_batch_bytes);
+    let max_message = largest_payload.saturating_add(1 << 20);
     let data = std::sync::Arc::new(DataService::new(
         registry.clone(),
         std::sync::Arc::new(checkpointer),

@@ -23,7 +23,7 @@ fn bad_configuration_fails_at_start() {
     let state = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_readerd"))
-            .args(["--listen", "127.0.0.1:0", "--state-dir"])
+            .args(["--listen", "127.0.0.1:0", "--allow-unauthenticated", "--state-dir"])
             .arg(state.path())
             .args(args)
             .output()

@@ -254,7 +254,7 @@ fn file_arguments(
 }
 
 /// A state URL for display: `postgres://user:***@host/db`.
-fn hide_password(url: &StateUrl) -> String {
+pub fn hide_password(url: &StateUrl) -> String {
     match url {
         StateUrl::Sqlite(path) => format!("sqlite://{}", path.display()),
         StateUrl::Postgres(url) => match (url.find("://"), url.find('@')) {

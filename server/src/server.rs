@@ -62,7 +62,7 @@ pub async fn run(
         Ok(Checkpointer::new(store, checkpoints_kept)?)
     })
     .await?
-    .with_context(|| format!("state store {state_url:?}"))?;
+    .with_context(|| format!("state store {}", crate::config::hide_password(&state_url)))?;
     match &state_url {
         StateUrl::Sqlite(path) => tracing::info!(path = %path.display(), "state store: sqlite"),
         StateUrl::Postgres(_) => tracing::info!("state store: postgres"),

@@ -35,7 +35,9 @@ fn bad_configuration_fails_at_start() {
     let bad_url = run(&["--data-root", "/tmp", "--state-url", "mysql://x"]);
     assert!(!bad_url.status.success());
     assert!(String::from_utf8_lossy(&bad_url.stderr).contains("unsupported state URL"));
-    let unreachable = run(&["--data-root", "/tmp", "--state-url", "postgres://postgres@127.0.0.1:1/test"]);
+    let unreachable = run(&["--data-root", "/tmp", "--state-url", "postgres://postgres:s3cret@127.0.0.1:1/test"]);
     assert!(!unreachable.status.success());
-    assert!(String::from_utf8_lossy(&unreachable.stderr).contains("state store"));
+    let stderr = String::from_utf8_lossy(&unreachable.stderr);
+    assert!(stderr.contains("state store postgres://postgres:***@127.0.0.1:1/test"), "{stderr}");
+    assert!(!stderr.contains("s3cret"), "the password is never printed: {stderr}");
 }

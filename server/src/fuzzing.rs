@@ -9,6 +9,7 @@ use readerd_proto::v1 as pb;
 
 use crate::decode::Decoder;
 use crate::format::{FormatConfig, Framed, WorkUnit};
+use crate::limits::Limits;
 use crate::spec::ReaderSpec;
 
 /// Frames `data` as a whole TFRecord file; returns the records framed before the end or
@@ -88,4 +89,26 @@ fn decode(decoder: &Decoder, data: &[u8]) -> bool {
     let batch = decoder.decode(&records, &keys, true).is_ok();
     let single = decoder.decode(&[Bytes::copy_from_slice(data)], &keys[..1], false).is_ok();
     batch || single
+}
+
+/// Checks `data` as a spec, in its JSON form and in its protobuf encoding, as `Read` does
+/// (`--max-batch-bytes` of 1 MiB); a spec that passes decodes a batch of empty records.
+/// Returns whether one of the forms was accepted. Nothing may panic, and nothing the spec
+/// claims may be allocated before the checks.
+pub fn check_spec(data: &[u8]) -> bool {
+    let json = serde_json::from_slice::<pb::DatasetSpec>(data).ok();
+    let binary = <pb::DatasetSpec as prost::Message>::decode(data).ok();
+    let limits = Limits { batch_bytes: 1 << 20, ..Limits::default() };
+    let mut accepted = false;
+    for proto in json.into_iter().chain(binary) {
+        let Ok(spec) = ReaderSpec::from_proto(proto, 1 << 20) else { continue };
+        if limits.check_spec(&spec).is_err() {
+            continue;
+        }
+        accepted = true;
+        let records = vec![Bytes::new(); spec.batch_size.clamp(1, 4)];
+        let keys: Vec<String> = (0..records.len()).map(|i| format!("fuzz:{i}")).collect();
+        let _ = spec.decoder.decode(&records, &keys, spec.batch_size > 0);
+    }
+    accepted
 }

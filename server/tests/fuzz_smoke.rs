@@ -91,3 +91,70 @@ fn mutated_inputs_never_panic_the_framers_or_decoders() {
     }
     assert!(records > 0, "some mutated inputs still frame records");
 }
+
+/// Specs with every number replaced, one at a time, by a hostile value (negative, huge,
+/// past 2^63, as a string), and with bytes mutated as above: the spec checks answer, and
+/// a spec they accept decodes without allocating what it claims.
+#[test]
+fn hostile_specs_never_panic_or_allocate_what_they_claim() {
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../demo/specs");
+    let mut seeds: Vec<String> = std::fs::read_dir(&demo)
+        .unwrap()
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
+        .collect();
+    seeds.extend([
+        r#"{"source": {"files": ["a"], "format": "TFRECORD"}, "decoder": {"raw": {"outType": "FLOAT32", "fixedLength": 8}}, "pipeline": {"batchSize": 2}}"#.to_owned(),
+        r#"{"source": {"files": ["a"], "format": "FIXED_LENGTH", "headerBytes": 1, "recordBytes": 4, "footerBytes": 2, "hopBytes": 3}}"#.to_owned(),
+        r#"{"source": {"files": ["a"], "format": "TFRECORD"}, "decoder": {"example": {"features": {
+            "x": {"fixedLen": {"dtype": "INT64", "shape": [2, 3], "default": {"int64Values": [1]}}},
+            "s": {"sparse": {"indexKeys": ["i"], "valueKey": "v", "dtype": "FLOAT32", "size": [10]}},
+            "r": {"ragged": {"dtype": "INT64", "valueKey": "v", "partitions": [{"uniformRowLength": 2}]}}}}},
+            "pipeline": {"batchSize": 3, "shuffle": {"bufferSize": 10}, "cycleLength": 2, "prefetch": 2,
+                         "select": {"keyBuckets": {"buckets": 4, "keep": [1]}}}}"#.to_owned(),
+        r#"{"source": {"files": ["a"], "format": "TEXT_LINE"}, "decoder": {"csv": {"columns": [
+            {"name": "a", "dtype": "INT32"}, {"name": "b", "dtype": "STRING"}], "selectCols": [0, 2]}}, "pipeline": {"batchSize": 5}}"#.to_owned(),
+    ]);
+    let hostile = [
+        "-1",
+        "0",
+        "2147483648",
+        "1099511627776",
+        "9223372036854775807",
+        "18446744073709551615",
+        "\"1099511627776\"",
+        "1e300",
+    ];
+    let mut accepted = 0;
+    let mut rng = SplitMix64 { state: 20261123 };
+    for seed in &seeds {
+        assert!(fuzzing::check_spec(seed.as_bytes()), "the seed is a valid spec: {seed}");
+        // Each number (a run of digits) in turn.
+        let digits: Vec<(usize, usize)> = {
+            let bytes = seed.as_bytes();
+            let mut runs = Vec::new();
+            let mut i = 0;
+            while i < bytes.len() {
+                if bytes[i].is_ascii_digit() {
+                    let start = i;
+                    while i < bytes.len() && bytes[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                    runs.push((start, i));
+                } else {
+                    i += 1;
+                }
+            }
+            runs
+        };
+        for &(start, end) in &digits {
+            for value in hostile {
+                let spec = format!("{}{value}{}", &seed[..start], &seed[end..]);
+                accepted += usize::from(fuzzing::check_spec(spec.as_bytes()));
+            }
+        }
+        for _ in 0..500 {
+            fuzzing::check_spec(&mutate(&mut rng, seed.as_bytes()));
+        }
+    }
+    assert!(accepted > 0, "some hostile numbers are still valid specs");
+}

@@ -54,7 +54,7 @@ fn serialized_examples(case: &[u8]) -> Vec<Vec<u8>> {
 
 /// Serialized Examples, TFRecord files and CSV text from the golden vectors.
 fn seeds() -> Vec<Vec<u8>> {
-    let dir = std::env::var("READERD_GOLDEN_DIR").unwrap_or_else(|_| "../../shared/golden".into());
+    let dir = std::env::var("READERD_GOLDEN_DIR").unwrap_or_else(|_| "../tests/golden".into());
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut seeds = vec![b"a,1.5,x\n2,,\"q\"\"uoted\"\n".to_vec()];
     let mut stack = vec![dir];

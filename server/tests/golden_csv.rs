@@ -1,5 +1,5 @@
 //! Every `decode_csv` and `csv_dataset` case of the TensorFlow golden vectors
-//! (../shared/golden): `decode_csv` through `decode::csv::decode_csv`, `csv_dataset`
+//! (tests/golden): `decode_csv` through `decode::csv::decode_csv`, `csv_dataset`
 //! through the CSV framer (read by the pipeline) and `CsvDialect::CsvDataset` decoding, one row
 //! of scalars per record. Outputs must match bit for bit; errors must have the gRPC code
 //! of TensorFlow's error class and contain its message.

@@ -1,5 +1,5 @@
 //! Every `tfrecord`, `tfrecord_corrupt`, `fixed_length` and `text_line` case of the
-//! TensorFlow golden vectors (../shared/golden), run through the framing layer: records,
+//! TensorFlow golden vectors (tests/golden, copied from TensorFlow 2.21), run through the framing layer: records,
 //! keys, and for errors the gRPC code of TensorFlow's error class and its message.
 
 mod golden;
@@ -103,7 +103,7 @@ fn golden_framing_cases_match_tensorflow() {
     let dir = golden_dir();
     let index: Value = serde_json::from_slice(
         &std::fs::read(dir.join("cases/index.json"))
-            .expect("golden vectors at ../shared/golden (or set READERD_GOLDEN_DIR)"),
+            .expect("golden vectors at tests/golden (or set READERD_GOLDEN_DIR)"),
     )
     .unwrap();
     let roots = DataRoots::new(std::slice::from_ref(&dir)).unwrap();

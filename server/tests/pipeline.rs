@@ -245,7 +245,7 @@ fn global_shuffle_is_a_uniform_permutation_of_each_epoch() {
 #[test]
 fn global_shuffle_reads_every_format_at_its_indexed_positions() {
     use readerd_server::format::fixed_length::FixedLengthConfig;
-    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden");
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/golden");
     let golden = std::env::var_os("READERD_GOLDEN_DIR").map(PathBuf::from).unwrap_or(golden);
     let roots = DataRoots::new(&[golden]).unwrap();
     let fixed = |hop| FixedLengthConfig { header_bytes: 5, record_bytes: 4, footer_bytes: 3, hop_bytes: hop };

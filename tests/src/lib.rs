@@ -13,11 +13,12 @@ use base64::Engine;
 use readerd_client::Client;
 use serde_json::{Value, json};
 
-/// `../shared/golden` next to the repository, or `READERD_GOLDEN_DIR`.
+/// `tests/golden` (TensorFlow's golden vectors, copied into the repository), or
+/// `READERD_GOLDEN_DIR`.
 pub fn golden_dir() -> PathBuf {
     std::env::var_os("READERD_GOLDEN_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("golden"))
 }
 
 /// A binary of this workspace, next to the test executable's `deps/` directory.

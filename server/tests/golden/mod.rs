@@ -1,4 +1,4 @@
-//! Shared harness for the TensorFlow golden vectors (../shared/golden): loading cases and
+//! Shared harness for the TensorFlow golden vectors (tests/golden at the repository's top): loading cases and
 //! comparing tensors exactly (floats bit for bit, any NaN equal to "nan", -0.0 ≠ 0.0).
 
 #![allow(dead_code)]
@@ -12,14 +12,14 @@ use serde_json::Value;
 pub fn golden_dir() -> PathBuf {
     std::env::var_os("READERD_GOLDEN_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/golden"))
 }
 
 /// Every case of the given categories, in index order.
 pub fn cases(categories: &[&str]) -> Vec<Value> {
     let dir = golden_dir();
     let index = std::fs::read(dir.join("cases/index.json"))
-        .expect("golden vectors at ../shared/golden (or set READERD_GOLDEN_DIR)");
+        .expect("golden vectors at tests/golden (or set READERD_GOLDEN_DIR)");
     let index: Value = serde_json::from_slice(&index).unwrap();
     index["cases"]
         .as_array()

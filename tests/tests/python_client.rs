@@ -1,7 +1,8 @@
 //! The Python client's own tests (pytest, in `client/python/tests`), run against this
 //! build's `readerd` and `readerctl`: the Arrow Flight plane as pyarrow sees it, resume,
-//! reconnection and the training-loop example. They need python3 with pyarrow, numpy and
-//! pytest (`pip install -r client/python/requirements-test.txt`; `.ci/run` does it).
+//! reconnection, gRPC reflection and the training-loop example. They need python3 with
+//! pyarrow, numpy, pytest, grpcio and grpcio-reflection (`pip install -r
+//! client/python/requirements-test.txt`; `.ci/run` does it).
 
 use std::path::Path;
 use std::process::Command;
@@ -9,11 +10,12 @@ use std::process::Command;
 #[test]
 fn python_client_tests_pass() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let ready = Command::new("python3").args(["-c", "import pyarrow.flight, numpy, pytest"]).output();
+    let ready =
+        Command::new("python3").args(["-c", "import pyarrow.flight, numpy, pytest, grpc, grpc_reflection"]).output();
     match ready {
         Ok(out) if out.status.success() => {}
         other => panic!(
-            "python3 with pyarrow, numpy and pytest is needed: pip install -r client/python/requirements-test.txt\n{other:?}"
+            "python3 with pyarrow, numpy, pytest, grpcio and grpcio-reflection is needed: pip install -r client/python/requirements-test.txt\n{other:?}"
         ),
     }
     let status = Command::new("python3")

@@ -315,6 +315,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 stats.records_skipped,
                 stats.active_streams
             );
+            println!("files cut short {}", stats.files_cut_short);
             println!(
                 "elements in flight {}\nelements awaiting redelivery {}",
                 stats.elements_in_flight, stats.elements_awaiting_redelivery

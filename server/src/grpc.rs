@@ -119,6 +119,7 @@ fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
         work_units_completed: stats.work_units_completed as i64,
         elements_produced: stats.elements_produced as i64,
         records_skipped: stats.records_skipped as i64,
+        files_cut_short: stats.files_cut_short as i64,
         consumers: stats
             .consumers
             .into_iter()

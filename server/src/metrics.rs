@@ -122,7 +122,7 @@ impl Metrics {
             let _ = writeln!(out, "readerd_stream_errors_total{{code=\"{code}\"}} {n}");
         }
 
-        let per_reader: [ReaderMetric; 6] = [
+        let per_reader: [ReaderMetric; 7] = [
             ("readerd_reader_records_produced_total", "Records a reader produced.", "counter", |s| s.records_produced),
             ("readerd_reader_elements_produced_total", "Elements a reader produced.", "counter", |s| {
                 s.elements_produced
@@ -130,6 +130,12 @@ impl Metrics {
             ("readerd_reader_records_skipped_total", "Corrupt or undecodable records skipped.", "counter", |s| {
                 s.records_skipped
             }),
+            (
+                "readerd_reader_files_cut_short_total",
+                "Files whose rest was dropped at a corrupt record (its number of records unknown).",
+                "counter",
+                |s| s.files_cut_short,
+            ),
             ("readerd_reader_streams", "Streams attached to a reader.", "gauge", |s| s.active_streams),
             ("readerd_reader_elements_in_flight", "Elements sent and not yet acknowledged.", "gauge", |s| {
                 s.elements_in_flight

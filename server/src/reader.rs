@@ -49,8 +49,12 @@ pub struct ReaderStats {
     pub work_units_completed: u64,
     pub elements_produced: u64,
     pub active_streams: u64,
-    /// Corrupt or undecodable records dropped (`onError: SKIP`).
+    /// Corrupt or undecodable records dropped (`onError: SKIP`): each record that does
+    /// not decode, and the record at each framing error. The records after a framing
+    /// error in its file are not counted here (their number is not known).
     pub records_skipped: u64,
+    /// Files whose rest was dropped at a framing error (`onError: SKIP`).
+    pub files_cut_short: u64,
     pub consumers: Vec<crate::consumer::ConsumerStats>,
     pub elements_in_flight: u64,
     pub elements_awaiting_redelivery: u64,
@@ -125,6 +129,7 @@ struct ReaderState {
     records_produced: u64,
     elements_produced: u64,
     records_skipped: u64,
+    files_cut_short: u64,
     /// A reader that failed keeps failing the same way until it is reset: no stream
     /// silently skips past a bad record.
     failed: Option<ServeError>,
@@ -500,6 +505,7 @@ impl Reader {
             work_units_completed: state.pipeline.files_completed(),
             elements_produced: state.elements_produced,
             records_skipped: state.records_skipped,
+            files_cut_short: state.files_cut_short,
             active_streams: self.active_streams.load(Ordering::Relaxed).max(0) as u64,
         }
     }
@@ -618,6 +624,7 @@ impl Reader {
             records_produced: state.records_produced,
             elements_produced: state.elements_produced,
             records_skipped: state.records_skipped,
+            files_cut_short: state.files_cut_short,
         };
         Ok(prost::Message::encode_to_vec(&saved))
     }
@@ -654,6 +661,7 @@ impl Reader {
         state.records_produced = saved.records_produced;
         state.elements_produced = saved.elements_produced;
         state.records_skipped = saved.records_skipped;
+        state.files_cut_short = saved.files_cut_short;
         Ok(())
     }
 
@@ -950,6 +958,7 @@ impl ReaderState {
             records_produced: 0,
             elements_produced: 0,
             records_skipped: 0,
+            files_cut_short: 0,
             failed: None,
         }
     }
@@ -1047,10 +1056,13 @@ impl ReaderState {
                     }
                     return Ok(next);
                 }
-                // The file is closed; the pipeline goes on with the others.
+                // The file ends at the error (RecordPipeline::next_step); the pipeline goes
+                // on with the others. The record at the error is skipped; what followed it in
+                // the file is not read, and its number is not known: the file is cut short.
                 Err(SourceError::Format { file, source }) if spec.skip_errors => {
                     tracing::warn!(file, error = %source, "corrupt record skipped with the rest of its file");
-                    self.records_skipped += 1;
+                    self.records_skipped += u64::from(source.offset().is_some());
+                    self.files_cut_short += 1;
                 }
                 Err(err) => {
                     let err = ServeError::from(err);

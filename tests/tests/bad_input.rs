@@ -95,7 +95,9 @@ fn skip_drops_the_rest_of_a_file_after_a_bad_crc_and_goes_on_with_the_next_files
         assert_eq!(values, expected, "{name}: each epoch, the records before the bad one, then the next file's");
         let stats = readerctl(&server.addr, &["stats", "--container", "c", "--shared-name", name]);
         let stats = String::from_utf8(stats.stdout).unwrap();
+        // Each epoch drops the bad record and the rest of its file, whose records are not counted.
         assert!(stats.contains(&format!("records skipped {epochs}\n")), "{name}: one per epoch:\n{stats}");
+        assert!(stats.contains(&format!("files cut short {epochs}\n")), "{name}: one per epoch:\n{stats}");
     }
 }
 

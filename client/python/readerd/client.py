@@ -35,12 +35,12 @@ __all__ = ["Client", "Stream", "RetryPolicy"]
 
 # int64 fields of the replies, rendered as JSON strings by proto3 JSON.
 _INT64_FIELDS = frozenset(
-    "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped delivered acknowledged "
-    "redelivered elementsInFlight elementsAwaitingRedelivery afterSeq upToSeq readersReleased".split()
+    "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped filesCutShort delivered "
+    "acknowledged redelivered elementsInFlight elementsAwaitingRedelivery afterSeq upToSeq readersReleased".split()
 )
 _STATS_FIELDS = (
-    "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped elementsInFlight "
-    "elementsAwaitingRedelivery".split()
+    "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped filesCutShort "
+    "elementsInFlight elementsAwaitingRedelivery".split()
 )
 
 

@@ -213,7 +213,7 @@ impl RecordFile {
             let capacity = self.window.len() + want;
             let peak = self.reserved.bytes() + capacity;
             let what = || format!("reading {} at {}", self.name, self.framer.position().offset);
-            self.reserved.resize(peak, what).map_err(|err| SourceError::Memory(err))?;
+            self.reserved.resize(peak, what).map_err(SourceError::Memory)?;
             let mut buffer = Vec::with_capacity(capacity);
             buffer.extend_from_slice(&self.window);
             let n = self.stream.read_into(&mut buffer, want).map_err(|err| self.read_error(err))?;

@@ -149,8 +149,8 @@ impl Reader {
             .iter()
             .map(|file| std::mem::size_of::<DataFile>() + 2 * file.name.len() + file.path.as_os_str().len())
             .sum();
-        let state_reserved = crate::memory::server()
-            .reserve(state_bytes, || format!("the {} files of reader {name}", files.len()))?;
+        let state_reserved =
+            crate::memory::server().reserve(state_bytes, || format!("the {} files of reader {name}", files.len()))?;
         let files: Arc<[DataFile]> = files.into();
         name_csv_columns_from_headers(&mut spec, &files)?;
         if spec.pipeline.global_shuffle {

@@ -61,12 +61,14 @@ pub(crate) fn element_bytes(dtype: DType) -> u64 {
 }
 
 impl Decoder {
-    /// Bytes every decoded record takes whatever its content, known from the spec alone:
-    /// dense features of fixed shape, CSV columns, raw records of a fixed length. A
-    /// batch's decoded size is at least this times its records (saturating).
+    /// Bytes of memory every decoded record takes whatever its content, known from the
+    /// spec alone: dense features of fixed shape, CSV columns, raw records of a fixed
+    /// length (a string element counts as its handle). A batch's decoded size is at least
+    /// this times its records (saturating).
     pub fn fixed_bytes_per_record(&self) -> u64 {
         match self {
-            Decoder::None => element_bytes(DType::String),
+            // One handle per record; batches are at most 2^20 records.
+            Decoder::None => 0,
             Decoder::Raw(config) => config.fixed_length.map_or(0, |bytes| bytes as u64),
             Decoder::Example(parser) => parser.fixed_bytes_per_record(),
             Decoder::SequenceExample(parser) => parser.fixed_bytes_per_record(),

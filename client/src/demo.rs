@@ -1,4 +1,4 @@
-//! The benchmark workloads of `../shared/DESIGN.md`, written at a chosen size
+//! The benchmark workloads (README, "Performance"; bench/README.md), written at a chosen size
 //! (`readerctl gen-demo`), with a readerd spec for each. Deterministic for a seed.
 //!
 //! - **images**: `tf.train.Example`s with `image` (110,592 random bytes, 192×192×3),
@@ -8,8 +8,9 @@
 //!   int64 (32-bit hashed ids with Criteo's per-column cardinalities), in 8 files;
 //! - **tabular_csv**: the same rows as CSV with a header line, same split.
 //!
-//! The layout matches `../shared/tfdata-bench/gen_data.py`: `images/images-000-of-016.tfrecord`,
-//! `tabular/tabular-000-of-008.tfrecord`, `tabular_csv/tabular-000-of-008.csv`; specs go to
+//! The layout matches the tf.data benchmark harness's `gen_data.py` (bench/compare.sh):
+//! `images/images-000-of-016.tfrecord`, `tabular/tabular-000-of-008.tfrecord`,
+//! `tabular_csv/tabular-000-of-008.csv`; specs go to
 //! `specs/<workload>.json`, with file names relative to the output directory (the data root).
 
 use std::collections::BTreeMap;

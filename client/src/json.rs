@@ -1,4 +1,4 @@
-//! Tensors in the JSON form of `../shared/golden/README.md`: what `readerctl read
+//! Tensors in the JSON form of `tests/golden/README.md`: what `readerctl read
 //! --output jsonl` prints and what tests compare with TensorFlow's outputs.
 //!
 //! Dense: `{"kind": "dense", "dtype", "shape", "values"}` with values row-major; floats as

@@ -136,6 +136,69 @@ pub fn readerctl(addr: &str, args: &[&str]) -> Output {
     Command::new(binary("readerctl")).arg("--addr").arg(addr).args(args).output().expect("run readerctl")
 }
 
+/// Streams a private reader of `spec` (undecoded records, feature `value`); returns the
+/// records, their keys and how the stream ended (its end-of-sequence marker or error).
+pub async fn read_records(
+    client: &mut Client,
+    spec: readerd_client::v1::DatasetSpec,
+) -> (Vec<Vec<u8>>, Vec<String>, Result<readerd_client::v1::EndOfSequence, tonic::Status>) {
+    use readerd_client::v1 as pb;
+    let (mut records, mut keys) = (Vec::new(), Vec::new());
+    let mut elements = 0;
+    let mut stream = match client.read("", "", Some(spec)).await {
+        Ok(stream) => stream,
+        Err(status) => return (records, keys, Err(status)),
+    };
+    loop {
+        match stream.message().await {
+            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) })) => {
+                let Some(pb::tensor::Kind::Dense(value)) = element.features[0].tensor.clone().unwrap().kind else {
+                    panic!("raw records are dense string tensors")
+                };
+                assert_eq!(element.features[0].name, "value");
+                assert_eq!(element.seq, elements, "sequence numbers count elements from 0");
+                elements += 1;
+                records.extend(value.strings.iter().map(|s| s.to_vec()));
+                keys.extend(element.keys);
+            }
+            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) })) => {
+                return (records, keys, Ok(end));
+            }
+            Ok(other) => panic!("unexpected response {other:?}"),
+            Err(status) => return (records, keys, Err(status)),
+        }
+    }
+}
+
+/// The lines of `readerctl --output jsonl`'s stdout, parsed.
+pub fn jsonl(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+/// Writes `spec` as `spec.json` in `dir`; returns its path for `--spec`.
+pub fn write_spec(dir: &tempfile::TempDir, spec: &Value) -> String {
+    let path = dir.path().join("spec.json");
+    std::fs::write(&path, spec.to_string()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// Waits until the server at `channel` reports `readerd.v1.DataService` as no longer
+/// serving (it is draining after SIGTERM), or stops answering.
+pub async fn wait_until_draining(channel: tonic::transport::Channel) {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let mut health = HealthClient::new(channel);
+    loop {
+        let request = HealthCheckRequest { service: "readerd.v1.DataService".into() };
+        match health.check(request).await {
+            Ok(reply) if reply.get_ref().status() == ServingStatus::Serving => {
+                tokio::time::sleep(Duration::from_millis(5)).await
+            }
+            _ => return,
+        }
+    }
+}
+
 pub fn b64(value: &Value) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD.decode(value.as_str().unwrap()).unwrap()
 }

@@ -4,18 +4,8 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use readerd_tests::{ServerProcess, b64, binary, readerctl, write_file};
+use readerd_tests::{ServerProcess, b64, binary, jsonl, readerctl, write_file, write_spec};
 use serde_json::{Value, json};
-
-fn jsonl(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect()
-}
-
-fn write_spec(dir: &tempfile::TempDir, spec: &Value) -> String {
-    let path = dir.path().join("spec.json");
-    std::fs::write(&path, spec.to_string()).unwrap();
-    path.to_string_lossy().into_owned()
-}
 
 /// The `{"error": ...}` line a failed `readerctl read` ends with.
 fn read_error(addr: &str, args: &[&str]) -> Value {

@@ -2,7 +2,7 @@
 //! server with an `example` / `sequenceExample` decoder and printed by
 //! `readerctl read --output jsonl`, give TensorFlow's tensors.
 
-use readerd_tests::{ServerProcess, b64, check_json_tensor, golden_cases, readerctl, write_tfrecord};
+use readerd_tests::{ServerProcess, b64, check_json_tensor, golden_cases, jsonl, readerctl, write_tfrecord};
 use serde_json::{Map, Value, json};
 
 /// A golden default value in the spec's TensorValue JSON form.
@@ -182,10 +182,6 @@ fn golden_examples_stream_as_tensorflow_parses_them() {
     println!("golden Example cases end to end: {} of {ran} passed", ran - failures.len());
     assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n"));
     assert_eq!(ran, 61);
-}
-
-fn jsonl(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use readerd_client::v1 as pb;
-use readerd_tests::{ServerProcess, write_file, write_tfrecord};
+use readerd_tests::{ServerProcess, read_records, write_file, write_tfrecord};
 use serde_json::{Value, json};
 
 fn spec(value: Value) -> pb::DatasetSpec {
@@ -26,38 +26,8 @@ fn good_spec() -> pb::DatasetSpec {
     spec(json!({"source": {"files": ["good.tfrecord"], "format": "TFRECORD"}, "pipeline": {"batchSize": 10}}))
 }
 
-/// Reads a stream to its end: the records' values in order and how it ended (`Ok` after
-/// the end-of-sequence marker, or the error).
-async fn read_all(
-    client: &mut readerd_client::Client,
-    spec: pb::DatasetSpec,
-) -> (Vec<Vec<u8>>, Vec<String>, Result<(), tonic::Status>) {
-    let (mut values, mut keys) = (Vec::new(), Vec::new());
-    let mut stream = match client.read("", "", Some(spec)).await {
-        Ok(stream) => stream,
-        Err(status) => return (values, keys, Err(status)),
-    };
-    loop {
-        match stream.message().await {
-            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) })) => {
-                keys.extend(element.keys);
-                let Some(pb::tensor::Kind::Dense(value)) = element.features[0].tensor.clone().unwrap().kind else {
-                    panic!("raw records are dense string tensors")
-                };
-                values.extend(value.strings.iter().map(|s| s.to_vec()));
-            }
-            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(_)) })) => {
-                return (values, keys, Ok(()));
-            }
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("the stream closed without an end-of-sequence marker or an error"),
-            Err(status) => return (values, keys, Err(status)),
-        }
-    }
-}
-
 async fn assert_good_stream_served(client: &mut readerd_client::Client) {
-    let (values, _, end) = read_all(client, good_spec()).await;
+    let (values, _, end) = read_records(client, good_spec()).await;
     end.expect("a normal stream is served");
     assert_eq!(values.len(), 1000);
     assert_eq!(values[999], b"record 999");
@@ -93,7 +63,7 @@ async fn specs_whose_batches_cannot_be_allocated_are_refused_before_reading() {
     ];
     for value in hostile {
         let started = Instant::now();
-        let (values, _, end) = read_all(&mut client, spec(value.clone())).await;
+        let (values, _, end) = read_records(&mut client, spec(value.clone())).await;
         let status = end.expect_err("refused");
         assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{value}: {status:?}");
         assert!(status.message().contains("--max-batch-bytes"), "{}", status.message());
@@ -198,7 +168,7 @@ async fn truncated_compressed_files_are_data_loss_after_the_last_whole_record() 
     let mut client = server.client().await;
     let text = |file: &str| spec(json!({"source": {"files": [file], "format": "TEXT_LINE", "compression": "AUTO"}}));
     for (file, compression) in [("trunc.txt.gz", "GZIP"), ("trunc.txt.zlib", "ZLIB"), ("boundary.txt.gz", "GZIP")] {
-        let (values, keys, end) = read_all(&mut client, text(file)).await;
+        let (values, keys, end) = read_records(&mut client, text(file)).await;
         let status = end.expect_err(file);
         assert_eq!(status.code(), tonic::Code::DataLoss, "{file}: {status:?}");
         assert!(status.message().contains(file), "{}", status.message());
@@ -213,12 +183,12 @@ async fn truncated_compressed_files_are_data_loss_after_the_last_whole_record() 
         let offset: usize = lines.lines().take(values.len()).map(|line| line.len() + 1).sum();
         assert!(status.message().contains(&format!("stream at {offset}")), "{}", status.message());
     }
-    let (values, _, _) = read_all(&mut client, text("boundary.txt.gz")).await;
+    let (values, _, _) = read_records(&mut client, text("boundary.txt.gz")).await;
     assert_eq!(values.len(), 2000);
 
     for file in ["cut.tfrecord.gz", "cut.tfrecord.zlib"] {
         let source = json!({"files": [file], "format": "TFRECORD", "compression": "AUTO"});
-        let (values, _, end) = read_all(&mut client, spec(json!({"source": source}))).await;
+        let (values, _, end) = read_records(&mut client, spec(json!({"source": source}))).await;
         let status = end.expect_err(file);
         assert_eq!(status.code(), tonic::Code::DataLoss, "{file}: {status:?}");
         assert!(status.message().contains(&format!("stream at {record_end}")), "{}", status.message());
@@ -226,7 +196,7 @@ async fn truncated_compressed_files_are_data_loss_after_the_last_whole_record() 
         assert_eq!(values[299], b"record 299");
     }
     let source = json!({"files": ["cut.bin.gz"], "format": "FIXED_LENGTH", "recordBytes": 4, "compression": "GZIP"});
-    let (values, keys, end) = read_all(&mut client, spec(json!({"source": source}))).await;
+    let (values, keys, end) = read_records(&mut client, spec(json!({"source": source}))).await;
     let status = end.expect_err("cut.bin.gz");
     assert_eq!(status.code(), tonic::Code::DataLoss, "{status:?}");
     assert!(status.message().contains("truncated GZIP stream at 1200"), "{}", status.message());
@@ -242,7 +212,7 @@ async fn read_concurrently(server: &ServerProcess, spec: pb::DatasetSpec, stream
     for _ in 0..streams {
         let mut client = server.client().await;
         let spec = spec.clone();
-        reads.push(tokio::spawn(async move { read_all(&mut client, spec).await.2.expect_err("fails") }));
+        reads.push(tokio::spawn(async move { read_records(&mut client, spec).await.2.expect_err("fails") }));
     }
     let mut ends = Vec::new();
     for read in reads {
@@ -330,7 +300,7 @@ async fn a_spec_listing_one_file_100000_times_costs_little_and_gives_its_memory_
     // A 2 MB spec: RSS went from 11 MB to 760 MB, and never came back.
     let files = vec!["good.tfrecord"; 100_000];
     let many = spec(json!({"source": {"files": files, "format": "TFRECORD"}, "pipeline": {"batchSize": 100_000}}));
-    let (values, keys, end) = read_all(&mut client, many).await;
+    let (values, keys, end) = read_records(&mut client, many).await;
     end.unwrap();
     assert_eq!(values.len(), 300_000);
     assert_eq!(keys[299_999], "good.tfrecord:48");
@@ -364,6 +334,7 @@ async fn a_record_whose_value_rowids_name_a_huge_row_is_refused_not_allocated() 
         })
         .collect();
     write_tfrecord(&data.path().join("ragged.tfrecord"), &records);
+    good_data(data.path());
     let server = ServerProcess::start(&[data.path()]);
     let mut client = server.client().await;
     let ragged = |batch: u32| {
@@ -382,11 +353,6 @@ async fn a_record_whose_value_rowids_name_a_huge_row_is_refused_not_allocated() 
     assert!(status.message().contains("value_rowids ids name row 1099511627776"), "{}", status.message());
     assert!(status.message().contains("ragged.tfrecord:"), "the record is named: {}", status.message());
     assert!(server.memory_kib("VmHWM") < 200 << 10);
-    let (_, _, end) = read_all(&mut client, good_spec_of(data.path())).await;
+    let (_, _, end) = read_records(&mut client, good_spec()).await;
     end.expect("still serving");
-}
-
-fn good_spec_of(root: &Path) -> pb::DatasetSpec {
-    good_data(root);
-    good_spec()
 }

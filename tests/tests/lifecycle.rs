@@ -7,8 +7,6 @@ use std::process::{Command, Stdio};
 use readerd_client::v1 as pb;
 use readerd_tests::{ServerProcess, binary, golden_dir};
 use serde_json::json;
-use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 /// Runs `readerd` with `args` (and a data root and state directory), which must stop by
 /// itself; returns its exit status, stdout and stderr.
@@ -193,16 +191,7 @@ async fn sigterm_with_the_postgres_store_exits_cleanly_and_final_tokens_resume_e
         let channel = tonic::transport::Endpoint::from_shared(server.addr.clone()).unwrap().connect().await.unwrap();
         let stopping = tokio::task::spawn_blocking(move || server.terminate());
         // The streams are read on only once the server is draining (health NOT_SERVING).
-        let mut health = HealthClient::new(channel);
-        loop {
-            let request = HealthCheckRequest { service: "readerd.v1.DataService".into() };
-            match health.check(request).await {
-                Ok(reply) if reply.get_ref().status() == ServingStatus::Serving => {
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await
-                }
-                _ => break,
-            }
-        }
+        readerd_tests::wait_until_draining(channel).await;
         for (i, (stream, (head, token))) in streams.iter_mut().zip(&mut heads).enumerate() {
             let (rest, checkpoint, code) = drain(stream).await;
             assert_eq!(code, Some(tonic::Code::Unavailable), "round {round}, stream {i}");

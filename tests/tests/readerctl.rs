@@ -1,17 +1,6 @@
 //! `readerctl read --output jsonl`: the line contract of DESIGN.md, against a real server.
 
-use readerd_tests::{ServerProcess, b64, framing_spec, golden_case, golden_dir, readerctl};
-use serde_json::Value;
-
-fn jsonl(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect()
-}
-
-fn write_spec(dir: &tempfile::TempDir, spec: &Value) -> String {
-    let path = dir.path().join("spec.json");
-    std::fs::write(&path, spec.to_string()).unwrap();
-    path.to_string_lossy().into_owned()
-}
+use readerd_tests::{ServerProcess, b64, framing_spec, golden_case, golden_dir, jsonl, readerctl, write_spec};
 
 #[test]
 fn jsonl_prints_each_element_then_the_end_marker() {

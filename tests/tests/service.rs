@@ -128,16 +128,7 @@ async fn sigterm_during_eight_streams_gives_each_a_final_token_that_resumes_exac
     let channel = tonic::transport::Endpoint::from_shared(server.addr.clone()).unwrap().connect().await.unwrap();
     let stopping = tokio::task::spawn_blocking(move || server.terminate());
     // The streams are read on only once the server is draining (health NOT_SERVING).
-    let mut health = HealthClient::new(channel);
-    loop {
-        let request = HealthCheckRequest { service: "readerd.v1.DataService".into() };
-        match health.check(request).await {
-            Ok(reply) if reply.get_ref().status() == ServingStatus::Serving => {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await
-            }
-            _ => break,
-        }
-    }
+    readerd_tests::wait_until_draining(channel).await;
     let mut tokens = Vec::new();
     for (stream, head) in &mut streams {
         let (rest, checkpoint, code) = drain(stream).await;

@@ -10,33 +10,8 @@ async fn stream_all(
     server: &ServerProcess,
     spec: &Value,
 ) -> (Vec<Vec<u8>>, Vec<String>, Result<pb::EndOfSequence, tonic::Status>) {
-    let mut client = server.client().await;
     let spec: pb::DatasetSpec = serde_json::from_value(spec.clone()).unwrap();
-    let (mut records, mut keys) = (Vec::new(), Vec::new());
-    let mut elements = 0;
-    let mut stream = match client.read("", "", Some(spec)).await {
-        Ok(stream) => stream,
-        Err(status) => return (records, keys, Err(status)),
-    };
-    loop {
-        match stream.message().await {
-            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) })) => {
-                let Some(pb::tensor::Kind::Dense(value)) = element.features[0].tensor.clone().unwrap().kind else {
-                    panic!("raw records are dense string tensors")
-                };
-                assert_eq!(element.features[0].name, "value");
-                assert_eq!(element.seq, elements, "sequence numbers count elements from 0");
-                elements += 1;
-                records.extend(value.strings.iter().map(|s| s.to_vec()));
-                keys.extend(element.keys);
-            }
-            Ok(Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) })) => {
-                return (records, keys, Ok(end));
-            }
-            Ok(other) => panic!("unexpected response {other:?}"),
-            Err(status) => return (records, keys, Err(status)),
-        }
-    }
+    readerd_tests::read_records(&mut server.client().await, spec).await
 }
 
 #[tokio::test]

@@ -44,8 +44,8 @@ pub struct Config {
     /// Bytes of each ranged GET of an object.
     #[arg(long, env = "READERD_OBJECT_BLOCK_BYTES", default_value_t = 8 << 20)]
     pub object_block_bytes: usize,
-    /// Blocks fetched ahead of the reader per open object (they count in the memory
-    /// budget).
+    /// Blocks' worth of bytes (of --object-block-bytes) fetched ahead of the reader per
+    /// open object (they count in the memory budget).
     #[arg(long, env = "READERD_OBJECT_READ_AHEAD", default_value_t = 4)]
     pub object_read_ahead: usize,
     /// Retries of a failed object-store request (throttling, 5xx, timeouts, a body cut

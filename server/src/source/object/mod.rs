@@ -35,7 +35,7 @@ pub struct ObjectSettings {
     pub options: Vec<(String, String)>,
     /// Bytes of each ranged GET.
     pub block_bytes: usize,
-    /// Blocks fetched ahead of the reader, per open object.
+    /// Blocks' worth of bytes fetched ahead of the reader, per open object.
     pub read_ahead: usize,
     /// Retries of a failed request (throttling, 5xx, timeouts, a body cut short).
     pub retries: usize,
@@ -55,6 +55,13 @@ impl Default for ObjectSettings {
             retries: 5,
             timeout: Duration::from_secs(60),
         }
+    }
+}
+
+impl ObjectSettings {
+    /// Bytes requested ahead of one object's reader: `read_ahead` blocks of `block_bytes`.
+    pub fn window_bytes(&self) -> u64 {
+        (self.read_ahead.max(1) as u64).saturating_mul(self.block_bytes.max(1) as u64)
     }
 }
 

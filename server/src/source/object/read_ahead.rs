@@ -1,13 +1,15 @@
-//! One object read front to back: ranged GETs growing to `block_bytes` each, up to
-//! `read_ahead` of them in flight ahead of the reader, so that a stream keeps its decoders
-//! busy over a network where each request takes tens of milliseconds. The blocks in
-//! flight and the one being read are reserved from the server's memory budget; when the
-//! budget is tight, fewer blocks are fetched ahead (never fewer than one).
+//! One object read front to back: ranged GETs growing to `block_bytes` each, with up to
+//! a window of `read_ahead × block_bytes` bytes in flight ahead of the reader, so that a
+//! stream keeps its decoders busy over a network where each request takes tens of
+//! milliseconds. The blocks in flight and the one being read are reserved from the
+//! server's memory budget; when the budget is tight, fewer blocks are fetched ahead (never
+//! fewer than one).
 //!
 //! Blocks grow from `FIRST_BLOCK` (1 MiB), doubling. A read from an object's start asks
-//! for its whole first window at once (1 + 2 + 4 + 8 MiB with the defaults: one round
-//! trip); a read from inside an object (a resume, a checkpoint's replay) starts with one
-//! block in flight and adds one per block taken, so a short read costs a megabyte or two.
+//! for its whole window at once (1 + 2 + 4 + 8 + 8 + 8 + 1 MiB with the defaults: an
+//! object of up to 32 MiB in one round trip); a read from inside an object (a resume, a
+//! checkpoint's replay) starts with a 1 MiB window that doubles with each block taken, so
+//! a short read costs a megabyte or two.
 //!
 //! [`prefetch`] starts an object's first window before its reader opens (the pipeline
 //! asks for the next two files of the epoch when it opens one), so that one object's first
@@ -60,11 +62,15 @@ impl Fetches {
         }
     }
 
-    /// Requests blocks until `limit` are in flight, the object is all requested, or the
-    /// memory budget grants no more (one block is always in flight while any is left).
-    fn request(&mut self, limit: usize) {
+    /// Requests blocks until `window` bytes are in flight, the object is all requested, or
+    /// the memory budget grants no more (one block is always in flight while any is left).
+    fn request(&mut self, window: u64) {
         let settings = self.object.root.settings();
-        while self.in_flight.len() < limit.max(1) && self.requested_to < self.object.size {
+        while self.requested_to < self.object.size {
+            let in_flight = self.in_flight.front().map_or(0, |(offset, ..)| self.requested_to - offset);
+            if !self.in_flight.is_empty() && in_flight >= window {
+                break;
+            }
             let block = (FIRST_BLOCK << self.blocks_requested.min(16)).min(settings.block_bytes.max(1)) as u64;
             let end = (self.requested_to + block).min(self.object.size);
             let wanted = self.reserved.bytes() + (end - self.requested_to) as usize;
@@ -112,7 +118,7 @@ pub fn prefetch(object: &ObjectFile) {
         return;
     }
     let mut fetches = Fetches::new(object.clone(), 0);
-    fetches.request(object.root.settings().read_ahead);
+    fetches.request(object.root.settings().window_bytes());
     let since = Instant::now();
     kept.insert(key.clone(), (since, fetches));
     // Dropped (its GETs aborted, its memory given back) if no reader takes it in time,
@@ -166,9 +172,9 @@ impl ObjectReader {
     }
 
     fn request_ahead(&mut self) {
-        let read_ahead = self.fetches.object.root.settings().read_ahead.max(1);
-        let limit = if self.from_start { read_ahead } else { read_ahead.min(self.blocks_taken + 1) };
-        self.fetches.request(limit);
+        let window = self.fetches.object.root.settings().window_bytes();
+        let slow_start = (FIRST_BLOCK as u64) << self.blocks_taken.min(16);
+        self.fetches.request(if self.from_start { window } else { window.min(slow_start) });
     }
 
     /// Makes the next block current; false at the end of the object.

@@ -43,7 +43,7 @@ impl GcsServer {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         for (bucket, prefix, source) in buckets {
-            copy_dir(source, &data.join(bucket).join(prefix));
+            crate::copy_dir(source, &data.join(bucket).join(prefix));
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log = std::fs::File::create(dir.path().join("gcs.log")).unwrap();
@@ -79,19 +79,6 @@ impl GcsServer {
             "--object-option".into(),
             "google_skip_signature=true".into(),
         ]
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).unwrap();
-        }
     }
 }
 

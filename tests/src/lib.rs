@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 pub mod azure;
 pub mod gcs;
 pub mod s3;
+pub mod webdav;
 
 /// `tests/golden` (TensorFlow's golden vectors, copied into the repository), or
 /// `READERD_GOLDEN_DIR`.
@@ -500,5 +501,19 @@ pub fn check_json_tensor(expected: &Value, got: &Value) -> Result<(), String> {
             want.iter().zip(have).try_for_each(|(w, h)| check_json_tensor(w, h))
         }
         other => Err(format!("unknown kind {other}")),
+    }
+}
+
+/// Copies the files under `from` into `to` (created), folders included.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
     }
 }

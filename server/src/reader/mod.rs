@@ -158,10 +158,7 @@ impl Reader {
         }
         // Per-file state (names, paths, positions) grows with the spec's file list and
         // its globs, not with the request's size: reserved from the memory budget.
-        let state_bytes = files
-            .iter()
-            .map(|file| std::mem::size_of::<DataFile>() + 3 * file.name.len())
-            .sum();
+        let state_bytes = files.iter().map(|file| std::mem::size_of::<DataFile>() + 3 * file.name.len()).sum();
         let state_reserved =
             crate::memory::server().reserve(state_bytes, || format!("the {} files of reader {name}", files.len()))?;
         let files: Arc<[DataFile]> = files.into();

@@ -120,9 +120,8 @@ impl ObjectRoot {
         if !parsed.username().is_empty() || parsed.password().is_some() {
             return Err(bad("credentials do not belong in a data root's URL".into()));
         }
-        let store = build_store(&parsed, url, settings).map_err(|err| bad(first_line(&err)))?;
-        let prefix = if matches!(parsed.scheme(), "http" | "https") { "" } else { parsed.path() };
-        let prefix = ObjectPath::from(prefix.trim_matches('/'));
+        let store = build_store(&parsed, settings).map_err(|err| bad(first_line(&err)))?;
+        let prefix = ObjectPath::from(parsed.path().trim_matches('/'));
         Ok(Self { url: url.trim_end_matches('/').to_owned(), store, prefix, settings: settings.clone() })
     }
 
@@ -236,7 +235,7 @@ impl ObjectFile {
 
 /// The store of a root's URL: its cloud's builder from the standard environment, the
 /// bucket or container, the settings, and readerd's client options.
-fn build_store(parsed: &url::Url, url: &str, settings: &ObjectSettings) -> object_store::Result<Arc<dyn ObjectStore>> {
+fn build_store(parsed: &url::Url, settings: &ObjectSettings) -> object_store::Result<Arc<dyn ObjectStore>> {
     // Retries are readerd's (`with_retries`), one layer for every request and for bodies
     // cut short: object_store's own would multiply with them.
     let retry = RetryConfig { max_retries: 0, ..RetryConfig::default() };
@@ -283,9 +282,11 @@ fn build_store(parsed: &url::Url, url: &str, settings: &ObjectSettings) -> objec
             }
             Arc::new(builder.build()?)
         }
+        // The server's origin: object_store lists a WebDAV server's paths from its root,
+        // so the URL's path is the root's prefix, as in a bucket.
         "http" | "https" => Arc::new(
             object_store::http::HttpBuilder::new()
-                .with_url(url)
+                .with_url(parsed.origin().ascii_serialization())
                 .with_retry(retry)
                 .with_client_options(client.with_allow_http(true))
                 .build()?,

@@ -22,6 +22,8 @@
 //! - [`flight`]: the Arrow Flight plane on the same port (`DoGet` streams a reader's
 //!   batches, `DoAction` checkpoints and acknowledges); [`columns`] lays elements out as
 //!   Arrow record batches.
+//! - [`cluster`]: replicas sharing a shared reader through PostgreSQL: the split ledger,
+//!   leases and acknowledged records.
 //! - [`consumer`]: who was given which element of a shared reader; redelivery.
 //! - [`checkpoint`]: opening streams; checkpoints of private ones (snapshots, replay,
 //!   tokens).
@@ -37,6 +39,7 @@
 
 pub mod auth;
 pub mod checkpoint;
+pub mod cluster;
 pub mod columns;
 pub mod config;
 pub mod consumer;

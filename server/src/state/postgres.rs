@@ -24,7 +24,74 @@ const MIGRATIONS: &[&str] = &[
     "
     CREATE TABLE readerd_record_indexes (key TEXT PRIMARY KEY, value BYTEA NOT NULL);
 ",
+    // The split ledger of shared readers served by several replicas (`crate::cluster`).
+    "
+    CREATE TABLE readerd_replicas (
+        id TEXT PRIMARY KEY,
+        address TEXT NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    CREATE TABLE readerd_jobs (
+        id BIGSERIAL PRIMARY KEY,
+        container TEXT NOT NULL,
+        shared_name TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        spec BYTEA NOT NULL,
+        generation BIGINT NOT NULL DEFAULT 1,
+        UNIQUE (container, shared_name)
+    );
+    CREATE TABLE readerd_splits (
+        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
+        epoch BIGINT NOT NULL,
+        position INT NOT NULL,
+        file INT NOT NULL,
+        owner TEXT,
+        lease_expires TIMESTAMPTZ,
+        leases INT NOT NULL DEFAULT 0,
+        acked BYTEA NOT NULL DEFAULT '',
+        done BOOLEAN NOT NULL DEFAULT false,
+        PRIMARY KEY (job, epoch, position)
+    );
+    CREATE INDEX readerd_splits_by_owner ON readerd_splits (owner) WHERE NOT done;
+    CREATE TABLE readerd_sessions (
+        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
+        session TEXT NOT NULL,
+        replica TEXT NOT NULL,
+        attached_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        flushed BOOLEAN NOT NULL DEFAULT false,
+        PRIMARY KEY (job, session, replica)
+    );
+",
 ];
+
+/// A connection to `url`, with its tables in `schema` when given (tests keep each in a
+/// schema of its own), and the migrations applied.
+pub fn connect(url: &str, schema: Option<&str>) -> Result<Client, StateError> {
+    let mut client = Client::connect(url, NoTls)?;
+    if let Some(schema) = schema {
+        let schema = schema.replace('"', "");
+        client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET search_path TO \"{schema}\""))?;
+    }
+    let mut transaction = client.transaction()?;
+    // One migrator at a time, whichever replica starts first.
+    transaction.batch_execute(
+        "SELECT pg_advisory_xact_lock(7215522); CREATE TABLE IF NOT EXISTS readerd_schema (version INT NOT NULL)",
+    )?;
+    let version: i32 = match transaction.query_opt("SELECT version FROM readerd_schema", &[])? {
+        Some(row) => row.get(0),
+        None => {
+            transaction.execute("INSERT INTO readerd_schema (version) VALUES (0)", &[])?;
+            0
+        }
+    };
+    for (i, migration) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        transaction.batch_execute(migration)?;
+        transaction.execute("UPDATE readerd_schema SET version = $1", &[&(i as i32 + 1)])?;
+    }
+    transaction.commit()?;
+    Ok(client)
+}
 
 pub struct PostgresStore {
     /// `None` only once the store is dropping (see its `Drop`).
@@ -34,30 +101,7 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Connects and migrates; `schema` (tests) keeps the tables in a schema of their own.
     pub fn open(url: &str, schema: Option<&str>) -> Result<Self, StateError> {
-        let mut client = Client::connect(url, NoTls)?;
-        if let Some(schema) = schema {
-            let schema = schema.replace('"', "");
-            client
-                .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET search_path TO \"{schema}\""))?;
-        }
-        let mut transaction = client.transaction()?;
-        // One migrator at a time, whichever replica starts first.
-        transaction.batch_execute(
-            "SELECT pg_advisory_xact_lock(7215522); CREATE TABLE IF NOT EXISTS readerd_schema (version INT NOT NULL)",
-        )?;
-        let version: i32 = match transaction.query_opt("SELECT version FROM readerd_schema", &[])? {
-            Some(row) => row.get(0),
-            None => {
-                transaction.execute("INSERT INTO readerd_schema (version) VALUES (0)", &[])?;
-                0
-            }
-        };
-        for (i, migration) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
-            transaction.batch_execute(migration)?;
-            transaction.execute("UPDATE readerd_schema SET version = $1", &[&(i as i32 + 1)])?;
-        }
-        transaction.commit()?;
-        Ok(Self { client: Some(Mutex::new(client)) })
+        Ok(Self { client: Some(Mutex::new(connect(url, schema)?)) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Client> {

@@ -1,0 +1,292 @@
+//! The split ledger in PostgreSQL: replicas and their heartbeats, shared-reader jobs,
+//! each epoch's splits with their leases and acknowledged records, and the consumer
+//! sessions attached to each replica. Every rule about who may produce what is a SQL
+//! statement here; the rest of the cluster only calls these. Blocking: call from blocking
+//! threads.
+//!
+//! Time is PostgreSQL's (`now()`): leases expire by the database's clock, never by a
+//! replica's, so replicas need no synchronized clocks.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use postgres::Client;
+
+use super::record_set::{BadRecordSet, RecordSet};
+use crate::state::StateError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("split ledger: {0}")]
+    Postgres(#[from] postgres::Error),
+    #[error("split ledger: {0}")]
+    State(#[from] StateError),
+    #[error("split ledger: {0}")]
+    BadRecordSet(#[from] BadRecordSet),
+    /// The job exists with another spec.
+    #[error("shared reader {0} exists in the cluster with a different spec")]
+    OtherSpec(String),
+}
+
+/// A shared reader's job, as this replica knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub id: i64,
+    /// Bumped when the job is restored from a checkpoint: work of an older generation is
+    /// void.
+    pub generation: i64,
+}
+
+/// A split this replica leased: one file of one epoch, and what of it is acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub epoch: u64,
+    /// The split's place in the epoch's file order.
+    pub position: u32,
+    /// The file, an index into the reader's files.
+    pub file: u32,
+    /// Records (by their number in the file) already acknowledged: not produced again.
+    pub acked: RecordSet,
+    /// Another replica held it before (it died, or let it go).
+    pub taken_over: bool,
+}
+
+/// How an epoch's splits stand.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EpochProgress {
+    pub splits: u64,
+    pub never_leased: u64,
+    pub done: u64,
+}
+
+/// Acknowledgements of one split to merge into the ledger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitCommit {
+    pub epoch: u64,
+    pub position: u32,
+    pub acked: RecordSet,
+    /// The committing owner produced the whole split and every record of it is
+    /// acknowledged.
+    pub done: bool,
+}
+
+/// How long leases last and how long a dead replica's consumers may take to come back.
+#[derive(Clone, Copy, Debug)]
+pub struct LeaseTimes {
+    /// A lease not renewed for this long may be taken over.
+    pub ttl: Duration,
+    /// After a lease expired, how long its owner's consumer sessions have to re-send
+    /// their acknowledgements through another replica before the split is taken over
+    /// anyway.
+    pub grace: Duration,
+}
+
+impl Default for LeaseTimes {
+    fn default() -> Self {
+        Self { ttl: Duration::from_secs(10), grace: Duration::from_secs(10) }
+    }
+}
+
+/// One replica's connection to the ledger.
+pub struct Ledger {
+    client: Mutex<Client>,
+    /// This replica's id in the ledger: unique per process (a restarted replica is a new
+    /// one, and takes its previous life's splits over like any other's).
+    replica: String,
+    times: LeaseTimes,
+}
+
+fn seconds(duration: Duration) -> f64 {
+    duration.as_secs_f64()
+}
+
+impl Ledger {
+    /// Connects (migrating the schema if needed) and registers the replica.
+    pub fn open(
+        url: &str,
+        schema: Option<&str>,
+        replica: &str,
+        address: &str,
+        times: LeaseTimes,
+    ) -> Result<Self, LedgerError> {
+        let mut client = crate::state::postgres::connect(url, schema)?;
+        client.execute(
+            "INSERT INTO readerd_replicas (id, address) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now()",
+            &[&replica, &address],
+        )?;
+        Ok(Self { client: Mutex::new(client), replica: replica.to_owned(), times })
+    }
+
+    pub fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    fn client(&self) -> std::sync::MutexGuard<'_, Client> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Says the replica is alive and renews its leases; returns the splits still its own
+    /// as `(job, epoch, position)` (a split missing from them was taken over: stop
+    /// producing it).
+    pub fn heartbeat(&self) -> Result<Vec<(i64, u64, u32)>, LedgerError> {
+        let mut client = self.client();
+        client.execute("UPDATE readerd_replicas SET heartbeat_at = now() WHERE id = $1", &[&self.replica])?;
+        let rows = client.query(
+            "UPDATE readerd_splits SET lease_expires = now() + make_interval(secs => $2)
+             WHERE owner = $1 AND NOT done RETURNING job, epoch, position",
+            &[&self.replica, &seconds(self.times.ttl)],
+        )?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1) as u64, row.get::<_, i32>(2) as u32)).collect())
+    }
+
+    /// The job of shared reader `container/shared_name`, created with `spec` if new.
+    pub fn job(&self, container: &str, shared_name: &str, fingerprint: &str, spec: &[u8]) -> Result<Job, LedgerError> {
+        let mut client = self.client();
+        client.execute(
+            "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (container, shared_name) DO NOTHING",
+            &[&container, &shared_name, &fingerprint, &spec],
+        )?;
+        let row = client.query_one(
+            "SELECT id, fingerprint, generation FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        if row.get::<_, &str>(1) != fingerprint {
+            return Err(LedgerError::OtherSpec(format!("{container}/{shared_name}")));
+        }
+        Ok(Job { id: row.get(0), generation: row.get(2) })
+    }
+
+    /// Writes epoch `epoch`'s splits, one per file in `order` (the epoch's file order, the
+    /// same on every replica: it comes from the seed). Idempotent: the first replica to
+    /// plan an epoch writes it, the others find it there.
+    pub fn plan_epoch(&self, job: Job, epoch: u64, order: &[usize]) -> Result<(), LedgerError> {
+        let positions: Vec<i32> = (0..order.len() as i32).collect();
+        let files: Vec<i32> = order.iter().map(|&file| file as i32).collect();
+        self.client().execute(
+            "INSERT INTO readerd_splits (job, epoch, position, file)
+             SELECT $1, $2, position, file FROM unnest($3::int4[], $4::int4[]) AS planned (position, file)
+             ON CONFLICT DO NOTHING",
+            &[&job.id, &(epoch as i64), &positions, &files],
+        )?;
+        Ok(())
+    }
+
+    /// Leases the first split of `epoch` (in file order) that nobody holds: never leased,
+    /// or whose lease expired and whose owner's consumer sessions have all re-sent their
+    /// acknowledgements elsewhere (or had the grace period to). `None` when there is none
+    /// now (every split is done or held).
+    pub fn lease_next(&self, job: Job, epoch: u64) -> Result<Option<Lease>, LedgerError> {
+        let row = self.client().query_opt(
+            "UPDATE readerd_splits SET owner = $3, lease_expires = now() + make_interval(secs => $4),
+                    leases = leases + 1
+             WHERE (job, epoch, position) = (
+                 SELECT job, epoch, position FROM readerd_splits AS split
+                 WHERE job = $1 AND epoch = $2 AND NOT done AND (
+                     owner IS NULL OR (
+                         lease_expires < now() AND (
+                             lease_expires < now() - make_interval(secs => $5)
+                             OR NOT EXISTS (
+                                 SELECT 1 FROM readerd_sessions AS session
+                                 WHERE session.job = split.job AND session.replica = split.owner
+                                   AND NOT session.flushed))))
+                 ORDER BY position LIMIT 1 FOR UPDATE SKIP LOCKED)
+             RETURNING position, file, acked, leases",
+            &[&job.id, &(epoch as i64), &self.replica, &seconds(self.times.ttl), &seconds(self.times.grace)],
+        )?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(Lease {
+            epoch,
+            position: row.get::<_, i32>(0) as u32,
+            file: row.get::<_, i32>(1) as u32,
+            acked: RecordSet::decode(row.get(2))?,
+            taken_over: row.get::<_, i32>(3) > 1,
+        }))
+    }
+
+    /// Merges acknowledged records into their splits, in one transaction; marks the
+    /// splits the commits say are done. Anyone's acknowledgements count (a consumer
+    /// re-sending through another replica); only the owner says a split is done.
+    pub fn commit(&self, job: Job, commits: &[SplitCommit]) -> Result<(), LedgerError> {
+        let mut client = self.client();
+        let mut transaction = client.transaction()?;
+        for commit in commits {
+            let key: [&(dyn postgres::types::ToSql + Sync); 3] =
+                [&job.id, &(commit.epoch as i64), &(commit.position as i32)];
+            let Some(row) = transaction.query_opt(
+                "SELECT acked, owner FROM readerd_splits WHERE job = $1 AND epoch = $2 AND position = $3 FOR UPDATE",
+                &key,
+            )?
+            else {
+                continue;
+            };
+            let mut acked = RecordSet::decode(row.get(0))?;
+            acked.extend(&commit.acked);
+            let done = commit.done && row.get::<_, Option<&str>>(1) == Some(self.replica.as_str());
+            transaction.execute(
+                "UPDATE readerd_splits SET acked = $4, done = done OR $5
+                 WHERE job = $1 AND epoch = $2 AND position = $3",
+                &[key[0], key[1], key[2], &acked.encode(), &done],
+            )?;
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    pub fn epoch_progress(&self, job: Job, epoch: u64) -> Result<EpochProgress, LedgerError> {
+        let row = self.client().query_one(
+            "SELECT count(*), count(*) FILTER (WHERE leases = 0), count(*) FILTER (WHERE done)
+             FROM readerd_splits WHERE job = $1 AND epoch = $2",
+            &[&job.id, &(epoch as i64)],
+        )?;
+        Ok(EpochProgress {
+            splits: row.get::<_, i64>(0) as u64,
+            never_leased: row.get::<_, i64>(1) as u64,
+            done: row.get::<_, i64>(2) as u64,
+        })
+    }
+
+    /// A consumer session now reads the job through this replica.
+    pub fn attach_session(&self, job: Job, session: &str) -> Result<(), LedgerError> {
+        self.client().execute(
+            "INSERT INTO readerd_sessions (job, session, replica) VALUES ($1, $2, $3)
+             ON CONFLICT (job, session, replica) DO UPDATE SET flushed = false",
+            &[&job.id, &session, &self.replica],
+        )?;
+        Ok(())
+    }
+
+    /// Session `session` holds nothing unacknowledged from `replica` any more: it
+    /// re-sent (and this replica committed) every acknowledgement of what it received
+    /// there, or its stream there ended with everything acknowledged.
+    pub fn session_flushed(&self, job: Job, session: &str, replica: &str) -> Result<(), LedgerError> {
+        self.client().execute(
+            "UPDATE readerd_sessions SET flushed = true WHERE job = $1 AND session = $2 AND replica = $3",
+            &[&job.id, &session, &replica],
+        )?;
+        Ok(())
+    }
+
+    /// Gives the replica's leases up now (a clean shutdown): they expire at once, and
+    /// the splits go to others as soon as this replica's consumer sessions are flushed.
+    pub fn release_all(&self) -> Result<(), LedgerError> {
+        let mut client = self.client();
+        client.execute(
+            "UPDATE readerd_splits SET lease_expires = now() - interval '1 millisecond' WHERE owner = $1 AND NOT done",
+            &[&self.replica],
+        )?;
+        client.execute("DELETE FROM readerd_replicas WHERE id = $1", &[&self.replica])?;
+        Ok(())
+    }
+
+    /// Replicas that sent a heartbeat within a lease's lifetime: `(id, address)`.
+    pub fn live_replicas(&self) -> Result<Vec<(String, String)>, LedgerError> {
+        let rows = self.client().query(
+            "SELECT id, address FROM readerd_replicas WHERE heartbeat_at > now() - make_interval(secs => $1)
+             ORDER BY id",
+            &[&seconds(self.times.ttl)],
+        )?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+}

@@ -1,0 +1,54 @@
+//! Replicas: one shared reader served by several readerd processes that share a
+//! PostgreSQL state store, exactly once, surviving a replica's death. PostgreSQL is the
+//! only coordinator: row locks (`FOR UPDATE SKIP LOCKED`), leases that expire by the
+//! database's clock, and transactions. There is no leader, no election and no
+//! membership protocol of readerd's own.
+//!
+//! - [`record_set`]: a set of record numbers as ranges (a split's acknowledged records).
+//! - [`ledger`]: every statement on the ledger: replicas, jobs, splits, leases, sessions.
+//!
+//! # The design
+//!
+//! **Jobs and splits.** A shared reader `(container, shared_name)` is a job in the
+//! ledger, keyed by its spec's fingerprint. Each epoch is cut into splits, one per file,
+//! in the epoch's file order (from the seed, the same on every replica: the first replica
+//! to reach an epoch writes its splits, the others find them). A split is the unit of
+//! work, of lease and of takeover; its row holds its owner, the owner's lease expiry, the
+//! records acknowledged so far (by their number in the file, as a [`RecordSet`]) and
+//! whether it is done.
+//!
+//! **Producing.** A replica runs the spec's pipeline (interleave, shuffle buffer,
+//! batching, decoding) over one epoch at a time, taking its files from the ledger instead
+//! of from a fixed list: when the interleave wants its next file, the replica leases the
+//! epoch's first free split. One replica alone therefore leases every split in the
+//! epoch's file order and produces exactly today's single-server sequence. With several,
+//! each produces the records of the splits it holds in the spec's order, and the
+//! global order is no longer one sequence (as with tf.data service's dynamic sharding):
+//! what stays is that every record of every epoch is delivered exactly once, and each
+//! replica's output is a pure function of the splits it leased.
+//!
+//! **Acknowledgements.** Consumers acknowledge elements to the replica that sent them;
+//! the replica maps each element to its records' `(epoch, split, record number)` and
+//! merges them into the splits' acknowledged sets in batched transactions. A split is done
+//! when its owner has produced it to its end and every record of it is acknowledged.
+//!
+//! **A replica dies.** It stops renewing its leases (heartbeats every third of the
+//! lease time). Once a lease expired, the split may be taken over, but only after every
+//! consumer session that was reading through the dead replica has re-sent the
+//! acknowledgements of what it received there (the session is then `flushed`), or after a
+//! grace period. The taker skips the split's acknowledged records and produces the rest:
+//! what a consumer received and acknowledged (before or after the death) is not produced
+//! again; what it never received is. A consumer that does not come back within the grace
+//! period counts as dead with it, and its unacknowledged elements are delivered again, as
+//! for any consumer that vanishes.
+//!
+//! **Fencing.** A replica produces from a split only while its own lease deadline
+//! (measured from its last successful renewal on its own monotonic clock, shorter than
+//! the lease) has not passed; a renewal that does not return a split means it was taken
+//! over, and the replica drops it.
+
+pub mod ledger;
+pub mod record_set;
+
+pub use ledger::{EpochProgress, Job, Lease, LeaseTimes, Ledger, LedgerError, SplitCommit};
+pub use record_set::RecordSet;

@@ -1,0 +1,155 @@
+//! The split ledger against a real PostgreSQL (`READERD_TEST_POSTGRES_URL`; `.ci/run` sets
+//! it), each test in a schema of its own: leases in file order, no split held by two
+//! replicas, takeover only after the dead owner's consumers re-sent their
+//! acknowledgements (or the grace period), acknowledgements merged from anyone.
+
+use std::time::Duration;
+
+use readerd_server::cluster::{Job, LeaseTimes, Ledger, LedgerError, RecordSet, SplitCommit};
+
+/// A fresh schema, dropped when the guard goes.
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    fn new() -> Option<Schema> {
+        let Ok(url) = std::env::var("READERD_TEST_POSTGRES_URL") else {
+            eprintln!("READERD_TEST_POSTGRES_URL is not set: the ledger is not tested here (.ci/run sets it)");
+            return None;
+        };
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        Some(Schema { url, name: format!("readerd_ledger_{}_{nanos}", std::process::id()) })
+    }
+
+    fn replica(&self, id: &str, times: LeaseTimes) -> Ledger {
+        Ledger::open(&self.url, Some(&self.name), id, &format!("http://{id}"), times).unwrap()
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let mut admin = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+        admin.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name)).unwrap();
+    }
+}
+
+fn set(records: impl IntoIterator<Item = u64>) -> RecordSet {
+    let mut set = RecordSet::new();
+    records.into_iter().for_each(|r| set.insert(r));
+    set
+}
+
+fn job(ledger: &Ledger) -> Job {
+    ledger.job("team", "train", "fingerprint-1", b"spec").unwrap()
+}
+
+#[test]
+fn one_replica_leases_every_split_in_the_epochs_file_order() {
+    let Some(schema) = Schema::new() else { return };
+    let a = schema.replica("a", LeaseTimes::default());
+    let b = schema.replica("b", LeaseTimes::default());
+    let job = job(&a);
+    assert_eq!(b.job("team", "train", "fingerprint-1", b"spec").unwrap(), job, "one job for every replica");
+    assert!(matches!(b.job("team", "train", "fingerprint-2", b"other"), Err(LedgerError::OtherSpec(_))));
+    let order = [3, 0, 2, 1];
+    a.plan_epoch(job, 1, &order).unwrap();
+    b.plan_epoch(job, 1, &order).unwrap();
+    let mut files = Vec::new();
+    while let Some(lease) = a.lease_next(job, 1).unwrap() {
+        assert!(!lease.taken_over && lease.acked.is_empty());
+        files.push(lease.file as usize);
+    }
+    assert_eq!(files, order, "planned once, leased in order");
+    let progress = a.epoch_progress(job, 1).unwrap();
+    assert_eq!((progress.splits, progress.never_leased, progress.done), (4, 0, 0));
+    assert_eq!(b.lease_next(job, 1).unwrap(), None, "every split is held");
+    assert_eq!(a.heartbeat().unwrap().len(), 4, "the renewal returns the splits still held");
+}
+
+#[test]
+fn replicas_leasing_at_once_never_hold_the_same_split() {
+    let Some(schema) = Schema::new() else { return };
+    let first = schema.replica("r0", LeaseTimes::default());
+    let job = job(&first);
+    first.plan_epoch(job, 1, &(0..200).collect::<Vec<_>>()).unwrap();
+    let leased: Vec<Vec<u32>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|i| {
+                let schema = &schema;
+                scope.spawn(move || {
+                    let ledger = schema.replica(&format!("w{i}"), LeaseTimes::default());
+                    let mut mine = Vec::new();
+                    while let Some(lease) = ledger.lease_next(job, 1).unwrap() {
+                        mine.push(lease.position);
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers.into_iter().map(|worker| worker.join().unwrap()).collect()
+    });
+    let mut all: Vec<u32> = leased.iter().flatten().copied().collect();
+    all.sort();
+    assert_eq!(all, (0..200).collect::<Vec<u32>>(), "each split leased exactly once");
+    assert!(leased.iter().filter(|mine| !mine.is_empty()).count() >= 2, "{leased:?}");
+}
+
+#[test]
+fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_acknowledged() {
+    let Some(schema) = Schema::new() else { return };
+    let times = LeaseTimes { ttl: Duration::from_millis(600), grace: Duration::from_secs(60) };
+    let a = schema.replica("a", times);
+    let b = schema.replica("b", times);
+    let job = job(&a);
+    a.plan_epoch(job, 1, &[7]).unwrap();
+    let lease = a.lease_next(job, 1).unwrap().unwrap();
+    a.attach_session(job, "consumer-1").unwrap();
+    a.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([0, 1, 2]), done: false }]).unwrap();
+    // A dies: no more heartbeats. Its lease expires, but consumer-1 may still hold
+    // records it received from A and acknowledged there without A committing them.
+    std::thread::sleep(Duration::from_millis(900));
+    assert_eq!(b.lease_next(job, 1).unwrap(), None, "consumer-1 has not re-sent its acknowledgements");
+    // consumer-1 moves to B and re-sends them (B commits them, anyone's count)...
+    b.attach_session(job, "consumer-1").unwrap();
+    b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([3, 5]), done: true }]).unwrap();
+    b.session_flushed(job, "consumer-1", "a").unwrap();
+    // ...and B takes the split over, skipping what was acknowledged.
+    let taken = b.lease_next(job, 1).unwrap().expect("taken over once flushed");
+    assert_eq!((taken.file, taken.position, taken.taken_over), (lease.file, 0, true));
+    assert_eq!(taken.acked, set([0, 1, 2, 3, 5]));
+    assert_eq!(a.epoch_progress(job, 1).unwrap().done, 0, "only the owner says a split is done");
+    assert!(a.heartbeat().unwrap().is_empty(), "A, back, learns the split is no longer its own");
+    assert_eq!(b.heartbeat().unwrap(), [(job.id, 1, 0)]);
+    b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([4, 6]), done: true }]).unwrap();
+    assert_eq!(b.epoch_progress(job, 1).unwrap().done, 1);
+    assert_eq!(b.lease_next(job, 1).unwrap(), None, "a done split is never leased again");
+}
+
+#[test]
+fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_period() {
+    let Some(schema) = Schema::new() else { return };
+    let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_millis(700) };
+    let a = schema.replica("a", times);
+    let b = schema.replica("b", times);
+    let job = job(&a);
+    a.plan_epoch(job, 1, &[0, 1]).unwrap();
+    a.lease_next(job, 1).unwrap().unwrap();
+    a.attach_session(job, "consumer-gone").unwrap();
+    assert_eq!(b.lease_next(job, 1).unwrap().map(|lease| lease.position), Some(1), "the free split first");
+    b.heartbeat().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    b.heartbeat().unwrap();
+    assert_eq!(b.lease_next(job, 1).unwrap(), None, "expired, but within the grace period");
+    std::thread::sleep(Duration::from_millis(700));
+    let taken = b.lease_next(job, 1).unwrap().expect("taken over after the grace period");
+    assert!(taken.taken_over && taken.position == 0);
+    b.heartbeat().unwrap();
+    let live: Vec<String> = b.live_replicas().unwrap().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(live, ["b"], "A's heartbeat is older than a lease");
+    // A clean shutdown gives leases up at once (no session holds anything here).
+    b.release_all().unwrap();
+    let c = schema.replica("c", times);
+    assert_eq!(c.lease_next(job, 1).unwrap().map(|lease| lease.position), Some(0));
+}

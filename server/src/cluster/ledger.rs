@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use postgres::Client;
 
-use super::record_set::{BadRecordSet, RecordSet};
+use crate::pipeline::record_set::{BadRecordSet, RecordSet};
 use crate::state::StateError;
 
 #[derive(Debug, thiserror::Error)]

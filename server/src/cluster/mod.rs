@@ -4,7 +4,6 @@
 //! database's clock, and transactions. There is no leader, no election and no
 //! membership protocol of readerd's own.
 //!
-//! - [`record_set`]: a set of record numbers as ranges (a split's acknowledged records).
 //! - [`ledger`]: every statement on the ledger: replicas, jobs, splits, leases, sessions.
 //!
 //! # The design
@@ -14,7 +13,7 @@
 //! in the epoch's file order (from the seed, the same on every replica: the first replica
 //! to reach an epoch writes its splits, the others find them). A split is the unit of
 //! work, of lease and of takeover; its row holds its owner, the owner's lease expiry, the
-//! records acknowledged so far (by their number in the file, as a [`RecordSet`]) and
+//! records acknowledged so far (by their number in the file, as a `pipeline::record_set::RecordSet`) and
 //! whether it is done.
 //!
 //! **Producing.** A replica runs the spec's pipeline (interleave, shuffle buffer,
@@ -48,7 +47,6 @@
 //! over, and the replica drops it.
 
 pub mod ledger;
-pub mod record_set;
 
+pub use crate::pipeline::record_set::RecordSet;
 pub use ledger::{EpochProgress, Job, Lease, LeaseTimes, Ledger, LedgerError, SplitCommit};
-pub use record_set::RecordSet;

@@ -9,11 +9,13 @@
 //! What a checkpoint needs is explicit: the cycle position and, for each open file, the
 //! position after the last record taken from it (not after what was read ahead).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use super::cache::RecordCache;
+use super::feed::FileFeed;
+use super::record_set::RecordSet;
 use crate::format::Position;
 use crate::source::{DataFile, Record, RecordFile, SourceConfig, SourceError};
 
@@ -60,8 +62,13 @@ const PREFETCH_FILES: usize = 2;
 
 pub struct Interleave {
     files: Arc<[DataFile]>,
-    /// The epoch's file order (indices into `files`).
+    /// The epoch's file order (indices into `files`); with a feed, the files fed so far.
     order: Vec<usize>,
+    /// Where the epoch's next files come from when the order is not known up front, and
+    /// the epoch to ask for.
+    feed: Option<(Arc<dyn FileFeed>, u64)>,
+    /// Records of fed files to leave out, by file (an index into `files`).
+    leave_out: HashMap<usize, RecordSet>,
     config: Arc<SourceConfig>,
     block_length: usize,
     cache: Arc<RecordCache>,
@@ -92,6 +99,8 @@ impl Interleave {
         Self {
             files,
             order,
+            feed: None,
+            leave_out: HashMap::new(),
             config,
             block_length: block_length.max(1),
             cache,
@@ -101,6 +110,36 @@ impl Interleave {
             next_file: 0,
             files_completed: 0,
         }
+    }
+
+    /// An interleave over the files `feed` gives for `epoch`, asked for one at a time.
+    pub fn fed(
+        files: Arc<[DataFile]>,
+        feed: Arc<dyn FileFeed>,
+        epoch: u64,
+        config: Arc<SourceConfig>,
+        cycle_length: usize,
+        block_length: usize,
+        cache: Arc<RecordCache>,
+    ) -> Self {
+        let mut interleave = Self::new(files, Vec::new(), config, cycle_length, block_length, cache);
+        interleave.feed = Some((feed, epoch));
+        interleave
+    }
+
+    /// Takes the feed's next file into the order; false when it has none (and then it is
+    /// not asked again: the epoch's input ends with the files already fed).
+    fn feed_more(&mut self) -> Result<bool, SourceError> {
+        let Some((feed, epoch)) = &self.feed else { return Ok(false) };
+        let Some(fed) = feed.next_file(*epoch)? else {
+            self.feed = None;
+            return Ok(false);
+        };
+        if !fed.leave_out.is_empty() {
+            self.leave_out.insert(fed.file, fed.leave_out);
+        }
+        self.order.push(fed.file);
+        Ok(true)
     }
 
     /// An interleave exactly where `state` was taken: its open files reopened at the
@@ -159,6 +198,9 @@ impl Interleave {
                         let start = slot.position.unwrap_or_default();
                         slot.position = Some(position);
                         let file = self.order[slot.file];
+                        if self.leave_out.get(&file).is_some_and(|left| left.contains(record.number)) {
+                            continue;
+                        }
                         self.block_index += 1;
                         if self.block_index == self.block_length {
                             self.advance();
@@ -170,7 +212,7 @@ impl Interleave {
                         self.advance();
                     }
                 }
-            } else if self.next_file < self.order.len() {
+            } else if self.next_file < self.order.len() || self.feed_more()? {
                 let file = self.next_file;
                 self.next_file += 1;
                 self.slots[self.cycle_index] = Some(self.open(file, None));

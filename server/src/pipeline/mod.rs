@@ -5,17 +5,22 @@
 //! - [`interleave`]: `cycle_length` files read in parallel, taken from in a fixed order;
 //! - [`shuffle`]: the seeded shuffle buffer (`shuffle_batch` semantics);
 //! - [`global`]: the exact global shuffle over indexed, uncompressed files;
+//! - [`feed`]: files handed over one at a time (a cluster replica's leased splits)
+//!   instead of the epoch's whole order;
 //! - [`cache`]: files kept in memory after their first read, within a budget;
 //! - [`select`]: key-hash splits, predicates on decoded features, skip / take;
-//! - [`rng`]: the seeded generator whose state a checkpoint can store.
+//! - [`rng`]: the seeded generator whose state a checkpoint can store;
+//! - [`record_set`]: sets of record numbers, as ranges (records to leave out of a file).
 //!
 //! The sequence is a pure function of the files, the spec and the seed: thread timing
 //! changes when records are read, never which record comes next. Blocking: call from a
 //! blocking thread (the interleave waits for its file readers).
 
 pub mod cache;
+pub mod feed;
 pub mod global;
 pub mod interleave;
+pub mod record_set;
 pub mod rng;
 pub mod select;
 pub mod shuffle;
@@ -165,6 +170,8 @@ pub struct RecordPipeline {
     source: Arc<SourceConfig>,
     config: PipelineConfig,
     env: PipelineEnv,
+    /// Where each epoch's files come from, when not from the epoch's order up front.
+    feed: Option<Arc<dyn feed::FileFeed>>,
     /// Record indexes of the source's files, loaded on first use (global shuffle).
     indexes: Vec<Option<Arc<RecordIndex>>>,
     /// The current epoch, from 1.
@@ -194,6 +201,7 @@ impl RecordPipeline {
             source,
             config,
             env,
+            feed: None,
             epoch: 1,
             interleave,
             global: None,
@@ -204,6 +212,23 @@ impl RecordPipeline {
             finished: false,
             files_completed_before: 0,
         }
+    }
+
+    /// A pipeline whose files `feed` hands over one at a time, epoch by epoch (a cluster
+    /// replica's). The sequence of an epoch is the one its fed files give; an epoch this
+    /// pipeline was fed nothing of does not end the sequence (others read it). No global
+    /// shuffle or sharding by record: the feed's splits are the sharding.
+    pub fn fed(
+        files: Arc<[DataFile]>,
+        source: Arc<SourceConfig>,
+        config: PipelineConfig,
+        env: PipelineEnv,
+        feed: Arc<dyn feed::FileFeed>,
+    ) -> Self {
+        let mut pipeline = Self::new(files, source, config, env);
+        pipeline.feed = Some(feed);
+        pipeline.interleave = pipeline.interleave_for(1);
+        pipeline
     }
 
     /// The files of an epoch, in reading order: this shard's (when there are at least as
@@ -237,10 +262,26 @@ impl RecordPipeline {
         )
     }
 
+    /// Epoch `epoch`'s interleave: over its file order, or over what the feed gives.
+    fn interleave_for(&self, epoch: u64) -> Interleave {
+        match &self.feed {
+            Some(feed) => Interleave::fed(
+                self.files.clone(),
+                feed.clone(),
+                epoch,
+                self.source.clone(),
+                self.config.cycle_length,
+                self.config.block_length,
+                self.env.cache.clone(),
+            ),
+            None => Self::epoch_interleave(&self.files, &self.source, &self.config, &self.env, epoch),
+        }
+    }
+
     /// Sharding by record: when there are fewer files than shards, every shard reads every
     /// file and keeps the records whose ordinal in the epoch falls to it.
     fn record_shard(&self) -> Option<Shard> {
-        self.config.shard.filter(|shard| self.files.len() < shard.count)
+        self.config.shard.filter(|shard| self.feed.is_none() && self.files.len() < shard.count)
     }
 
     /// The epoch being read, from 1.
@@ -380,7 +421,7 @@ impl RecordPipeline {
     /// ends a forever-repeating sequence too, as TensorFlow's repeat() of an empty dataset
     /// does.
     fn end_epoch(&mut self) -> Next {
-        let more = self.config.num_epochs.is_none_or(|n| self.epoch < n) && self.emitted > 0;
+        let more = self.config.num_epochs.is_none_or(|n| self.epoch < n) && (self.emitted > 0 || self.feed.is_some());
         if !more {
             self.finished = true;
             return Next::End;
@@ -434,7 +475,7 @@ impl RecordPipeline {
     fn start_epoch(&mut self, epoch: u64) {
         self.files_completed_before += self.interleave.files_completed();
         self.epoch = epoch;
-        self.interleave = Self::epoch_interleave(&self.files, &self.source, &self.config, &self.env, epoch);
+        self.interleave = self.interleave_for(epoch);
         if let Some(buffer) = &mut self.shuffle {
             buffer.reseed(SplitMix64::for_epoch(self.config.seed, epoch, SHUFFLE_BUFFER_STREAM));
         }
@@ -521,5 +562,60 @@ mod tests {
             RecordPipeline::restore(files, source(), config, PipelineEnv::default(), &pipeline.state()).unwrap();
         let rest = steps(&mut restored);
         assert_eq!(rest.iter().position(|step| step == error), Some(4), "{rest:?}");
+    }
+
+    #[test]
+    fn a_pipeline_fed_the_epochs_file_order_gives_the_same_sequence_and_leaves_out_what_it_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = tfrecord_files(dir.path(), &[6, 4, 7, 5], (usize::MAX, 0));
+        let config = PipelineConfig {
+            seed: 7,
+            shuffle_files: true,
+            cycle_length: 2,
+            shuffle: Some(ShuffleConfig { capacity: 5, min_after_dequeue: 4 }),
+            num_epochs: Some(2),
+            ..PipelineConfig::default()
+        };
+        let fed_in_order = |leave_out: &dyn Fn(usize) -> record_set::RecordSet| {
+            let orders = (1..=2).map(|epoch| {
+                let order = RecordPipeline::epoch_order(files.len(), &config, epoch);
+                (epoch, order.into_iter().map(|file| feed::FedFile { file, leave_out: leave_out(file) }).collect())
+            });
+            Arc::new(feed::FixedFeed::new(orders.collect::<Vec<_>>()))
+        };
+        let mut known = RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default());
+        let expected = steps(&mut known);
+        assert_eq!(expected.len(), 2 * 22 + 1, "{expected:?}");
+        let nothing = fed_in_order(&|_| record_set::RecordSet::new());
+        let mut fed = RecordPipeline::fed(files.clone(), source(), config.clone(), PipelineEnv::default(), nothing);
+        assert_eq!(steps(&mut fed), expected);
+
+        // Records 1 and 2 of file 2 (`2/1`, `2/2`, by their number in the file) were
+        // acknowledged elsewhere: every other record comes, once per epoch.
+        let mut acknowledged = record_set::RecordSet::new();
+        acknowledged.insert_range(1, 3);
+        let some = fed_in_order(&|file| if file == 2 { acknowledged.clone() } else { record_set::RecordSet::new() });
+        let mut fed = RecordPipeline::fed(files, source(), config, PipelineEnv::default(), some);
+        let all = steps(&mut fed);
+        for epoch in all.split(|step| step == "<epoch>") {
+            let mut records = epoch.to_vec();
+            records.sort();
+            let mut wanted: Vec<String> = expected.iter().take_while(|s| *s != "<epoch>").cloned().collect();
+            wanted.retain(|r| r != "2/1" && r != "2/2");
+            wanted.sort();
+            assert_eq!(records, wanted, "{all:?}");
+        }
+
+        // Fed nothing of an epoch, a pipeline goes on to the next (others read that one).
+        let config = PipelineConfig { num_epochs: Some(2), ..PipelineConfig::default() };
+        let only_second = Arc::new(feed::FixedFeed::new([(2, vec![feed::FedFile { file: 1, ..Default::default() }])]));
+        let mut fed = RecordPipeline::fed(
+            tfrecord_files(dir.path(), &[1, 2], (usize::MAX, 0)),
+            source(),
+            config,
+            PipelineEnv::default(),
+            only_second,
+        );
+        assert_eq!(steps(&mut fed), ["<epoch>", "1/0", "1/1"]);
     }
 }

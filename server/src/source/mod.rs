@@ -130,6 +130,10 @@ impl DataFile {
 pub struct Record {
     pub file: Arc<str>,
     pub key: u64,
+    /// The record's number in its file: the framer's record counter where it starts
+    /// (records framed before it; for text and CSV, lines). Unique within the file and
+    /// dense, unlike TFRecord's key (a byte offset): what the split ledger counts.
+    pub number: u64,
     pub value: Bytes,
 }
 

@@ -140,6 +140,7 @@ impl RecordFile {
             // ended, so it asks for more instead of returning a cut record as whole.
             let truncated = self.at_eof.then(|| self.stream.truncated()).flatten();
             let at_eof = self.at_eof && truncated.is_none();
+            let number = self.framer.position().record;
             let framed = self.framer.frame(&self.window, at_eof).map_err(|err| self.format_error(err))?;
             match framed {
                 Framed::Record { key, bytes, consume } => {
@@ -161,7 +162,7 @@ impl RecordFile {
                             Bytes::from(value)
                         }
                     };
-                    return Ok(Some(Record { file: self.name.clone(), key, value }));
+                    return Ok(Some(Record { file: self.name.clone(), key, number, value }));
                 }
                 Framed::Skip { consume } => self.window.advance(consume),
                 Framed::NeedMore { .. } if let Some(compression) = truncated => {

@@ -1,5 +1,6 @@
-//! A set of record numbers (a split's records acknowledged so far), kept as sorted,
-//! disjoint ranges: acknowledgements arrive out of order (the shuffle buffer, several
+//! A set of record numbers (their `Record::number` in one file): the records of a file a
+//! pipeline leaves out, as the split ledger keeps a split's acknowledged records. Kept as
+//! sorted, disjoint ranges: acknowledgements arrive out of order (the shuffle buffer, several
 //! consumers) but fill in runs, so a split's set stays a few ranges long. Encoded for the
 //! ledger as varints: each range as its gap from the previous range's end and its length.
 //! No I/O.

@@ -1,0 +1,45 @@
+//! Files handed to a pipeline one at a time, instead of an epoch's whole file order up
+//! front: how a replica of a cluster reads the splits it leases from the split ledger
+//! (`crate::cluster`). The interleave asks for the next file when a slot of its cycle is
+//! free, so a replica holds only the files it is reading; a file may come with records to
+//! leave out (those already acknowledged when another replica held it).
+//!
+//! Fed the epoch's file order, one file at a time and nothing left out, a pipeline gives
+//! exactly the sequence of one that knew the order up front.
+
+use super::record_set::RecordSet;
+use crate::source::SourceError;
+
+/// A file to read next: an index into the source's files, and the records (by
+/// `Record::number`) not to produce.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FedFile {
+    pub file: usize,
+    pub leave_out: RecordSet,
+}
+
+pub trait FileFeed: Send + Sync {
+    /// The next file of `epoch` (from 1) for this pipeline; `None` when the epoch has no
+    /// more for it now. Blocking.
+    fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError>;
+}
+
+/// A feed of fixed file orders, per epoch (tests, and the reference a fed pipeline is
+/// compared with).
+pub struct FixedFeed {
+    orders: std::sync::Mutex<std::collections::HashMap<u64, std::collections::VecDeque<FedFile>>>,
+}
+
+impl FixedFeed {
+    pub fn new(orders: impl IntoIterator<Item = (u64, Vec<FedFile>)>) -> Self {
+        let orders = orders.into_iter().map(|(epoch, files)| (epoch, files.into())).collect();
+        Self { orders: std::sync::Mutex::new(orders) }
+    }
+}
+
+impl FileFeed for FixedFeed {
+    fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
+        let mut orders = self.orders.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(orders.get_mut(&epoch).and_then(std::collections::VecDeque::pop_front))
+    }
+}

@@ -78,7 +78,7 @@ impl ServeError {
                 },
                 SourceError::Read { .. } => Code::Internal,
                 SourceError::BadRoot { .. } => Code::InvalidArgument,
-                SourceError::Unavailable { .. } => Code::Unavailable,
+                SourceError::Unavailable { .. } | SourceError::Ledger { .. } => Code::Unavailable,
                 SourceError::Changed { .. } => Code::FailedPrecondition,
                 SourceError::OutsideDataRoots { .. } => Code::PermissionDenied,
                 SourceError::NoMatch { .. } => Code::NotFound,

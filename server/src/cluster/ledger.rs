@@ -173,17 +173,18 @@ impl Ledger {
         Ok(())
     }
 
-    /// Leases the first split of `epoch` (in file order) that nobody holds: never leased,
-    /// or whose lease expired and whose owner's consumer sessions have all re-sent their
-    /// acknowledgements elsewhere (or had the grace period to). `None` when there is none
-    /// now (every split is done or held).
+    /// Leases the first split (by epoch, then file order) of epoch `epoch` or an earlier
+    /// one that nobody holds: never leased, or whose lease expired and whose owner's
+    /// consumer sessions have all re-sent their acknowledgements elsewhere (or had the
+    /// grace period to). Splits of earlier epochs come first: those are taken over from
+    /// replicas that died. `None` when there is none now (every split is done or held).
     pub fn lease_next(&self, job: Job, epoch: u64) -> Result<Option<Lease>, LedgerError> {
         let row = self.client().query_opt(
             "UPDATE readerd_splits SET owner = $3, lease_expires = now() + make_interval(secs => $4),
                     leases = leases + 1
              WHERE (job, epoch, position) = (
                  SELECT job, epoch, position FROM readerd_splits AS split
-                 WHERE job = $1 AND epoch = $2 AND NOT done AND (
+                 WHERE job = $1 AND epoch <= $2 AND NOT done AND (
                      owner IS NULL OR (
                          lease_expires < now() AND (
                              lease_expires < now() - make_interval(secs => $5)
@@ -191,18 +192,29 @@ impl Ledger {
                                  SELECT 1 FROM readerd_sessions AS session
                                  WHERE session.job = split.job AND session.replica = split.owner
                                    AND NOT session.flushed))))
-                 ORDER BY position LIMIT 1 FOR UPDATE SKIP LOCKED)
-             RETURNING position, file, acked, leases",
+                 ORDER BY epoch, position LIMIT 1 FOR UPDATE SKIP LOCKED)
+             RETURNING epoch, position, file, acked, leases",
             &[&job.id, &(epoch as i64), &self.replica, &seconds(self.times.ttl), &seconds(self.times.grace)],
         )?;
         let Some(row) = row else { return Ok(None) };
         Ok(Some(Lease {
-            epoch,
-            position: row.get::<_, i32>(0) as u32,
-            file: row.get::<_, i32>(1) as u32,
-            acked: RecordSet::decode(row.get(2))?,
-            taken_over: row.get::<_, i32>(3) > 1,
+            epoch: row.get::<_, i64>(0) as u64,
+            position: row.get::<_, i32>(1) as u32,
+            file: row.get::<_, i32>(2) as u32,
+            acked: RecordSet::decode(row.get(3))?,
+            taken_over: row.get::<_, i32>(4) > 1,
         }))
+    }
+
+    /// Whether every split of epochs 1 to `epochs` is done (each epoch planned, and each
+    /// of its splits produced and acknowledged in full).
+    pub fn job_finished(&self, job: Job, epochs: u64) -> Result<bool, LedgerError> {
+        let row = self.client().query_one(
+            "SELECT count(DISTINCT epoch), coalesce(bool_and(done), true)
+             FROM readerd_splits WHERE job = $1 AND epoch <= $2",
+            &[&job.id, &(epochs as i64)],
+        )?;
+        Ok(row.get::<_, i64>(0) as u64 == epochs && row.get::<_, bool>(1))
     }
 
     /// Merges acknowledged records into their splits, in one transaction; marks the

@@ -5,6 +5,9 @@
 //! membership protocol of readerd's own.
 //!
 //! - [`ledger`]: every statement on the ledger: replicas, jobs, splits, leases, sessions.
+//! - [`job`]: a shared reader's job on this replica: the feed its pipeline leases files
+//!   through (`pipeline::feed`), the acknowledgements it commits, and the [`Cluster`]
+//!   thread that commits and renews for every job.
 //!
 //! # The design
 //!
@@ -46,7 +49,9 @@
 //! the lease) has not passed; a renewal that does not return a split means it was taken
 //! over, and the replica drops it.
 
+pub mod job;
 pub mod ledger;
 
 pub use crate::pipeline::record_set::RecordSet;
+pub use job::{Cluster, EpochOrder, HeldSplits, JobFeed};
 pub use ledger::{EpochProgress, Job, Lease, LeaseTimes, Ledger, LedgerError, SplitCommit};

@@ -10,18 +10,25 @@
 use super::record_set::RecordSet;
 use crate::source::SourceError;
 
-/// A file to read next: an index into the source's files, and the records (by
+/// A file to read next: an index into the source's files, the epoch it is read for (the
+/// one asked for, or an earlier one whose reader died), and the records (by
 /// `Record::number`) not to produce.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FedFile {
     pub file: usize,
+    pub epoch: u64,
     pub leave_out: RecordSet,
 }
 
 pub trait FileFeed: Send + Sync {
-    /// The next file of `epoch` (from 1) for this pipeline; `None` when the epoch has no
-    /// more for it now. Blocking.
+    /// The next file of `epoch` (from 1) or of an earlier epoch for this pipeline; `None`
+    /// when there is none now. Blocking.
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError>;
+
+    /// The pipeline has read `file` of `epoch` to its end (or to an error that ends it),
+    /// taking `records` records from it (those left out not counted). Its records may
+    /// still be in the shuffle buffer.
+    fn file_read(&self, _epoch: u64, _file: usize, _records: u64) {}
 }
 
 /// A feed of fixed file orders, per epoch (tests, and the reference a fed pipeline is

@@ -231,7 +231,7 @@ impl RandomAccess {
                         RecordBytes::Span(span) => window.freeze().slice(span),
                         RecordBytes::Owned(value) => Bytes::from(value),
                     };
-                    return Ok(Record { file: self.file.name.clone(), key, number: start.record, value });
+                    return Ok(Record { file: self.file.name.clone(), key, number: start.record, epoch: 0, value });
                 }
                 Framed::NeedMore { at_least } if !at_eof => want = at_least,
                 Framed::Skip { consume } => {

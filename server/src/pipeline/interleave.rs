@@ -44,6 +44,10 @@ struct Slot {
     records: Receiver<Message>,
     /// Received, not yet taken.
     pending: VecDeque<(Record, Position)>,
+    /// Records taken from it (not those left out).
+    taken: u64,
+    /// The epoch it is read for.
+    epoch: u64,
 }
 
 /// Where an interleave is: enough to reopen it exactly there.
@@ -65,10 +69,17 @@ pub struct Interleave {
     /// The epoch's file order (indices into `files`); with a feed, the files fed so far.
     order: Vec<usize>,
     /// Where the epoch's next files come from when the order is not known up front, and
-    /// the epoch to ask for.
+    /// the epoch to ask for (`None` once it has no more).
     feed: Option<(Arc<dyn FileFeed>, u64)>,
-    /// Records of fed files to leave out, by file (an index into `files`).
-    leave_out: HashMap<usize, RecordSet>,
+    /// The feed, told when each of its files has been read.
+    fed_from: Option<(Arc<dyn FileFeed>, u64)>,
+    /// The epoch of each fed file, in `order`'s order (a feed may hand over a file of an
+    /// earlier epoch: a split taken over from a replica that died).
+    fed_epochs: Vec<u64>,
+    /// Records of fed files to leave out, by epoch and file (an index into `files`).
+    leave_out: HashMap<(u64, usize), RecordSet>,
+    /// The epoch read (records of unfed files are of this one).
+    epoch: u64,
     config: Arc<SourceConfig>,
     block_length: usize,
     cache: Arc<RecordCache>,
@@ -85,6 +96,8 @@ pub struct Taken {
     pub record: Record,
     pub file: usize,
     pub start: Position,
+    /// The epoch it was read for.
+    pub epoch: u64,
 }
 
 impl Interleave {
@@ -100,7 +113,10 @@ impl Interleave {
             files,
             order,
             feed: None,
+            fed_from: None,
+            fed_epochs: Vec::new(),
             leave_out: HashMap::new(),
+            epoch: 0,
             config,
             block_length: block_length.max(1),
             cache,
@@ -123,8 +139,20 @@ impl Interleave {
         cache: Arc<RecordCache>,
     ) -> Self {
         let mut interleave = Self::new(files, Vec::new(), config, cycle_length, block_length, cache);
-        interleave.feed = Some((feed, epoch));
-        interleave
+        interleave.feed = Some((feed.clone(), epoch));
+        interleave.fed_from = Some((feed, epoch));
+        interleave.in_epoch(epoch)
+    }
+
+    /// The same interleave, of epoch `epoch` (the epoch its records are tagged with).
+    pub fn in_epoch(mut self, epoch: u64) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The epoch of the file at `index` of the order.
+    fn epoch_of(&self, index: usize) -> u64 {
+        self.fed_epochs.get(index).copied().unwrap_or(self.epoch)
     }
 
     /// Takes the feed's next file into the order; false when it has none (and then it is
@@ -136,9 +164,10 @@ impl Interleave {
             return Ok(false);
         };
         if !fed.leave_out.is_empty() {
-            self.leave_out.insert(fed.file, fed.leave_out);
+            self.leave_out.insert((fed.epoch, fed.file), fed.leave_out);
         }
         self.order.push(fed.file);
+        self.fed_epochs.push(fed.epoch);
         Ok(true)
     }
 
@@ -151,8 +180,9 @@ impl Interleave {
         block_length: usize,
         cache: Arc<RecordCache>,
         state: &InterleaveState,
+        epoch: u64,
     ) -> Self {
-        let mut interleave = Self::new(files, order, config, state.slots.len(), block_length, cache);
+        let mut interleave = Self::new(files, order, config, state.slots.len(), block_length, cache).in_epoch(epoch);
         interleave.cycle_index = state.cycle_index % interleave.slots.len();
         interleave.block_index = state.block_index;
         interleave.next_file = state.next_file;
@@ -197,15 +227,16 @@ impl Interleave {
                     Some((record, position)) => {
                         let start = slot.position.unwrap_or_default();
                         slot.position = Some(position);
-                        let file = self.order[slot.file];
-                        if self.leave_out.get(&file).is_some_and(|left| left.contains(record.number)) {
+                        let (file, epoch) = (self.order[slot.file], slot.epoch);
+                        if self.leave_out.get(&(epoch, file)).is_some_and(|left| left.contains(record.number)) {
                             continue;
                         }
+                        slot.taken += 1;
                         self.block_index += 1;
                         if self.block_index == self.block_length {
                             self.advance();
                         }
-                        return Ok(Some(Taken { record, file, start }));
+                        return Ok(Some(Taken { record, file, start, epoch }));
                     }
                     None => {
                         self.close_current();
@@ -225,7 +256,9 @@ impl Interleave {
     }
 
     fn close_current(&mut self) {
-        self.slots[self.cycle_index] = None;
+        if let (Some(slot), Some((feed, _))) = (self.slots[self.cycle_index].take(), &self.fed_from) {
+            feed.file_read(slot.epoch, self.order[slot.file], slot.taken);
+        }
         self.files_completed += 1;
     }
 
@@ -237,13 +270,14 @@ impl Interleave {
     /// Starts reading file `file` (of the epoch's order) on its own thread, or takes its
     /// records from the cache.
     fn open(&self, file: usize, position: Option<Position>) -> Slot {
+        let epoch = self.epoch_of(file);
         let (record_tx, records) = sync_channel(READ_AHEAD_BLOCKS);
         let data_file = self.files[self.order[file]].clone();
         if position.is_none()
             && let Some(cached) = self.cache.get(&data_file, &self.config)
         {
             // The queue is closed at once: the cached records are all there is.
-            return Slot { file, position, records, pending: cached.iter().cloned().collect() };
+            return Slot { file, position, records, pending: cached.iter().cloned().collect(), taken: 0, epoch };
         }
         if position.is_none() {
             // Files open in the epoch's order: the next ones' first round trips overlap
@@ -262,9 +296,9 @@ impl Interleave {
             let (record_tx, records) = sync_channel(1);
             let _ = record_tx
                 .send(Err(SourceError::Read { file: self.files[self.order[file]].name.to_string(), source: err }));
-            return Slot { file, position, records, pending: VecDeque::new() };
+            return Slot { file, position, records, pending: VecDeque::new(), taken: 0, epoch };
         }
-        Slot { file, position, records, pending: VecDeque::new() }
+        Slot { file, position, records, pending: VecDeque::new(), taken: 0, epoch }
     }
 }
 

@@ -260,6 +260,7 @@ impl RecordPipeline {
             config.block_length,
             env.cache.clone(),
         )
+        .in_epoch(epoch)
     }
 
     /// Epoch `epoch`'s interleave: over its file order, or over what the feed gives.
@@ -332,6 +333,7 @@ impl RecordPipeline {
             pipeline.config.block_length,
             pipeline.env.cache.clone(),
             &state.interleave,
+            state.epoch,
         );
         if let (Some(config), Some((rng, refs))) = (pipeline.config.shuffle, &state.shuffle) {
             let records = read_records_at(&pipeline.files, &pipeline.source, refs)?;
@@ -363,6 +365,18 @@ impl RecordPipeline {
         self.finished = true;
     }
 
+    /// A fed pipeline at its end looks at its feed again: splits of any epoch that a
+    /// replica which died held may have come free since. The next step is `Next::End`
+    /// again at once when the feed has none. Nothing for other pipelines.
+    pub fn look_again(&mut self) {
+        if self.feed.is_some() && self.finished {
+            self.finished = false;
+            self.input_done = false;
+            self.files_completed_before += self.interleave.files_completed();
+            self.interleave = self.interleave_for(self.epoch);
+        }
+    }
+
     /// Whether the last epoch has ended.
     pub fn is_finished(&self) -> bool {
         self.finished
@@ -390,10 +404,11 @@ impl RecordPipeline {
         }
         loop {
             if !self.input_done && self.shuffle.as_ref().is_none_or(ShuffleBuffer::wants_more) {
-                let Some(taken) = self.interleave.next_record()? else {
+                let Some(mut taken) = self.interleave.next_record()? else {
                     self.input_done = true;
                     continue;
                 };
+                taken.record.epoch = taken.epoch;
                 let ordinal = self.ordinal;
                 self.ordinal += 1;
                 if record_shard.is_some_and(|shard| ordinal % shard.count as u64 != shard.index as u64) {
@@ -452,7 +467,7 @@ impl RecordPipeline {
                 continue;
             }
             self.emitted += 1;
-            return Ok(Next::Record(record));
+            return Ok(Next::Record(Record { epoch: self.epoch, ..record }));
         }
     }
 
@@ -579,7 +594,10 @@ mod tests {
         let fed_in_order = |leave_out: &dyn Fn(usize) -> record_set::RecordSet| {
             let orders = (1..=2).map(|epoch| {
                 let order = RecordPipeline::epoch_order(files.len(), &config, epoch);
-                (epoch, order.into_iter().map(|file| feed::FedFile { file, leave_out: leave_out(file) }).collect())
+                (
+                    epoch,
+                    order.into_iter().map(|file| feed::FedFile { file, epoch, leave_out: leave_out(file) }).collect(),
+                )
             });
             Arc::new(feed::FixedFeed::new(orders.collect::<Vec<_>>()))
         };
@@ -608,7 +626,8 @@ mod tests {
 
         // Fed nothing of an epoch, a pipeline goes on to the next (others read that one).
         let config = PipelineConfig { num_epochs: Some(2), ..PipelineConfig::default() };
-        let only_second = Arc::new(feed::FixedFeed::new([(2, vec![feed::FedFile { file: 1, ..Default::default() }])]));
+        let only_second =
+            Arc::new(feed::FixedFeed::new([(2, vec![feed::FedFile { file: 1, epoch: 2, ..Default::default() }])]));
         let mut fed = RecordPipeline::fed(
             tfrecord_files(dir.path(), &[1, 2], (usize::MAX, 0)),
             source(),

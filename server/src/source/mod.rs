@@ -134,6 +134,8 @@ pub struct Record {
     /// (records framed before it; for text and CSV, lines). Unique within the file and
     /// dense, unlike TFRecord's key (a byte offset): what the split ledger counts.
     pub number: u64,
+    /// The epoch the pipeline read it for (from 1; 0 until a pipeline has taken it).
+    pub epoch: u64,
     pub value: Bytes,
 }
 
@@ -185,6 +187,9 @@ pub enum SourceError {
     Changed { file: String },
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryExhausted),
+    /// A cluster replica could not reach the split ledger for its next file.
+    #[error("cannot lease the next file of epoch {epoch}: {reason}")]
+    Ledger { epoch: u64, reason: String },
 }
 
 impl SourceError {

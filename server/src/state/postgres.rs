@@ -69,15 +69,16 @@ const MIGRATIONS: &[&str] = &[
 /// schema of its own), and the migrations applied.
 pub fn connect(url: &str, schema: Option<&str>) -> Result<Client, StateError> {
     let mut client = Client::connect(url, NoTls)?;
-    if let Some(schema) = schema {
-        let schema = schema.replace('"', "");
-        client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET search_path TO \"{schema}\""))?;
-    }
     let mut transaction = client.transaction()?;
     // One migrator at a time, whichever replica starts first.
-    transaction.batch_execute(
-        "SELECT pg_advisory_xact_lock(7215522); CREATE TABLE IF NOT EXISTS readerd_schema (version INT NOT NULL)",
-    )?;
+    transaction.batch_execute("SELECT pg_advisory_xact_lock(7215522)")?;
+    if let Some(schema) = schema {
+        let schema = schema.replace('"', "");
+        // `SET` (not `SET LOCAL`) outlives the transaction: the session's path.
+        transaction
+            .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET search_path TO \"{schema}\""))?;
+    }
+    transaction.batch_execute("CREATE TABLE IF NOT EXISTS readerd_schema (version INT NOT NULL)")?;
     let version: i32 = match transaction.query_opt("SELECT version FROM readerd_schema", &[])? {
         Some(row) => row.get(0),
         None => {

@@ -1,0 +1,273 @@
+//! One shared reader's job as this replica works on it: the [`FileFeed`] its pipeline
+//! reads leased splits through, and the acknowledged records it commits to the ledger.
+//!
+//! A split is done, and committed so, when this replica read its file to the end and
+//! every record it took from it was acknowledged here. Acknowledgements of splits this
+//! replica does not hold (a consumer re-sending what it received from a replica that
+//! died) are committed all the same: whoever produces those splits next leaves them out.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use super::ledger::{Job, Ledger, LedgerError, SplitCommit};
+use crate::pipeline::feed::{FedFile, FileFeed};
+use crate::pipeline::record_set::RecordSet;
+use crate::source::SourceError;
+
+/// The file order of an epoch (from 1), the same on every replica: it comes from the spec
+/// and its seed.
+pub type EpochOrder = Box<dyn Fn(u64) -> Vec<usize> + Send + Sync>;
+
+pub struct JobFeed {
+    ledger: Arc<Ledger>,
+    job: Job,
+    order: EpochOrder,
+    state: Mutex<FeedState>,
+}
+
+#[derive(Default)]
+struct FeedState {
+    /// Epochs planned in the ledger, with their file order.
+    orders: BTreeMap<u64, Vec<usize>>,
+    /// Splits this replica holds, by `(epoch, file)`.
+    held: HashMap<(u64, usize), Held>,
+    /// Acknowledged records not committed yet, by `(epoch, file)`.
+    pending: HashMap<(u64, usize), RecordSet>,
+}
+
+#[derive(Debug)]
+struct Held {
+    position: u32,
+    /// Records the pipeline took from the file, once it has read it to its end.
+    read: Option<u64>,
+    /// Records of it acknowledged through this replica (committed or pending).
+    acknowledged: u64,
+    /// A renewal did not return it: another replica took it over.
+    lost: bool,
+}
+
+impl Held {
+    fn done(&self) -> bool {
+        !self.lost && self.read == Some(self.acknowledged)
+    }
+}
+
+/// What a replica holds of a job, for stats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeldSplits {
+    pub leased: u64,
+    pub lost: u64,
+}
+
+impl JobFeed {
+    pub fn new(ledger: Arc<Ledger>, job: Job, order: EpochOrder) -> Self {
+        Self { ledger, job, order, state: Mutex::default() }
+    }
+
+    pub fn job(&self) -> Job {
+        self.job
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, FeedState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The file order of `epoch`, planning its splits in the ledger the first time.
+    fn planned(&self, epoch: u64) -> Result<Vec<usize>, LedgerError> {
+        if let Some(order) = self.state().orders.get(&epoch) {
+            return Ok(order.clone());
+        }
+        let order = (self.order)(epoch);
+        self.ledger.plan_epoch(self.job, epoch, &order)?;
+        self.state().orders.insert(epoch, order.clone());
+        Ok(order)
+    }
+
+    /// Records `(file, number)` of `epoch` were acknowledged by their consumer.
+    pub fn acknowledge(&self, epoch: u64, records: impl IntoIterator<Item = (usize, u64)>) {
+        let mut state = self.state();
+        let state = &mut *state;
+        for (file, number) in records {
+            state.pending.entry((epoch, file)).or_default().insert(number);
+            if let Some(held) = state.held.get_mut(&(epoch, file)) {
+                held.acknowledged += 1;
+            }
+        }
+    }
+
+    /// Commits the acknowledgements gathered since the last commit, and the splits now
+    /// done, in one transaction. On failure they are kept for the next one.
+    pub fn commit(&self) -> Result<(), LedgerError> {
+        let (commits, pending) = {
+            let mut state = self.state();
+            let pending = std::mem::take(&mut state.pending);
+            let mut keys: Vec<(u64, usize)> = pending.keys().copied().collect();
+            keys.extend(state.held.iter().filter(|(_, held)| held.done()).map(|(key, _)| *key));
+            keys.sort_unstable();
+            keys.dedup();
+            let mut commits = Vec::with_capacity(keys.len());
+            for (epoch, file) in keys {
+                let held = state.held.get(&(epoch, file));
+                let position = match held {
+                    Some(held) => Some(held.position),
+                    None => state
+                        .orders
+                        .get(&epoch)
+                        .and_then(|order| order.iter().position(|&f| f == file))
+                        .map(|p| p as u32),
+                };
+                // An acknowledgement for an epoch this replica never planned: its order
+                // is the same everywhere.
+                let position = match position {
+                    Some(position) => position,
+                    None => match (self.order)(epoch).iter().position(|&f| f == file) {
+                        Some(position) => position as u32,
+                        None => continue,
+                    },
+                };
+                let acked = pending.get(&(epoch, file)).cloned().unwrap_or_default();
+                commits.push(SplitCommit { epoch, position, acked, done: held.is_some_and(Held::done) });
+            }
+            (commits, pending)
+        };
+        if commits.is_empty() {
+            return Ok(());
+        }
+        match self.ledger.commit(self.job, &commits) {
+            Ok(()) => {
+                // Splits committed done are this replica's no more.
+                let done: Vec<(u64, u32)> = commits.iter().filter(|c| c.done).map(|c| (c.epoch, c.position)).collect();
+                self.state().held.retain(|(epoch, _), held| !done.contains(&(*epoch, held.position)));
+                Ok(())
+            }
+            Err(err) => {
+                let mut state = self.state();
+                for (key, set) in pending {
+                    state.pending.entry(key).or_default().extend(&set);
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// A renewal returned `owned` (`(job, epoch, position)` still this replica's): the
+    /// held splits of this job missing from it were taken over.
+    pub fn renewed(&self, owned: &[(i64, u64, u32)]) {
+        let mut state = self.state();
+        for ((epoch, _), held) in state.held.iter_mut() {
+            if !owned.contains(&(self.job.id, *epoch, held.position)) {
+                held.lost = true;
+            }
+        }
+    }
+
+    /// Whether every split of epochs 1 to `epochs` is done, on every replica.
+    pub fn finished(&self, epochs: u64) -> Result<bool, LedgerError> {
+        self.ledger.job_finished(self.job, epochs)
+    }
+
+    pub fn held(&self) -> HeldSplits {
+        let state = self.state();
+        let lost = state.held.values().filter(|held| held.lost).count() as u64;
+        HeldSplits { leased: state.held.len() as u64 - lost, lost }
+    }
+
+    /// Whether a record of split `(epoch, file)` may still be delivered from here: the
+    /// split is not known to be taken over.
+    pub fn still_held(&self, epoch: u64, file: usize) -> bool {
+        self.state().held.get(&(epoch, file)).is_none_or(|held| !held.lost)
+    }
+}
+
+impl FileFeed for JobFeed {
+    fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
+        let ledger_error = |err: LedgerError| SourceError::Ledger { epoch, reason: err.to_string() };
+        self.planned(epoch).map_err(ledger_error)?;
+        let Some(lease) = self.ledger.lease_next(self.job, epoch).map_err(ledger_error)? else {
+            return Ok(None);
+        };
+        let (file, epoch) = (lease.file as usize, lease.epoch);
+        let held = Held { position: lease.position, read: None, acknowledged: 0, lost: false };
+        self.state().held.insert((epoch, file), held);
+        Ok(Some(FedFile { file, epoch, leave_out: lease.acked }))
+    }
+
+    fn file_read(&self, epoch: u64, file: usize, records: u64) {
+        if let Some(held) = self.state().held.get_mut(&(epoch, file)) {
+            held.read = Some(records);
+        }
+    }
+}
+
+/// The jobs of this replica, committed and renewed by one thread.
+pub struct Cluster {
+    ledger: Arc<Ledger>,
+    feeds: Mutex<Vec<std::sync::Weak<JobFeed>>>,
+}
+
+/// How often acknowledgements are committed.
+const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Cluster {
+    /// Starts the replica's committing and renewing thread (it ends when the cluster is
+    /// dropped).
+    pub fn start(ledger: Ledger, renew_every: std::time::Duration) -> Arc<Self> {
+        let cluster = Arc::new(Self { ledger: Arc::new(ledger), feeds: Mutex::default() });
+        let weak = Arc::downgrade(&cluster);
+        std::thread::Builder::new()
+            .name("readerd-cluster".into())
+            .spawn(move || {
+                let mut last_renewal = std::time::Instant::now();
+                loop {
+                    std::thread::sleep(COMMIT_EVERY);
+                    let Some(cluster) = weak.upgrade() else { return };
+                    let renew = last_renewal.elapsed() >= renew_every;
+                    if renew {
+                        last_renewal = std::time::Instant::now();
+                    }
+                    cluster.tick(renew);
+                }
+            })
+            .expect("the cluster thread starts");
+        cluster
+    }
+
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
+    }
+
+    /// The feed of shared reader `container/shared_name` (its job created in the ledger
+    /// if new).
+    pub fn job_feed(
+        &self,
+        container: &str,
+        shared_name: &str,
+        fingerprint: &str,
+        spec: &[u8],
+        order: EpochOrder,
+    ) -> Result<Arc<JobFeed>, LedgerError> {
+        let job = self.ledger.job(container, shared_name, fingerprint, spec)?;
+        let feed = Arc::new(JobFeed::new(self.ledger.clone(), job, order));
+        let mut feeds = self.feeds.lock().unwrap_or_else(|p| p.into_inner());
+        feeds.retain(|feed| feed.strong_count() > 0);
+        feeds.push(Arc::downgrade(&feed));
+        Ok(feed)
+    }
+
+    /// Commits every job's acknowledgements, and renews the leases when `renew`.
+    pub fn tick(&self, renew: bool) {
+        let feeds: Vec<Arc<JobFeed>> =
+            self.feeds.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(std::sync::Weak::upgrade).collect();
+        for feed in &feeds {
+            if let Err(err) = feed.commit() {
+                tracing::warn!(error = %err, "acknowledgements not committed; retrying");
+            }
+        }
+        if renew {
+            match self.ledger.heartbeat() {
+                Ok(owned) => feeds.iter().for_each(|feed| feed.renewed(&owned)),
+                Err(err) => tracing::warn!(error = %err, "leases not renewed"),
+            }
+        }
+    }
+}

@@ -61,6 +61,24 @@ pub struct Config {
     /// State store: `sqlite://PATH` (default: `<state-dir>/readerd.db`) or `postgres://...`.
     #[arg(long, env = "READERD_STATE_URL")]
     pub state_url: Option<StateUrl>,
+    /// This replica's name in a cluster (replicas sharing a `postgres://` state store
+    /// serve each shared reader together through the split ledger); the ledger adds a
+    /// suffix per process. Default: the host name.
+    #[arg(long, env = "READERD_REPLICA_ID")]
+    pub replica_id: Option<String>,
+    /// The address clients reach this replica at, as other replicas' stats show it.
+    /// Default: `http://` and the bound address.
+    #[arg(long, env = "READERD_ADVERTISE_ADDR")]
+    pub advertise_addr: Option<String>,
+    /// How long a replica's leases of splits last without renewal (renewed every third
+    /// of it): how soon a dead replica's work is taken over.
+    #[arg(long, env = "READERD_LEASE_TIME", default_value = "10s", value_parser = parse_duration)]
+    pub lease_time: Duration,
+    /// After a dead replica's leases expired, how long its consumers have to re-send
+    /// their acknowledgements through another replica before its splits are produced
+    /// again without them.
+    #[arg(long, env = "READERD_FAILOVER_GRACE", default_value = "10s", value_parser = parse_duration)]
+    pub failover_grace: Duration,
     /// Checkpoints kept per stream lineage; older ones are deleted (their tokens then
     /// answer NOT_FOUND).
     #[arg(long, env = "READERD_CHECKPOINTS_KEPT", default_value_t = 16)]
@@ -213,6 +231,14 @@ impl Config {
         set("object-timeout", format!("{}ms", self.object_timeout.as_millis()).into());
         set("state-dir", path(&self.state_dir));
         set("state-url", hide_password(&self.state_url()).into());
+        if let Some(id) = &self.replica_id {
+            set("replica-id", id.clone().into());
+        }
+        if let Some(addr) = &self.advertise_addr {
+            set("advertise-addr", addr.clone().into());
+        }
+        set("lease-time", format!("{}ms", self.lease_time.as_millis()).into());
+        set("failover-grace", format!("{}ms", self.failover_grace.as_millis()).into());
         set("checkpoints-kept", (self.checkpoints_kept as i64).into());
         set("max-record-bytes", (self.max_record_bytes as i64).into());
         set("stream-buffer", (self.stream_buffer as i64).into());

@@ -50,6 +50,8 @@ pub struct Delivery {
     /// snapshot (a shared checkpoint lists them so a restore skips them).
     acknowledged: Mutex<std::collections::BTreeSet<u64>>,
     changed: Notify,
+    /// A shared reader served by replicas: acknowledged records go to its job's ledger.
+    job: std::sync::OnceLock<Arc<crate::cluster::JobFeed>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -81,6 +83,11 @@ impl Delivery {
         self.changed.notify_waiters();
     }
 
+    /// Acknowledged records are committed to `job`'s ledger from now on.
+    pub fn commit_to(&self, job: Arc<crate::cluster::JobFeed>) {
+        let _ = self.job.set(job);
+    }
+
     /// Up to `max` elements waiting for a stream.
     pub fn take_redelivery(&self, max: usize) -> Vec<Element> {
         let mut queue = lock(&self.redelivery);
@@ -105,6 +112,9 @@ impl Delivery {
             let keep = unacked.split_off(&(up_to_seq.saturating_add(1)));
             let done = std::mem::replace(&mut *unacked, keep);
             lock(&self.acknowledged).extend(done.values().map(|e| e.index));
+            if let Some(job) = self.job.get() {
+                job.acknowledge(done.values().flat_map(|e| &e.records).map(|r| (r.epoch, r.file as usize, r.number)));
+            }
             done.len() as u64
         };
         consumer.acknowledged.fetch_add(settled, Ordering::Relaxed);
@@ -170,7 +180,12 @@ mod tests {
     use super::*;
 
     fn element(key: &str) -> Element {
-        Element { index: 0, keys: crate::element::Keys::Strings(vec![key.to_owned()]), features: Vec::new() }
+        Element {
+            index: 0,
+            keys: crate::element::Keys::Strings(vec![key.to_owned()]),
+            features: Vec::new(),
+            records: Vec::new(),
+        }
     }
 
     #[test]

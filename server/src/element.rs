@@ -17,6 +17,18 @@ pub struct Element {
     pub index: u64,
     pub keys: Keys,
     pub features: Vec<(String, Tensor)>,
+    /// Which records it holds, for the split ledger (a shared reader served by replicas;
+    /// empty otherwise): their consumer's acknowledgement is committed for these.
+    pub records: Vec<RecordId>,
+}
+
+/// A record as the split ledger knows it: its epoch, file (an index into the reader's
+/// files) and number in the file (`Record::number`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordId {
+    pub epoch: u64,
+    pub file: u32,
+    pub number: u64,
 }
 
 /// The keys of an element's records, in order.

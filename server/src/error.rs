@@ -52,6 +52,16 @@ impl From<crate::state::StateError> for ServeError {
     }
 }
 
+impl From<crate::cluster::LedgerError> for ServeError {
+    fn from(err: crate::cluster::LedgerError) -> Self {
+        match err {
+            crate::cluster::LedgerError::OtherSpec(_) => ServeError::FailedPrecondition(err.to_string()),
+            crate::cluster::LedgerError::Deleted(name) => ServeError::ReaderDeleted(name),
+            _ => ServeError::StateStore(err.to_string()),
+        }
+    }
+}
+
 impl From<crate::memory::MemoryExhausted> for ServeError {
     fn from(err: crate::memory::MemoryExhausted) -> Self {
         ServeError::ResourceExhausted(err.to_string())

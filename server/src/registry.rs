@@ -2,15 +2,18 @@
 //! TensorFlow's resource manager keys them. Cloning is an `Arc` bump.
 //!
 //! Creating a reader resolves its files: blocking work, so call `lookup_or_create` and
-//! `private` from blocking threads.
+//! `private` from blocking threads. On a replica of a cluster, a new shared reader joins
+//! its job in the split ledger (`crate::cluster`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use readerd_proto::v1 as pb;
 
+use crate::cluster::Cluster;
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
+use crate::pipeline::RecordPipeline;
 use crate::reader::{Reader, ReaderSettings};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
@@ -33,6 +36,9 @@ struct Inner {
     datasets: BTreeMap<String, pb::DatasetSpec>,
     limits: Limits,
     files: Arc<FileBudget>,
+    /// This replica's cluster (a `postgres://` state store): shared readers are jobs in
+    /// its split ledger.
+    cluster: Option<Arc<Cluster>>,
 }
 
 fn display_name(container: &str, shared_name: &str) -> String {
@@ -48,8 +54,10 @@ impl ReaderRegistry {
         datasets: BTreeMap<String, pb::DatasetSpec>,
         limits: Limits,
         files: Arc<FileBudget>,
+        cluster: Option<Arc<Cluster>>,
     ) -> Self {
-        let inner = Inner { readers: RwLock::default(), roots, max_record_bytes, settings, datasets, limits, files };
+        let inner =
+            Inner { readers: RwLock::default(), roots, max_record_bytes, settings, datasets, limits, files, cluster };
         Self { inner: Arc::new(inner) }
     }
 
@@ -93,6 +101,7 @@ impl ReaderRegistry {
         }
         let key = (container.to_owned(), shared_name.to_owned());
         let requested = spec.as_ref().map(spec::fingerprint);
+        self.forget_deleted_job(&key)?;
         if let Some(existing) = self.read_lock().get(&key) {
             check_same_spec(existing, requested.as_deref())?;
             return Ok((existing.clone(), false));
@@ -102,6 +111,14 @@ impl ReaderRegistry {
         let in_container = self.read_lock().keys().filter(|(c, _)| c == container).count();
         self.inner.limits.check_readers(container, in_container)?;
         let reader = Arc::new(self.open(name, spec)?);
+        if let Some(cluster) = &self.inner.cluster {
+            let spec = reader.spec();
+            let (files, pipeline) = (reader.file_count(), spec.pipeline.clone());
+            let order = Box::new(move |epoch| RecordPipeline::epoch_order(files, &pipeline, epoch));
+            let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
+            let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;
+            reader.join_cluster(job)?;
+        }
         let mut readers = self.inner.readers.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = readers.get(&key) {
             // Created by a concurrent call while the files were resolved.
@@ -110,6 +127,26 @@ impl ReaderRegistry {
         }
         readers.insert(key, reader.clone());
         Ok((reader, true))
+    }
+
+    /// On a replica: releases the local reader of `key` when its job is no longer the
+    /// ledger's (deleted through another replica), so that the next one starts afresh.
+    fn forget_deleted_job(&self, key: &ReaderKey) -> Result<()> {
+        let Some(cluster) = &self.inner.cluster else { return Ok(()) };
+        let Some(local) = self.read_lock().get(key).and_then(|reader| reader.cluster_job().map(|job| job.job().id))
+        else {
+            return Ok(());
+        };
+        if cluster.ledger().job_id(&key.0, &key.1)? != Some(local) {
+            let mut readers = self.write_lock();
+            let still_local = readers.get(key).and_then(|reader| reader.cluster_job().map(|job| job.job().id));
+            if still_local == Some(local)
+                && let Some(stale) = readers.remove(key)
+            {
+                stale.release();
+            }
+        }
+        Ok(())
     }
 
     /// A reader for one stream, in no container.
@@ -126,11 +163,19 @@ impl ReaderRegistry {
             .ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))
     }
 
-    /// Releases a reader: it leaves the registry and its streams end.
+    /// Releases a reader: it leaves the registry and its streams end. On a replica, its
+    /// job leaves the split ledger too (the next reader of that name starts afresh).
     pub fn delete(&self, container: &str, shared_name: &str) -> Result<()> {
         let removed = self.write_lock().remove(&(container.to_owned(), shared_name.to_owned()));
-        let reader = removed.ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))?;
-        reader.release();
+        let in_ledger = match &self.inner.cluster {
+            Some(cluster) => cluster.ledger().delete_job(container, shared_name)?,
+            None => false,
+        };
+        match removed {
+            Some(reader) => reader.release(),
+            None if in_ledger => {}
+            None => return Err(ServeError::ReaderNotFound(display_name(container, shared_name))),
+        }
         Ok(())
     }
 

@@ -20,6 +20,7 @@ use tonic_health::server::HealthReporter;
 
 use crate::auth::{self, AccessPolicy};
 use crate::checkpoint::Checkpointer;
+use crate::cluster::{Cluster, LeaseTimes, Ledger};
 use crate::config::{Config, StateUrl};
 use crate::flight::FlightPlane;
 use crate::grpc::DataService;
@@ -56,7 +57,8 @@ pub async fn run(
     let policy = access_policy(&config)?;
     let roots = DataRoots::open(&config.data_roots, &config.object_settings()).context("data roots")?;
     let checkpointer = open_state_store(&config).await?;
-    let registry = reader_registry(&config, roots, checkpointer.store())?;
+    let cluster = join_cluster(&config, &listener).await?;
+    let registry = reader_registry(&config, roots, checkpointer.store(), cluster.clone())?;
     let drain = CancellationToken::new();
 
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -93,8 +95,47 @@ pub async fn run(
     tracing::info!(addr = %listener.local_addr()?, roots = %config.data_roots.iter().map(ToString::to_string).collect::<Vec<_>>().join(","), "serving");
     ready();
     router.serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), on_shutdown).await?;
+    if let Some(cluster) = cluster {
+        // Acknowledgements received are committed, and the leases given up at once.
+        let released = tokio::task::spawn_blocking(move || {
+            cluster.tick(false);
+            cluster.ledger().release_all()
+        });
+        if let Ok(Err(err)) = released.await {
+            tracing::warn!(error = %err, "leases not given up; they expire");
+        }
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// With a `postgres://` state store, this replica joins the cluster of every replica
+/// sharing it: registered in the split ledger, with its committing and renewing thread.
+async fn join_cluster(config: &Config, listener: &TcpListener) -> anyhow::Result<Option<Arc<Cluster>>> {
+    let StateUrl::Postgres(url) = config.state_url() else { return Ok(None) };
+    let name = config.replica_id.clone().unwrap_or_else(host_name);
+    let suffix: String = crate::state::random_secret()[..3].iter().map(|b| format!("{b:02x}")).collect();
+    let replica = format!("{name}-{suffix}");
+    let address = match &config.advertise_addr {
+        Some(address) => address.clone(),
+        None => format!("http://{}", listener.local_addr()?),
+    };
+    let times = LeaseTimes { ttl: config.lease_time, grace: config.failover_grace };
+    let id = replica.clone();
+    let ledger = tokio::task::spawn_blocking(move || Ledger::open(&url, None, &id, &address, times))
+        .await?
+        .context("split ledger")?;
+    tracing::info!(replica = %replica, "cluster replica: shared readers are served through the split ledger");
+    Ok(Some(Cluster::start(ledger, config.lease_time / 3)))
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "readerd".to_owned())
 }
 
 /// The bearer tokens (`--auth-tokens`), or none; without tokens the server must be told
@@ -136,7 +177,12 @@ async fn open_state_store(config: &Config) -> anyhow::Result<Checkpointer> {
 
 /// The readers' registry over `roots`: the readers' settings (decoding threads, record
 /// indexes kept in the state `store`, the record cache), the named datasets, the memory budget and the limits.
-fn reader_registry(config: &Config, roots: DataRoots, store: Arc<dyn StateStore>) -> anyhow::Result<ReaderRegistry> {
+fn reader_registry(
+    config: &Config,
+    roots: DataRoots,
+    store: Arc<dyn StateStore>,
+    cluster: Option<Arc<Cluster>>,
+) -> anyhow::Result<ReaderRegistry> {
     let decode_threads =
         config.decode_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let indexes = Arc::new(crate::state::StoredIndexes(store));
@@ -159,7 +205,7 @@ fn reader_registry(config: &Config, roots: DataRoots, store: Arc<dyn StateStore>
         batch_bytes: config.max_batch_bytes,
     };
     let files = FileBudget::new(config.max_open_files);
-    Ok(ReaderRegistry::new(roots, config.max_record_bytes, settings, datasets, limits, files))
+    Ok(ReaderRegistry::new(roots, config.max_record_bytes, settings, datasets, limits, files, cluster))
 }
 
 /// readerd.v1 and the Arrow Flight plane over `data`, behind `check` (tokens and the

@@ -5,39 +5,19 @@
 //! dropped mid-epoch without giving its leases up. The served path (streams, consumers,
 //! clients) is tested end to end with real processes in `tests/`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::Schema;
 use readerd_server::cluster::{Cluster, LeaseTimes, Ledger};
 use readerd_server::format::FormatConfig;
 use readerd_server::format::tfrecord::write_record;
 use readerd_server::pipeline::shuffle::ShuffleConfig;
 use readerd_server::pipeline::{Next, PipelineConfig, PipelineEnv, RecordPipeline};
 use readerd_server::source::{DataFile, DataRoots, SourceConfig};
-
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    fn new() -> Option<Schema> {
-        let Ok(url) = std::env::var("READERD_TEST_POSTGRES_URL") else {
-            eprintln!("READERD_TEST_POSTGRES_URL is not set: the ledger is not tested here (.ci/run sets it)");
-            return None;
-        };
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        Some(Schema { url, name: format!("readerd_cluster_{}_{nanos}", std::process::id()) })
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let mut admin = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
-        admin.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name)).unwrap();
-    }
-}
 
 /// `counts[i]` records `<i>/<j>` in file `f<i>.rec`.
 fn files(dir: &std::path::Path, counts: &[usize]) -> Arc<[DataFile]> {
@@ -108,7 +88,7 @@ fn run_replica(schema: &Schema, id: &str, files: &Arc<[DataFile]>, times: LeaseT
                         }
                     }
                     _ => {
-                        feed.acknowledge(record.epoch, [(index[&*record.file], record.number)]);
+                        feed.acknowledge([(record.epoch, index[&*record.file], record.number)]);
                         produced.acknowledged.push(entry);
                     }
                 }
@@ -137,7 +117,7 @@ fn every_record(counts: &[usize]) -> Vec<(u64, String)> {
 
 #[test]
 fn one_replica_reads_the_job_exactly_as_a_single_server_reads_the_spec() {
-    let Some(schema) = Schema::new() else { return };
+    let Some(schema) = Schema::new("readerd_cluster") else { return };
     let dir = tempfile::tempdir().unwrap();
     let files = files(dir.path(), &[5, 9, 3, 7, 6]);
     let mut single = RecordPipeline::new(files.clone(), source(), config(), PipelineEnv::default());
@@ -155,7 +135,7 @@ fn one_replica_reads_the_job_exactly_as_a_single_server_reads_the_spec() {
 
 #[test]
 fn three_replicas_produce_every_record_of_every_epoch_once_and_a_dead_ones_splits_are_taken_over() {
-    let Some(schema) = Schema::new() else { return };
+    let Some(schema) = Schema::new("readerd_cluster") else { return };
     let dir = tempfile::tempdir().unwrap();
     let counts = [40, 25, 60, 33, 47, 52, 18, 41];
     let files = files(dir.path(), &counts);

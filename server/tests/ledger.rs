@@ -3,36 +3,15 @@
 //! replicas, takeover only after the dead owner's consumers re-sent their
 //! acknowledgements (or the grace period), acknowledgements merged from anyone.
 
+mod common;
+
 use std::time::Duration;
 
+use common::Schema;
 use readerd_server::cluster::{Job, LeaseTimes, Ledger, LedgerError, RecordSet, SplitCommit};
 
-/// A fresh schema, dropped when the guard goes.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    fn new() -> Option<Schema> {
-        let Ok(url) = std::env::var("READERD_TEST_POSTGRES_URL") else {
-            eprintln!("READERD_TEST_POSTGRES_URL is not set: the ledger is not tested here (.ci/run sets it)");
-            return None;
-        };
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        Some(Schema { url, name: format!("readerd_ledger_{}_{nanos}", std::process::id()) })
-    }
-
-    fn replica(&self, id: &str, times: LeaseTimes) -> Ledger {
-        Ledger::open(&self.url, Some(&self.name), id, &format!("http://{id}"), times).unwrap()
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let mut admin = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
-        admin.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name)).unwrap();
-    }
+fn replica(schema: &Schema, id: &str, times: LeaseTimes) -> Ledger {
+    Ledger::open(&schema.url, Some(&schema.name), id, &format!("http://{id}"), times).unwrap()
 }
 
 fn set(records: impl IntoIterator<Item = u64>) -> RecordSet {
@@ -47,9 +26,9 @@ fn job(ledger: &Ledger) -> Job {
 
 #[test]
 fn one_replica_leases_every_split_in_the_epochs_file_order() {
-    let Some(schema) = Schema::new() else { return };
-    let a = schema.replica("a", LeaseTimes::default());
-    let b = schema.replica("b", LeaseTimes::default());
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let a = replica(&schema, "a", LeaseTimes::default());
+    let b = replica(&schema, "b", LeaseTimes::default());
     let job = job(&a);
     assert_eq!(b.job("team", "train", "fingerprint-1", b"spec").unwrap(), job, "one job for every replica");
     assert!(matches!(b.job("team", "train", "fingerprint-2", b"other"), Err(LedgerError::OtherSpec(_))));
@@ -70,8 +49,8 @@ fn one_replica_leases_every_split_in_the_epochs_file_order() {
 
 #[test]
 fn replicas_leasing_at_once_never_hold_the_same_split() {
-    let Some(schema) = Schema::new() else { return };
-    let first = schema.replica("r0", LeaseTimes::default());
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let first = replica(&schema, "r0", LeaseTimes::default());
     let job = job(&first);
     first.plan_epoch(job, 1, &(0..200).collect::<Vec<_>>()).unwrap();
     let leased: Vec<Vec<u32>> = std::thread::scope(|scope| {
@@ -79,7 +58,7 @@ fn replicas_leasing_at_once_never_hold_the_same_split() {
             .map(|i| {
                 let schema = &schema;
                 scope.spawn(move || {
-                    let ledger = schema.replica(&format!("w{i}"), LeaseTimes::default());
+                    let ledger = replica(schema, &format!("w{i}"), LeaseTimes::default());
                     let mut mine = Vec::new();
                     while let Some(lease) = ledger.lease_next(job, 1).unwrap() {
                         mine.push(lease.position);
@@ -98,10 +77,10 @@ fn replicas_leasing_at_once_never_hold_the_same_split() {
 
 #[test]
 fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_acknowledged() {
-    let Some(schema) = Schema::new() else { return };
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(600), grace: Duration::from_secs(60) };
-    let a = schema.replica("a", times);
-    let b = schema.replica("b", times);
+    let a = replica(&schema, "a", times);
+    let b = replica(&schema, "b", times);
     let job = job(&a);
     a.plan_epoch(job, 1, &[7]).unwrap();
     let lease = a.lease_next(job, 1).unwrap().unwrap();
@@ -129,10 +108,10 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
 
 #[test]
 fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_period() {
-    let Some(schema) = Schema::new() else { return };
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_millis(700) };
-    let a = schema.replica("a", times);
-    let b = schema.replica("b", times);
+    let a = replica(&schema, "a", times);
+    let b = replica(&schema, "b", times);
     let job = job(&a);
     a.plan_epoch(job, 1, &[0, 1]).unwrap();
     a.lease_next(job, 1).unwrap().unwrap();
@@ -150,6 +129,6 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
     assert_eq!(live, ["b"], "A's heartbeat is older than a lease");
     // A clean shutdown gives leases up at once (no session holds anything here).
     b.release_all().unwrap();
-    let c = schema.replica("c", times);
+    let c = replica(&schema, "c", times);
     assert_eq!(c.lease_next(job, 1).unwrap().map(|lease| lease.position), Some(0));
 }

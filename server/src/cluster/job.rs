@@ -83,11 +83,11 @@ impl JobFeed {
         Ok(order)
     }
 
-    /// Records `(file, number)` of `epoch` were acknowledged by their consumer.
-    pub fn acknowledge(&self, epoch: u64, records: impl IntoIterator<Item = (usize, u64)>) {
+    /// Records `(epoch, file, number)` were acknowledged by their consumer.
+    pub fn acknowledge(&self, records: impl IntoIterator<Item = (u64, usize, u64)>) {
         let mut state = self.state();
         let state = &mut *state;
-        for (file, number) in records {
+        for (epoch, file, number) in records {
             state.pending.entry((epoch, file)).or_default().insert(number);
             if let Some(held) = state.held.get_mut(&(epoch, file)) {
                 held.acknowledged += 1;
@@ -176,6 +176,12 @@ impl JobFeed {
     /// split is not known to be taken over.
     pub fn still_held(&self, epoch: u64, file: usize) -> bool {
         self.state().held.get(&(epoch, file)).is_none_or(|held| !held.lost)
+    }
+}
+
+impl std::fmt::Debug for JobFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobFeed").field("job", &self.job).finish_non_exhaustive()
     }
 }
 

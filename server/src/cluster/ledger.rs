@@ -26,6 +26,9 @@ pub enum LedgerError {
     /// The job exists with another spec.
     #[error("shared reader {0} exists in the cluster with a different spec")]
     OtherSpec(String),
+    /// The job was deleted (on some replica) while this one served it.
+    #[error("shared reader {0} was deleted")]
+    Deleted(String),
 }
 
 /// A shared reader's job, as this replica knows it.
@@ -89,7 +92,8 @@ impl Default for LeaseTimes {
 
 /// One replica's connection to the ledger.
 pub struct Ledger {
-    client: Mutex<Client>,
+    /// `None` only once the ledger is dropping (see its `Drop`).
+    client: Option<Mutex<Client>>,
     /// This replica's id in the ledger: unique per process (a restarted replica is a new
     /// one, and takes its previous life's splits over like any other's).
     replica: String,
@@ -98,6 +102,15 @@ pub struct Ledger {
 
 fn seconds(duration: Duration) -> f64 {
     duration.as_secs_f64()
+}
+
+impl Drop for Ledger {
+    /// As `PostgresStore`'s: the client closes its connection on a runtime of its own,
+    /// which cannot run on a thread that drives the server's.
+    fn drop(&mut self) {
+        let client = self.client.take();
+        let _ = std::thread::spawn(move || drop(client)).join();
+    }
 }
 
 impl Ledger {
@@ -115,7 +128,7 @@ impl Ledger {
              ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now()",
             &[&replica, &address],
         )?;
-        Ok(Self { client: Mutex::new(client), replica: replica.to_owned(), times })
+        Ok(Self { client: Some(Mutex::new(client)), replica: replica.to_owned(), times })
     }
 
     pub fn replica(&self) -> &str {
@@ -123,7 +136,8 @@ impl Ledger {
     }
 
     fn client(&self) -> std::sync::MutexGuard<'_, Client> {
-        self.client.lock().unwrap_or_else(|p| p.into_inner())
+        let client = self.client.as_ref().expect("the client is taken only when the ledger drops");
+        client.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Says the replica is alive and renews its leases; returns the splits still its own
@@ -156,6 +170,25 @@ impl Ledger {
             return Err(LedgerError::OtherSpec(format!("{container}/{shared_name}")));
         }
         Ok(Job { id: row.get(0), generation: row.get(2) })
+    }
+
+    /// The id of shared reader `container/shared_name`'s job, if there is one.
+    pub fn job_id(&self, container: &str, shared_name: &str) -> Result<Option<i64>, LedgerError> {
+        let row = self.client().query_opt(
+            "SELECT id FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        Ok(row.map(|row| row.get(0)))
+    }
+
+    /// Deletes shared reader `container/shared_name`'s job, its splits and sessions;
+    /// whether there was one.
+    pub fn delete_job(&self, container: &str, shared_name: &str) -> Result<bool, LedgerError> {
+        let deleted = self.client().execute(
+            "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        Ok(deleted > 0)
     }
 
     /// Writes epoch `epoch`'s splits, one per file in `order` (the epoch's file order, the
@@ -209,7 +242,11 @@ impl Ledger {
     /// Whether every split of epochs 1 to `epochs` is done (each epoch planned, and each
     /// of its splits produced and acknowledged in full).
     pub fn job_finished(&self, job: Job, epochs: u64) -> Result<bool, LedgerError> {
-        let row = self.client().query_one(
+        let mut client = self.client();
+        if client.query_opt("SELECT 1 FROM readerd_jobs WHERE id = $1", &[&job.id])?.is_none() {
+            return Err(LedgerError::Deleted(format!("job {}", job.id)));
+        }
+        let row = client.query_one(
             "SELECT count(DISTINCT epoch), coalesce(bool_and(done), true)
              FROM readerd_splits WHERE job = $1 AND epoch <= $2",
             &[&job.id, &(epochs as i64)],

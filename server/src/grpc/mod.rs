@@ -287,7 +287,8 @@ impl pb::data_service_server::DataService for DataService {
         let caller = auth::caller(&request)?;
         let (container, shared_name) = names(request.into_inner().reader);
         caller.check(&container, Access::Admin)?;
-        self.registry.delete(&container, &shared_name)?;
+        // Blocking: on a replica, the job leaves the split ledger too.
+        self.blocking(move |registry| registry.delete(&container, &shared_name)).await?;
         Ok(Response::new(pb::DeleteReaderResponse {}))
     }
 

@@ -29,6 +29,10 @@ use crate::reader::{Chunk, Reader};
 /// step early.
 const CHUNK_ELEMENTS: usize = 64;
 const CHUNK_BYTES: usize = 4 << 20;
+/// How often a stream of a reader served by replicas, done here, asks whether the whole
+/// job is done (or has splits of a replica that died to produce).
+const JOB_POLL: Duration = Duration::from_millis(200);
+
 /// How long a stream stays known after its last message, for the acknowledgements and
 /// checkpoints of what it sent.
 const LINGER_AFTER_END: Duration = Duration::from_secs(10);
@@ -289,6 +293,9 @@ impl ElementStream {
         if !self.exhausted || sent_any {
             return Continue(());
         }
+        if self.reader.cluster_job().is_some() {
+            return self.wait_for_the_job(tx).await;
+        }
         if !self.shared || self.reader.delivery.settled_for(&self.record.consumer) {
             return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
         }
@@ -418,6 +425,28 @@ impl ElementStream {
         tokio::select! {
             _ = self.reader.delivery.changed() => Continue(()),
             _ = tokio::time::sleep(Duration::from_millis(100)) => Continue(()),
+            _ = tx.closed() => Break(Ended::TrainerGone),
+            _ = self.reader.released() => self.reader_deleted(),
+            _ = self.drain.cancelled() => stop(ServeError::ShuttingDown),
+        }
+    }
+
+    /// A reader served by replicas is done here: the sequence ends once the job is done
+    /// on every replica (each split produced and acknowledged); until then the reader
+    /// looks for splits of replicas that died, and this stream delivers those.
+    async fn wait_for_the_job(&mut self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
+        let reader = self.reader.clone();
+        match tokio::task::spawn_blocking(move || reader.job_finished_or_look_again()).await {
+            Ok(Ok(true)) if self.reader.delivery.settled_for(&self.record.consumer) => {
+                return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
+            }
+            Ok(Ok(true)) => return self.wait_for_other_streams(tx).await,
+            Ok(Ok(false)) => self.exhausted = false,
+            Ok(Err(err)) => return stop(err),
+            Err(err) => return stop(ServeError::Internal(err.to_string())),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(JOB_POLL) => Continue(()),
             _ = tx.closed() => Break(Ended::TrainerGone),
             _ = self.reader.released() => self.reader_deleted(),
             _ = self.drain.cancelled() => stop(ServeError::ShuttingDown),

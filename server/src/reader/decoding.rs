@@ -10,7 +10,10 @@ use crate::source::Record;
 
 impl Reader {
     pub(super) fn decode_numbered(&self, (index, batch): (u64, Vec<Record>)) -> Result<Option<Element>> {
-        Ok(self.decode(batch)?.map(|element| Element { index, ..element }))
+        // Every record of the batch, those a decoder drops included: acknowledging the
+        // element settles them all.
+        let records = self.record_ids(&batch);
+        Ok(self.decode(batch)?.map(|element| Element { index, records, ..element }))
     }
 
     /// Decodes one batch. With `onError: SKIP`, records that do not decode are dropped
@@ -23,11 +26,11 @@ impl Reader {
         let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
         let decoder = &self.spec.decoder;
         if let Ok(features) = decoder.decode(&values, &[], batched) {
-            return Ok(Some(Element { index: 0, keys, features }));
+            return Ok(Some(Element { index: 0, keys, features, records: Vec::new() }));
         }
         let names = keys.to_strings();
         let err = match decoder.decode(&values, &names, batched) {
-            Ok(features) => return Ok(Some(Element { index: 0, keys, features })),
+            Ok(features) => return Ok(Some(Element { index: 0, keys, features, records: Vec::new() })),
             Err(err) => err,
         };
         if !self.spec.skip_errors {
@@ -55,6 +58,6 @@ impl Reader {
             return Ok(None);
         }
         let features = decoder.decode(&good_values, &good_names, batched).map_err(|e| ServeError::Decode(e.message))?;
-        Ok(Some(Element { index: 0, keys: keys.select(&good), features }))
+        Ok(Some(Element { index: 0, keys: keys.select(&good), features, records: Vec::new() }))
     }
 }

@@ -26,12 +26,16 @@
 //! - `shared_checkpoint.rs`: a shared reader's checkpoint, from those snapshots, restored
 //!   by replay ([`Reader::shared_checkpoint`], [`Reader::restore_shared`]).
 //! - `csv_header.rs`: CSV columns named from the files' header lines when a reader opens.
+//! - `cluster_job.rs`: a shared reader served by replicas: its pipeline reads the splits
+//!   this replica leases, and its sequence ends when the whole job is done.
 //!
 //! Each file adds to `impl Reader` what it holds. Dependencies between them go one way,
 //! each using only those after it: `shared_checkpoint`, `chunks`, `state`, `decoding`,
-//! `records`, `unbatch`; `csv_header` stands alone.
+//! `records`, `unbatch`; `csv_header` and `cluster_job` (which only sets the reader's
+//! state up) stand alone.
 
 mod chunks;
+mod cluster_job;
 mod csv_header;
 mod decoding;
 mod records;
@@ -115,6 +119,10 @@ pub struct Reader {
     files_held: Mutex<Option<crate::limits::FileReservation>>,
     /// Its per-file state's share of the memory budget.
     _state_reserved: crate::memory::Reservation,
+    /// The cluster job it serves with other replicas (`cluster_job.rs`).
+    job: std::sync::OnceLock<Arc<crate::cluster::JobFeed>>,
+    /// The index of each file by name, for the ledger's record ids (cluster only).
+    file_index: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
 }
 
 /// Snapshots a shared reader keeps.
@@ -203,6 +211,8 @@ impl Reader {
             producing: Mutex::default(),
             files_held: Mutex::default(),
             _state_reserved: state_reserved,
+            job: Default::default(),
+            file_index: Default::default(),
         })
     }
 
@@ -223,6 +233,11 @@ impl Reader {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How many files the spec's patterns matched.
+    pub fn file_count(&self) -> usize {
+        self.files.len()
     }
 
     pub fn spec(&self) -> &ReaderSpec {
@@ -286,6 +301,8 @@ impl Reader {
             // Short-lived (a checkpoint's replay): counted in its original's reservations.
             files_held: Mutex::default(),
             _state_reserved: crate::memory::Reservation::default(),
+            job: Default::default(),
+            file_index: Default::default(),
         }
     }
 

@@ -93,6 +93,18 @@ fn one_replica_and_one_consumer_read_exactly_what_a_single_server_reads() {
     assert_eq!(expected.len(), 2 * 8 * 150);
     let (replica, _state) = replica(&db, data.path());
     assert_eq!(read_shared(&replica.addr, &spec_path), expected, "the same sequence through the split ledger");
+
+    // What replicas do not serve yet is refused, not done wrong.
+    let checkpoint = readerctl(&replica.addr, &["checkpoint", "--container", "team", "--shared-name", "train"]);
+    let said = String::from_utf8_lossy(&checkpoint.stderr);
+    assert!(!checkpoint.status.success() && said.contains("not built yet"), "{said}");
+    let mut global = spec();
+    global["pipeline"]["shuffle"] = json!({"global": true});
+    let other = tempfile::tempdir().unwrap();
+    let global_path = write_spec(&other, &global);
+    let args = ["read", "--spec", &global_path, "--container", "team", "--shared-name", "global", "--output", "jsonl"];
+    let lines = jsonl(&readerctl(&replica.addr, &args).stdout);
+    assert_eq!(lines.last().unwrap()["error"]["code"], "INVALID_ARGUMENT", "{lines:?}");
 }
 
 #[test]

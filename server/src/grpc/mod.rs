@@ -276,6 +276,7 @@ impl pb::data_service_server::DataService for DataService {
         let (container, shared_name) = names(request.into_inner().reader);
         caller.check(&container, Access::Admin)?;
         let reader = self.registry.get(&container, &shared_name)?;
+        reader.refuse_in_cluster("ResetReader")?;
         reader.reset();
         Ok(Response::new(stats_to_pb(reader.stats())))
     }

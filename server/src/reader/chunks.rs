@@ -150,9 +150,10 @@ impl Reader {
         on_batch: impl FnMut((u64, Vec<Record>)),
     ) -> (Option<u64>, Option<ServeError>, bool) {
         let mut state = self.lock();
-        if self.shared.load(Ordering::Relaxed) {
+        if self.shared.load(Ordering::Relaxed) && self.job.get().is_none() {
             // Shared readers keep their state before each chunk: a checkpoint restores
-            // from the one before the oldest unacknowledged element.
+            // from the one before the oldest unacknowledged element (one served by
+            // replicas is checkpointed in the ledger instead).
             if let Ok(bytes) = self.state_bytes(&state) {
                 let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
                 if snapshots.len() == SHARED_SNAPSHOTS {

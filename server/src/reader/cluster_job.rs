@@ -49,6 +49,18 @@ impl Reader {
         Ok(())
     }
 
+    /// `UNIMPLEMENTED` for `verb` on a reader served by replicas: its position is the
+    /// job's in the ledger, not this replica's pipeline state.
+    pub fn refuse_in_cluster(&self, verb: &str) -> Result<()> {
+        match self.job.get() {
+            Some(_) => Err(ServeError::Unimplemented(format!(
+                "{verb} of reader {}, served by replicas through the split ledger, is not built yet",
+                self.name
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// The job this reader serves with other replicas, if it does.
     pub fn cluster_job(&self) -> Option<&Arc<JobFeed>> {
         self.job.get()

@@ -247,6 +247,7 @@ impl Reader {
     /// The classic reader verb: up to `max_records` raw records, ignoring batching, and
     /// whether the reader has reached its end.
     pub fn read_up_to(&self, max_records: usize) -> Result<(Vec<Record>, bool)> {
+        self.refuse_in_cluster("ReadUpTo")?;
         let mut state = self.lock();
         let mut records = Vec::new();
         while records.len() < max_records {

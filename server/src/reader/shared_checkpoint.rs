@@ -12,6 +12,7 @@ impl Reader {
     /// acknowledged. Restoring replays from that state and delivers the others again
     /// (also those taken from the reader but not yet handed to a stream).
     pub fn shared_checkpoint(&self) -> Result<pb::SharedCheckpoint> {
+        self.refuse_in_cluster("A checkpoint")?;
         // Read `produced` first: whatever is produced after is not in the checkpoint.
         let produced = self.lock().elements_produced;
         let producing = self.producing.lock().unwrap_or_else(|p| p.into_inner()).first().copied();

@@ -17,6 +17,7 @@ impl Reader {
     /// The classic `ReaderSerializeState`: positions, seeds and counters (a
     /// `pb::ReaderState`), never record bytes.
     pub fn serialize_state(&self) -> Result<Vec<u8>> {
+        self.refuse_in_cluster("SerializeReaderState")?;
         let state = self.lock();
         self.state_bytes(&state)
     }
@@ -70,6 +71,7 @@ impl Reader {
     /// The classic `ReaderRestoreState`: continues exactly where `bytes` (from
     /// [`Reader::serialize_state`] of a reader with the same spec and files) was taken.
     pub fn restore_state(&self, bytes: &[u8]) -> Result<()> {
+        self.refuse_in_cluster("RestoreReaderState")?;
         let saved: pb::ReaderState = prost::Message::decode(bytes)
             .map_err(|err| ServeError::InvalidArgument(format!("not a reader state: {err}")))?;
         if saved.fingerprint != self.spec.fingerprint {

@@ -109,7 +109,7 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
 #[test]
 fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_period() {
     let Some(schema) = Schema::new("readerd_ledger") else { return };
-    let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_millis(700) };
+    let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_millis(2000) };
     let a = replica(&schema, "a", times);
     let b = replica(&schema, "b", times);
     let job = job(&a);
@@ -121,7 +121,7 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
     std::thread::sleep(Duration::from_millis(500));
     b.heartbeat().unwrap();
     assert_eq!(b.lease_next(job, 1).unwrap(), None, "expired, but within the grace period");
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(2000));
     let taken = b.lease_next(job, 1).unwrap().expect("taken over after the grace period");
     assert!(taken.taken_over && taken.position == 0);
     b.heartbeat().unwrap();

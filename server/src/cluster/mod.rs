@@ -38,7 +38,8 @@
 //! lease time). Once a lease expired, the split may be taken over, but only after every
 //! consumer session that was reading through the dead replica has re-sent the
 //! acknowledgements of what it received there (the session is then `flushed`), or after a
-//! grace period. The taker skips the split's acknowledged records and produces the rest:
+//! grace period. (The ledger's side of sessions is built and tested; the streams do not
+//! register sessions yet, and clients do not re-send: issue 17's next step.) The taker skips the split's acknowledged records and produces the rest:
 //! what a consumer received and acknowledged (before or after the death) is not produced
 //! again; what it never received is. A consumer that does not come back within the grace
 //! period counts as dead with it, and its unacknowledged elements are delivered again, as

@@ -45,10 +45,12 @@
 //! period counts as dead with it, and its unacknowledged elements are delivered again, as
 //! for any consumer that vanishes.
 //!
-//! **Fencing.** A replica produces from a split only while its own lease deadline
-//! (measured from its last successful renewal on its own monotonic clock, shorter than
-//! the lease) has not passed; a renewal that does not return a split means it was taken
-//! over, and the replica drops it.
+//! **Fencing (not built yet).** A replica is to produce from a split only while its own
+//! lease deadline (measured from its last successful renewal on its own monotonic clock,
+//! shorter than the lease) has not passed; a renewal that does not return a split means
+//! it was taken over (`JobFeed::renewed` marks it lost), and the replica is to drop it.
+//! Today a replica cut off from PostgreSQL for longer than a lease goes on delivering
+//! what it holds.
 
 pub mod job;
 pub mod ledger;

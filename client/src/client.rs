@@ -163,6 +163,7 @@ impl Client {
             inner: None,
             stream_id: String::new(),
             first_seq: 0,
+            replica_id: String::new(),
             pending: None,
             joiner: RowJoiner::default(),
         };
@@ -170,6 +171,7 @@ impl Client {
             Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) }) => {
                 stream.stream_id = started.stream_id;
                 stream.first_seq = started.first_seq;
+                stream.replica_id = started.replica_id;
             }
             other => stream.pending = other,
         }
@@ -179,7 +181,7 @@ impl Client {
 
     /// Tells the server the trainer has every element of a stream up to `up_to_seq`.
     pub async fn acknowledge(&mut self, stream_id: &str, up_to_seq: i64) -> Result<(), tonic::Status> {
-        let request = pb::AcknowledgeRequest { stream_id: stream_id.to_owned(), up_to_seq };
+        let request = pb::AcknowledgeRequest { stream_id: stream_id.to_owned(), up_to_seq, ..Default::default() };
         self.service.acknowledge(request).await?;
         Ok(())
     }
@@ -199,6 +201,9 @@ pub struct ReadStream {
     pub stream_id: String,
     /// The seq of the first element (0, or after the checkpoint when resumed).
     pub first_seq: i64,
+    /// The server's id in the split ledger when it is a replica serving a shared reader
+    /// (for an acknowledgement through another replica); empty otherwise.
+    pub replica_id: String,
     pending: Option<pb::ReadResponse>,
     joiner: RowJoiner,
 }

@@ -82,7 +82,7 @@ pub async fn loopback_rate(size: usize, count: usize) -> anyhow::Result<f64> {
         pb::DenseTensor { dtype: pb::DataType::Uint8 as i32, shape: vec![size as i64], data: payload, strings: vec![] };
     let feature =
         pb::Feature { name: "value".into(), tensor: Some(pb::Tensor { kind: Some(pb::tensor::Kind::Dense(tensor)) }) };
-    let element = pb::Element { seq: 0, keys: vec![], features: vec![feature], more_rows: false, key_table: None };
+    let element = pb::Element { seq: 0, keys: vec![], features: vec![feature], ..Default::default() };
     let message = pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) };
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;

@@ -77,6 +77,7 @@ mod tests {
             features: Vec::new(),
             more_rows: false,
             key_table: None,
+            records: None,
         };
         let messages = futures::stream::iter([element(1), element(2)].map(Ok));
         let encoder = ReservingCodec::<pb::Element, pb::Element>::default().encoder();

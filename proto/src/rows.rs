@@ -34,7 +34,9 @@ pub fn split_rows(element: pb::Element, max_bytes: usize) -> Vec<pb::Element> {
         }
     }
     cuts.push(rows);
-    let pb::Element { seq, keys, features, key_table, .. } = element;
+    let pb::Element { seq, keys, features, key_table, records, .. } = element;
+    // The ledger's record ids travel whole, with the first part.
+    let mut records = records;
     let mut keys = keys.into_iter();
     let mut columns: Vec<Column> = features.into_iter().map(|feature| Column::new(feature, rows)).collect();
     let mut parts = Vec::with_capacity(cuts.len());
@@ -43,7 +45,7 @@ pub fn split_rows(element: pb::Element, max_bytes: usize) -> Vec<pb::Element> {
         let features = columns.iter_mut().map(|column| column.take_rows(end - start)).collect();
         let keys = keys.by_ref().take(end - start).collect();
         let key_table = key_table.as_ref().map(|table| crate::keys::table_rows(table, start..end));
-        parts.push(pb::Element { seq, keys, features, more_rows: end < rows, key_table });
+        parts.push(pb::Element { seq, keys, features, more_rows: end < rows, key_table, records: records.take() });
         start = end;
     }
     parts
@@ -167,6 +169,7 @@ fn join(parts: Vec<pb::Element>) -> Result<pb::Element, RowsError> {
     let mut key_table =
         parts[0].key_table.as_ref().map(|table| pb::KeyTable { files: table.files.clone(), ..Default::default() });
     let mut columns: Vec<Vec<pb::DenseTensor>> = vec![Vec::with_capacity(parts.len()); names.len()];
+    let records = parts[0].records.clone();
     for part in parts {
         if part.features.len() != names.len() {
             return Err(error(format!("a part has {} features, the first {}", part.features.len(), names.len())));
@@ -196,7 +199,7 @@ fn join(parts: Vec<pb::Element>) -> Result<pb::Element, RowsError> {
         let tensor = pb::Tensor { kind: Some(pb::tensor::Kind::Dense(tensor)) };
         features.push(pb::Feature { name, tensor: Some(tensor) });
     }
-    Ok(pb::Element { seq, keys, features, more_rows: false, key_table })
+    Ok(pb::Element { seq, keys, features, more_rows: false, key_table, records })
 }
 
 /// Stacks dense tensors of the same dtype and inner shape along their first dimension.
@@ -256,6 +259,7 @@ mod tests {
             ],
             more_rows: false,
             key_table: None,
+            records: None,
         }
     }
 

@@ -193,5 +193,21 @@ pub fn element_to_pb(seq: i64, element: Element) -> pb::Element {
             .map(|(name, tensor)| pb::Feature { name, tensor: Some(tensor_to_pb(tensor)) })
             .collect(),
         more_rows: false,
+        records: record_ids_to_pb(&element.records),
     }
+}
+
+/// The ledger's names of records, as the wire carries them (`None` when there are none).
+pub fn record_ids_to_pb(records: &[RecordId]) -> Option<pb::RecordIds> {
+    (!records.is_empty()).then(|| pb::RecordIds {
+        epoch: records.iter().map(|r| r.epoch).collect(),
+        file: records.iter().map(|r| r.file).collect(),
+        number: records.iter().map(|r| r.number).collect(),
+    })
+}
+
+/// Record ids a client sent back (an acknowledgement through another replica).
+pub fn record_ids_from_pb(records: &pb::RecordIds) -> impl Iterator<Item = RecordId> + '_ {
+    let files = records.file.iter().zip(&records.number);
+    records.epoch.iter().zip(files).map(|(&epoch, (&file, &number))| RecordId { epoch, file, number })
 }

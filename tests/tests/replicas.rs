@@ -42,12 +42,37 @@ impl Drop for Database {
     }
 }
 
-/// 8 text files of 150 lines (keys `part-<f>.txt:<line>`).
-fn write_data(root: &Path) {
+/// 8 text files of `lines` lines (keys `part-<f>.txt:<line>`).
+fn write_lines(root: &Path, lines: usize) {
     for f in 0..8 {
-        let text: String = (0..150).map(|l| format!("{f}-{l}\n")).collect();
+        let text: String = (0..lines).map(|l| format!("{f}-{l}\n")).collect();
         write_file(root, &format!("part-{f}.txt"), text.as_bytes());
     }
+}
+
+fn write_data(root: &Path) {
+    write_lines(root, 150);
+}
+
+/// Every key of `write_lines(_, lines)`, twice (two epochs), sorted.
+fn every_key_twice(lines: usize) -> Vec<String> {
+    let mut expected: Vec<String> =
+        (0..8).flat_map(|f| (1..=lines).map(move |l| format!("part-{f}.txt:{l}"))).collect();
+    expected.extend(expected.clone());
+    expected.sort();
+    expected
+}
+
+/// The keys of every element in `readerctl read --output jsonl` output, and its last line.
+fn keys_and_end(stdout: &[u8]) -> (Vec<String>, Value) {
+    let lines = jsonl(stdout);
+    let keys = lines
+        .iter()
+        .filter_map(|line| line["keys"].as_array())
+        .flatten()
+        .map(|key| key.as_str().unwrap().to_owned())
+        .collect();
+    (keys, lines.last().cloned().unwrap_or(Value::Null))
 }
 
 fn spec() -> Value {
@@ -127,9 +152,7 @@ fn three_replicas_and_four_consumers_deliver_every_record_once_per_epoch() {
     });
     let mut all: Vec<&String> = read.iter().flatten().collect();
     all.sort();
-    let mut expected: Vec<String> = (0..8).flat_map(|f| (1..=150).map(move |l| format!("part-{f}.txt:{l}"))).collect();
-    expected.extend(expected.clone());
-    expected.sort();
+    let expected = every_key_twice(150);
     assert_eq!(all.len(), expected.len(), "every record exactly twice over the two epochs");
     assert_eq!(all, expected.iter().collect::<Vec<_>>());
     // How the work spread depends on timing (a replica leases a file when it wants one):
@@ -144,4 +167,54 @@ fn three_replicas_and_four_consumers_deliver_every_record_once_per_epoch() {
     assert!(delete.status.success(), "{}", String::from_utf8_lossy(&delete.stderr));
     let again = read_shared(&addrs[0], &spec_path);
     assert_eq!(again.len(), expected.len(), "a fresh job after the delete");
+}
+
+#[test]
+fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of_every_replica() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let all_addrs = addrs.join(",");
+    // Four consumers, each given every replica's address, print to files.
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers: Vec<std::process::Child> = outputs
+        .iter()
+        .map(|path| {
+            std::process::Command::new(readerd_tests::binary("readerctl"))
+                .args(["--addr", &all_addrs, "--quiet", "read", "--spec", &spec_path])
+                .args(["--container", "team", "--shared-name", "train", "--output", "jsonl"])
+                .stdout(std::fs::File::create(path).unwrap())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Mid-epoch (a sixth of the 2,000 batches printed), replica 1 is killed.
+    let printed = || {
+        outputs.iter().map(|p| std::fs::read(p).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())).sum::<usize>()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while printed() < 330 {
+        assert!(std::time::Instant::now() < deadline, "the consumers printed only {} lines", printed());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (killed, _state) = replicas[1].take().unwrap();
+    killed.kill();
+    let before_kill = printed();
+    let mut all = Vec::new();
+    for (mut consumer, path) in consumers.into_iter().zip(&outputs) {
+        let status = consumer.wait().unwrap();
+        let (keys, last) = keys_and_end(&std::fs::read(path).unwrap());
+        assert!(status.success() && last["end_of_sequence"] == true, "{}: {status}, last line {last}", path.display());
+        all.extend(keys);
+    }
+    all.sort();
+    let expected = every_key_twice(1000);
+    let repeated: Vec<&String> = all.windows(3).filter(|w| w[0] == w[2]).map(|w| &w[0]).take(5).collect();
+    assert!(repeated.is_empty(), "printed three times or more: {repeated:?}");
+    assert_eq!(all.len(), expected.len(), "{before_kill} lines printed when replica 1 was killed");
+    assert_eq!(all, expected, "every record exactly once per epoch");
 }

@@ -1,5 +1,6 @@
 //! The `readerctl` command line: its arguments ([`args`]) and [`run`], a dispatch that
-//! hands each subcommand to its handler: [`read`] (`read`), [`admin`] (the calls that
+//! hands each subcommand to its handler: [`read`] (`read`; [`read_replicas`] reads a
+//! shared reader from several replicas at once), [`admin`] (the calls that
 //! manage readers, `datasets`, `health`), [`files`] (`inspect`, `convert`, `gen-demo`,
 //! local files or object-store URLs through [`remote`]) and [`bench`](mod@bench) (`bench`).
 
@@ -8,6 +9,7 @@ mod args;
 mod bench;
 mod files;
 mod read;
+mod read_replicas;
 mod remote;
 
 use std::process::ExitCode;
@@ -41,13 +43,31 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions { shell } => Ok(completions(shell)),
         // Calls of the data service, on a connection made first.
         Command::Read { spec, dataset, container, shared_name, resume, max_batches, checkpoint_every, output } => {
-            let client = match Client::connect_with(addr, &options).await {
-                Ok(client) => client,
-                // No server there: the stream's error line of the contract.
-                Err(err @ ClientError::Connect { .. }) => return Ok(read::unreachable(output, &err)),
-                Err(err) => return Err(err.into()),
-            };
             let request = read::request(spec.as_deref(), dataset, &container, &shared_name, resume)?;
+            let addrs: Vec<&str> = addr.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
+            // Several replicas of a cluster: a shared reader is read from all of them at
+            // once, a private one from the first that answers.
+            let mut clients = Vec::new();
+            let mut unreachable = None;
+            for addr in &addrs {
+                match Client::connect_with(addr, &options).await {
+                    Ok(client) => clients.push((addr.to_string(), client)),
+                    Err(err @ ClientError::Connect { .. }) => unreachable = Some(err),
+                    Err(err) => return Err(err.into()),
+                }
+                if shared_name.is_empty() && !clients.is_empty() {
+                    break;
+                }
+            }
+            if clients.is_empty() {
+                // No server there: the stream's error line of the contract.
+                let err = unreachable.ok_or_else(|| anyhow::anyhow!("--addr names no server"))?;
+                return Ok(read::unreachable(output, &err));
+            }
+            if clients.len() > 1 {
+                return read_replicas::read(clients, request, max_batches, output).await;
+            }
+            let (_, client) = clients.remove(0);
             read::read(client, request, max_batches, checkpoint_every.filter(|&n| n > 0), output, quiet).await
         }
         Command::List { container, output } => admin::list(connect(addr, &options).await?, container, output).await,

@@ -135,12 +135,12 @@ fn print_checkpoint(stdout: &mut impl Write, output: Output, token: &str, after_
 
 /// Prints a failed call as the stream's last line ([`print_error`]), a broken connection as
 /// UNAVAILABLE.
-fn print_status(output: Output, status: &tonic::Status) -> ExitCode {
+pub(super) fn print_status(output: Output, status: &tonic::Status) -> ExitCode {
     print_error(output, status_code(status), &status_message(status))
 }
 
 /// Prints a stream error as the last line (JSONL contract) and returns exit status 1.
-fn print_error(output: Output, code: tonic::Code, message: &str) -> ExitCode {
+pub(super) fn print_error(output: Output, code: tonic::Code, message: &str) -> ExitCode {
     match output {
         Output::Jsonl => println!("{}", json!({"error": {"code": code_name(code), "message": message}})),
         Output::Text => eprintln!("error: {}: {message}", code_name(code)),

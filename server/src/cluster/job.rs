@@ -23,6 +23,10 @@ pub struct JobFeed {
     job: Job,
     order: EpochOrder,
     state: Mutex<FeedState>,
+    /// One commit at a time: when [`JobFeed::commit`] returns, every acknowledgement
+    /// made before it was called is in the ledger, also those another commit (the
+    /// cluster thread's) had taken and was still writing.
+    committing: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -61,11 +65,27 @@ pub struct HeldSplits {
 
 impl JobFeed {
     pub fn new(ledger: Arc<Ledger>, job: Job, order: EpochOrder) -> Self {
-        Self { ledger, job, order, state: Mutex::default() }
+        Self { ledger, job, order, state: Mutex::default(), committing: Mutex::default() }
     }
 
     pub fn job(&self) -> Job {
         self.job
+    }
+
+    /// This replica's id in the ledger.
+    pub fn replica(&self) -> &str {
+        self.ledger.replica()
+    }
+
+    /// Consumer session `session` reads this job through this replica.
+    pub fn attach_session(&self, session: &str) -> Result<(), LedgerError> {
+        self.ledger.attach_session(self.job, session)
+    }
+
+    /// Consumer session `session` re-sent everything it consumed from `replica` (which
+    /// died): that replica's splits need not wait for it.
+    pub fn session_flushed(&self, session: &str, replica: &str) -> Result<(), LedgerError> {
+        self.ledger.session_flushed(self.job, session, replica)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, FeedState> {
@@ -96,8 +116,10 @@ impl JobFeed {
     }
 
     /// Commits the acknowledgements gathered since the last commit, and the splits now
-    /// done, in one transaction. On failure they are kept for the next one.
+    /// done, in one transaction. On failure they are kept for the next one. When it
+    /// returns `Ok`, every acknowledgement made before the call is committed.
     pub fn commit(&self) -> Result<(), LedgerError> {
+        let _one_at_a_time = self.committing.lock().unwrap_or_else(|p| p.into_inner());
         let (commits, pending) = {
             let mut state = self.state();
             let pending = std::mem::take(&mut state.pending);

@@ -30,16 +30,20 @@
 //! replica's output is a pure function of the splits it leased.
 //!
 //! **Acknowledgements.** Consumers acknowledge elements to the replica that sent them;
-//! the replica maps each element to its records' `(epoch, split, record number)` and
-//! merges them into the splits' acknowledged sets in batched transactions. A split is done
+//! the replica maps each element to its records' `(epoch, file, record number)` and
+//! merges them into the splits' acknowledged sets, in one transaction per `Acknowledge`
+//! call (before it answers) and every 100 ms for the rest. A split is done
 //! when its owner has produced it to its end and every record of it is acknowledged.
 //!
 //! **A replica dies.** It stops renewing its leases (heartbeats every third of the
 //! lease time). Once a lease expired, the split may be taken over, but only after every
 //! consumer session that was reading through the dead replica has re-sent the
 //! acknowledgements of what it received there (the session is then `flushed`), or after a
-//! grace period. (The ledger's side of sessions is built and tested; the streams do not
-//! register sessions yet, and clients do not re-send: issue 17's next step.) The taker skips the split's acknowledged records and produces the rest:
+//! grace period. Streams register their session (`ReadRequest.session_id`) with the
+//! replica; a client re-sends through `AcknowledgeRequest.records` with `from_replica` and
+//! `flushed` (readerctl's `read --addr A,B,C` does, `client/src/cli/read_replicas.rs`).
+//! An acknowledgement is committed before it is answered, so a client knows which ones to
+//! re-send: those not answered. The taker skips the split's acknowledged records and produces the rest:
 //! what a consumer received and acknowledged (before or after the death) is not produced
 //! again; what it never received is. A consumer that does not come back within the grace
 //! period counts as dead with it, and its unacknowledged elements are delivered again, as

@@ -69,6 +69,7 @@ impl DataService {
         caller.check(&container, Access::Read)?;
         tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
         let (checkpoint_every, checkpoint_interval_ms) = (request.checkpoint_every, request.checkpoint_interval_ms);
+        let session = request.session_id;
         let (checkpointer, streams) = (self.checkpointer.clone(), self.streams.clone());
         let opening = OpenStream {
             container,
@@ -79,6 +80,11 @@ impl DataService {
         };
         let (reader, record, first_seq) =
             self.blocking(move |registry| streams.open(&registry, &checkpointer, opening)).await?;
+        if let Some(job) = reader.cluster_job().cloned().filter(|_| !session.is_empty()) {
+            // The ledger learns which replicas this consumer reads through: if this one
+            // dies, its splits wait for the consumer to re-send what it consumed here.
+            self.blocking(move |_| Ok(job.attach_session(&session)?)).await?;
+        }
         let buffer = reader.spec().prefetch.unwrap_or(self.stream_buffer);
         let (element_tx, element_rx) = mpsc::channel(buffer);
         let streams = self.streams.clone();
@@ -205,6 +211,21 @@ impl pb::data_service_server::DataService for DataService {
         let stream = self.streams.get(&request.stream_id)?;
         caller.check(&stream.container, Access::Read)?;
         stream.reader.delivery.acknowledge(&stream.consumer, request.up_to_seq);
+        if let Some(job) = stream.reader.cluster_job().cloned() {
+            // Committed to the split ledger before the answer: what a consumer has
+            // acknowledged is consumed for every replica, even if this one dies next.
+            let records: Vec<_> = request.records.iter().flat_map(crate::element::record_ids_from_pb).collect();
+            let (session, from, flushed) = (request.session_id, request.from_replica, request.flushed);
+            self.blocking(move |_| {
+                job.acknowledge(records.iter().map(|r| (r.epoch, r.file as usize, r.number)));
+                job.commit()?;
+                if flushed && !from.is_empty() && !session.is_empty() {
+                    job.session_flushed(&session, &from)?;
+                }
+                Ok(())
+            })
+            .await?;
+        }
         Ok(Response::new(pb::AcknowledgeResponse {}))
     }
 

@@ -262,7 +262,8 @@ impl ElementStream {
 
     /// The stream's first message: its id and the number of its first element.
     fn started(&self) -> Message {
-        let started = pb::StreamStarted { stream_id: self.record.id.clone(), first_seq: self.first_seq };
+        let replica_id = self.reader.cluster_job().map(|job| job.replica().to_owned()).unwrap_or_default();
+        let started = pb::StreamStarted { stream_id: self.record.id.clone(), first_seq: self.first_seq, replica_id };
         Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })
     }
 

@@ -218,3 +218,64 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
     assert_eq!(all.len(), expected.len(), "{before_kill} lines printed when replica 1 was killed");
     assert_eq!(all, expected, "every record exactly once per epoch");
 }
+
+#[test]
+fn a_consumer_killed_mid_epoch_has_only_what_it_printed_unacknowledged_printed_again() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
+    let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let mut consumers: Vec<std::process::Child> = outputs
+        .iter()
+        .map(|path| {
+            std::process::Command::new(readerd_tests::binary("readerctl"))
+                .args(["--addr", &all_addrs, "--quiet", "read", "--spec", &spec_path])
+                .args(["--container", "team", "--shared-name", "train", "--output", "jsonl"])
+                .stdout(std::fs::File::create(path).unwrap())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let lines_of =
+        |path: &std::path::Path| std::fs::read(path).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while lines_of(&outputs[0]) < 60 {
+        assert!(std::time::Instant::now() < deadline, "consumer 0 printed only {} lines", lines_of(&outputs[0]));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut killed = consumers.remove(0);
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let (killed_keys, _) = keys_and_end(&std::fs::read(&outputs[0]).unwrap());
+    let mut all = killed_keys.clone();
+    for (mut consumer, path) in consumers.into_iter().zip(&outputs[1..]) {
+        let status = consumer.wait().unwrap();
+        let (keys, last) = keys_and_end(&std::fs::read(path).unwrap());
+        assert!(status.success() && last["end_of_sequence"] == true, "{}: {status}, last line {last}", path.display());
+        all.extend(keys);
+    }
+    // Every record at least once per epoch; printed more often only if the killed consumer
+    // printed it and died before its acknowledgement was answered: one batch at most.
+    let mut counts = std::collections::BTreeMap::new();
+    for key in &all {
+        *counts.entry(key.as_str()).or_insert(0usize) += 1;
+    }
+    let expected = every_key_twice(1000);
+    let mut wanted = std::collections::BTreeMap::new();
+    for key in &expected {
+        *wanted.entry(key.as_str()).or_insert(0usize) += 1;
+    }
+    let missing: Vec<&&str> =
+        wanted.iter().filter(|(k, n)| counts.get(*k).copied().unwrap_or(0) < **n).map(|(k, _)| k).collect();
+    assert!(missing.is_empty(), "lost: {:?}", &missing[..missing.len().min(5)]);
+    let again: Vec<&str> = counts.iter().filter(|(k, n)| **n > wanted[*k]).map(|(k, _)| *k).collect();
+    assert!(again.len() <= 8, "printed again: {again:?}");
+    assert!(
+        again.iter().all(|key| killed_keys.iter().any(|k| k == key)),
+        "printed again but not by the killed consumer: {again:?}"
+    );
+}

@@ -63,6 +63,22 @@ fn every_key_twice(lines: usize) -> Vec<String> {
     expected
 }
 
+/// `readerctl --addr ADDRS read` of the shared reader `team/train`, one process per
+/// output file, each printing to its file.
+fn spawn_consumers(addrs: &str, spec_path: &str, outputs: &[std::path::PathBuf]) -> Vec<std::process::Child> {
+    outputs
+        .iter()
+        .map(|path| {
+            std::process::Command::new(readerd_tests::binary("readerctl"))
+                .args(["--addr", addrs, "--quiet", "read", "--spec", spec_path])
+                .args(["--container", "team", "--shared-name", "train", "--output", "jsonl"])
+                .stdout(std::fs::File::create(path).unwrap())
+                .spawn()
+                .unwrap()
+        })
+        .collect()
+}
+
 /// The keys of every element in `readerctl read --output jsonl` output, and its last line.
 fn keys_and_end(stdout: &[u8]) -> (Vec<String>, Value) {
     let lines = jsonl(stdout);
@@ -181,17 +197,7 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
     let all_addrs = addrs.join(",");
     // Four consumers, each given every replica's address, print to files.
     let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
-    let consumers: Vec<std::process::Child> = outputs
-        .iter()
-        .map(|path| {
-            std::process::Command::new(readerd_tests::binary("readerctl"))
-                .args(["--addr", &all_addrs, "--quiet", "read", "--spec", &spec_path])
-                .args(["--container", "team", "--shared-name", "train", "--output", "jsonl"])
-                .stdout(std::fs::File::create(path).unwrap())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let consumers = spawn_consumers(&all_addrs, &spec_path, &outputs);
     // Mid-epoch (a sixth of the 2,000 batches printed), replica 1 is killed.
     let printed = || {
         outputs.iter().map(|p| std::fs::read(p).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())).sum::<usize>()
@@ -229,17 +235,7 @@ fn a_consumer_killed_mid_epoch_has_only_what_it_printed_unacknowledged_printed_a
     let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
     let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
     let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
-    let mut consumers: Vec<std::process::Child> = outputs
-        .iter()
-        .map(|path| {
-            std::process::Command::new(readerd_tests::binary("readerctl"))
-                .args(["--addr", &all_addrs, "--quiet", "read", "--spec", &spec_path])
-                .args(["--container", "team", "--shared-name", "train", "--output", "jsonl"])
-                .stdout(std::fs::File::create(path).unwrap())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let mut consumers = spawn_consumers(&all_addrs, &spec_path, &outputs);
     let lines_of =
         |path: &std::path::Path| std::fs::read(path).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);

@@ -6,7 +6,7 @@
 //! replica does not hold (a consumer re-sending what it received from a replica that
 //! died) are committed all the same: whoever produces those splits next leaves them out.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use super::ledger::{Job, Ledger, LedgerError, SplitCommit};
@@ -31,8 +31,8 @@ pub struct JobFeed {
 
 #[derive(Default)]
 struct FeedState {
-    /// Epochs planned in the ledger, with their file order.
-    orders: BTreeMap<u64, Vec<usize>>,
+    /// Epochs planned in the ledger by this replica.
+    planned: BTreeSet<u64>,
     /// Splits this replica holds, by `(epoch, file)`.
     held: HashMap<(u64, usize), Held>,
     /// Acknowledged records not committed yet, by `(epoch, file)`.
@@ -54,13 +54,6 @@ impl Held {
     fn done(&self) -> bool {
         !self.lost && self.read == Some(self.acknowledged)
     }
-}
-
-/// What a replica holds of a job, for stats.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HeldSplits {
-    pub leased: u64,
-    pub lost: u64,
 }
 
 impl JobFeed {
@@ -92,15 +85,14 @@ impl JobFeed {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The file order of `epoch`, planning its splits in the ledger the first time.
-    fn planned(&self, epoch: u64) -> Result<Vec<usize>, LedgerError> {
-        if let Some(order) = self.state().orders.get(&epoch) {
-            return Ok(order.clone());
+    /// Plans `epoch`'s splits in the ledger, the first time this replica reaches it.
+    fn plan(&self, epoch: u64) -> Result<(), LedgerError> {
+        if self.state().planned.contains(&epoch) {
+            return Ok(());
         }
-        let order = (self.order)(epoch);
-        self.ledger.plan_epoch(self.job, epoch, &order)?;
-        self.state().orders.insert(epoch, order.clone());
-        Ok(order)
+        self.ledger.plan_epoch(self.job, epoch, &(self.order)(epoch))?;
+        self.state().planned.insert(epoch);
+        Ok(())
     }
 
     /// Records `(epoch, file, number)` were acknowledged by their consumer.
@@ -120,37 +112,28 @@ impl JobFeed {
     /// returns `Ok`, every acknowledgement made before the call is committed.
     pub fn commit(&self) -> Result<(), LedgerError> {
         let _one_at_a_time = self.committing.lock().unwrap_or_else(|p| p.into_inner());
-        let (commits, pending) = {
+        let (commits, done, pending) = {
             let mut state = self.state();
             let pending = std::mem::take(&mut state.pending);
-            let mut keys: Vec<(u64, usize)> = pending.keys().copied().collect();
-            keys.extend(state.held.iter().filter(|(_, held)| held.done()).map(|(key, _)| *key));
+            let done: Vec<(u64, usize)> =
+                state.held.iter().filter(|(_, held)| held.done()).map(|(key, _)| *key).collect();
+            let mut keys: Vec<(u64, usize)> = pending.keys().chain(&done).copied().collect();
             keys.sort_unstable();
             keys.dedup();
-            let mut commits = Vec::with_capacity(keys.len());
-            for (epoch, file) in keys {
-                let held = state.held.get(&(epoch, file));
-                let position = match held {
-                    Some(held) => Some(held.position),
-                    None => state
-                        .orders
-                        .get(&epoch)
-                        .and_then(|order| order.iter().position(|&f| f == file))
-                        .map(|p| p as u32),
-                };
-                // An acknowledgement for an epoch this replica never planned: its order
-                // is the same everywhere.
-                let position = match position {
-                    Some(position) => position,
-                    None => match (self.order)(epoch).iter().position(|&f| f == file) {
-                        Some(position) => position as u32,
-                        None => continue,
-                    },
-                };
-                let acked = pending.get(&(epoch, file)).cloned().unwrap_or_default();
-                commits.push(SplitCommit { epoch, position, acked, done: held.is_some_and(Held::done) });
-            }
-            (commits, pending)
+            let commits: Vec<SplitCommit> = keys
+                .into_iter()
+                .filter_map(|(epoch, file)| {
+                    // A split's position is its file's place in the epoch's order (the
+                    // same on every replica), also for splits this replica does not hold.
+                    let position = match state.held.get(&(epoch, file)) {
+                        Some(held) => held.position,
+                        None => (self.order)(epoch).iter().position(|&f| f == file)? as u32,
+                    };
+                    let acked = pending.get(&(epoch, file)).cloned().unwrap_or_default();
+                    Some(SplitCommit { epoch, position, acked, done: done.contains(&(epoch, file)) })
+                })
+                .collect();
+            (commits, done, pending)
         };
         if commits.is_empty() {
             return Ok(());
@@ -158,8 +141,7 @@ impl JobFeed {
         match self.ledger.commit(self.job, &commits) {
             Ok(()) => {
                 // Splits committed done are this replica's no more.
-                let done: Vec<(u64, u32)> = commits.iter().filter(|c| c.done).map(|c| (c.epoch, c.position)).collect();
-                self.state().held.retain(|(epoch, _), held| !done.contains(&(*epoch, held.position)));
+                self.state().held.retain(|key, _| !done.contains(key));
                 Ok(())
             }
             Err(err) => {
@@ -187,18 +169,6 @@ impl JobFeed {
     pub fn finished(&self, epochs: u64) -> Result<bool, LedgerError> {
         self.ledger.job_finished(self.job, epochs)
     }
-
-    pub fn held(&self) -> HeldSplits {
-        let state = self.state();
-        let lost = state.held.values().filter(|held| held.lost).count() as u64;
-        HeldSplits { leased: state.held.len() as u64 - lost, lost }
-    }
-
-    /// Whether a record of split `(epoch, file)` may still be delivered from here: the
-    /// split is not known to be taken over.
-    pub fn still_held(&self, epoch: u64, file: usize) -> bool {
-        self.state().held.get(&(epoch, file)).is_none_or(|held| !held.lost)
-    }
 }
 
 impl std::fmt::Debug for JobFeed {
@@ -210,7 +180,7 @@ impl std::fmt::Debug for JobFeed {
 impl FileFeed for JobFeed {
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
         let ledger_error = |err: LedgerError| SourceError::Ledger { epoch, reason: err.to_string() };
-        self.planned(epoch).map_err(ledger_error)?;
+        self.plan(epoch).map_err(ledger_error)?;
         let Some(lease) = self.ledger.lease_next(self.job, epoch).map_err(ledger_error)? else {
             return Ok(None);
         };

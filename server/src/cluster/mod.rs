@@ -52,7 +52,8 @@
 //! **Fencing (not built yet).** A replica is to produce from a split only while its own
 //! lease deadline (measured from its last successful renewal on its own monotonic clock,
 //! shorter than the lease) has not passed; a renewal that does not return a split means
-//! it was taken over (`JobFeed::renewed` marks it lost), and the replica is to drop it.
+//! it was taken over (`JobFeed::renewed` marks it lost, so it is never committed done
+//! here), and the replica is to drop it.
 //! Today a replica cut off from PostgreSQL for longer than a lease goes on delivering
 //! what it holds.
 
@@ -60,5 +61,5 @@ pub mod job;
 pub mod ledger;
 
 pub use crate::pipeline::record_set::RecordSet;
-pub use job::{Cluster, EpochOrder, HeldSplits, JobFeed};
+pub use job::{Cluster, EpochOrder, JobFeed};
 pub use ledger::{EpochProgress, Job, Lease, LeaseTimes, Ledger, LedgerError, SplitCommit};

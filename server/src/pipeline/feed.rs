@@ -30,23 +30,3 @@ pub trait FileFeed: Send + Sync {
     /// still be in the shuffle buffer.
     fn file_read(&self, _epoch: u64, _file: usize, _records: u64) {}
 }
-
-/// A feed of fixed file orders, per epoch (tests, and the reference a fed pipeline is
-/// compared with).
-pub struct FixedFeed {
-    orders: std::sync::Mutex<std::collections::HashMap<u64, std::collections::VecDeque<FedFile>>>,
-}
-
-impl FixedFeed {
-    pub fn new(orders: impl IntoIterator<Item = (u64, Vec<FedFile>)>) -> Self {
-        let orders = orders.into_iter().map(|(epoch, files)| (epoch, files.into())).collect();
-        Self { orders: std::sync::Mutex::new(orders) }
-    }
-}
-
-impl FileFeed for FixedFeed {
-    fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
-        let mut orders = self.orders.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(orders.get_mut(&epoch).and_then(std::collections::VecDeque::pop_front))
-    }
-}

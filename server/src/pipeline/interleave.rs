@@ -68,11 +68,12 @@ pub struct Interleave {
     files: Arc<[DataFile]>,
     /// The epoch's file order (indices into `files`); with a feed, the files fed so far.
     order: Vec<usize>,
-    /// Where the epoch's next files come from when the order is not known up front, and
-    /// the epoch to ask for (`None` once it has no more).
-    feed: Option<(Arc<dyn FileFeed>, u64)>,
-    /// The feed, told when each of its files has been read.
-    fed_from: Option<(Arc<dyn FileFeed>, u64)>,
+    /// Where the epoch's next files come from when the order is not known up front (the
+    /// epoch to ask for is `epoch`).
+    /// It is also told when each of its files has been read.
+    feed: Option<Arc<dyn FileFeed>>,
+    /// The feed had no more files: the epoch's input ends with those fed.
+    feed_exhausted: bool,
     /// The epoch of each fed file, in `order`'s order (a feed may hand over a file of an
     /// earlier epoch: a split taken over from a replica that died).
     fed_epochs: Vec<u64>,
@@ -113,7 +114,7 @@ impl Interleave {
             files,
             order,
             feed: None,
-            fed_from: None,
+            feed_exhausted: false,
             fed_epochs: Vec::new(),
             leave_out: HashMap::new(),
             epoch: 0,
@@ -139,8 +140,7 @@ impl Interleave {
         cache: Arc<RecordCache>,
     ) -> Self {
         let mut interleave = Self::new(files, Vec::new(), config, cycle_length, block_length, cache);
-        interleave.feed = Some((feed.clone(), epoch));
-        interleave.fed_from = Some((feed, epoch));
+        interleave.feed = Some(feed);
         interleave.in_epoch(epoch)
     }
 
@@ -158,9 +158,9 @@ impl Interleave {
     /// Takes the feed's next file into the order; false when it has none (and then it is
     /// not asked again: the epoch's input ends with the files already fed).
     fn feed_more(&mut self) -> Result<bool, SourceError> {
-        let Some((feed, epoch)) = &self.feed else { return Ok(false) };
-        let Some(fed) = feed.next_file(*epoch)? else {
-            self.feed = None;
+        let Some(feed) = self.feed.as_ref().filter(|_| !self.feed_exhausted) else { return Ok(false) };
+        let Some(fed) = feed.next_file(self.epoch)? else {
+            self.feed_exhausted = true;
             return Ok(false);
         };
         if !fed.leave_out.is_empty() {
@@ -256,7 +256,7 @@ impl Interleave {
     }
 
     fn close_current(&mut self) {
-        if let (Some(slot), Some((feed, _))) = (self.slots[self.cycle_index].take(), &self.fed_from) {
+        if let (Some(slot), Some(feed)) = (self.slots[self.cycle_index].take(), &self.feed) {
             feed.file_read(slot.epoch, self.order[slot.file], slot.taken);
         }
         self.files_completed += 1;

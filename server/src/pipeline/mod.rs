@@ -527,6 +527,25 @@ mod tests {
         files.into()
     }
 
+    /// A feed of fixed file orders, per epoch.
+    struct FixedFeed {
+        orders: std::sync::Mutex<std::collections::HashMap<u64, std::collections::VecDeque<feed::FedFile>>>,
+    }
+
+    impl FixedFeed {
+        fn new(orders: impl IntoIterator<Item = (u64, Vec<feed::FedFile>)>) -> Self {
+            let orders = orders.into_iter().map(|(epoch, files)| (epoch, files.into())).collect();
+            Self { orders: std::sync::Mutex::new(orders) }
+        }
+    }
+
+    impl feed::FileFeed for FixedFeed {
+        fn next_file(&self, epoch: u64) -> Result<Option<feed::FedFile>, SourceError> {
+            let mut orders = self.orders.lock().unwrap_or_else(|p| p.into_inner());
+            Ok(orders.get_mut(&epoch).and_then(std::collections::VecDeque::pop_front))
+        }
+    }
+
     /// Every step until the end: records as their text, errors as `<message>`.
     fn steps(pipeline: &mut RecordPipeline) -> Vec<String> {
         let mut steps = Vec::new();
@@ -599,7 +618,7 @@ mod tests {
                     order.into_iter().map(|file| feed::FedFile { file, epoch, leave_out: leave_out(file) }).collect(),
                 )
             });
-            Arc::new(feed::FixedFeed::new(orders.collect::<Vec<_>>()))
+            Arc::new(FixedFeed::new(orders.collect::<Vec<_>>()))
         };
         let mut known = RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default());
         let expected = steps(&mut known);
@@ -627,7 +646,7 @@ mod tests {
         // Fed nothing of an epoch, a pipeline goes on to the next (others read that one).
         let config = PipelineConfig { num_epochs: Some(2), ..PipelineConfig::default() };
         let only_second =
-            Arc::new(feed::FixedFeed::new([(2, vec![feed::FedFile { file: 1, epoch: 2, ..Default::default() }])]));
+            Arc::new(FixedFeed::new([(2, vec![feed::FedFile { file: 1, epoch: 2, ..Default::default() }])]));
         let mut fed = RecordPipeline::fed(
             tfrecord_files(dir.path(), &[1, 2], (usize::MAX, 0)),
             source(),

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// Azurite's development account (public, documented by Microsoft).
 pub const ACCOUNT: &str = "devstoreaccount1";
@@ -34,12 +33,11 @@ impl AzuriteServer {
             .stdin(Stdio::null())
             .spawn()
             .unwrap_or_else(|err| panic!("cannot run azurite-blob ({err}): {INSTALL_HINT}"));
-        let server = AzuriteServer { endpoint: format!("http://127.0.0.1:{port}"), child, dir };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "Azurite did not start: {}\n{INSTALL_HINT}", server.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let mut server = AzuriteServer { endpoint: format!("http://127.0.0.1:{port}"), child, dir };
+        let log = server.dir.path().join("azurite.log");
+        crate::wait_for_port(&mut server.child, port, "Azurite", INSTALL_HINT, || {
+            std::fs::read_to_string(&log).unwrap_or_default()
+        });
         server
     }
 

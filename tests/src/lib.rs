@@ -517,3 +517,17 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// Waits up to 30 s for `child`, a protocol server the tests started, to accept
+/// connections on `port` of 127.0.0.1; panics with `what`, `hint` and its `log` when it
+/// exits first or does not answer in time.
+pub fn wait_for_port(child: &mut std::process::Child, port: u16, what: &str, hint: &str, log: impl Fn() -> String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited ({status}): {hint}\n{}", log());
+        }
+        assert!(std::time::Instant::now() < deadline, "{what} did not start: {hint}\n{}", log());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

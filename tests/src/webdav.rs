@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const INSTALL_HINT: &str = "WsgiDAV is needed: `python3 -m pip install -r tests/requirements.txt`";
 
@@ -46,14 +45,10 @@ impl WebDavServer {
             .spawn()
             .unwrap_or_else(|err| panic!("python3 -m wsgidav ({err}): {INSTALL_HINT}"));
         let mut server = WebDavServer { endpoint: format!("http://127.0.0.1:{port}"), child, dir };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                panic!("WsgiDAV exited ({status}): {INSTALL_HINT}\n{}", server.log());
-            }
-            assert!(Instant::now() < deadline, "WsgiDAV did not start: {}", server.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let log = server.dir.path().join("webdav.log");
+        crate::wait_for_port(&mut server.child, port, "WsgiDAV", INSTALL_HINT, || {
+            std::fs::read_to_string(&log).unwrap_or_default()
+        });
         server
     }
 

@@ -102,7 +102,7 @@ fn spec() -> Value {
 fn replica(db: &Database, data: &Path) -> (ServerProcess, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let url = db.url();
-    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "3s"];
+    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"];
     (ServerProcess::start_in(state.path(), &[data], &args), state)
 }
 

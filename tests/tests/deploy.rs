@@ -32,20 +32,31 @@ fn check_flags(args: &[String], readerd: &str) {
 fn compose_file_uses_real_flags_variables_port_and_health_check() {
     let readerd = help("readerd");
     let compose = &load("docker-compose.yml")[0];
-    let service = &compose["services"]["readerd"];
-    check_flags(&strings(&service["command"]), &readerd);
-    let env = service["environment"].as_hash().unwrap();
-    for (name, value) in env {
-        let name = name.as_str().unwrap();
-        if name.starts_with("READERD_") {
-            assert!(readerd.contains(name), "readerd does not read {name}");
+    // Three replicas of one cluster: one state URL, their own ids and host ports.
+    let mut ids = Vec::new();
+    for (i, name) in ["readerd-1", "readerd-2", "readerd-3"].into_iter().enumerate() {
+        let service = &compose["services"][name];
+        check_flags(&strings(&service["command"]), &readerd);
+        let env = service["environment"].as_hash().unwrap();
+        for (name, value) in env {
+            let name = name.as_str().unwrap();
+            if name.starts_with("READERD_") {
+                assert!(readerd.contains(name), "readerd does not read {name}");
+            }
+            if name == "READERD_LISTEN" {
+                assert!(value.as_str().unwrap().ends_with(":50051"));
+            }
         }
-        if name == "READERD_LISTEN" {
-            assert!(value.as_str().unwrap().ends_with(":50051"));
-        }
+        let variable = |name: &str| service["environment"][name].as_str().unwrap().to_owned();
+        assert!(variable("READERD_STATE_URL").starts_with("postgres://"));
+        ids.push(variable("READERD_REPLICA_ID"));
+        assert!(strings(&service["ports"]).contains(&format!("{}:50051", 50051 + i)));
+        assert!(strings(&service["ports"]).contains(&format!("{}:9090", 9090 + i)));
     }
-    assert!(strings(&service["ports"]).contains(&"50051:50051".to_owned()));
-    assert!(strings(&service["ports"]).contains(&"9090:9090".to_owned()));
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "every replica has its own id");
+    let service = &compose["services"]["readerd-1"];
     // The demo trainer runs the example with the flags it has, on a spec that exists.
     let trainer = &compose["services"]["trainer"];
     let script = strings(&trainer["command"]).join(" ");
@@ -72,16 +83,38 @@ fn kubernetes_manifests_use_real_flags_variables_port_and_probes() {
     let readerd = help("readerd");
     let docs = load("k8s/readerd.yaml");
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-    for kind in ["ConfigMap", "Secret", "Deployment", "Service", "PodDisruptionBudget"] {
+    for kind in ["ConfigMap", "StatefulSet", "Service", "PodDisruptionBudget"] {
         assert!(kinds.contains(&kind), "no {kind}");
     }
-    let deployment = docs.iter().find(|d| d["kind"].as_str() == Some("Deployment")).unwrap();
+    let deployment = docs.iter().find(|d| d["kind"].as_str() == Some("StatefulSet")).unwrap();
+    assert_eq!(deployment["spec"]["replicas"].as_i64(), Some(3));
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     check_flags(&strings(&container["args"]), &readerd);
+    let mut names = Vec::new();
     for variable in container["env"].as_vec().unwrap() {
         let name = variable["name"].as_str().unwrap();
-        assert!(readerd.contains(name), "readerd does not read {name}");
+        names.push(name);
+        // The others are the manifest's own, spelled into readerd's.
+        if name.starts_with("READERD_") {
+            assert!(readerd.contains(name), "readerd does not read {name}");
+        }
     }
+    for name in ["READERD_REPLICA_ID", "READERD_ADVERTISE_ADDR", "READERD_STATE_URL"] {
+        assert!(names.contains(&name), "the replicas need {name}");
+    }
+    // Clients find every replica through a headless Service.
+    let headless =
+        docs.iter().find(|d| d["kind"].as_str() == Some("Service") && d["spec"]["clusterIP"].as_str() == Some("None"));
+    assert_eq!(deployment["spec"]["serviceName"].as_str(), headless.unwrap()["metadata"]["name"].as_str());
+    // The Secrets it names are in the example (PostgreSQL's password, the tokens).
+    let secrets = load("k8s/examples/secrets.yaml");
+    for volume in deployment["spec"]["template"]["spec"]["volumes"].as_vec().unwrap() {
+        if let Some(secret) = volume["secret"]["secretName"].as_str() {
+            assert!(secrets.iter().any(|s| s["metadata"]["name"].as_str() == Some(secret)), "no Secret {secret}");
+        }
+    }
+    let postgres = load("k8s/postgres.yaml");
+    assert!(postgres.iter().any(|d| d["kind"].as_str() == Some("StatefulSet")));
     let port = container["ports"][0]["containerPort"].as_i64().unwrap();
     assert_eq!(port, 50051);
     assert_eq!(container["ports"][1]["containerPort"].as_i64(), Some(9090));
@@ -96,7 +129,14 @@ fn kubernetes_manifests_use_real_flags_variables_port_and_probes() {
         Command::new(binary("readerd")).arg("--config").arg(&toml_path).arg("--print-config").output().unwrap();
     assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
     let effective = String::from_utf8(printed.stdout).unwrap();
-    for line in ["listen = \"0.0.0.0:50051\"", "metrics-listen = \"0.0.0.0:9090\"", "data-root = [\"/data\"]"] {
+    for line in [
+        "listen = \"0.0.0.0:50051\"",
+        "metrics-listen = \"0.0.0.0:9090\"",
+        "data-root = [\"/data\"]",
+        // Production: every request needs a bearer token.
+        "allow-unauthenticated = false",
+        "auth-tokens = \"/secrets/tokens.json\"",
+    ] {
         assert!(effective.contains(line), "{line} not in\n{effective}");
     }
     let datasets_json = config_map["data"]["datasets.json"].as_str().unwrap();

@@ -22,6 +22,7 @@ use hmac::{Hmac, Mac};
 use readerd_proto::v1 as pb;
 use sha2::Sha256;
 
+use crate::cluster::JobSnapshot;
 use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::metrics::METRICS;
@@ -194,23 +195,26 @@ impl Streams {
                 (registry.resolve_spec(spec, &dataset)?, None)
             } else {
                 let checkpoint = checkpointer.load(&resume_token, &container, &shared_name)?;
-                let shared = checkpoint.shared.clone().expect("load checked that the token is a shared reader's");
-                (checkpoint.spec.clone(), Some((checkpoint, shared)))
+                if let Some(job) = &checkpoint.job {
+                    registry.restore_job(&container, &shared_name, checkpoint.spec.as_ref(), job)?;
+                }
+                (checkpoint.spec.clone(), Some(checkpoint))
             };
             let (reader, created) = registry.lookup_or_create(&container, &shared_name, spec)?;
             registry.limits().check_consumers(reader.name(), reader.stream_count())?;
             reader.set_shared();
             let first_seq = match &checkpoint {
-                // A reader live in this server is already where its streams left it.
-                Some((checkpoint, shared)) => {
-                    if created {
+                Some(checkpoint) => {
+                    // A reader live in this server is already where its streams left it
+                    // (and one served by replicas is where its restored job is).
+                    if let Some(shared) = checkpoint.shared.as_ref().filter(|_| created) {
                         reader.restore_shared(shared)?;
                     }
                     checkpoint.after_seq + 1
                 }
                 None => 0,
             };
-            let lineage = checkpoint.map(|(checkpoint, _)| checkpoint.lineage);
+            let lineage = checkpoint.map(|checkpoint| checkpoint.lineage);
             let spec = reader.spec().proto.clone();
             let record = self.register(container, shared_name, spec, lineage, reader.clone(), false);
             return Ok((reader, record, first_seq));
@@ -310,8 +314,9 @@ impl Checkpointer {
             lineage: stream.lineage.clone(),
             shared,
             shared_name: stream.shared_name.clone(),
+            job: None,
         };
-        self.commit(&state, &stream.reader)
+        self.commit(&state, &stream.reader.spec().fingerprint)
     }
 
     /// A checkpoint of a shared reader as a whole, taken outside any stream (blocking).
@@ -329,16 +334,55 @@ impl Checkpointer {
             lineage: format!("reader:{shared_name}"),
             shared: Some(reader.shared_checkpoint()?),
             shared_name: shared_name.to_owned(),
+            job: None,
         };
-        self.commit(&state, reader)
+        self.commit(&state, &reader.spec().fingerprint)
+    }
+
+    /// A checkpoint of a shared reader served by replicas: its job as the ledger holds it
+    /// (blocking). `after_seq` and `lineage` are the stream's it was asked through, or
+    /// `-1` and `None` outside a stream.
+    pub fn checkpoint_job(
+        &self,
+        container: &str,
+        shared_name: &str,
+        after_seq: i64,
+        lineage: Option<String>,
+        job: JobSnapshot,
+    ) -> Result<String> {
+        let spec: pb::DatasetSpec = prost::Message::decode(&job.spec[..])
+            .map_err(|err| ServeError::Internal(format!("the ledger's spec of {container}/{shared_name}: {err}")))?;
+        let restore_id: String = crate::state::random_secret()[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let splits = job
+            .splits
+            .into_iter()
+            .map(|split| pb::SplitCheckpoint {
+                epoch: split.epoch,
+                position: split.position,
+                file: split.file,
+                acked: split.acked.into(),
+                done: split.done,
+            })
+            .collect();
+        let state = pb::CheckpointState {
+            container: container.to_owned(),
+            spec: Some(spec),
+            reader_state: Default::default(),
+            after_seq,
+            lineage: lineage.unwrap_or_else(|| format!("reader:{shared_name}")),
+            shared: None,
+            shared_name: shared_name.to_owned(),
+            job: Some(pb::JobCheckpoint { restore_id, splits }),
+        };
+        self.commit(&state, &job.fingerprint)
     }
 
     /// Stores `state`, prunes its lineage's old checkpoints and returns its token.
-    fn commit(&self, state: &pb::CheckpointState, reader: &Reader) -> Result<String> {
+    fn commit(&self, state: &pb::CheckpointState, fingerprint: &str) -> Result<String> {
         let stored = StoredCheckpoint {
             container: state.container.clone(),
             reader: state.lineage.clone(),
-            fingerprint: reader.spec().fingerprint.clone(),
+            fingerprint: fingerprint.to_owned(),
             state: prost::Message::encode_to_vec(state),
             created_unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -381,7 +425,8 @@ impl Checkpointer {
             .map_err(|err| ServeError::Internal(format!("checkpoint {id} does not decode: {err}")))?;
         // A shared checkpoint taken before checkpoints recorded the name resumes under none.
         let wants_shared = !shared_name.is_empty();
-        if checkpoint.shared.is_some() != wants_shared || checkpoint.shared_name != shared_name {
+        let is_shared = checkpoint.shared.is_some() || checkpoint.job.is_some();
+        if is_shared != wants_shared || checkpoint.shared_name != shared_name {
             let resumes = |shared: bool, name: &str| match (shared, name) {
                 (false, _) => "a private stream".to_owned(),
                 (true, "") => "a shared reader it does not name".to_owned(),
@@ -389,7 +434,7 @@ impl Checkpointer {
             };
             return Err(ServeError::FailedPrecondition(format!(
                 "the token resumes {}, not {}",
-                resumes(checkpoint.shared.is_some(), &checkpoint.shared_name),
+                resumes(is_shared, &checkpoint.shared_name),
                 resumes(wants_shared, shared_name)
             )));
         }

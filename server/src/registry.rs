@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use readerd_proto::v1 as pb;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, JobSnapshot, SplitSnapshot};
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
 use crate::pipeline::RecordPipeline;
@@ -127,6 +127,55 @@ impl ReaderRegistry {
         }
         readers.insert(key, reader.clone());
         Ok((reader, true))
+    }
+
+    /// On a replica: shared reader `container/shared_name`'s job as the ledger holds it,
+    /// with every acknowledgement this replica has received committed first (blocking).
+    /// `None` on a single server.
+    pub fn job_snapshot(&self, container: &str, shared_name: &str) -> Result<Option<JobSnapshot>> {
+        let Some(cluster) = &self.inner.cluster else { return Ok(None) };
+        let local = self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned();
+        if let Some(job) = local.as_ref().and_then(|reader| reader.cluster_job()) {
+            job.commit()?;
+        }
+        let snapshot = cluster.ledger().snapshot_job(container, shared_name)?;
+        snapshot.map(Some).ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))
+    }
+
+    /// On a replica: makes shared reader `container/shared_name`'s job the one
+    /// checkpointed in `job` (once per checkpoint: a later resume with the same token
+    /// joins the job as it went on). `FAILED_PRECONDITION` on a single server.
+    pub fn restore_job(
+        &self,
+        container: &str,
+        shared_name: &str,
+        spec: Option<&pb::DatasetSpec>,
+        job: &pb::JobCheckpoint,
+    ) -> Result<()> {
+        let Some(cluster) = &self.inner.cluster else {
+            return Err(ServeError::FailedPrecondition(format!(
+                "the token checkpoints {}, served by replicas: resume it on a replica (a postgres:// state store)",
+                display_name(container, shared_name)
+            )));
+        };
+        let spec = spec.cloned().unwrap_or_default();
+        let snapshot = JobSnapshot {
+            fingerprint: spec::fingerprint(&spec),
+            spec: prost::Message::encode_to_vec(&spec),
+            splits: job
+                .splits
+                .iter()
+                .map(|split| SplitSnapshot {
+                    epoch: split.epoch,
+                    position: split.position,
+                    file: split.file,
+                    acked: split.acked.to_vec(),
+                    done: split.done,
+                })
+                .collect(),
+        };
+        cluster.ledger().restore_job(container, shared_name, &job.restore_id, &snapshot)?;
+        Ok(())
     }
 
     /// On a replica: releases the local reader of `key` when its job is no longer the

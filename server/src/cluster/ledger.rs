@@ -73,6 +73,26 @@ pub struct SplitCommit {
     pub done: bool,
 }
 
+/// A split as a job checkpoint keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitSnapshot {
+    pub epoch: u64,
+    pub position: u32,
+    pub file: u32,
+    /// The acknowledged records, encoded (`RecordSet::encode`).
+    pub acked: Vec<u8>,
+    pub done: bool,
+}
+
+/// A job as it stood at one moment: its spec and every planned split.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobSnapshot {
+    pub fingerprint: String,
+    /// The spec, encoded (`readerd.v1.DatasetSpec`).
+    pub spec: Vec<u8>,
+    pub splits: Vec<SplitSnapshot>,
+}
+
 /// How long leases last and how long a dead replica's consumers may take to come back.
 #[derive(Clone, Copy, Debug)]
 pub struct LeaseTimes {
@@ -189,6 +209,96 @@ impl Ledger {
             &[&container, &shared_name],
         )?;
         Ok(deleted > 0)
+    }
+
+    /// Shared reader `container/shared_name`'s job as it stands (one consistent read), if
+    /// there is one.
+    pub fn snapshot_job(&self, container: &str, shared_name: &str) -> Result<Option<JobSnapshot>, LedgerError> {
+        let mut client = self.client();
+        let mut transaction = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let Some(job) = transaction.query_opt(
+            "SELECT id, fingerprint, spec FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?
+        else {
+            return Ok(None);
+        };
+        let splits = transaction.query(
+            "SELECT epoch, position, file, acked, done FROM readerd_splits WHERE job = $1 ORDER BY epoch, position",
+            &[&job.get::<_, i64>(0)],
+        )?;
+        transaction.commit()?;
+        Ok(Some(JobSnapshot {
+            fingerprint: job.get(1),
+            spec: job.get(2),
+            splits: splits
+                .iter()
+                .map(|row| SplitSnapshot {
+                    epoch: row.get::<_, i64>(0) as u64,
+                    position: row.get::<_, i32>(1) as u32,
+                    file: row.get::<_, i32>(2) as u32,
+                    acked: row.get(3),
+                    done: row.get(4),
+                })
+                .collect(),
+        }))
+    }
+
+    /// Makes shared reader `container/shared_name`'s job the one `snapshot` holds,
+    /// replacing whatever job has that name, unless it was already restored from the
+    /// same checkpoint (`restore_id`): replicas resuming one token restore it once, and
+    /// later ones join the job as it went on. No split is leased after a restore.
+    pub fn restore_job(
+        &self,
+        container: &str,
+        shared_name: &str,
+        restore_id: &str,
+        snapshot: &JobSnapshot,
+    ) -> Result<Job, LedgerError> {
+        let mut client = self.client();
+        let mut transaction = client.transaction()?;
+        // One restore at a time (they are rare); job creation waits for it.
+        transaction.batch_execute("LOCK TABLE readerd_jobs IN SHARE ROW EXCLUSIVE MODE")?;
+        let existing = transaction.query_opt(
+            "SELECT id, generation, restored_from FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        if let Some(row) = &existing
+            && row.get::<_, Option<&str>>(2) == Some(restore_id)
+        {
+            let job = Job { id: row.get(0), generation: row.get(1) };
+            transaction.commit()?;
+            return Ok(job);
+        }
+        let generation = existing.as_ref().map_or(1, |row| row.get::<_, i64>(1) + 1);
+        transaction.execute(
+            "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        let id: i64 = transaction
+            .query_one(
+                "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec, generation, restored_from)
+                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                &[&container, &shared_name, &snapshot.fingerprint, &snapshot.spec, &generation, &restore_id],
+            )?
+            .get(0);
+        let splits = &snapshot.splits;
+        let epochs: Vec<i64> = splits.iter().map(|split| split.epoch as i64).collect();
+        let positions: Vec<i32> = splits.iter().map(|split| split.position as i32).collect();
+        let files: Vec<i32> = splits.iter().map(|split| split.file as i32).collect();
+        let acked: Vec<&[u8]> = splits.iter().map(|split| split.acked.as_slice()).collect();
+        let done: Vec<bool> = splits.iter().map(|split| split.done).collect();
+        transaction.execute(
+            "INSERT INTO readerd_splits (job, epoch, position, file, acked, done)
+             SELECT $1, * FROM unnest($2::int8[], $3::int4[], $4::int4[], $5::bytea[], $6::bool[])",
+            &[&id, &epochs, &positions, &files, &acked, &done],
+        )?;
+        transaction.commit()?;
+        Ok(Job { id, generation })
     }
 
     /// Writes epoch `epoch`'s splits, one per file in `order` (the epoch's file order, the

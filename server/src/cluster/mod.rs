@@ -62,4 +62,4 @@ pub mod ledger;
 
 pub use crate::pipeline::record_set::RecordSet;
 pub use job::{Cluster, EpochOrder, JobFeed};
-pub use ledger::{EpochProgress, Job, Lease, LeaseTimes, Ledger, LedgerError, SplitCommit};
+pub use ledger::{EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerError, SplitCommit, SplitSnapshot};

@@ -243,9 +243,12 @@ impl pb::data_service_server::DataService for DataService {
                 return Err(Status::invalid_argument("a checkpoint needs a stream id or a shared reader's name"));
             }
             let token = self
-                .blocking(move |registry| {
-                    let reader = registry.get(&container, &shared_name)?;
-                    checkpointer.checkpoint_shared_reader(&container, &shared_name, &reader)
+                .blocking(move |registry| match registry.job_snapshot(&container, &shared_name)? {
+                    Some(job) => checkpointer.checkpoint_job(&container, &shared_name, -1, None, job),
+                    None => {
+                        let reader = registry.get(&container, &shared_name)?;
+                        checkpointer.checkpoint_shared_reader(&container, &shared_name, &reader)
+                    }
                 })
                 .await?;
             return Ok(Response::new(pb::CheckpointResponse { token, after_seq: -1 }));
@@ -253,7 +256,18 @@ impl pb::data_service_server::DataService for DataService {
         let stream = self.streams.get(&request.stream_id)?;
         caller.check(&stream.container, Access::Read)?;
         let after_seq = request.after_seq;
-        let token = self.blocking(move |_| checkpointer.checkpoint(&stream, after_seq)).await?;
+        let token = self
+            .blocking(move |registry| {
+                if stream.reader.cluster_job().is_none() {
+                    return checkpointer.checkpoint(&stream, after_seq);
+                }
+                // A stream of a job served by replicas checkpoints the whole job.
+                let job = registry.job_snapshot(&stream.container, &stream.shared_name)?;
+                let job = job.ok_or_else(|| ServeError::ReaderNotFound(stream.shared_name.clone()))?;
+                let lineage = Some(stream.lineage.clone());
+                checkpointer.checkpoint_job(&stream.container, &stream.shared_name, after_seq, lineage, job)
+            })
+            .await?;
         Ok(Response::new(pb::CheckpointResponse { token, after_seq }))
     }
 

@@ -33,6 +33,7 @@ impl Reader {
     /// Continues a shared reader from its checkpoint (blocking): replays to where it was
     /// and queues the unacknowledged elements for delivery.
     pub fn restore_shared(&self, checkpoint: &pb::SharedCheckpoint) -> Result<()> {
+        self.refuse_in_cluster("Resuming a single server's checkpoint")?;
         self.restore_state(&checkpoint.reader_state)?;
         let acknowledged: std::collections::BTreeSet<u64> = checkpoint.acknowledged.iter().copied().collect();
         let mut requeued = Vec::new();

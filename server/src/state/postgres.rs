@@ -63,6 +63,18 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (job, session, replica)
     );
 ",
+    // Jobs restored from a checkpoint, and what each replica reports of a job it serves.
+    "
+    ALTER TABLE readerd_jobs ADD COLUMN restored_from TEXT;
+    CREATE TABLE readerd_job_replicas (
+        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
+        replica TEXT NOT NULL,
+        in_flight BIGINT NOT NULL,
+        consumers INT NOT NULL,
+        reported_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (job, replica)
+    );
+",
 ];
 
 /// A connection to `url`, with its tables in `schema` when given (tests keep each in a

@@ -304,6 +304,20 @@ fn a_job_checkpointed_mid_epoch_resumes_exactly_on_fewer_replicas_and_consumers(
     let before = wait_for_consumers(consumers, &outputs, false);
     assert_eq!(before.len(), 4 * 100 * 8);
 
+    // Stats on any replica show the job on each: every replica read through is there,
+    // alive, with the splits it holds (some; read-ahead may have leased into epoch 2, but
+    // there are 16 in all).
+    let stats = readerctl(&replicas[2].0.addr, &["stats", "--container", "team", "--shared-name", "train"]);
+    let stats = String::from_utf8(stats.stdout).unwrap();
+    let rows: Vec<&str> = stats.lines().filter(|line| line.starts_with("replica ")).collect();
+    assert_eq!(rows.len(), 3, "{stats}");
+    assert!(rows.iter().all(|row| !row.contains("no heartbeat")), "{stats}");
+    let leased: u64 = rows
+        .iter()
+        .map(|row| row.split("splits leased ").nth(1).unwrap().split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!((1..=16).contains(&leased), "{stats}");
+
     // The job is checkpointed through one replica, then every replica is killed.
     let checkpoint = readerctl(&replicas[1].0.addr, &["checkpoint", "--container", "team", "--shared-name", "train"]);
     assert!(checkpoint.status.success(), "{}", String::from_utf8_lossy(&checkpoint.stderr));

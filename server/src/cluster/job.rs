@@ -18,10 +18,14 @@ use crate::source::SourceError;
 /// and its seed.
 pub type EpochOrder = Box<dyn Fn(u64) -> Vec<usize> + Send + Sync>;
 
+/// This replica's elements in flight and consumers of a job, for its reports.
+pub type Usage = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
+
 pub struct JobFeed {
     ledger: Arc<Ledger>,
     job: Job,
     order: EpochOrder,
+    usage: std::sync::OnceLock<Usage>,
     state: Mutex<FeedState>,
     /// One commit at a time: when [`JobFeed::commit`] returns, every acknowledgement
     /// made before it was called is in the ledger, also those another commit (the
@@ -58,7 +62,7 @@ impl Held {
 
 impl JobFeed {
     pub fn new(ledger: Arc<Ledger>, job: Job, order: EpochOrder) -> Self {
-        Self { ledger, job, order, state: Mutex::default(), committing: Mutex::default() }
+        Self { ledger, job, order, usage: Default::default(), state: Mutex::default(), committing: Mutex::default() }
     }
 
     pub fn job(&self) -> Job {
@@ -79,6 +83,23 @@ impl JobFeed {
     /// died): that replica's splits need not wait for it.
     pub fn session_flushed(&self, session: &str, replica: &str) -> Result<(), LedgerError> {
         self.ledger.session_flushed(self.job, session, replica)
+    }
+
+    /// Where this replica's reports of the job take its elements in flight and consumers.
+    pub fn report_usage(&self, usage: Usage) {
+        let _ = self.usage.set(usage);
+    }
+
+    /// Reports this replica's usage of the job to the ledger, and returns what the ledger
+    /// knows of every replica serving it.
+    pub fn replica_reports(&self) -> Result<Vec<super::ReplicaReport>, LedgerError> {
+        self.report()?;
+        self.ledger.replica_reports(self.job)
+    }
+
+    fn report(&self) -> Result<(), LedgerError> {
+        let (in_flight, consumers) = self.usage.get().map_or((0, 0), |usage| usage());
+        self.ledger.report(self.job, in_flight, consumers)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, FeedState> {
@@ -265,6 +286,11 @@ impl Cluster {
             match self.ledger.heartbeat() {
                 Ok(owned) => feeds.iter().for_each(|feed| feed.renewed(&owned)),
                 Err(err) => tracing::warn!(error = %err, "leases not renewed"),
+            }
+            for feed in &feeds {
+                if let Err(err) = feed.report() {
+                    tracing::warn!(error = %err, "usage not reported");
+                }
             }
         }
     }

@@ -93,6 +93,18 @@ pub struct JobSnapshot {
     pub splits: Vec<SplitSnapshot>,
 }
 
+/// What the ledger knows of one replica serving a job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaReport {
+    pub replica: String,
+    pub address: String,
+    pub alive: bool,
+    pub splits_leased: u64,
+    /// As the replica last reported them.
+    pub elements_in_flight: u64,
+    pub consumers: u64,
+}
+
 /// How long leases last and how long a dead replica's consumers may take to come back.
 #[derive(Clone, Copy, Debug)]
 pub struct LeaseTimes {
@@ -437,6 +449,47 @@ impl Ledger {
         )?;
         client.execute("DELETE FROM readerd_replicas WHERE id = $1", &[&self.replica])?;
         Ok(())
+    }
+
+    /// Reports this replica's elements in flight and consumers of `job`.
+    pub fn report(&self, job: Job, elements_in_flight: u64, consumers: u64) -> Result<(), LedgerError> {
+        self.client().execute(
+            "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (job, replica) DO UPDATE
+             SET in_flight = EXCLUDED.in_flight, consumers = EXCLUDED.consumers, reported_at = now()",
+            &[&job.id, &self.replica, &(elements_in_flight as i64), &(consumers as i32)],
+        )?;
+        Ok(())
+    }
+
+    /// Every replica that reported on `job` or holds an unfinished split of it, by id.
+    pub fn replica_reports(&self, job: Job) -> Result<Vec<ReplicaReport>, LedgerError> {
+        let rows = self.client().query(
+            "SELECT replica.id, replica.address,
+                    replica.heartbeat_at > now() - make_interval(secs => $2),
+                    (SELECT count(*) FROM readerd_splits AS split
+                     WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done
+                       AND split.lease_expires > now()),
+                    coalesce(report.in_flight, 0), coalesce(report.consumers, 0)
+             FROM readerd_replicas AS replica
+             LEFT JOIN readerd_job_replicas AS report ON report.job = $1 AND report.replica = replica.id
+             WHERE report.replica IS NOT NULL OR EXISTS (
+                 SELECT 1 FROM readerd_splits AS split
+                 WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done)
+             ORDER BY replica.id",
+            &[&job.id, &seconds(self.times.ttl)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| ReplicaReport {
+                replica: row.get(0),
+                address: row.get(1),
+                alive: row.get(2),
+                splits_leased: row.get::<_, i64>(3) as u64,
+                elements_in_flight: row.get::<_, i64>(4) as u64,
+                consumers: row.get::<_, i32>(5) as u64,
+            })
+            .collect())
     }
 
     /// Replicas that sent a heartbeat within a lease's lifetime: `(id, address)`.

@@ -61,5 +61,7 @@ pub mod job;
 pub mod ledger;
 
 pub use crate::pipeline::record_set::RecordSet;
-pub use job::{Cluster, EpochOrder, JobFeed};
-pub use ledger::{EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerError, SplitCommit, SplitSnapshot};
+pub use job::{Cluster, EpochOrder, JobFeed, Usage};
+pub use ledger::{
+    EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerError, ReplicaReport, SplitCommit, SplitSnapshot,
+};

@@ -131,6 +131,7 @@ fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
         elements_in_flight: stats.elements_in_flight as i64,
         elements_awaiting_redelivery: stats.elements_awaiting_redelivery as i64,
         active_streams: stats.active_streams as i64,
+        replicas: Vec::new(),
     }
 }
 
@@ -300,7 +301,22 @@ impl pb::data_service_server::DataService for DataService {
         let (container, shared_name) = names(request.into_inner().reader);
         caller.check(&container, Access::Read)?;
         let reader = self.registry.get(&container, &shared_name)?;
-        Ok(Response::new(stats_to_pb(reader.stats())))
+        let mut stats = stats_to_pb(reader.stats());
+        if let Some(job) = reader.cluster_job().cloned() {
+            let replicas = self.blocking(move |_| Ok(job.replica_reports()?)).await?;
+            stats.replicas = replicas
+                .into_iter()
+                .map(|replica| pb::ReplicaStats {
+                    replica_id: replica.replica,
+                    address: replica.address,
+                    alive: replica.alive,
+                    splits_leased: replica.splits_leased as i64,
+                    elements_in_flight: replica.elements_in_flight as i64,
+                    consumers: replica.consumers as i64,
+                })
+                .collect();
+        }
+        Ok(Response::new(stats))
     }
 
     async fn reset_reader(

@@ -17,7 +17,7 @@ use crate::source::Record;
 
 impl Reader {
     /// Makes this new shared reader read through `job` (before any stream reads it).
-    pub fn join_cluster(&self, job: Arc<JobFeed>) -> Result<()> {
+    pub fn join_cluster(self: &Arc<Self>, job: Arc<JobFeed>) -> Result<()> {
         let refused = |what: &str| {
             Err(ServeError::InvalidSpec(format!(
                 "{what} is not served by replicas yet: read {} from a server without a postgres:// state store",
@@ -45,6 +45,13 @@ impl Reader {
             self.files.iter().enumerate().map(|(i, file)| (file.name.clone(), i as u32)).collect();
         let _ = self.file_index.set(index);
         self.delivery.commit_to(job.clone());
+        let reader = Arc::downgrade(self);
+        job.report_usage(Box::new(move || {
+            reader.upgrade().map_or((0, 0), |reader| {
+                let stats = reader.stats();
+                (stats.elements_in_flight, stats.active_streams)
+            })
+        }));
         let _ = self.job.set(job);
         Ok(())
     }

@@ -6,6 +6,8 @@
 //!   `readerctl read --output jsonl` prints them;
 //! - [`resume`]: [`ResumingStream`], a stream that reconnects (backoff, several addresses)
 //!   and resumes from its newest checkpoint, and [`merge`] of streams from several servers;
+//! - [`replicas`]: [`replicas::ReplicaSession`], one consumer of a shared reader served
+//!   by replicas, reading from all of them at once and surviving a replica's death;
 //! - [`tfrecord`]: TFRecord framing for local files; [`inspect`] (dump a local file),
 //!   [`convert`] (CSV → TFRecord of Examples) and [`demo`] (the benchmark workloads), the
 //!   file tools of `readerctl`; [`progress`]: its progress line;
@@ -32,6 +34,7 @@ pub mod json;
 #[cfg(feature = "object-store")]
 pub mod object_url;
 pub mod progress;
+pub mod replicas;
 pub mod resume;
 pub mod tfrecord;
 

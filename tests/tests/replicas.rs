@@ -4,6 +4,8 @@
 //! one replica.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use readerd_tests::{ServerProcess, jsonl, readerctl, write_file, write_spec};
 use serde_json::{Value, json};
@@ -354,4 +356,54 @@ fn a_job_checkpointed_mid_epoch_resumes_exactly_on_fewer_replicas_and_consumers(
     );
     let (keys, last) = keys_and_end(&again.stdout);
     assert!(keys.is_empty() && last["end_of_sequence"] == true, "{keys:?} {last}");
+}
+
+/// A trainer on the Rust client library: reads the shared reader from every replica
+/// (`ReplicaSession`), each element acknowledged when it asks for the next; returns the
+/// keys it consumed.
+async fn train(addrs: Vec<String>, spec: readerd_client::v1::DatasetSpec, consumed: Arc<AtomicUsize>) -> Vec<String> {
+    use readerd_client::resume::Event;
+    let request = readerd_client::v1::ReadRequest {
+        reader: Some(readerd_client::reader_ref("team", "train")),
+        spec: Some(spec),
+        ..Default::default()
+    };
+    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let mut session = readerd_client::replicas::ReplicaSession::open(&addrs, request, Default::default());
+    let mut keys = Vec::new();
+    while let Some(Event::Element(element)) = session.next().await.unwrap() {
+        consumed.fetch_add(element.keys.len(), Ordering::Relaxed);
+        keys.extend(element.keys);
+        // A training step.
+        tokio::time::sleep(std::time::Duration::from_micros(200)).await;
+    }
+    keys
+}
+
+#[test]
+fn trainers_on_the_client_library_survive_a_replica_kill() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let spec: readerd_client::v1::DatasetSpec = serde_json::from_value(spec()).unwrap();
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let consumed = Arc::new(AtomicUsize::new(0));
+    let trainers: Vec<_> =
+        (0..2).map(|_| runtime.spawn(train(addrs.clone(), spec.clone(), consumed.clone()))).collect();
+    // Mid-epoch 1 (3,000 of its 8,000 records consumed), replica 1 is killed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while consumed.load(Ordering::Relaxed) < 3000 {
+        assert!(std::time::Instant::now() < deadline, "only {} records consumed", consumed.load(Ordering::Relaxed));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (killed, _state) = replicas[1].take().unwrap();
+    killed.kill();
+    let mut all = Vec::new();
+    for trainer in trainers {
+        all.extend(runtime.block_on(trainer).unwrap());
+    }
+    all.sort();
+    assert_eq!(all, every_key_twice(1000), "every record exactly once per epoch");
 }

@@ -47,6 +47,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let addrs: Vec<&str> = addr.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
             // Several replicas of a cluster: a shared reader is read from all of them at
             // once, a private one from the first that answers.
+            if !shared_name.is_empty() && addrs.len() > 1 {
+                return read_replicas::read(&addrs, request, options, max_batches, output).await;
+            }
             let mut clients = Vec::new();
             let mut unreachable = None;
             for addr in &addrs {
@@ -63,9 +66,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 // No server there: the stream's error line of the contract.
                 let err = unreachable.ok_or_else(|| anyhow::anyhow!("--addr names no server"))?;
                 return Ok(read::unreachable(output, &err));
-            }
-            if clients.len() > 1 {
-                return read_replicas::read(clients, request, max_batches, output).await;
             }
             let (_, client) = clients.remove(0);
             read::read(client, request, max_batches, checkpoint_every.filter(|&n| n > 0), output, quiet).await

@@ -9,6 +9,8 @@ use readerd_proto::v1 as pb;
 use serde::Serialize;
 
 use crate::client::{Client, parse_spec};
+use crate::replicas::ReplicaSession;
+use crate::resume::Event;
 // Counted by `echo` too, so it lives in `payload`; kept here as `bench::element_bytes`.
 pub use crate::payload::element_bytes;
 
@@ -102,14 +104,79 @@ pub async fn run_load(addr: &str, spec: &pb::DatasetSpec, consumers: usize) -> a
     for task in tasks {
         runs.push(task.await??);
     }
-    let seconds = start.elapsed().as_secs_f64();
+    Ok(report(consumers, start.elapsed(), &runs))
+}
+
+/// `consumers` consumers of one shared reader `shared_name` of `spec` at once, each
+/// reading it from every server of `addrs` (replicas: a [`ReplicaSession`]), to the end
+/// of the data. Each element is acknowledged when the next is asked for, as a trainer's
+/// loop does.
+pub async fn run_shared_load(
+    addrs: &[String],
+    spec: &pb::DatasetSpec,
+    consumers: usize,
+    shared_name: &str,
+) -> anyhow::Result<LoadReport> {
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..consumers)
+        .map(|_| {
+            let request = pb::ReadRequest {
+                reader: Some(crate::client::reader_ref("bench", shared_name)),
+                spec: Some(spec.clone()),
+                ..Default::default()
+            };
+            let addrs = addrs.to_vec();
+            tokio::spawn(async move { consume_shared(&addrs, request).await })
+        })
+        .collect();
+    let mut runs = Vec::with_capacity(consumers);
+    for task in tasks {
+        runs.push(task.await??);
+    }
+    Ok(report(consumers, start.elapsed(), &runs))
+}
+
+/// Reads a shared reader from every server of `addrs` to its end.
+async fn consume_shared(addrs: &[String], request: pb::ReadRequest) -> anyhow::Result<ConsumerRun> {
+    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let opened = Instant::now();
+    let mut session = ReplicaSession::open(&addrs, request, Default::default());
+    let mut run = ConsumerRun {
+        records: 0,
+        batches: 0,
+        bytes: 0,
+        max_batch_bytes: 0,
+        first_batch: Duration::ZERO,
+        gaps: Vec::new(),
+    };
+    let mut last = opened;
+    while let Some(Event::Element(element)) = session.next().await? {
+        let now = Instant::now();
+        if run.batches == 0 {
+            run.first_batch = now - opened;
+        } else {
+            run.gaps.push(now - last);
+        }
+        last = now;
+        run.records += element.keys.len() as u64;
+        let bytes = element_bytes(&element);
+        run.bytes += bytes;
+        run.max_batch_bytes = run.max_batch_bytes.max(bytes);
+        run.batches += 1;
+    }
+    Ok(run)
+}
+
+/// The figures of `runs`, consumers that ran at once for `elapsed`.
+fn report(consumers: usize, elapsed: Duration, runs: &[ConsumerRun]) -> LoadReport {
+    let seconds = elapsed.as_secs_f64();
     let records: u64 = runs.iter().map(|r| r.records).sum();
     let bytes: u64 = runs.iter().map(|r| r.bytes).sum();
     let mut firsts: Vec<Duration> = runs.iter().map(|r| r.first_batch).collect();
     firsts.sort();
     let mut gaps: Vec<Duration> = runs.iter().flat_map(|r| r.gaps.iter().copied()).collect();
     gaps.sort();
-    Ok(LoadReport {
+    LoadReport {
         consumers,
         records,
         batches: runs.iter().map(|r| r.batches).sum(),
@@ -121,7 +188,7 @@ pub async fn run_load(addr: &str, spec: &pb::DatasetSpec, consumers: usize) -> a
         first_batch_ms: percentile(&firsts, 0.5),
         gap_p50_ms: percentile(&gaps, 0.5),
         gap_p99_ms: percentile(&gaps, 0.99),
-    })
+    }
 }
 
 /// Rounds of [`first_batch_after_resume`] whose medians a workload reports.
@@ -230,6 +297,39 @@ pub struct BenchReport {
     pub workloads: Vec<WorkloadReference>,
     /// tonic's own server-streaming rate on loopback, 1 MiB messages (the reference).
     pub tonic_loopback_mb_per_s: f64,
+}
+
+/// Runs the consumers of `consumers` on `workload` of `data` as one shared reader per
+/// run (`<shared_name>-<workload>-<K>`), read from every server of `addrs` (replicas);
+/// the load figures only (the servers' processes are the caller's to measure).
+pub async fn run_shared_workload(
+    addrs: &[String],
+    data: &std::path::Path,
+    workload: &str,
+    consumers: &[usize],
+    shared_name: &str,
+) -> anyhow::Result<Vec<BenchRow>> {
+    let spec_path = data.join("specs").join(format!("{workload}.json"));
+    let text = std::fs::read_to_string(&spec_path)
+        .map_err(|err| anyhow::anyhow!("{}: {err} (write the data with readerctl gen-demo)", spec_path.display()))?;
+    let spec = parse_spec(&text).map_err(|err| anyhow::anyhow!("{}: {err}", spec_path.display()))?;
+    let mut rows = Vec::new();
+    for &k in consumers {
+        let client_before = process_usage("self").map(|(_, cpu)| cpu);
+        let load = run_shared_load(addrs, &spec, k, &format!("{shared_name}-{workload}-{k}")).await?;
+        let client = process_usage("self");
+        rows.push(BenchRow {
+            workload: workload.to_owned(),
+            server_peak_rss_mb: None,
+            server_rss_budget_mb: rss_budget_mb(&spec, &load),
+            client_peak_rss_mb: client.map(|(rss, _)| rss as f64 / 1e6),
+            server_cpu_s_per_gb: None,
+            server_cores: None,
+            client_cores: client.zip(client_before).map(|((_, after), before)| (after - before) / load.seconds),
+            load,
+        });
+    }
+    Ok(rows)
 }
 
 /// Runs the consumers of `consumers` on `workload` of `data` (written by `gen-demo`)

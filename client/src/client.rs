@@ -180,10 +180,11 @@ impl Client {
     }
 
     /// Tells the server the trainer has every element of a stream up to `up_to_seq`.
-    pub async fn acknowledge(&mut self, stream_id: &str, up_to_seq: i64) -> Result<(), tonic::Status> {
+    /// Returns how many of the stream's elements (those with a seq below it) have their
+    /// acknowledgement committed (a replica commits to its split ledger within ~100 ms).
+    pub async fn acknowledge(&mut self, stream_id: &str, up_to_seq: i64) -> Result<i64, tonic::Status> {
         let request = pb::AcknowledgeRequest { stream_id: stream_id.to_owned(), up_to_seq, ..Default::default() };
-        self.service.acknowledge(request).await?;
-        Ok(())
+        Ok(self.service.acknowledge(request).await?.into_inner().committed_elements)
     }
 
     /// Commits the state after element `after_seq` of a stream; returns its token.

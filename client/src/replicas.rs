@@ -6,11 +6,12 @@
 //! from all of them; the session merges their streams in arrival order and numbers the
 //! elements itself (`seq` from 0, or after a resumed checkpoint's). The caller acknowledges
 //! what it consumed ([`ReplicaSession::acknowledge`]); each replica commits the
-//! acknowledgement of its elements to the split ledger before it answers.
+//! acknowledgements of its elements to the split ledger in batches (every ~100 ms) and
+//! its answers say which are committed.
 //!
 //! When a replica dies (its stream breaks, `UNAVAILABLE`), the elements the caller
-//! consumed from it without an answered acknowledgement are acknowledged again through a
-//! live replica, by the ledger's names of their records, and the session is marked
+//! consumed from it whose acknowledgement it did not confirm committed are acknowledged
+//! again through a live replica, by the ledger's names of their records, and the session is marked
 //! flushed for the dead replica: its splits then go to the others without delivering
 //! again what was consumed here, and what was never received is delivered to someone.
 //! The session ends when every replica's stream has ended (the end of the sequence from
@@ -38,11 +39,11 @@ struct Replica {
     /// Its id in the split ledger (from its first message).
     replica_id: String,
     /// The server seq of the last element returned from it, and the records of those
-    /// returned since the last `acknowledge`.
+    /// returned since the last `acknowledge` (by server seq).
     returned: Option<i64>,
-    unacknowledged: Vec<pb::RecordIds>,
-    /// Records the caller acknowledged whose acknowledgement it did not answer.
-    unconfirmed: Vec<pb::RecordIds>,
+    unacknowledged: Vec<(i64, pb::RecordIds)>,
+    /// Records the caller acknowledged that the replica has not confirmed committed.
+    unconfirmed: Vec<(i64, pb::RecordIds)>,
     state: State,
 }
 
@@ -139,7 +140,9 @@ impl ReplicaSession {
                     Some(pb::read_response::Kind::Element(mut element)) => {
                         let replica = &mut self.replicas[i];
                         replica.returned = Some(element.seq);
-                        replica.unacknowledged.extend(element.records.take());
+                        if let Some(records) = element.records.take() {
+                            replica.unacknowledged.push((element.seq, records));
+                        }
                         element.seq = self.next_seq;
                         self.next_seq += 1;
                         return Ok(Some(Event::Element(element)));
@@ -190,7 +193,7 @@ impl ReplicaSession {
             }
             let client = replica.client.as_mut().expect("elements come from started streams");
             match client.acknowledge(&replica.stream_id, up_to).await {
-                Ok(()) => replica.unconfirmed.clear(),
+                Ok(committed) => replica.unconfirmed.retain(|(seq, _)| *seq >= committed),
                 // Maybe committed, maybe not: re-sent through another replica when its
                 // stream's end arrives.
                 Err(status) if status_code(&status) == tonic::Code::Unavailable => {}
@@ -228,7 +231,8 @@ impl ReplicaSession {
             self.replicas[dead].state = State::Flushed; // It never started: nothing came from it.
             return Ok(());
         }
-        let records = std::mem::take(&mut self.replicas[dead].unconfirmed);
+        let unconfirmed = std::mem::take(&mut self.replicas[dead].unconfirmed);
+        let records: Vec<pb::RecordIds> = unconfirmed.iter().map(|(_, records)| records.clone()).collect();
         let mut last = tonic::Status::unavailable("no live replica to re-send acknowledgements to");
         for live in self.replicas.iter_mut().filter(|r| matches!(r.state, State::Reading)) {
             let Some(client) = live.client.as_mut() else { continue };
@@ -248,7 +252,7 @@ impl ReplicaSession {
                 Err(status) => last = status,
             }
         }
-        self.replicas[dead].unconfirmed = records;
+        self.replicas[dead].unconfirmed = unconfirmed;
         Err(StreamError::Status(last))
     }
 }

@@ -208,7 +208,7 @@ impl ResumingStream {
         let up_to = self.last_seq;
         match self.connection.as_mut() {
             Some((client, read)) if up_to >= read.first_seq => {
-                client.acknowledge(&read.stream_id, up_to).await.map_err(StreamError::Status)
+                client.acknowledge(&read.stream_id, up_to).await.map(|_| ()).map_err(StreamError::Status)
             }
             _ => Ok(()),
         }

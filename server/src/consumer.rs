@@ -21,6 +21,17 @@ pub struct Consumer {
     delivered: AtomicU64,
     acknowledged: AtomicU64,
     redelivered: AtomicU64,
+    /// Acknowledgements not known to be committed yet, and the elements that are.
+    commits: Mutex<Commits>,
+}
+
+/// Which of a stream's acknowledgements are committed: each `(up_to_seq, ticket)` waits
+/// until its job has committed ticket `ticket` (outside a cluster, at once).
+#[derive(Debug, Default)]
+struct Commits {
+    waiting: VecDeque<(i64, u64)>,
+    /// Elements with a seq below this have their acknowledgement committed.
+    through: i64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -66,6 +77,7 @@ impl Delivery {
             delivered: AtomicU64::new(0),
             acknowledged: AtomicU64::new(0),
             redelivered: AtomicU64::new(0),
+            commits: Mutex::default(),
         });
         lock(&self.consumers).push(consumer.clone());
         consumer
@@ -112,9 +124,12 @@ impl Delivery {
             let keep = unacked.split_off(&(up_to_seq.saturating_add(1)));
             let done = std::mem::replace(&mut *unacked, keep);
             lock(&self.acknowledged).extend(done.values().map(|e| e.index));
-            if let Some(job) = self.job.get() {
-                job.acknowledge(done.values().flat_map(|e| &e.records).map(|r| (r.epoch, r.file as usize, r.number)));
-            }
+            let ticket = match self.job.get() {
+                Some(job) => job
+                    .acknowledge(done.values().flat_map(|e| &e.records).map(|r| (r.epoch, r.file as usize, r.number))),
+                None => 0,
+            };
+            lock(&consumer.commits).waiting.push_back((up_to_seq, ticket));
             done.len() as u64
         };
         consumer.acknowledged.fetch_add(settled, Ordering::Relaxed);
@@ -123,6 +138,22 @@ impl Delivery {
             self.changed.notify_waiters();
         }
         settled
+    }
+
+    /// How many of `consumer`'s elements (those with a seq below the number returned)
+    /// have their acknowledgement committed: to the split ledger in a cluster (every
+    /// 100 ms, by the cluster's thread), at once otherwise.
+    pub fn committed_elements(&self, consumer: &Consumer) -> i64 {
+        let committed = self.job.get().map_or(u64::MAX, |job| job.committed_ticket());
+        let mut commits = lock(&consumer.commits);
+        while let Some(&(up_to_seq, ticket)) = commits.waiting.front() {
+            if ticket > committed {
+                break;
+            }
+            commits.through = commits.through.max(up_to_seq.saturating_add(1));
+            commits.waiting.pop_front();
+        }
+        commits.through
     }
 
     /// The acknowledged elements numbered from `from` on, ascending.

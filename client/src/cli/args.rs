@@ -196,6 +196,11 @@ pub enum Command {
         /// Measure the server at --addr instead of starting one on --data.
         #[arg(long)]
         use_addr: bool,
+        /// With --use-addr: read each workload as one shared reader (named
+        /// `NAME-<workload>-<K>` in container `bench`) from every server of --addr
+        /// (replicas of a cluster, `--addr A,B,C`) instead of private streams.
+        #[arg(long, requires = "use_addr")]
+        shared_name: Option<String>,
         /// The readerd binary to start (default: the one beside readerctl).
         #[arg(long)]
         server: Option<PathBuf>,

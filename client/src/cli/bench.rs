@@ -99,6 +99,30 @@ pub async fn bench(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `readerctl bench --use-addr --shared-name NAME`: each workload as one shared reader
+/// read from every server of `addr` (a comma-separated list: replicas) by K consumers.
+pub async fn bench_shared(
+    addr: &str,
+    shared_name: &str,
+    data: &Path,
+    workloads: &[String],
+    consumers: &[usize],
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let addrs: Vec<String> = addr.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect();
+    let mut report = BenchReport { runs: Vec::new(), workloads: Vec::new(), tonic_loopback_mb_per_s: 0.0 };
+    for workload in workloads {
+        let rows = readerd_client::bench::run_shared_workload(&addrs, data, workload, consumers, shared_name).await?;
+        report.runs.extend(rows);
+    }
+    let mut out = std::io::stdout().lock();
+    match output {
+        Output::Jsonl => writeln!(out, "{}", serde_json::to_string(&report)?)?,
+        Output::Text => print_table(&mut out, &report)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The text report: a row per workload and consumer count, each workload's reference
 /// figures, and tonic's loopback rate.
 fn print_table(out: &mut impl Write, report: &BenchReport) -> std::io::Result<()> {

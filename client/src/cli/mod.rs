@@ -37,7 +37,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let specs = files::SpecOptions { batch_size, epochs, specs_only };
             files::gen_demo(&out, &workloads, &sizes, &specs, quiet).await
         }
-        Command::Bench { data, workloads, consumers, use_addr, server, output } => {
+        Command::Bench { data, workloads, consumers, use_addr, shared_name: Some(name), output, .. } if use_addr => {
+            bench::bench_shared(addr, &name, &data, &workloads, &consumers, output).await
+        }
+        Command::Bench { data, workloads, consumers, use_addr, server, output, .. } => {
             bench::bench(addr, use_addr, server, &data, &workloads, &consumers, output).await
         }
         Command::Completions { shell } => Ok(completions(shell)),

@@ -31,6 +31,9 @@ pub struct JobFeed {
     /// made before it was called is in the ledger, also those another commit (the
     /// cluster thread's) had taken and was still writing.
     committing: Mutex<()>,
+    /// `acknowledge` calls so far, and how many of the first of them are committed.
+    tickets: std::sync::atomic::AtomicU64,
+    committed_tickets: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -62,7 +65,16 @@ impl Held {
 
 impl JobFeed {
     pub fn new(ledger: Arc<Ledger>, job: Job, order: EpochOrder) -> Self {
-        Self { ledger, job, order, usage: Default::default(), state: Mutex::default(), committing: Mutex::default() }
+        Self {
+            ledger,
+            job,
+            order,
+            usage: Default::default(),
+            state: Mutex::default(),
+            committing: Mutex::default(),
+            tickets: Default::default(),
+            committed_tickets: Default::default(),
+        }
     }
 
     pub fn job(&self) -> Job {
@@ -116,8 +128,9 @@ impl JobFeed {
         Ok(())
     }
 
-    /// Records `(epoch, file, number)` were acknowledged by their consumer.
-    pub fn acknowledge(&self, records: impl IntoIterator<Item = (u64, usize, u64)>) {
+    /// Records `(epoch, file, number)` were acknowledged by their consumer. Returns the
+    /// call's ticket: they are in the ledger once [`JobFeed::committed_ticket`] reaches it.
+    pub fn acknowledge(&self, records: impl IntoIterator<Item = (u64, usize, u64)>) -> u64 {
         let mut state = self.state();
         let state = &mut *state;
         for (epoch, file, number) in records {
@@ -126,6 +139,14 @@ impl JobFeed {
                 held.acknowledged += 1;
             }
         }
+        // Under the state's lock: a commit that takes the pending records takes every
+        // ticket issued before.
+        self.tickets.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+
+    /// Every `acknowledge` call with a ticket up to this one is committed to the ledger.
+    pub fn committed_ticket(&self) -> u64 {
+        self.committed_tickets.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Commits the acknowledgements gathered since the last commit, and the splits now
@@ -133,8 +154,9 @@ impl JobFeed {
     /// returns `Ok`, every acknowledgement made before the call is committed.
     pub fn commit(&self) -> Result<(), LedgerError> {
         let _one_at_a_time = self.committing.lock().unwrap_or_else(|p| p.into_inner());
-        let (commits, done, pending) = {
+        let (commits, done, pending, taken) = {
             let mut state = self.state();
+            let taken = self.tickets.load(std::sync::atomic::Ordering::Relaxed);
             let pending = std::mem::take(&mut state.pending);
             let done: Vec<(u64, usize)> =
                 state.held.iter().filter(|(_, held)| held.done()).map(|(key, _)| *key).collect();
@@ -154,13 +176,18 @@ impl JobFeed {
                     Some(SplitCommit { epoch, position, acked, done: done.contains(&(epoch, file)) })
                 })
                 .collect();
-            (commits, done, pending)
+            (commits, done, pending, taken)
         };
+        let committed = || self.committed_tickets.fetch_max(taken, std::sync::atomic::Ordering::Release);
         if commits.is_empty() {
+            // Commits are one at a time and a failed one puts its records back: with
+            // nothing pending, every earlier ticket is committed.
+            committed();
             return Ok(());
         }
         match self.ledger.commit(self.job, &commits) {
             Ok(()) => {
+                committed();
                 // Splits committed done are this replica's no more.
                 self.state().held.retain(|key, _| !done.contains(key));
                 Ok(())

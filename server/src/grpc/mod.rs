@@ -212,9 +212,13 @@ impl pb::data_service_server::DataService for DataService {
         let stream = self.streams.get(&request.stream_id)?;
         caller.check(&stream.container, Access::Read)?;
         stream.reader.delivery.acknowledge(&stream.consumer, request.up_to_seq);
-        if let Some(job) = stream.reader.cluster_job().cloned() {
-            // Committed to the split ledger before the answer: what a consumer has
-            // acknowledged is consumed for every replica, even if this one dies next.
+        if let Some(job) = stream.reader.cluster_job().cloned()
+            && (!request.records.is_empty() || request.flushed)
+        {
+            // Re-sent for a replica that died: committed to the split ledger before the
+            // answer, so the dead replica's splits may go to others without delivering
+            // again what the consumer has. (The stream's own acknowledgements are
+            // committed by the cluster's thread; the answer says which.)
             let records: Vec<_> = request.records.iter().flat_map(crate::element::record_ids_from_pb).collect();
             let (session, from, flushed) = (request.session_id, request.from_replica, request.flushed);
             self.blocking(move |_| {
@@ -227,7 +231,8 @@ impl pb::data_service_server::DataService for DataService {
             })
             .await?;
         }
-        Ok(Response::new(pb::AcknowledgeResponse {}))
+        let committed_elements = stream.reader.delivery.committed_elements(&stream.consumer);
+        Ok(Response::new(pb::AcknowledgeResponse { committed_elements }))
     }
 
     async fn checkpoint(

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Replica scaling on one machine: 1, 2 and 3 readerd replicas sharing the local PostgreSQL,
+# each capped at CAP cores, read as one shared reader by CONSUMERS consumers (each reading
+# from every replica, as `readerctl read --addr A,B,C` does), the client uncapped. Beside
+# them, today's single server (SQLite state store) at the same cap and the same consumers:
+# the ledger's cost in the common case.
+#
+#   [CAP=0.5] [CONSUMERS=4] [EPOCHS=4] [ROUNDS=1] bench/replicas.sh DATA_DIR [WORKLOADS]
+#
+# DATA_DIR: written here by `readerctl gen-demo` when it has no specs yet (WORKLOADS,
+# default "tabular,images"). CPU caps: cgroup v1 `cpu.cfs_quota_us` under
+# /sys/fs/cgroup/cpu (root); without it the script stops (taskset cannot give half a core).
+# PostgreSQL: postgres://postgres@127.0.0.1:5432, a database per run (dropped after).
+# Prints one row per workload and replica count: records/s, the ratio to one replica and
+# to the single server, and PostgreSQL's load per 1M records (transactions committed and
+# rows written, from pg_stat_database) with the ledger's rows (splits).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${1:?usage: bench/replicas.sh DATA_DIR [WORKLOADS]}
+workloads=${2:-tabular,images}
+cap=${CAP:-0.5}
+consumers=${CONSUMERS:-4}
+epochs=${EPOCHS:-4}
+rounds=${ROUNDS:-1}
+pg=postgres://postgres@127.0.0.1:5432
+cgroups=/sys/fs/cgroup/cpu
+
+[ -w "$cgroups" ] || { echo "no writable $cgroups (cgroup v1 cpu controller, as root): cannot cap CPU" >&2; exit 1; }
+cargo build --release --quiet --bin readerd --bin readerctl
+ctl=target/release/readerctl
+if [ ! -f "$data/specs/tabular.json" ]; then
+    $ctl --quiet gen-demo --out "$data" --workloads "$workloads" --epochs "$epochs"
+else
+    $ctl --quiet gen-demo --out "$data" --workloads "$workloads" --epochs "$epochs" --specs-only
+fi
+
+quota=$(python3 -c "print(int($cap * 100000))")
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    for i in 0 1 2 3; do rmdir "$cgroups/readerd-bench-$i" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+# Starts readerd on port 7300+$1 in cgroup readerd-bench-$1, with the rest of the
+# arguments; waits until it answers.
+start() {
+    local i=$1; shift
+    local group="$cgroups/readerd-bench-$i"
+    mkdir -p "$group"
+    echo 100000 > "$group/cpu.cfs_period_us"
+    echo "$quota" > "$group/cpu.cfs_quota_us"
+    local state; state=$(mktemp -d)
+    RUST_LOG=warn target/release/readerd --listen 127.0.0.1:$((7300 + i)) --data-root "$data" \
+        --state-dir "$state" --allow-unauthenticated "$@" > /dev/null &
+    local pid=$!
+    echo "$pid" > "$group/cgroup.procs"
+    pids+=("$pid")
+    for _ in $(seq 100); do
+        $ctl --addr http://127.0.0.1:$((7300 + i)) health > /dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "readerd $i did not start" >&2; exit 1
+}
+
+stop_all() {
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    pids=()
+}
+
+# CPU seconds the servers started so far used.
+servers_cpu() {
+    python3 -c "
+import os, sys
+tick = os.sysconf('SC_CLK_TCK')
+total = 0
+for pid in sys.argv[1:]:
+    fields = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()
+    total += (int(fields[11]) + int(fields[12])) / tick
+print(total)" "${pids[@]}"
+}
+
+# One shared reader of workload $1 read from the addresses $2: records/s, records, the
+# cores the client used and the cores the servers used (CPU seconds per second).
+rate() {
+    local before; before=$(servers_cpu)
+    local run; run=$($ctl --addr "$2" --quiet bench --use-addr --shared-name "scale-$RANDOM" --data "$data" \
+        --workloads "$1" --consumers "$consumers" --output jsonl)
+    local after; after=$(servers_cpu)
+    python3 -c "
+import json, sys
+run = json.loads(sys.argv[1])['runs'][0]
+print(run['records_per_s'], run['records'], run['client_cores'], ($after - $before) / run['seconds'])" "$run"
+}
+
+pg_counters() {
+    psql "$pg/$1" -Atc "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = '$1'"
+}
+
+echo "cap ${cap} cores per server, ${consumers} consumers, ${epochs} epochs, best of ${rounds}"
+printf "%-8s %-14s %12s %9s %9s %11s %11s %11s %11s %7s\n" workload servers records/s x1-replica x-single \
+    "srv cores" "cli cores" "PG xact/1M" "PG rows/1M" splits
+IFS=, read -ra names <<< "$workloads"
+for workload in "${names[@]}"; do
+    best() { sort -g -r | head -1; }
+    # Today's single server, SQLite state store.
+    results=$(for _ in $(seq "$rounds"); do start 0; rate "$workload" http://127.0.0.1:7300; stop_all; done | best)
+    read -r single _ client_cores server_cores <<< "$results"
+    printf "%-8s %-14s %12.0f %9s %9.2f %11.2f %11.2f %11s %11s %7s\n" "$workload" "single server" "$single" - 1.00 \
+        "$server_cores" "$client_cores" - - -
+    one=""
+    for n in 1 2 3; do
+        results=$(for _ in $(seq "$rounds"); do
+            db="readerd_scale_$$_$n"
+            psql "$pg/test" -qc "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" > /dev/null
+            addrs=""
+            for i in $(seq "$n"); do
+                start "$i" --state-url "$pg/$db"
+                addrs="$addrs${addrs:+,}http://127.0.0.1:$((7300 + i))"
+            done
+            read -r xact0 rows0 < <(pg_counters "$db" | tr '|' ' ')
+            read -r per_s records client_cores server_cores < <(rate "$workload" "$addrs")
+            sleep 1 # pg_stat_database is updated at most every 500 ms
+            read -r xact1 rows1 < <(pg_counters "$db" | tr '|' ' ')
+            splits=$(psql "$pg/$db" -Atc "SELECT count(*) FROM readerd_splits")
+            stop_all
+            psql "$pg/test" -qc "DROP DATABASE $db WITH (FORCE)" > /dev/null
+            python3 -c "print($per_s, $server_cores, $client_cores, ($xact1 - $xact0) * 1e6 / $records,
+                ($rows1 - $rows0) * 1e6 / $records, $splits)"
+        done | sort -g -r | head -1)
+        read -r per_s server_cores client_cores xact rows splits <<< "$results"
+        one=${one:-$per_s}
+        printf "%-8s %-14s %12.0f %9.2f %9.2f %11.2f %11.2f %11.0f %11.0f %7s\n" "$workload" "$n replica(s)" "$per_s" \
+            "$(python3 -c "print($per_s / $one)")" "$(python3 -c "print($per_s / $single)")" "$server_cores" \
+            "$client_cores" "$xact" "$rows" "$splits"
+    done
+done

@@ -28,11 +28,13 @@ cgroups=/sys/fs/cgroup/cpu
 [ -w "$cgroups" ] || { echo "no writable $cgroups (cgroup v1 cpu controller, as root): cannot cap CPU" >&2; exit 1; }
 cargo build --release --quiet --bin readerd --bin readerctl
 ctl=target/release/readerctl
-if [ ! -f "$data/specs/tabular.json" ]; then
-    $ctl --quiet gen-demo --out "$data" --workloads "$workloads" --epochs "$epochs"
-else
-    $ctl --quiet gen-demo --out "$data" --workloads "$workloads" --epochs "$epochs" --specs-only
-fi
+IFS=, read -ra names <<< "$workloads"
+for workload in "${names[@]}"; do
+    # The files once, the specs (with EPOCHS) every time.
+    only=""
+    [ -d "$data/$workload" ] && only=--specs-only
+    $ctl --quiet gen-demo --out "$data" --workloads "$workload" --epochs "$epochs" $only
+done
 
 quota=$(python3 -c "print(int($cap * 100000))")
 pids=()
@@ -85,7 +87,7 @@ print(total)" "${pids[@]}"
 rate() {
     local before; before=$(servers_cpu)
     local run; run=$($ctl --addr "$2" --quiet bench --use-addr --shared-name "scale-$RANDOM" --data "$data" \
-        --workloads "$1" --consumers "$consumers" --output jsonl)
+        --workloads "$1" --consumers "$consumers" --output jsonl) || { echo "readerctl bench failed" >&2; kill $$; }
     local after; after=$(servers_cpu)
     python3 -c "
 import json, sys
@@ -100,7 +102,6 @@ pg_counters() {
 echo "cap ${cap} cores per server, ${consumers} consumers, ${epochs} epochs, best of ${rounds}"
 printf "%-8s %-14s %12s %9s %9s %11s %11s %11s %11s %7s\n" workload servers records/s x1-replica x-single \
     "srv cores" "cli cores" "PG xact/1M" "PG rows/1M" splits
-IFS=, read -ra names <<< "$workloads"
 for workload in "${names[@]}"; do
     best() { sort -g -r | head -1; }
     # Today's single server, SQLite state store.

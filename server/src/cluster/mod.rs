@@ -31,9 +31,12 @@
 //!
 //! **Acknowledgements.** Consumers acknowledge elements to the replica that sent them;
 //! the replica maps each element to its records' `(epoch, file, record number)` and
-//! merges them into the splits' acknowledged sets, in one transaction per `Acknowledge`
-//! call (before it answers) and every 100 ms for the rest. A split is done
-//! when its owner has produced it to its end and every record of it is acknowledged.
+//! merges them into the splits' acknowledged sets, in batches: the [`Cluster`] thread
+//! commits every job's new acknowledgements in one transaction every 100 ms. Each answer
+//! to `Acknowledge` says which of the stream's elements are committed
+//! (`committed_elements`); a consumer keeps the records of the others until they are, to
+//! re-send them if the replica dies. A split is done when its owner has produced it to
+//! its end and every record of it is acknowledged.
 //!
 //! **A replica dies.** It stops renewing its leases (heartbeats every third of the
 //! lease time). Once a lease expired, the split may be taken over, but only after every
@@ -42,12 +45,25 @@
 //! grace period. Streams register their session (`ReadRequest.session_id`) with the
 //! replica; a client re-sends through `AcknowledgeRequest.records` with `from_replica` and
 //! `flushed` (readerctl's `read --addr A,B,C` does, `client/src/cli/read_replicas.rs`).
-//! An acknowledgement is committed before it is answered, so a client knows which ones to
-//! re-send: those not answered. The taker skips the split's acknowledged records and produces the rest:
+//! A client knows which acknowledgements to re-send: those a replica did not confirm
+//! committed. Re-sent ones are committed before they are answered. The taker skips the split's acknowledged records and produces the rest:
 //! what a consumer received and acknowledged (before or after the death) is not produced
 //! again; what it never received is. A consumer that does not come back within the grace
 //! period counts as dead with it, and its unacknowledged elements are delivered again, as
 //! for any consumer that vanishes.
+//!
+//! **Checkpoints.** A checkpoint of a shared reader served by replicas is its job: every
+//! planned split with its acknowledged records and done flag, read in one transaction
+//! (`Ledger::snapshot_job`) after this replica committed what it holds. Resuming its
+//! token on any replica restores the job (`Ledger::restore_job`: the job of that name is
+//! replaced, no split leased), once per checkpoint (a restore id in the token: replicas
+//! resuming the same token later join the job as it went on). So it resumes onto any
+//! number of replicas and consumers, delivering exactly the records not acknowledged
+//! when it was taken.
+//!
+//! **Stats.** With each renewal a replica reports, per job, its elements in flight and
+//! its consumers (`readerd_job_replicas`); `GetReaderStats` on any replica lists every
+//! replica of the job with those and the splits it holds (`Ledger::replica_reports`).
 //!
 //! **Fencing (not built yet).** A replica is to produce from a split only while its own
 //! lease deadline (measured from its last successful renewal on its own monotonic clock,

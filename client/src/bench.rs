@@ -40,37 +40,52 @@ struct ConsumerRun {
     max_batch_bytes: u64,
     first_batch: Duration,
     gaps: Vec<Duration>,
+    /// When the stream was opened, and when the last element arrived.
+    opened: Instant,
+    last: Instant,
+}
+
+impl ConsumerRun {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            records: 0,
+            batches: 0,
+            bytes: 0,
+            max_batch_bytes: 0,
+            first_batch: Duration::ZERO,
+            gaps: Vec::new(),
+            opened: now,
+            last: now,
+        }
+    }
+
+    /// Counts an element that just arrived.
+    fn element(&mut self, element: &pb::Element) {
+        let now = Instant::now();
+        if self.batches == 0 {
+            self.first_batch = now - self.opened;
+        } else {
+            self.gaps.push(now - self.last);
+        }
+        self.last = now;
+        self.records += element.keys.len() as u64;
+        let bytes = element_bytes(element);
+        self.bytes += bytes;
+        self.max_batch_bytes = self.max_batch_bytes.max(bytes);
+        self.batches += 1;
+    }
 }
 
 /// Reads one stream of `request` to its end (or `max_batches`).
 async fn consume(addr: &str, request: pb::ReadRequest, max_batches: Option<u64>) -> anyhow::Result<ConsumerRun> {
     let mut client = Client::connect(addr).await?;
-    let opened = Instant::now();
+    let mut run = ConsumerRun::new();
     let mut stream = client.read_with(request).await?;
-    let mut run = ConsumerRun {
-        records: 0,
-        batches: 0,
-        bytes: 0,
-        max_batch_bytes: 0,
-        first_batch: Duration::ZERO,
-        gaps: Vec::new(),
-    };
-    let mut last = opened;
     while let Some(response) = stream.message().await? {
         match response.kind {
             Some(pb::read_response::Kind::Element(element)) => {
-                let now = Instant::now();
-                if run.batches == 0 {
-                    run.first_batch = now - opened;
-                } else {
-                    run.gaps.push(now - last);
-                }
-                last = now;
-                run.records += element.keys.len() as u64;
-                let bytes = element_bytes(&element);
-                run.bytes += bytes;
-                run.max_batch_bytes = run.max_batch_bytes.max(bytes);
-                run.batches += 1;
+                run.element(&element);
                 if max_batches.is_some_and(|max| run.batches >= max) {
                     break;
                 }
@@ -139,30 +154,10 @@ pub async fn run_shared_load(
 /// Reads a shared reader from every server of `addrs` to its end.
 async fn consume_shared(addrs: &[String], request: pb::ReadRequest) -> anyhow::Result<ConsumerRun> {
     let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    let opened = Instant::now();
+    let mut run = ConsumerRun::new();
     let mut session = ReplicaSession::open(&addrs, request, Default::default());
-    let mut run = ConsumerRun {
-        records: 0,
-        batches: 0,
-        bytes: 0,
-        max_batch_bytes: 0,
-        first_batch: Duration::ZERO,
-        gaps: Vec::new(),
-    };
-    let mut last = opened;
     while let Some(Event::Element(element)) = session.next().await? {
-        let now = Instant::now();
-        if run.batches == 0 {
-            run.first_batch = now - opened;
-        } else {
-            run.gaps.push(now - last);
-        }
-        last = now;
-        run.records += element.keys.len() as u64;
-        let bytes = element_bytes(&element);
-        run.bytes += bytes;
-        run.max_batch_bytes = run.max_batch_bytes.max(bytes);
-        run.batches += 1;
+        run.element(&element);
     }
     Ok(run)
 }

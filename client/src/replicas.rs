@@ -182,9 +182,25 @@ impl ReplicaSession {
     /// Tells each replica the caller consumed every element returned from it so far; what
     /// came from a replica that died is acknowledged through a live one.
     pub async fn acknowledge(&mut self) -> Result<(), StreamError> {
+        self.acknowledge_with(false).await
+    }
+
+    /// Acknowledges every element returned so far and has each replica commit what this
+    /// session acknowledged to the split ledger before it answers: call it before the
+    /// consumer stops, so that a checkpoint taken after (through any replica) covers it.
+    pub async fn close(&mut self) -> Result<(), StreamError> {
+        self.acknowledge_with(true).await
+    }
+
+    async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
         for i in 0..self.replicas.len() {
             let replica = &mut self.replicas[i];
-            let Some(up_to) = replica.returned.take() else { continue };
+            let up_to = match replica.returned.take() {
+                Some(up_to) => up_to,
+                // Nothing new from it: committing still confirms what is unconfirmed.
+                None if commit && !replica.unconfirmed.is_empty() => replica.unconfirmed.last().map_or(-1, |u| u.0),
+                None => continue,
+            };
             let records = std::mem::take(&mut replica.unacknowledged);
             replica.unconfirmed.extend(records);
             if matches!(replica.state, State::Died(_)) {
@@ -192,7 +208,15 @@ impl ReplicaSession {
                 continue;
             }
             let client = replica.client.as_mut().expect("elements come from started streams");
-            match client.acknowledge(&replica.stream_id, up_to).await {
+            let request = pb::AcknowledgeRequest {
+                stream_id: replica.stream_id.clone(),
+                up_to_seq: up_to,
+                commit,
+                ..Default::default()
+            };
+            let answer =
+                client.service().acknowledge(request).await.map(|answer| answer.into_inner().committed_elements);
+            match answer {
                 Ok(committed) => replica.unconfirmed.retain(|(seq, _)| *seq >= committed),
                 // Maybe committed, maybe not: re-sent through another replica when its
                 // stream's end arrives.
@@ -204,10 +228,10 @@ impl ReplicaSession {
     }
 
     /// A checkpoint of the whole shared reader (its job in the split ledger) after
-    /// acknowledging what was returned: resuming the token (`ReadRequest.resume_token`,
+    /// acknowledging what was returned, committed: resuming the token (`ReadRequest.resume_token`,
     /// on any number of replicas) delivers every element not acknowledged by then.
     pub async fn checkpoint(&mut self) -> Result<String, StreamError> {
-        self.acknowledge().await?;
+        self.close().await?;
         let reader = self.request.reader.clone();
         let mut last = tonic::Status::unavailable("no live replica to checkpoint through");
         for replica in self.replicas.iter_mut().filter(|r| !matches!(r.state, State::Died(_) | State::Flushed)) {
@@ -243,6 +267,7 @@ impl ReplicaSession {
                 from_replica: from_replica.clone(),
                 records: records.clone(),
                 flushed: true,
+                commit: true,
             };
             match client.service().acknowledge(request).await {
                 Ok(_) => {

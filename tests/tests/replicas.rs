@@ -210,6 +210,19 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
     let (killed, _state) = replicas[1].take().unwrap();
     killed.kill();
     let before_kill = printed();
+    // What the killed replica held (its leases run 2 s more: nobody has taken them yet).
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let held: Vec<(i64, i32)> = ledger
+        .query(
+            "SELECT epoch, position FROM readerd_splits
+             WHERE owner = (SELECT id FROM readerd_replicas WHERE address = $1) AND NOT done ORDER BY 1, 2",
+            &[&addrs[1]],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert!(!held.is_empty(), "the killed replica held splits");
     let mut all = Vec::new();
     for (mut consumer, path) in consumers.into_iter().zip(&outputs) {
         let status = consumer.wait().unwrap();
@@ -223,6 +236,16 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
     assert!(repeated.is_empty(), "printed three times or more: {repeated:?}");
     assert_eq!(all.len(), expected.len(), "{before_kill} lines printed when replica 1 was killed");
     assert_eq!(all, expected, "every record exactly once per epoch");
+    // The ledger: every split done; those the killed replica held were leased once more
+    // (taken over once), every other split once (never by two replicas).
+    let splits = ledger.query("SELECT epoch, position, leases, done FROM readerd_splits ORDER BY 1, 2", &[]).unwrap();
+    assert_eq!(splits.len(), 16);
+    for split in splits {
+        let key: (i64, i32) = (split.get(0), split.get(1));
+        let expected_leases = if held.contains(&key) { 2 } else { 1 };
+        assert!(split.get::<_, bool>(3), "split {key:?} is not done");
+        assert_eq!(split.get::<_, i32>(2), expected_leases, "leases of split {key:?} (held by the killed: {held:?})");
+    }
 }
 
 #[test]

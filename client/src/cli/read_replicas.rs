@@ -43,7 +43,9 @@ pub async fn read(
                     return Ok(failed(err));
                 }
                 if max_batches.is_some_and(|max| element.seq as u64 + 1 >= max) {
-                    return Ok(ExitCode::SUCCESS);
+                    // Stopping: what was printed is committed before the exit, so a
+                    // checkpoint taken next (through any replica) covers it.
+                    return Ok(session.close().await.map_or_else(failed, |()| ExitCode::SUCCESS));
                 }
             }
             Ok(Some(Event::EndOfSequence { after_seq })) => {

@@ -213,12 +213,13 @@ impl pb::data_service_server::DataService for DataService {
         caller.check(&stream.container, Access::Read)?;
         stream.reader.delivery.acknowledge(&stream.consumer, request.up_to_seq);
         if let Some(job) = stream.reader.cluster_job().cloned()
-            && (!request.records.is_empty() || request.flushed)
+            && (!request.records.is_empty() || request.flushed || request.commit)
         {
-            // Re-sent for a replica that died: committed to the split ledger before the
-            // answer, so the dead replica's splits may go to others without delivering
-            // again what the consumer has. (The stream's own acknowledgements are
-            // committed by the cluster's thread; the answer says which.)
+            // Re-sent for a replica that died, or asked for: committed to the split ledger
+            // before the answer, so the dead replica's splits may go to others without
+            // delivering again what the consumer has, and a checkpoint after it covers it.
+            // (Otherwise the cluster's thread commits the stream's acknowledgements; the
+            // answer says which are.)
             let records: Vec<_> = request.records.iter().flat_map(crate::element::record_ids_from_pb).collect();
             let (session, from, flushed) = (request.session_id, request.from_replica, request.flushed);
             self.blocking(move |_| {

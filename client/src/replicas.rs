@@ -203,6 +203,11 @@ impl ReplicaSession {
             };
             let records = std::mem::take(&mut replica.unacknowledged);
             replica.unconfirmed.extend(records);
+            if matches!(replica.state, State::EndOfSequence) {
+                // Its stream ends only once the whole job is done: everything committed.
+                replica.unconfirmed.clear();
+                continue;
+            }
             if matches!(replica.state, State::Died(_)) {
                 self.flush(i).await?;
                 continue;

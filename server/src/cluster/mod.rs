@@ -35,7 +35,8 @@
 //! commits every job's new acknowledgements in one transaction every 100 ms. Each answer
 //! to `Acknowledge` says which of the stream's elements are committed
 //! (`committed_elements`); a consumer keeps the records of the others until they are, to
-//! re-send them if the replica dies. A split is done when its owner has produced it to
+//! re-send them if the replica dies. A consumer about to stop or checkpoint asks for its
+//! acknowledgements to be committed before the answer (`AcknowledgeRequest.commit`). A split is done when its owner has produced it to
 //! its end and every record of it is acknowledged.
 //!
 //! **A replica dies.** It stops renewing its leases (heartbeats every third of the
@@ -59,7 +60,8 @@
 //! replaced, no split leased), once per checkpoint (a restore id in the token: replicas
 //! resuming the same token later join the job as it went on). So it resumes onto any
 //! number of replicas and consumers, delivering exactly the records not acknowledged
-//! when it was taken.
+//! when it was taken. It covers what was committed then: acknowledgements of consumers
+//! still reading that wait for the next 100 ms commit are delivered again after a resume.
 //!
 //! **Stats.** With each renewal a replica reports, per job, its elements in flight and
 //! its consumers (`readerd_job_replicas`); `GetReaderStats` on any replica lists every

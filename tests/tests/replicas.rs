@@ -199,17 +199,10 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
     let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
     let consumers = spawn_consumers(&all_addrs, &["--spec", &spec_path], &outputs);
     // Mid-epoch (a sixth of the 2,000 batches printed), replica 1 is killed.
-    let printed = || {
-        outputs.iter().map(|p| std::fs::read(p).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())).sum::<usize>()
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while printed() < 330 {
-        assert!(std::time::Instant::now() < deadline, "the consumers printed only {} lines", printed());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until_printed(&outputs, 330);
     let (killed, _state) = replicas[1].take().unwrap();
     killed.kill();
-    let before_kill = printed();
+    let before_kill = lines_printed(&outputs);
     // What the killed replica held (its leases run 2 s more: nobody has taken them yet).
     let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
     let held: Vec<(i64, i32)> = ledger
@@ -223,13 +216,7 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
         .map(|row| (row.get(0), row.get(1)))
         .collect();
     assert!(!held.is_empty(), "the killed replica held splits");
-    let mut all = Vec::new();
-    for (mut consumer, path) in consumers.into_iter().zip(&outputs) {
-        let status = consumer.wait().unwrap();
-        let (keys, last) = keys_and_end(&std::fs::read(path).unwrap());
-        assert!(status.success() && last["end_of_sequence"] == true, "{}: {status}, last line {last}", path.display());
-        all.extend(keys);
-    }
+    let mut all = wait_for_consumers(consumers, &outputs, true);
     all.sort();
     let expected = every_key_twice(1000);
     let repeated: Vec<&String> = all.windows(3).filter(|w| w[0] == w[2]).map(|w| &w[0]).take(5).collect();
@@ -259,24 +246,13 @@ fn a_consumer_killed_mid_epoch_has_only_what_it_printed_unacknowledged_printed_a
     let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
     let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
     let mut consumers = spawn_consumers(&all_addrs, &["--spec", &spec_path], &outputs);
-    let lines_of =
-        |path: &std::path::Path| std::fs::read(path).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while lines_of(&outputs[0]) < 60 {
-        assert!(std::time::Instant::now() < deadline, "consumer 0 printed only {} lines", lines_of(&outputs[0]));
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_until_printed(&outputs[..1], 60);
     let mut killed = consumers.remove(0);
     killed.kill().unwrap();
     killed.wait().unwrap();
     let (killed_keys, _) = keys_and_end(&std::fs::read(&outputs[0]).unwrap());
     let mut all = killed_keys.clone();
-    for (mut consumer, path) in consumers.into_iter().zip(&outputs[1..]) {
-        let status = consumer.wait().unwrap();
-        let (keys, last) = keys_and_end(&std::fs::read(path).unwrap());
-        assert!(status.success() && last["end_of_sequence"] == true, "{}: {status}, last line {last}", path.display());
-        all.extend(keys);
-    }
+    all.extend(wait_for_consumers(consumers, &outputs[1..], true));
     // Every record at least once per epoch; printed more often only if the killed consumer
     // printed it and died before its acknowledgement was answered: one batch at most.
     let mut counts = std::collections::BTreeMap::new();
@@ -297,6 +273,20 @@ fn a_consumer_killed_mid_epoch_has_only_what_it_printed_unacknowledged_printed_a
         again.iter().all(|key| killed_keys.iter().any(|k| k == key)),
         "printed again but not by the killed consumer: {again:?}"
     );
+}
+
+/// Lines printed so far to `outputs`.
+fn lines_printed(outputs: &[std::path::PathBuf]) -> usize {
+    outputs.iter().map(|p| std::fs::read(p).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())).sum()
+}
+
+/// Waits (at most 2 minutes) until `outputs` hold `lines` lines in all.
+fn wait_until_printed(outputs: &[std::path::PathBuf], lines: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while lines_printed(outputs) < lines {
+        assert!(std::time::Instant::now() < deadline, "the consumers printed only {} lines", lines_printed(outputs));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// What each consumer printed (its keys), once it exited with success; `end` says whether

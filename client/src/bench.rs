@@ -304,10 +304,7 @@ pub async fn run_shared_workload(
     consumers: &[usize],
     shared_name: &str,
 ) -> anyhow::Result<Vec<BenchRow>> {
-    let spec_path = data.join("specs").join(format!("{workload}.json"));
-    let text = std::fs::read_to_string(&spec_path)
-        .map_err(|err| anyhow::anyhow!("{}: {err} (write the data with readerctl gen-demo)", spec_path.display()))?;
-    let spec = parse_spec(&text).map_err(|err| anyhow::anyhow!("{}: {err}", spec_path.display()))?;
+    let spec = workload_spec(data, workload)?;
     let mut rows = Vec::new();
     for &k in consumers {
         let client_before = process_usage("self").map(|(_, cpu)| cpu);
@@ -337,10 +334,7 @@ pub async fn run_workload(
     consumers: &[usize],
 ) -> anyhow::Result<(Vec<BenchRow>, WorkloadReference)> {
     let mut rows = Vec::new();
-    let spec_path = data.join("specs").join(format!("{workload}.json"));
-    let text = std::fs::read_to_string(&spec_path)
-        .map_err(|err| anyhow::anyhow!("{}: {err} (write the data with readerctl gen-demo)", spec_path.display()))?;
-    let spec = parse_spec(&text).map_err(|err| anyhow::anyhow!("{}: {err}", spec_path.display()))?;
+    let spec = workload_spec(data, workload)?;
     let files = workload_files(data, &spec)?;
     raw_read_rate(&files)?; // warm the page cache
     let raw = raw_read_rate(&files)?;
@@ -392,6 +386,14 @@ pub async fn run_workload(
         });
     }
     Ok((rows, reference))
+}
+
+/// The spec `gen-demo` wrote for `workload` under `data`.
+fn workload_spec(data: &std::path::Path, workload: &str) -> anyhow::Result<pb::DatasetSpec> {
+    let spec_path = data.join("specs").join(format!("{workload}.json"));
+    let text = std::fs::read_to_string(&spec_path)
+        .map_err(|err| anyhow::anyhow!("{}: {err} (write the data with readerctl gen-demo)", spec_path.display()))?;
+    parse_spec(&text).map_err(|err| anyhow::anyhow!("{}: {err}", spec_path.display()))
 }
 
 /// tonic's own server-streaming rate on loopback in MB/s: 1 MiB messages, 1 GiB in all,

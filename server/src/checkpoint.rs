@@ -22,7 +22,7 @@ use hmac::{Hmac, Mac};
 use readerd_proto::v1 as pb;
 use sha2::Sha256;
 
-use crate::cluster::JobSnapshot;
+use crate::cluster::{JobSnapshot, SplitSnapshot};
 use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::metrics::METRICS;
@@ -196,7 +196,8 @@ impl Streams {
             } else {
                 let checkpoint = checkpointer.load(&resume_token, &container, &shared_name)?;
                 if let Some(job) = &checkpoint.job {
-                    registry.restore_job(&container, &shared_name, checkpoint.spec.as_ref(), job)?;
+                    let snapshot = job_snapshot(checkpoint.spec.clone().unwrap_or_default(), job);
+                    registry.restore_job(&container, &shared_name, &job.restore_id, &snapshot)?;
                 }
                 (checkpoint.spec.clone(), Some(checkpoint))
             };
@@ -253,6 +254,23 @@ impl Streams {
             record.reader.delivery.detach(&record.consumer);
         }
     }
+}
+
+/// The job a checkpoint of a shared reader served by replicas holds, as the ledger
+/// restores it (`Checkpointer::checkpoint_job` writes it).
+fn job_snapshot(spec: pb::DatasetSpec, job: &pb::JobCheckpoint) -> JobSnapshot {
+    let splits = job
+        .splits
+        .iter()
+        .map(|split| SplitSnapshot {
+            epoch: split.epoch,
+            position: split.position,
+            file: split.file,
+            acked: split.acked.to_vec(),
+            done: split.done,
+        })
+        .collect();
+    JobSnapshot { fingerprint: crate::spec::fingerprint(&spec), spec: prost::Message::encode_to_vec(&spec), splits }
 }
 
 /// Which of a full list of snapshots (by the seq each starts at, ascending) to drop when
@@ -364,6 +382,7 @@ impl Checkpointer {
                 done: split.done,
             })
             .collect();
+        // `job_snapshot` reads them back.
         let state = pb::CheckpointState {
             container: container.to_owned(),
             spec: Some(spec),

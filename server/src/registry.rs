@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use readerd_proto::v1 as pb;
 
-use crate::cluster::{Cluster, JobSnapshot, SplitSnapshot};
+use crate::cluster::{Cluster, JobSnapshot};
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
 use crate::pipeline::RecordPipeline;
@@ -142,39 +142,17 @@ impl ReaderRegistry {
         snapshot.map(Some).ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))
     }
 
-    /// On a replica: makes shared reader `container/shared_name`'s job the one
-    /// checkpointed in `job` (once per checkpoint: a later resume with the same token
-    /// joins the job as it went on). `FAILED_PRECONDITION` on a single server.
-    pub fn restore_job(
-        &self,
-        container: &str,
-        shared_name: &str,
-        spec: Option<&pb::DatasetSpec>,
-        job: &pb::JobCheckpoint,
-    ) -> Result<()> {
+    /// On a replica: makes shared reader `container/shared_name`'s job the one a
+    /// checkpoint holds (once per checkpoint, `restore_id`: a later resume with the same
+    /// token joins the job as it went on). `FAILED_PRECONDITION` on a single server.
+    pub fn restore_job(&self, container: &str, shared_name: &str, restore_id: &str, job: &JobSnapshot) -> Result<()> {
         let Some(cluster) = &self.inner.cluster else {
             return Err(ServeError::FailedPrecondition(format!(
                 "the token checkpoints {}, served by replicas: resume it on a replica (a postgres:// state store)",
                 display_name(container, shared_name)
             )));
         };
-        let spec = spec.cloned().unwrap_or_default();
-        let snapshot = JobSnapshot {
-            fingerprint: spec::fingerprint(&spec),
-            spec: prost::Message::encode_to_vec(&spec),
-            splits: job
-                .splits
-                .iter()
-                .map(|split| SplitSnapshot {
-                    epoch: split.epoch,
-                    position: split.position,
-                    file: split.file,
-                    acked: split.acked.to_vec(),
-                    done: split.done,
-                })
-                .collect(),
-        };
-        cluster.ledger().restore_job(container, shared_name, &job.restore_id, &snapshot)?;
+        cluster.ledger().restore_job(container, shared_name, restore_id, job)?;
         Ok(())
     }
 

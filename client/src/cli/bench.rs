@@ -91,12 +91,7 @@ pub async fn bench(
         report.runs.extend(rows);
         report.workloads.push(reference);
     }
-    let mut out = std::io::stdout().lock();
-    match output {
-        Output::Jsonl => writeln!(out, "{}", serde_json::to_string(&report)?)?,
-        Output::Text => print_table(&mut out, &report)?,
-    }
-    Ok(ExitCode::SUCCESS)
+    print_report(&report, output)
 }
 
 /// `readerctl bench --use-addr --shared-name NAME`: each workload as one shared reader
@@ -115,10 +110,15 @@ pub async fn bench_shared(
         let rows = readerd_client::bench::run_shared_workload(&addrs, data, workload, consumers, shared_name).await?;
         report.runs.extend(rows);
     }
+    print_report(&report, output)
+}
+
+/// The report on stdout, as a table or one JSON document.
+fn print_report(report: &BenchReport, output: Output) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match output {
-        Output::Jsonl => writeln!(out, "{}", serde_json::to_string(&report)?)?,
-        Output::Text => print_table(&mut out, &report)?,
+        Output::Jsonl => writeln!(out, "{}", serde_json::to_string(report)?)?,
+        Output::Text => print_table(&mut out, report)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -205,16 +205,7 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
     let before_kill = lines_printed(&outputs);
     // What the killed replica held (its leases run 2 s more: nobody has taken them yet).
     let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
-    let held: Vec<(i64, i32)> = ledger
-        .query(
-            "SELECT epoch, position FROM readerd_splits
-             WHERE owner = (SELECT id FROM readerd_replicas WHERE address = $1) AND NOT done ORDER BY 1, 2",
-            &[&addrs[1]],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    let held: Vec<(i64, i32)> = held_splits(&mut ledger, &addrs[1]).into_keys().collect();
     assert!(!held.is_empty(), "the killed replica held splits");
     let mut all = wait_for_consumers(consumers, &outputs, true);
     all.sort();
@@ -223,8 +214,28 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
     assert!(repeated.is_empty(), "printed three times or more: {repeated:?}");
     assert_eq!(all.len(), expected.len(), "{before_kill} lines printed when replica 1 was killed");
     assert_eq!(all, expected, "every record exactly once per epoch");
-    // The ledger: every split done; those the killed replica held were leased once more
-    // (taken over once), every other split once (never by two replicas).
+    assert_taken_over_once(&mut ledger, &held);
+}
+
+/// The unfinished splits replica `addr` holds, by `(epoch, position)`, with when their
+/// leases expire (seconds since 1970, by the database's clock).
+fn held_splits(ledger: &mut postgres::Client, addr: &str) -> std::collections::BTreeMap<(i64, i32), f64> {
+    ledger
+        .query(
+            "SELECT epoch, position, extract(epoch FROM lease_expires)::float8 FROM readerd_splits
+             WHERE owner = (SELECT id FROM readerd_replicas WHERE address = $1) AND NOT done",
+            &[&addr],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), row.get(2)))
+        .collect()
+}
+
+/// The ledger at the end of a job whose replica holding `held` died: every split done;
+/// those it held were leased once more (taken over once), every other split once (never
+/// by two replicas).
+fn assert_taken_over_once(ledger: &mut postgres::Client, held: &[(i64, i32)]) {
     let splits = ledger.query("SELECT epoch, position, leases, done FROM readerd_splits ORDER BY 1, 2", &[]).unwrap();
     assert_eq!(splits.len(), 16);
     for split in splits {
@@ -233,6 +244,90 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
         assert!(split.get::<_, bool>(3), "split {key:?} is not done");
         assert_eq!(split.get::<_, i32>(2), expected_leases, "leases of split {key:?} (held by the killed: {held:?})");
     }
+}
+
+#[test]
+fn a_replica_killed_inside_a_commit_has_its_splits_taken_over_once_their_leases_expire() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    wait_until_printed(&outputs, 330);
+    // Replica 1 is stopped inside a commit: the row of a split it produces is locked, so
+    // its next commit of acknowledgements waits there, in its transaction.
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let mut blocker = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let mut lock = blocker.transaction().unwrap();
+    let locked = lock
+        .query_opt(
+            "SELECT epoch, position FROM readerd_splits
+             WHERE owner = (SELECT id FROM readerd_replicas WHERE address = $1) AND NOT done
+             ORDER BY epoch, position LIMIT 1 FOR UPDATE",
+            &[&addrs[1]],
+        )
+        .unwrap();
+    assert!(locked.is_some(), "replica 1 holds a split");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let waiting: i64 = ledger
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+                   AND wait_event_type = 'Lock' AND query LIKE 'SELECT acked, owner FROM readerd_splits%'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "replica 1 never committed to its locked split");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let held = held_splits(&mut ledger, &addrs[1]);
+    let (killed, _state) = replicas[1].take().unwrap();
+    killed.kill();
+    // The dead replica's transaction rolls back once the lock is gone: the
+    // acknowledgements it was committing are lost with it, and only its consumers can
+    // re-send them.
+    lock.rollback().unwrap();
+    // Its splits are taken over after their leases expired (never before), without
+    // waiting for the 30 s grace: its consumers re-sent what they had received from it.
+    let mut expires = held.clone();
+    let mut taken: std::collections::BTreeMap<(i64, i32), f64> = Default::default();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while taken.len() < held.len() {
+        assert!(std::time::Instant::now() < deadline, "taken over: {taken:?} of {held:?}");
+        let still_held = held_splits(&mut ledger, &addrs[1]);
+        // Read after: a split found taken over was taken over by now.
+        let now: f64 = ledger.query_one("SELECT extract(epoch FROM now())::float8", &[]).unwrap().get(0);
+        for key in held.keys() {
+            match still_held.get(key) {
+                Some(expiry) => {
+                    expires.insert(*key, *expiry);
+                }
+                None => {
+                    taken.entry(*key).or_insert(now);
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for (key, at) in &taken {
+        let after_expiry = at - expires[key];
+        println!("split {key:?} taken over {after_expiry:.2} s after its lease expired");
+        assert!(after_expiry > 0.0, "split {key:?} taken over {:.2} s before its lease expired", -after_expiry);
+        assert!(after_expiry < 30.0, "split {key:?} taken over only after the grace period ({after_expiry:.2} s)");
+    }
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    assert_eq!(all, every_key_twice(1000), "every record exactly once per epoch");
+    let held: Vec<(i64, i32)> = held.into_keys().collect();
+    assert_taken_over_once(&mut ledger, &held);
 }
 
 #[test]

@@ -3,6 +3,12 @@
 //! stream vanishes first. A stream gets the end-of-sequence marker only once no other
 //! stream holds unacknowledged elements (they might come back to it); what is left when
 //! the last stream goes waits in the reader for the next one.
+//!
+//! On a replica, a stream that vanishes may be a consumer that left this replica alive
+//! (it found it silent) and re-sent what it consumed here through another: its elements
+//! are parked until the consumer's session is flushed for this replica, or the grace
+//! period passed, and then only those whose records the split ledger does not hold
+//! acknowledged go to the other streams (`JobFeed::watch_session`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +29,8 @@ pub struct Consumer {
     redelivered: AtomicU64,
     /// Acknowledgements not known to be committed yet, and the elements that are.
     commits: Mutex<Commits>,
+    /// On a replica: the consumer session the stream belongs to (`ReadRequest.session_id`).
+    session: std::sync::OnceLock<String>,
 }
 
 /// Which of a stream's acknowledgements are committed: each `(up_to_seq, ticket)` waits
@@ -43,6 +51,11 @@ pub struct ConsumerStats {
 }
 
 impl Consumer {
+    /// The stream belongs to consumer session `session` (on a replica).
+    pub fn set_session(&self, session: String) {
+        let _ = self.session.set(session);
+    }
+
     /// Elements delivered to this stream and not acknowledged yet.
     pub fn unacknowledged(&self) -> usize {
         lock(&self.unacked).len()
@@ -55,6 +68,9 @@ pub struct Delivery {
     consumers: Mutex<Vec<Arc<Consumer>>>,
     /// Elements of vanished streams, for the next stream that asks.
     redelivery: Mutex<VecDeque<Element>>,
+    /// On a replica: elements of vanished streams of consumer sessions, by session, until
+    /// the job says which of them the session consumed.
+    parked: Mutex<Vec<(String, Vec<Element>)>>,
     /// Elements delivered and not acknowledged, over all streams.
     in_flight: AtomicU64,
     /// Reader numbers of acknowledged elements not older than the reader's oldest
@@ -78,6 +94,7 @@ impl Delivery {
             acknowledged: AtomicU64::new(0),
             redelivered: AtomicU64::new(0),
             commits: Mutex::default(),
+            session: Default::default(),
         });
         lock(&self.consumers).push(consumer.clone());
         consumer
@@ -87,6 +104,17 @@ impl Delivery {
     pub fn detach(&self, consumer: &Arc<Consumer>) {
         lock(&self.consumers).retain(|c| !Arc::ptr_eq(c, consumer));
         let unacked = std::mem::take(&mut *lock(&consumer.unacked));
+        if let (Some(job), Some(session)) = (self.job.get(), consumer.session.get())
+            && !unacked.is_empty()
+        {
+            // Still in flight until the job resolves the session (`take_redelivery`).
+            tracing::info!(stream = %consumer.stream_id, elements = unacked.len(), "unacknowledged elements wait for their session");
+            let elements: Vec<Element> = unacked.into_values().collect();
+            job.watch_session(session, elements.iter().flat_map(|e| &e.records).map(|r| (r.epoch, r.file as usize)));
+            lock(&self.parked).push((session.clone(), elements));
+            self.changed.notify_waiters();
+            return;
+        }
         if !unacked.is_empty() {
             tracing::info!(stream = %consumer.stream_id, elements = unacked.len(), "unacknowledged elements go to other streams");
             self.in_flight.fetch_sub(unacked.len() as u64, Ordering::Relaxed);
@@ -102,9 +130,44 @@ impl Delivery {
 
     /// Up to `max` elements waiting for a stream.
     pub fn take_redelivery(&self, max: usize) -> Vec<Element> {
+        self.unpark();
         let mut queue = lock(&self.redelivery);
         let n = max.min(queue.len());
         queue.drain(..n).collect()
+    }
+
+    /// Parked elements of sessions the job has resolved: those whose records are all
+    /// acknowledged in the ledger were consumed (and re-sent through another replica),
+    /// the others go to the other streams.
+    fn unpark(&self) {
+        let Some(job) = self.job.get() else { return };
+        let mut parked = lock(&self.parked);
+        if parked.is_empty() {
+            return;
+        }
+        let mut sessions: Vec<String> = parked.iter().map(|(session, _)| session.clone()).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        let mut settled = 0;
+        for session in sessions {
+            let Some(acked) = job.session_acked(&session) else { continue };
+            let consumed = |element: &Element| {
+                !element.records.is_empty()
+                    && element
+                        .records
+                        .iter()
+                        .all(|r| acked.get(&(r.epoch, r.file as usize)).is_some_and(|set| set.contains(r.number)))
+            };
+            for (_, elements) in parked.extract_if(.., |(parked_for, _)| *parked_for == session) {
+                // Out of flight: consumed, or waiting for redelivery.
+                settled += elements.len() as u64;
+                lock(&self.redelivery).extend(elements.into_iter().filter(|element| !consumed(element)));
+            }
+        }
+        if settled > 0 {
+            self.in_flight.fetch_sub(settled, Ordering::Relaxed);
+            self.changed.notify_waiters();
+        }
     }
 
     /// Records that `consumer` was given `element` as `seq`.
@@ -202,7 +265,8 @@ impl Delivery {
                 redelivered: c.redelivered.load(Ordering::Relaxed),
             })
             .collect();
-        (consumers, self.in_flight.load(Ordering::Relaxed), lock(&self.redelivery).len() as u64)
+        let parked: usize = lock(&self.parked).iter().map(|(_, elements)| elements.len()).sum();
+        (consumers, self.in_flight.load(Ordering::Relaxed), (lock(&self.redelivery).len() + parked) as u64)
     }
 }
 

@@ -42,6 +42,9 @@ pub enum ServeError {
     ShuttingDown,
     #[error("{0}")]
     StateStore(String),
+    /// This server cannot serve it now; another may (a replica that lost its lease).
+    #[error("{0}")]
+    Unavailable(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -104,7 +107,7 @@ impl ServeError {
             ServeError::SpecMismatch { .. } | ServeError::FailedPrecondition(_) => Code::FailedPrecondition,
             ServeError::ResourceExhausted(_) => Code::ResourceExhausted,
             ServeError::ReaderDeleted(_) => Code::Aborted,
-            ServeError::ShuttingDown | ServeError::StateStore(_) => Code::Unavailable,
+            ServeError::ShuttingDown | ServeError::StateStore(_) | ServeError::Unavailable(_) => Code::Unavailable,
             ServeError::Internal(_) => Code::Internal,
         }
     }

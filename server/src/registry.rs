@@ -157,13 +157,22 @@ impl ReaderRegistry {
     }
 
     /// On a replica: releases the local reader of `key` when its job is no longer the
-    /// ledger's (deleted through another replica), so that the next one starts afresh.
+    /// ledger's (deleted through another replica), so that the next one starts afresh;
+    /// forgets it when it lost a lease (its streams end `UNAVAILABLE`), so that the next
+    /// stream reads the job on through a new one.
     fn forget_deleted_job(&self, key: &ReaderKey) -> Result<()> {
         let Some(cluster) = &self.inner.cluster else { return Ok(()) };
-        let Some(local) = self.read_lock().get(key).and_then(|reader| reader.cluster_job().map(|job| job.job().id))
-        else {
+        let Some(job) = self.read_lock().get(key).and_then(|reader| reader.cluster_job().cloned()) else {
             return Ok(());
         };
+        let local = job.job().id;
+        if matches!(job.leases(), crate::cluster::Leases::Lost { .. }) {
+            let mut readers = self.write_lock();
+            if readers.get(key).and_then(|reader| reader.cluster_job()).is_some_and(|held| Arc::ptr_eq(held, &job)) {
+                readers.remove(key);
+            }
+            return Ok(());
+        }
         if cluster.ledger().job_id(&key.0, &key.1)? != Some(local) {
             let mut readers = self.write_lock();
             let still_local = readers.get(key).and_then(|reader| reader.cluster_job().map(|job| job.job().id));

@@ -36,15 +36,17 @@ fn one_replica_leases_every_split_in_the_epochs_file_order() {
     a.plan_epoch(job, 1, &order).unwrap();
     b.plan_epoch(job, 1, &order).unwrap();
     let mut files = Vec::new();
-    while let Some(lease) = a.lease_next(job, 1).unwrap() {
+    while let Some(lease) = a.lease_next(job, 1, &[]).unwrap() {
         assert!(!lease.taken_over && lease.acked.is_empty());
         files.push(lease.file as usize);
     }
     assert_eq!(files, order, "planned once, leased in order");
     let progress = a.epoch_progress(job, 1).unwrap();
     assert_eq!((progress.splits, progress.never_leased, progress.done), (4, 0, 0));
-    assert_eq!(b.lease_next(job, 1).unwrap(), None, "every split is held");
-    assert_eq!(a.heartbeat().unwrap().len(), 4, "the renewal returns the splits still held");
+    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "every split is held");
+    let held: Vec<(i64, u64, u32)> = (0..4).map(|position| (job.id, 1, position)).collect();
+    assert_eq!(a.heartbeat(&held).unwrap(), held, "the renewal returns the splits still held");
+    assert!(b.heartbeat(&held).unwrap().is_empty(), "none of them is B's");
 }
 
 #[test]
@@ -60,7 +62,7 @@ fn replicas_leasing_at_once_never_hold_the_same_split() {
                 scope.spawn(move || {
                     let ledger = replica(schema, &format!("w{i}"), LeaseTimes::default());
                     let mut mine = Vec::new();
-                    while let Some(lease) = ledger.lease_next(job, 1).unwrap() {
+                    while let Some(lease) = ledger.lease_next(job, 1, &[]).unwrap() {
                         mine.push(lease.position);
                     }
                     mine
@@ -83,27 +85,34 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
     let b = replica(&schema, "b", times);
     let job = job(&a);
     a.plan_epoch(job, 1, &[7]).unwrap();
-    let lease = a.lease_next(job, 1).unwrap().unwrap();
+    let lease = a.lease_next(job, 1, &[]).unwrap().unwrap();
     a.attach_session(job, "consumer-1").unwrap();
-    a.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([0, 1, 2]), done: false }]).unwrap();
+    a.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([0, 1, 2]), records: None }]).unwrap();
     // A dies: no more heartbeats. Its lease expires, but consumer-1 may still hold
     // records it received from A and acknowledged there without A committing them.
     std::thread::sleep(Duration::from_millis(900));
-    assert_eq!(b.lease_next(job, 1).unwrap(), None, "consumer-1 has not re-sent its acknowledgements");
+    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "consumer-1 has not re-sent its acknowledgements");
     // consumer-1 moves to B and re-sends them (B commits them, anyone's count)...
     b.attach_session(job, "consumer-1").unwrap();
-    b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([3, 5]), done: true }]).unwrap();
+    let done = b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([3, 5]), records: Some(7) }]).unwrap();
+    assert!(done.is_empty(), "not B's: not done by B's word");
     b.session_flushed(job, "consumer-1", "a").unwrap();
     // ...and B takes the split over, skipping what was acknowledged.
-    let taken = b.lease_next(job, 1).unwrap().expect("taken over once flushed");
+    let taken = b.lease_next(job, 1, &[]).unwrap().expect("taken over once flushed");
     assert_eq!((taken.file, taken.position, taken.taken_over), (lease.file, 0, true));
     assert_eq!(taken.acked, set([0, 1, 2, 3, 5]));
     assert_eq!(a.epoch_progress(job, 1).unwrap().done, 0, "only the owner says a split is done");
-    assert!(a.heartbeat().unwrap().is_empty(), "A, back, learns the split is no longer its own");
-    assert_eq!(b.heartbeat().unwrap(), [(job.id, 1, 0)]);
-    b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([4, 6]), done: true }]).unwrap();
+    assert!(a.heartbeat(&[(job.id, 1, 0)]).unwrap().is_empty(), "A, back, learns the split is no longer its own");
+    assert_eq!(b.heartbeat(&[(job.id, 1, 0)]).unwrap(), [(job.id, 1, 0)]);
+    let done = b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([4]), records: Some(7) }]).unwrap();
+    assert!(done.is_empty(), "record 6 is not acknowledged yet");
+    // Record 6 comes through A (a consumer of B's that left it re-sends it there): B,
+    // committing the split's count again, finds it done.
+    a.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([6]), records: None }]).unwrap();
+    let done = b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([]), records: Some(7) }]).unwrap();
+    assert_eq!(done, [(1, 0)]);
     assert_eq!(b.epoch_progress(job, 1).unwrap().done, 1);
-    assert_eq!(b.lease_next(job, 1).unwrap(), None, "a done split is never leased again");
+    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "a done split is never leased again");
 }
 
 #[test]
@@ -114,21 +123,48 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
     let b = replica(&schema, "b", times);
     let job = job(&a);
     a.plan_epoch(job, 1, &[0, 1]).unwrap();
-    a.lease_next(job, 1).unwrap().unwrap();
+    a.lease_next(job, 1, &[]).unwrap().unwrap();
     a.attach_session(job, "consumer-gone").unwrap();
-    assert_eq!(b.lease_next(job, 1).unwrap().map(|lease| lease.position), Some(1), "the free split first");
-    b.heartbeat().unwrap();
+    assert_eq!(b.lease_next(job, 1, &[]).unwrap().map(|lease| lease.position), Some(1), "the free split first");
+    b.heartbeat(&[(job.id, 1, 1)]).unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    b.heartbeat().unwrap();
-    assert_eq!(b.lease_next(job, 1).unwrap(), None, "expired, but within the grace period");
+    b.heartbeat(&[(job.id, 1, 1)]).unwrap();
+    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "expired, but within the grace period");
     std::thread::sleep(Duration::from_millis(2000));
-    let taken = b.lease_next(job, 1).unwrap().expect("taken over after the grace period");
+    let taken = b.lease_next(job, 1, &[]).unwrap().expect("taken over after the grace period");
     assert!(taken.taken_over && taken.position == 0);
-    b.heartbeat().unwrap();
+    b.heartbeat(&[]).unwrap();
     let live: Vec<String> = b.live_replicas().unwrap().into_iter().map(|(id, _)| id).collect();
     assert_eq!(live, ["b"], "A's heartbeat is older than a lease");
     // A clean shutdown gives leases up at once (no session holds anything here).
     b.release_all().unwrap();
     let c = replica(&schema, "c", times);
-    assert_eq!(c.lease_next(job, 1).unwrap().map(|lease| lease.position), Some(0));
+    assert_eq!(c.lease_next(job, 1, &[]).unwrap().map(|lease| lease.position), Some(0));
+}
+
+#[test]
+fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() {
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_secs(60) };
+    let a = replica(&schema, "a", times);
+    let b = replica(&schema, "b", times);
+    let job = job(&a);
+    a.plan_epoch(job, 1, &[0, 1, 2]).unwrap();
+    a.lease_next(job, 1, &[]).unwrap().unwrap();
+    a.lease_next(job, 1, &[]).unwrap().unwrap();
+    // A's reader holds split 0 only (the reader of split 1 was dropped): split 1 is not
+    // renewed, and B takes it once its lease expired.
+    for _ in 0..5 {
+        assert_eq!(a.heartbeat(&[(job.id, 1, 0)]).unwrap(), [(job.id, 1, 0)]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Split 1 is not leased again to A while A says it still reads it.
+    let again = a.lease_next(job, 1, &[(1, 0), (1, 1)]).unwrap().map(|lease| lease.position);
+    assert_eq!(again, Some(2), "the free split, not A's own expired one");
+    assert_eq!(b.lease_next(job, 1, &[]).unwrap().map(|lease| (lease.position, lease.taken_over)), Some((1, true)));
+    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "split 0 is renewed, split 2 is A's");
+    // A gives split 0 up (it lost another): B takes it at once.
+    a.release(&[(job.id, 1, 0)]).unwrap();
+    assert_eq!(b.lease_next(job, 1, &[]).unwrap().map(|lease| lease.position), Some(0));
+    assert!(a.heartbeat(&[(job.id, 1, 0)]).unwrap().is_empty(), "not A's any more");
 }

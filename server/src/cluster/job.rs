@@ -2,12 +2,14 @@
 //! reads leased splits through, and the acknowledged records it commits to the ledger.
 //!
 //! A split is done, and committed so, when this replica read its file to the end and
-//! every record it took from it was acknowledged here. Acknowledgements of splits this
-//! replica does not hold (a consumer re-sending what it received from a replica that
-//! died) are committed all the same: whoever produces those splits next leaves them out.
+//! every record of it is acknowledged in the ledger (through this replica or, re-sent by
+//! a consumer that left it, through another). Acknowledgements of splits this replica
+//! does not hold (a consumer re-sending what it received from a replica that died) are
+//! committed all the same: whoever produces those splits next leaves them out.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::ledger::{Job, Ledger, LedgerError, SplitCommit};
 use crate::pipeline::feed::{FedFile, FileFeed};
@@ -24,6 +26,7 @@ pub type Usage = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
 pub struct JobFeed {
     ledger: Arc<Ledger>,
     job: Job,
+    lease_time: Duration,
     order: EpochOrder,
     usage: std::sync::OnceLock<Usage>,
     state: Mutex<FeedState>,
@@ -31,13 +34,22 @@ pub struct JobFeed {
     /// made before it was called is in the ledger, also those another commit (the
     /// cluster thread's) had taken and was still writing.
     committing: Mutex<()>,
+    /// Consumer sessions whose streams here vanished with elements out, by session id
+    /// (see [`JobFeed::watch_session`]).
+    sessions: Mutex<HashMap<String, Watched>>,
     /// `acknowledge` calls so far, and how many of the first of them are committed.
     tickets: std::sync::atomic::AtomicU64,
     committed_tickets: std::sync::atomic::AtomicU64,
 }
 
-#[derive(Default)]
 struct FeedState {
+    /// Until when every lease this replica holds for the job is surely its own, on this
+    /// replica's clock: the start of the last renewal that returned them all (or the
+    /// feed's creation, before any lease), plus the lease time.
+    leases_valid_until: Instant,
+    /// A renewal found this split `(epoch, position)` taken over: this replica's work on
+    /// the job is void (see [`Leases::Lost`]).
+    lost: Option<(u64, u32)>,
     /// Epochs planned in the ledger by this replica.
     planned: BTreeSet<u64>,
     /// Splits this replica holds, by `(epoch, file)`.
@@ -46,32 +58,68 @@ struct FeedState {
     pending: HashMap<(u64, usize), RecordSet>,
 }
 
+/// A consumer session that left this replica with elements out.
+struct Watched {
+    since: Instant,
+    /// The splits of its elements, by `(epoch, file)`.
+    splits: BTreeSet<(u64, usize)>,
+    /// Once resolved: the ledger's acknowledged records of those splits.
+    acked: Option<Arc<Acked>>,
+}
+
+/// Acknowledged records by `(epoch, file)`.
+pub type Acked = HashMap<(u64, usize), RecordSet>;
+
 #[derive(Debug)]
 struct Held {
     position: u32,
+    /// Records already acknowledged when it was leased (left out).
+    left_out: u64,
     /// Records the pipeline took from the file, once it has read it to its end.
     read: Option<u64>,
-    /// Records of it acknowledged through this replica (committed or pending).
-    acknowledged: u64,
-    /// A renewal did not return it: another replica took it over.
-    lost: bool,
 }
 
 impl Held {
-    fn done(&self) -> bool {
-        !self.lost && self.read == Some(self.acknowledged)
+    /// The file's records, once it was read to its end.
+    fn records(&self) -> Option<u64> {
+        self.read.map(|read| read + self.left_out)
     }
+}
+
+/// Whether this replica may deliver the job's elements now (its fence).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leases {
+    /// Every split it holds is still its own.
+    Valid,
+    /// Its leases may have expired (no renewal got through for a lease time): deliver
+    /// nothing until one does.
+    Unconfirmed,
+    /// Split `(epoch, position)` was taken over by another replica: the elements this
+    /// replica holds may be produced there too, so none of them may be delivered. Its
+    /// other leases are given up; the job goes on through a new reader.
+    Lost { epoch: u64, position: u32 },
 }
 
 impl JobFeed {
     pub fn new(ledger: Arc<Ledger>, job: Job, order: EpochOrder) -> Self {
+        let lease_time = ledger.lease_time();
+        // Every lease this feed takes is taken after now: none expires before this.
+        let state = FeedState {
+            leases_valid_until: Instant::now() + lease_time,
+            lost: None,
+            planned: BTreeSet::new(),
+            held: HashMap::new(),
+            pending: HashMap::new(),
+        };
         Self {
             ledger,
             job,
+            lease_time,
             order,
             usage: Default::default(),
-            state: Mutex::default(),
+            state: Mutex::new(state),
             committing: Mutex::default(),
+            sessions: Mutex::default(),
             tickets: Default::default(),
             committed_tickets: Default::default(),
         }
@@ -95,6 +143,82 @@ impl JobFeed {
     /// died): that replica's splits need not wait for it.
     pub fn session_flushed(&self, session: &str, replica: &str) -> Result<(), LedgerError> {
         self.ledger.session_flushed(self.job, session, replica)
+    }
+
+    /// Consumer session `session`'s stream here vanished with elements of `splits` out.
+    /// It may have left this replica alive and re-sent what it consumed through another:
+    /// the cluster's thread resolves it once the session is flushed for this replica (or
+    /// the grace period passed), reading the ledger's acknowledged records of those
+    /// splits ([`JobFeed::session_acked`]).
+    pub fn watch_session(&self, session: &str, splits: impl IntoIterator<Item = (u64, usize)>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let watched = sessions.entry(session.to_owned()).or_insert_with(|| Watched {
+            since: Instant::now(),
+            splits: BTreeSet::new(),
+            acked: None,
+        });
+        watched.splits.extend(splits);
+        watched.acked = None;
+    }
+
+    /// Once session `session` is resolved: the ledger's acknowledged records of its
+    /// elements' splits (the session is then forgotten).
+    pub fn session_acked(&self, session: &str) -> Option<Arc<Acked>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let acked = sessions.get(session)?.acked.clone()?;
+        sessions.remove(session);
+        Some(acked)
+    }
+
+    /// Resolves the watched sessions that are flushed for this replica or waited the
+    /// grace period (blocking).
+    fn resolve_sessions(&self) -> Result<(), LedgerError> {
+        let waiting: Vec<(String, bool)> = {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let grace = self.ledger.grace();
+            sessions
+                .iter()
+                .filter(|(_, watched)| watched.acked.is_none())
+                .map(|(session, watched)| (session.clone(), watched.since.elapsed() >= grace))
+                .collect()
+        };
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = waiting.iter().map(|(session, _)| session.clone()).collect();
+        let flushed = self.ledger.flushed_sessions(self.job, &names)?;
+        for (session, waited) in waiting {
+            if !waited && !flushed.contains(&session) {
+                continue;
+            }
+            let Some(splits) =
+                self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&session).map(|w| w.splits.clone())
+            else {
+                continue;
+            };
+            let mut positions = Vec::new();
+            for &(epoch, file) in &splits {
+                if let Some(position) = (self.order)(epoch).iter().position(|&f| f == file) {
+                    positions.push(((epoch, position as u32), file));
+                }
+            }
+            let keys: Vec<(u64, u32)> = positions.iter().map(|(key, _)| *key).collect();
+            let sets = self.ledger.acked_sets(self.job, &keys)?;
+            let acked: Acked = sets
+                .into_iter()
+                .filter_map(|(epoch, position, set)| {
+                    let file = positions.iter().find(|(key, _)| *key == (epoch, position))?.1;
+                    Some(((epoch, file), set))
+                })
+                .collect();
+            let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(watched) = sessions.get_mut(&session)
+                && watched.splits == splits
+            {
+                watched.acked = Some(Arc::new(acked));
+            }
+        }
+        Ok(())
     }
 
     /// Where this replica's reports of the job take its elements in flight and consumers.
@@ -135,9 +259,6 @@ impl JobFeed {
         let state = &mut *state;
         for (epoch, file, number) in records {
             state.pending.entry((epoch, file)).or_default().insert(number);
-            if let Some(held) = state.held.get_mut(&(epoch, file)) {
-                held.acknowledged += 1;
-            }
         }
         // Under the state's lock: a commit that takes the pending records takes every
         // ticket issued before.
@@ -149,34 +270,37 @@ impl JobFeed {
         self.committed_tickets.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Commits the acknowledgements gathered since the last commit, and the splits now
-    /// done, in one transaction. On failure they are kept for the next one. When it
-    /// returns `Ok`, every acknowledgement made before the call is committed.
+    /// Commits the acknowledgements gathered since the last commit, with the record count
+    /// of each held split read to its end (the ledger marks it done once all its records
+    /// are acknowledged, through this replica or others), in one transaction. On failure
+    /// they are kept for the next one. When it returns `Ok`, every acknowledgement made
+    /// before the call is committed.
     pub fn commit(&self) -> Result<(), LedgerError> {
         let _one_at_a_time = self.committing.lock().unwrap_or_else(|p| p.into_inner());
-        let (commits, done, pending, taken) = {
+        let (commits, pending, taken) = {
             let mut state = self.state();
             let taken = self.tickets.load(std::sync::atomic::Ordering::Relaxed);
             let pending = std::mem::take(&mut state.pending);
-            let done: Vec<(u64, usize)> =
-                state.held.iter().filter(|(_, held)| held.done()).map(|(key, _)| *key).collect();
-            let mut keys: Vec<(u64, usize)> = pending.keys().chain(&done).copied().collect();
+            let read: Vec<(u64, usize)> =
+                state.held.iter().filter(|(_, held)| held.read.is_some()).map(|(key, _)| *key).collect();
+            let mut keys: Vec<(u64, usize)> = pending.keys().chain(&read).copied().collect();
             keys.sort_unstable();
             keys.dedup();
             let commits: Vec<SplitCommit> = keys
                 .into_iter()
                 .filter_map(|(epoch, file)| {
+                    let held = state.held.get(&(epoch, file));
                     // A split's position is its file's place in the epoch's order (the
                     // same on every replica), also for splits this replica does not hold.
-                    let position = match state.held.get(&(epoch, file)) {
+                    let position = match held {
                         Some(held) => held.position,
                         None => (self.order)(epoch).iter().position(|&f| f == file)? as u32,
                     };
                     let acked = pending.get(&(epoch, file)).cloned().unwrap_or_default();
-                    Some(SplitCommit { epoch, position, acked, done: done.contains(&(epoch, file)) })
+                    Some(SplitCommit { epoch, position, acked, records: held.and_then(Held::records) })
                 })
                 .collect();
-            (commits, done, pending, taken)
+            (commits, pending, taken)
         };
         let committed = || self.committed_tickets.fetch_max(taken, std::sync::atomic::Ordering::Release);
         if commits.is_empty() {
@@ -186,10 +310,10 @@ impl JobFeed {
             return Ok(());
         }
         match self.ledger.commit(self.job, &commits) {
-            Ok(()) => {
+            Ok(done) => {
                 committed();
-                // Splits committed done are this replica's no more.
-                self.state().held.retain(|key, _| !done.contains(key));
+                // Splits done are this replica's no more.
+                self.state().held.retain(|(epoch, _), held| !done.contains(&(*epoch, held.position)));
                 Ok(())
             }
             Err(err) => {
@@ -202,14 +326,44 @@ impl JobFeed {
         }
     }
 
-    /// A renewal returned `owned` (`(job, epoch, position)` still this replica's): the
-    /// held splits of this job missing from it were taken over.
-    pub fn renewed(&self, owned: &[(i64, u64, u32)]) {
+    /// The splits to renew, as `(job, epoch, position)`: those this replica holds.
+    pub fn to_renew(&self) -> Vec<(i64, u64, u32)> {
+        let state = self.state();
+        state.held.iter().map(|((epoch, _), held)| (self.job.id, *epoch, held.position)).collect()
+    }
+
+    /// A renewal that started at `started` asked for `asked` (from [`JobFeed::to_renew`])
+    /// and got `owned` back: the splits missing from it were taken over by another
+    /// replica. Returns the splits to give up, when one was: this replica's work on the
+    /// job is void from now on ([`Leases::Lost`]).
+    pub fn renewed(&self, started: Instant, asked: &[(i64, u64, u32)], owned: &[(i64, u64, u32)]) -> Vec<(u64, u32)> {
         let mut state = self.state();
-        for ((epoch, _), held) in state.held.iter_mut() {
-            if !owned.contains(&(self.job.id, *epoch, held.position)) {
-                held.lost = true;
-            }
+        if state.lost.is_none()
+            && let Some(&(_, epoch, position)) = asked.iter().find(|split| !owned.contains(split))
+        {
+            tracing::warn!(
+                job = self.job.id,
+                epoch,
+                position,
+                "a split was taken over: this replica stops serving the job"
+            );
+            state.lost = Some((epoch, position));
+        }
+        if state.lost.is_some() {
+            // Nothing is committed done, nor renewed, from now on.
+            return state.held.drain().map(|((epoch, _), held)| (epoch, held.position)).collect();
+        }
+        state.leases_valid_until = state.leases_valid_until.max(started + self.lease_time);
+        Vec::new()
+    }
+
+    /// Whether this replica may deliver the job's elements now.
+    pub fn leases(&self) -> Leases {
+        let state = self.state();
+        match state.lost {
+            Some((epoch, position)) => Leases::Lost { epoch, position },
+            None if Instant::now() < state.leases_valid_until => Leases::Valid,
+            None => Leases::Unconfirmed,
         }
     }
 
@@ -228,13 +382,40 @@ impl std::fmt::Debug for JobFeed {
 impl FileFeed for JobFeed {
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
         let ledger_error = |err: LedgerError| SourceError::Ledger { epoch, reason: err.to_string() };
+        if let Leases::Lost { epoch: lost_epoch, position } = self.leases() {
+            let reason = format!("split {position} of epoch {lost_epoch} was taken over by another replica");
+            return Err(SourceError::Ledger { epoch, reason });
+        }
         self.plan(epoch).map_err(ledger_error)?;
-        let Some(lease) = self.ledger.lease_next(self.job, epoch).map_err(ledger_error)? else {
+        let held: Vec<(u64, u32)> =
+            self.state().held.iter().map(|((epoch, _), held)| (*epoch, held.position)).collect();
+        let Some(lease) = self.ledger.lease_next(self.job, epoch, &held).map_err(ledger_error)? else {
             return Ok(None);
         };
         let (file, epoch) = (lease.file as usize, lease.epoch);
-        let held = Held { position: lease.position, read: None, acknowledged: 0, lost: false };
-        self.state().held.insert((epoch, file), held);
+        if lease.taken_over {
+            let (position, acked) = (lease.position, lease.acked.len());
+            tracing::info!(
+                replica = self.replica(),
+                job = self.job.id,
+                epoch,
+                position,
+                acked,
+                "took a split over from another replica"
+            );
+        }
+        let held = Held { position: lease.position, left_out: lease.acked.len(), read: None };
+        let mut state = self.state();
+        if state.lost.is_some() {
+            drop(state);
+            // Lost meanwhile: given up at once, as the others were.
+            self.ledger.release(&[(self.job.id, epoch, lease.position)]).map_err(ledger_error)?;
+            return Err(SourceError::Ledger {
+                epoch,
+                reason: "another of this replica's splits was taken over".into(),
+            });
+        }
+        state.held.insert((epoch, file), held);
         Ok(Some(FedFile { file, epoch, leave_out: lease.acked }))
     }
 
@@ -308,10 +489,24 @@ impl Cluster {
             if let Err(err) = feed.commit() {
                 tracing::warn!(error = %err, "acknowledgements not committed; retrying");
             }
+            if let Err(err) = feed.resolve_sessions() {
+                tracing::warn!(error = %err, "sessions not resolved; retrying");
+            }
         }
         if renew {
-            match self.ledger.heartbeat() {
-                Ok(owned) => feeds.iter().for_each(|feed| feed.renewed(&owned)),
+            let started = Instant::now();
+            let asked: Vec<Vec<(i64, u64, u32)>> = feeds.iter().map(|feed| feed.to_renew()).collect();
+            match self.ledger.heartbeat(&asked.concat()) {
+                Ok(owned) => {
+                    for (feed, asked) in feeds.iter().zip(&asked) {
+                        let give_up = feed.renewed(started, asked, &owned);
+                        let give_up: Vec<(i64, u64, u32)> =
+                            give_up.into_iter().map(|(epoch, position)| (feed.job.id, epoch, position)).collect();
+                        if let Err(err) = self.ledger.release(&give_up) {
+                            tracing::warn!(error = %err, "leases not given up; they expire");
+                        }
+                    }
+                }
                 Err(err) => tracing::warn!(error = %err, "leases not renewed"),
             }
             for feed in &feeds {

@@ -17,7 +17,7 @@ use crate::state::StateError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    #[error("split ledger: {0}")]
+    #[error("split ledger: {}", postgres_message(.0))]
     Postgres(#[from] postgres::Error),
     #[error("split ledger: {0}")]
     State(#[from] StateError),
@@ -29,6 +29,14 @@ pub enum LedgerError {
     /// The job was deleted (on some replica) while this one served it.
     #[error("shared reader {0} was deleted")]
     Deleted(String),
+}
+
+/// A PostgreSQL error with the server's message ("db error" alone says nothing).
+fn postgres_message(err: &postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => err.to_string(),
+    }
 }
 
 /// A shared reader's job, as this replica knows it.
@@ -68,9 +76,10 @@ pub struct SplitCommit {
     pub epoch: u64,
     pub position: u32,
     pub acked: RecordSet,
-    /// The committing owner produced the whole split and every record of it is
-    /// acknowledged.
-    pub done: bool,
+    /// The committing owner read the split's file to its end and found this many records
+    /// in it (those it left out counted): the split is done once that many are
+    /// acknowledged, through whichever replicas.
+    pub records: Option<u64>,
 }
 
 /// A split as a job checkpoint keeps it.
@@ -126,6 +135,10 @@ impl Default for LeaseTimes {
 pub struct Ledger {
     /// `None` only once the ledger is dropping (see its `Drop`).
     client: Option<Mutex<Client>>,
+    /// Where to connect again when the connection is lost (PostgreSQL restarted, or it
+    /// ended this session after the replica stalled inside a transaction).
+    url: String,
+    schema: Option<String>,
     /// This replica's id in the ledger: unique per process (a restarted replica is a new
     /// one, and takes its previous life's splits over like any other's).
     replica: String,
@@ -134,6 +147,14 @@ pub struct Ledger {
 
 fn seconds(duration: Duration) -> f64 {
     duration.as_secs_f64()
+}
+
+/// `(job, epoch, position)` keys as the three arrays a statement unnests.
+fn split_keys(keys: &[(i64, u64, u32)]) -> (Vec<i64>, Vec<i64>, Vec<i32>) {
+    let jobs = keys.iter().map(|key| key.0).collect();
+    let epochs = keys.iter().map(|key| key.1 as i64).collect();
+    let positions = keys.iter().map(|key| key.2 as i32).collect();
+    (jobs, epochs, positions)
 }
 
 impl Drop for Ledger {
@@ -154,36 +175,133 @@ impl Ledger {
         address: &str,
         times: LeaseTimes,
     ) -> Result<Self, LedgerError> {
-        let mut client = crate::state::postgres::connect(url, schema)?;
+        let mut client = Self::connect(url, schema, times)?;
         client.execute(
             "INSERT INTO readerd_replicas (id, address) VALUES ($1, $2)
              ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now()",
             &[&replica, &address],
         )?;
-        Ok(Self { client: Some(Mutex::new(client)), replica: replica.to_owned(), times })
+        Ok(Self {
+            client: Some(Mutex::new(client)),
+            url: url.to_owned(),
+            schema: schema.map(str::to_owned),
+            replica: replica.to_owned(),
+            times,
+        })
+    }
+
+    /// A session on the ledger that never holds locks for long: PostgreSQL ends it when
+    /// it sits inside a transaction for a lease time (a replica paused mid-commit would
+    /// otherwise keep its splits' rows locked, and every other replica waiting on them),
+    /// and a statement gives up after waiting a quarter of a lease time for a lock (it is
+    /// retried).
+    fn connect(url: &str, schema: Option<&str>, times: LeaseTimes) -> Result<Client, LedgerError> {
+        let mut client = crate::state::postgres::connect(url, schema)?;
+        let millis = |duration: Duration| duration.as_millis().max(1);
+        client.batch_execute(&format!(
+            "SET idle_in_transaction_session_timeout = {}; SET lock_timeout = {}",
+            millis(times.ttl),
+            millis(times.ttl / 4)
+        ))?;
+        Ok(client)
     }
 
     pub fn replica(&self) -> &str {
         &self.replica
     }
 
+    /// The connection, connected again first if it was lost (when that fails, the lost
+    /// one: the caller's statement fails, and is retried later).
     fn client(&self) -> std::sync::MutexGuard<'_, Client> {
         let client = self.client.as_ref().expect("the client is taken only when the ledger drops");
-        client.lock().unwrap_or_else(|p| p.into_inner())
+        let mut client = client.lock().unwrap_or_else(|p| p.into_inner());
+        if client.is_closed() {
+            match Self::connect(&self.url, self.schema.as_deref(), self.times) {
+                Ok(connected) => {
+                    tracing::info!(replica = %self.replica, "connected to the split ledger again");
+                    let lost = std::mem::replace(&mut *client, connected);
+                    // Closing it needs a runtime of its own (see `Drop`).
+                    let _ = std::thread::spawn(move || drop(lost)).join();
+                }
+                Err(err) => tracing::warn!(error = %err, "the split ledger is unreachable"),
+            }
+        }
+        client
     }
 
-    /// Says the replica is alive and renews its leases; returns the splits still its own
-    /// as `(job, epoch, position)` (a split missing from them was taken over: stop
-    /// producing it).
-    pub fn heartbeat(&self) -> Result<Vec<(i64, u64, u32)>, LedgerError> {
+    /// How long a dead replica's consumers have to re-send their acknowledgements.
+    pub fn grace(&self) -> Duration {
+        self.times.grace
+    }
+
+    /// Which of `sessions` re-sent (through another replica) everything they consumed
+    /// from this one: `flushed` for it.
+    pub fn flushed_sessions(&self, job: Job, sessions: &[String]) -> Result<Vec<String>, LedgerError> {
+        let rows = self.client().query(
+            "SELECT session FROM readerd_sessions
+             WHERE job = $1 AND replica = $2 AND session = ANY($3) AND flushed",
+            &[&job.id, &self.replica, &sessions],
+        )?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    /// The acknowledged records of splits `(epoch, position)`.
+    pub fn acked_sets(&self, job: Job, splits: &[(u64, u32)]) -> Result<Vec<(u64, u32, RecordSet)>, LedgerError> {
+        let keys: Vec<(i64, u64, u32)> = splits.iter().map(|&(epoch, position)| (job.id, epoch, position)).collect();
+        let (jobs, epochs, positions) = split_keys(&keys);
+        let rows = self.client().query(
+            "SELECT split.epoch, split.position, split.acked
+             FROM readerd_splits AS split, unnest($1::int8[], $2::int8[], $3::int4[]) AS wanted (job, epoch, position)
+             WHERE (split.job, split.epoch, split.position) = (wanted.job, wanted.epoch, wanted.position)",
+            &[&jobs, &epochs, &positions],
+        )?;
+        rows.iter()
+            .map(|row| Ok((row.get::<_, i64>(0) as u64, row.get::<_, i32>(1) as u32, RecordSet::decode(row.get(2))?)))
+            .collect()
+    }
+
+    /// How long a lease lasts without renewal.
+    pub fn lease_time(&self) -> Duration {
+        self.times.ttl
+    }
+
+    /// Says the replica is alive and renews its leases of `held` (`(job, epoch,
+    /// position)`: the splits its readers hold); returns those still its own (also when
+    /// done meanwhile; one missing was taken over, or its job deleted: stop producing it). A split no reader holds any more (its reader was
+    /// dropped) is not renewed, and goes to another replica once its lease expires.
+    pub fn heartbeat(&self, held: &[(i64, u64, u32)]) -> Result<Vec<(i64, u64, u32)>, LedgerError> {
         let mut client = self.client();
         client.execute("UPDATE readerd_replicas SET heartbeat_at = now() WHERE id = $1", &[&self.replica])?;
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (jobs, epochs, positions) = split_keys(held);
         let rows = client.query(
-            "UPDATE readerd_splits SET lease_expires = now() + make_interval(secs => $2)
-             WHERE owner = $1 AND NOT done RETURNING job, epoch, position",
-            &[&self.replica, &seconds(self.times.ttl)],
+            "UPDATE readerd_splits AS split SET lease_expires = now() + make_interval(secs => $2)
+             FROM unnest($3::int8[], $4::int8[], $5::int4[]) AS held (job, epoch, position)
+             WHERE (split.job, split.epoch, split.position) = (held.job, held.epoch, held.position)
+               AND split.owner = $1
+             RETURNING split.job, split.epoch, split.position",
+            &[&self.replica, &seconds(self.times.ttl), &jobs, &epochs, &positions],
         )?;
         Ok(rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1) as u64, row.get::<_, i32>(2) as u32)).collect())
+    }
+
+    /// Gives up this replica's leases of `splits` (`(job, epoch, position)`) now: they go
+    /// to others as soon as this replica's consumer sessions are flushed.
+    pub fn release(&self, splits: &[(i64, u64, u32)]) -> Result<(), LedgerError> {
+        if splits.is_empty() {
+            return Ok(());
+        }
+        let (jobs, epochs, positions) = split_keys(splits);
+        self.client().execute(
+            "UPDATE readerd_splits AS split SET lease_expires = now() - interval '1 millisecond'
+             FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS released (job, epoch, position)
+             WHERE (split.job, split.epoch, split.position) = (released.job, released.epoch, released.position)
+               AND split.owner = $1 AND NOT split.done",
+            &[&self.replica, &jobs, &epochs, &positions],
+        )?;
+        Ok(())
     }
 
     /// The job of shared reader `container/shared_name`, created with `spec` if new.
@@ -332,14 +450,20 @@ impl Ledger {
     /// one that nobody holds: never leased, or whose lease expired and whose owner's
     /// consumer sessions have all re-sent their acknowledgements elsewhere (or had the
     /// grace period to). Splits of earlier epochs come first: those are taken over from
-    /// replicas that died. `None` when there is none now (every split is done or held).
-    pub fn lease_next(&self, job: Job, epoch: u64) -> Result<Option<Lease>, LedgerError> {
+    /// replicas that died. Never one of `held` (`(epoch, position)`, the caller's own
+    /// splits: one whose lease expired while it stalled is still being read). `None` when
+    /// there is none now (every split is done or held).
+    pub fn lease_next(&self, job: Job, epoch: u64, held: &[(u64, u32)]) -> Result<Option<Lease>, LedgerError> {
+        let held_epochs: Vec<i64> = held.iter().map(|split| split.0 as i64).collect();
+        let held_positions: Vec<i32> = held.iter().map(|split| split.1 as i32).collect();
         let row = self.client().query_opt(
             "UPDATE readerd_splits SET owner = $3, lease_expires = now() + make_interval(secs => $4),
                     leases = leases + 1
              WHERE (job, epoch, position) = (
                  SELECT job, epoch, position FROM readerd_splits AS split
-                 WHERE job = $1 AND epoch <= $2 AND NOT done AND (
+                 WHERE job = $1 AND epoch <= $2 AND NOT done
+                   AND (epoch, position) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
+                   AND (
                      owner IS NULL OR (
                          lease_expires < now() AND (
                              lease_expires < now() - make_interval(secs => $5)
@@ -349,7 +473,15 @@ impl Ledger {
                                    AND NOT session.flushed))))
                  ORDER BY epoch, position LIMIT 1 FOR UPDATE SKIP LOCKED)
              RETURNING epoch, position, file, acked, leases",
-            &[&job.id, &(epoch as i64), &self.replica, &seconds(self.times.ttl), &seconds(self.times.grace)],
+            &[
+                &job.id,
+                &(epoch as i64),
+                &self.replica,
+                &seconds(self.times.ttl),
+                &seconds(self.times.grace),
+                &held_epochs,
+                &held_positions,
+            ],
         )?;
         let Some(row) = row else { return Ok(None) };
         Ok(Some(Lease {
@@ -376,17 +508,21 @@ impl Ledger {
         Ok(row.get::<_, i64>(0) as u64 == epochs && row.get::<_, bool>(1))
     }
 
-    /// Merges acknowledged records into their splits, in one transaction; marks the
-    /// splits the commits say are done. Anyone's acknowledgements count (a consumer
-    /// re-sending through another replica); only the owner says a split is done.
-    pub fn commit(&self, job: Job, commits: &[SplitCommit]) -> Result<(), LedgerError> {
+    /// Merges acknowledged records into their splits, in one transaction, and marks done
+    /// each split whose owner is committing it with its record count and whose records
+    /// are now all acknowledged. Anyone's acknowledgements count (a consumer re-sending
+    /// through another replica); only the owner says how many records a split has.
+    /// Returns the splits it marked done, as `(epoch, position)`.
+    pub fn commit(&self, job: Job, commits: &[SplitCommit]) -> Result<Vec<(u64, u32)>, LedgerError> {
         let mut client = self.client();
         let mut transaction = client.transaction()?;
+        let mut done = Vec::new();
         for commit in commits {
             let key: [&(dyn postgres::types::ToSql + Sync); 3] =
                 [&job.id, &(commit.epoch as i64), &(commit.position as i32)];
             let Some(row) = transaction.query_opt(
-                "SELECT acked, owner FROM readerd_splits WHERE job = $1 AND epoch = $2 AND position = $3 FOR UPDATE",
+                "SELECT acked, owner, done FROM readerd_splits WHERE job = $1 AND epoch = $2 AND position = $3
+                 FOR UPDATE",
                 &key,
             )?
             else {
@@ -394,15 +530,23 @@ impl Ledger {
             };
             let mut acked = RecordSet::decode(row.get(0))?;
             acked.extend(&commit.acked);
-            let done = commit.done && row.get::<_, Option<&str>>(1) == Some(self.replica.as_str());
+            let owner = row.get::<_, Option<&str>>(1) == Some(self.replica.as_str());
+            let was_done: bool = row.get(2);
+            let now_done = !was_done && owner && commit.records.is_some_and(|records| acked.len() >= records);
+            if now_done || (owner && was_done) {
+                done.push((commit.epoch, commit.position));
+            }
+            if commit.acked.is_empty() && !now_done {
+                continue;
+            }
             transaction.execute(
                 "UPDATE readerd_splits SET acked = $4, done = done OR $5
                  WHERE job = $1 AND epoch = $2 AND position = $3",
-                &[key[0], key[1], key[2], &acked.encode(), &done],
+                &[key[0], key[1], key[2], &acked.encode(), &now_done],
             )?;
         }
         transaction.commit()?;
-        Ok(())
+        Ok(done)
     }
 
     pub fn epoch_progress(&self, job: Job, epoch: u64) -> Result<EpochProgress, LedgerError> {

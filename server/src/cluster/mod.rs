@@ -53,6 +53,15 @@
 //! period counts as dead with it, and its unacknowledged elements are delivered again, as
 //! for any consumer that vanishes.
 //!
+//! **A consumer leaves a live replica.** A consumer may leave a replica that is alive
+//! (it found it silent: an unanswered ping or acknowledgement) and re-send through
+//! another what it consumed there. So when a stream of a consumer session vanishes, the
+//! replica parks its unacknowledged elements until the session is flushed for it (or the
+//! grace period passed) and then delivers again only those whose records the ledger does
+//! not hold acknowledged (`consumer::Delivery`, `JobFeed::watch_session`). And a split is
+//! done when its owner has read it to the end and the ledger holds every record of it
+//! acknowledged, through whichever replicas (`Ledger::commit`).
+//!
 //! **Checkpoints.** A checkpoint of a shared reader served by replicas is its job: every
 //! planned split with its acknowledged records and done flag, read in one transaction
 //! (`Ledger::snapshot_job`) after this replica committed what it holds. Resuming its
@@ -67,19 +76,25 @@
 //! its consumers (`readerd_job_replicas`); `GetReaderStats` on any replica lists every
 //! replica of the job with those and the splits it holds (`Ledger::replica_reports`).
 //!
-//! **Fencing (not built yet).** A replica is to produce from a split only while its own
-//! lease deadline (measured from its last successful renewal on its own monotonic clock,
-//! shorter than the lease) has not passed; a renewal that does not return a split means
-//! it was taken over (`JobFeed::renewed` marks it lost, so it is never committed done
-//! here), and the replica is to drop it.
-//! Today a replica cut off from PostgreSQL for longer than a lease goes on delivering
-//! what it holds.
+//! **Fencing.** A replica delivers a job's elements only while every lease it holds is
+//! surely its own: until its last renewal that got through (or the feed's creation)
+//! plus the lease time, on its own monotonic clock (`JobFeed::leases`; the stream's
+//! `wait_for_leases`). Cut off from the ledger past that, it holds its elements until a
+//! renewal gets through. A renewal renews exactly the splits the replica's live readers
+//! hold (a dropped reader's go to others when they expire) and returns those still its
+//! own; one missing was taken over (or its job deleted): the elements this replica holds
+//! may then be produced elsewhere too, so its work on the job is void. It gives its other
+//! leases up (`Ledger::release`), its streams end `UNAVAILABLE`, and the registry forgets
+//! the reader, so the next stream reads the job on through a new one. Consumers leave a
+//! replica that does not answer, or does not commit, their acknowledgements within 5 s
+//! (`readerd_client::replicas`), re-sending through another replica what it did not
+//! commit, within the lease time plus the grace period.
 
 pub mod job;
 pub mod ledger;
 
 pub use crate::pipeline::record_set::RecordSet;
-pub use job::{Cluster, EpochOrder, JobFeed, Usage};
+pub use job::{Cluster, EpochOrder, JobFeed, Leases, Usage};
 pub use ledger::{
     EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerError, ReplicaReport, SplitCommit, SplitSnapshot,
 };

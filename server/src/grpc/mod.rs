@@ -83,6 +83,7 @@ impl DataService {
         if let Some(job) = reader.cluster_job().cloned().filter(|_| !session.is_empty()) {
             // The ledger learns which replicas this consumer reads through: if this one
             // dies, its splits wait for the consumer to re-send what it consumed here.
+            record.consumer.set_session(session.clone());
             self.blocking(move |_| Ok(job.attach_session(&session)?)).await?;
         }
         let buffer = reader.spec().prefetch.unwrap_or(self.stream_buffer);

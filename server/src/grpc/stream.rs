@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use crate::checkpoint::{Checkpointer, StreamRecord};
+use crate::cluster::Leases;
 use crate::element::{Element, element_to_pb};
 use crate::error::{Result, ServeError};
 use crate::limits::Limits;
@@ -278,6 +279,9 @@ impl ElementStream {
         let permits = self.reserve(tx, free).await?;
         let (elements, mut chunk) = self.take_elements(free, least).await?;
         self.check_batch_limit(&elements)?;
+        if !elements.is_empty() {
+            self.wait_for_leases(tx).await?;
+        }
         let sent_any = !elements.is_empty();
         // The chunk's reservation now covers its elements in the stream's buffer.
         self.buffer.hold(&elements, std::mem::take(&mut chunk.reserved));
@@ -451,6 +455,35 @@ impl ElementStream {
             _ = tx.closed() => Break(Ended::TrainerGone),
             _ = self.reader.released() => self.reader_deleted(),
             _ = self.drain.cancelled() => stop(ServeError::ShuttingDown),
+        }
+    }
+
+    /// On a replica, the fence: elements go out only while every lease of the job's
+    /// splits this replica holds is surely its own. Cut off from the ledger for a lease
+    /// time, it waits for a renewal; when a renewal finds a split taken over, the elements
+    /// it holds may be produced elsewhere too, and the stream ends `UNAVAILABLE` (the
+    /// consumer reads on from the other replicas).
+    async fn wait_for_leases(&self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
+        let Some(job) = self.reader.cluster_job() else { return Continue(()) };
+        loop {
+            match job.leases() {
+                Leases::Valid => return Continue(()),
+                Leases::Lost { epoch, position } => {
+                    return stop(ServeError::Unavailable(format!(
+                        "replica {} lost its lease of split {position} of epoch {epoch} of reader {} to another \
+                         replica: read on from the others",
+                        job.replica(),
+                        self.reader.name()
+                    )));
+                }
+                Leases::Unconfirmed => {}
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = tx.closed() => return Break(Ended::TrainerGone),
+                _ = self.reader.released() => return self.reader_deleted(),
+                _ = self.drain.cancelled() => return stop(ServeError::ShuttingDown),
+            }
         }
     }
 

@@ -42,6 +42,10 @@ pub struct ConnectOptions {
     pub tls_domain: Option<String>,
     /// Sent as `authorization: Bearer <token>` with every call.
     pub token: Option<String>,
+    /// HTTP/2 pings this often, even while idle; a server that does not answer one within
+    /// twice this long (stopped, or cut off) has the connection closed, and its streams
+    /// fail `UNAVAILABLE`. `None`: no pings.
+    pub keep_alive: Option<std::time::Duration>,
 }
 
 /// Adds the bearer token to every call (`default()`: none).
@@ -95,6 +99,13 @@ impl Client {
             .initial_stream_window_size(Some(http2::STREAM_WINDOW_BYTES))
             .initial_connection_window_size(Some(http2::CONNECTION_WINDOW_BYTES))
             .max_frame_size(http2::MAX_FRAME_BYTES);
+        if let Some(every) = options.keep_alive {
+            endpoint = endpoint
+                .http2_keep_alive_interval(every)
+                .keep_alive_timeout(every * 2)
+                .keep_alive_while_idle(true)
+                .connect_timeout(every * 5);
+        }
         if let Some(ca) = &options.tls_ca {
             let read = |path: &std::path::PathBuf| {
                 std::fs::read(path).map_err(|source| ClientError::TlsFile { path: path.display().to_string(), source })

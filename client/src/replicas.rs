@@ -14,14 +14,21 @@
 //! again through a live replica, by the ledger's names of their records, and the session is marked
 //! flushed for the dead replica: its splits then go to the others without delivering
 //! again what was consumed here, and what was never received is delivered to someone.
-//! The session ends when every replica's stream has ended (the end of the sequence from
-//! at least one, the others dead).
+//! A replica counts as dead too when it does not answer an acknowledgement within
+//! [`REPLICA_SILENT_FOR`], or does not commit one within that time (cut off from the
+//! ledger, or stopped; while it waits for elements the session asks again about
+//! acknowledgements unconfirmed for [`CONFIRM_AFTER`]): the session leaves it the same way. It comes back to a replica it
+//! left after [`RECONNECT_AFTER`], as long as another is alive: a replica that was only
+//! slow, or restarted, gets its consumers back. The session ends when no replica's stream
+//! is open any more (the end of the sequence from at least one, the others dead).
 //!
 //! Asking for the next element acknowledges every element returned before it (as a
 //! `for batch in reader` loop of a trainer means): the end of the sequence comes only once
 //! every element of the job is acknowledged, on every replica, so a session never waits
 //! for it while holding elements it consumed. `acknowledge` acknowledges earlier, for a
 //! caller that hands elements on (to a prefetching loader) before it is done with them.
+
+use std::time::{Duration, Instant};
 
 use readerd_proto::v1 as pb;
 use tokio::sync::mpsc;
@@ -30,30 +37,58 @@ use crate::client::{Client, ConnectOptions};
 use crate::resume::{Event, StreamError};
 use crate::status::status_code;
 
+/// A replica that does not answer an acknowledgement, or confirm it committed, within this
+/// long is left as dead. Shorter than a lease plus the grace period that replicas give a
+/// dead replica's consumers (20 s by default), so that the session's acknowledgements are
+/// re-sent before the replica's splits go to others.
+pub const REPLICA_SILENT_FOR: Duration = Duration::from_secs(5);
+
+/// HTTP/2 pings to each replica this often; one unanswered for twice as long closes its
+/// connection, and the session leaves it.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
+
+/// Acknowledgements unconfirmed for this long are asked about again while the session
+/// waits for elements.
+pub const CONFIRM_AFTER: Duration = Duration::from_secs(1);
+
+/// How long after leaving a replica the session opens a stream to it again.
+pub const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+
 /// One replica as the session sees it.
 struct Replica {
     addr: String,
-    /// Set when its stream started.
+    /// Set when its current stream started.
     client: Option<Client>,
     stream_id: String,
-    /// Its id in the split ledger (from its first message).
+    /// Its id in the split ledger (from its last stream's first message).
     replica_id: String,
+    /// Its current stream (counting from 0): arrivals of earlier ones are stale.
+    generation: u32,
+    task: Option<tokio::task::AbortHandle>,
     /// The server seq of the last element returned from it, and the records of those
     /// returned since the last `acknowledge` (by server seq).
     returned: Option<i64>,
     unacknowledged: Vec<(i64, pb::RecordIds)>,
     /// Records the caller acknowledged that the replica has not confirmed committed.
-    unconfirmed: Vec<(i64, pb::RecordIds)>,
+    unconfirmed: Vec<Unconfirmed>,
     state: State,
+}
+
+struct Unconfirmed {
+    seq: i64,
+    records: pb::RecordIds,
+    /// When the caller acknowledged it.
+    since: Instant,
 }
 
 #[derive(Debug)]
 enum State {
+    /// Its stream is open, or being opened.
     Reading,
     EndOfSequence,
-    /// Its stream broke; what came from it is not yet re-sent through another replica.
+    /// Left as dead; what came from it is not yet re-sent through another replica.
     Died(tonic::Status),
-    /// Dead, and everything consumed from it re-sent.
+    /// Dead, and everything consumed from it re-sent: a new stream opens after a pause.
     Flushed,
 }
 
@@ -64,10 +99,19 @@ enum Arrival {
     Closed(tonic::Status),
 }
 
+/// An arrival from replica `replica`'s stream `generation`.
+struct Tagged {
+    replica: usize,
+    generation: u32,
+    arrival: Arrival,
+}
+
 /// A shared reader read from every replica at once; see the module documentation.
 pub struct ReplicaSession {
     replicas: Vec<Replica>,
-    arrivals: mpsc::Receiver<(usize, Arrival)>,
+    arrivals: mpsc::Receiver<Tagged>,
+    arrivals_tx: mpsc::Sender<Tagged>,
+    options: ConnectOptions,
     session_id: String,
     request: pb::ReadRequest,
     /// The seq the next element gets.
@@ -92,35 +136,65 @@ impl ReplicaSession {
     /// `addrs` at once. A replica that cannot be reached counts as dead (nothing came from
     /// it); the session fails only when none can.
     pub fn open(addrs: &[&str], request: pb::ReadRequest, options: ConnectOptions) -> Self {
+        let mut options = options;
+        // A replica stopped or cut off is noticed even by a session waiting on its stream
+        // with nothing to acknowledge there: the session leaves it before the elements
+        // its buffers hold could arrive after its splits went to others.
+        options.keep_alive.get_or_insert(KEEP_ALIVE);
         let mut request = request;
         request.session_id = session_id();
         let (arrivals_tx, arrivals) = mpsc::channel(64);
         let replicas = addrs
             .iter()
-            .enumerate()
-            .map(|(i, addr)| {
-                let task = stream_arrivals(i, addr.to_string(), options.clone(), request.clone(), arrivals_tx.clone());
-                tokio::spawn(task);
-                Replica {
-                    addr: addr.to_string(),
-                    client: None,
-                    stream_id: String::new(),
-                    replica_id: String::new(),
-                    returned: None,
-                    unacknowledged: Vec::new(),
-                    unconfirmed: Vec::new(),
-                    state: State::Reading,
-                }
+            .map(|addr| Replica {
+                addr: addr.to_string(),
+                client: None,
+                stream_id: String::new(),
+                replica_id: String::new(),
+                generation: 0,
+                task: None,
+                returned: None,
+                unacknowledged: Vec::new(),
+                unconfirmed: Vec::new(),
+                state: State::Reading,
             })
             .collect();
-        // Resumed from a reader's checkpoint, elements are numbered after the one it covers
-        // (a reader's own checkpoint covers none: from 0).
-        Self { replicas, arrivals, session_id: request.session_id.clone(), request, next_seq: 0, finished: false }
+        let mut session = Self {
+            replicas,
+            arrivals,
+            arrivals_tx,
+            options,
+            session_id: request.session_id.clone(),
+            request,
+            next_seq: 0,
+            finished: false,
+        };
+        for i in 0..session.replicas.len() {
+            session.open_stream(i, Duration::ZERO);
+        }
+        session
     }
 
     /// This consumer's session id (the same on every replica).
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// Opens replica `i`'s stream after `pause`, as a new generation.
+    fn open_stream(&mut self, i: usize, pause: Duration) {
+        let replica = &mut self.replicas[i];
+        if let Some(task) = replica.task.take() {
+            task.abort();
+        }
+        replica.generation += 1;
+        (replica.client, replica.returned) = (None, None);
+        let (addr, generation) = (replica.addr.clone(), replica.generation);
+        let (options, request, arrivals) = (self.options.clone(), self.request.clone(), self.arrivals_tx.clone());
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(pause).await;
+            stream_arrivals(i, generation, addr, options, request, arrivals).await;
+        });
+        replica.task = Some(task.abort_handle());
     }
 
     /// The next element (its `seq` this session's), or the end of the sequence; `None`
@@ -130,7 +204,34 @@ impl ReplicaSession {
             return Ok(None);
         }
         self.acknowledge().await?;
-        while let Some((i, arrival)) = self.arrivals.recv().await {
+        self.confirm().await?;
+        while self.replicas.iter().any(|r| matches!(r.state, State::Reading)) {
+            let received = tokio::select! {
+                received = self.arrivals.recv() => received,
+                _ = tokio::time::sleep(CONFIRM_AFTER) => {
+                    // Waiting: replicas that left acknowledgements unconfirmed are asked
+                    // again (a replica stopped or cut off would otherwise go unnoticed).
+                    self.confirm().await?;
+                    continue;
+                }
+            };
+            let Some(Tagged { replica: i, generation, arrival }) = received else { break };
+            if generation != self.replicas[i].generation {
+                continue; // From a stream the session left.
+            }
+            if matches!(self.replicas[i].state, State::Flushed) {
+                // Coming back to a replica it left.
+                match arrival {
+                    Arrival::Started { .. } => self.replicas[i].state = State::Reading,
+                    _ => {
+                        self.open_stream(i, RECONNECT_AFTER);
+                        continue;
+                    }
+                }
+            }
+            if !matches!(self.replicas[i].state, State::Reading) {
+                continue;
+            }
             match arrival {
                 Arrival::Started { client, stream_id, replica_id } => {
                     let replica = &mut self.replicas[i];
@@ -153,20 +254,14 @@ impl ReplicaSession {
                     _ => {}
                 },
                 Arrival::Closed(status) if status_code(&status) == tonic::Code::Unavailable => {
-                    if matches!(self.replicas[i].state, State::Reading) {
-                        self.replicas[i].state = State::Died(status);
-                        // Its splits wait for what was consumed from it; what the caller has
-                        // not acknowledged yet is re-sent at its next `acknowledge`.
-                        if self.replicas[i].unacknowledged.is_empty() {
-                            self.flush(i).await?;
-                        }
-                    }
+                    self.leave(i, status).await?;
                 }
                 Arrival::Closed(status) => return Err(StreamError::Status(status)),
             }
         }
         if self.replicas.iter().any(|r| matches!(r.state, State::EndOfSequence)) {
             self.finished = true;
+            self.replicas.iter_mut().filter_map(|r| r.task.take()).for_each(|task| task.abort());
             return Ok(Some(Event::EndOfSequence { after_seq: self.next_seq - 1 }));
         }
         let died = self.replicas.iter().find_map(|r| match &r.state {
@@ -177,6 +272,24 @@ impl ReplicaSession {
             attempts: self.replicas.len() as u32,
             last: died.unwrap_or_else(|| "no replica answered".into()),
         })
+    }
+
+    /// Leaves replica `i` as dead (its stream broke, or it stayed silent): what was
+    /// consumed from it is re-sent through a live replica now, or, when the caller has not
+    /// acknowledged all of it yet, at its next `acknowledge`.
+    async fn leave(&mut self, i: usize, status: tonic::Status) -> Result<(), StreamError> {
+        let replica = &mut self.replicas[i];
+        if !matches!(replica.state, State::Reading) {
+            return Ok(());
+        }
+        if let Some(task) = replica.task.take() {
+            task.abort();
+        }
+        replica.state = State::Died(status);
+        if replica.unacknowledged.is_empty() {
+            self.flush(i).await?;
+        }
+        Ok(())
     }
 
     /// Tells each replica the caller consumed every element returned from it so far; what
@@ -194,15 +307,20 @@ impl ReplicaSession {
 
     async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
         for i in 0..self.replicas.len() {
+            let now = Instant::now();
             let replica = &mut self.replicas[i];
             let up_to = match replica.returned.take() {
                 Some(up_to) => up_to,
                 // Nothing new from it: committing still confirms what is unconfirmed.
-                None if commit && !replica.unconfirmed.is_empty() => replica.unconfirmed.last().map_or(-1, |u| u.0),
+                None if commit && !replica.unconfirmed.is_empty() => replica.unconfirmed.last().map_or(-1, |u| u.seq),
                 None => continue,
             };
             let records = std::mem::take(&mut replica.unacknowledged);
-            replica.unconfirmed.extend(records);
+            replica.unconfirmed.extend(records.into_iter().map(|(seq, records)| Unconfirmed {
+                seq,
+                records,
+                since: now,
+            }));
             if matches!(replica.state, State::EndOfSequence) {
                 // Its stream ends only once the whole job is done: everything committed.
                 replica.unconfirmed.clear();
@@ -212,22 +330,55 @@ impl ReplicaSession {
                 self.flush(i).await?;
                 continue;
             }
-            let client = replica.client.as_mut().expect("elements come from started streams");
-            let request = pb::AcknowledgeRequest {
-                stream_id: replica.stream_id.clone(),
-                up_to_seq: up_to,
-                commit,
-                ..Default::default()
-            };
-            let answer =
-                client.service().acknowledge(request).await.map(|answer| answer.into_inner().committed_elements);
-            match answer {
-                Ok(committed) => replica.unconfirmed.retain(|(seq, _)| *seq >= committed),
-                // Maybe committed, maybe not: re-sent through another replica when its
-                // stream's end arrives.
-                Err(status) if status_code(&status) == tonic::Code::Unavailable => {}
-                Err(status) => return Err(StreamError::Status(status)),
+            self.send_acknowledgement(i, up_to, commit).await?;
+        }
+        Ok(())
+    }
+
+    /// Asks each reading replica whose acknowledgements stayed unconfirmed for
+    /// [`CONFIRM_AFTER`] whether they are committed now.
+    async fn confirm(&mut self) -> Result<(), StreamError> {
+        for i in 0..self.replicas.len() {
+            let replica = &self.replicas[i];
+            let waited = replica.unconfirmed.first().is_some_and(|u| u.since.elapsed() >= CONFIRM_AFTER);
+            if matches!(replica.state, State::Reading) && waited {
+                let up_to = replica.unconfirmed.last().map_or(-1, |u| u.seq);
+                self.send_acknowledgement(i, up_to, false).await?;
             }
+        }
+        Ok(())
+    }
+
+    /// Acknowledges replica `i`'s elements up to `up_to` (its seq); leaves it as dead when
+    /// it does not answer, or has not committed what it was given [`REPLICA_SILENT_FOR`] ago.
+    async fn send_acknowledgement(&mut self, i: usize, up_to: i64, commit: bool) -> Result<(), StreamError> {
+        let replica = &mut self.replicas[i];
+        let Some(client) = replica.client.as_mut() else { return Ok(()) };
+        let request = pb::AcknowledgeRequest {
+            stream_id: replica.stream_id.clone(),
+            up_to_seq: up_to,
+            commit,
+            ..Default::default()
+        };
+        let answer = tokio::time::timeout(REPLICA_SILENT_FOR, client.service().acknowledge(request)).await;
+        let silent = match answer {
+            Ok(Ok(answer)) => {
+                let committed = answer.into_inner().committed_elements;
+                replica.unconfirmed.retain(|u| u.seq >= committed);
+                let stale = replica.unconfirmed.first().is_some_and(|u| u.since.elapsed() > REPLICA_SILENT_FOR);
+                stale.then(|| format!("acknowledgements not committed for {REPLICA_SILENT_FOR:?}"))
+            }
+            // Maybe committed, maybe not: re-sent through another replica. (`NOT_FOUND`: its
+            // stream ended there, and the session has yet to read how.)
+            Ok(Err(status)) if matches!(status_code(&status), tonic::Code::Unavailable | tonic::Code::NotFound) => {
+                Some(status.message().to_owned())
+            }
+            Ok(Err(status)) => return Err(StreamError::Status(status)),
+            Err(_) => Some(format!("no answer to an acknowledgement within {REPLICA_SILENT_FOR:?}")),
+        };
+        if let Some(reason) = silent {
+            let addr = &self.replicas[i].addr;
+            self.leave(i, tonic::Status::unavailable(format!("{addr}: {reason}"))).await?;
         }
         Ok(())
     }
@@ -251,17 +402,20 @@ impl ReplicaSession {
         Err(StreamError::Status(last))
     }
 
-    /// Replica `dead` died: what the caller consumed from it without an answered
+    /// Replica `dead` died: what the caller consumed from it without a confirmed
     /// acknowledgement is acknowledged through a live replica, which marks this session
-    /// flushed for the dead one.
+    /// flushed for the dead one. Then a new stream to it opens after a pause.
     async fn flush(&mut self, dead: usize) -> Result<(), StreamError> {
         let from_replica = self.replicas[dead].replica_id.clone();
-        if from_replica.is_empty() {
-            self.replicas[dead].state = State::Flushed; // It never started: nothing came from it.
+        let attached = self.replicas[dead].client.is_some();
+        let unconfirmed = std::mem::take(&mut self.replicas[dead].unconfirmed);
+        if !attached && unconfirmed.is_empty() {
+            // Its stream never started: nothing came from it.
+            self.replicas[dead].state = State::Flushed;
+            self.open_stream(dead, RECONNECT_AFTER);
             return Ok(());
         }
-        let unconfirmed = std::mem::take(&mut self.replicas[dead].unconfirmed);
-        let records: Vec<pb::RecordIds> = unconfirmed.iter().map(|(_, records)| records.clone()).collect();
+        let records: Vec<pb::RecordIds> = unconfirmed.iter().map(|u| u.records.clone()).collect();
         let mut last = tonic::Status::unavailable("no live replica to re-send acknowledgements to");
         for live in self.replicas.iter_mut().filter(|r| matches!(r.state, State::Reading)) {
             let Some(client) = live.client.as_mut() else { continue };
@@ -274,12 +428,14 @@ impl ReplicaSession {
                 flushed: true,
                 commit: true,
             };
-            match client.service().acknowledge(request).await {
-                Ok(_) => {
+            match tokio::time::timeout(REPLICA_SILENT_FOR, client.service().acknowledge(request)).await {
+                Ok(Ok(_)) => {
                     self.replicas[dead].state = State::Flushed;
+                    self.open_stream(dead, RECONNECT_AFTER);
                     return Ok(());
                 }
-                Err(status) => last = status,
+                Ok(Err(status)) => last = status,
+                Err(_) => last = tonic::Status::unavailable("no answer to re-sent acknowledgements"),
             }
         }
         self.replicas[dead].unconfirmed = unconfirmed;
@@ -287,14 +443,22 @@ impl ReplicaSession {
     }
 }
 
-/// Connects to replica `i` and reads its stream into `arrivals`.
+impl Drop for ReplicaSession {
+    fn drop(&mut self) {
+        self.replicas.iter_mut().filter_map(|r| r.task.take()).for_each(|task| task.abort());
+    }
+}
+
+/// Connects to replica `i` and reads its stream (generation `generation`) into `arrivals`.
 async fn stream_arrivals(
     i: usize,
+    generation: u32,
     addr: String,
     options: ConnectOptions,
     request: pb::ReadRequest,
-    arrivals: mpsc::Sender<(usize, Arrival)>,
+    arrivals: mpsc::Sender<Tagged>,
 ) {
+    let send = |arrival| arrivals.send(Tagged { replica: i, generation, arrival });
     let opened = match Client::connect_with(&addr, &options).await {
         Ok(mut client) => client.read_with(request).await.map(|stream| (client, stream)),
         Err(err) => Err(tonic::Status::unavailable(format!("{addr}: {err}"))),
@@ -302,20 +466,20 @@ async fn stream_arrivals(
     let (client, mut stream) = match opened {
         Ok(opened) => opened,
         Err(status) => {
-            let _ = arrivals.send((i, Arrival::Closed(status))).await;
+            let _ = send(Arrival::Closed(status)).await;
             return;
         }
     };
     let started =
         Arrival::Started { client, stream_id: stream.stream_id.clone(), replica_id: stream.replica_id.clone() };
-    if arrivals.send((i, started)).await.is_err() {
+    if send(started).await.is_err() {
         return;
     }
     loop {
         let arrival = match stream.message().await {
             Ok(Some(message)) => {
                 let last = matches!(message.kind, Some(pb::read_response::Kind::EndOfSequence(_)));
-                if arrivals.send((i, Arrival::Message(message))).await.is_err() || last {
+                if send(Arrival::Message(message)).await.is_err() || last {
                     return;
                 }
                 continue;
@@ -325,7 +489,7 @@ async fn stream_arrivals(
             }
             Err(status) => Arrival::Closed(status),
         };
-        let _ = arrivals.send((i, arrival)).await;
+        let _ = send(arrival).await;
         return;
     }
 }

@@ -127,6 +127,12 @@ impl ServerProcess {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
+    /// Sends `signal` (`"STOP"`, `"CONT"`...) to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success(), "kill -{signal}");
+    }
+
     /// SIGKILL: the process dies at once, with no chance to clean up.
     pub fn kill(mut self) {
         let _ = self.child.kill();

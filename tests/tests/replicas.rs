@@ -103,9 +103,14 @@ fn spec() -> Value {
 }
 
 fn replica(db: &Database, data: &Path) -> (ServerProcess, tempfile::TempDir) {
+    replica_with_grace(db, data, "30s")
+}
+
+/// A replica whose dead peers' consumers have `grace` to re-send their acknowledgements.
+fn replica_with_grace(db: &Database, data: &Path, grace: &str) -> (ServerProcess, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let url = db.url();
-    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"];
+    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", grace];
     (ServerProcess::start_in(state.path(), &[data], &args), state)
 }
 
@@ -277,7 +282,7 @@ fn a_replica_killed_inside_a_commit_has_its_splits_taken_over_once_their_leases_
         let waiting: i64 = ledger
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-                   AND wait_event_type = 'Lock' AND query LIKE 'SELECT acked, owner FROM readerd_splits%'",
+                   AND wait_event_type = 'Lock' AND query LIKE 'SELECT acked, owner, done FROM readerd_splits%'",
                 &[],
             )
             .unwrap()
@@ -337,7 +342,9 @@ fn a_consumer_killed_mid_epoch_has_only_what_it_printed_unacknowledged_printed_a
     write_lines(data.path(), 1000);
     let dir = tempfile::tempdir().unwrap();
     let spec_path = write_spec(&dir, &spec());
-    let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
+    // The killed consumer's unacknowledged elements wait for the grace period (it might
+    // have left a replica alive and re-sent them elsewhere) before they are delivered again.
+    let replicas: Vec<_> = (0..3).map(|_| replica_with_grace(&db, data.path(), "3s")).collect();
     let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
     let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
     let mut consumers = spawn_consumers(&all_addrs, &["--spec", &spec_path], &outputs);
@@ -367,6 +374,69 @@ fn a_consumer_killed_mid_epoch_has_only_what_it_printed_unacknowledged_printed_a
     assert!(
         again.iter().all(|key| killed_keys.iter().any(|k| k == key)),
         "printed again but not by the killed consumer: {again:?}"
+    );
+}
+
+/// A consumer of the shared reader through `addr` alone that acknowledges nothing: the
+/// `(epoch, file)` of every record it receives within 3 s of its stream's start, and how
+/// its stream ended, if it did.
+fn late_consumer(addr: &str) -> (Vec<(u64, u32)>, Option<String>) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async move {
+        let request = readerd_client::v1::ReadRequest {
+            reader: Some(readerd_client::reader_ref("team", "train")),
+            spec: Some(serde_json::from_value(spec()).unwrap()),
+            session_id: "late-consumer".into(),
+            ..Default::default()
+        };
+        let opened = match readerd_client::Client::connect(addr).await {
+            Ok(mut client) => client.read_with(request).await.map(|stream| (client, stream)),
+            Err(err) => return (Vec::new(), Some(err.to_string())),
+        };
+        let (_client, mut stream) = match opened {
+            Ok(opened) => opened,
+            Err(status) => return (Vec::new(), Some(format!("{:?}: {}", status.code(), status.message()))),
+        };
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+        let mut splits = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, stream.message()).await {
+                Err(_) | Ok(Ok(None)) => return (splits, None),
+                Ok(Err(status)) => return (splits, Some(format!("{:?}: {}", status.code(), status.message()))),
+                Ok(Ok(Some(message))) => {
+                    if let Some(readerd_client::v1::read_response::Kind::Element(element)) = message.kind
+                        && let Some(records) = element.records
+                    {
+                        splits.extend(records.epoch.iter().copied().zip(records.file.iter().copied()));
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// `all` (sorted) holds every key of `write_lines(_, lines)` exactly twice; the message
+/// names the first keys that are not.
+fn assert_every_key_twice(all: &[String], lines: usize) {
+    let mut counts = std::collections::BTreeMap::new();
+    for key in all {
+        *counts.entry(key.as_str()).or_insert(0usize) += 1;
+    }
+    let expected = every_key_twice(lines);
+    let wrong: Vec<(&str, usize)> = expected
+        .iter()
+        .step_by(2)
+        .map(|key| (key.as_str(), counts.get(key.as_str()).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n != 2)
+        .collect();
+    let foreign = counts.keys().filter(|key| !expected.iter().any(|e| e == *key)).count();
+    assert!(
+        wrong.is_empty() && foreign == 0 && all.len() == expected.len(),
+        "{} keys printed, {} expected; {} keys not printed exactly twice, the first: {:?}",
+        all.len(),
+        expected.len(),
+        wrong.len(),
+        &wrong[..wrong.len().min(12)]
     );
 }
 
@@ -514,4 +584,67 @@ fn trainers_on_the_client_library_survive_a_replica_kill() {
     }
     all.sort();
     assert_eq!(all, every_key_twice(1000), "every record exactly once per epoch");
+}
+
+#[test]
+fn a_replica_paused_past_its_leases_delivers_nothing_that_was_taken_over() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    // Leases of 2 s, and 10 s of grace for a dead replica's consumers (the default): more
+    // than a consumer takes to leave a silent replica and re-send elsewhere (a missed
+    // ping, 2 s; an unanswered acknowledgement, 5 s).
+    let replicas: Vec<_> = (0..3).map(|_| replica_with_grace(&db, data.path(), "10s")).collect();
+    let addrs: Vec<String> = replicas.iter().map(|(replica, _)| replica.addr.clone()).collect();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    wait_until_printed(&outputs, 330);
+    // Replica 1 is paused (SIGSTOP: a frozen VM, a long stall, a cut-off network) with
+    // elements of its splits in its buffers and streams open to it.
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let paused = &replicas[1].0;
+    paused.signal("STOP");
+    let held = held_splits(&mut ledger, &addrs[1]);
+    assert!(!held.is_empty(), "the paused replica holds splits");
+    // A consumer arrives while it is paused: its stream opens when the replica wakes.
+    let late = std::thread::spawn({
+        let addr = addrs[1].clone();
+        move || late_consumer(&addr)
+    });
+    // The others take its splits over once its leases expired and its consumers re-sent
+    // their acknowledgements elsewhere (or the grace passed).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let still_held = held_splits(&mut ledger, &addrs[1]);
+        if held.keys().any(|key| !still_held.contains_key(key)) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing of {held:?} was taken over");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Woken, it must not deliver what it buffered of them: it finds a split lost at its
+    // next renewal, delivers nothing until then, gives its other leases up, and its
+    // streams end UNAVAILABLE; its consumers read on elsewhere and come back to it.
+    paused.signal("CONT");
+    // What the late consumer got in its first 3 s: nothing of the splits the paused
+    // replica held (its buffers held elements of them; others produce them now).
+    let (late_splits, late_end) = late.join().unwrap();
+    let held_files: Vec<(u64, u32)> = ledger
+        .query("SELECT epoch, position, file FROM readerd_splits", &[])
+        .unwrap()
+        .iter()
+        .filter(|row| held.contains_key(&(row.get(0), row.get(1))))
+        .map(|row| (row.get::<_, i64>(0) as u64, row.get::<_, i32>(2) as u32))
+        .collect();
+    let mut stale: Vec<&(u64, u32)> = late_splits.iter().filter(|split| held_files.contains(split)).collect();
+    stale.dedup();
+    assert!(stale.is_empty(), "records of splits taken over, from the woken replica: {stale:?} (then {late_end:?})");
+    println!("the late consumer got {} records, then {late_end:?}", late_splits.len());
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    assert_every_key_twice(&all, 1000);
+    let held: Vec<(i64, i32)> = held.into_keys().collect();
+    assert_taken_over_once(&mut ledger, &held);
 }

@@ -100,6 +100,7 @@ fn connect_options(cli: &Cli) -> ConnectOptions {
         tls_identity: cli.tls_cert.clone().zip(cli.tls_key.clone()),
         tls_domain: cli.tls_domain.clone(),
         token: cli.token.clone(),
+        keep_alive: None,
     }
 }
 

@@ -4,7 +4,8 @@
 //! database's clock, and transactions. There is no leader, no election and no
 //! membership protocol of readerd's own.
 //!
-//! - [`ledger`]: every statement on the ledger: replicas, jobs, splits, leases, sessions.
+//! - [`ledger`]: every statement on the ledger: replicas, splits, leases, sessions; and
+//!   [`job_ledger`]: the jobs themselves (create, delete, snapshot, restore).
 //! - [`job`]: a shared reader's job on this replica: the feed its pipeline leases files
 //!   through (`pipeline::feed`), the acknowledgements it commits, and the [`Cluster`]
 //!   thread that commits and renews for every job.
@@ -91,6 +92,7 @@
 //! commit, within the lease time plus the grace period.
 
 pub mod job;
+pub mod job_ledger;
 pub mod ledger;
 
 pub use crate::pipeline::record_set::RecordSet;

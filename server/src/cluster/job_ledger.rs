@@ -1,0 +1,135 @@
+//! Shared-reader jobs in the split ledger: created by the first replica that serves a
+//! shared reader, deleted with it, and read or replaced whole for checkpoints (a job's
+//! snapshot, and its restore onto any number of replicas). Blocking, as the rest of the
+//! ledger.
+
+use super::ledger::{Job, JobSnapshot, Ledger, LedgerError, SplitSnapshot};
+
+impl Ledger {
+    /// The job of shared reader `container/shared_name`, created with `spec` if new.
+    pub fn job(&self, container: &str, shared_name: &str, fingerprint: &str, spec: &[u8]) -> Result<Job, LedgerError> {
+        let mut client = self.client();
+        client.execute(
+            "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (container, shared_name) DO NOTHING",
+            &[&container, &shared_name, &fingerprint, &spec],
+        )?;
+        let row = client.query_one(
+            "SELECT id, fingerprint, generation FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        if row.get::<_, &str>(1) != fingerprint {
+            return Err(LedgerError::OtherSpec(format!("{container}/{shared_name}")));
+        }
+        Ok(Job { id: row.get(0), generation: row.get(2) })
+    }
+
+    /// The id of shared reader `container/shared_name`'s job, if there is one.
+    pub fn job_id(&self, container: &str, shared_name: &str) -> Result<Option<i64>, LedgerError> {
+        let row = self.client().query_opt(
+            "SELECT id FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        Ok(row.map(|row| row.get(0)))
+    }
+
+    /// Deletes shared reader `container/shared_name`'s job, its splits and sessions;
+    /// whether there was one.
+    pub fn delete_job(&self, container: &str, shared_name: &str) -> Result<bool, LedgerError> {
+        let deleted = self.client().execute(
+            "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        Ok(deleted > 0)
+    }
+
+    /// Shared reader `container/shared_name`'s job as it stands (one consistent read), if
+    /// there is one.
+    pub fn snapshot_job(&self, container: &str, shared_name: &str) -> Result<Option<JobSnapshot>, LedgerError> {
+        let mut client = self.client();
+        let mut transaction = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let Some(job) = transaction.query_opt(
+            "SELECT id, fingerprint, spec FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?
+        else {
+            return Ok(None);
+        };
+        let splits = transaction.query(
+            "SELECT epoch, position, file, acked, done FROM readerd_splits WHERE job = $1 ORDER BY epoch, position",
+            &[&job.get::<_, i64>(0)],
+        )?;
+        transaction.commit()?;
+        Ok(Some(JobSnapshot {
+            fingerprint: job.get(1),
+            spec: job.get(2),
+            splits: splits
+                .iter()
+                .map(|row| SplitSnapshot {
+                    epoch: row.get::<_, i64>(0) as u64,
+                    position: row.get::<_, i32>(1) as u32,
+                    file: row.get::<_, i32>(2) as u32,
+                    acked: row.get(3),
+                    done: row.get(4),
+                })
+                .collect(),
+        }))
+    }
+
+    /// Makes shared reader `container/shared_name`'s job the one `snapshot` holds,
+    /// replacing whatever job has that name, unless it was already restored from the
+    /// same checkpoint (`restore_id`): replicas resuming one token restore it once, and
+    /// later ones join the job as it went on. No split is leased after a restore.
+    pub fn restore_job(
+        &self,
+        container: &str,
+        shared_name: &str,
+        restore_id: &str,
+        snapshot: &JobSnapshot,
+    ) -> Result<Job, LedgerError> {
+        let mut client = self.client();
+        let mut transaction = client.transaction()?;
+        // One restore at a time (they are rare); job creation waits for it.
+        transaction.batch_execute("LOCK TABLE readerd_jobs IN SHARE ROW EXCLUSIVE MODE")?;
+        let existing = transaction.query_opt(
+            "SELECT id, generation, restored_from FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        if let Some(row) = &existing
+            && row.get::<_, Option<&str>>(2) == Some(restore_id)
+        {
+            let job = Job { id: row.get(0), generation: row.get(1) };
+            transaction.commit()?;
+            return Ok(job);
+        }
+        let generation = existing.as_ref().map_or(1, |row| row.get::<_, i64>(1) + 1);
+        transaction.execute(
+            "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            &[&container, &shared_name],
+        )?;
+        let id: i64 = transaction
+            .query_one(
+                "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec, generation, restored_from)
+                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                &[&container, &shared_name, &snapshot.fingerprint, &snapshot.spec, &generation, &restore_id],
+            )?
+            .get(0);
+        let splits = &snapshot.splits;
+        let epochs: Vec<i64> = splits.iter().map(|split| split.epoch as i64).collect();
+        let positions: Vec<i32> = splits.iter().map(|split| split.position as i32).collect();
+        let files: Vec<i32> = splits.iter().map(|split| split.file as i32).collect();
+        let acked: Vec<&[u8]> = splits.iter().map(|split| split.acked.as_slice()).collect();
+        let done: Vec<bool> = splits.iter().map(|split| split.done).collect();
+        transaction.execute(
+            "INSERT INTO readerd_splits (job, epoch, position, file, acked, done)
+             SELECT $1, * FROM unnest($2::int8[], $3::int4[], $4::int4[], $5::bytea[], $6::bool[])",
+            &[&id, &epochs, &positions, &files, &acked, &done],
+        )?;
+        transaction.commit()?;
+        Ok(Job { id, generation })
+    }
+}

@@ -159,10 +159,18 @@ pub(super) async fn stream_elements(
     if element_tx.send(last_message(last)).await.is_err() {
         return;
     }
-    // The stream ends here (OK after the end-of-sequence marker) and stops counting as
-    // active; it stays known a while for acknowledgements and checkpoints of what it sent.
-    drop((element_tx, counted));
-    linger(&stream.record, LINGER_AFTER_END, &stream.drain).await;
+    // The stream stops counting as active and stays known a while for acknowledgements
+    // and checkpoints of what it sent. A private reader's stream ends here (OK after the
+    // end-of-sequence marker). A shared reader's stays open until its trainer acknowledged
+    // everything it was sent, so that a trainer that leaves with elements it never took
+    // (closing its stream, or its connection) hands them back to the others at once.
+    drop(counted);
+    if stream.shared {
+        linger(&stream.record, LINGER_AFTER_END, &stream.drain, Some(&element_tx)).await;
+    } else {
+        drop(element_tx);
+        linger(&stream.record, LINGER_AFTER_END, &stream.drain, None).await;
+    }
 }
 
 /// How a stream's loop ends.
@@ -542,16 +550,24 @@ fn last_message(last: Result<pb::EndOfSequence>) -> Message {
 
 /// Waits after a stream's last message until a shared reader's stream has every element
 /// acknowledged (a private one, which may still be checkpointed, waits the whole time),
-/// `max` passes, or the server drains.
-async fn linger(stream: &StreamRecord, max: Duration, drain: &CancellationToken) {
+/// its trainer went away (`open`: the stream, still open), `max` passes, or the server
+/// drains.
+async fn linger(stream: &StreamRecord, max: Duration, drain: &CancellationToken, open: Option<&mpsc::Sender<Message>>) {
     let deadline = tokio::time::Instant::now() + max;
     while tokio::time::Instant::now() < deadline {
         if !stream.checkpointable && stream.consumer.unacknowledged() == 0 {
             return;
         }
+        let gone = async {
+            match open {
+                Some(tx) => tx.closed().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = stream.reader.delivery.changed() => {}
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = gone => return,
             _ = drain.cancelled() => return,
         }
     }

@@ -35,9 +35,9 @@ pub enum ClientError {
 #[derive(Clone, Debug, Default)]
 pub struct ConnectOptions {
     /// CA certificate (PEM) that signed the server's certificate; turns TLS on.
-    pub tls_ca: Option<std::path::PathBuf>,
+    pub tls_ca: Option<Pem>,
     /// Client certificate and key (PEM), for servers that require mutual TLS.
-    pub tls_identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    pub tls_identity: Option<(Pem, Pem)>,
     /// The name the server's certificate must carry (default: the address's host).
     pub tls_domain: Option<String>,
     /// Sent as `authorization: Bearer <token>` with every call.
@@ -46,6 +46,24 @@ pub struct ConnectOptions {
     /// twice this long (stopped, or cut off) has the connection closed, and its streams
     /// fail `UNAVAILABLE`. `None`: no pings.
     pub keep_alive: Option<std::time::Duration>,
+}
+
+/// A PEM document: a file (read at connection time) or its contents.
+#[derive(Clone, Debug)]
+pub enum Pem {
+    File(std::path::PathBuf),
+    Contents(Vec<u8>),
+}
+
+impl Pem {
+    fn read(&self) -> Result<Vec<u8>, ClientError> {
+        match self {
+            Pem::File(path) => {
+                std::fs::read(path).map_err(|source| ClientError::TlsFile { path: path.display().to_string(), source })
+            }
+            Pem::Contents(pem) => Ok(pem.clone()),
+        }
+    }
 }
 
 /// Adds the bearer token to every call (`default()`: none).
@@ -107,12 +125,9 @@ impl Client {
                 .connect_timeout(every * 5);
         }
         if let Some(ca) = &options.tls_ca {
-            let read = |path: &std::path::PathBuf| {
-                std::fs::read(path).map_err(|source| ClientError::TlsFile { path: path.display().to_string(), source })
-            };
-            let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca)?));
+            let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca.read()?));
             if let Some((cert, key)) = &options.tls_identity {
-                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+                tls = tls.identity(Identity::from_pem(cert.read()?, key.read()?));
             }
             if let Some(domain) = &options.tls_domain {
                 tls = tls.domain_name(domain.clone());

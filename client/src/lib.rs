@@ -44,7 +44,7 @@ mod rng;
 mod status;
 
 pub use client::{
-    BearerToken, Client, ClientError, ConnectOptions, MAX_MESSAGE_BYTES, MESSAGE_BYTES, ReadStream, Service,
+    BearerToken, Client, ClientError, ConnectOptions, MAX_MESSAGE_BYTES, MESSAGE_BYTES, Pem, ReadStream, Service,
     parse_spec, reader_ref,
 };
 pub use readerd_proto::v1;

@@ -6,9 +6,10 @@
 //!
 //! For a private reader this is exact: the stream resumes from a checkpoint (or, without
 //! one, from the start, which is the same deterministic sequence) and elements are matched
-//! by `seq`. A shared reader's stream reattaches to the reader by name; the server
-//! redelivers what the lost stream held unacknowledged, and a server that lost the reader
-//! altogether restores it from the checkpoint token.
+//! by `seq`. A shared reader's stream reattaches to the reader by name, and its `seq`
+//! numbers each connection's elements anew; the server redelivers what the lost stream
+//! held unacknowledged, and a server that lost the reader altogether restores it from the
+//! request's own resume token (the stream's checkpoints do not replace it).
 //!
 //! [`merge`] reads one stream from each of several servers (replicas) as one.
 
@@ -104,6 +105,10 @@ pub struct ResumingStream {
     /// Jitter of the reconnection delays.
     jitter: SplitMix64,
     options: ConnectOptions,
+    /// Connections made again after a failure.
+    reconnects: u64,
+    /// The next event, read ahead by a checkpoint that reconnected.
+    ahead: Option<Event>,
 }
 
 impl ResumingStream {
@@ -134,6 +139,8 @@ impl ResumingStream {
             finished: false,
             jitter: SplitMix64(seed as u64),
             options,
+            reconnects: 0,
+            ahead: None,
         };
         stream.reopen(None).await?;
         if let Some((_, read)) = &stream.connection {
@@ -150,6 +157,21 @@ impl ResumingStream {
         self.last_seq
     }
 
+    /// How many times the stream connected again after a failure.
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects
+    }
+
+    /// Whether the stream reads a shared reader (by name) rather than a private one.
+    pub fn is_shared(&self) -> bool {
+        self.request.reader.as_ref().is_some_and(|reader| !reader.shared_name.is_empty())
+    }
+
+    /// The id of the open stream on its server (empty while reconnecting).
+    pub fn stream_id(&self) -> &str {
+        self.connection.as_ref().map_or("", |(_, read)| read.stream_id.as_str())
+    }
+
     /// The newest checkpoint token and the last element it covers.
     pub fn last_checkpoint(&self) -> Option<(&str, i64)> {
         self.checkpoint.as_ref().map(|(token, after)| (token.as_str(), *after))
@@ -160,6 +182,19 @@ impl ResumingStream {
         if self.finished {
             return Ok(None);
         }
+        let event = match self.ahead.take() {
+            Some(event) => event,
+            None => self.receive().await?,
+        };
+        match &event {
+            Event::Element(element) => self.last_seq = element.seq,
+            Event::EndOfSequence { .. } => self.finished = true,
+        }
+        Ok(Some(event))
+    }
+
+    /// The next element the trainer does not have yet (or the end), reconnecting as needed.
+    async fn receive(&mut self) -> Result<Event, StreamError> {
         loop {
             let failure = match self.connection.as_mut() {
                 None => tonic::Status::unavailable("not connected"),
@@ -169,16 +204,14 @@ impl ResumingStream {
                             if element.seq <= self.last_seq {
                                 continue; // replayed after a resume: the trainer has it
                             }
-                            self.last_seq = element.seq;
-                            return Ok(Some(Event::Element(element)));
+                            return Ok(Event::Element(element));
                         }
                         Some(pb::read_response::Kind::Checkpoint(checkpoint)) => {
                             self.keep_checkpoint(checkpoint.token, checkpoint.after_seq);
                             continue;
                         }
                         Some(pb::read_response::Kind::EndOfSequence(end)) => {
-                            self.finished = true;
-                            return Ok(Some(Event::EndOfSequence { after_seq: end.after_seq }));
+                            return Ok(Event::EndOfSequence { after_seq: end.after_seq });
                         }
                         Some(pb::read_response::Kind::Started(_)) | None => continue,
                     },
@@ -191,15 +224,28 @@ impl ResumingStream {
         }
     }
 
-    /// Commits a checkpoint after the last element returned and returns its token.
+    /// Commits a checkpoint after the last element returned and returns its token. When
+    /// the server is gone it reconnects first, and reads ahead to the first element the
+    /// trainer does not have (kept for `next`): the new stream has then sent everything
+    /// the checkpoint covers.
     pub async fn checkpoint(&mut self) -> Result<String, StreamError> {
         let after_seq = self.last_seq;
-        let Some((client, read)) = self.connection.as_mut() else {
-            return Err(StreamError::Status(tonic::Status::unavailable("not connected")));
-        };
-        let token = client.checkpoint(&read.stream_id, after_seq).await.map_err(StreamError::Status)?;
-        self.keep_checkpoint(token.clone(), after_seq);
-        Ok(token)
+        loop {
+            let failure = match self.connection.as_mut() {
+                None => tonic::Status::unavailable("not connected"),
+                Some((client, read)) => match client.checkpoint(&read.stream_id, after_seq).await {
+                    Ok(token) => {
+                        self.keep_checkpoint(token.clone(), after_seq);
+                        return Ok(token);
+                    }
+                    Err(status) if retryable(&status) => status,
+                    Err(status) => return Err(StreamError::Status(status)),
+                },
+            };
+            self.ahead = None;
+            self.reopen(Some(failure)).await?;
+            self.ahead = Some(self.receive().await?);
+        }
     }
 
     /// Tells the server the trainer holds every element up to the last one returned
@@ -216,7 +262,9 @@ impl ResumingStream {
 
     fn keep_checkpoint(&mut self, token: String, after_seq: i64) {
         if self.checkpoint.as_ref().is_none_or(|(_, newest)| after_seq >= *newest) {
-            self.request.resume_token = token.clone();
+            if !self.is_shared() {
+                self.request.resume_token = token.clone();
+            }
             self.checkpoint = Some((token, after_seq));
         }
     }
@@ -245,6 +293,13 @@ impl ResumingStream {
             };
             match client.read_with(self.request.clone()).await {
                 Ok(read) => {
+                    if !first_open {
+                        self.reconnects += 1;
+                        if self.is_shared() {
+                            // A new connection to a shared reader numbers its elements anew.
+                            self.last_seq = read.first_seq - 1;
+                        }
+                    }
                     self.connection = Some((client, read));
                     return Ok(());
                 }

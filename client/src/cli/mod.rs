@@ -14,7 +14,7 @@ mod remote;
 
 use std::process::ExitCode;
 
-use readerd_client::{Client, ClientError, ConnectOptions};
+use readerd_client::{Client, ClientError, ConnectOptions, Pem};
 
 pub use args::Cli;
 use args::Command;
@@ -96,8 +96,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// TLS and token settings from the command line.
 fn connect_options(cli: &Cli) -> ConnectOptions {
     ConnectOptions {
-        tls_ca: cli.tls_ca.clone(),
-        tls_identity: cli.tls_cert.clone().zip(cli.tls_key.clone()),
+        tls_ca: cli.tls_ca.clone().map(Pem::File),
+        tls_identity: cli.tls_cert.clone().map(Pem::File).zip(cli.tls_key.clone().map(Pem::File)),
         tls_domain: cli.tls_domain.clone(),
         token: cli.token.clone(),
         keep_alive: None,

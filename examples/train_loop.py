@@ -31,9 +31,8 @@ import numpy as np
 
 try:
     import readerd
-except ImportError:  # run from a checkout without installing the client
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client" / "python"))
-    import readerd
+except ImportError as exc:  # the package has a native core: it must be built and installed
+    raise SystemExit("the readerd package is needed: pip install ./client/python") from exc
 
 
 def make_data(directory: Path, rows: int) -> None:

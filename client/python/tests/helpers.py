@@ -145,7 +145,9 @@ def _float(value: float) -> Any:
     return value
 
 
-def dense_json(array: np.ndarray) -> dict:
+def dense_json(array: np.ndarray | readerd.Strings) -> dict:
+    if isinstance(array, readerd.Strings):
+        array = np.asarray(array)  # an object array of bytes
     flat = array.reshape(-1)
     if array.dtype == object:
         dtype, values = "string", [base64.b64encode(v).decode() for v in flat]

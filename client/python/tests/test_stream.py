@@ -215,7 +215,7 @@ def test_bad_requests_map_to_their_codes(server: Server, data_root: Path) -> Non
     # Splitting batches into parts is readerd.v1's; a Flight ticket asking for it is refused.
     ticket = pa_flight.Ticket(json.dumps({"spec": spec(), "maxMessageBytes": 1 << 20}).encode())
     with pytest.raises(pa.ArrowInvalid) as refused:  # INVALID_ARGUMENT, as pyarrow raises it
-        client.connect().do_get(ticket).read_all()
+        pa_flight.connect(f"grpc://{server.addr}").do_get(ticket).read_all()
     assert "maxMessageBytes" in str(refused.value)
     # An existing shared reader with another spec.
     client.read(spec(), container="c", shared_name="r").close()
@@ -292,7 +292,7 @@ def test_consumers_of_a_shared_reader_never_receive_the_same_element(server: Ser
     received = first + second + third
     assert len(set(received)) == len(received) == 180 and set(received) <= set(everything)
     stats = settled(client, "team", "train")
-    assert stats["activeStreams"] == 0 and stats["elementsInFlight"] == 0
+    assert stats["activeStreams"] == 0 and stats["elementsInFlight"] == 0, stats
 
 
 def test_two_consumers_of_a_shared_reader_get_each_element_once(server: Server, data_root: Path) -> None:

@@ -13,7 +13,7 @@ import pyarrow.flight as pa_flight
 import pytest
 
 import readerd
-from helpers import bfloat16_as_float32, read_all, readerctl, write_spec
+from helpers import bfloat16_as_float32, read_all, readerctl, tensor_json, write_spec
 from readerd.tfrecord import example, write_tfrecord
 
 NAN, INF = float("nan"), float("inf")
@@ -123,26 +123,50 @@ def write_data(root: Path) -> None:
     (root / "bits.bin").write_bytes(bytes([0, 1, 1, 1, 0, 0, 1, 1, 1]))
 
 
+def read_all_flight(addr: str, spec: dict) -> list[dict]:
+    """Every element of a plain pyarrow Flight ``DoGet``, decoded by ``readerd.decode_batch``."""
+    ticket = pa_flight.Ticket(json.dumps({"spec": spec}).encode())
+    reader = pa_flight.connect(f"grpc://{addr}").do_get(ticket)
+    batched = reader.schema.metadata[b"readerd.batched"] == b"true"
+    out = []
+    while True:
+        try:
+            chunk = reader.read_chunk()
+        except StopIteration:
+            break
+        if chunk.data is None:
+            continue
+        metadata = json.loads(chunk.app_metadata.to_pybytes())
+        tensors = readerd.decode_batch(chunk.data, metadata.get("shapes", {}), batched)
+        features = {name: tensor_json(t) for name, t in tensors.items()}
+        out.append({"seq": metadata["seq"], "keys": metadata["keys"], "features": features})
+    return json.loads(json.dumps(out))
+
+
+@pytest.mark.parametrize("plane", ["native", "flight"])
 @pytest.mark.parametrize("name", sorted(specs()))
-def test_same_tensors_as_readerctl(server, data_root: Path, tmp_path: Path, name: str) -> None:
+def test_same_tensors_as_readerctl(server, data_root: Path, tmp_path: Path, name: str, plane: str) -> None:
+    """The native client's tensors, and plain pyarrow's through ``decode_batch``, are
+    readerctl's."""
     write_data(data_root)
     spec = specs()[name]
     lines = readerctl(server, write_spec(tmp_path, name, spec))
     assert lines[-1].get("end_of_sequence") is True, lines[-1]
     expected = bfloat16_as_float32([line for line in lines if "features" in line])
     assert expected, "readerctl printed no element"
-    got = read_all(readerd.Client(server.addr), spec)
+    got = read_all(readerd.Client(server.addr), spec) if plane == "native" else read_all_flight(server.addr, spec)
     assert len(got) == len(expected)
     for ours, theirs in zip(got, expected):
         assert ours == theirs
 
 
 def test_zero_copy_numeric_tensors(server, data_root: Path) -> None:
-    """Numeric dense tensors are read-only views of the received Arrow buffers."""
+    """Numeric dense tensors are read-only views of the received buffers (numpy owns no
+    data: the base is the native client's buffer)."""
     write_data(data_root)
     with readerd.Client(server.addr).read(specs()["example_batched"]) as stream:
         batch = next(stream)
-        assert stream.batched and stream.seq == 0 and len(stream.keys) == 4
+        assert stream.seq == 0 and len(stream.keys) == 4
     assert batch["x"].shape == (4, 2) and batch["x"].dtype.name == "float32"
     assert batch["grid"].shape == (4, 2, 2)
     for name in ("x", "grid", "label", "emb"):

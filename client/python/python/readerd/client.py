@@ -1,42 +1,42 @@
-"""The readerd client on the Arrow Flight plane: :class:`Client` and its :class:`Stream`.
+"""The readerd client: :class:`Client` and its :class:`Stream`, over the native core
+(``readerd._native``, the Rust client).
 
-``Client.read`` opens a ``DoGet`` whose ticket is the proto3 JSON of a
-``readerd.v1.ReadRequest`` and returns a :class:`Stream`, an iterator of
-``{feature: numpy array | Sparse | Ragged}`` dicts, one per element (a batch, or one
-example when the spec does not batch). Checkpoints, acknowledgements and reader
-administration are ``DoAction`` calls whose bodies are proto3 JSON too.
+``Client.read`` opens a ``readerd.v1.DataService/Read`` stream and returns a
+:class:`Stream`, an iterator of ``{feature: tensor}`` dicts, one per element (a batch, or
+one example when the spec does not batch): numeric tensors are read-only numpy arrays
+over the received buffers, strings :class:`~readerd.Strings`, and
+:class:`~readerd.Sparse` / :class:`~readerd.Ragged`. The native core waits, receives and
+decodes with the GIL released.
 
-Reconnecting: when the connection drops (``UNAVAILABLE``, or a stream cut short before
-its end-of-sequence marker), the stream reopens after a jittered exponential backoff
-(:class:`RetryPolicy`). A private reader reopens from the latest checkpoint token the
-stream saw (automatic or explicit; or from the start, or from ``resume=``, when it has
-none) and the elements up to the last one handed out are skipped by their ``seq``: the
-caller sees every element exactly once, in order. A shared reader is reattached by name;
-see :class:`Stream` for what that guarantees.
+Addresses: ``Client("host:port")``, or several replicas of a cluster,
+``Client("a:50051,b:50051")`` (or a list). A shared reader is then read from all of them
+at once (a consumer session across replicas that survives a replica's death); a private
+reader from the first that answers, moving to the next when it dies.
+
+Reconnecting: when the connection drops, the stream reconnects after a jittered
+exponential backoff (:class:`RetryPolicy`). A private reader reopens from the newest
+checkpoint token the stream saw (or from the start, or ``resume=``) and skips what was
+handed out already: the caller sees every element exactly once, in order. A shared reader
+on one server is reattached by name; see :class:`Stream`.
 """
 
 from __future__ import annotations
 
 import json
-import random
-import time
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-import pyarrow as pa
-import pyarrow.flight as flight
-
-from .errors import RETRYABLE, ReaderdError, from_arrow
-from .tensors import Tensor, decode_batch
+from . import _native
+from .tensors import Tensor
 
 __all__ = ["Client", "Stream", "RetryPolicy"]
 
 # int64 fields of the replies, rendered as JSON strings by proto3 JSON.
 _INT64_FIELDS = frozenset(
     "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped filesCutShort delivered "
-    "acknowledged redelivered elementsInFlight elementsAwaitingRedelivery afterSeq upToSeq readersReleased".split()
+    "acknowledged redelivered elementsInFlight elementsAwaitingRedelivery afterSeq upToSeq readersReleased "
+    "committedElements splitsLeased".split()
 )
 _STATS_FIELDS = (
     "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped filesCutShort "
@@ -64,31 +64,28 @@ def _stats(reply: dict) -> dict:
 @dataclass(frozen=True)
 class RetryPolicy:
     """How a stream reconnects: up to ``attempts`` consecutive failed attempts, waiting
-    ``initial_delay * multiplier**(n-1)`` seconds (at most ``max_delay``) before attempt
-    ``n``, each wait shortened by a random fraction up to ``jitter``."""
+    before attempt ``n`` ``initial_delay * 2**(n-1)`` seconds (at most ``max_delay``), the
+    second half of each wait random so that the clients of one failed server spread out."""
 
     attempts: int = 10
     initial_delay: float = 0.1
     max_delay: float = 5.0
-    multiplier: float = 2.0
-    jitter: float = 0.5
-
-    def delay(self, attempt: int) -> float:
-        base = min(self.max_delay, self.initial_delay * self.multiplier ** (attempt - 1))
-        return base * (1.0 - self.jitter * random.random())
 
 
-def _location(addr: str) -> str:
-    if "://" in addr:
-        scheme, rest = addr.split("://", 1)
-        return addr if scheme in ("grpc", "grpc+tcp", "grpc+tls") else f"grpc://{rest}"
-    return f"grpc://{addr}"
+def _addrs(addr: Union[str, Sequence[str]]) -> list[str]:
+    items = addr.split(",") if isinstance(addr, str) else list(addr)
+    addrs = [a.strip() for a in items if a.strip()]
+    if not addrs:
+        raise ValueError("no server address")
+    # Flight-style locations name the same port.
+    return [a.replace("grpc+tls://", "https://").replace("grpc+tcp://", "http://").replace("grpc://", "http://") for a in addrs]
 
 
 class Client:
-    """A readerd server: ``Client("127.0.0.1:50051")`` (or ``"grpc://host:port"``).
+    """A readerd server (or the replicas of a cluster): ``Client("127.0.0.1:50051")``,
+    ``Client("a:50051,b:50051")`` or a list of addresses.
 
-    ``timeout`` (seconds) bounds each ``DoAction`` call; ``retry`` is the default
+    ``timeout`` (seconds) bounds each call that is not a stream; ``retry`` is the default
     :class:`RetryPolicy` of the streams it opens. TLS: ``tls_root_certs`` (the CA's PEM
     bytes) turns it on, ``cert_chain`` / ``private_key`` (PEM bytes) add a client
     certificate for mutual TLS. ``token`` is sent as ``authorization: Bearer <token>``.
@@ -96,7 +93,7 @@ class Client:
 
     def __init__(
         self,
-        addr: str,
+        addr: Union[str, Sequence[str]],
         *,
         timeout: float = 30.0,
         retry: RetryPolicy = RetryPolicy(),
@@ -105,26 +102,19 @@ class Client:
         private_key: Optional[bytes] = None,
         token: Optional[str] = None,
     ) -> None:
-        self.location = _location(addr)
-        if tls_root_certs is not None:
-            self.location = "grpc+tls://" + self.location.split("://", 1)[1]
+        self.addrs = _addrs(addr)
         self.timeout = timeout
         self.retry = retry
-        self._tls = {"tls_root_certs": tls_root_certs, "cert_chain": cert_chain, "private_key": private_key}
-        self.headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
-        self._flight = self.connect()
-
-    def connect(self) -> flight.FlightClient:
-        """A new Flight connection (each stream reconnects on its own, fresh, channel)."""
-        tls = {name: value for name, value in self._tls.items() if value is not None}
-        return flight.FlightClient(self.location, **tls)
-
-    def call_options(self, timeout: Optional[float] = None) -> flight.FlightCallOptions:
-        """Options of every call: the token's header, and ``timeout`` when given."""
-        return flight.FlightCallOptions(timeout=timeout, headers=self.headers)
+        self._options = {
+            "token": token,
+            "tls_root_certs": tls_root_certs,
+            "cert_chain": cert_chain,
+            "private_key": private_key,
+        }
+        self._connection: Optional[_native.Connection] = None
 
     def close(self) -> None:
-        self._flight.close()
+        self._connection = None
 
     def __enter__(self) -> Client:
         return self
@@ -163,18 +153,25 @@ class Client:
             request["checkpointEvery"] = checkpoint_every
         if checkpoint_interval_ms:
             request["checkpointIntervalMs"] = checkpoint_interval_ms
-        return Stream(self, request, retry or self.retry)
+        policy = retry or self.retry
+        native = _native.Stream(
+            self.addrs,
+            json.dumps(request),
+            attempts=policy.attempts,
+            initial_delay=policy.initial_delay,
+            max_delay=policy.max_delay,
+            **self._options,
+        )
+        return Stream(native, shared=bool(shared_name), resume=resume)
 
-    # --- actions ---------------------------------------------------------------------
+    # --- calls ------------------------------------------------------------------------
 
-    def action(self, kind: str, body: dict, connection: Optional[flight.FlightClient] = None) -> dict:
-        """Calls ``DoAction(kind, body)``: proto3 JSON in and out (int64 fields as ints)."""
-        options = self.call_options(self.timeout)
-        try:
-            results = list((connection or self._flight).do_action(flight.Action(kind, json.dumps(body).encode()), options))
-        except pa.ArrowException as exc:
-            raise from_arrow(exc) from exc
-        return _ints(json.loads(results[0].body.to_pybytes())) if results else {}
+    def action(self, kind: str, body: dict) -> dict:
+        """Calls ``kind`` (a ``DataService`` method: ``GetReaderStats``, ``Checkpoint``...)
+        with ``body``: proto3 JSON in and out (int64 fields as ints), on the first server."""
+        if self._connection is None:
+            self._connection = _native.Connection(self.addrs[0], timeout=self.timeout, **self._options)
+        return _ints(json.loads(self._connection.call(kind, json.dumps(body))))
 
     def list_readers(self, container: str = "") -> list[dict]:
         """The readers of ``container``: ``ReaderInfo`` dicts (reader, fingerprint, stats, spec)."""
@@ -207,12 +204,11 @@ class Client:
             body["dataset"] = dataset
         return self.action("LookupOrCreateReader", body)
 
-
-class _Cut(Exception):
-    """The stream ended without its end-of-sequence marker: the connection was lost."""
-
-
-_END = object()  # the end-of-sequence marker, as a pending item
+    def checkpoint_reader(self, container: str, shared_name: str) -> str:
+        """A checkpoint of a shared reader as a whole (on replicas: its whole job); its
+        token resumes the reader with ``read(resume=token, container=..., shared_name=...)``."""
+        body = {"afterSeq": -1, "reader": {"container": container, "sharedName": shared_name}}
+        return self.action("Checkpoint", body)["token"]
 
 
 class Stream(Iterator[dict[str, Tensor]]):
@@ -230,34 +226,24 @@ class Stream(Iterator[dict[str, Tensor]]):
     Shared reader: several streams share the reader's elements. The stream acknowledges
     an item when the next one is asked for (and on :meth:`close`), so the server neither
     redelivers it nor holds its end-of-sequence for it; :meth:`acknowledge` does it at
-    once. ``seq`` numbers this connection's elements. Reconnecting reattaches to the
-    reader by name: acknowledged items are never delivered again, but the item handed out
-    last before the connection dropped (not acknowledged yet) may be delivered again, to
-    this stream or another (at-least-once for that one item). If the server itself
-    restarted, the reader is recreated from the ``resume=`` token given to
-    :meth:`Client.read` if any, else from the start of its spec.
+    once. On one server, ``seq`` numbers this connection's elements, and reconnecting
+    reattaches to the reader by name: acknowledged items are never delivered again, but
+    the item handed out last before the connection dropped may be delivered again (to
+    this stream or another). If the server itself restarted, the reader is recreated from
+    the ``resume=`` token given to :meth:`Client.read` if any, else from the start of its
+    spec. On several replicas, ``seq`` numbers this session's elements, a replica's death
+    loses and repeats nothing this session acknowledged, and :meth:`checkpoint` is a
+    checkpoint of the whole job.
     """
 
-    def __init__(self, client: Client, request: dict, retry: RetryPolicy) -> None:
-        self._client = client
-        self._request = request
-        self._retry = retry
-        self.shared = bool(request["reader"]["sharedName"])
-        self.seq: int = -1
+    def __init__(self, native: _native.Stream, *, shared: bool, resume: Optional[str]) -> None:
+        self._native = native
+        self.shared = shared
+        self.seq: int = native.seq
         self.keys: list[str] = []
-        self.last_token: Optional[str] = request.get("resumeToken")
-        self.last_token_seq: Optional[int] = None
-        self.stream_id: str = ""
-        self.batched: bool = False
-        self.reconnects = 0
-        self._acked = -1
-        self._connection: Optional[flight.FlightClient] = None
-        self._reader: Optional[flight.FlightStreamReader] = None
-        self._pending: deque[Any] = deque()  # an item read ahead (see _reopen_ahead), or _END
-        self._opened = False
-        self._ended = False
         self._closed = False
-        self._with_retries(self._open)
+        self._ended = False
+        self._resume = resume
 
     # --- the iterator ----------------------------------------------------------------
 
@@ -267,177 +253,62 @@ class Stream(Iterator[dict[str, Tensor]]):
     def __next__(self) -> dict[str, Tensor]:
         if self._closed or self._ended:
             raise StopIteration
-        if self.shared and self.seq > self._acked:
-            self.acknowledge()
-        item = self._pending.popleft() if self._pending else self._with_retries(self._read)
-        if item is _END:
-            # Kept until close(): a checkpoint or acknowledgement may still name the stream.
+        try:
+            item = self._native.next()
+        except Exception:
+            self._closed = True
+            raise
+        if item is None:
             self._ended = True
             raise StopIteration
-        metadata, batch = item
-        self.seq, self.keys = metadata["seq"], metadata["keys"]
-        return decode_batch(batch, metadata.get("shapes", {}), self.batched)
+        self.seq, self.keys, features = item
+        return features
 
     # --- checkpoints and acknowledgements ----------------------------------------------
+
+    @property
+    def last_token(self) -> Optional[str]:
+        """The newest checkpoint token this stream saw (``resume=`` until the first)."""
+        newest = self._native.last_checkpoint
+        return newest[0] if newest is not None else self._resume
+
+    @property
+    def last_token_seq(self) -> Optional[int]:
+        """The ``seq`` of the last element :attr:`last_token` covers."""
+        newest = self._native.last_checkpoint
+        return newest[1] if newest is not None else None
+
+    @property
+    def stream_id(self) -> str:
+        return self._native.stream_id
+
+    @property
+    def reconnects(self) -> int:
+        """How many times the stream connected again after losing its server."""
+        return self._native.reconnects
 
     def checkpoint(self) -> str:
         """Commits a checkpoint after the last item handed out and returns its token (a
         stream resumed from it starts with the next item). Reconnects if needed."""
-        if self.last_token is not None and self.last_token_seq == self.seq:
-            return self.last_token
-        for attempt in range(1, self._retry.attempts + 2):
-            if self._reader is None:
-                self._with_retries(self._reopen_ahead)
-            try:
-                reply = self._client.action(
-                    "Checkpoint", {"streamId": self.stream_id, "afterSeq": self.seq}, self._connection
-                )
-                self.last_token, self.last_token_seq = reply["token"], self.seq
-                return self.last_token
-            except ReaderdError as err:
-                if err.code not in RETRYABLE or attempt > self._retry.attempts:
-                    raise
-                self._drop_connection()
-                time.sleep(self._retry.delay(attempt))
-        raise AssertionError("unreachable")
+        token, _ = self._native.checkpoint()
+        return token
 
-    def acknowledge(self, up_to_seq: Optional[int] = None) -> None:
-        """Tells a shared reader this stream's items up to ``up_to_seq`` (default: every
-        item handed out) are consumed. A no-op for private readers."""
-        up_to = self.seq if up_to_seq is None else up_to_seq
-        if not self.shared or up_to <= self._acked or self._connection is None:
-            return
-        try:
-            self._client.action("Acknowledge", {"streamId": self.stream_id, "upToSeq": up_to}, self._connection)
-            self._acked = up_to
-        except ReaderdError as err:
-            if err.code not in RETRYABLE:
-                raise
-            # The connection is gone: its unacknowledged items go back to the reader.
+    def acknowledge(self) -> None:
+        """Tells a shared reader this stream's items handed out so far are consumed. A
+        no-op for private readers."""
+        self._native.acknowledge()
 
     # --- lifetime -------------------------------------------------------------------
 
     def close(self) -> None:
         """Acknowledges what was handed out (shared readers; best effort: a failure is
         not raised, the server then redelivers those items) and ends the stream."""
-        if self._closed:
-            return
-        try:
-            if self.shared and self._reader is not None:
-                self.acknowledge()
-        except ReaderdError:
-            pass
-        finally:
+        if not self._closed:
             self._closed = True
-            self._drop_connection()
+            self._native.close()
 
     def __enter__(self) -> Stream:
         return self
 
     def __exit__(self, *_: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        try:
-            self._drop_connection()
-        except Exception:
-            pass
-
-    # --- the connection ---------------------------------------------------------------
-
-    def _ticket(self) -> flight.Ticket:
-        request = dict(self._request)
-        if not self.shared and self.last_token:
-            # Continue after the latest checkpoint; the token knows its spec.
-            request.pop("spec", None)
-            request.pop("dataset", None)
-            request["resumeToken"] = self.last_token
-        return flight.Ticket(json.dumps(request).encode())
-
-    def _open(self) -> None:
-        """Opens the DoGet stream (its first message, the schema, comes with the first
-        element or the end)."""
-        self._drop_connection()
-        self._connection = self._client.connect()
-        self._reader = self._connection.do_get(self._ticket(), self._client.call_options())
-        metadata = self._reader.schema.metadata or {}
-        self.stream_id = metadata[b"readerd.stream_id"].decode()
-        self.batched = metadata[b"readerd.batched"] == b"true"
-        first_seq = int(metadata[b"readerd.first_seq"])
-        if self.shared:
-            self.seq = self._acked = first_seq - 1
-        elif not self._opened:
-            self.seq = first_seq - 1
-            if self.last_token is not None:
-                self.last_token_seq = self.seq
-        self._opened = True
-
-    def _read(self) -> Any:
-        """The next new element as ``(metadata, batch)``, or ``_END``; takes in the
-        checkpoints on the way and skips elements already handed out (after a reconnect)."""
-        if self._reader is None:
-            self._open()
-            self.reconnects += 1
-        assert self._reader is not None
-        while True:
-            try:
-                chunk = self._reader.read_chunk()
-            except StopIteration:
-                raise _Cut("the stream ended before its end-of-sequence marker") from None
-            metadata = json.loads(chunk.app_metadata.to_pybytes()) if chunk.app_metadata else {}
-            if chunk.data is None:
-                if "checkpoint" in metadata:
-                    after = metadata["after_seq"]
-                    if self.last_token_seq is None or after >= self.last_token_seq:
-                        self.last_token, self.last_token_seq = metadata["checkpoint"], after
-                elif metadata.get("end_of_sequence"):
-                    return _END
-                continue
-            if not self.shared and metadata["seq"] <= self.seq:
-                continue  # replayed after a reconnect: the caller has it
-            return metadata, chunk.data
-
-    def _reopen_ahead(self) -> None:
-        """Reconnects now (for a checkpoint) and reads the next new element (or the end),
-        kept for ``__next__``: the stream needs its first message to be known, and has
-        then delivered everything handed out. An earlier read-ahead is dropped: it was
-        never handed out, and the reader delivers it again."""
-        self._pending.clear()
-        self._pending.append(self._read())
-
-    def _with_retries(self, step: Any) -> Any:
-        """``step()``, reconnecting after connection failures as the policy allows."""
-        failures = 0
-        while True:
-            try:
-                return step()
-            except (pa.ArrowException, ReaderdError, _Cut) as exc:
-                err = ReaderdError("UNAVAILABLE", str(exc)) if isinstance(exc, _Cut) else from_arrow(exc)
-                if err.code not in RETRYABLE:
-                    self._closed = True
-                    self._drop_connection()
-                    raise err from exc
-                self._drop_connection()
-                failures += 1
-                if failures > self._retry.attempts:
-                    self._closed = True
-                    raise ReaderdError(
-                        "UNAVAILABLE",
-                        f"gave up after {self._retry.attempts} reconnection attempts to {self._client.location}: "
-                        f"{err.message}",
-                    ) from exc
-                time.sleep(self._retry.delay(failures))
-
-    def _drop_connection(self) -> None:
-        reader, connection = self._reader, self._connection
-        self._reader = self._connection = None
-        if reader is not None:
-            try:
-                reader.cancel()
-            except Exception:
-                pass
-        if connection is not None:
-            try:
-                connection.close()
-            except Exception:
-                pass

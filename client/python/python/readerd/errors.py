@@ -1,5 +1,6 @@
 """``ReaderdError``: a server (or connection) failure with its gRPC status code name.
 
+The native client raises it with the status's code and message. For Arrow Flight users,
 pyarrow turns a Flight call's gRPC status into one of several exception classes
 (``FlightUnavailableError``, ``ArrowInvalid``, ``ArrowKeyError``, ...) whose message reads
 ``Flight returned data loss error, with message: <server message>. gRPC client debug
@@ -10,9 +11,6 @@ code name (``DATA_LOSS``) and the server's own message from it.
 from __future__ import annotations
 
 import re
-
-import pyarrow as pa
-import pyarrow.flight as flight
 
 __all__ = ["ReaderdError", "from_arrow", "RETRYABLE"]
 
@@ -48,18 +46,23 @@ _PHRASES = {
     "unauthenticated": "UNAUTHENTICATED",
 }
 
-# The exception class when the text says nothing better.
-_CLASSES: list[tuple[type, str]] = [
-    (flight.FlightUnavailableError, "UNAVAILABLE"),
-    (flight.FlightTimedOutError, "DEADLINE_EXCEEDED"),
-    (flight.FlightCancelledError, "CANCELLED"),
-    (flight.FlightUnauthenticatedError, "UNAUTHENTICATED"),
-    (flight.FlightUnauthorizedError, "PERMISSION_DENIED"),
-    (flight.FlightInternalError, "INTERNAL"),
-    (pa.ArrowInvalid, "INVALID_ARGUMENT"),
-    (pa.ArrowKeyError, "NOT_FOUND"),
-    (pa.ArrowNotImplementedError, "UNIMPLEMENTED"),
-]
+
+def _classes() -> list[tuple[type, str]]:
+    """The code of each pyarrow exception class, when the text says nothing better."""
+    import pyarrow as pa
+    import pyarrow.flight as flight
+
+    return [
+        (flight.FlightUnavailableError, "UNAVAILABLE"),
+        (flight.FlightTimedOutError, "DEADLINE_EXCEEDED"),
+        (flight.FlightCancelledError, "CANCELLED"),
+        (flight.FlightUnauthenticatedError, "UNAUTHENTICATED"),
+        (flight.FlightUnauthorizedError, "PERMISSION_DENIED"),
+        (flight.FlightInternalError, "INTERNAL"),
+        (pa.ArrowInvalid, "INVALID_ARGUMENT"),
+        (pa.ArrowKeyError, "NOT_FOUND"),
+        (pa.ArrowNotImplementedError, "UNIMPLEMENTED"),
+    ]
 
 _DEBUG = re.compile(r"gRPC client debug context: ([A-Z_]+):(.*?)(?:\. Client context:.*)?$", re.S)
 _RETURNED = re.compile(r"returned ([a-z -]+?) error, with message: (.*?)(?:\. gRPC client debug context:.*)?$", re.S)
@@ -76,7 +79,7 @@ class ReaderdError(Exception):
 
 
 def from_arrow(exc: BaseException) -> ReaderdError:
-    """The :class:`ReaderdError` a pyarrow (Flight) exception stands for."""
+    """The :class:`ReaderdError` a pyarrow (Flight) exception stands for (needs pyarrow)."""
     if isinstance(exc, ReaderdError):
         return exc
     text = str(exc)
@@ -86,7 +89,7 @@ def from_arrow(exc: BaseException) -> ReaderdError:
     found = _RETURNED.search(text)
     if found and found.group(1) in _PHRASES:
         return ReaderdError(_PHRASES[found.group(1)], found.group(2))
-    for cls, code in _CLASSES:
+    for cls, code in _classes():
         if isinstance(exc, cls):
             return ReaderdError(code, text)
     return ReaderdError("UNKNOWN", text)

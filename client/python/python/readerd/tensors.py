@@ -1,6 +1,11 @@
-"""Arrow record batches of readerd's Flight plane back to numpy tensors.
+"""The tensor types of the Python client, and Arrow record batches of readerd's Flight
+plane back to them (:func:`decode_batch`, for pyarrow users; it needs pyarrow).
 
-The layout (``server/src/columns.rs``): one row per example of a batch (one row for an
+The native client (``readerd._native``) makes dense numeric tensors as read-only numpy
+arrays over the received buffers, STRING tensors as :class:`Strings` (zero-copy values),
+and sparse and ragged ones as :class:`Sparse` and :class:`Ragged` below.
+
+On the Flight plane, the layout (``server/src/columns.rs``): one row per example of a batch (one row for an
 unbatched element), one column per feature, field metadata ``readerd.dtype`` and
 ``readerd.kind``, and each batch's ``app_metadata`` holds the full ``shapes`` of its dense
 and sparse tensors and the static shapes of its ragged ones (``readerd.ragged_rank`` in
@@ -18,9 +23,10 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 import numpy as np
-import pyarrow as pa
 
-__all__ = ["Sparse", "Ragged", "Tensor", "decode_batch"]
+from ._native import Strings
+
+__all__ = ["Sparse", "Ragged", "Strings", "Tensor", "decode_batch"]
 
 
 @dataclass(frozen=True)
@@ -51,19 +57,25 @@ class Ragged:
         return len(self.nested_row_splits)
 
 
-Tensor = Union[np.ndarray, Sparse, Ragged]
-
-_LISTS = (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)
+Tensor = Union[np.ndarray, Strings, Sparse, Ragged]
 
 
 def _storage(array: pa.Array) -> pa.Array:
+    import pyarrow as pa
+
     return array.storage if isinstance(array, pa.ExtensionArray) else array
+
+
+def _is_list(array: pa.Array) -> bool:
+    import pyarrow as pa
+
+    return isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray))
 
 
 def _leaf(array: pa.Array) -> pa.Array:
     """The flat values under every list level of ``array`` (slices respected, no copy)."""
     array = _storage(array)
-    while isinstance(array, _LISTS):
+    while _is_list(array):
         array = _storage(array.flatten())
     return array
 
@@ -90,6 +102,8 @@ def _row_splits(array: pa.Array) -> np.ndarray:
 
 
 def _ragged(column: pa.Array, metadata: dict, shape: list, batched: bool) -> Ragged:
+    import pyarrow as pa
+
     dtype = metadata[b"readerd.dtype"].decode()
     ragged_rank = int(metadata[b"readerd.ragged_rank"])
     splits_dtype = np.int32 if metadata.get(b"readerd.row_splits_dtype") == b"INT32" else np.int64

@@ -1,0 +1,285 @@
+//! `Stream`: one reader stream as the Python `readerd.Stream` drives it.
+//!
+//! - A private reader reads through `ResumingStream` from the first address that answers:
+//!   a lost server is reconnected to (the next address, with backoff) and the stream
+//!   resumes from its newest checkpoint with nothing lost or repeated.
+//! - A shared reader on one address reads through `ResumingStream` too, reattaching by
+//!   name; asking for the next element acknowledges the one before.
+//! - A shared reader on several addresses (replicas of a cluster) reads through
+//!   `ReplicaSession`, from all of them at once, surviving a replica's death.
+//!
+//! Every wait (the network, decoding) happens with the GIL released; an element reaches
+//! Python as `(seq, keys, {feature: tensor})`, its tensors made by [`crate::arrays`].
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use readerd_client::replicas::ReplicaSession;
+use readerd_client::{Event, Reconnect, ResumingStream, StreamError, status_code, v1 as pb};
+
+use crate::arrays;
+use crate::calls::connect_options;
+use crate::errors::{bad_json, from_stream, reader_error};
+use crate::runtime::wait;
+
+enum Source {
+    One(Box<ResumingStream>),
+    Replicas(Box<ReplicaSession>),
+}
+
+/// An element as Python receives it: `(seq, keys, {feature: tensor})`.
+type Item<'py> = (i64, Bound<'py, PyList>, Bound<'py, PyDict>);
+
+struct State {
+    /// `None` once closed: the connections are dropped.
+    source: Option<Source>,
+    /// The `seq` of the last element handed out (-1: none yet).
+    seq: i64,
+    /// (stream id, seq) of the last acknowledgement of a shared reader on one server.
+    acknowledged: Option<(String, i64)>,
+    /// The newest checkpoint, where the source keeps none (a replicated shared reader's
+    /// whole-job checkpoints) or is gone (closed): (token, after seq).
+    kept_checkpoint: Option<(String, i64)>,
+    /// Reconnections of a closed stream's source.
+    kept_reconnects: u64,
+    ended: bool,
+}
+
+/// A reader stream; see the module documentation.
+#[pyclass(module = "readerd._native")]
+pub struct Stream {
+    state: Mutex<State>,
+    shared: bool,
+}
+
+impl Stream {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl State {
+    fn source(&mut self) -> PyResult<&mut Source> {
+        self.source.as_mut().ok_or_else(|| reader_error("FAILED_PRECONDITION", "the stream is closed"))
+    }
+}
+
+/// Acknowledges what a shared reader's stream on one server handed out. A connection that
+/// is gone (UNAVAILABLE) or a stream that ended there (NOT_FOUND) is no failure: the
+/// server redelivers what was not acknowledged.
+async fn acknowledge_one(stream: &mut ResumingStream, acknowledged: &mut Option<(String, i64)>) -> PyResult<()> {
+    let mark = (stream.stream_id().to_owned(), stream.last_seq());
+    if mark.1 < 0 || acknowledged.as_ref() == Some(&mark) {
+        return Ok(());
+    }
+    match stream.acknowledge().await {
+        Ok(()) => {
+            *acknowledged = Some(mark);
+            Ok(())
+        }
+        Err(StreamError::Status(status))
+            if matches!(status_code(&status), tonic::Code::Unavailable | tonic::Code::NotFound) =>
+        {
+            Ok(())
+        }
+        Err(err) => Err(from_stream(&err)),
+    }
+}
+
+#[pymethods]
+impl Stream {
+    /// Opens `request` (a `ReadRequest` in proto3 JSON) on `addrs`.
+    #[new]
+    #[pyo3(signature = (addrs, request, *, attempts=10, initial_delay=0.1, max_delay=5.0, token=None, tls_root_certs=None, cert_chain=None, private_key=None, tls_domain=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        addrs: Vec<String>,
+        request: &str,
+        attempts: u32,
+        initial_delay: f64,
+        max_delay: f64,
+        token: Option<String>,
+        tls_root_certs: Option<Vec<u8>>,
+        cert_chain: Option<Vec<u8>>,
+        private_key: Option<Vec<u8>>,
+        tls_domain: Option<String>,
+    ) -> PyResult<Self> {
+        if addrs.is_empty() {
+            return Err(reader_error("INVALID_ARGUMENT", "no server address"));
+        }
+        let request: pb::ReadRequest = serde_json::from_str(request).map_err(|err| bad_json("ReadRequest", &err))?;
+        let options = connect_options(token, tls_root_certs, cert_chain, private_key, tls_domain);
+        let delay = |seconds: f64| {
+            Duration::try_from_secs_f64(seconds)
+                .map_err(|_| reader_error("INVALID_ARGUMENT", &format!("bad delay {seconds}")))
+        };
+        let reconnect = Reconnect { attempts, initial_delay: delay(initial_delay)?, max_delay: delay(max_delay)? };
+        let shared = request.reader.as_ref().is_some_and(|reader| !reader.shared_name.is_empty());
+        let source = wait(py, async move {
+            let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+            if shared && addrs.len() > 1 {
+                // `ReplicaSession::open` starts its streams on this runtime.
+                Ok(Source::Replicas(Box::new(ReplicaSession::open(&addrs, request, options))))
+            } else {
+                ResumingStream::open_with(&addrs, request, reconnect, options)
+                    .await
+                    .map(|stream| Source::One(Box::new(stream)))
+            }
+        })?
+        .map_err(|err| from_stream(&err))?;
+        let seq = match &source {
+            Source::One(stream) => stream.last_seq(),
+            Source::Replicas(_) => -1,
+        };
+        let state = State {
+            source: Some(source),
+            seq,
+            acknowledged: None,
+            kept_checkpoint: None,
+            kept_reconnects: 0,
+            ended: false,
+        };
+        Ok(Self { state: Mutex::new(state), shared })
+    }
+
+    /// The next element as `(seq, keys, {feature: tensor})`, or `None` at the end of the
+    /// data. A shared reader's elements handed out before are acknowledged first.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Option<Item<'py>>> {
+        let mut guard = self.state();
+        let state = &mut *guard;
+        if state.ended || state.source.is_none() {
+            return Ok(None);
+        }
+        let shared = self.shared;
+        let State { source, acknowledged, .. } = state;
+        let event = wait(py, async {
+            match source.as_mut().expect("checked above") {
+                Source::One(stream) => {
+                    if shared {
+                        acknowledge_one(stream, acknowledged).await?;
+                    }
+                    stream.next().await.map_err(|err| from_stream(&err))
+                }
+                Source::Replicas(session) => session.next().await.map_err(|err| from_stream(&err)),
+            }
+        })??;
+        let element = match event {
+            Some(Event::Element(element)) => element,
+            Some(Event::EndOfSequence { .. }) | None => {
+                state.ended = true;
+                return Ok(None);
+            }
+        };
+        state.seq = element.seq;
+        let keys = PyList::new(py, &element.keys)?;
+        let features = PyDict::new(py);
+        for feature in element.features {
+            let tensor = feature.tensor.ok_or_else(|| {
+                reader_error("DATA_LOSS", &format!("feature {} of element {} has no tensor", feature.name, element.seq))
+            })?;
+            features.set_item(&feature.name, arrays::tensor(py, &feature.name, tensor)?)?;
+        }
+        Ok(Some((element.seq, keys, features)))
+    }
+
+    /// Commits a checkpoint covering every element handed out; returns `(token, after_seq)`.
+    /// Of a shared reader on replicas, the checkpoint is the whole job's (resumable on any
+    /// number of replicas and consumers).
+    fn checkpoint(&self, py: Python<'_>) -> PyResult<(String, i64)> {
+        let mut guard = self.state();
+        let state = &mut *guard;
+        let seq = state.seq;
+        let source = state.source()?;
+        let replicated = matches!(source, Source::Replicas(_));
+        let token = wait(py, async {
+            match source {
+                Source::One(stream) => stream.checkpoint().await,
+                Source::Replicas(session) => session.checkpoint().await,
+            }
+        })?
+        .map_err(|err| from_stream(&err))?;
+        if replicated {
+            state.kept_checkpoint = Some((token.clone(), seq));
+        }
+        Ok((token, seq))
+    }
+
+    /// Acknowledges every element handed out (shared readers; nothing for private ones).
+    fn acknowledge(&self, py: Python<'_>) -> PyResult<()> {
+        if !self.shared {
+            return Ok(());
+        }
+        let mut guard = self.state();
+        let State { source, acknowledged, .. } = &mut *guard;
+        let Some(source) = source.as_mut() else { return Ok(()) };
+        wait(py, async {
+            match source {
+                Source::One(stream) => acknowledge_one(stream, acknowledged).await,
+                Source::Replicas(session) => session.acknowledge().await.map_err(|err| from_stream(&err)),
+            }
+        })?
+    }
+
+    /// Acknowledges what was handed out (committed, on replicas) and ends the stream. A
+    /// failure is not raised: the server then redelivers those elements.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let mut guard = self.state();
+        let State { source, acknowledged, ended, kept_checkpoint, kept_reconnects, .. } = &mut *guard;
+        let Some(mut source) = source.take() else { return Ok(()) };
+        if let Source::One(stream) = &source {
+            *kept_checkpoint = stream.last_checkpoint().map(|(token, after)| (token.to_owned(), after));
+            *kept_reconnects = stream.reconnects();
+        }
+        if self.shared && !*ended {
+            let _ = wait(py, async {
+                match &mut source {
+                    Source::One(stream) => acknowledge_one(stream, acknowledged).await,
+                    Source::Replicas(session) => session.close().await.map_err(|err| from_stream(&err)),
+                }
+            });
+        }
+        *ended = true;
+        // Dropping the streams (inside the runtime: their tasks are aborted there).
+        let _ = wait(py, async move { drop(source) });
+        Ok(())
+    }
+
+    /// The newest checkpoint this stream saw, automatic or asked for: `(token, after_seq)`.
+    #[getter]
+    fn last_checkpoint(&self) -> Option<(String, i64)> {
+        let state = self.state();
+        match &state.source {
+            Some(Source::One(stream)) => stream.last_checkpoint().map(|(token, after)| (token.to_owned(), after)),
+            _ => state.kept_checkpoint.clone(),
+        }
+    }
+
+    /// The `seq` of the last element handed out (-1 before the first; after a resumed
+    /// token's `after_seq` until the first).
+    #[getter]
+    fn seq(&self) -> i64 {
+        self.state().seq
+    }
+
+    /// The stream's id on its server (a replicated session's own id).
+    #[getter]
+    fn stream_id(&self) -> String {
+        match &self.state().source {
+            Some(Source::One(stream)) => stream.stream_id().to_owned(),
+            Some(Source::Replicas(session)) => session.session_id().to_owned(),
+            None => String::new(),
+        }
+    }
+
+    #[getter]
+    fn reconnects(&self) -> u64 {
+        let state = self.state();
+        match &state.source {
+            Some(Source::One(stream)) => stream.reconnects(),
+            _ => state.kept_reconnects,
+        }
+    }
+}

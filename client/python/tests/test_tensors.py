@@ -8,6 +8,7 @@ import json
 import struct
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.flight as pa_flight
 import pytest
@@ -209,3 +210,26 @@ def test_ragged_columns_for_any_arrow_client(server, data_root: Path) -> None:
     chunk = reader.read_chunk()
     assert json.loads(chunk.app_metadata.to_pybytes())["shapes"]["quads"] == [4, None, 2, None]
     assert chunk.data.column("quads").to_pylist()[1] == [[[0], [1]], [[2, 3], []]]
+
+
+def test_strings_are_views_of_the_received_bytes(server, data_root: Path) -> None:
+    """A STRING tensor is a ``readerd.Strings``: bytes on demand, zero-copy ``uint8`` views,
+    lengths, nested lists and object arrays, all of the same values."""
+    write_data(data_root)
+    with readerd.Client(server.addr).read(specs()["example_batched"]) as stream:
+        batch = next(stream)
+    names = batch["name"]
+    expected = [b"\x00\xffn%d" % i for i in range(4)]
+    assert isinstance(names, readerd.Strings) and names.shape == (4,) and names.ndim == 1 and len(names) == 4
+    assert [names[i] for i in range(4)] == expected and names[-1] == expected[3] and list(names) == expected
+    assert names.tolist() == expected and np.asarray(names).tolist() == expected
+    assert names.lengths.tolist() == [len(v) for v in expected] and names.nbytes == sum(map(len, expected))
+    view = names.view(1)
+    assert view.dtype == np.uint8 and view.tobytes() == expected[1]
+    assert not view.flags.writeable and not view.flags.owndata
+    with pytest.raises(IndexError):
+        names[4]
+    with pytest.raises(IndexError):
+        names.view(4)
+    words = batch["words"].values  # a sparse tensor's values: Strings too
+    assert isinstance(words, readerd.Strings) and words.tolist() == [b"w0", b"w0", b"w1"]

@@ -6,6 +6,18 @@ WORKDIR /src
 COPY . .
 RUN cargo build --release --locked --bin readerd --bin readerctl
 
+# The Python client's wheel: its native core (client/python/src) builds with the Rust
+# toolchain, so trainer images take the wheel from here (docker build --target trainer).
+FROM build AS python-wheel
+RUN apt-get update && apt-get install -y --no-install-recommends python3-venv \
+ && python3 -m venv /venv && /venv/bin/pip install --quiet "maturin>=1.7,<2" \
+ && /venv/bin/maturin build --release --locked --manifest-path client/python/Cargo.toml --out /wheels
+
+FROM python:3.11-slim AS trainer
+COPY --from=python-wheel /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl
+COPY examples /examples
+
 FROM debian:bookworm-slim
 RUN useradd --system --uid 10001 --home-dir /state readerd \
  && mkdir -p /data /state && chown readerd /state

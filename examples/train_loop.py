@@ -109,7 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--make-data", metavar="DIR", help="write DIR/train.csv and DIR/train.json, then exit")
     parser.add_argument("--rows", type=int, default=2000, help="rows of --make-data")
-    parser.add_argument("--addr", default="127.0.0.1:50051", help="readerd address (host:port)")
+    parser.add_argument("--addr", default="127.0.0.1:50051", help="readerd address (host:port), or several replicas' (a,b,c): the first that answers")
     parser.add_argument("--data-spec", help="dataset spec JSON (proto3 JSON of readerd.v1.DatasetSpec)")
     parser.add_argument("--state-file", help="where the step, token and weights are saved")
     parser.add_argument("--steps", type=int, default=200, help="train this many steps (batches) in all")

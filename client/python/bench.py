@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Loopback throughput of readerd's Python client against bare Arrow Flight, in one run.
+"""Loopback throughput of readerd's Python client against bare Arrow Flight, in one run
+(the readerd package must be installed: ``pip install ./client/python``).
 
 Writes an images-like dataset (tf.train.Example: a ~110 KB ``image`` bytes feature,
 ``label`` int64, ``shape`` int64x3), starts a readerd on it (unless ``--addr`` is given),
 then reads the same ticket repeatedly with
 
   (a) ``pyarrow.flight`` ``do_get`` reading every chunk (the transport's limit),
-  (b) ``readerd.Client.read`` yielding ``{feature: numpy array}`` dicts, and
+  (b) ``readerd.Client.read`` (the native client) yielding ``{feature: tensor}`` dicts,
+      touching every value (``len()`` of each image as a zero-copy view), and
   (c) the Rust client over readerd.v1 gRPC (``readerctl bench``, one consumer),
 
 and reports records/s and MB/s (bytes of decoded tensors delivered) of each, the time
@@ -23,7 +25,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,9 +33,8 @@ from typing import Callable, Optional
 import numpy as np
 import pyarrow.flight as flight
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import readerd  # noqa: E402
-from readerd.tfrecord import common_prefix, example, write_tfrecord  # noqa: E402
+import readerd
+from readerd.tfrecord import common_prefix, example, write_tfrecord
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE_BYTES = 110 * 1024
@@ -75,6 +75,8 @@ def start_readerd(binary: str, data_root: Path, state_dir: Path) -> tuple[subpro
 
 
 def tensor_bytes(tensor: readerd.Tensor) -> int:
+    if isinstance(tensor, readerd.Strings):
+        return sum(len(tensor.view(i)) for i in range(tensor.size))
     if isinstance(tensor, np.ndarray):
         return sum(len(v) for v in tensor.reshape(-1)) if tensor.dtype == object else tensor.nbytes
     if isinstance(tensor, readerd.Sparse):

@@ -20,11 +20,14 @@ Copies happen only where numpy has no equivalent type: strings become object arr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 
 from ._native import Strings
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["Sparse", "Ragged", "Strings", "Tensor", "decode_batch"]
 

@@ -1,0 +1,95 @@
+"""``readerd.tf.dataset`` against TensorFlow's own pipeline on the same files: the same
+``element_spec`` and the same values (dense, sparse, ragged, strings; Examples and CSV).
+
+Runs where TensorFlow is installed (``pip install tensorflow-cpu``); ``.ci/run`` does not
+install it (about 600 MB), so in CI these tests are skipped unless the machine has it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+import readerd.tf  # noqa: E402
+from readerd.tfrecord import example, write_tfrecord  # noqa: E402
+
+FEATURES = {
+    "label": {"fixedLen": {"dtype": "INT64", "shape": []}},
+    "x": {"fixedLen": {"dtype": "FLOAT32", "shape": [2]}},
+    "name": {"fixedLen": {"dtype": "STRING", "shape": []}},
+    "tok": {"varLen": {"dtype": "INT64"}},
+    "seq": {"fixedLenSequence": {"dtype": "FLOAT32", "shape": [], "allowMissing": True}},
+    "pairs": {"sparse": {"indexKeys": ["ix"], "valueKey": "vals", "dtype": "FLOAT32", "size": [10]}},
+    "spans": {"ragged": {"dtype": "FLOAT32", "valueKey": "spans", "partitions": [{"rowLengths": "span_lens"}],
+                         "rowSplitsDtype": "INT64"}},
+}  # fmt: skip
+
+TF_FEATURES = {
+    "label": tf.io.FixedLenFeature([], tf.int64),
+    "x": tf.io.FixedLenFeature([2], tf.float32),
+    "name": tf.io.FixedLenFeature([], tf.string),
+    "tok": tf.io.VarLenFeature(tf.int64),
+    "seq": tf.io.FixedLenSequenceFeature([], tf.float32, allow_missing=True),
+    "pairs": tf.io.SparseFeature("ix", "vals", tf.float32, 10),
+    "spans": tf.io.RaggedFeature(tf.float32, value_key="spans",
+                                 partitions=[tf.io.RaggedFeature.RowLengths("span_lens")], row_splits_dtype=tf.int64),
+}  # fmt: skip
+
+
+def write_examples(path: Path, n: int) -> None:
+    records = []
+    for i in range(n):
+        records.append(example({
+            "label": i, "x": [i * 0.5, -1.0], "name": b"n%d" % i, "tok": list(range(i % 3)),
+            "seq": [float(j) for j in range(i % 4 + 1)], "ix": [i % 10], "vals": [i * 0.25],
+            "span_lens": [i % 2, 1], "spans": [float(j) for j in range(i % 2 + 1)],
+        }))  # fmt: skip
+    write_tfrecord(path, records)
+
+
+def plain(value):
+    """A tensor's values as nested Python lists, whatever its kind."""
+    if isinstance(value, tf.SparseTensor):
+        return [value.indices.numpy().tolist(), value.values.numpy().tolist(), value.dense_shape.numpy().tolist()]
+    if isinstance(value, tf.RaggedTensor):
+        return value.to_list()
+    array = value.numpy()
+    return array.tolist() if isinstance(array, np.ndarray) else array
+
+
+@pytest.mark.parametrize("pipeline", [{"batchSize": 4}, {"batchSize": 4, "dropRemainder": True}, {}])
+def test_examples_as_tensorflow_parses_them(server, data_root: Path, pipeline: dict) -> None:
+    write_examples(data_root / "ex.tfrecord", 10)
+    spec = {"source": {"files": ["ex.tfrecord"], "format": "TFRECORD"}, "decoder": {"example": {"features": FEATURES}},
+            "pipeline": pipeline}  # fmt: skip
+    ours = readerd.tf.dataset(server.addr, spec)
+    theirs = tf.data.TFRecordDataset(str(data_root / "ex.tfrecord"))
+    if pipeline:
+        theirs = theirs.batch(4, drop_remainder=bool(pipeline.get("dropRemainder")))
+        theirs = theirs.map(lambda x: tf.io.parse_example(x, TF_FEATURES))
+    else:
+        theirs = theirs.map(lambda x: tf.io.parse_single_example(x, TF_FEATURES))
+    assert ours.element_spec == theirs.element_spec
+    got, expected = list(ours), list(theirs)
+    assert len(got) == len(expected) == (2 if pipeline.get("dropRemainder") else 3 if pipeline else 10)
+    for a, b in zip(got, expected):
+        assert {k: plain(v) for k, v in a.items()} == {k: plain(v) for k, v in b.items()}
+
+
+def test_csv_columns_as_decode_csv_gives_them(server, data_root: Path) -> None:
+    (data_root / "t.csv").write_text("1,2.5,a\n2,,b\n3,4,c\n")
+    columns = [{"name": "id", "dtype": "INT64"}, {"name": "price", "dtype": "FLOAT32", "default": {"floatValues": [0.0]}},
+               {"name": "city", "dtype": "STRING"}]  # fmt: skip
+    spec = {"source": {"files": ["t.csv"], "format": "CSV"}, "decoder": {"csv": {"columns": columns}},
+            "pipeline": {"batchSize": 2}}  # fmt: skip
+    ours = readerd.tf.dataset(server.addr, spec)
+    theirs = tf.data.experimental.CsvDataset(str(data_root / "t.csv"), [tf.int64, [0.0], tf.string]).batch(2)
+    theirs = theirs.map(lambda i, p, c: {"id": i, "price": p, "city": c})
+    assert ours.element_spec == theirs.element_spec
+    for a, b in zip(list(ours), list(theirs), strict=True):
+        assert {k: plain(v) for k, v in a.items()} == {k: plain(v) for k, v in b.items()}
+    assert np.isclose(list(ours)[0]["price"].numpy(), [2.5, 0.0]).all()

@@ -10,6 +10,8 @@
 //! - [`allocator`]: glibc's allocator tuned for large batches (both binaries, trainers).
 //! - [`codec`]: the gRPC codec of the generated services (prost, large messages encoded
 //!   into one reservation).
+//! - [`frames`]: `ReadResponse` messages as gRPC frames whose tensor payloads are sent from
+//!   their own buffers, not copied (the server's `Read` streams).
 //! - [`rows`]: a large batch as several messages by rows (`ReadRequest.max_message_bytes`),
 //!   split by the server and joined by clients.
 //! - [`keys`]: an element's record keys, as strings or as the table the server sends.
@@ -20,6 +22,7 @@
 
 pub mod allocator;
 pub mod codec;
+pub mod frames;
 pub mod keys;
 pub mod rows;
 

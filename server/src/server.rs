@@ -23,7 +23,7 @@ use crate::checkpoint::Checkpointer;
 use crate::cluster::{Cluster, LeaseTimes, Ledger};
 use crate::config::{Config, StateUrl};
 use crate::flight::FlightPlane;
-use crate::grpc::DataService;
+use crate::grpc::{DataService, ReadWithoutCopies};
 use crate::limits::{FileBudget, Limits, RateLimiter};
 use crate::pipeline::PipelineEnv;
 use crate::pipeline::cache::RecordCache;
@@ -214,7 +214,7 @@ fn data_and_flight_services<F: Interceptor + Clone>(
     config: &Config,
     data: DataService,
     check: F,
-) -> (InterceptedService<DataServiceServer, F>, InterceptedService<FlightServiceServer<FlightPlane>, F>) {
+) -> (InterceptedService<ReadWithoutCopies, F>, InterceptedService<FlightServiceServer<FlightPlane>, F>) {
     // A message holds at least one record, which may be as large as the record limit, or
     // a whole batch, up to the batch limit.
     let largest_payload = usize::try_from(config.max_record_bytes).unwrap_or(usize::MAX).max(config.max_batch_bytes);
@@ -224,9 +224,7 @@ fn data_and_flight_services<F: Interceptor + Clone>(
         .max_decoding_message_size(config.max_request_bytes)
         .max_encoding_message_size(max_message);
     let flight_service = InterceptedService::new(flight_service, check.clone());
-    let data_service = DataServiceServer::from_arc(data)
-        .max_decoding_message_size(config.max_request_bytes)
-        .max_encoding_message_size(max_message);
+    let data_service = ReadWithoutCopies::new(data, config.max_request_bytes, max_message);
     (InterceptedService::new(data_service, check), flight_service)
 }
 

@@ -2,8 +2,10 @@
 //! registry and readers (blocking work on blocking threads) and the result into a reply.
 //! [`DataService::open_stream`] starts the task that feeds a stream; that task is in
 //! `grpc/stream.rs` (reading chunks, backpressure, redelivery, automatic checkpoints, the
-//! last message and the wait for acknowledgements).
+//! last message and the wait for acknowledgements). [`ReadWithoutCopies`] (in
+//! `grpc/read_frames.rs`) serves the handlers, `Read`'s streams without payload copies.
 
+mod read_frames;
 mod stream;
 
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use crate::checkpoint::{Checkpointer, OpenStream, Streams};
 use crate::error::{Result, ServeError};
 use crate::reader::{Reader, ReaderStats};
 use crate::registry::ReaderRegistry;
+pub use read_frames::ReadWithoutCopies;
 use stream::{AutoCheckpoints, stream_elements};
 
 /// Records one `ReadUpTo` call may ask for.

@@ -1,0 +1,292 @@
+//! gRPC frames of `ReadResponse` messages whose payloads are not copied: [`Frames`].
+//!
+//! tonic's codec encodes each message into one buffer, so every tensor byte of a batch is
+//! copied once on its way to the socket. Here a message is written as a sequence of
+//! chunks instead: the gRPC frame header and the protobuf framing (tags, lengths, small
+//! fields) go into a small buffer, and every payload (`DenseTensor.data`, each of
+//! `DenseTensor.strings`) of at least [`PAYLOAD_SLICE_BYTES`] becomes a chunk of its own,
+//! a `Bytes` handle on the buffer it already lives in (the decoded record). HTTP/2 then
+//! writes those handles to the socket. The bytes on the wire are exactly prost's
+//! encoding of the message (fields in field-number order, proto3 defaults left out), so
+//! any gRPC client decodes them.
+
+use std::collections::VecDeque;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use prost::Message;
+use prost::encoding::{WireType, encode_key, encode_varint};
+
+use crate::v1 as pb;
+
+/// Payloads at least this large are sent from their own buffers; smaller ones are copied
+/// into the framing (a chunk costs more than copying a few KiB).
+pub const PAYLOAD_SLICE_BYTES: usize = 8 << 10;
+
+/// Chunks of encoded gRPC messages, in order.
+#[derive(Debug, Default)]
+pub struct Frames {
+    chunks: VecDeque<Bytes>,
+    /// Framing not yet made a chunk.
+    small: BytesMut,
+}
+
+impl Frames {
+    /// Appends `message` as one gRPC frame (uncompressed), unless its encoding is longer
+    /// than `max_bytes` (then `RESOURCE_EXHAUSTED`, nothing appended).
+    pub fn push(&mut self, message: &pb::ReadResponse, max_bytes: usize) -> Result<(), tonic::Status> {
+        let len = message.encoded_len();
+        let header = u32::try_from(len).ok().filter(|_| len <= max_bytes).ok_or_else(|| {
+            tonic::Status::resource_exhausted(format!("a message of {len} bytes is over the limit of {max_bytes}"))
+        })?;
+        self.small.put_u8(0);
+        self.small.put_u32(header);
+        match &message.kind {
+            Some(pb::read_response::Kind::Element(element)) => {
+                encode_key(1, WireType::LengthDelimited, &mut self.small);
+                encode_varint(element.encoded_len() as u64, &mut self.small);
+                self.element(element);
+            }
+            _ => message.encode_raw(&mut self.small),
+        }
+        Ok(())
+    }
+
+    /// Whether a chunk is waiting, or at least `framing` bytes of framing.
+    pub fn ready(&self, framing: usize) -> bool {
+        !self.chunks.is_empty() || self.small.len() >= framing
+    }
+
+    /// The next chunk, the framing written so far included; `None` when all are taken.
+    pub fn pop(&mut self) -> Option<Bytes> {
+        if let Some(chunk) = self.chunks.pop_front() {
+            return Some(chunk);
+        }
+        (!self.small.is_empty()).then(|| self.small.split().freeze())
+    }
+
+    fn payload(&mut self, tag: u32, bytes: &Bytes) {
+        encode_key(tag, WireType::LengthDelimited, &mut self.small);
+        encode_varint(bytes.len() as u64, &mut self.small);
+        if bytes.len() < PAYLOAD_SLICE_BYTES {
+            self.small.extend_from_slice(bytes);
+        } else {
+            if !self.small.is_empty() {
+                self.chunks.push_back(self.small.split().freeze());
+            }
+            self.chunks.push_back(bytes.clone());
+        }
+    }
+
+    /// A length-delimited field holding `len` bytes, written next by the caller.
+    fn nested(&mut self, tag: u32, len: usize) {
+        encode_key(tag, WireType::LengthDelimited, &mut self.small);
+        encode_varint(len as u64, &mut self.small);
+    }
+
+    fn element(&mut self, element: &pb::Element) {
+        use prost::encoding::{bool, int64, message, string};
+        if element.seq != 0 {
+            int64::encode(1, &element.seq, &mut self.small);
+        }
+        string::encode_repeated(2, &element.keys, &mut self.small);
+        for feature in &element.features {
+            self.nested(3, feature.encoded_len());
+            if !feature.name.is_empty() {
+                string::encode(1, &feature.name, &mut self.small);
+            }
+            if let Some(tensor) = &feature.tensor {
+                self.nested(2, tensor.encoded_len());
+                self.tensor(tensor);
+            }
+        }
+        if element.more_rows {
+            bool::encode(4, &element.more_rows, &mut self.small);
+        }
+        if let Some(table) = &element.key_table {
+            message::encode(5, table, &mut self.small);
+        }
+        if let Some(records) = &element.records {
+            message::encode(6, records, &mut self.small);
+        }
+    }
+
+    fn tensor(&mut self, tensor: &pb::Tensor) {
+        match &tensor.kind {
+            None => {}
+            Some(pb::tensor::Kind::Dense(dense)) => self.dense_field(1, dense),
+            Some(pb::tensor::Kind::Sparse(sparse)) => {
+                self.nested(2, sparse.encoded_len());
+                for (tag, part) in [(1, &sparse.indices), (2, &sparse.values), (3, &sparse.dense_shape)] {
+                    if let Some(dense) = part {
+                        self.dense_field(tag, dense);
+                    }
+                }
+            }
+            Some(pb::tensor::Kind::Ragged(ragged)) => {
+                self.nested(3, ragged.encoded_len());
+                if let Some(flat) = &ragged.flat_values {
+                    self.dense_field(1, flat);
+                }
+                for splits in &ragged.nested_row_splits {
+                    self.dense_field(2, splits);
+                }
+                prost::encoding::int64::encode_packed(3, &ragged.shape, &mut self.small);
+            }
+        }
+    }
+
+    fn dense_field(&mut self, tag: u32, dense: &pb::DenseTensor) {
+        use prost::encoding::{int32, int64};
+        self.nested(tag, dense.encoded_len());
+        if dense.dtype != 0 {
+            int32::encode(1, &dense.dtype, &mut self.small);
+        }
+        int64::encode_packed(2, &dense.shape, &mut self.small);
+        if !dense.data.is_empty() {
+            self.payload(3, &dense.data);
+        }
+        for value in &dense.strings {
+            self.payload(4, value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use prost::Message;
+
+    use super::{Frames, PAYLOAD_SLICE_BYTES};
+    use crate::v1 as pb;
+
+    fn dense(dtype: pb::DataType, shape: Vec<i64>, data: Vec<u8>, strings: Vec<Vec<u8>>) -> pb::DenseTensor {
+        pb::DenseTensor {
+            dtype: dtype as i32,
+            shape,
+            data: Bytes::from(data),
+            strings: strings.into_iter().map(Bytes::from).collect(),
+        }
+    }
+
+    fn feature(name: &str, kind: pb::tensor::Kind) -> pb::Feature {
+        pb::Feature { name: name.into(), tensor: Some(pb::Tensor { kind: Some(kind) }) }
+    }
+
+    /// Every kind of tensor, payloads below and above the slicing size, empty ones and
+    /// proto3 defaults (seq 0, dtype 0, no name).
+    fn messages() -> Vec<pb::ReadResponse> {
+        let big = vec![7u8; PAYLOAD_SLICE_BYTES + 3];
+        let element = |seq| pb::Element {
+            seq,
+            keys: vec!["a.tfrecord:0".into(), "a.tfrecord:19".into()],
+            features: vec![
+                feature(
+                    "image",
+                    pb::tensor::Kind::Dense(dense(
+                        pb::DataType::String,
+                        vec![2],
+                        vec![],
+                        vec![big.clone(), b"x".to_vec()],
+                    )),
+                ),
+                feature("x", pb::tensor::Kind::Dense(dense(pb::DataType::Float32, vec![2, 2], vec![1; 16], vec![]))),
+                feature(
+                    "wide",
+                    pb::tensor::Kind::Dense(dense(pb::DataType::Uint8, vec![big.len() as i64], big.clone(), vec![])),
+                ),
+                feature("", pb::tensor::Kind::Dense(dense(pb::DataType::DtInvalid, vec![], vec![], vec![vec![]]))),
+                feature(
+                    "tok",
+                    pb::tensor::Kind::Sparse(pb::SparseTensor {
+                        indices: Some(dense(pb::DataType::Int64, vec![1, 2], vec![0; 16], vec![])),
+                        values: Some(dense(pb::DataType::Int64, vec![1], big[..8].to_vec(), vec![])),
+                        dense_shape: None,
+                    }),
+                ),
+                feature(
+                    "spans",
+                    pb::tensor::Kind::Ragged(pb::RaggedTensor {
+                        flat_values: Some(dense(
+                            pb::DataType::Float32,
+                            vec![big.len() as i64 / 4],
+                            big[..big.len() / 4 * 4].to_vec(),
+                            vec![],
+                        )),
+                        nested_row_splits: vec![dense(pb::DataType::Int64, vec![3], vec![2; 24], vec![])],
+                        shape: vec![2, -1],
+                    }),
+                ),
+            ],
+            more_rows: seq == 1,
+            key_table: (seq == 2).then(|| pb::KeyTable {
+                files: vec!["a".into()],
+                file: vec![0, 0],
+                number: vec![0, 19],
+            }),
+            records: (seq == 2).then(|| pb::RecordIds { epoch: vec![0], file: vec![1], number: vec![5] }),
+        };
+        vec![
+            pb::ReadResponse {
+                kind: Some(pb::read_response::Kind::Started(pb::StreamStarted {
+                    stream_id: "s-1".into(),
+                    first_seq: 0,
+                    replica_id: String::new(),
+                })),
+            },
+            pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element(0))) },
+            pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element(1))) },
+            pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element(2))) },
+            pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(pb::Element::default())) },
+            pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(pb::EndOfSequence { after_seq: 2 })) },
+            pb::ReadResponse { kind: None },
+        ]
+    }
+
+    #[test]
+    fn the_chunks_are_prosts_encoding_framed_for_grpc() {
+        let mut frames = Frames::default();
+        let mut expected = Vec::new();
+        for message in messages() {
+            frames.push(&message, usize::MAX).unwrap();
+            expected.push(0u8);
+            expected.extend_from_slice(&u32::try_from(message.encoded_len()).unwrap().to_be_bytes());
+            expected.extend_from_slice(&message.encode_to_vec());
+        }
+        let mut sent = Vec::new();
+        while let Some(chunk) = frames.pop() {
+            sent.extend_from_slice(&chunk);
+        }
+        assert_eq!(sent, expected);
+    }
+
+    #[test]
+    fn large_payloads_are_sent_from_their_own_buffers() {
+        let message = &messages()[1];
+        let Some(pb::read_response::Kind::Element(element)) = &message.kind else { unreachable!() };
+        let image = &element.features[0].tensor.as_ref().unwrap();
+        let Some(pb::tensor::Kind::Dense(image)) = &image.kind else { unreachable!() };
+        let mut frames = Frames::default();
+        frames.push(message, usize::MAX).unwrap();
+        let mut chunks = Vec::new();
+        while let Some(chunk) = frames.pop() {
+            chunks.push(chunk);
+        }
+        // The large image is a chunk of its own over the same memory: not copied.
+        assert!(
+            chunks
+                .iter()
+                .any(|chunk| chunk.as_ptr() == image.strings[0].as_ptr() && chunk.len() == image.strings[0].len())
+        );
+        // The small one was copied into the framing.
+        assert!(!chunks.iter().any(|chunk| chunk.as_ptr() == image.strings[1].as_ptr()));
+    }
+
+    #[test]
+    fn a_message_over_the_limit_is_refused_whole() {
+        let mut frames = Frames::default();
+        let message = &messages()[1];
+        let err = frames.push(message, message.encoded_len() - 1).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(frames.pop().is_none());
+    }
+}

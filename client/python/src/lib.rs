@@ -23,6 +23,10 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Batches of megabytes are allocated and freed many times a second: glibc keeps the
+    // freed memory for the next one instead of mapping fresh, zeroed pages each time
+    // (the tuning readerd's own binaries start with; bench/README.md).
+    readerd_proto::allocator::tune(None);
     module.add_class::<stream::Stream>()?;
     module.add_class::<calls::Connection>()?;
     module.add_class::<arrays::Strings>()?;

@@ -6,6 +6,8 @@
 use readerd_proto::keys;
 use readerd_proto::rows::RowJoiner;
 use readerd_proto::{http2, v1 as pb};
+
+use crate::read_call::ReadCall;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
@@ -86,6 +88,8 @@ pub type Service = pb::data_service_client::DataServiceClient<InterceptedService
 #[derive(Clone, Debug)]
 pub struct Client {
     service: Service,
+    /// The same channel and token, for `Read` made by hand (`read_call`).
+    raw: InterceptedService<Channel, BearerToken>,
 }
 
 impl Client {
@@ -138,10 +142,11 @@ impl Client {
     }
 
     pub fn from_channel(channel: Channel, token: BearerToken) -> Self {
+        let raw = InterceptedService::new(channel.clone(), token.clone());
         let service = pb::data_service_client::DataServiceClient::with_interceptor(channel, token)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Self { service }
+        Self { service, raw }
     }
 
     /// The generated client, for every call of `readerd.v1.DataService`.
@@ -184,7 +189,7 @@ impl Client {
         if request.max_message_bytes == 0 {
             request.max_message_bytes = MESSAGE_BYTES as i64;
         }
-        let mut inner = self.service.read(request).await?.into_inner();
+        let mut inner = ReadCall::open(&mut self.raw, &request, MAX_MESSAGE_BYTES).await?;
         let mut stream = ReadStream {
             inner: None,
             stream_id: String::new(),
@@ -223,7 +228,7 @@ impl Client {
 /// An open stream of elements. Its first message (the stream's id) is already read.
 #[derive(Debug)]
 pub struct ReadStream {
-    inner: Option<tonic::Streaming<pb::ReadResponse>>,
+    inner: Option<ReadCall>,
     /// For `Client::checkpoint` (empty for shared readers).
     pub stream_id: String,
     /// The seq of the first element (0, or after the checkpoint when resumed).

@@ -22,8 +22,10 @@
 //!   large batches should start with.
 //!
 //! Modules depend one way: the tools above use the private `client` ([`Client`],
-//! [`ReadStream`]), `status` (the status helpers), `payload` (an element's tensor bytes)
-//! and `rng` modules, which use none of them; this root only declares and re-exports.
+//! [`ReadStream`]; its `Read` calls are made by `read_call`, which decodes messages from
+//! the received HTTP/2 frames without copying them), `status` (the status helpers),
+//! `payload` (an element's tensor bytes) and `rng` modules, which use none of them; this
+//! root only declares and re-exports.
 
 pub mod bench;
 pub mod convert;
@@ -40,6 +42,7 @@ pub mod tfrecord;
 
 mod client;
 mod payload;
+mod read_call;
 mod rng;
 mod status;
 

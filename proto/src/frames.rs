@@ -1,4 +1,6 @@
-//! gRPC frames of `ReadResponse` messages whose payloads are not copied: [`Frames`].
+//! gRPC frames whose payloads are not copied: [`Frames`] writes `ReadResponse` messages
+//! (the server), [`Unframer`] reads messages back from the chunks HTTP/2 received (the
+//! client).
 //!
 //! tonic's codec encodes each message into one buffer, so every tensor byte of a batch is
 //! copied once on its way to the socket. Here a message is written as a sequence of
@@ -12,11 +14,128 @@
 
 use std::collections::VecDeque;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
 use crate::v1 as pb;
+
+/// The client's side: HTTP/2 hands over each DATA frame as `Bytes` (a slice of its read
+/// buffer); tonic would copy them into one decode buffer. The unframer keeps the chunks
+/// as they came and decodes each message from them, so a `bytes` field that lies within
+/// one chunk (the server sends each large payload as a chunk of its own) becomes a view
+/// of the received frame; one that straddles chunks is copied.
+#[derive(Debug, Default)]
+pub struct Unframer {
+    chunks: VecDeque<Bytes>,
+    buffered: usize,
+}
+
+impl Unframer {
+    pub fn push(&mut self, chunk: Bytes) {
+        self.buffered += chunk.len();
+        if !chunk.is_empty() {
+            self.chunks.push_back(chunk);
+        }
+    }
+
+    /// Bytes received and not yet decoded.
+    pub fn buffered(&self) -> usize {
+        self.buffered
+    }
+
+    /// The next whole message, `None` until all of it arrived. A message longer than
+    /// `max_bytes` is `RESOURCE_EXHAUSTED` (nothing of that size is held for it).
+    pub fn next_message<M: Message + Default>(&mut self, max_bytes: usize) -> Result<Option<M>, tonic::Status> {
+        if self.buffered < 5 {
+            return Ok(None);
+        }
+        let mut header = [0u8; 5];
+        let mut filled = 0;
+        for chunk in &self.chunks {
+            let take = (5 - filled).min(chunk.len());
+            header[filled..filled + take].copy_from_slice(&chunk[..take]);
+            filled += take;
+            if filled == 5 {
+                break;
+            }
+        }
+        if header[0] != 0 {
+            return Err(tonic::Status::unimplemented("a compressed message (readerd sends none)"));
+        }
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        if len > max_bytes {
+            return Err(tonic::Status::resource_exhausted(format!(
+                "a message of {len} bytes is over the limit of {max_bytes}"
+            )));
+        }
+        if self.buffered < 5 + len {
+            return Ok(None);
+        }
+        let mut taken = Taken { chunks: &mut self.chunks, remaining: 5 + len };
+        taken.advance(5);
+        let message =
+            M::decode(&mut taken).map_err(|err| tonic::Status::internal(format!("decoding a message: {err}")));
+        // Whatever the decoder left of the message is dropped with it.
+        let rest = taken.remaining;
+        taken.advance(rest);
+        self.buffered -= 5 + len;
+        message.map(Some)
+    }
+}
+
+/// The first `remaining` bytes of a queue of chunks, as a `Buf` that hands out slices of a
+/// chunk without copying.
+struct Taken<'a> {
+    chunks: &'a mut VecDeque<Bytes>,
+    remaining: usize,
+}
+
+impl bytes::Buf for Taken<'_> {
+    fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    fn chunk(&self) -> &[u8] {
+        match self.chunks.front() {
+            Some(front) => &front[..front.len().min(self.remaining)],
+            None => &[],
+        }
+    }
+
+    fn advance(&mut self, mut count: usize) {
+        assert!(count <= self.remaining, "advance past the message");
+        self.remaining -= count;
+        while count > 0 {
+            let front = self.chunks.front_mut().expect("the message's bytes are buffered");
+            if front.len() > count {
+                front.advance(count);
+                return;
+            }
+            count -= front.len();
+            self.chunks.pop_front();
+        }
+    }
+
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        assert!(len <= self.remaining, "copy past the message");
+        match self.chunks.front_mut() {
+            Some(front) if front.len() >= len => {
+                self.remaining -= len;
+                let bytes = front.split_to(len);
+                if front.is_empty() {
+                    self.chunks.pop_front();
+                }
+                bytes
+            }
+            _ => {
+                let mut copied = BytesMut::with_capacity(len);
+                copied.put((&mut *self).take(len));
+                copied.freeze()
+            }
+        }
+    }
+}
 
 /// Payloads at least this large are sent from their own buffers; smaller ones are copied
 /// into the framing (a chunk costs more than copying a few KiB).
@@ -156,7 +275,7 @@ mod tests {
     use bytes::Bytes;
     use prost::Message;
 
-    use super::{Frames, PAYLOAD_SLICE_BYTES};
+    use super::{Frames, PAYLOAD_SLICE_BYTES, Unframer};
     use crate::v1 as pb;
 
     fn dense(dtype: pb::DataType, shape: Vec<i64>, data: Vec<u8>, strings: Vec<Vec<u8>>) -> pb::DenseTensor {
@@ -279,6 +398,59 @@ mod tests {
         );
         // The small one was copied into the framing.
         assert!(!chunks.iter().any(|chunk| chunk.as_ptr() == image.strings[1].as_ptr()));
+    }
+
+    /// The encoder's chunks, cut again at `cut` bytes, read back by the unframer.
+    fn round_trip(cut: usize) -> (Vec<pb::ReadResponse>, Vec<Bytes>) {
+        let mut frames = Frames::default();
+        for message in messages() {
+            frames.push(&message, usize::MAX).unwrap();
+        }
+        let mut unframer = Unframer::default();
+        let mut chunks = Vec::new();
+        let mut decoded = Vec::new();
+        while let Some(mut chunk) = frames.pop() {
+            chunks.push(chunk.clone());
+            while !chunk.is_empty() {
+                unframer.push(chunk.split_to(cut.min(chunk.len())));
+                while let Some(message) = unframer.next_message::<pb::ReadResponse>(usize::MAX).unwrap() {
+                    decoded.push(message);
+                }
+            }
+        }
+        assert_eq!(unframer.buffered(), 0);
+        (decoded, chunks)
+    }
+
+    #[test]
+    fn the_unframer_reads_back_what_was_framed_however_it_is_cut() {
+        for cut in [1, 3, 5, 7, 1000, PAYLOAD_SLICE_BYTES, usize::MAX] {
+            assert_eq!(round_trip(cut).0, messages(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn payloads_received_whole_are_not_copied() {
+        let (decoded, chunks) = round_trip(usize::MAX);
+        let Some(pb::read_response::Kind::Element(element)) = &decoded[1].kind else { unreachable!() };
+        let Some(pb::tensor::Kind::Dense(image)) = &element.features[0].tensor.as_ref().unwrap().kind else {
+            unreachable!()
+        };
+        assert!(chunks.iter().any(|chunk| chunk.as_ptr() == image.strings[0].as_ptr()));
+    }
+
+    #[test]
+    fn the_unframer_refuses_what_it_cannot_take() {
+        let mut unframer = Unframer::default();
+        unframer.push(Bytes::from_static(&[0, 0, 0, 1, 0]));
+        let err = unframer.next_message::<pb::ReadResponse>(100).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        let mut unframer = Unframer::default();
+        unframer.push(Bytes::from_static(&[1, 0, 0, 0, 0]));
+        assert_eq!(unframer.next_message::<pb::ReadResponse>(100).unwrap_err().code(), tonic::Code::Unimplemented);
+        let mut unframer = Unframer::default();
+        unframer.push(Bytes::from_static(&[0, 0, 0, 0, 2, 0xff, 0xff]));
+        assert_eq!(unframer.next_message::<pb::ReadResponse>(100).unwrap_err().code(), tonic::Code::Internal);
     }
 
     #[test]

@@ -44,3 +44,15 @@ where
     let runtime = runtime()?;
     Ok(py.detach(|| runtime.block_on(future)))
 }
+
+/// Runs `task` as a task of the runtime (on its worker, beside the connections it reads)
+/// and waits for it with the GIL released. A task that panicked is a `RuntimeError`.
+pub fn run<F>(py: Python<'_>, task: F) -> PyResult<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let runtime = runtime()?;
+    py.detach(|| runtime.block_on(runtime.spawn(task)))
+        .map_err(|err| pyo3::exceptions::PyRuntimeError::new_err(format!("the client's task failed: {err}")))
+}

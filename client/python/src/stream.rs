@@ -22,7 +22,7 @@ use readerd_client::{Event, Reconnect, ResumingStream, StreamError, status_code,
 use crate::arrays;
 use crate::calls::connect_options;
 use crate::errors::{bad_json, from_stream, reader_error};
-use crate::runtime::wait;
+use crate::runtime::{run, wait};
 
 enum Source {
     One(Box<ResumingStream>),
@@ -69,7 +69,10 @@ impl State {
 /// Acknowledges what a shared reader's stream on one server handed out. A connection that
 /// is gone (UNAVAILABLE) or a stream that ended there (NOT_FOUND) is no failure: the
 /// server redelivers what was not acknowledged.
-async fn acknowledge_one(stream: &mut ResumingStream, acknowledged: &mut Option<(String, i64)>) -> PyResult<()> {
+async fn acknowledge_one(
+    stream: &mut ResumingStream,
+    acknowledged: &mut Option<(String, i64)>,
+) -> Result<(), StreamError> {
     let mark = (stream.stream_id().to_owned(), stream.last_seq());
     if mark.1 < 0 || acknowledged.as_ref() == Some(&mark) {
         return Ok(());
@@ -84,8 +87,29 @@ async fn acknowledge_one(stream: &mut ResumingStream, acknowledged: &mut Option<
         {
             Ok(())
         }
-        Err(err) => Err(from_stream(&err)),
+        Err(err) => Err(err),
     }
+}
+
+/// The next event of `source` (a shared reader's elements handed out before acknowledged
+/// first), with the source handed back: it runs as a task of the runtime, beside the
+/// connection it reads, so the frames' arrivals wake no other thread.
+async fn next_event(
+    mut source: Source,
+    mut acknowledged: Option<(String, i64)>,
+    shared: bool,
+) -> (Source, Option<(String, i64)>, Result<Option<Event>, StreamError>) {
+    let event = match &mut source {
+        Source::One(stream) => match shared {
+            true => match acknowledge_one(stream, &mut acknowledged).await {
+                Ok(()) => stream.next().await,
+                Err(err) => Err(err),
+            },
+            false => stream.next().await,
+        },
+        Source::Replicas(session) => session.next().await,
+    };
+    (source, acknowledged, event)
 }
 
 #[pymethods]
@@ -153,19 +177,11 @@ impl Stream {
         if state.ended || state.source.is_none() {
             return Ok(None);
         }
-        let shared = self.shared;
-        let State { source, acknowledged, .. } = state;
-        let event = wait(py, async {
-            match source.as_mut().expect("checked above") {
-                Source::One(stream) => {
-                    if shared {
-                        acknowledge_one(stream, acknowledged).await?;
-                    }
-                    stream.next().await.map_err(|err| from_stream(&err))
-                }
-                Source::Replicas(session) => session.next().await.map_err(|err| from_stream(&err)),
-            }
-        })??;
+        let source = state.source.take().expect("checked above");
+        let acknowledged = state.acknowledged.take();
+        let (source, acknowledged, event) = run(py, next_event(source, acknowledged, self.shared))?;
+        (state.source, state.acknowledged) = (Some(source), acknowledged);
+        let event = event.map_err(|err| from_stream(&err))?;
         let element = match event {
             Some(Event::Element(element)) => element,
             Some(Event::EndOfSequence { .. }) | None => {
@@ -217,7 +233,7 @@ impl Stream {
         let Some(source) = source.as_mut() else { return Ok(()) };
         wait(py, async {
             match source {
-                Source::One(stream) => acknowledge_one(stream, acknowledged).await,
+                Source::One(stream) => acknowledge_one(stream, acknowledged).await.map_err(|err| from_stream(&err)),
                 Source::Replicas(session) => session.acknowledge().await.map_err(|err| from_stream(&err)),
             }
         })?
@@ -236,7 +252,7 @@ impl Stream {
         if self.shared && !*ended {
             let _ = wait(py, async {
                 match &mut source {
-                    Source::One(stream) => acknowledge_one(stream, acknowledged).await,
+                    Source::One(stream) => acknowledge_one(stream, acknowledged).await.map_err(|err| from_stream(&err)),
                     Source::Replicas(session) => session.close().await.map_err(|err| from_stream(&err)),
                 }
             });

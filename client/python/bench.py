@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +38,9 @@ import readerd
 from readerd.tfrecord import common_prefix, example, write_tfrecord
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+from python_trainer import start_readerd, touch  # noqa: E402  (one copy of each)
+
 IMAGE_BYTES = 110 * 1024
 
 
@@ -61,27 +65,6 @@ def spec(batch_size: int, epochs: int) -> dict:
         }}},
         "pipeline": {"batchSize": batch_size, "numEpochs": epochs},
     }  # fmt: skip
-
-
-def start_readerd(binary: str, data_root: Path, state_dir: Path) -> tuple[subprocess.Popen, str]:
-    command = [binary, "--listen", "127.0.0.1:0", "--data-root", str(data_root), "--state-dir", str(state_dir),
-               "--allow-unauthenticated"]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("listening on "):
-            return process, line.split()[-1]
-    raise RuntimeError(f"{binary} exited without listening")
-
-
-def tensor_bytes(tensor: readerd.Tensor) -> int:
-    if isinstance(tensor, readerd.Strings):
-        return sum(len(tensor.view(i)) for i in range(tensor.size))
-    if isinstance(tensor, np.ndarray):
-        return sum(len(v) for v in tensor.reshape(-1)) if tensor.dtype == object else tensor.nbytes
-    if isinstance(tensor, readerd.Sparse):
-        return tensor.indices.nbytes + tensor_bytes(tensor.values) + tensor.dense_shape.nbytes
-    return tensor_bytes(tensor.flat_values) + sum(s.nbytes for s in tensor.nested_row_splits)
 
 
 def bare_flight(addr: str, request: dict) -> tuple[int, int, float]:
@@ -114,7 +97,7 @@ def readerd_client(addr: str, request: dict) -> tuple[int, int, float]:
             if not records:
                 first = time.perf_counter() - started
             records += len(stream.keys)
-            size += sum(tensor_bytes(t) for t in batch.values())
+            size += sum(touch(t) for t in batch.values())
     return records, size, first
 
 

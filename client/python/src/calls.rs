@@ -1,7 +1,7 @@
 //! `Connection`: the unary calls of `readerd.v1.DataService` on one server, by name, with
 //! the request and the reply in proto3 JSON (the form the Python package and `readerctl`
-//! already speak), and [`connect_options`], the TLS and token settings every connection
-//! of the package is made with.
+//! already speak), and [`Options`], the TLS and token settings every connection of the
+//! package is made with.
 
 use std::time::Duration;
 
@@ -11,22 +11,38 @@ use readerd_client::{Client, ConnectOptions, Pem, v1 as pb};
 use crate::errors::{bad_json, from_client, from_status, reader_error};
 use crate::runtime::wait;
 
-/// TLS (a CA's PEM turns it on; a certificate chain and key add a client certificate for
-/// mutual TLS) and a bearer token, as the Python `Client` takes them.
-pub fn connect_options(
-    token: Option<String>,
-    tls_root_certs: Option<Vec<u8>>,
-    cert_chain: Option<Vec<u8>>,
-    private_key: Option<Vec<u8>>,
-    tls_domain: Option<String>,
-) -> ConnectOptions {
-    ConnectOptions {
-        tls_ca: tls_root_certs.map(Pem::Contents),
-        tls_identity: cert_chain.map(Pem::Contents).zip(private_key.map(Pem::Contents)),
-        tls_domain,
-        token,
-        keep_alive: None,
+/// How to reach a server, as the Python `Client` takes it: TLS (a CA's PEM turns it on; a
+/// certificate chain and key add a client certificate for mutual TLS) and a bearer token.
+#[pyclass(frozen, module = "readerd._native")]
+pub struct Options {
+    pub connect: ConnectOptions,
+}
+
+#[pymethods]
+impl Options {
+    #[new]
+    #[pyo3(signature = (*, token=None, tls_root_certs=None, cert_chain=None, private_key=None, tls_domain=None))]
+    fn new(
+        token: Option<String>,
+        tls_root_certs: Option<Vec<u8>>,
+        cert_chain: Option<Vec<u8>>,
+        private_key: Option<Vec<u8>>,
+        tls_domain: Option<String>,
+    ) -> Self {
+        let connect = ConnectOptions {
+            tls_ca: tls_root_certs.map(Pem::Contents),
+            tls_identity: cert_chain.map(Pem::Contents).zip(private_key.map(Pem::Contents)),
+            tls_domain,
+            token,
+            keep_alive: None,
+        };
+        Self { connect }
     }
+}
+
+/// `seconds` as a duration (`what` names it in the error).
+pub fn seconds(what: &str, seconds: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(seconds).map_err(|_| reader_error("INVALID_ARGUMENT", &format!("bad {what} {seconds}")))
 }
 
 /// A connection to one server for the calls that are not streams.
@@ -39,23 +55,11 @@ pub struct Connection {
 #[pymethods]
 impl Connection {
     #[new]
-    #[pyo3(signature = (addr, *, timeout=30.0, token=None, tls_root_certs=None, cert_chain=None, private_key=None, tls_domain=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        addr: &str,
-        timeout: f64,
-        token: Option<String>,
-        tls_root_certs: Option<Vec<u8>>,
-        cert_chain: Option<Vec<u8>>,
-        private_key: Option<Vec<u8>>,
-        tls_domain: Option<String>,
-    ) -> PyResult<Self> {
-        let options = connect_options(token, tls_root_certs, cert_chain, private_key, tls_domain);
-        let timeout = Duration::try_from_secs_f64(timeout)
-            .map_err(|_| reader_error("INVALID_ARGUMENT", &format!("bad timeout {timeout}")))?;
-        let client =
-            wait(py, async { Client::connect_with(addr, &options).await })?.map_err(|err| from_client(&err))?;
+    #[pyo3(signature = (addr, options, *, timeout=30.0))]
+    fn new(py: Python<'_>, addr: &str, options: &Options, timeout: f64) -> PyResult<Self> {
+        let timeout = seconds("timeout", timeout)?;
+        let options = &options.connect;
+        let client = wait(py, async { Client::connect_with(addr, options).await })?.map_err(|err| from_client(&err))?;
         Ok(Self { client, timeout })
     }
 

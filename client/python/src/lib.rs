@@ -29,6 +29,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     readerd_proto::allocator::tune(None);
     module.add_class::<stream::Stream>()?;
     module.add_class::<calls::Connection>()?;
+    module.add_class::<calls::Options>()?;
     module.add_class::<arrays::Strings>()?;
     module.add_class::<arrays::Buffer>()?;
     Ok(())

@@ -12,7 +12,6 @@
 //! Python as `(seq, keys, {feature: tensor})`, its tensors made by [`crate::arrays`].
 
 use std::sync::Mutex;
-use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -20,7 +19,7 @@ use readerd_client::replicas::ReplicaSession;
 use readerd_client::{Event, Reconnect, ResumingStream, StreamError, status_code, v1 as pb};
 
 use crate::arrays;
-use crate::calls::connect_options;
+use crate::calls::{Options, seconds};
 use crate::errors::{bad_json, from_stream, reader_error};
 use crate::runtime::{run, wait};
 
@@ -116,31 +115,26 @@ async fn next_event(
 impl Stream {
     /// Opens `request` (a `ReadRequest` in proto3 JSON) on `addrs`.
     #[new]
-    #[pyo3(signature = (addrs, request, *, attempts=10, initial_delay=0.1, max_delay=5.0, token=None, tls_root_certs=None, cert_chain=None, private_key=None, tls_domain=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (addrs, request, options, *, attempts=10, initial_delay=0.1, max_delay=5.0))]
     fn new(
         py: Python<'_>,
         addrs: Vec<String>,
         request: &str,
+        options: &Options,
         attempts: u32,
         initial_delay: f64,
         max_delay: f64,
-        token: Option<String>,
-        tls_root_certs: Option<Vec<u8>>,
-        cert_chain: Option<Vec<u8>>,
-        private_key: Option<Vec<u8>>,
-        tls_domain: Option<String>,
     ) -> PyResult<Self> {
         if addrs.is_empty() {
             return Err(reader_error("INVALID_ARGUMENT", "no server address"));
         }
         let request: pb::ReadRequest = serde_json::from_str(request).map_err(|err| bad_json("ReadRequest", &err))?;
-        let options = connect_options(token, tls_root_certs, cert_chain, private_key, tls_domain);
-        let delay = |seconds: f64| {
-            Duration::try_from_secs_f64(seconds)
-                .map_err(|_| reader_error("INVALID_ARGUMENT", &format!("bad delay {seconds}")))
+        let options = options.connect.clone();
+        let reconnect = Reconnect {
+            attempts,
+            initial_delay: seconds("delay", initial_delay)?,
+            max_delay: seconds("delay", max_delay)?,
         };
-        let reconnect = Reconnect { attempts, initial_delay: delay(initial_delay)?, max_delay: delay(max_delay)? };
         let shared = request.reader.as_ref().is_some_and(|reader| !reader.shared_name.is_empty());
         let source = wait(py, async move {
             let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();

@@ -105,12 +105,9 @@ class Client:
         self.addrs = _addrs(addr)
         self.timeout = timeout
         self.retry = retry
-        self._options = {
-            "token": token,
-            "tls_root_certs": tls_root_certs,
-            "cert_chain": cert_chain,
-            "private_key": private_key,
-        }
+        self._options = _native.Options(
+            token=token, tls_root_certs=tls_root_certs, cert_chain=cert_chain, private_key=private_key
+        )
         self._connection: Optional[_native.Connection] = None
 
     def close(self) -> None:
@@ -157,10 +154,10 @@ class Client:
         native = _native.Stream(
             self.addrs,
             json.dumps(request),
+            self._options,
             attempts=policy.attempts,
             initial_delay=policy.initial_delay,
             max_delay=policy.max_delay,
-            **self._options,
         )
         return Stream(native, shared=bool(shared_name), resume=resume)
 
@@ -170,7 +167,7 @@ class Client:
         """Calls ``kind`` (a ``DataService`` method: ``GetReaderStats``, ``Checkpoint``...)
         with ``body``: proto3 JSON in and out (int64 fields as ints), on the first server."""
         if self._connection is None:
-            self._connection = _native.Connection(self.addrs[0], timeout=self.timeout, **self._options)
+            self._connection = _native.Connection(self.addrs[0], self._options, timeout=self.timeout)
         return _ints(json.loads(self._connection.call(kind, json.dumps(body))))
 
     def list_readers(self, container: str = "") -> list[dict]:

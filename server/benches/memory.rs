@@ -43,7 +43,7 @@ fn main() {
         std::fs::write(dir.path().join(format!("images-{file}.tfrecord")), out).unwrap();
     }
     let mut server = Command::new(env!("CARGO_BIN_EXE_readerd"))
-        .args(["--listen", "127.0.0.1:0", "--data-root"])
+        .args(["--listen", "127.0.0.1:0", "--allow-unauthenticated", "--data-root"])
         .arg(dir.path())
         .arg("--state-dir")
         .arg(dir.path().join("state"))

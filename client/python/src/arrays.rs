@@ -17,6 +17,7 @@ use bytes::Bytes;
 use numpy::npyffi::{self, NPY_TYPES, PY_ARRAY_API};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 use readerd_proto::v1 as pb;
 
@@ -283,6 +284,18 @@ fn from_owner<'py>(
     }
 }
 
+static SPARSE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static RAGGED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The package's class `name` of `readerd.tensors`, looked up once.
+fn tensor_class<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyAny>>,
+    name: &str,
+) -> PyResult<&'py Bound<'py, PyAny>> {
+    cell.get_or_try_init(py, || Ok(py.import("readerd.tensors")?.getattr(name)?.unbind())).map(|class| class.bind(py))
+}
+
 /// A tensor of any kind: a dense one as [`dense`] makes it, a sparse one as
 /// `readerd.Sparse`, a ragged one as `readerd.Ragged` (the package's classes).
 pub fn tensor<'py>(py: Python<'py>, name: &str, tensor: pb::Tensor) -> PyResult<Bound<'py, PyAny>> {
@@ -292,14 +305,14 @@ pub fn tensor<'py>(py: Python<'py>, name: &str, tensor: pb::Tensor) -> PyResult<
         pb::tensor::Kind::Sparse(s) => {
             let (indices, values, dense_shape) =
                 (s.indices.ok_or_else(missing)?, s.values.ok_or_else(missing)?, s.dense_shape.ok_or_else(missing)?);
-            let class = py.import("readerd.tensors")?.getattr("Sparse")?;
+            let class = tensor_class(py, &SPARSE, "Sparse")?;
             class.call1((dense(py, indices)?, dense(py, values)?, dense(py, dense_shape)?))
         }
         pb::tensor::Kind::Ragged(r) => {
             let flat = dense(py, r.flat_values.ok_or_else(missing)?)?;
             let splits = r.nested_row_splits.into_iter().map(|s| dense(py, s)).collect::<PyResult<Vec<_>>>()?;
             let shape: Vec<Option<i64>> = r.shape.iter().map(|&d| (d >= 0).then_some(d)).collect();
-            let class = py.import("readerd.tensors")?.getattr("Ragged")?;
+            let class = tensor_class(py, &RAGGED, "Ragged")?;
             class.call1((flat, PyTuple::new(py, splits)?, PyTuple::new(py, shape)?))
         }
     }

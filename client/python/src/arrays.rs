@@ -10,8 +10,13 @@
 //!
 //! Strings become [`Strings`]: the values as `Bytes` views, each handed to Python as `bytes`
 //! on demand, as a zero-copy `uint8` array ([`Strings::view`]), or their lengths at once.
+//! For a decoder that takes one buffer and offsets, `values` joins them into one `uint8`
+//! array: one copy, made on first use with the GIL released, then kept (the wire carries
+//! each value as a field of its own, so they are not adjacent in the received frames).
 //!
 //! Copies happen only where numpy has no equivalent: BFLOAT16 is widened to float32 (exact).
+
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 use numpy::npyffi::{self, NPY_TYPES, PY_ARRAY_API};
@@ -40,11 +45,14 @@ impl Buffer {
 /// `view(i)` is value `i` (flat index) as a read-only `uint8` array over the received
 /// bytes; `lengths` is every value's length (an int64 array shaped as the tensor);
 /// `tolist()` nests `bytes` as the shape says; `numpy.asarray(strings)` is an object array
-/// of `bytes`, as TensorFlow's `.numpy()` gives.
+/// of `bytes`, as TensorFlow's `.numpy()` gives. `values` and `offsets` are the Arrow-style
+/// layout (value `i` is `values[offsets[i]:offsets[i + 1]]`); `matrix()` is the values as
+/// a `uint8` array of the tensor's shape plus one dimension, when they are all one length.
 #[pyclass(frozen, module = "readerd._native")]
 pub struct Strings {
     values: Vec<Bytes>,
     shape: Vec<usize>,
+    joined: OnceLock<Bytes>,
 }
 
 impl Strings {
@@ -55,7 +63,30 @@ impl Strings {
 
     fn row(&self, i: usize) -> Strings {
         let width = self.row_len();
-        Strings { values: self.values[i * width..(i + 1) * width].to_vec(), shape: self.shape[1..].to_vec() }
+        Strings::new(self.values[i * width..(i + 1) * width].to_vec(), self.shape[1..].to_vec())
+    }
+
+    fn new(values: Vec<Bytes>, shape: Vec<usize>) -> Strings {
+        Strings { values, shape, joined: OnceLock::new() }
+    }
+
+    /// All values in one buffer: the value itself when there is one, else one copy, kept.
+    fn joined(&self, py: Python<'_>) -> Bytes {
+        if let [only] = self.values.as_slice() {
+            return only.clone();
+        }
+        // Detached around the whole lock: a second thread waiting on it must not hold the GIL.
+        py.detach(|| {
+            self.joined
+                .get_or_init(|| {
+                    let mut all = Vec::with_capacity(self.values.iter().map(Bytes::len).sum());
+                    for value in &self.values {
+                        all.extend_from_slice(value);
+                    }
+                    Bytes::from(all)
+                })
+                .clone()
+        })
     }
 
     fn nested<'py>(&self, py: Python<'py>, values: &[Bytes], shape: &[usize]) -> PyResult<Bound<'py, PyAny>> {
@@ -103,6 +134,42 @@ impl Strings {
             data.extend_from_slice(&(value.len() as i64).to_le_bytes());
         }
         numeric(py, Bytes::from(data), pb::DataType::Int64, &self.shape)
+    }
+
+    /// Every value, row-major, in one read-only `uint8` array (see `offsets`).
+    #[getter]
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let joined = self.joined(py);
+        let len = joined.len();
+        numeric(py, joined, pb::DataType::Uint8, &[len])
+    }
+
+    /// Where each value starts in `values`, and the end of the last: int64, `size + 1` long.
+    #[getter]
+    fn offsets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let mut data = Vec::with_capacity((self.values.len() + 1) * 8);
+        let mut offset = 0i64;
+        data.extend_from_slice(&offset.to_le_bytes());
+        for value in &self.values {
+            offset += value.len() as i64;
+            data.extend_from_slice(&offset.to_le_bytes());
+        }
+        numeric(py, Bytes::from(data), pb::DataType::Int64, &[self.values.len() + 1])
+    }
+
+    /// The values as one `uint8` array shaped `shape + (length,)`, when every value has
+    /// that one length (fixed-length records, fixed-size blobs); `ValueError` otherwise.
+    fn matrix<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let length = self.values.first().map_or(0, Bytes::len);
+        if let Some((i, other)) = self.values.iter().enumerate().find(|(_, v)| v.len() != length) {
+            return Err(PyValueError::new_err(format!(
+                "the values are not one length: value 0 has {length} bytes, value {i} has {}",
+                other.len()
+            )));
+        }
+        let mut shape = self.shape.clone();
+        shape.push(length);
+        numeric(py, self.joined(py), pb::DataType::Uint8, &shape)
     }
 
     fn __len__(&self) -> PyResult<usize> {
@@ -207,7 +274,7 @@ pub fn dense<'py>(py: Python<'py>, tensor: pb::DenseTensor) -> PyResult<Bound<'p
                     tensor.strings.len()
                 )));
             }
-            Ok(Bound::new(py, Strings { values: tensor.strings, shape })?.into_any())
+            Ok(Bound::new(py, Strings::new(tensor.strings, shape))?.into_any())
         }
         pb::DataType::Bfloat16 => {
             // The high half of a float32: widened exactly, the one copy numpy forces.

@@ -233,3 +233,33 @@ def test_strings_are_views_of_the_received_bytes(server, data_root: Path) -> Non
         names.view(4)
     words = batch["words"].values  # a sparse tensor's values: Strings too
     assert isinstance(words, readerd.Strings) and words.tolist() == [b"w0", b"w0", b"w1"]
+    # One buffer and offsets, Arrow's layout: value i is values[offsets[i]:offsets[i + 1]].
+    values, offsets = names.values, names.offsets
+    assert values.dtype == np.uint8 and values.tobytes() == b"".join(expected)
+    assert offsets.dtype == np.int64 and offsets.tolist() == [0, 4, 8, 12, 16]
+    assert [values[offsets[i]:offsets[i + 1]].tobytes() for i in range(4)] == expected
+    assert not values.flags.writeable and names.values.ctypes.data == values.ctypes.data  # joined once, kept
+    assert names.matrix().shape == (4, 4) and names.matrix()[2].tobytes() == expected[2]
+    with pytest.raises(ValueError, match="value 0 has 18 bytes, value 1 has 12"):
+        _uneven(server.addr).matrix()
+
+
+def _uneven(addr: str) -> "readerd.Strings":
+    """The first batch of undecoded lines of table.csv: 18 and 12 bytes."""
+    spec = {"source": {"files": ["table.csv"], "format": "TEXT_LINE"}, "pipeline": {"batchSize": 2}}
+    with readerd.Client(addr).read(spec) as stream:
+        return next(stream)["value"]
+
+
+def test_fixed_length_records_as_a_uint8_matrix(server, data_root: Path) -> None:
+    """Undecoded FIXED_LENGTH records, batched: ``matrix()`` is a [batch, recordBytes]
+    ``uint8`` array of the records' bytes, as ``tf.io.decode_raw(records, tf.uint8)`` gives."""
+    write_data(data_root)
+    spec = {"source": {"files": ["raw.bin"], "format": "FIXED_LENGTH", "headerBytes": 4, "recordBytes": 8},
+            "pipeline": {"batchSize": 4}}  # fmt: skip
+    body = raw_records(10)[4:]
+    with readerd.Client(server.addr).read(spec) as stream:
+        matrices = [batch["value"].matrix() for batch in stream]
+    assert [m.shape for m in matrices] == [(4, 8), (4, 8), (2, 8)]
+    assert all(m.dtype == np.uint8 and not m.flags.writeable for m in matrices)
+    assert b"".join(m.tobytes() for m in matrices) == body

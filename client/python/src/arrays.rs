@@ -172,6 +172,42 @@ impl Strings {
         numeric(py, self.joined(py), pb::DataType::Uint8, &shape)
     }
 
+    /// Pickling (DataLoader workers send their items to the main process this way): the
+    /// values joined, their lengths and the shape.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let joined = self.joined(py);
+        let lengths: Vec<usize> = self.values.iter().map(Bytes::len).collect();
+        let restore = py.get_type::<Strings>().getattr("_from_joined")?;
+        let args = (PyBytes::new(py, &joined), lengths, PyTuple::new(py, &self.shape)?);
+        Ok((restore, args.into_pyobject(py)?))
+    }
+
+    /// The inverse of `__reduce__`: values of `lengths` bytes each, one after another in
+    /// `joined`, shaped `shape`.
+    #[staticmethod]
+    fn _from_joined(joined: &[u8], lengths: Vec<usize>, shape: Vec<usize>) -> PyResult<Strings> {
+        let total = lengths.iter().try_fold(0usize, |sum, &n| sum.checked_add(n));
+        if total != Some(joined.len()) || shape.iter().product::<usize>() != lengths.len() {
+            return Err(PyValueError::new_err(format!(
+                "{} bytes in {} values do not make a string tensor of shape {shape:?}",
+                joined.len(),
+                lengths.len()
+            )));
+        }
+        let all = Bytes::copy_from_slice(joined);
+        let mut start = 0;
+        let values = lengths
+            .iter()
+            .map(|&n| {
+                start += n;
+                all.slice(start - n..start)
+            })
+            .collect();
+        let strings = Strings::new(values, shape);
+        let _ = strings.joined.set(all);
+        Ok(strings)
+    }
+
     fn __len__(&self) -> PyResult<usize> {
         self.shape.first().copied().ok_or_else(|| PyTypeError::new_err("len() of a scalar string tensor"))
     }

@@ -333,3 +333,32 @@ def test_the_last_elements_of_a_shared_stream_can_be_acknowledged(server: Server
         stream.acknowledge()
     stats = settled(client, "c", "done")
     assert stats["activeStreams"] == 0 and stats["elementsAwaitingRedelivery"] == 0
+
+
+def test_a_slow_consumer_keeps_what_it_was_sent_after_the_end(server: Server, data_root: Path) -> None:
+    """The server sends a consumer elements ahead; after the last one it waits for the
+    consumer's acknowledgements as long as the consumer is connected. A consumer that
+    takes longer than the stream's 10 s of lingering after the end (a DataLoader worker
+    waiting for its turn, a slow step) still owns what it was sent: a second consumer
+    gets none of it, and no element is delivered twice."""
+    labelled(data_root, 12)
+    client = readerd.Client(server.addr)
+    taken = threading.Event()
+
+    def slow() -> list[str]:
+        keys: list[str] = []
+        with client.read(spec(), container="c", shared_name="slow") as stream:
+            for _ in stream:
+                keys.extend(stream.keys)
+                if len(keys) == 1:
+                    taken.set()
+                    time.sleep(11)  # everything else was sent here already
+        return keys
+
+    def late() -> list[str]:
+        taken.wait()
+        with client.read(spec(), container="c", shared_name="slow") as stream:
+            return [key for _ in stream for key in stream.keys]
+
+    first, second = in_threads(slow, late, timeout=40)
+    assert sorted(first + second) == sorted(set(first + second)) and len(first + second) == 12

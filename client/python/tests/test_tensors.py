@@ -5,6 +5,7 @@ and not; TFRecord Examples, CSV, fixed-length raw records, undecoded records).""
 from __future__ import annotations
 
 import json
+import pickle
 import struct
 from pathlib import Path
 
@@ -240,6 +241,10 @@ def test_strings_are_views_of_the_received_bytes(server, data_root: Path) -> Non
     assert [values[offsets[i]:offsets[i + 1]].tobytes() for i in range(4)] == expected
     assert not values.flags.writeable and names.values.ctypes.data == values.ctypes.data  # joined once, kept
     assert names.matrix().shape == (4, 4) and names.matrix()[2].tobytes() == expected[2]
+    # Pickled as DataLoader workers send items: the same values, shape and layout.
+    copied = pickle.loads(pickle.dumps(names))
+    assert isinstance(copied, readerd.Strings) and copied.shape == (4,) and copied.tolist() == expected
+    assert copied.offsets.tolist() == names.offsets.tolist() and copied.view(3).tobytes() == expected[3]
     with pytest.raises(ValueError, match="value 0 has 18 bytes, value 1 has 12"):
         _uneven(server.addr).matrix()
 

@@ -549,12 +549,14 @@ fn last_message(last: Result<pb::EndOfSequence>) -> Message {
 }
 
 /// Waits after a stream's last message until a shared reader's stream has every element
-/// acknowledged (a private one, which may still be checkpointed, waits the whole time),
-/// its trainer went away (`open`: the stream, still open), `max` passes, or the server
-/// drains.
+/// acknowledged or its trainer went away (`open`: the stream, still open), or a private
+/// one's `max` passed (it may still be checkpointed); either ends when the server drains.
+/// A shared reader's stream has no deadline: a trainer that is still there still holds
+/// what it was sent (a slow step, elements buffered ahead), and giving those to other
+/// streams would deliver them twice.
 async fn linger(stream: &StreamRecord, max: Duration, drain: &CancellationToken, open: Option<&mpsc::Sender<Message>>) {
     let deadline = tokio::time::Instant::now() + max;
-    while tokio::time::Instant::now() < deadline {
+    while open.is_some() || tokio::time::Instant::now() < deadline {
         if !stream.checkpointable && stream.consumer.unacknowledged() == 0 {
             return;
         }

@@ -14,17 +14,13 @@ import readerd
 from test_shards import SPEC, write_ids
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader  # noqa: E402
-
 import readerd.torch as readerd_torch  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-
 import readerd.torch as readerd_torch  # noqa: E402
 
 
 def loader_ids(dataset: readerd_torch.IterableDataset) -> list[int]:
     ids = []
-    for batch in DataLoader(dataset, batch_size=None, num_workers=2):
+    for batch in readerd_torch.loader(dataset, num_workers=2):
         assert isinstance(batch["id"], torch.Tensor) and batch["id"].dtype == torch.int64
         assert isinstance(batch["img"], readerd.Strings) and batch["img"][0].startswith(b"\x89PNG")
         ids += batch["id"].tolist()
@@ -37,6 +33,8 @@ def test_dataloader_workers_read_their_shards(server, data_root: Path) -> None:
 
 
 def test_dataloader_workers_share_a_reader(server, data_root: Path) -> None:
+    """With in_order=False (readerd.torch.loader): in order, the DataLoader would wait for
+    a worker with nothing left to read while another holds the rest."""
     expected = write_ids(data_root, 4, 10)
     dataset = readerd_torch.IterableDataset(server.addr, SPEC, container="job", shared_name="train")
     counts = collections.Counter(loader_ids(dataset))

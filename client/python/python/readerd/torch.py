@@ -4,14 +4,19 @@ Imported on demand (``import readerd.torch``); it needs torch, which the readerd
 does not depend on. Each item is a dict of tensors: dense numeric arrays become
 ``torch.Tensor`` (``torch.from_numpy``, no copy, read-only memory: copy before writing
 into them), strings stay ``readerd.Strings``, ``Sparse`` becomes a sparse COO tensor and
-``Ragged`` stays as it is. Give ``batch_size=None`` to the ``DataLoader``: the spec batches.
+``Ragged`` stays as it is. :func:`loader` makes the ``DataLoader`` (``batch_size=None``:
+the spec batches).
 
 With a ``DataLoader`` of several workers each worker opens its own stream, in one of two
 ways:
 
 - **a shared reader** (``shared_name=...``): every worker is a consumer of the one reader,
   and each element goes to one of them, as the workers ask (dynamic, like tf.data
-  service's; an element a worker took but did not finish when it died goes to another);
+  service's; an element a worker took but did not finish when it died goes to another).
+  The ``DataLoader`` needs ``in_order=False`` (:func:`loader` sets it): in order, it waits
+  for the next worker in turn, which may have nothing to read while the elements left
+  are held, unacknowledged, by a worker it does not ask; each element is delivered once,
+  so that wait never ends;
 - **shards** (no ``shared_name``): worker ``w`` of ``n`` reads shard ``w`` of the spec's
   ``pipeline.shard`` split ``n`` ways further (:func:`worker_spec`), so together the
   workers read each record once. Static, like ``tf.data``'s ``shard``.
@@ -27,6 +32,7 @@ from typing import Any, Optional
 
 try:
     import torch
+    from torch.utils.data import DataLoader
     from torch.utils.data import IterableDataset as _TorchIterableDataset
     from torch.utils.data import get_worker_info
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -38,7 +44,7 @@ from .client import Client
 from .shards import worker_spec
 from .tensors import Sparse
 
-__all__ = ["IterableDataset", "to_torch", "worker_spec"]
+__all__ = ["IterableDataset", "loader", "to_torch", "worker_spec"]
 
 
 def to_torch(value: Any) -> Any:
@@ -89,3 +95,12 @@ class IterableDataset(_TorchIterableDataset):
             for element in stream:
                 self.last_token = stream.last_token
                 yield {name: to_torch(tensor) for name, tensor in element.items()}
+
+
+def loader(dataset: IterableDataset, num_workers: int = 0, **dataloader_options: Any) -> DataLoader:
+    """A ``DataLoader`` over ``dataset``: ``batch_size=None`` (the spec batches), and over a
+    shared reader ``in_order=False`` (see the module docstring)."""
+    dataloader_options.setdefault("batch_size", None)
+    if dataset.read_options.get("shared_name") and num_workers > 1:
+        dataloader_options.setdefault("in_order", False)
+    return DataLoader(dataset, num_workers=num_workers, **dataloader_options)

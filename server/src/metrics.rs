@@ -157,7 +157,38 @@ impl Metrics {
                 );
             }
         }
+        render_components(&mut out, &readers);
         out
+    }
+}
+
+/// A mixture's figures per component (`component` is its index in `mix.datasets`).
+fn render_components(out: &mut String, readers: &[(String, String, crate::reader::ReaderStats)]) {
+    type ComponentMetric = (&'static str, &'static str, &'static str, fn(&readerd_proto::v1::ComponentStats) -> i64);
+    let per_component: [ComponentMetric; 2] = [
+        ("readerd_mix_component_elements_total", "Elements a mixture took from a component.", "counter", |c| {
+            c.elements_taken
+        }),
+        (
+            "readerd_mix_component_epochs_completed",
+            "Epochs of a mixture's component read to their end.",
+            "gauge",
+            |c| c.epochs_completed,
+        ),
+    ];
+    for (name, help, kind, value) in per_component {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (container, shared_name, stats) in readers {
+            for (i, component) in stats.components.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "{name}{{container=\"{}\",reader=\"{}\",component=\"{i}\"}} {}",
+                    escape(container),
+                    escape(shared_name),
+                    value(component)
+                );
+            }
+        }
     }
 }
 

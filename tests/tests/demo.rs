@@ -40,4 +40,14 @@ fn every_demo_spec_reads_to_its_end() {
     let second = b64(&pairs[1]["features"]["value"]["values"][0]);
     assert_eq!(second[..4], 1u32.to_le_bytes());
     assert_eq!(second[4..], 0.5f32.to_le_bytes());
+
+    // The README's mixture: train.csv's 2,000 rows once and prices.csv's 100 rows three
+    // times, 0.7 / 0.3, in batches of 32.
+    let mixed = read_spec(&server, "mix.json");
+    assert_eq!(mixed.len(), 2300usize.div_ceil(32) + 1);
+    let keys: Vec<&str> =
+        mixed.iter().flat_map(|m| m["keys"].as_array().into_iter().flatten()).map(|k| k.as_str().unwrap()).collect();
+    assert_eq!(keys.iter().filter(|k| k.starts_with("0/train.csv:")).count(), 2000);
+    assert_eq!(keys.iter().filter(|k| k.starts_with("1/prices.csv:")).count(), 300);
+    assert_eq!(mixed[0]["features"]["label"]["shape"], serde_json::json!([32]));
 }

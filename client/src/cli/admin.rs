@@ -60,6 +60,16 @@ pub async fn stats(mut client: Client, container: &str, shared_name: &str) -> an
             consumer.stream_id, consumer.delivered, consumer.acknowledged, consumer.redelivered
         );
     }
+    // A mixture: each component, in the spec's order.
+    for (i, component) in stats.components.iter().enumerate() {
+        println!(
+            "component {i}: elements taken {} epochs completed {} records produced {}{}",
+            component.elements_taken,
+            component.epochs_completed,
+            component.records_produced,
+            if component.exhausted { " (exhausted)" } else { "" }
+        );
+    }
     // Served by replicas: the job on each of them, as the split ledger has it.
     for replica in stats.replicas {
         println!(

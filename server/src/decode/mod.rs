@@ -78,6 +78,52 @@ impl Decoder {
         }
     }
 
+    /// What the decoder gives one record, feature by feature: `(name, description)` with
+    /// the tensor's kind, dtype and shape (`?` where records differ), as
+    /// `parse_single_example` and its kin give it. A mixture's components must agree on it.
+    /// `None` for SequenceExample (not described yet).
+    pub fn signature(&self) -> Option<Vec<(String, String)>> {
+        use example::{FeatureSpec as F, Partition};
+        let dense = |dtype: DType, shape: &[usize]| format!("dense {} {shape:?}", dtype.name());
+        Some(match self {
+            Decoder::None => vec![(RAW_FEATURE.to_owned(), dense(DType::String, &[]))],
+            Decoder::Raw(config) => {
+                let size = config.out_type.size().unwrap_or(1);
+                let length = config.fixed_length.map_or("?".to_owned(), |bytes| (bytes / size).to_string());
+                vec![(RAW_FEATURE.to_owned(), format!("dense {} [{length}]", config.out_type.name()))]
+            }
+            Decoder::Csv { config, names, .. } => names
+                .iter()
+                .zip(&config.columns)
+                .map(|(name, column)| (name.clone(), dense(column.dtype, &[])))
+                .collect(),
+            Decoder::Example(parser) => parser
+                .features()
+                .iter()
+                .map(|(name, spec)| {
+                    let description = match spec {
+                        F::FixedLen { dtype, shape, .. } => dense(*dtype, shape),
+                        F::FixedLenSequence { dtype, shape, .. } => format!("dense {} [?] + {shape:?}", dtype.name()),
+                        F::VarLen { dtype } => format!("sparse {} [?]", dtype.name()),
+                        F::Sparse { dtype, size, .. } => format!("sparse {} {size:?}", dtype.name()),
+                        F::Ragged { dtype, partitions, row_splits_dtype, .. } => {
+                            let dims: Vec<String> = partitions
+                                .iter()
+                                .map(|p| match p {
+                                    Partition::UniformRowLength(n) => n.to_string(),
+                                    _ => "?".to_owned(),
+                                })
+                                .collect();
+                            format!("ragged {} [{}] splits {}", dtype.name(), dims.join(", "), row_splits_dtype.name())
+                        }
+                    };
+                    (name.clone(), description)
+                })
+                .collect(),
+            Decoder::SequenceExample(_) => return None,
+        })
+    }
+
     /// Decodes a batch (`batched`: shapes `[B, ...]`) or a single record (`!batched`).
     /// `keys` name the records in messages, as TensorFlow's `example_names`.
     pub fn decode(

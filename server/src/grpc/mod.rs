@@ -136,6 +136,7 @@ fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
         elements_awaiting_redelivery: stats.elements_awaiting_redelivery as i64,
         active_streams: stats.active_streams as i64,
         replicas: Vec::new(),
+        components: stats.components,
     }
 }
 

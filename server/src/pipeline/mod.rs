@@ -8,6 +8,7 @@
 //! - [`feed`]: files handed over one at a time (a cluster replica's leased splits)
 //!   instead of the epoch's whole order;
 //! - [`cache`]: files kept in memory after their first read, within a budget;
+//! - [`mix`]: a mixture's weighted choice of the component each element comes from;
 //! - [`select`]: key-hash splits, predicates on decoded features, skip / take;
 //! - [`rng`]: the seeded generator whose state a checkpoint can store;
 //! - [`record_set`]: sets of record numbers, as ranges (records to leave out of a file).
@@ -20,6 +21,7 @@ pub mod cache;
 pub mod feed;
 pub mod global;
 pub mod interleave;
+pub mod mix;
 pub mod record_set;
 pub mod rng;
 pub mod select;

@@ -23,6 +23,9 @@ impl Reader {
         if self.spec.unbatch {
             return self.next_unbatched_chunk(max_elements, max_bytes);
         }
+        if self.spec.mix.is_some() {
+            return self.next_mixed_chunk(max_elements, max_bytes);
+        }
         let (first_index, decoded, error, end_of_sequence) = match &self.settings.decode_pool {
             Some(pool) if max_elements > 1 => self.take_and_decode(pool, max_elements, max_bytes),
             _ => {
@@ -104,13 +107,18 @@ impl Reader {
                 break;
             }
         }
+        self.mark_producing(&mut chunk);
+        chunk
+    }
+
+    /// A shared reader's chunk is being handed to a stream from its first element on.
+    pub(super) fn mark_producing(&self, chunk: &mut Chunk) {
         if self.shared.load(Ordering::Relaxed)
             && let Some(first) = chunk.elements.first().map(|e| e.index)
         {
             self.producing.lock().unwrap_or_else(|p| p.into_inner()).insert(first);
             chunk.first_index = Some(first);
         }
-        chunk
     }
 
     /// [`Reader::take_batches`] with each batch decoding on `pool` as soon as it is
@@ -150,21 +158,7 @@ impl Reader {
         on_batch: impl FnMut((u64, Vec<Record>)),
     ) -> (Option<u64>, Option<ServeError>, bool) {
         let mut state = self.lock();
-        if self.shared.load(Ordering::Relaxed) && self.job.get().is_none() {
-            // Shared readers keep their state before each chunk: a checkpoint restores
-            // from the one before the oldest unacknowledged element (one served by
-            // replicas is checkpointed in the ledger instead).
-            if let Ok(bytes) = self.state_bytes(&state) {
-                let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
-                if snapshots.len() == SHARED_SNAPSHOTS {
-                    snapshots.pop_front();
-                    if let Some((oldest, _)) = snapshots.front() {
-                        self.delivery.forget_acknowledged_before(*oldest);
-                    }
-                }
-                snapshots.push_back((state.elements_produced, bytes));
-            }
-        }
+        self.keep_snapshot(&state);
         let first = state.elements_produced;
         let (error, end) = self.take_batches_locked(&mut state, max_elements, max_bytes, on_batch);
         let first_index = (self.shared.load(Ordering::Relaxed) && state.elements_produced > first).then(|| {
@@ -172,6 +166,25 @@ impl Reader {
             first
         });
         (first_index, error, end)
+    }
+
+    /// Shared readers keep their state before each chunk: a checkpoint restores from the
+    /// one before the oldest unacknowledged element (one served by replicas is
+    /// checkpointed in the ledger instead).
+    pub(super) fn keep_snapshot(&self, state: &ReaderState) {
+        if !self.shared.load(Ordering::Relaxed) || self.job.get().is_some() {
+            return;
+        }
+        if let Ok(bytes) = self.state_bytes(state) {
+            let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            if snapshots.len() == SHARED_SNAPSHOTS {
+                snapshots.pop_front();
+                if let Some((oldest, _)) = snapshots.front() {
+                    self.delivery.forget_acknowledged_before(*oldest);
+                }
+            }
+            snapshots.push_back((state.elements_produced, bytes));
+        }
     }
 
     fn take_batches_locked(

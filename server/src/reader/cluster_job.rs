@@ -30,6 +30,9 @@ impl Reader {
         if self.spec.unbatch {
             return refused("unbatch");
         }
+        if self.spec.mix.is_some() {
+            return refused("a mixture (mix)");
+        }
         if !self.spec.select.is_empty() {
             return refused("a selection (skip, take, filters)");
         }

@@ -26,18 +26,21 @@
 //! - `shared_checkpoint.rs`: a shared reader's checkpoint, from those snapshots, restored
 //!   by replay ([`Reader::shared_checkpoint`], [`Reader::restore_shared`]).
 //! - `csv_header.rs`: CSV columns named from the files' header lines when a reader opens.
+//! - `mix.rs`: a mixture: a reader per component, elements chosen among them by weight
+//!   and batched, their states kept together.
 //! - `cluster_job.rs`: a shared reader served by replicas: its pipeline reads the splits
 //!   this replica leases, and its sequence ends when the whole job is done.
 //!
 //! Each file adds to `impl Reader` what it holds. Dependencies between them go one way,
 //! each using only those after it: `shared_checkpoint`, `chunks`, `state`, `decoding`,
-//! `records`, `unbatch`; `csv_header` and `cluster_job` (which only sets the reader's
-//! state up) stand alone.
+//! `records`, `unbatch`; `mix` uses the reader's own chunks and state of each component;
+//! `csv_header` and `cluster_job` (which only sets the reader's state up) stand alone.
 
 mod chunks;
 mod cluster_job;
 mod csv_header;
 mod decoding;
+mod mix;
 mod records;
 mod shared_checkpoint;
 mod state;
@@ -90,6 +93,8 @@ pub struct ReaderStats {
     pub consumers: Vec<crate::consumer::ConsumerStats>,
     pub elements_in_flight: u64,
     pub elements_awaiting_redelivery: u64,
+    /// A mixture's components, in the spec's order.
+    pub components: Vec<readerd_proto::v1::ComponentStats>,
 }
 
 pub struct Reader {
@@ -123,6 +128,8 @@ pub struct Reader {
     job: std::sync::OnceLock<Arc<crate::cluster::JobFeed>>,
     /// The index of each file by name, for the ledger's record ids (cluster only).
     file_index: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
+    /// A mixture's component readers (`mix.rs`); empty for a reader of files.
+    components: Vec<Reader>,
 }
 
 /// Snapshots a shared reader keeps.
@@ -170,7 +177,13 @@ impl Reader {
         let state_reserved =
             crate::memory::server().reserve(state_bytes, || format!("the {} files of reader {name}", files.len()))?;
         let files: Arc<[DataFile]> = files.into();
-        name_csv_columns_from_headers(&mut spec, &files)?;
+        let components = match spec.mix {
+            Some(_) => mix::open_components(&name, &mut spec, roots, settings)?,
+            None => {
+                name_csv_columns_from_headers(&mut spec, &files)?;
+                Vec::new()
+            }
+        };
         if spec.pipeline.global_shuffle {
             for file in files.iter() {
                 if spec.source.compression_of(file) != Compression::None {
@@ -213,6 +226,7 @@ impl Reader {
             _state_reserved: state_reserved,
             job: Default::default(),
             file_index: Default::default(),
+            components,
         })
     }
 
@@ -263,16 +277,20 @@ impl Reader {
     pub fn stats(&self) -> ReaderStats {
         let (consumers, elements_in_flight, elements_awaiting_redelivery) = self.delivery.stats();
         let state = self.lock();
+        let components = self.component_stats(&state);
+        let of_components =
+            |stat: fn(&ReaderStats) -> u64| self.components.iter().map(|c| stat(&c.stats())).sum::<u64>();
         ReaderStats {
             consumers,
             elements_in_flight,
             elements_awaiting_redelivery,
-            records_produced: state.records_produced,
-            work_units_completed: state.pipeline.files_completed(),
+            records_produced: state.records_produced + of_components(|s| s.records_produced),
+            work_units_completed: state.pipeline.files_completed() + of_components(|s| s.work_units_completed),
             elements_produced: state.elements_produced,
-            records_skipped: state.records_skipped,
-            files_cut_short: state.files_cut_short,
+            records_skipped: state.records_skipped + of_components(|s| s.records_skipped),
+            files_cut_short: state.files_cut_short + of_components(|s| s.files_cut_short),
             active_streams: self.active_streams.load(Ordering::Relaxed).max(0) as u64,
+            components,
         }
     }
 
@@ -304,6 +322,7 @@ impl Reader {
             _state_reserved: crate::memory::Reservation::default(),
             job: Default::default(),
             file_index: Default::default(),
+            components: self.components.iter().map(Reader::replica).collect(),
         }
     }
 
@@ -331,6 +350,14 @@ impl Reader {
             self.settings.pipeline.clone(),
         );
         *self.lock() = ReaderState::new(pipeline);
+        self.components.iter().for_each(Reader::reset);
+    }
+
+    /// Epochs read to their end.
+    fn epochs_completed(&self) -> u64 {
+        let state = self.lock();
+        let epoch = state.pipeline.epoch();
+        if state.pipeline.state().finished { epoch } else { epoch - 1 }
     }
 
     /// Ends every stream of this reader (it was deleted).

@@ -26,6 +26,8 @@ pub(super) struct ReaderState {
     /// A reader that failed keeps failing the same way until it is reset: no stream
     /// silently skips past a bad record.
     pub(super) failed: Option<ServeError>,
+    /// A mixture's choice and counts (`mix.rs`), from its first element on.
+    pub(super) mix: Option<crate::pipeline::mix::MixProgress>,
 }
 
 impl ReaderState {
@@ -39,6 +41,7 @@ impl ReaderState {
             records_skipped: 0,
             files_cut_short: 0,
             failed: None,
+            mix: None,
         }
     }
 

@@ -41,6 +41,10 @@ impl Reader {
             records_skipped: state.records_skipped,
             files_cut_short: state.files_cut_short,
             file_versions: self.file_versions(),
+            mix: match self.spec.mix {
+                Some(_) => Some(self.mix_state(state)?),
+                None => None,
+            },
         };
         Ok(prost::Message::encode_to_vec(&saved))
     }
@@ -96,8 +100,14 @@ impl Reader {
             self.settings.pipeline.clone(),
             &pipeline_state,
         )?;
+        let mix = match (&self.spec.mix, &saved.mix) {
+            (None, _) => None,
+            (Some(_), Some(saved)) => Some(self.restore_mix(saved)?),
+            (Some(_), None) => return Err(ServeError::InvalidArgument("the state is not of a mixture".into())),
+        };
         let mut state = self.lock();
         *state = ReaderState::new(pipeline);
+        state.mix = mix;
         state.selected_in_epoch = saved.selected_in_epoch;
         state.records_produced = saved.records_produced;
         state.elements_produced = saved.elements_produced;

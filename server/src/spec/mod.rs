@@ -1,5 +1,10 @@
 //! A dataset spec, checked: `pb::DatasetSpec` in, the settings the server acts on out.
 //! Everything a request can get wrong is found here, before any file is opened.
+//! `mix.rs` checks a mixture's spec: its components and their weights.
+
+mod mix;
+
+pub use mix::MixSpec;
 
 use readerd_proto::v1 as pb;
 use sha2::{Digest, Sha256};
@@ -48,6 +53,8 @@ pub struct ReaderSpec {
     pub decoder: Arc<Decoder>,
     /// `onError: SKIP`: drop and count corrupt or undecodable records.
     pub skip_errors: bool,
+    /// A mixture of other specs (then no source of its own: `patterns` is empty).
+    pub mix: Option<Arc<MixSpec>>,
 }
 
 /// The canonical fingerprint of a spec: equal for specs that mean the same, whatever
@@ -74,6 +81,9 @@ fn non_negative(value: i64, field: &str) -> Result<u64> {
 
 impl ReaderSpec {
     pub fn from_proto(proto: pb::DatasetSpec, max_record_bytes: u64) -> Result<Self> {
+        if proto.mix.is_some() {
+            return mix::mixture_spec(proto, max_record_bytes);
+        }
         let source = proto.source.as_ref().ok_or_else(|| invalid("source is required"))?;
         if source.files.is_empty() {
             return Err(invalid("source.files is empty"));
@@ -155,13 +165,10 @@ impl ReaderSpec {
             pipeline: pipeline_config,
             select: selection_of(pipeline.select.as_ref())?,
             unbatch: pipeline.unbatch,
-            prefetch: match pipeline.prefetch {
-                0 => None,
-                n if (1..=MAX_PREFETCH).contains(&n) => Some(n as usize),
-                n => return Err(invalid(format!("pipeline.prefetch must be in 0..={MAX_PREFETCH}, got {n}"))),
-            },
+            prefetch: prefetch_of(pipeline.prefetch)?,
             decoder: Arc::new(decoder),
             skip_errors: pipeline.on_error() == pb::OnError::Skip,
+            mix: None,
             proto,
         })
     }
@@ -218,6 +225,15 @@ fn selection_of(select: Option<&pb::Select>) -> Result<Selection> {
 
 /// Most elements a stream may buffer ahead of its trainer.
 const MAX_PREFETCH: i64 = 1024;
+
+/// `pipeline.prefetch`: `None` for the server's default.
+fn prefetch_of(prefetch: i64) -> Result<Option<usize>> {
+    match prefetch {
+        0 => Ok(None),
+        n if (1..=MAX_PREFETCH).contains(&n) => Ok(Some(n as usize)),
+        n => Err(invalid(format!("pipeline.prefetch must be in 0..={MAX_PREFETCH}, got {n}"))),
+    }
+}
 /// Most files read at once by one reader (each has a reading thread).
 const MAX_CYCLE_LENGTH: i64 = 256;
 /// Most elements a shuffle buffer may hold.

@@ -1,0 +1,143 @@
+//! The choice of a mixture (`tf.data.Dataset.sample_from_datasets`): which component the
+//! next element comes from. Component `i` is chosen with probability `weights[i]` over the
+//! sum of the weights of the components not found exhausted, from a seeded generator whose
+//! state a checkpoint keeps, so the sequence of choices is a pure function of the seed and
+//! of when components run out.
+//!
+//! As in TensorFlow, a component is found exhausted when the choice falls on it and it
+//! has no element left: with `stop_on_empty` the mixture ends there; without, the
+//! component drops out and the choice is made again among the others. The mixture ends
+//! when every component of positive weight is exhausted (one of weight 0 is never chosen).
+
+use super::rng::SplitMix64;
+
+/// Generator stream of the choice (the pipelines' epochs use 1 to 3).
+const MIX_STREAM: u64 = 4;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MixChoice {
+    weights: Vec<f64>,
+    rng: SplitMix64,
+    exhausted: Vec<bool>,
+    stop_on_empty: bool,
+    ended: bool,
+}
+
+/// Where a choice is: what [`MixChoice::restore`] continues from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MixChoiceState {
+    pub rng: u64,
+    pub exhausted: Vec<bool>,
+    pub ended: bool,
+}
+
+impl MixChoice {
+    /// `weights`: finite, non-negative, with a positive sum (the spec checks them).
+    pub fn new(weights: Vec<f64>, seed: u64, stop_on_empty: bool) -> Self {
+        let exhausted = vec![false; weights.len()];
+        Self { weights, rng: SplitMix64::for_epoch(seed, 0, MIX_STREAM), exhausted, stop_on_empty, ended: false }
+    }
+
+    /// The component the next element comes from; `None` once the mixture ended.
+    pub fn choose(&mut self) -> Option<usize> {
+        if self.ended {
+            return None;
+        }
+        let active = |i: usize| !self.exhausted[i] && self.weights[i] > 0.0;
+        let total: f64 = (0..self.weights.len()).filter(|&i| active(i)).map(|i| self.weights[i]).sum();
+        // 53 random bits: a uniform draw in [0, total).
+        let draw = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
+        let mut below = 0.0;
+        let mut last = None;
+        for i in (0..self.weights.len()).filter(|&i| active(i)) {
+            below += self.weights[i];
+            last = Some(i);
+            if draw < below {
+                return last;
+            }
+        }
+        // Rounding left the draw at the top: the last active component.
+        last
+    }
+
+    /// The chosen `component` had no element left.
+    pub fn exhausted(&mut self, component: usize) {
+        self.exhausted[component] = true;
+        let any_left = (0..self.weights.len()).any(|i| !self.exhausted[i] && self.weights[i] > 0.0);
+        if self.stop_on_empty || !any_left {
+            self.ended = true;
+        }
+    }
+
+    pub fn is_exhausted(&self, component: usize) -> bool {
+        self.exhausted[component]
+    }
+
+    pub fn state(&self) -> MixChoiceState {
+        MixChoiceState { rng: self.rng.state, exhausted: self.exhausted.clone(), ended: self.ended }
+    }
+
+    /// The choice where `state` was taken; `None` if it is not a state of this many
+    /// components.
+    pub fn restore(weights: Vec<f64>, stop_on_empty: bool, state: &MixChoiceState) -> Option<Self> {
+        if state.exhausted.len() != weights.len() {
+            return None;
+        }
+        let mut choice = Self::new(weights, 0, stop_on_empty);
+        choice.rng.state = state.rng;
+        choice.exhausted = state.exhausted.clone();
+        choice.ended = state.ended;
+        Some(choice)
+    }
+}
+
+/// Where a mixture is: its choice, and the elements it took from each component.
+#[derive(Debug)]
+pub struct MixProgress {
+    pub choice: MixChoice,
+    pub taken: Vec<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draws(choice: &mut MixChoice, n: usize) -> Vec<usize> {
+        (0..n).map(|_| choice.choose().expect("not ended")).collect()
+    }
+
+    #[test]
+    fn chooses_by_weight_and_is_deterministic_for_a_seed() {
+        let mut choice = MixChoice::new(vec![3.0, 1.0], 7, false);
+        let sequence = draws(&mut choice, 40_000);
+        let zeros = sequence.iter().filter(|&&i| i == 0).count() as f64;
+        // Binomial(40000, 0.75): standard deviation about 87.
+        assert!((zeros - 30_000.0).abs() < 5.0 * 87.0, "{zeros}");
+        assert_eq!(draws(&mut MixChoice::new(vec![3.0, 1.0], 7, false), 40_000), sequence);
+        assert_ne!(draws(&mut MixChoice::new(vec![3.0, 1.0], 8, false), 40_000), sequence);
+    }
+
+    #[test]
+    fn an_exhausted_component_drops_out_or_ends_the_mixture() {
+        let mut reweighted = MixChoice::new(vec![1.0, 1.0, 0.0], 1, false);
+        reweighted.exhausted(0);
+        assert!(draws(&mut reweighted, 100).iter().all(|&i| i == 1), "weight 0 is never chosen");
+        reweighted.exhausted(1);
+        assert_eq!(reweighted.choose(), None, "no component of positive weight is left");
+
+        let mut stopping = MixChoice::new(vec![1.0, 1.0], 1, true);
+        stopping.exhausted(1);
+        assert_eq!(stopping.choose(), None);
+    }
+
+    #[test]
+    fn restores_where_it_was() {
+        let mut choice = MixChoice::new(vec![0.5, 0.2, 0.3], 11, false);
+        draws(&mut choice, 17);
+        choice.exhausted(2);
+        let state = choice.state();
+        let mut restored = MixChoice::restore(vec![0.5, 0.2, 0.3], false, &state).expect("same components");
+        assert_eq!(draws(&mut restored, 100), draws(&mut choice, 100));
+        assert!(MixChoice::restore(vec![1.0], false, &state).is_none());
+    }
+}

@@ -1,0 +1,103 @@
+//! A mixture's spec (`mix`): components that are full specs of their own, unbatched, and
+//! weights as `tf.data.Dataset.sample_from_datasets` takes them. The outer `pipeline`
+//! batches the mixed stream and its seed drives the choice; what reads files (shuffling,
+//! sharding, epochs, interleave, selection) belongs to each component.
+
+use std::sync::Arc;
+
+use readerd_proto::v1 as pb;
+
+use super::{MAX_BATCH_SIZE, ReaderSpec, fingerprint, invalid, prefetch_of};
+use crate::decode::Decoder;
+use crate::error::{Result, ServeError};
+use crate::pipeline::PipelineConfig;
+
+/// A mixture, checked.
+#[derive(Clone, Debug)]
+pub struct MixSpec {
+    /// Each component's spec, in the spec's order (unbatched).
+    pub components: Vec<ReaderSpec>,
+    /// One weight per component: finite, non-negative, with a positive sum.
+    pub weights: Vec<f64>,
+    /// The mixture ends when the choice falls on an exhausted component.
+    pub stop_on_empty: bool,
+}
+
+/// The outer pipeline of a mixture keeps only what acts on the mixed stream.
+fn mixed_stream_part(pipeline: &pb::Pipeline) -> pb::Pipeline {
+    pb::Pipeline {
+        seed: pipeline.seed,
+        batch_size: pipeline.batch_size,
+        drop_remainder: pipeline.drop_remainder,
+        prefetch: pipeline.prefetch,
+        ..Default::default()
+    }
+}
+
+pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Result<ReaderSpec> {
+    let mix = proto.mix.as_ref().expect("a mixture");
+    if proto.source.is_some() || proto.decoder.is_some() {
+        return Err(invalid("a spec with mix has no source or decoder of its own: each of mix.datasets has its own"));
+    }
+    let n = mix.datasets.len();
+    if n == 0 {
+        return Err(invalid("mix.datasets is empty"));
+    }
+    let weights = match mix.weights.len() {
+        0 => vec![1.0; n],
+        len if len == n => mix.weights.clone(),
+        len => return Err(invalid(format!("mix.weights has {len} weights for {n} datasets"))),
+    };
+    if let Some((i, w)) = weights.iter().enumerate().find(|(_, w)| !w.is_finite() || **w < 0.0) {
+        return Err(invalid(format!("mix.weights[{i}] is {w}: weights must be finite and not negative")));
+    }
+    if weights.iter().sum::<f64>() <= 0.0 {
+        return Err(invalid("mix.weights sum to 0: at least one must be positive"));
+    }
+    let mut components = Vec::with_capacity(n);
+    for (i, dataset) in mix.datasets.iter().enumerate() {
+        let field = format!("mix.datasets[{i}]");
+        if dataset.mix.is_some() {
+            return Err(invalid(format!("{field}: a mixture inside a mixture is not supported")));
+        }
+        let component = ReaderSpec::from_proto(dataset.clone(), max_record_bytes).map_err(|err| match err {
+            ServeError::InvalidSpec(message) => invalid(format!("{field}: {message}")),
+            other => other,
+        })?;
+        if component.batch_size > 0 || component.unbatch {
+            return Err(invalid(format!(
+                "{field}.pipeline: components are not batched (batchSize, unbatch): the outer pipeline batches the mixture"
+            )));
+        }
+        if matches!(*component.decoder, Decoder::SequenceExample(_)) {
+            return Err(invalid(format!("{field}: SequenceExample components are not supported in a mixture yet")));
+        }
+        components.push(component);
+    }
+    let pipeline = proto.pipeline.clone().unwrap_or_default();
+    if mixed_stream_part(&pipeline) != pipeline {
+        return Err(invalid(
+            "the pipeline of a mixture takes seed, batchSize, dropRemainder and prefetch; \
+             file shuffling, sharding, epochs, interleave, shuffling, selection and onError belong to each of mix.datasets",
+        ));
+    }
+    if !(0..=MAX_BATCH_SIZE).contains(&pipeline.batch_size) {
+        return Err(invalid(format!("pipeline.batchSize must be in 0..={MAX_BATCH_SIZE}")));
+    }
+    let first = &components[0];
+    Ok(ReaderSpec {
+        fingerprint: fingerprint(&proto),
+        patterns: Vec::new(),
+        source: first.source.clone(),
+        batch_size: pipeline.batch_size as usize,
+        drop_remainder: pipeline.drop_remainder,
+        pipeline: PipelineConfig { seed: pipeline.seed as u64, ..PipelineConfig::default() },
+        prefetch: prefetch_of(pipeline.prefetch)?,
+        select: Default::default(),
+        unbatch: false,
+        decoder: first.decoder.clone(),
+        skip_errors: false,
+        mix: Some(Arc::new(MixSpec { components, weights, stop_on_empty: mix.stop_on_empty_dataset })),
+        proto,
+    })
+}

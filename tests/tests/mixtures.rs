@@ -1,0 +1,264 @@
+//! Mixtures (`mix`): several datasets sampled by weight into one stream, as
+//! `tf.data.Dataset.sample_from_datasets` samples them, through real servers and
+//! `readerctl`: each record once, each component in its own order, the share by weight,
+//! the same sequence for a seed, TensorFlow's rule for `stopOnEmptyDataset`, exact resume
+//! after SIGKILL, and bad mixtures refused before any element.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use prost::Message;
+use readerd_proto::tensorflow as tf;
+use readerd_tests::{ServerProcess, jsonl, readerctl, write_file};
+use serde_json::{Value, json};
+
+/// Component A: `a_count` Examples with `id` 0.. in two TFRecord files; component B:
+/// `b_count` CSV lines with `id` 100000.. in one file (a header line, then `id,weight`).
+fn write_data(root: &Path, a_count: i64, b_count: i64) {
+    let half = a_count / 2;
+    for (file, ids) in [("a-0.tfrecord", 0..half), ("a-1.tfrecord", half..a_count)] {
+        let records: Vec<Vec<u8>> = ids
+            .map(|id| {
+                let value = tf::Feature { kind: Some(tf::feature::Kind::Int64List(tf::Int64List { value: vec![id] })) };
+                let features = std::collections::BTreeMap::from([("id".to_owned(), value)]);
+                tf::Example { features: Some(tf::Features { feature: features }) }.encode_to_vec()
+            })
+            .collect();
+        readerd_tests::write_tfrecord(&root.join(file), &records);
+    }
+    let csv: String = std::iter::once("id,weight\n".to_owned())
+        .chain((0..b_count).map(|i| format!("{},{}\n", 100_000 + i, i % 7)))
+        .collect();
+    write_file(root, "b.csv", csv.as_bytes());
+}
+
+fn component_a(pipeline: Value) -> Value {
+    json!({"source": {"files": ["a-*.tfrecord"], "format": "TFRECORD"},
+           "decoder": {"example": {"features": {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}}},
+           "pipeline": pipeline})
+}
+
+fn component_b(pipeline: Value) -> Value {
+    json!({"source": {"files": ["b.csv"], "format": "CSV", "header": true},
+           "decoder": {"csv": {"columns": [{"dtype": "INT64"}],
+                               "selectCols": [0]}},
+           "pipeline": pipeline})
+}
+
+fn mixture(weights: Value, stop: bool, seed: i64, batch: i64) -> Value {
+    json!({"mix": {"datasets": [component_a(json!({})), component_b(json!({}))], "weights": weights,
+                   "stopOnEmptyDataset": stop},
+           "pipeline": {"seed": seed, "batchSize": batch}})
+}
+
+fn spec_file(dir: &Path, name: &str, spec: &Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, spec.to_string()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// `(key, id)` of every record of a read, in order, and its last line.
+fn read(addr: &str, args: &[&str]) -> (Vec<(String, i64)>, Value) {
+    let output = readerctl(addr, &[&["read", "--output", "jsonl"], args].concat());
+    let lines = jsonl(&output.stdout);
+    let mut records = Vec::new();
+    for line in lines.iter().filter(|line| line.get("seq").is_some()) {
+        let keys = line["keys"].as_array().unwrap();
+        let ids = line["features"]["id"]["values"]
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| vec![line["features"]["id"]["values"].clone()]);
+        assert_eq!(keys.len(), ids.len(), "{line}");
+        for (key, id) in keys.iter().zip(ids) {
+            records.push((key.as_str().unwrap().to_owned(), id.as_i64().unwrap()));
+        }
+    }
+    (records, lines.last().cloned().unwrap_or_default())
+}
+
+#[test]
+fn a_mixture_takes_each_record_once_by_weight_in_each_components_order() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path(), 10_000, 5_000);
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(&[data.path()]);
+    let spec = spec_file(dir.path(), "mix.json", &mixture(json!([0.75, 0.25]), false, 7, 64));
+    let (records, last) = read(&server.addr, &["--spec", &spec]);
+    assert_eq!(last["end_of_sequence"], true, "{last}");
+
+    let ids: Vec<i64> = records.iter().map(|(_, id)| *id).collect();
+    assert_eq!(ids.len(), 15_000);
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 15_000, "every id exactly once");
+    let a: Vec<i64> = ids.iter().copied().filter(|&id| id < 100_000).collect();
+    let b: Vec<i64> = ids.iter().copied().filter(|&id| id >= 100_000).collect();
+    assert_eq!(a, (0..10_000).collect::<Vec<_>>(), "A's records in A's own order");
+    assert_eq!(b, (100_000..105_000).collect::<Vec<_>>(), "B's records in B's own order");
+    // Keys name the component, then the record as reading the component alone names it.
+    assert_eq!(records.iter().find(|(_, id)| *id == 1).unwrap().0, "0/a-0.tfrecord:31");
+    assert_eq!(records.iter().find(|(_, id)| *id == 100_000).unwrap().0, "1/b.csv:2");
+
+    // In the first 4,000 elements A's share is 0.75 within 5 standard deviations.
+    let share_a = ids[..4000].iter().filter(|&&id| id < 100_000).count() as f64;
+    let sd = (4000.0f64 * 0.75 * 0.25).sqrt();
+    assert!((share_a - 3000.0).abs() < 5.0 * sd, "A took {share_a} of the first 4000");
+
+    let (again, _) = read(&server.addr, &["--spec", &spec]);
+    assert_eq!(again, records, "the same seed gives the same sequence");
+    let other = spec_file(dir.path(), "other.json", &mixture(json!([0.75, 0.25]), false, 8, 64));
+    let (reseeded, _) = read(&server.addr, &["--spec", &other]);
+    assert_ne!(reseeded, records, "another seed another sequence");
+    assert_eq!(reseeded.len(), 15_000);
+}
+
+#[test]
+fn stop_on_empty_dataset_ends_where_the_choice_first_falls_on_an_exhausted_component() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path(), 2_000, 500);
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(&[data.path()]);
+    let stopping = spec_file(dir.path(), "stop.json", &mixture(json!([1, 1]), true, 3, 0));
+    let reweighted = spec_file(dir.path(), "go-on.json", &mixture(json!([1, 1]), false, 3, 0));
+    let (stopped, last) = read(&server.addr, &["--spec", &stopping]);
+    assert_eq!(last["end_of_sequence"], true, "{last}");
+    let (whole, _) = read(&server.addr, &["--spec", &reweighted]);
+    assert_eq!(whole.len(), 2_500);
+    // TensorFlow's rule: the choices are the same until the first that falls on an
+    // exhausted component, where the mixture ends; B (500 records, weight 1/2) runs out
+    // first, so all of B comes and A stops short of its 2,000.
+    assert_eq!(stopped[..], whole[..stopped.len()], "the same choices up to the end");
+    let b_taken = stopped.iter().filter(|(_, id)| *id >= 100_000).count();
+    assert_eq!(b_taken, 500);
+    assert!(stopped.len() < 2_500 && stopped.len() > 1_000, "{} elements", stopped.len());
+    // Without stopping, what follows is A alone.
+    assert!(whole[stopped.len()..].iter().all(|(_, id)| *id < 100_000));
+}
+
+fn resume_spec() -> Value {
+    json!({"mix": {"datasets": [
+              component_a(json!({"seed": 5, "shuffleFiles": true, "numEpochs": 2, "shuffle": {"bufferSize": 50}})),
+              component_b(json!({"numEpochs": 3, "shuffle": {"bufferSize": 20}}))],
+                   "weights": [2.0, 1.0]},
+           "pipeline": {"seed": 11, "batchSize": 7}})
+}
+
+#[test]
+fn a_mixture_resumes_exactly_after_sigkill() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path(), 400, 150);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec_file(dir.path(), "mix.json", &resume_spec());
+    let state = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
+    let full = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec, "--output", "jsonl"]).stdout);
+    let elements = |lines: &[Value]| lines.iter().filter(|l| l.get("seq").is_some()).cloned().collect::<Vec<_>>();
+    assert_eq!(elements(&full).len(), (800 + 450usize).div_ceil(7));
+    drop(server);
+    // Inside the first batches, in the middle (A's second epoch begins), near the end.
+    for k in [1u64, 90, 170] {
+        let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
+        let k_str = k.to_string();
+        let head = readerctl(
+            &server.addr,
+            &["read", "--spec", &spec, "--max-batches", &k_str, "--checkpoint-every", "4", "--output", "jsonl"],
+        );
+        let head = jsonl(&head.stdout);
+        let token = head.last().unwrap()["checkpoint"].as_str().expect("a checkpoint last").to_owned();
+        server.kill();
+        let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
+        let tail = jsonl(&readerctl(&server.addr, &["read", "--resume", &token, "--output", "jsonl"]).stdout);
+        let resumed: Vec<Value> = elements(&head).into_iter().chain(elements(&tail)).collect();
+        assert_eq!(resumed, elements(&full), "resumed after {k} elements");
+        assert_eq!(tail.last(), full.last());
+    }
+}
+
+#[test]
+fn consumers_of_a_shared_mixture_take_each_record_once_and_stats_count_each_component() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path(), 3_000, 1_000);
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_addr = readerd_tests::free_address();
+    let server = ServerProcess::start_with(&[data.path()], &["--metrics-listen", &metrics_addr]);
+    let spec = spec_file(dir.path(), "mix.json", &mixture(json!([3, 1]), false, 1, 16));
+    let shared = ["--spec", spec.as_str(), "--container", "team", "--shared-name", "mixed"];
+    let (first, second) = std::thread::scope(|scope| {
+        let one = scope.spawn(|| read(&server.addr, &shared).0);
+        let two = scope.spawn(|| read(&server.addr, &shared).0);
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    let mut ids: Vec<i64> = first.iter().chain(&second).map(|(_, id)| *id).collect();
+    ids.sort_unstable();
+    let expected: Vec<i64> = (0..3_000).chain(100_000..101_000).collect();
+    assert_eq!(ids, expected, "each record once across the two consumers");
+
+    let stats = readerctl(&server.addr, &["stats", "--container", "team", "--shared-name", "mixed"]);
+    let stats = String::from_utf8_lossy(&stats.stdout);
+    let components: Vec<&str> = stats.lines().filter(|line| line.starts_with("component ")).collect();
+    assert_eq!(
+        components,
+        [
+            "component 0: elements taken 3000 epochs completed 1 records produced 3000 (exhausted)",
+            "component 1: elements taken 1000 epochs completed 1 records produced 1000 (exhausted)"
+        ],
+        "{stats}"
+    );
+    assert!(stats.contains("records produced 4000\n"), "the reader's counters sum its components': {stats}");
+    let metrics = readerd_tests::scrape_metrics(&metrics_addr);
+    for (component, taken) in [(0, 3000), (1, 1000)] {
+        let labels = format!("{{container=\"team\",reader=\"mixed\",component=\"{component}\"}}");
+        assert!(metrics.contains(&format!("readerd_mix_component_elements_total{labels} {taken}\n")), "{metrics}");
+        assert!(metrics.contains(&format!("readerd_mix_component_epochs_completed{labels} 1\n")), "{metrics}");
+    }
+}
+
+/// `readerctl read` of `spec`: the error line's code and message.
+fn refused(server: &ServerProcess, dir: &Path, spec: &Value) -> (String, String) {
+    let path = spec_file(dir, "bad.json", spec);
+    let output = readerctl(&server.addr, &["read", "--spec", &path, "--output", "jsonl"]);
+    let lines = jsonl(&output.stdout);
+    assert!(lines.iter().all(|line| line.get("seq").is_none()), "no element of a bad mixture: {lines:?}");
+    let error = &lines.last().unwrap_or_else(|| panic!("{output:?}"))["error"];
+    (error["code"].as_str().unwrap().to_owned(), error["message"].as_str().unwrap().to_owned())
+}
+
+#[test]
+fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path(), 10, 10);
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(&[data.path()]);
+    let (a, b) = (component_a(json!({})), component_b(json!({})));
+    let float_id = json!({"source": {"files": ["a-*.tfrecord"], "format": "TFRECORD"},
+                          "decoder": {"example": {"features": {"id": {"fixedLen": {"dtype": "FLOAT32", "shape": []}}}}}});
+    let renamed = json!({"source": {"files": ["b.csv"], "format": "CSV", "header": true},
+                         "decoder": {"csv": {"columns": [{"name": "key", "dtype": "INT64"}], "selectCols": [0]}}});
+    let batched = json!({"source": {"files": ["b.csv"], "format": "CSV", "header": true},
+                         "decoder": b["decoder"], "pipeline": {"batchSize": 2}});
+    let cases = [
+        (json!({"mix": {"datasets": []}}), "mix.datasets is empty"),
+        (json!({"mix": {"datasets": [a, b], "weights": [1.0]}}), "mix.weights has 1 weights for 2 datasets"),
+        (json!({"mix": {"datasets": [a, b], "weights": [1.0, -0.5]}}), "mix.weights[1] is -0.5"),
+        (json!({"mix": {"datasets": [a, b], "weights": ["NaN", 1.0]}}), "mix.weights[0] is NaN"),
+        (json!({"mix": {"datasets": [a, b], "weights": [0, 0]}}), "mix.weights sum to 0"),
+        (
+            json!({"mix": {"datasets": [a, float_id]}}),
+            "mix.datasets[1] decodes id as dense float [], mix.datasets[0] as dense int64 []",
+        ),
+        (json!({"mix": {"datasets": [a, renamed]}}), "mix.datasets[1] has no feature id"),
+        (json!({"mix": {"datasets": [a, batched]}}), "mix.datasets[1].pipeline: components are not batched"),
+        (
+            json!({"mix": {"datasets": [a, {"source": {"files": ["a-*.tfrecord"]}}]}}),
+            "mix.datasets[1]: source.format is required",
+        ),
+        (json!({"mix": {"datasets": [a, b]}, "pipeline": {"numEpochs": 2}}), "belong to each of mix.datasets"),
+        (
+            json!({"mix": {"datasets": [a, b]}, "source": {"files": ["b.csv"], "format": "TEXT_LINE"}}),
+            "no source or decoder of its own",
+        ),
+    ];
+    for (spec, expected) in cases {
+        let (code, message) = refused(&server, dir.path(), &spec);
+        assert_eq!(code, "INVALID_ARGUMENT", "{spec}: {message}");
+        assert!(message.contains(expected), "{spec}: {message:?} does not say {expected:?}");
+    }
+}

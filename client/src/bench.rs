@@ -424,6 +424,10 @@ fn rss_budget_mb(spec: &pb::DatasetSpec, load: &LoadReport) -> f64 {
 /// The files a spec names under `data` (glob patterns expanded, each sorted, in order).
 fn workload_files(data: &std::path::Path, spec: &pb::DatasetSpec) -> anyhow::Result<Vec<std::path::PathBuf>> {
     let mut files = Vec::new();
+    // A mixture reads its components' files.
+    for component in spec.mix.iter().flat_map(|mix| &mix.datasets) {
+        files.extend(workload_files(data, component)?);
+    }
     for pattern in spec.source.as_ref().map(|s| s.files.as_slice()).unwrap_or_default() {
         let full = data.join(pattern);
         let matched = glob::glob(&full.to_string_lossy())?.collect::<Result<Vec<_>, _>>()?;

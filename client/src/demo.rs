@@ -237,9 +237,25 @@ pub fn spec(workload: &str, batch_size: u32, epochs: i32) -> Option<Value> {
                 "pipeline": pipeline,
             })
         }
+        // tabular and tabular_csv (the same rows) sampled half and half: what a mixture
+        // costs over its components read alone.
+        "tabular_mix" => {
+            let component = |workload: &str| {
+                let mut spec = spec(workload, 0, epochs)?;
+                spec["pipeline"] = json!({"cycleLength": 2, "numEpochs": epochs});
+                Some(spec)
+            };
+            json!({
+                "mix": {"datasets": [component("tabular")?, component("tabular_csv")?], "weights": [1, 1]},
+                "pipeline": {"batchSize": batch_size, "prefetch": 4, "seed": 1},
+            })
+        }
         _ => return None,
     })
 }
+
+/// Workloads whose specs read the files of others (written with them).
+pub const MIXED_WORKLOADS: [(&str, [&str; 2]); 1] = [("tabular_mix", ["tabular", "tabular_csv"])];
 
 pub const WORKLOADS: [&str; 3] = ["images", "tabular", "tabular_csv"];
 

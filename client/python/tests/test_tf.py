@@ -93,3 +93,35 @@ def test_csv_columns_as_decode_csv_gives_them(server, data_root: Path) -> None:
     for a, b in zip(list(ours), list(theirs), strict=True):
         assert {k: plain(v) for k, v in a.items()} == {k: plain(v) for k, v in b.items()}
     assert np.isclose(list(ours)[0]["price"].numpy(), [2.5, 0.0]).all()
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_a_mixture_as_sample_from_datasets_gives_it(server, data_root: Path, stop: bool) -> None:
+    """The same element_spec as ``sample_from_datasets`` over the two parsed datasets, every
+    record once without stopping; with ``stopOnEmptyDataset`` both take all of the smaller
+    component (it runs out first) and about as many of the larger (negative binomial:
+    mean 51, standard deviation 10, for 50 records at weights 1 / 1), never all."""
+    write_tfrecord(data_root / "a.tfrecord", [example({"id": i, "w": [0.5, i]}) for i in range(400)])
+    (data_root / "b.csv").write_text("".join(f"{1000 + i},{i},1.5\n" for i in range(50)))
+    features = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}
+    columns = [{"name": "id", "dtype": "INT64"}]
+    spec = {"mix": {"datasets": [
+                {"source": {"files": ["a.tfrecord"], "format": "TFRECORD"}, "decoder": {"example": {"features": features}}},
+                {"source": {"files": ["b.csv"], "format": "CSV"}, "decoder": {"csv": {"columns": columns, "selectCols": [0]}}}],
+                    "stopOnEmptyDataset": stop},
+            "pipeline": {"batchSize": 8, "seed": 3}}  # fmt: skip
+    ours = readerd.tf.dataset(server.addr, spec)
+    a = tf.data.TFRecordDataset(str(data_root / "a.tfrecord")).map(
+        lambda x: tf.io.parse_single_example(x, {"id": tf.io.FixedLenFeature([], tf.int64)}))
+    b = tf.data.experimental.CsvDataset(str(data_root / "b.csv"), [tf.int64], select_cols=[0]).map(lambda i: {"id": i})
+    theirs = tf.data.Dataset.sample_from_datasets([a, b], seed=3, stop_on_empty_dataset=stop).batch(8)
+    assert ours.element_spec == theirs.element_spec
+    for dataset in (ours, theirs):
+        ids = [int(i) for batch in dataset for i in batch["id"].numpy()]
+        assert len(set(ids)) == len(ids)
+        big = [i for i in ids if i < 1000]
+        assert sorted(i for i in ids if i >= 1000) == list(range(1000, 1050))
+        if stop:
+            assert abs(len(big) - 51) < 50 and len(big) < 400
+        else:
+            assert sorted(big) == list(range(400))

@@ -156,7 +156,8 @@ fn generate(
         demo::write_tabular(out, sizes, wants("tabular"), wants("tabular_csv"), &mut |n| progress.set(n))?;
         progress.finish();
     }
-    for workload in workloads {
+    let mixed = demo::MIXED_WORKLOADS.iter().filter(|(_, parts)| parts.iter().all(|part| wants(part)));
+    for workload in workloads.iter().map(String::as_str).chain(mixed.map(|(name, _)| *name)) {
         let spec = demo::spec(workload, specs.batch_size, specs.epochs).expect("checked above");
         let path = out.join("specs").join(format!("{workload}.json"));
         std::fs::write(&path, serde_json::to_string_pretty(&spec)? + "\n")?;

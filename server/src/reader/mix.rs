@@ -1,18 +1,17 @@
 //! A mixture's reader: one private reader per component (each with its own pipeline and
 //! decoder, unbatched), elements taken from them as the choice says
-//! ([`crate::pipeline::mix::MixChoice`]) and stacked into the outer spec's batches. Its
+//! ([`crate::pipeline::mix::MixChoice`]), batched and decoded (`mix_batch.rs`). Its
 //! state is every component's state plus the choice's; keys are the component's keys
 //! with `<component index>/` in front (`1/tabular/part-0.csv:12`).
 
-use std::sync::Arc;
-
+use super::mix_batch::decode_mixed;
 use super::records::ReaderState;
 use super::{Chunk, Reader};
-use crate::decode::{Dense, Tensor};
-use crate::element::{Element, Keys};
+use crate::element::Element;
 use crate::error::{Result, ServeError};
+use crate::pipeline::Next;
 use crate::pipeline::mix::{MixChoice, MixChoiceState, MixProgress};
-use crate::source::DataRoots;
+use crate::source::{DataRoots, Record};
 use crate::spec::{MixSpec, ReaderSpec};
 use readerd_proto::v1 as pb;
 
@@ -81,81 +80,139 @@ fn mismatch(component: usize, what: &str) -> ServeError {
 }
 
 impl Reader {
-    /// `next_chunk` for a mixture: elements chosen from the components, batched.
+    /// `next_chunk` for a mixture: records chosen from the components and batched under
+    /// the reader's lock, each batch decoded component by component (`mix_batch.rs`) on
+    /// the server's decoding threads while the next is taken, as `next_chunk` does.
     pub(super) fn next_mixed_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
-        let mut state = self.lock();
-        self.keep_snapshot(&state);
-        let batch_size = self.spec.batch_size.max(1);
-        let max_element_bytes = self.spec.source.max_record_bytes as usize;
-        let mut chunk = Chunk::default();
-        let mut bytes = 0;
-        while chunk.elements.len() < max_elements && bytes < max_bytes {
-            let mut examples = Vec::with_capacity(batch_size.min(1024));
-            let mut last_of_sequence = false;
-            while examples.len() < batch_size {
-                match self.take_mixed(&mut state) {
-                    Ok(Some(element)) => examples.push(element),
-                    Ok(None) => {
-                        last_of_sequence = true;
-                        break;
-                    }
-                    Err(err) => {
-                        state.failed = Some(err.clone());
-                        chunk.error = Some(err);
-                        return chunk;
-                    }
+        let batched = self.spec.batch_size > 0;
+        let decode = |(index, taken): (u64, Vec<(usize, Record)>)| {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                decode_mixed(&self.components, taken, batched)
+            }))
+            .unwrap_or_else(|_| Err(ServeError::Internal("a decoding thread panicked".into())));
+            (index, result.map(|element| element.map(|element| Element { index, ..element })))
+        };
+        let decoded = std::sync::Mutex::new(Vec::new());
+        let (error, end) = match &self.settings.decode_pool {
+            Some(pool) if max_elements > 1 => pool.in_place_scope(|scope| {
+                self.take_mixed_batches(max_elements, max_bytes, |batch| {
+                    let (decoded, decode) = (&decoded, &decode);
+                    scope.spawn(move |_| {
+                        let result = decode(batch);
+                        decoded.lock().unwrap_or_else(|p| p.into_inner()).push(result);
+                    });
+                })
+            }),
+            _ => self.take_mixed_batches(max_elements, max_bytes, |batch| {
+                decoded.lock().unwrap_or_else(|p| p.into_inner()).push(decode(batch));
+            }),
+        };
+        let mut decoded = decoded.into_inner().unwrap_or_else(|p| p.into_inner());
+        decoded.sort_unstable_by_key(|(index, _)| *index);
+        let mut chunk = Chunk { error, end_of_sequence: end, ..Chunk::default() };
+        for (_, result) in decoded {
+            match result {
+                Ok(Some(element)) => chunk.elements.push(element),
+                Ok(None) => {}
+                Err(err) => {
+                    self.lock().failed = Some(err.clone());
+                    chunk.error = Some(err);
+                    chunk.end_of_sequence = false;
+                    break;
                 }
-            }
-            if !examples.is_empty() && (examples.len() == batch_size || !self.spec.drop_remainder) {
-                match stack_elements(examples, self.spec.batch_size > 0, max_element_bytes) {
-                    Ok(mut element) => {
-                        bytes += element.payload_bytes();
-                        element.index = state.elements_produced;
-                        state.elements_produced += 1;
-                        chunk.elements.push(element);
-                    }
-                    Err(err) => {
-                        state.failed = Some(err.clone());
-                        chunk.error = Some(err);
-                        return chunk;
-                    }
-                }
-            }
-            if last_of_sequence {
-                chunk.end_of_sequence = true;
-                break;
             }
         }
         self.mark_producing(&mut chunk);
         chunk
     }
 
-    /// The next element of the mixture, its keys prefixed with its component; `None` at
-    /// the end.
-    fn take_mixed(&self, state: &mut ReaderState) -> Result<Option<Element>> {
+    /// Takes batches of `(component, record)` for up to `max_elements` elements (about
+    /// `max_bytes` of records), handing each to `on_batch` with its number as soon as it
+    /// is whole; returns the error or the end of the sequence that stopped it early.
+    fn take_mixed_batches(
+        &self,
+        max_elements: usize,
+        max_bytes: usize,
+        mut on_batch: impl FnMut((u64, Vec<(usize, Record)>)),
+    ) -> (Option<ServeError>, bool) {
+        let mut state = self.lock();
+        self.keep_snapshot(&state);
+        let batch_size = self.spec.batch_size.max(1);
+        let max_element_bytes = self.spec.source.max_record_bytes as usize;
+        let (mut batches, mut bytes) = (0, 0);
+        while batches < max_elements && bytes < max_bytes {
+            let mut taken = Vec::with_capacity(batch_size.min(1024));
+            let mut batch_bytes = 0;
+            let last_of_sequence = match self.take_mixed(&mut state, &mut taken, batch_size, &mut batch_bytes) {
+                Ok(end) => end,
+                Err(err) => return fail(&mut state, err),
+            };
+            if batch_bytes > max_element_bytes {
+                let err = ServeError::ResourceExhausted(format!(
+                    "a batch of {} records of the mixture reached {batch_bytes} bytes, above the limit of \
+                     {max_element_bytes} bytes per element (--max-record-bytes); lower pipeline.batchSize",
+                    taken.len()
+                ));
+                return fail(&mut state, err);
+            }
+            bytes += batch_bytes;
+            if !taken.is_empty() && (taken.len() == batch_size || !self.spec.drop_remainder) {
+                on_batch((state.elements_produced, taken));
+                state.elements_produced += 1;
+                batches += 1;
+            }
+            if last_of_sequence {
+                return (None, true);
+            }
+        }
+        (None, false)
+    }
+
+    /// Takes up to `want` records of the mixture into `taken` with their components,
+    /// adding their sizes to `bytes` and stopping early once that passes the limit per
+    /// element; `true` at the end. A component's epochs follow one another unseen (as a
+    /// repeated dataset's do); its lock is kept while the choice stays on it.
+    fn take_mixed(
+        &self,
+        state: &mut ReaderState,
+        taken: &mut Vec<(usize, Record)>,
+        want: usize,
+        bytes: &mut usize,
+    ) -> Result<bool> {
         if let Some(err) = &state.failed {
             return Err(err.clone());
         }
         let mix = self.spec.mix.as_ref().expect("a mixture");
         let progress = state.mix.get_or_insert_with(|| start(mix, self.spec.pipeline.seed));
-        while let Some(i) = progress.choice.choose() {
-            // A chunk may come back empty before the end (every record skipped).
+        let mut locked: Option<(usize, std::sync::MutexGuard<'_, ReaderState>)> = None;
+        let max_bytes = self.spec.source.max_record_bytes as usize;
+        let mut left = want;
+        while left > 0 && *bytes <= max_bytes {
+            let Some(i) = progress.choice.choose() else { return Ok(true) };
+            let component = &self.components[i];
+            let component_state = match &mut locked {
+                Some((held, guard)) if *held == i => guard,
+                _ => &mut locked.insert((i, component.lock())).1,
+            };
             loop {
-                let chunk = self.components[i].next_chunk(1, usize::MAX);
-                if let Some(err) = chunk.error {
-                    return Err(in_component(i, err));
-                }
-                if let Some(element) = chunk.elements.into_iter().next() {
-                    progress.taken[i] += 1;
-                    return Ok(Some(Element { keys: prefixed(i, element.keys), ..element }));
-                }
-                if chunk.end_of_sequence {
-                    progress.choice.exhausted(i);
-                    break;
+                match component_state.next_selected(&component.spec) {
+                    Ok(Next::Record(record)) => {
+                        progress.taken[i] += 1;
+                        *bytes += record.value.len();
+                        taken.push((i, record));
+                        left -= 1;
+                        break;
+                    }
+                    Ok(Next::EndOfEpoch) => continue,
+                    Ok(Next::End) => {
+                        progress.choice.exhausted(i);
+                        break;
+                    }
+                    Err(err) => return Err(in_component(i, err)),
                 }
             }
         }
-        Ok(None)
+        Ok(false)
     }
 
     /// The mixture's state: its components', and the choice's.
@@ -220,71 +277,8 @@ fn in_component(i: usize, err: ServeError) -> ServeError {
     }
 }
 
-/// `keys` with `<i>/` before each file name.
-fn prefixed(i: usize, keys: Keys) -> Keys {
-    match keys {
-        Keys::Table { files, file, number } => Keys::Table {
-            files: files.iter().map(|name| Arc::from(format!("{i}/{name}").as_str())).collect(),
-            file,
-            number,
-        },
-        Keys::Strings(keys) => Keys::Strings(keys.into_iter().map(|key| format!("{i}/{key}")).collect()),
-    }
-}
-
-/// Single elements as one: stacked into `[B, ...]` (`batched`, features by the first
-/// element's names), or the one element as it is.
-fn stack_elements(elements: Vec<Element>, batched: bool, max_bytes: usize) -> Result<Element> {
-    if !batched {
-        return Ok(elements.into_iter().next().expect("one element"));
-    }
-    let keys = merged_keys(elements.iter().map(|e| &e.keys));
-    let mut features = Vec::with_capacity(elements[0].features.len());
-    for (name, _) in &elements[0].features {
-        let mut parts = Vec::with_capacity(elements.len());
-        for element in &elements {
-            match element.features.iter().find(|(n, _)| n == name) {
-                Some((_, Tensor::Dense(dense))) => parts.push(dense.clone()),
-                _ => return Err(ServeError::Decode(format!("a mixture's batch cannot stack feature {name}"))),
-            }
-        }
-        let stacked = Dense::stack(&parts).ok_or_else(|| {
-            ServeError::Decode(format!(
-                "the elements of one batch differ in the shape of {name} (TensorFlow's batch needs equal shapes)"
-            ))
-        })?;
-        features.push((name.clone(), Tensor::Dense(stacked)));
-    }
-    let element = Element { index: 0, keys, features, records: Vec::new() };
-    let size = element.payload_bytes();
-    if size > max_bytes {
-        return Err(ServeError::ResourceExhausted(format!(
-            "a batch of the mixture reached {size} bytes, above the limit of {max_bytes} bytes per element \
-             (--max-record-bytes); lower pipeline.batchSize"
-        )));
-    }
-    Ok(element)
-}
-
-/// The keys of several elements, in order: one table (file names shared) when all are
-/// tables, else strings.
-fn merged_keys<'a>(parts: impl Iterator<Item = &'a Keys>) -> Keys {
-    let parts: Vec<&Keys> = parts.collect();
-    if !parts.iter().all(|keys| matches!(keys, Keys::Table { .. })) {
-        return Keys::Strings(parts.iter().flat_map(|keys| keys.to_strings()).collect());
-    }
-    let (mut files, mut file, mut number): (Vec<Arc<str>>, Vec<u32>, Vec<u64>) = Default::default();
-    for keys in parts {
-        let Keys::Table { files: names, file: at, number: n } = keys else { continue };
-        for (&f, &k) in at.iter().zip(n) {
-            let name = &names[f as usize];
-            let index = files.iter().position(|known| known == name).unwrap_or_else(|| {
-                files.push(name.clone());
-                files.len() - 1
-            });
-            file.push(index as u32);
-            number.push(k);
-        }
-    }
-    Keys::Table { files, file, number }
+/// The error that fails the reader (and stops the chunk).
+fn fail(state: &mut ReaderState, err: ServeError) -> (Option<ServeError>, bool) {
+    state.failed = Some(err.clone());
+    (Some(err), false)
 }

@@ -26,14 +26,15 @@
 //! - `shared_checkpoint.rs`: a shared reader's checkpoint, from those snapshots, restored
 //!   by replay ([`Reader::shared_checkpoint`], [`Reader::restore_shared`]).
 //! - `csv_header.rs`: CSV columns named from the files' header lines when a reader opens.
-//! - `mix.rs`: a mixture: a reader per component, elements chosen among them by weight
-//!   and batched, their states kept together.
+//! - `mix.rs`: a mixture: a reader per component, records chosen among them by weight
+//!   and batched, their states kept together; `mix_batch.rs` decodes a mixed batch
+//!   component by component and gathers it back into the mixture's order.
 //! - `cluster_job.rs`: a shared reader served by replicas: its pipeline reads the splits
 //!   this replica leases, and its sequence ends when the whole job is done.
 //!
 //! Each file adds to `impl Reader` what it holds. Dependencies between them go one way,
 //! each using only those after it: `shared_checkpoint`, `chunks`, `state`, `decoding`,
-//! `records`, `unbatch`; `mix` uses the reader's own chunks and state of each component;
+//! `records`, `unbatch`; `mix` (then `mix_batch`) uses the reader's chunks and state;
 //! `csv_header` and `cluster_job` (which only sets the reader's state up) stand alone.
 
 mod chunks;
@@ -41,6 +42,7 @@ mod cluster_job;
 mod csv_header;
 mod decoding;
 mod mix;
+mod mix_batch;
 mod records;
 mod shared_checkpoint;
 mod state;

@@ -140,6 +140,11 @@ def _signature_of(parse: Any, batch: Optional[int], batched: bool) -> dict:
 
 def element_spec_of(spec: dict) -> dict:
     """``{feature: tf.TypeSpec}`` of the elements a readerd ``spec`` (proto3 JSON) yields."""
+    if "mix" in spec:
+        # The components decode to the same features (the server checks it); the outer
+        # pipeline batches them.
+        first = spec["mix"].get("datasets", [{}])[0]
+        return element_spec_of({**first, "pipeline": spec.get("pipeline", {})})
     pipeline = spec.get("pipeline", {})
     batch_size = int(pipeline.get("batchSize", 0))
     batched = batch_size > 0

@@ -1,0 +1,205 @@
+//! A mixture's batch: records of several components in the mixture's order, decoded
+//! component by component as batches (each with its own decoder, as fast as reading the
+//! component alone) and gathered back into the mixture's order.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::Reader;
+use crate::decode::{Dense, Tensor, Values};
+use crate::element::{Element, Keys};
+use crate::error::{Result, ServeError};
+use crate::source::Record;
+
+/// `(component, record)` in the mixture's order, decoded into one element: a batch
+/// (`batched`) or the one record as it is. Undecodable records fail the batch, or with the
+/// component's `onError: SKIP` are dropped and counted; `None` when none is left.
+pub(super) fn decode_mixed(
+    components: &[Reader],
+    taken: Vec<(usize, Record)>,
+    batched: bool,
+) -> Result<Option<Element>> {
+    let keys = mixed_keys(&taken);
+    let mut groups: Vec<Group> = (0..components.len()).map(|_| Group::default()).collect();
+    for (row, (component, record)) in taken.into_iter().enumerate() {
+        let group = &mut groups[component];
+        group.rows.push(row);
+        group.values.push(record.value);
+    }
+    // Which group and row of its decoded batch each kept row of the mixture comes from.
+    let mut sources: Vec<Option<(usize, usize)>> = vec![None; keys.len()];
+    let mut decoded: Vec<Features> = Vec::with_capacity(groups.len());
+    for (c, group) in groups.iter().enumerate() {
+        if group.rows.is_empty() {
+            decoded.push(Vec::new());
+            continue;
+        }
+        let (features, kept) = decode_group(&components[c], c, group, &keys, batched)?;
+        for (n, &at) in kept.iter().enumerate() {
+            sources[group.rows[at]] = Some((c, n));
+        }
+        decoded.push(features);
+    }
+    let kept: Vec<usize> = (0..sources.len()).filter(|&row| sources[row].is_some()).collect();
+    if kept.is_empty() {
+        return Ok(None);
+    }
+    let sources: Vec<(usize, usize)> = sources.into_iter().flatten().collect();
+    let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };
+    let features = if batched {
+        gather(&decoded, &sources)?
+    } else {
+        decoded.into_iter().find(|features| !features.is_empty()).unwrap_or_default()
+    };
+    Ok(Some(Element { index: 0, keys, features, records: Vec::new() }))
+}
+
+/// Decoded features by name.
+type Features = Vec<(String, Tensor)>;
+
+/// One component's records of a batch: their rows in the mixture and their values.
+#[derive(Default)]
+struct Group {
+    rows: Vec<usize>,
+    values: Vec<Bytes>,
+}
+
+/// A group decoded by its component's decoder, and which of its records were kept (all,
+/// unless `onError: SKIP` dropped some).
+fn decode_group(
+    component: &Reader,
+    index: usize,
+    group: &Group,
+    keys: &Keys,
+    batched: bool,
+) -> Result<(Features, Vec<usize>)> {
+    let decoder = &component.spec.decoder;
+    if let Ok(features) = decoder.decode(&group.values, &[], batched) {
+        return Ok((features, (0..group.values.len()).collect()));
+    }
+    let names: Vec<String> = group.rows.iter().map(|&row| keys.key(row)).collect();
+    let err = match decoder.decode(&group.values, &names, batched) {
+        Ok(features) => return Ok((features, (0..group.values.len()).collect())),
+        Err(err) => err,
+    };
+    if !component.spec.skip_errors {
+        return Err(ServeError::Decode(match err.record.and_then(|i| names.get(i)) {
+            Some(key) => format!("mix.datasets[{index}]: {} (record {key})", err.message),
+            None => format!("mix.datasets[{index}]: {}", err.message),
+        }));
+    }
+    let (mut kept, mut values, mut kept_names) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, (name, value)) in names.iter().zip(&group.values).enumerate() {
+        match decoder.decode(std::slice::from_ref(value), std::slice::from_ref(name), batched) {
+            Ok(_) => {
+                kept.push(i);
+                values.push(value.clone());
+                kept_names.push(name.clone());
+            }
+            Err(err) => {
+                tracing::warn!(reader = %component.name, record = %name, error = %err, "undecodable record skipped");
+                component.lock().records_skipped += 1;
+            }
+        }
+    }
+    if kept.is_empty() {
+        return Ok((Vec::new(), kept));
+    }
+    let features = decoder.decode(&values, &kept_names, batched).map_err(|e| ServeError::Decode(e.message))?;
+    Ok((features, kept))
+}
+
+/// The batch in the mixture's order: row `i` of each feature is row `sources[i].1` of
+/// group `sources[i].0`'s decoded batch. Features are dense (the spec checks it) and of one
+/// dtype and row shape in every group (else TensorFlow's `batch` would fail too).
+fn gather(decoded: &[Features], sources: &[(usize, usize)]) -> Result<Features> {
+    let first = decoded.iter().find(|features| !features.is_empty()).expect("a decoded group");
+    let mut out = Vec::with_capacity(first.len());
+    for (name, _) in first {
+        let parts: Vec<Option<&Dense>> = decoded
+            .iter()
+            .map(|features| match features.iter().find(|(n, _)| n == name) {
+                Some((_, Tensor::Dense(dense))) => Some(dense),
+                _ => None,
+            })
+            .collect();
+        let sample = parts.iter().flatten().next().ok_or_else(|| stack_error(name))?;
+        let inner = &sample.shape[1..];
+        let per_row: usize = inner.iter().product();
+        if sources.iter().any(|&(g, _)| parts[g].is_none_or(|d| d.dtype != sample.dtype || &d.shape[1..] != inner)) {
+            return Err(stack_error(name));
+        }
+        let mut shape = vec![sources.len()];
+        shape.extend_from_slice(inner);
+        let values = match &sample.values {
+            Values::Bytes(_) => {
+                let row_bytes = per_row * sample.dtype.size().unwrap_or(1);
+                let mut all = Vec::with_capacity(row_bytes * sources.len());
+                for (g, rows) in runs(sources) {
+                    let Values::Bytes(bytes) = &parts[g].expect("checked").values else {
+                        return Err(stack_error(name));
+                    };
+                    all.extend_from_slice(&bytes[rows.start * row_bytes..rows.end * row_bytes]);
+                }
+                Values::Bytes(Bytes::from(all))
+            }
+            Values::Strings(_) => {
+                let mut all = Vec::with_capacity(per_row * sources.len());
+                for (g, rows) in runs(sources) {
+                    let Values::Strings(strings) = &parts[g].expect("checked").values else {
+                        return Err(stack_error(name));
+                    };
+                    all.extend_from_slice(&strings[rows.start * per_row..rows.end * per_row]);
+                }
+                Values::Strings(all)
+            }
+        };
+        out.push((name.clone(), Tensor::Dense(Dense { dtype: sample.dtype, shape, values })));
+    }
+    Ok(out)
+}
+
+/// `sources` as runs of consecutive rows of one group: `(group, rows)`, copied at once.
+fn runs(sources: &[(usize, usize)]) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let &(group, first) = sources.get(at)?;
+        let mut end = first + 1;
+        at += 1;
+        while sources.get(at) == Some(&(group, end)) {
+            end += 1;
+            at += 1;
+        }
+        Some((group, first..end))
+    })
+}
+
+fn stack_error(name: &str) -> ServeError {
+    ServeError::Decode(format!(
+        "the records of one batch of the mixture differ in the shape of {name} (TensorFlow's batch needs equal shapes)"
+    ))
+}
+
+/// The records' keys, `<component>/<file>:<n>`, as one table (each prefixed name made once).
+fn mixed_keys(taken: &[(usize, Record)]) -> Keys {
+    let mut names: Vec<(usize, Arc<str>, Arc<str>)> = Vec::new();
+    let mut files: Vec<Arc<str>> = Vec::new();
+    let (mut file, mut number) = (Vec::with_capacity(taken.len()), Vec::with_capacity(taken.len()));
+    for (component, record) in taken {
+        let at =
+            names.iter().position(|(c, f, _)| c == component && (Arc::ptr_eq(f, &record.file) || *f == record.file));
+        let index = match at {
+            Some(at) => at,
+            None => {
+                let prefixed: Arc<str> = Arc::from(format!("{component}/{}", record.file).as_str());
+                names.push((*component, record.file.clone(), prefixed.clone()));
+                files.push(prefixed);
+                names.len() - 1
+            }
+        };
+        file.push(index as u32);
+        number.push(record.key);
+    }
+    Keys::Table { files, file, number }
+}

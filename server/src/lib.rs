@@ -8,13 +8,15 @@
 //! - [`source`]: files → bytes: data roots, GZIP/ZLIB, the driver that feeds framers and
 //!   slices records out of its read buffer without copying. Blocking I/O.
 //! - [`decode`]: records → tensors as TensorFlow's ops decode them. No I/O, no tokio.
-//! - [`spec`]: a `pb::DatasetSpec` checked into the settings the server acts on.
+//! - [`spec`]: a `pb::DatasetSpec` checked into the settings the server acts on (a
+//!   mixture's components and weights in `spec/mix.rs`).
 //! - [`pipeline`]: records in order: epochs, file shuffling, sharding, parallel
 //!   interleave, the shuffle buffer. Deterministic for a spec and seed.
 //! - [`reader`]: a reader resource: the pipeline, batching and decoding, shared by its
 //!   streams, with TensorFlow's counters. `reader/records.rs` takes and selects records,
 //!   `reader/chunks.rs` batches them, `reader/decoding.rs` decodes a batch,
-//!   `reader/state.rs` and `reader/shared_checkpoint.rs` save and restore its state.
+//!   `reader/state.rs` and `reader/shared_checkpoint.rs` save and restore its state;
+//!   `reader/mix.rs` and `reader/mix_batch.rs` read a mixture of several specs.
 //! - [`registry`]: the readers by `(container, shared_name)`.
 //! - [`element`]: records → `pb::Element` for the wire.
 //! - [`grpc`]: the thin `DataService` handlers, and in `grpc/stream.rs` the per-stream

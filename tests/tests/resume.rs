@@ -204,13 +204,34 @@ async fn automatic_checkpoints_arrive_in_the_stream_and_resume_exactly() {
 
 #[tokio::test]
 async fn a_shared_reader_resumes_after_sigkill_redelivering_what_was_not_acknowledged() {
+    let mut one_epoch = spec();
+    one_epoch["pipeline"]["numEpochs"] = serde_json::json!(1);
+    shared_resume_after_sigkill(one_epoch).await;
+}
+
+#[tokio::test]
+async fn a_shared_mixture_resumes_after_sigkill_redelivering_what_was_not_acknowledged() {
+    let component = |files: &str, seed: i64| {
+        let mut component = spec();
+        component["source"]["files"] = json!([files]);
+        component["pipeline"] = json!({"seed": seed, "shuffle": {"bufferSize": 10}});
+        component
+    };
+    let mixture = json!({"mix": {"datasets": [component("part-[01].csv", 1), component("part-[23].csv", 2)],
+                                 "weights": [1, 2]},
+                         "pipeline": {"seed": 4, "batchSize": 4}});
+    shared_resume_after_sigkill(mixture).await;
+}
+
+/// A shared reader of `spec` (one epoch): consumer A takes 8 elements, acknowledges 5,
+/// checkpoints, and the server is killed; consumer B resumes on a new server. Every record
+/// exactly once across the crash.
+async fn shared_resume_after_sigkill(spec: Value) {
     use readerd_client::v1 as pb;
     let data = tempfile::tempdir().unwrap();
     write_data(data.path());
     let state = tempfile::tempdir().unwrap();
-    let mut one_epoch = spec();
-    one_epoch["pipeline"]["numEpochs"] = serde_json::json!(1);
-    let spec: pb::DatasetSpec = serde_json::from_value(one_epoch).unwrap();
+    let spec: pb::DatasetSpec = serde_json::from_value(spec).unwrap();
     let keys_of = |element: &pb::Element| element.keys.clone();
 
     // Uninterrupted: every key once.

@@ -35,7 +35,16 @@ impl Reader {
                 (first_index, decoded, error, end)
             }
         };
-        let mut chunk = Chunk { error, end_of_sequence, first_index, ..Chunk::default() };
+        self.chunk_of(decoded, Chunk { error, end_of_sequence, first_index, ..Chunk::default() })
+    }
+
+    /// `chunk` with the decoded batches' elements, in order, up to the first that failed
+    /// (which fails the reader).
+    pub(super) fn chunk_of(
+        &self,
+        decoded: impl IntoIterator<Item = Result<Option<Element>>>,
+        mut chunk: Chunk,
+    ) -> Chunk {
         for decoded in decoded {
             match decoded {
                 Ok(Some(element)) => chunk.elements.push(element),

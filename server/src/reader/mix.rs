@@ -109,19 +109,8 @@ impl Reader {
         };
         let mut decoded = decoded.into_inner().unwrap_or_else(|p| p.into_inner());
         decoded.sort_unstable_by_key(|(index, _)| *index);
-        let mut chunk = Chunk { error, end_of_sequence: end, ..Chunk::default() };
-        for (_, result) in decoded {
-            match result {
-                Ok(Some(element)) => chunk.elements.push(element),
-                Ok(None) => {}
-                Err(err) => {
-                    self.lock().failed = Some(err.clone());
-                    chunk.error = Some(err);
-                    chunk.end_of_sequence = false;
-                    break;
-                }
-            }
-        }
+        let chunk = Chunk { error, end_of_sequence: end, ..Chunk::default() };
+        let mut chunk = self.chunk_of(decoded.into_iter().map(|(_, result)| result), chunk);
         self.mark_producing(&mut chunk);
         chunk
     }

@@ -115,19 +115,28 @@ fn decode_group(
 /// dtype and row shape in every group (else TensorFlow's `batch` would fail too).
 fn gather(decoded: &[Features], sources: &[(usize, usize)]) -> Result<Features> {
     let first = decoded.iter().find(|features| !features.is_empty()).expect("a decoded group");
+    // Each group's features by name, looked up once per batch (decoders may order them
+    // differently), and the groups the batch uses.
+    let by_name: Vec<std::collections::HashMap<&str, &Tensor>> = decoded
+        .iter()
+        .map(|features| features.iter().map(|(name, tensor)| (name.as_str(), tensor)).collect())
+        .collect();
+    let mut used = vec![false; decoded.len()];
+    sources.iter().for_each(|&(g, _)| used[g] = true);
     let mut out = Vec::with_capacity(first.len());
     for (name, _) in first {
-        let parts: Vec<Option<&Dense>> = decoded
+        let parts: Vec<Option<&Dense>> = by_name
             .iter()
-            .map(|features| match features.iter().find(|(n, _)| n == name) {
-                Some((_, Tensor::Dense(dense))) => Some(dense),
+            .map(|features| match features.get(name.as_str()) {
+                Some(Tensor::Dense(dense)) => Some(dense),
                 _ => None,
             })
             .collect();
         let sample = parts.iter().flatten().next().ok_or_else(|| stack_error(name))?;
         let inner = &sample.shape[1..];
         let per_row: usize = inner.iter().product();
-        if sources.iter().any(|&(g, _)| parts[g].is_none_or(|d| d.dtype != sample.dtype || &d.shape[1..] != inner)) {
+        let differs = |d: &Dense| d.dtype != sample.dtype || &d.shape[1..] != inner;
+        if (0..parts.len()).any(|g| used[g] && parts[g].is_none_or(differs)) {
             return Err(stack_error(name));
         }
         let mut shape = vec![sources.len()];

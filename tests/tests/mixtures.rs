@@ -262,3 +262,34 @@ fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
         assert!(message.contains(expected), "{spec}: {message:?} does not say {expected:?}");
     }
 }
+
+#[test]
+fn a_components_undecodable_records_fail_the_mixture_or_with_skip_are_dropped_and_counted() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path(), 40, 0);
+    write_file(data.path(), "b.csv", b"id,weight\n100000,1\nnot-a-number,2\n100002,3\n");
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(&[data.path()]);
+    let mixed = |on_error: &str| {
+        json!({"mix": {"datasets": [component_a(json!({})), component_b(json!({"onError": on_error}))]},
+               "pipeline": {"seed": 2, "batchSize": 8}})
+    };
+    let failing = spec_file(dir.path(), "fail.json", &mixed("FAIL"));
+    let (_, last) = read(&server.addr, &["--spec", &failing]);
+    assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(message.contains("mix.datasets[1]") && message.contains("1/b.csv:3"), "{message}");
+
+    let skipping = spec_file(dir.path(), "skip.json", &mixed("SKIP"));
+    let output = readerctl(&server.addr, &["read", "--spec", &skipping, "--output", "jsonl", "--shared-name", "s"]);
+    let lines = jsonl(&output.stdout);
+    let ids: HashSet<i64> = lines
+        .iter()
+        .filter(|line| line.get("seq").is_some())
+        .flat_map(|line| line["features"]["id"]["values"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()))
+        .collect();
+    let expected: HashSet<i64> = (0..40).chain([100_000, 100_002]).collect();
+    assert_eq!(ids, expected, "the undecodable row dropped, every other once");
+    let stats = readerctl(&server.addr, &["stats", "--shared-name", "s"]);
+    assert!(String::from_utf8_lossy(&stats.stdout).contains("records skipped 1\n"), "{stats:?}");
+}

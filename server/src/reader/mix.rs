@@ -1,5 +1,5 @@
 //! A mixture's reader: one private reader per component (each with its own pipeline and
-//! decoder, unbatched), elements taken from them as the choice says
+//! decoder, unbatched), records taken from them as the choice says
 //! ([`crate::pipeline::mix::MixChoice`]), batched and decoded (`mix_batch.rs`). Its
 //! state is every component's state plus the choice's; keys are the component's keys
 //! with `<component index>/` in front (`1/tabular/part-0.csv:12`).
@@ -15,6 +15,7 @@ use crate::source::{DataRoots, Record};
 use crate::spec::{MixSpec, ReaderSpec};
 use readerd_proto::v1 as pb;
 
+/// A mixture at its first record: the choice from the outer seed, nothing taken.
 fn start(mix: &MixSpec, seed: u64) -> MixProgress {
     MixProgress {
         choice: MixChoice::new(mix.weights.clone(), seed, mix.stop_on_empty),
@@ -67,8 +68,8 @@ pub(super) fn open_components(
         && let Some((name, description)) = first.iter().find(|(_, d)| !d.starts_with("dense"))
     {
         return Err(ServeError::InvalidSpec(format!(
-            "a batched mixture stacks dense features; feature {name} is {description} (batch each component instead, \
-             or read the mixture unbatched)"
+            "a batched mixture stacks dense features; feature {name} is {description} (read the mixture \
+             unbatched: pipeline.batchSize 0)"
         )));
     }
     spec.decoder = components[0].spec.decoder.clone();

@@ -258,7 +258,16 @@ impl ReaderRegistry {
     fn open(&self, name: String, spec: pb::DatasetSpec) -> Result<Reader> {
         let spec = ReaderSpec::from_proto(spec, self.inner.max_record_bytes)?;
         self.inner.limits.check_spec(&spec)?;
-        let reservation = self.inner.files.reserve(spec.pipeline.cycle_length.max(1))?;
+        // A mixture reads its components' files: each component's cycle at once.
+        let components = spec.mix.as_ref().map(|mix| mix.components.as_slice()).unwrap_or_default();
+        for component in components {
+            self.inner.limits.check_spec(component)?;
+        }
+        let files = match components {
+            [] => spec.pipeline.cycle_length.max(1),
+            _ => components.iter().map(|c| c.pipeline.cycle_length.max(1)).sum(),
+        };
+        let reservation = self.inner.files.reserve(files)?;
         let reader = Reader::open(name, spec, &self.inner.roots, &self.inner.settings)?;
         reader.hold_files(reservation);
         Ok(reader)

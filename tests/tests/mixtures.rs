@@ -234,12 +234,20 @@ fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
                          "decoder": {"csv": {"columns": [{"name": "key", "dtype": "INT64"}], "selectCols": [0]}}});
     let batched = json!({"source": {"files": ["b.csv"], "format": "CSV", "header": true},
                          "decoder": b["decoder"], "pipeline": {"batchSize": 2}});
+    let sequence = json!({"source": {"files": ["a-*.tfrecord"], "format": "TFRECORD"},
+                          "decoder": {"example": {"features": {"id": {"fixedLenSequence": {"dtype": "INT64", "shape": [],
+                                                                                           "allowMissing": true}}}}}});
     let cases = [
         (json!({"mix": {"datasets": []}}), "mix.datasets is empty"),
         (json!({"mix": {"datasets": [a, b], "weights": [1.0]}}), "mix.weights has 1 weights for 2 datasets"),
         (json!({"mix": {"datasets": [a, b], "weights": [1.0, -0.5]}}), "mix.weights[1] is -0.5"),
         (json!({"mix": {"datasets": [a, b], "weights": ["NaN", 1.0]}}), "mix.weights[0] is NaN"),
         (json!({"mix": {"datasets": [a, b], "weights": [0, 0]}}), "mix.weights sum to 0"),
+        (json!({"mix": {"datasets": [a, b], "weights": [1e308, 1e308]}}), "mix.weights sum past the largest double"),
+        (
+            json!({"mix": {"datasets": [sequence, sequence]}, "pipeline": {"batchSize": 4}}),
+            "feature id is dense int64 [?] + []",
+        ),
         (
             json!({"mix": {"datasets": [a, float_id]}}),
             "mix.datasets[1] decodes id as dense float [], mix.datasets[0] as dense int64 []",

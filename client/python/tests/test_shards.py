@@ -39,6 +39,8 @@ def test_worker_spec_splits_the_spec_shard() -> None:
     assert spec["pipeline"]["shard"] == {"count": 2, "index": 1}  # the caller's spec is left as it was
     with pytest.raises(ValueError, match="worker 2 of 2"):
         worker_spec(spec, 2, 2)
+    with pytest.raises(ValueError, match="apply per shard"):
+        worker_spec({"source": {}, "pipeline": {"select": {"take": 10}}}, 0, 2)
 
 
 @pytest.mark.parametrize("files", [6, 2])  # shards by file, and by record (fewer files than workers)

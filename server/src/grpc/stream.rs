@@ -550,7 +550,8 @@ fn last_message(last: Result<pb::EndOfSequence>) -> Message {
 
 /// Waits after a stream's last message until a shared reader's stream has every element
 /// acknowledged or its trainer went away (`open`: the stream, still open), or a private
-/// one's `max` passed (it may still be checkpointed); either ends when the server drains.
+/// one's `max` passed (it may still be checkpointed); either ends when the server drains
+/// or the reader is deleted.
 /// A shared reader's stream has no deadline: a trainer that is still there still holds
 /// what it was sent (a slow step, elements buffered ahead), and giving those to other
 /// streams would deliver them twice.
@@ -571,6 +572,7 @@ async fn linger(stream: &StreamRecord, max: Duration, drain: &CancellationToken,
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             _ = gone => return,
             _ = drain.cancelled() => return,
+            _ = stream.reader.released() => return,
         }
     }
 }

@@ -64,12 +64,14 @@ pub(super) fn open_components(
             return Err(mismatch(i, &format!("has feature {name}, which mix.datasets[0] has not")));
         }
     }
+    // Each component pads a varying dimension to its own longest record, so rows of two
+    // components would not stack.
     if spec.batch_size > 0
-        && let Some((name, description)) = first.iter().find(|(_, d)| !d.starts_with("dense"))
+        && let Some((name, description)) = first.iter().find(|(_, d)| !d.starts_with("dense") || d.contains('?'))
     {
         return Err(ServeError::InvalidSpec(format!(
-            "a batched mixture stacks dense features; feature {name} is {description} (read the mixture \
-             unbatched: pipeline.batchSize 0)"
+            "a batched mixture stacks dense features of a fixed shape; feature {name} is {description} (read the \
+             mixture unbatched: pipeline.batchSize 0)"
         )));
     }
     spec.decoder = components[0].spec.decoder.clone();
@@ -94,7 +96,7 @@ impl Reader {
             (index, result.map(|element| element.map(|element| Element { index, ..element })))
         };
         let decoded = std::sync::Mutex::new(Vec::new());
-        let (error, end) = match &self.settings.decode_pool {
+        let taken = match &self.settings.decode_pool {
             Some(pool) if max_elements > 1 => pool.in_place_scope(|scope| {
                 self.take_mixed_batches(max_elements, max_bytes, |batch| {
                     let (decoded, decode) = (&decoded, &decode);
@@ -110,32 +112,51 @@ impl Reader {
         };
         let mut decoded = decoded.into_inner().unwrap_or_else(|p| p.into_inner());
         decoded.sort_unstable_by_key(|(index, _)| *index);
-        let chunk = Chunk { error, end_of_sequence: end, ..Chunk::default() };
-        let mut chunk = self.chunk_of(decoded.into_iter().map(|(_, result)| result), chunk);
-        self.mark_producing(&mut chunk);
-        chunk
+        let (first_index, error, end) = taken;
+        let chunk = Chunk { error, end_of_sequence: end, first_index, ..Chunk::default() };
+        self.chunk_of(decoded.into_iter().map(|(_, result)| result), chunk)
     }
 
     /// Takes batches of `(component, record)` for up to `max_elements` elements (about
     /// `max_bytes` of records), handing each to `on_batch` with its number as soon as it
-    /// is whole; returns the error or the end of the sequence that stopped it early.
+    /// is whole. Returns, for a shared reader, the number of the first (marked as being
+    /// handed to a stream while the lock is held, as `take_batches` does, so that a
+    /// checkpoint meanwhile replays from before it), then the error or the end of the
+    /// sequence that stopped it early.
     fn take_mixed_batches(
         &self,
         max_elements: usize,
         max_bytes: usize,
-        mut on_batch: impl FnMut((u64, Vec<(usize, Record)>)),
-    ) -> (Option<ServeError>, bool) {
+        on_batch: impl FnMut((u64, Vec<(usize, Record)>)),
+    ) -> (Option<u64>, Option<ServeError>, bool) {
         let mut state = self.lock();
         self.keep_snapshot(&state);
+        let first = state.elements_produced;
+        let (error, end) = self.take_mixed_batches_locked(&mut state, max_elements, max_bytes, on_batch);
+        let first_index = (self.shared.load(std::sync::atomic::Ordering::Relaxed) && state.elements_produced > first)
+            .then(|| {
+                self.producing.lock().unwrap_or_else(|p| p.into_inner()).insert(first);
+                first
+            });
+        (first_index, error, end)
+    }
+
+    fn take_mixed_batches_locked(
+        &self,
+        state: &mut ReaderState,
+        max_elements: usize,
+        max_bytes: usize,
+        mut on_batch: impl FnMut((u64, Vec<(usize, Record)>)),
+    ) -> (Option<ServeError>, bool) {
         let batch_size = self.spec.batch_size.max(1);
         let max_element_bytes = self.spec.source.max_record_bytes as usize;
         let (mut batches, mut bytes) = (0, 0);
         while batches < max_elements && bytes < max_bytes {
             let mut taken = Vec::with_capacity(batch_size.min(1024));
             let mut batch_bytes = 0;
-            let last_of_sequence = match self.take_mixed(&mut state, &mut taken, batch_size, &mut batch_bytes) {
+            let last_of_sequence = match self.take_mixed(state, &mut taken, batch_size, &mut batch_bytes) {
                 Ok(end) => end,
-                Err(err) => return fail(&mut state, err),
+                Err(err) => return fail(state, err),
             };
             if batch_bytes > max_element_bytes {
                 let err = ServeError::ResourceExhausted(format!(
@@ -143,7 +164,7 @@ impl Reader {
                      {max_element_bytes} bytes per element (--max-record-bytes); lower pipeline.batchSize",
                     taken.len()
                 ));
-                return fail(&mut state, err);
+                return fail(state, err);
             }
             bytes += batch_bytes;
             if !taken.is_empty() && (taken.len() == batch_size || !self.spec.drop_remainder) {
@@ -222,7 +243,8 @@ impl Reader {
         Ok(pb::MixState { components, rng: choice.rng, exhausted: choice.exhausted, taken, ended: choice.ended })
     }
 
-    /// Restores the components and the choice from `saved` (of this mixture's spec).
+    /// Restores the components and the choice from `saved` (of this mixture's spec); the
+    /// caller holds the mixture's lock.
     pub(super) fn restore_mix(&self, saved: &pb::MixState) -> Result<MixProgress> {
         let mix = self.spec.mix.as_ref().expect("a mixture");
         let n = self.components.len();
@@ -232,8 +254,18 @@ impl Reader {
         let state = MixChoiceState { rng: saved.rng, exhausted: saved.exhausted.clone(), ended: saved.ended };
         let choice = MixChoice::restore(mix.weights.clone(), mix.stop_on_empty, &state)
             .ok_or_else(|| ServeError::InvalidArgument(format!("the state is not of a mixture of {n} components")))?;
+        // All or none: a component that does not restore puts the ones before it back.
+        let before: Vec<Option<Vec<u8>>> =
+            self.components.iter().map(|component| component.state_bytes(&component.lock()).ok()).collect();
         for (i, (component, bytes)) in self.components.iter().zip(&saved.components).enumerate() {
-            component.restore_state(bytes).map_err(|err| in_component(i, err))?;
+            if let Err(err) = component.restore_state(bytes) {
+                for (earlier, state) in self.components[..i].iter().zip(&before) {
+                    if let Some(state) = state {
+                        let _ = earlier.restore_state(state);
+                    }
+                }
+                return Err(in_component(i, err));
+            }
         }
         Ok(MixProgress { choice, taken: saved.taken.clone() })
     }

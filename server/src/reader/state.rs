@@ -100,12 +100,13 @@ impl Reader {
             self.settings.pipeline.clone(),
             &pipeline_state,
         )?;
+        // A mixture's components are restored under its lock: no read sees them half done.
+        let mut state = self.lock();
         let mix = match (&self.spec.mix, &saved.mix) {
             (None, _) => None,
             (Some(_), Some(saved)) => Some(self.restore_mix(saved)?),
             (Some(_), None) => return Err(ServeError::InvalidArgument("the state is not of a mixture".into())),
         };
-        let mut state = self.lock();
         *state = ReaderState::new(pipeline);
         state.mix = mix;
         state.selected_in_epoch = saved.selected_in_epoch;

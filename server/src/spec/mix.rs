@@ -12,6 +12,9 @@ use crate::decode::Decoder;
 use crate::error::{Result, ServeError};
 use crate::pipeline::PipelineConfig;
 
+/// Most components a mixture may have (each is a reader with its own files).
+const MAX_DATASETS: usize = 64;
+
 /// A mixture, checked.
 #[derive(Clone, Debug)]
 pub struct MixSpec {
@@ -43,6 +46,9 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
     if n == 0 {
         return Err(invalid("mix.datasets is empty"));
     }
+    if n > MAX_DATASETS {
+        return Err(invalid(format!("mix.datasets has {n} datasets; at most {MAX_DATASETS}")));
+    }
     let weights = match mix.weights.len() {
         0 => vec![1.0; n],
         len if len == n => mix.weights.clone(),
@@ -51,8 +57,12 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
     if let Some((i, w)) = weights.iter().enumerate().find(|(_, w)| !w.is_finite() || **w < 0.0) {
         return Err(invalid(format!("mix.weights[{i}] is {w}: weights must be finite and not negative")));
     }
-    if weights.iter().sum::<f64>() <= 0.0 {
+    let sum: f64 = weights.iter().sum();
+    if sum <= 0.0 {
         return Err(invalid("mix.weights sum to 0: at least one must be positive"));
+    }
+    if !sum.is_finite() {
+        return Err(invalid("mix.weights sum past the largest double: scale them down"));
     }
     let mut components = Vec::with_capacity(n);
     for (i, dataset) in mix.datasets.iter().enumerate() {

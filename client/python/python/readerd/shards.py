@@ -27,6 +27,10 @@ def worker_spec(spec: dict, worker: int, workers: int) -> dict:
     out = copy.deepcopy(spec)
     targets = [d for d in out.get("mix", {}).get("datasets", [])] if "mix" in out else [out]
     for target in targets:
+        select = target.get("pipeline", {}).get("select", {})
+        if select.get("skip") or select.get("take"):
+            # The server applies them to each shard: every worker would skip or take its own.
+            raise ValueError("pipeline.select skip / take apply per shard: read with a shared_name instead")
         pipeline = target.setdefault("pipeline", {})
         shard = pipeline.get("shard") or {}
         count, index = int(shard.get("count", 1) or 1), int(shard.get("index", 0) or 0)

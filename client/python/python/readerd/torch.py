@@ -27,6 +27,7 @@ workers over a named ``dataset`` (no spec to shard) need a ``shared_name``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from typing import Any, Optional
 
@@ -102,5 +103,7 @@ def loader(dataset: IterableDataset, num_workers: int = 0, **dataloader_options:
     shared reader ``in_order=False`` (see the module docstring)."""
     dataloader_options.setdefault("batch_size", None)
     if dataset.read_options.get("shared_name") and num_workers > 1:
+        if "in_order" not in inspect.signature(DataLoader).parameters:
+            raise RuntimeError("DataLoader workers over a shared reader need in_order=False (torch 2.6 or later)")
         dataloader_options.setdefault("in_order", False)
     return DataLoader(dataset, num_workers=num_workers, **dataloader_options)

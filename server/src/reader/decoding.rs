@@ -4,9 +4,13 @@
 use bytes::Bytes;
 
 use super::Reader;
+use crate::decode::Tensor;
 use crate::element::{Element, Keys};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
+
+/// Decoded features by name, and the indices of the values they hold.
+pub(super) type DecodedValues = (Vec<(String, Tensor)>, Vec<usize>);
 
 impl Reader {
     pub(super) fn decode_numbered(&self, (index, batch): (u64, Vec<Record>)) -> Result<Option<Element>> {
@@ -18,19 +22,30 @@ impl Reader {
 
     /// Decodes one batch. With `onError: SKIP`, records that do not decode are dropped
     /// and counted (`None` when none is left); otherwise the first error fails the reader.
-    /// Keys name records only in messages (TensorFlow's `example_names`): their strings
-    /// are made once a batch fails, which is then decoded again to word the error.
     fn decode(&self, batch: Vec<Record>) -> Result<Option<Element>> {
-        let batched = self.spec.batch_size > 0;
         let keys = Keys::of_records(&batch);
         let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
+        let Some((features, kept)) = self.decode_values(&values, &keys, self.spec.batch_size > 0)? else {
+            return Ok(None);
+        };
+        let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };
+        Ok(Some(Element { index: 0, keys, features, records: Vec::new() }))
+    }
+
+    /// Decodes `values` with the spec's decoder as a batch (`batched`) or one record: the
+    /// features and which values they hold (all, unless `onError: SKIP` dropped and
+    /// counted some; `None` when none is left). Keys name records only in messages
+    /// (TensorFlow's `example_names`): their strings are made once a batch fails, which is
+    /// then decoded again to word the error.
+    pub(super) fn decode_values(&self, values: &[Bytes], keys: &Keys, batched: bool) -> Result<Option<DecodedValues>> {
         let decoder = &self.spec.decoder;
-        if let Ok(features) = decoder.decode(&values, &[], batched) {
-            return Ok(Some(Element { index: 0, keys, features, records: Vec::new() }));
+        let all = || (0..values.len()).collect();
+        if let Ok(features) = decoder.decode(values, &[], batched) {
+            return Ok(Some((features, all())));
         }
         let names = keys.to_strings();
-        let err = match decoder.decode(&values, &names, batched) {
-            Ok(features) => return Ok(Some(Element { index: 0, keys, features, records: Vec::new() })),
+        let err = match decoder.decode(values, &names, batched) {
+            Ok(features) => return Ok(Some((features, all()))),
             Err(err) => err,
         };
         if !self.spec.skip_errors {
@@ -42,11 +57,11 @@ impl Reader {
         // Find the records at fault one by one, then decode the others as one batch.
         let (mut good, mut good_names, mut good_values) = (Vec::new(), Vec::new(), Vec::new());
         for (i, (name, value)) in names.into_iter().zip(values).enumerate() {
-            match decoder.decode(std::slice::from_ref(&value), std::slice::from_ref(&name), batched) {
+            match decoder.decode(std::slice::from_ref(value), std::slice::from_ref(&name), batched) {
                 Ok(_) => {
                     good.push(i);
                     good_names.push(name);
-                    good_values.push(value);
+                    good_values.push(value.clone());
                 }
                 Err(err) => {
                     tracing::warn!(reader = %self.name, record = %name, error = %err, "undecodable record skipped");
@@ -58,6 +73,6 @@ impl Reader {
             return Ok(None);
         }
         let features = decoder.decode(&good_values, &good_names, batched).map_err(|e| ServeError::Decode(e.message))?;
-        Ok(Some(Element { index: 0, keys: keys.select(&good), features, records: Vec::new() }))
+        Ok(Some((features, good)))
     }
 }

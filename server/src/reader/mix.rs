@@ -36,11 +36,8 @@ pub(super) fn open_components(
     let mix = spec.mix.clone().expect("a mixture");
     let mut components = Vec::with_capacity(mix.components.len());
     for (i, component) in mix.components.iter().enumerate() {
-        let reader =
-            Reader::open(format!("{name}[{i}]"), component.clone(), roots, settings).map_err(|err| match err {
-                ServeError::InvalidSpec(message) => ServeError::InvalidSpec(format!("mix.datasets[{i}]: {message}")),
-                other => other,
-            })?;
+        let reader = Reader::open(format!("{name}[{i}]"), component.clone(), roots, settings)
+            .map_err(|err| in_component(i, err))?;
         components.push(reader);
     }
     let signature = |i: usize| {

@@ -65,8 +65,9 @@ struct Group {
     values: Vec<Bytes>,
 }
 
-/// A group decoded by its component's decoder, and which of its records were kept (all,
-/// unless `onError: SKIP` dropped some).
+/// A group decoded by its component's decoder (`Reader::decode_values`, which drops and
+/// counts undecodable records with the component's `onError: SKIP`), and which of its
+/// records were kept. Errors name the component.
 fn decode_group(
     component: &Reader,
     index: usize,
@@ -74,40 +75,12 @@ fn decode_group(
     keys: &Keys,
     batched: bool,
 ) -> Result<(Features, Vec<usize>)> {
-    let decoder = &component.spec.decoder;
-    if let Ok(features) = decoder.decode(&group.values, &[], batched) {
-        return Ok((features, (0..group.values.len()).collect()));
-    }
-    let names: Vec<String> = group.rows.iter().map(|&row| keys.key(row)).collect();
-    let err = match decoder.decode(&group.values, &names, batched) {
-        Ok(features) => return Ok((features, (0..group.values.len()).collect())),
-        Err(err) => err,
-    };
-    if !component.spec.skip_errors {
-        return Err(ServeError::Decode(match err.record.and_then(|i| names.get(i)) {
-            Some(key) => format!("mix.datasets[{index}]: {} (record {key})", err.message),
-            None => format!("mix.datasets[{index}]: {}", err.message),
-        }));
-    }
-    let (mut kept, mut values, mut kept_names) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, (name, value)) in names.iter().zip(&group.values).enumerate() {
-        match decoder.decode(std::slice::from_ref(value), std::slice::from_ref(name), batched) {
-            Ok(_) => {
-                kept.push(i);
-                values.push(value.clone());
-                kept_names.push(name.clone());
-            }
-            Err(err) => {
-                tracing::warn!(reader = %component.name, record = %name, error = %err, "undecodable record skipped");
-                component.lock().records_skipped += 1;
-            }
-        }
-    }
-    if kept.is_empty() {
-        return Ok((Vec::new(), kept));
-    }
-    let features = decoder.decode(&values, &kept_names, batched).map_err(|e| ServeError::Decode(e.message))?;
-    Ok((features, kept))
+    let decoded =
+        component.decode_values(&group.values, &keys.select(&group.rows), batched).map_err(|err| match err {
+            ServeError::Decode(message) => ServeError::Decode(format!("mix.datasets[{index}]: {message}")),
+            other => other,
+        })?;
+    Ok(decoded.unwrap_or_default())
 }
 
 /// The batch in the mixture's order: row `i` of each feature is row `sources[i].1` of

@@ -13,7 +13,6 @@ use readerd_proto::v1 as pb;
 use crate::cluster::{Cluster, JobSnapshot};
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
-use crate::pipeline::RecordPipeline;
 use crate::reader::{Reader, ReaderSettings};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
@@ -113,8 +112,7 @@ impl ReaderRegistry {
         let reader = Arc::new(self.open(name, spec)?);
         if let Some(cluster) = &self.inner.cluster {
             let spec = reader.spec();
-            let (files, pipeline) = (reader.file_count(), spec.pipeline.clone());
-            let order = Box::new(move |epoch| RecordPipeline::epoch_order(files, &pipeline, epoch));
+            let order = reader.job_order();
             let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
             let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;
             reader.join_cluster(job)?;

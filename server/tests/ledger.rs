@@ -20,6 +20,9 @@ fn set(records: impl IntoIterator<Item = u64>) -> RecordSet {
     set
 }
 
+/// Splits of any file (a mixture's component leases its own files' only).
+const EVERY_FILE: std::ops::Range<u32> = 0..u32::MAX;
+
 fn job(ledger: &Ledger) -> Job {
     ledger.job("team", "train", "fingerprint-1", b"spec").unwrap()
 }
@@ -36,17 +39,40 @@ fn one_replica_leases_every_split_in_the_epochs_file_order() {
     a.plan_epoch(job, 1, &order).unwrap();
     b.plan_epoch(job, 1, &order).unwrap();
     let mut files = Vec::new();
-    while let Some(lease) = a.lease_next(job, 1, &[]).unwrap() {
+    while let Some(lease) = a.lease_next(job, 1, &[], EVERY_FILE).unwrap() {
         assert!(!lease.taken_over && lease.acked.is_empty());
         files.push(lease.file as usize);
     }
     assert_eq!(files, order, "planned once, leased in order");
     let progress = a.epoch_progress(job, 1).unwrap();
     assert_eq!((progress.splits, progress.never_leased, progress.done), (4, 0, 0));
-    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "every split is held");
+    assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "every split is held");
     let held: Vec<(i64, u64, u32)> = (0..4).map(|position| (job.id, 1, position)).collect();
     assert_eq!(a.heartbeat(&held).unwrap(), held, "the renewal returns the splits still held");
     assert!(b.heartbeat(&held).unwrap().is_empty(), "none of them is B's");
+}
+
+#[test]
+fn a_component_of_a_mixture_leases_only_its_own_files_splits_and_earlier_epochs_first() {
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let a = replica(&schema, "a", LeaseTimes::default());
+    let job = job(&a);
+    // Component 0 has files 0 and 1, component 1 files 2 to 4, as a mixture's job
+    // numbers them; component 1's epoch 1 is planned after component 0's.
+    a.plan_epoch(job, 1, &[1, 0, 4, 2, 3]).unwrap();
+    a.plan_epoch(job, 2, &[0, 1, 3, 4, 2]).unwrap();
+    let lease =
+        |files: std::ops::Range<u32>| a.lease_next(job, 2, &[], files).unwrap().map(|lease| (lease.epoch, lease.file));
+    assert_eq!(lease(2..5), Some((1, 4)), "component 1's first split, not component 0's");
+    assert_eq!(lease(2..5), Some((1, 2)));
+    assert_eq!(lease(0..2), Some((1, 1)));
+    assert_eq!(lease(2..5), Some((1, 3)));
+    assert_eq!(lease(2..5), Some((2, 3)), "epoch 1's done with: epoch 2's");
+    assert_eq!(lease(0..2), Some((1, 0)));
+    assert_eq!(lease(0..2), Some((2, 0)));
+    assert_eq!(lease(0..2), Some((2, 1)));
+    assert_eq!(lease(0..2), None, "component 0 has nothing left; component 1 has");
+    assert_eq!(lease(2..5), Some((2, 4)));
 }
 
 #[test]
@@ -62,7 +88,7 @@ fn replicas_leasing_at_once_never_hold_the_same_split() {
                 scope.spawn(move || {
                     let ledger = replica(schema, &format!("w{i}"), LeaseTimes::default());
                     let mut mine = Vec::new();
-                    while let Some(lease) = ledger.lease_next(job, 1, &[]).unwrap() {
+                    while let Some(lease) = ledger.lease_next(job, 1, &[], EVERY_FILE).unwrap() {
                         mine.push(lease.position);
                     }
                     mine
@@ -85,20 +111,20 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
     let b = replica(&schema, "b", times);
     let job = job(&a);
     a.plan_epoch(job, 1, &[7]).unwrap();
-    let lease = a.lease_next(job, 1, &[]).unwrap().unwrap();
+    let lease = a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.attach_session(job, "consumer-1").unwrap();
     a.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([0, 1, 2]), records: None }]).unwrap();
     // A dies: no more heartbeats. Its lease expires, but consumer-1 may still hold
     // records it received from A and acknowledged there without A committing them.
     std::thread::sleep(Duration::from_millis(900));
-    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "consumer-1 has not re-sent its acknowledgements");
+    assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "consumer-1 has not re-sent its acknowledgements");
     // consumer-1 moves to B and re-sends them (B commits them, anyone's count)...
     b.attach_session(job, "consumer-1").unwrap();
     let done = b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([3, 5]), records: Some(7) }]).unwrap();
     assert!(done.is_empty(), "not B's: not done by B's word");
     b.session_flushed(job, "consumer-1", "a").unwrap();
     // ...and B takes the split over, skipping what was acknowledged.
-    let taken = b.lease_next(job, 1, &[]).unwrap().expect("taken over once flushed");
+    let taken = b.lease_next(job, 1, &[], EVERY_FILE).unwrap().expect("taken over once flushed");
     assert_eq!((taken.file, taken.position, taken.taken_over), (lease.file, 0, true));
     assert_eq!(taken.acked, set([0, 1, 2, 3, 5]));
     assert_eq!(a.epoch_progress(job, 1).unwrap().done, 0, "only the owner says a split is done");
@@ -112,7 +138,7 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
     let done = b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([]), records: Some(7) }]).unwrap();
     assert_eq!(done, [(1, 0)]);
     assert_eq!(b.epoch_progress(job, 1).unwrap().done, 1);
-    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "a done split is never leased again");
+    assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "a done split is never leased again");
 }
 
 #[test]
@@ -123,15 +149,19 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
     let b = replica(&schema, "b", times);
     let job = job(&a);
     a.plan_epoch(job, 1, &[0, 1]).unwrap();
-    a.lease_next(job, 1, &[]).unwrap().unwrap();
+    a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.attach_session(job, "consumer-gone").unwrap();
-    assert_eq!(b.lease_next(job, 1, &[]).unwrap().map(|lease| lease.position), Some(1), "the free split first");
+    assert_eq!(
+        b.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.position),
+        Some(1),
+        "the free split first"
+    );
     b.heartbeat(&[(job.id, 1, 1)]).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     b.heartbeat(&[(job.id, 1, 1)]).unwrap();
-    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "expired, but within the grace period");
+    assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "expired, but within the grace period");
     std::thread::sleep(Duration::from_millis(2000));
-    let taken = b.lease_next(job, 1, &[]).unwrap().expect("taken over after the grace period");
+    let taken = b.lease_next(job, 1, &[], EVERY_FILE).unwrap().expect("taken over after the grace period");
     assert!(taken.taken_over && taken.position == 0);
     b.heartbeat(&[]).unwrap();
     let live: Vec<String> = b.live_replicas().unwrap().into_iter().map(|(id, _)| id).collect();
@@ -139,7 +169,7 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
     // A clean shutdown gives leases up at once (no session holds anything here).
     b.release_all().unwrap();
     let c = replica(&schema, "c", times);
-    assert_eq!(c.lease_next(job, 1, &[]).unwrap().map(|lease| lease.position), Some(0));
+    assert_eq!(c.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.position), Some(0));
 }
 
 #[test]
@@ -150,8 +180,8 @@ fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() 
     let b = replica(&schema, "b", times);
     let job = job(&a);
     a.plan_epoch(job, 1, &[0, 1, 2]).unwrap();
-    a.lease_next(job, 1, &[]).unwrap().unwrap();
-    a.lease_next(job, 1, &[]).unwrap().unwrap();
+    a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
+    a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     // A's reader holds split 0 only (the reader of split 1 was dropped): split 1 is not
     // renewed, and B takes it once its lease expired.
     for _ in 0..5 {
@@ -159,12 +189,15 @@ fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() 
         std::thread::sleep(Duration::from_millis(100));
     }
     // Split 1 is not leased again to A while A says it still reads it.
-    let again = a.lease_next(job, 1, &[(1, 0), (1, 1)]).unwrap().map(|lease| lease.position);
+    let again = a.lease_next(job, 1, &[(1, 0), (1, 1)], EVERY_FILE).unwrap().map(|lease| lease.position);
     assert_eq!(again, Some(2), "the free split, not A's own expired one");
-    assert_eq!(b.lease_next(job, 1, &[]).unwrap().map(|lease| (lease.position, lease.taken_over)), Some((1, true)));
-    assert_eq!(b.lease_next(job, 1, &[]).unwrap(), None, "split 0 is renewed, split 2 is A's");
+    assert_eq!(
+        b.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| (lease.position, lease.taken_over)),
+        Some((1, true))
+    );
+    assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "split 0 is renewed, split 2 is A's");
     // A gives split 0 up (it lost another): B takes it at once.
     a.release(&[(job.id, 1, 0)]).unwrap();
-    assert_eq!(b.lease_next(job, 1, &[]).unwrap().map(|lease| lease.position), Some(0));
+    assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.position), Some(0));
     assert!(a.heartbeat(&[(job.id, 1, 0)]).unwrap().is_empty(), "not A's any more");
 }

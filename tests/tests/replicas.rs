@@ -7,42 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use readerd_tests::postgres::Database;
 use readerd_tests::{ServerProcess, jsonl, readerctl, write_file, write_spec};
 use serde_json::{Value, json};
-
-/// A database of its own, dropped at the end.
-struct Database {
-    admin: String,
-    name: String,
-}
-
-impl Database {
-    fn new() -> Option<Database> {
-        let Ok(admin) = std::env::var("READERD_TEST_POSTGRES_URL") else {
-            eprintln!("READERD_TEST_POSTGRES_URL is not set: replicas are not tested here (.ci/run sets it)");
-            return None;
-        };
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let name = format!("readerd_replicas_{}_{nanos}", std::process::id());
-        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
-        client.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        Some(Database { admin, name })
-    }
-
-    /// The database's URL: the admin URL with its database replaced.
-    fn url(&self) -> String {
-        let (base, _) = self.admin.rsplit_once('/').unwrap();
-        format!("{base}/{}", self.name)
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        if let Ok(mut client) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
-}
 
 /// 8 text files of `lines` lines (keys `part-<f>.txt:<line>`).
 fn write_lines(root: &Path, lines: usize) {
@@ -219,7 +186,7 @@ fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of
     assert!(repeated.is_empty(), "printed three times or more: {repeated:?}");
     assert_eq!(all.len(), expected.len(), "{before_kill} lines printed when replica 1 was killed");
     assert_eq!(all, expected, "every record exactly once per epoch");
-    assert_taken_over_once(&mut ledger, &held);
+    assert_taken_over_once(&mut ledger, &held, 16);
 }
 
 /// The unfinished splits replica `addr` holds, by `(epoch, position)`, with when their
@@ -239,10 +206,10 @@ fn held_splits(ledger: &mut postgres::Client, addr: &str) -> std::collections::B
 
 /// The ledger at the end of a job whose replica holding `held` died: every split done;
 /// those it held were leased once more (taken over once), every other split once (never
-/// by two replicas).
-fn assert_taken_over_once(ledger: &mut postgres::Client, held: &[(i64, i32)]) {
+/// by two replicas); `planned` splits in all.
+fn assert_taken_over_once(ledger: &mut postgres::Client, held: &[(i64, i32)], planned: usize) {
     let splits = ledger.query("SELECT epoch, position, leases, done FROM readerd_splits ORDER BY 1, 2", &[]).unwrap();
-    assert_eq!(splits.len(), 16);
+    assert_eq!(splits.len(), planned);
     for split in splits {
         let key: (i64, i32) = (split.get(0), split.get(1));
         let expected_leases = if held.contains(&key) { 2 } else { 1 };
@@ -332,7 +299,7 @@ fn a_replica_killed_inside_a_commit_has_its_splits_taken_over_once_their_leases_
     all.sort();
     assert_eq!(all, every_key_twice(1000), "every record exactly once per epoch");
     let held: Vec<(i64, i32)> = held.into_keys().collect();
-    assert_taken_over_once(&mut ledger, &held);
+    assert_taken_over_once(&mut ledger, &held, 16);
 }
 
 #[test]
@@ -646,5 +613,132 @@ fn a_replica_paused_past_its_leases_delivers_nothing_that_was_taken_over() {
     all.sort();
     assert_every_key_twice(&all, 1000);
     let held: Vec<(i64, i32)> = held.into_keys().collect();
-    assert_taken_over_once(&mut ledger, &held);
+    assert_taken_over_once(&mut ledger, &held, 16);
+}
+
+/// A mixture's data: component A, 6 text files of 400 lines (`a-<f>.txt`), read for 2
+/// epochs; component B, 3 files of 300 lines (`b-<f>.txt`), read once.
+fn write_mixture_data(root: &Path) {
+    for (prefix, files, lines) in [("a", 6, 400), ("b", 3, 300)] {
+        for f in 0..files {
+            let text: String = (0..lines).map(|l| format!("{prefix}{f}-{l}\n")).collect();
+            write_file(root, &format!("{prefix}-{f}.txt"), text.as_bytes());
+        }
+    }
+}
+
+fn mixture_spec(stop_on_empty: bool) -> Value {
+    json!({
+        "mix": {
+            "datasets": [
+                {"source": {"files": ["a-*.txt"], "format": "TEXT_LINE"},
+                 "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2, "shuffle": {"bufferSize": 16},
+                              "numEpochs": 2}},
+                {"source": {"files": ["b-*.txt"], "format": "TEXT_LINE"},
+                 "pipeline": {"cycleLength": 2, "numEpochs": 1}}
+            ],
+            "weights": [0.6, 0.4],
+            "stopOnEmptyDataset": stop_on_empty
+        },
+        "pipeline": {"seed": 9, "batchSize": 8}
+    })
+}
+
+/// Every key of `write_mixture_data` as often as the mixture reads it (A's twice, B's
+/// once), sorted.
+fn every_mixture_key() -> Vec<String> {
+    let mut keys = Vec::new();
+    for f in 0..6 {
+        for l in 1..=400 {
+            keys.extend([format!("0/a-{f}.txt:{l}"), format!("0/a-{f}.txt:{l}")]);
+        }
+    }
+    keys.extend((0..3).flat_map(|f| (1..=300).map(move |l| format!("1/b-{f}.txt:{l}"))));
+    keys.sort();
+    keys
+}
+
+#[test]
+fn a_mixture_on_replicas_takes_splits_from_each_component_and_survives_a_replica_kill() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_mixture_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &mixture_spec(false));
+
+    // One replica reads the mixture a single server reads, record for record.
+    let single = ServerProcess::start(&[data.path()]);
+    let expected = read_shared(&single.addr, &spec_path);
+    let mut sorted = expected.clone();
+    sorted.sort();
+    assert_eq!(sorted, every_mixture_key());
+    let (alone, _state) = replica(&db, data.path());
+    assert_eq!(read_shared(&alone.addr, &spec_path), expected, "the same sequence through the split ledger");
+    drop(alone);
+
+    // Three replicas and four consumers, one replica killed part-way: every record of
+    // each component's epochs exactly once.
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let delete = readerctl(&addrs[0], &["delete", "--container", "team", "--shared-name", "train"]);
+    assert!(delete.status.success(), "{}", String::from_utf8_lossy(&delete.stderr));
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("mix-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    wait_until_printed(&outputs, 120);
+    let (killed, _killed_state) = replicas[1].take().unwrap();
+    killed.kill();
+    let before_kill = lines_printed(&outputs);
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let held: Vec<(i64, i32)> = held_splits(&mut ledger, &addrs[1]).into_keys().collect();
+    assert!(!held.is_empty(), "the killed replica held splits ({before_kill} lines printed)");
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    let expected = every_mixture_key();
+    let missing: Vec<&String> = expected.iter().filter(|key| all.binary_search(key).is_err()).take(5).collect();
+    assert_eq!(all.len(), expected.len(), "missing, for one: {missing:?}");
+    assert_eq!(all, expected, "A's records twice (two epochs), B's once");
+    // A's 6 files in each of 2 epochs, B's 3 in one.
+    assert_taken_over_once(&mut ledger, &held, 15);
+
+    // stopOnEmptyDataset ends every replica's mixture at a component one replica found
+    // exhausted: refused, not done wrong.
+    let stopping = write_spec(&dir, &mixture_spec(true));
+    let args = ["read", "--spec", &stopping, "--container", "team", "--shared-name", "stop", "--output", "jsonl"];
+    let lines = jsonl(&readerctl(&addrs[0], &args).stdout);
+    let error = &lines.last().unwrap()["error"];
+    assert_eq!(error["code"], "INVALID_ARGUMENT", "{lines:?}");
+    assert!(error["message"].as_str().unwrap().contains("mix.stopOnEmptyDataset"), "{error}");
+}
+
+#[test]
+fn a_mixture_on_replicas_checkpointed_part_way_resumes_exactly_on_other_replicas() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_mixture_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &mixture_spec(false));
+    let replicas: Vec<_> = (0..2).map(|_| replica(&db, data.path())).collect();
+    let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
+    // Two consumers print 150 batches each (2,400 of the 5,700 records) and stop.
+    let outputs: Vec<std::path::PathBuf> = (0..2).map(|i| dir.path().join(format!("before-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&all_addrs, &["--spec", &spec_path, "--max-batches", "150"], &outputs);
+    let before = wait_for_consumers(consumers, &outputs, false);
+    assert_eq!(before.len(), 2 * 150 * 8);
+    assert!(before.iter().any(|key| key.starts_with("1/")), "B's records are among them");
+
+    let checkpoint = readerctl(&replicas[0].0.addr, &["checkpoint", "--container", "team", "--shared-name", "train"]);
+    assert!(checkpoint.status.success(), "{}", String::from_utf8_lossy(&checkpoint.stderr));
+    let token = jsonl(&checkpoint.stdout)[0]["checkpoint"].as_str().unwrap().to_owned();
+    for (replica, _state) in replicas {
+        replica.kill();
+    }
+
+    let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
+    let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
+    let outputs: Vec<std::path::PathBuf> = (0..3).map(|i| dir.path().join(format!("after-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&all_addrs, &["--resume", &token], &outputs);
+    let after = wait_for_consumers(consumers, &outputs, true);
+    let mut all: Vec<String> = before.into_iter().chain(after).collect();
+    all.sort();
+    assert_eq!(all, every_mixture_key(), "before + after: each component's records once per epoch");
 }

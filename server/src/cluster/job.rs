@@ -381,6 +381,20 @@ impl std::fmt::Debug for JobFeed {
 
 impl FileFeed for JobFeed {
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
+        self.next_file_in(epoch, 0..u32::MAX)
+    }
+
+    fn file_read(&self, epoch: u64, file: usize, records: u64) {
+        if let Some(held) = self.state().held.get_mut(&(epoch, file)) {
+            held.read = Some(records);
+        }
+    }
+}
+
+impl JobFeed {
+    /// [`FileFeed::next_file`] among the splits of `files` only (a mixture's component,
+    /// `super::mix_feed`).
+    pub fn next_file_in(&self, epoch: u64, files: std::ops::Range<u32>) -> Result<Option<FedFile>, SourceError> {
         let ledger_error = |err: LedgerError| SourceError::Ledger { epoch, reason: err.to_string() };
         if let Leases::Lost { epoch: lost_epoch, position } = self.leases() {
             let reason = format!("split {position} of epoch {lost_epoch} was taken over by another replica");
@@ -389,7 +403,7 @@ impl FileFeed for JobFeed {
         self.plan(epoch).map_err(ledger_error)?;
         let held: Vec<(u64, u32)> =
             self.state().held.iter().map(|((epoch, _), held)| (*epoch, held.position)).collect();
-        let Some(lease) = self.ledger.lease_next(self.job, epoch, &held).map_err(ledger_error)? else {
+        let Some(lease) = self.ledger.lease_next(self.job, epoch, &held, files).map_err(ledger_error)? else {
             return Ok(None);
         };
         let (file, epoch) = (lease.file as usize, lease.epoch);
@@ -417,12 +431,6 @@ impl FileFeed for JobFeed {
         }
         state.held.insert((epoch, file), held);
         Ok(Some(FedFile { file, epoch, leave_out: lease.acked }))
-    }
-
-    fn file_read(&self, epoch: u64, file: usize, records: u64) {
-        if let Some(held) = self.state().held.get_mut(&(epoch, file)) {
-            held.read = Some(records);
-        }
     }
 }
 

@@ -325,8 +325,15 @@ impl Ledger {
     /// grace period to). Splits of earlier epochs come first: those are taken over from
     /// replicas that died. Never one of `held` (`(epoch, position)`, the caller's own
     /// splits: one whose lease expired while it stalled is still being read). `None` when
-    /// there is none now (every split is done or held).
-    pub fn lease_next(&self, job: Job, epoch: u64, held: &[(u64, u32)]) -> Result<Option<Lease>, LedgerError> {
+    /// there is none now (every split is done or held). Only splits of `files` (a range
+    /// of file indices: a mixture's component leases its own files' splits).
+    pub fn lease_next(
+        &self,
+        job: Job,
+        epoch: u64,
+        held: &[(u64, u32)],
+        files: std::ops::Range<u32>,
+    ) -> Result<Option<Lease>, LedgerError> {
         let held_epochs: Vec<i64> = held.iter().map(|split| split.0 as i64).collect();
         let held_positions: Vec<i32> = held.iter().map(|split| split.1 as i32).collect();
         let row = self.client().query_opt(
@@ -334,7 +341,7 @@ impl Ledger {
                     leases = leases + 1
              WHERE (job, epoch, position) = (
                  SELECT job, epoch, position FROM readerd_splits AS split
-                 WHERE job = $1 AND epoch <= $2 AND NOT done
+                 WHERE job = $1 AND epoch <= $2 AND NOT done AND file >= $8 AND file < $9
                    AND (epoch, position) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
                    AND (
                      owner IS NULL OR (
@@ -354,6 +361,8 @@ impl Ledger {
                 &seconds(self.times.grace),
                 &held_epochs,
                 &held_positions,
+                &(files.start.min(i32::MAX as u32) as i32),
+                &(files.end.min(i32::MAX as u32) as i32),
             ],
         )?;
         let Some(row) = row else { return Ok(None) };

@@ -9,6 +9,8 @@
 //! - [`job`]: a shared reader's job on this replica: the feed its pipeline leases files
 //!   through (`pipeline::feed`), the acknowledgements it commits, and the [`Cluster`]
 //!   thread that commits and renews for every job.
+//! - [`mix_feed`]: a mixture's job: its components' files numbered one after the other,
+//!   each component's pipeline leasing only its own files' splits.
 //!
 //! # The design
 //!
@@ -73,6 +75,13 @@
 //! when it was taken. It covers what was committed then: acknowledgements of consumers
 //! still reading that wait for the next 100 ms commit are delivered again after a resume.
 //!
+//! **Mixtures.** A shared mixture is one job whose files are its components' files one
+//! after the other; an epoch's splits are those of the components that read that epoch
+//! (`mix_feed::mixture_order`), and each component's pipeline leases only splits of its
+//! own files (`mix_feed::ComponentFeed`). Each replica mixes, by the weights, the splits it
+//! holds; a component with no free split drops out of its choice until the replica looks
+//! again. Acknowledgements, takeovers and checkpoints are the job's, as for any reader.
+//!
 //! **Stats.** With each renewal a replica reports, per job, its elements in flight and
 //! its consumers (`readerd_job_replicas`); `GetReaderStats` on any replica lists every
 //! replica of the job with those and the splits it holds (`Ledger::replica_reports`).
@@ -94,6 +103,7 @@
 pub mod job;
 pub mod job_ledger;
 pub mod ledger;
+pub mod mix_feed;
 
 pub use crate::pipeline::record_set::RecordSet;
 pub use job::{Cluster, EpochOrder, JobFeed, Leases, Usage};

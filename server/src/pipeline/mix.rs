@@ -69,6 +69,16 @@ impl MixChoice {
         }
     }
 
+    /// Components found exhausted may have elements again (a replica's component whose
+    /// free splits other replicas held: they may have come free since). Not with
+    /// `stop_on_empty`, whose end is final.
+    pub fn look_again(&mut self) {
+        if !self.stop_on_empty {
+            self.exhausted.fill(false);
+            self.ended = false;
+        }
+    }
+
     pub fn is_exhausted(&self, component: usize) -> bool {
         self.exhausted[component]
     }
@@ -124,10 +134,15 @@ mod tests {
         assert!(draws(&mut reweighted, 100).iter().all(|&i| i == 1), "weight 0 is never chosen");
         reweighted.exhausted(1);
         assert_eq!(reweighted.choose(), None, "no component of positive weight is left");
+        reweighted.look_again();
+        let again = draws(&mut reweighted, 100);
+        assert!(again.contains(&0) && again.contains(&1) && !again.contains(&2), "both back: {again:?}");
 
         let mut stopping = MixChoice::new(vec![1.0, 1.0], 1, true);
         stopping.exhausted(1);
         assert_eq!(stopping.choose(), None);
+        stopping.look_again();
+        assert_eq!(stopping.choose(), None, "a stopped mixture stays stopped");
     }
 
     #[test]

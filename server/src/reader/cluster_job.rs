@@ -9,44 +9,38 @@ use std::sync::Arc;
 
 use super::Reader;
 use super::records::ReaderState;
-use crate::cluster::JobFeed;
+use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
+use crate::cluster::{EpochOrder, JobFeed};
 use crate::element::RecordId;
 use crate::error::{Result, ServeError};
 use crate::pipeline::RecordPipeline;
+use crate::pipeline::feed::FileFeed;
 use crate::source::Record;
 
 impl Reader {
     /// Makes this new shared reader read through `job` (before any stream reads it).
     pub fn join_cluster(self: &Arc<Self>, job: Arc<JobFeed>) -> Result<()> {
-        let refused = |what: &str| {
-            Err(ServeError::InvalidSpec(format!(
-                "{what} is not served by replicas yet: read {} from a server without a postgres:// state store",
-                self.name
-            )))
-        };
-        if self.spec.pipeline.global_shuffle {
-            return refused("pipeline.shuffle.global");
-        }
         if self.spec.unbatch {
-            return refused("unbatch");
+            return self.refused("unbatch");
         }
-        if self.spec.mix.is_some() {
-            return refused("a mixture (mix)");
+        match &self.spec.mix {
+            Some(mix) if mix.stop_on_empty => {
+                return self.refused("a mixture that stops at its first exhausted component (mix.stopOnEmptyDataset)");
+            }
+            Some(_) => {
+                let (ranges, _) = mixture_order(self.mixture_files());
+                for (i, (component, files)) in self.components.iter().zip(ranges).enumerate() {
+                    let feed = Arc::new(ComponentFeed::new(job.clone(), files.clone()));
+                    component.read_fed(feed, files.start).map_err(|err| match err {
+                        ServeError::InvalidSpec(message) => {
+                            ServeError::InvalidSpec(format!("mix.datasets[{i}]: {message}"))
+                        }
+                        other => other,
+                    })?;
+                }
+            }
+            None => self.read_fed(job.clone(), 0)?,
         }
-        if !self.spec.select.is_empty() {
-            return refused("a selection (skip, take, filters)");
-        }
-        let pipeline = RecordPipeline::fed(
-            self.files.clone(),
-            self.source.clone(),
-            self.spec.pipeline.clone(),
-            self.settings.pipeline.clone(),
-            job.clone(),
-        );
-        *self.lock() = ReaderState::new(pipeline);
-        let index: HashMap<Arc<str>, u32> =
-            self.files.iter().enumerate().map(|(i, file)| (file.name.clone(), i as u32)).collect();
-        let _ = self.file_index.set(index);
         self.delivery.commit_to(job.clone());
         let reader = Arc::downgrade(self);
         job.report_usage(Box::new(move || {
@@ -57,6 +51,64 @@ impl Reader {
         }));
         let _ = self.job.set(job);
         Ok(())
+    }
+
+    /// Reads the files `feed` gives from now on; its files are numbered in the ledger from
+    /// `first` on (a mixture's component's follow the components before it).
+    fn read_fed(&self, feed: Arc<dyn FileFeed>, first: u32) -> Result<()> {
+        if self.spec.pipeline.global_shuffle {
+            return self.refused("pipeline.shuffle.global");
+        }
+        if !self.spec.select.is_empty() {
+            return self.refused("a selection (skip, take, filters)");
+        }
+        let pipeline = RecordPipeline::fed(
+            self.files.clone(),
+            self.source.clone(),
+            self.spec.pipeline.clone(),
+            self.settings.pipeline.clone(),
+            feed,
+        );
+        *self.lock() = ReaderState::new(pipeline);
+        let index: HashMap<Arc<str>, u32> =
+            self.files.iter().enumerate().map(|(i, file)| (file.name.clone(), first + i as u32)).collect();
+        let _ = self.file_index.set(index);
+        Ok(())
+    }
+
+    /// `INVALID_ARGUMENT`: replicas do not serve `what` yet.
+    fn refused(&self, what: &str) -> Result<()> {
+        Err(ServeError::InvalidSpec(format!(
+            "{what} is not served by replicas yet: read {} from a server without a postgres:// state store",
+            self.name
+        )))
+    }
+
+    /// The ledger's file order of each epoch of this reader's job: its own files', or a
+    /// mixture's components' one after the other (`crate::cluster::mix_feed`).
+    pub fn job_order(&self) -> EpochOrder {
+        if self.spec.mix.is_some() {
+            return mixture_order(self.mixture_files()).1;
+        }
+        let (files, pipeline) = (self.files.len(), self.spec.pipeline.clone());
+        Box::new(move |epoch| RecordPipeline::epoch_order(files, &pipeline, epoch))
+    }
+
+    fn mixture_files(&self) -> Vec<ComponentFiles> {
+        let component =
+            |reader: &Reader| ComponentFiles { files: reader.files.len(), pipeline: reader.spec.pipeline.clone() };
+        self.components.iter().map(component).collect()
+    }
+
+    /// The epochs the job reads: a mixture's, its components' most (`None`: forever).
+    fn job_epochs(&self) -> Option<u64> {
+        if self.components.is_empty() {
+            return self.spec.pipeline.num_epochs;
+        }
+        self.components
+            .iter()
+            .map(|component| component.spec.pipeline.num_epochs)
+            .try_fold(0, |most, epochs| epochs.map(|epochs| most.max(epochs)))
     }
 
     /// `UNIMPLEMENTED` for `verb` on a reader served by replicas: its position is the
@@ -78,14 +130,16 @@ impl Reader {
 
     /// The ledger's names of `batch`'s records (empty outside a cluster).
     pub(super) fn record_ids(&self, batch: &[Record]) -> Vec<RecordId> {
-        let Some(index) = self.file_index.get() else { return Vec::new() };
-        batch
-            .iter()
-            .filter_map(|record| {
-                let file = *index.get(&record.file)?;
-                Some(RecordId { epoch: record.epoch, file, number: record.number })
-            })
-            .collect()
+        if self.file_index.get().is_none() {
+            return Vec::new();
+        }
+        batch.iter().filter_map(|record| self.record_id(record)).collect()
+    }
+
+    /// The ledger's name of `record` (`None` outside a cluster).
+    pub(super) fn record_id(&self, record: &Record) -> Option<RecordId> {
+        let file = *self.file_index.get()?.get(&record.file)?;
+        Some(RecordId { epoch: record.epoch, file, number: record.number })
     }
 
     /// At the end of this replica's sequence (blocking): whether the job is done on every
@@ -93,14 +147,26 @@ impl Reader {
     /// of a replica that died) at the next chunk.
     pub fn job_finished_or_look_again(&self) -> Result<bool> {
         let Some(job) = self.job.get() else { return Ok(true) };
-        let Some(epochs) = self.spec.pipeline.num_epochs else {
-            self.lock().pipeline.look_again();
-            return Ok(false);
+        let finished = match self.job_epochs() {
+            Some(epochs) => job.finished(epochs)?,
+            None => false,
         };
-        let finished = job.finished(epochs)?;
         if !finished {
-            self.lock().pipeline.look_again();
+            self.look_again();
         }
         Ok(finished)
+    }
+
+    /// Looks for free splits again at the next chunk; a mixture's components all do, and
+    /// its choice takes those it found exhausted back.
+    fn look_again(&self) {
+        let mut state = self.lock();
+        state.pipeline.look_again();
+        if let Some(progress) = &mut state.mix {
+            progress.choice.look_again();
+        }
+        for component in &self.components {
+            component.lock().pipeline.look_again();
+        }
     }
 }

@@ -21,6 +21,8 @@ pub(super) fn decode_mixed(
     batched: bool,
 ) -> Result<Option<Element>> {
     let keys = mixed_keys(&taken);
+    // Every record taken, those dropped included (served by replicas only).
+    let records = taken.iter().filter_map(|(component, record)| components[*component].record_id(record)).collect();
     let mut groups: Vec<Group> = (0..components.len()).map(|_| Group::default()).collect();
     for (row, (component, record)) in taken.into_iter().enumerate() {
         let group = &mut groups[component];
@@ -52,7 +54,7 @@ pub(super) fn decode_mixed(
     } else {
         decoded.into_iter().find(|features| !features.is_empty()).unwrap_or_default()
     };
-    Ok(Some(Element { index: 0, keys, features, records: Vec::new() }))
+    Ok(Some(Element { index: 0, keys, features, records }))
 }
 
 /// Decoded features by name.

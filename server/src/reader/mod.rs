@@ -252,10 +252,6 @@ impl Reader {
     }
 
     /// How many files the spec's patterns matched.
-    pub fn file_count(&self) -> usize {
-        self.files.len()
-    }
-
     pub fn spec(&self) -> &ReaderSpec {
         &self.spec
     }

@@ -1,0 +1,107 @@
+//! A mixture served by replicas: one job in the ledger whose files are its components'
+//! files one after the other (component `i`'s file `f` is the job's file `first[i] + f`),
+//! so that each epoch's splits are every component's splits of that epoch, and each
+//! component's pipeline leases only its own ([`ComponentFeed`]). Acknowledgements,
+//! takeovers, checkpoints and the job's end are the job's, as for any shared reader.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::job::{EpochOrder, JobFeed};
+use crate::pipeline::feed::{FedFile, FileFeed};
+use crate::pipeline::{PipelineConfig, RecordPipeline};
+use crate::source::SourceError;
+
+/// One component's view of its mixture's job: the splits of its files, numbered as the
+/// component numbers them.
+#[derive(Debug)]
+pub struct ComponentFeed {
+    job: Arc<JobFeed>,
+    /// The component's files among the job's.
+    files: Range<u32>,
+}
+
+impl ComponentFeed {
+    pub fn new(job: Arc<JobFeed>, files: Range<u32>) -> Self {
+        Self { job, files }
+    }
+}
+
+impl FileFeed for ComponentFeed {
+    fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
+        let Some(fed) = self.job.next_file_in(epoch, self.files.clone())? else { return Ok(None) };
+        match fed.file.checked_sub(self.files.start as usize) {
+            Some(file) if file < self.files.len() => Ok(Some(FedFile { file, ..fed })),
+            _ => Err(SourceError::Ledger {
+                epoch,
+                reason: format!("the ledger leased file {} to the component of files {:?}", fed.file, self.files),
+            }),
+        }
+    }
+
+    fn file_read(&self, epoch: u64, file: usize, records: u64) {
+        self.job.file_read(epoch, file + self.files.start as usize, records);
+    }
+}
+
+/// A component as the job's file order sees it: its file count and its pipeline (file
+/// shuffling, sharding, epochs).
+pub struct ComponentFiles {
+    pub files: usize,
+    pub pipeline: PipelineConfig,
+}
+
+/// Where each component's files start among the job's, and the job's file order of an
+/// epoch: the orders of the components that read that epoch, one after the other, each
+/// shifted to the job's numbering.
+pub fn mixture_order(components: Vec<ComponentFiles>) -> (Vec<Range<u32>>, EpochOrder) {
+    let mut ranges = Vec::with_capacity(components.len());
+    let mut start = 0u32;
+    for component in &components {
+        let end = start + component.files as u32;
+        ranges.push(start..end);
+        start = end;
+    }
+    let firsts: Vec<usize> = ranges.iter().map(|range| range.start as usize).collect();
+    let order: EpochOrder = Box::new(move |epoch| {
+        let mut order = Vec::new();
+        for (component, &first) in components.iter().zip(&firsts) {
+            if component.pipeline.num_epochs.is_some_and(|epochs| epoch > epochs) {
+                continue;
+            }
+            let files = RecordPipeline::epoch_order(component.files, &component.pipeline, epoch);
+            order.extend(files.into_iter().map(|file| first + file));
+        }
+        order
+    });
+    (ranges, order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_epoch_orders_the_components_that_read_it_one_after_the_other() {
+        let pipeline = |epochs, shuffle| PipelineConfig {
+            num_epochs: epochs,
+            shuffle_files: shuffle,
+            seed: 5,
+            ..PipelineConfig::default()
+        };
+        let components = vec![
+            ComponentFiles { files: 3, pipeline: pipeline(Some(1), false) },
+            ComponentFiles { files: 4, pipeline: pipeline(Some(2), true) },
+        ];
+        let (ranges, order) = mixture_order(components);
+        assert_eq!(ranges, vec![0..3, 3..7]);
+        let first = order(1);
+        assert_eq!(&first[..3], &[0, 1, 2]);
+        let mut second: Vec<usize> = first[3..].to_vec();
+        second.sort();
+        assert_eq!(second, vec![3, 4, 5, 6], "component 1's files, shifted");
+        let shuffled = RecordPipeline::epoch_order(4, &pipeline(Some(2), true), 2);
+        assert_eq!(order(2), shuffled.iter().map(|f| f + 3).collect::<Vec<_>>(), "component 0 reads no epoch 2");
+        assert!(order(3).is_empty());
+    }
+}

@@ -1,6 +1,8 @@
 //! Records/s through the server-side pipeline (files → framing → interleave → shuffle →
 //! batch → decode), in process, for the workloads of DESIGN.md with batch 256 and
-//! `cycleLength` 2, with no shuffle and with the shuffle buffer.
+//! `cycleLength` 2, with no shuffle and with the shuffle buffer; then the two tabular
+//! workloads as a mixture (weights 1 / 1), against their harmonic mean and their CPU time
+//! a record read alone.
 //!
 //! Run: `cargo bench -p readerd-server --bench pipeline` (writes the data to a temporary
 //! directory first; `READERD_BENCH_SCALE=4` makes the datasets 4 times larger).
@@ -111,6 +113,33 @@ fn specs() -> Vec<(&'static str, serde_json::Value, serde_json::Value)> {
     ]
 }
 
+/// The process's CPU time so far (user and system, every thread), from /proc/self/stat.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// What reading a reader to its end gave: records, payload bytes, seconds, CPU seconds.
+fn read_all(reader: &Reader) -> (usize, usize, f64, f64) {
+    let (started, cpu) = (Instant::now(), cpu_seconds());
+    let (mut records, mut bytes) = (0usize, 0usize);
+    loop {
+        let chunk = reader.next_chunk(16, 64 << 20);
+        assert!(chunk.error.is_none(), "{:?}", chunk.error);
+        for element in &chunk.elements {
+            records += element.keys.len();
+            bytes += element.payload_bytes();
+        }
+        if chunk.end_of_sequence {
+            break;
+        }
+    }
+    (records, bytes, started.elapsed().as_secs_f64(), cpu_seconds() - cpu)
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not supported here.
     let scale: usize = std::env::var("READERD_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
@@ -120,8 +149,20 @@ fn main() {
     eprintln!("wrote the workloads in {:.1?}", started.elapsed());
     let roots = DataRoots::new(&[dir.path().to_path_buf()]).unwrap();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("| workload | shuffle | records | records/s | payload MB/s |");
-    println!("|---|---|---|---|---|");
+    let pipeline = PipelineEnv {
+        index_store: Some(std::sync::Arc::new(IndexDir(dir.path().join("index")))),
+        ..PipelineEnv::default()
+    };
+    let settings = ReaderSettings::new(threads, pipeline).unwrap();
+    let open = |name: &str, spec: serde_json::Value| {
+        let spec: pb::DatasetSpec = serde_json::from_value(spec).unwrap();
+        let spec = ReaderSpec::from_proto(spec, 256 << 20).unwrap();
+        Reader::open(name.into(), spec, &roots, &settings).unwrap()
+    };
+    println!("| workload | shuffle | records | records/s | payload MB/s | CPU µs/record |");
+    println!("|---|---|---|---|---|---|");
+    // Each component's (records/s, CPU µs a record) read alone, unshuffled.
+    let mut alone = Vec::new();
     for (name, source, decoder) in specs() {
         let shuffles =
             [("none", json!({})), ("buffer 10000", json!({"bufferSize": 10_000})), ("global", json!({"global": true}))];
@@ -132,33 +173,36 @@ fn main() {
             let spec = json!({"source": source, "decoder": decoder,
                               "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2, "batchSize": 256,
                                            "shuffle": shuffle}});
-            let spec: pb::DatasetSpec = serde_json::from_value(spec).unwrap();
-            let spec = ReaderSpec::from_proto(spec, 256 << 20).unwrap();
-            let pipeline = PipelineEnv {
-                index_store: Some(std::sync::Arc::new(IndexDir(dir.path().join("index")))),
-                ..PipelineEnv::default()
-            };
-            let settings = ReaderSettings::new(threads, pipeline).unwrap();
-            let reader = Reader::open(name.into(), spec, &roots, &settings).unwrap();
-            let started = Instant::now();
-            let (mut records, mut bytes) = (0usize, 0usize);
-            loop {
-                let chunk = reader.next_chunk(16, 64 << 20);
-                assert!(chunk.error.is_none(), "{:?}", chunk.error);
-                for element in &chunk.elements {
-                    records += element.keys.len();
-                    bytes += element.payload_bytes();
-                }
-                if chunk.end_of_sequence {
-                    break;
-                }
-            }
-            let seconds = started.elapsed().as_secs_f64();
+            let (records, bytes, seconds, cpu) = read_all(&open(name, spec));
+            let (rate, cost) = (records as f64 / seconds, cpu / records as f64 * 1e6);
             println!(
-                "| {name} | {shuffle_name} | {records} | {:.0} | {:.0} |",
-                records as f64 / seconds,
+                "| {name} | {shuffle_name} | {records} | {rate:.0} | {:.0} | {cost:.2} |",
                 bytes as f64 / seconds / 1e6
             );
+            if shuffle_name == "none" && name.starts_with("tabular") {
+                alone.push((rate, cost));
+            }
         }
+    }
+    // The two tabular components mixed 1 / 1, each read as above: a mixture that costs
+    // no more than its components runs at their harmonic mean, at their mean CPU a record.
+    let (source_a, decoder_a) = (specs()[0].1.clone(), specs()[0].2.clone());
+    let (source_b, decoder_b) = (specs()[2].1.clone(), specs()[2].2.clone());
+    let component = |source: &serde_json::Value, decoder: &serde_json::Value| json!({"source": source, "decoder": decoder, "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2}});
+    let mix = json!({"mix": {"datasets": [component(&source_a, &decoder_a), component(&source_b, &decoder_b)],
+                             "weights": [1, 1]},
+                     "pipeline": {"seed": 1, "batchSize": 256}});
+    let (records, bytes, seconds, cpu) = read_all(&open("tabular_mix", mix));
+    let (rate, cost) = (records as f64 / seconds, cpu / records as f64 * 1e6);
+    println!("| tabular_mix | none | {records} | {rate:.0} | {:.0} | {cost:.2} |", bytes as f64 / seconds / 1e6);
+    if let [(rate_a, cost_a), (rate_b, cost_b)] = alone[..] {
+        let harmonic = 2.0 / (1.0 / rate_a + 1.0 / rate_b);
+        let mean_cost = (cost_a + cost_b) / 2.0;
+        println!(
+            "\ntabular_mix: {:.2} of its components' harmonic mean ({harmonic:.0} records/s); CPU a record {:.2} of \
+             theirs ({mean_cost:.2} µs)",
+            rate / harmonic,
+            cost / mean_cost
+        );
     }
 }

@@ -98,6 +98,7 @@ fn gather(decoded: &[Features], sources: &[(usize, usize)]) -> Result<Features> 
         .collect();
     let mut used = vec![false; decoded.len()];
     sources.iter().for_each(|&(g, _)| used[g] = true);
+    let runs: Vec<(usize, std::ops::Range<usize>)> = runs(sources).collect();
     let mut out = Vec::with_capacity(first.len());
     for (name, _) in first {
         let parts: Vec<Option<&Dense>> = by_name
@@ -119,18 +120,19 @@ fn gather(decoded: &[Features], sources: &[(usize, usize)]) -> Result<Features> 
         let values = match &sample.values {
             Values::Bytes(_) => {
                 let row_bytes = per_row * sample.dtype.size().unwrap_or(1);
-                let mut all = Vec::with_capacity(row_bytes * sources.len());
-                for (g, rows) in runs(sources) {
-                    let Values::Bytes(bytes) = &parts[g].expect("checked").values else {
-                        return Err(stack_error(name));
-                    };
-                    all.extend_from_slice(&bytes[rows.start * row_bytes..rows.end * row_bytes]);
+                let mut groups: Vec<&[u8]> = Vec::with_capacity(parts.len());
+                for part in &parts {
+                    match part.map(|dense| &dense.values) {
+                        Some(Values::Bytes(bytes)) => groups.push(bytes),
+                        None => groups.push(&[]),
+                        Some(Values::Strings(_)) => return Err(stack_error(name)),
+                    }
                 }
-                Values::Bytes(Bytes::from(all))
+                Values::Bytes(Bytes::from(gather_rows(&groups, sources, &runs, row_bytes)))
             }
             Values::Strings(_) => {
                 let mut all = Vec::with_capacity(per_row * sources.len());
-                for (g, rows) in runs(sources) {
+                for (g, rows) in runs.iter().cloned() {
                     let Values::Strings(strings) = &parts[g].expect("checked").values else {
                         return Err(stack_error(name));
                     };
@@ -142,6 +144,38 @@ fn gather(decoded: &[Features], sources: &[(usize, usize)]) -> Result<Features> 
         out.push((name.clone(), Tensor::Dense(Dense { dtype: sample.dtype, shape, values })));
     }
     Ok(out)
+}
+
+/// Rows of `row_bytes` bytes, row `i` being row `sources[i].1` of group `sources[i].0`.
+/// Short runs (components alternating) are copied row by row at a fixed width, which
+/// compiles to a load and a store; long ones run by run.
+fn gather_rows(
+    groups: &[&[u8]],
+    sources: &[(usize, usize)],
+    runs: &[(usize, std::ops::Range<usize>)],
+    row_bytes: usize,
+) -> Vec<u8> {
+    fn fixed<const N: usize>(groups: &[&[u8]], sources: &[(usize, usize)]) -> Vec<u8> {
+        let mut out = vec![0u8; N * sources.len()];
+        for (row, &(g, r)) in out.chunks_exact_mut(N).zip(sources) {
+            row.copy_from_slice(&groups[g][r * N..(r + 1) * N]);
+        }
+        out
+    }
+    let short_runs = runs.len() * 4 > sources.len();
+    match row_bytes {
+        1 if short_runs => fixed::<1>(groups, sources),
+        2 if short_runs => fixed::<2>(groups, sources),
+        4 if short_runs => fixed::<4>(groups, sources),
+        8 if short_runs => fixed::<8>(groups, sources),
+        _ => {
+            let mut out = Vec::with_capacity(row_bytes * sources.len());
+            for (g, rows) in runs {
+                out.extend_from_slice(&groups[*g][rows.start * row_bytes..rows.end * row_bytes]);
+            }
+            out
+        }
+    }
 }
 
 /// `sources` as runs of consecutive rows of one group: `(group, rows)`, copied at once.
@@ -186,4 +220,30 @@ fn mixed_keys(taken: &[(usize, Record)]) -> Keys {
         number.push(record.key);
     }
     Keys::Table { files, file, number }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_gathered_in_the_mixtures_order_at_every_width() {
+        for row_bytes in [1, 2, 3, 4, 8, 12] {
+            // Group 0 has 5 rows, group 1 has 4; each byte names its group, row and place.
+            let rows = |g: u8, n: u8| -> Vec<u8> {
+                (0..n).flat_map(|r| (0..row_bytes as u8).map(move |b| g * 100 + r * 10 + b)).collect()
+            };
+            let (a, b) = (rows(0, 5), rows(1, 4));
+            let groups: Vec<&[u8]> = vec![&a, &b];
+            // Alternating (short runs) and in long runs.
+            let alternating = [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (1, 3), (0, 4)];
+            let long = [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3), (0, 4)];
+            for sources in [&alternating[..], &long[..]] {
+                let runs: Vec<_> = runs(sources).collect();
+                let expected: Vec<u8> =
+                    sources.iter().flat_map(|&(g, r)| groups[g][r * row_bytes..(r + 1) * row_bytes].to_vec()).collect();
+                assert_eq!(gather_rows(&groups, sources, &runs, row_bytes), expected, "{row_bytes} bytes a row");
+            }
+        }
+    }
 }

@@ -259,6 +259,14 @@ impl ReplicaSession {
                 Arrival::Closed(status) => return Err(StreamError::Status(status)),
             }
         }
+        // A replica left because its stream was gone (`NOT_FOUND` to an acknowledgement)
+        // may have ended it with the end of the sequence, still waiting to be read.
+        while let Ok(Tagged { replica: i, generation, arrival }) = self.arrivals.try_recv() {
+            let ended = matches!(&arrival, Arrival::Message(m) if matches!(m.kind, Some(pb::read_response::Kind::EndOfSequence(_))));
+            if ended && generation == self.replicas[i].generation {
+                self.replicas[i].state = State::EndOfSequence;
+            }
+        }
         if self.replicas.iter().any(|r| matches!(r.state, State::EndOfSequence)) {
             self.finished = true;
             self.replicas.iter_mut().filter_map(|r| r.task.take()).for_each(|task| task.abort());
@@ -313,6 +321,8 @@ impl ReplicaSession {
                 Some(up_to) => up_to,
                 // Nothing new from it: committing still confirms what is unconfirmed.
                 None if commit && !replica.unconfirmed.is_empty() => replica.unconfirmed.last().map_or(-1, |u| u.seq),
+                // Dead and not flushed yet (no other replica was reading then): try again.
+                None if matches!(replica.state, State::Died(_)) && !replica.unconfirmed.is_empty() => -1,
                 None => continue,
             };
             let records = std::mem::take(&mut replica.unacknowledged);
@@ -416,7 +426,7 @@ impl ReplicaSession {
             return Ok(());
         }
         let records: Vec<pb::RecordIds> = unconfirmed.iter().map(|u| u.records.clone()).collect();
-        let mut last = tonic::Status::unavailable("no live replica to re-send acknowledgements to");
+        let mut last = None;
         for live in self.replicas.iter_mut().filter(|r| matches!(r.state, State::Reading)) {
             let Some(client) = live.client.as_mut() else { continue };
             let request = pb::AcknowledgeRequest {
@@ -434,12 +444,25 @@ impl ReplicaSession {
                     self.open_stream(dead, RECONNECT_AFTER);
                     return Ok(());
                 }
-                Ok(Err(status)) => last = status,
-                Err(_) => last = tonic::Status::unavailable("no answer to re-sent acknowledgements"),
+                Ok(Err(status)) => last = Some(status),
+                Err(_) => last = Some(tonic::Status::unavailable("no answer to re-sent acknowledgements")),
             }
         }
+        if self.replicas.iter().any(|r| matches!(r.state, State::EndOfSequence)) {
+            // A live replica ended the sequence: the whole job is done, every record of it
+            // acknowledged in the ledger, so there is nothing left to re-send (seen when
+            // the dead replica had committed these before it died, unconfirmed).
+            self.replicas[dead].state = State::Flushed;
+            return Ok(());
+        }
         self.replicas[dead].unconfirmed = unconfirmed;
-        Err(StreamError::Status(last))
+        match last {
+            Some(status) => Err(StreamError::Status(status)),
+            // No stream of another replica is open right now (they are being opened, or
+            // reopened): the dead replica stays to flush, tried again at each
+            // acknowledgement (`acknowledge_with`).
+            None => Ok(()),
+        }
     }
 }
 

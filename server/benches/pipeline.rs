@@ -113,7 +113,8 @@ fn specs() -> Vec<(&'static str, serde_json::Value, serde_json::Value)> {
     ]
 }
 
-/// The process's CPU time so far (user and system, every thread), from /proc/self/stat.
+/// The process's CPU time so far (user and system, every thread), from /proc/self/stat,
+/// in clock ticks of 1/100 s (Linux's `USER_HZ` on every architecture it runs on here).
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.

@@ -742,3 +742,136 @@ fn a_mixture_on_replicas_checkpointed_part_way_resumes_exactly_on_other_replicas
     all.sort();
     assert_eq!(all, every_mixture_key(), "before + after: each component's records once per epoch");
 }
+
+/// `readerctl read` of shared reader `team/<name>` through `addr`, which must end within a
+/// minute (a job whose splits can never all be done would poll forever): its keys.
+fn read_shared_to_the_end(addr: &str, spec_path: &str, name: &str, dir: &Path) -> Vec<String> {
+    let output = dir.join(format!("{name}.jsonl"));
+    let mut child = std::process::Command::new(readerd_tests::binary("readerctl"))
+        .args(["--addr", addr, "--quiet", "read", "--spec", spec_path, "--container", "team"])
+        .args(["--shared-name", name, "--output", "jsonl"])
+        .stdout(std::fs::File::create(&output).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the read of {name} did not end within a minute: the job never finishes");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (keys, last) = keys_and_end(&std::fs::read(&output).unwrap());
+    assert_eq!(last["end_of_sequence"], true, "{last}");
+    keys
+}
+
+#[test]
+fn jobs_with_records_never_handed_out_still_end_on_replicas() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_mixture_data(data.path());
+    write_lines(data.path(), 150);
+    let single = ServerProcess::start(&[data.path()]);
+    let (replica, _state) = replica(&db, data.path());
+    // A remainder that dropRemainder drops at each epoch's end (1,200 lines, batches of 7),
+    // and a mixture with a component of weight 0 (never chosen) and a remainder of 2.
+    let mut lines = spec();
+    lines["pipeline"]["batchSize"] = json!(7);
+    lines["pipeline"]["dropRemainder"] = json!(true);
+    let mut mixture = mixture_spec(false);
+    let unchosen = mixture["mix"]["datasets"][1].clone();
+    mixture["mix"]["datasets"].as_array_mut().unwrap().push(unchosen);
+    mixture["mix"]["weights"] = json!([0.6, 0.4, 0]);
+    mixture["pipeline"]["batchSize"] = json!(7);
+    mixture["pipeline"]["dropRemainder"] = json!(true);
+    for (name, spec) in [("lines", lines), ("mixture", mixture)] {
+        let dir = tempfile::tempdir().unwrap();
+        let spec_path = write_spec(&dir, &spec);
+        let expected = read_shared_to_the_end(&single.addr, &spec_path, name, dir.path());
+        assert!(!expected.is_empty());
+        let through_the_ledger = read_shared_to_the_end(&replica.addr, &spec_path, name, dir.path());
+        assert_eq!(through_the_ledger, expected, "{name}: what a single server reads, and the job ends");
+    }
+}
+
+/// The whole lines of a file (a consumer killed, or one still writing, leaves its last
+/// line cut short).
+fn whole_lines(path: &Path) -> Vec<u8> {
+    let mut bytes = std::fs::read(path).unwrap_or_default();
+    bytes.truncate(bytes.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1));
+    bytes
+}
+
+#[test]
+fn a_finite_component_beside_an_endless_one_is_taken_over_when_its_replica_dies() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_mixture_data(data.path());
+    // B: 3 files of 1,000 lines, read once at a weight of 0.2 (some 15,000 elements of the
+    // mixture); A repeats forever.
+    for f in 0..3 {
+        let text: String = (0..1000).map(|l| format!("b{f}-{l}\n")).collect();
+        write_file(data.path(), &format!("b-{f}.txt"), text.as_bytes());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = mixture_spec(false);
+    spec["mix"]["datasets"][0]["pipeline"]["numEpochs"] = json!(-1);
+    spec["mix"]["weights"] = json!([0.8, 0.2]);
+    let spec_path = write_spec(&dir, &spec);
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let outputs: Vec<std::path::PathBuf> = (0..3).map(|i| dir.path().join(format!("endless-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    // Once B's splits (files 6 to 8 of the job) are all leased and unfinished, a replica
+    // holding one of them is killed.
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let holder_of_b = |ledger: &mut postgres::Client| -> Option<String> {
+        let rows = ledger
+            .query(
+                "SELECT r.address, count(*) OVER () FROM readerd_splits s JOIN readerd_replicas r ON r.id = s.owner
+                 WHERE s.file >= 6 AND NOT s.done",
+                &[],
+            )
+            .unwrap();
+        rows.first().filter(|row| row.get::<_, i64>(1) == 3).map(|row| row.get(0))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let holder = loop {
+        if let Some(holder) = holder_of_b(&mut ledger) {
+            break holder;
+        }
+        assert!(std::time::Instant::now() < deadline, "B's 3 splits were never all leased and unfinished at once");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let killed = addrs.iter().position(|addr| *addr == holder).unwrap_or_else(|| panic!("{holder} in {addrs:?}"));
+    replicas[killed].take().unwrap().0.kill();
+    // Every one of B's records comes, once, while A goes on: keys `"1/...` counted in the
+    // whole lines printed while the output grows, and parsed once at the end.
+    let b_printed = || -> usize {
+        let count = |path: &std::path::PathBuf| whole_lines(path).windows(3).filter(|w| w == b"\"1/").count();
+        outputs.iter().map(count).sum()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while b_printed() < 3_000 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    for mut consumer in consumers {
+        let _ = consumer.kill();
+        let _ = consumer.wait();
+    }
+    let mut printed: Vec<String> = outputs
+        .iter()
+        .flat_map(|path| keys_and_end(&whole_lines(path)).0)
+        .filter(|key| key.starts_with("1/"))
+        .collect();
+    printed.sort();
+    let mut expected: Vec<String> = (0..3).flat_map(|f| (1..=1000).map(move |l| format!("1/b-{f}.txt:{l}"))).collect();
+    expected.sort();
+    let missing: Vec<&String> = expected.iter().filter(|key| printed.binary_search(key).is_err()).take(5).collect();
+    let taken_over: i64 =
+        ledger.query_one("SELECT count(*) FROM readerd_splits WHERE file >= 6 AND leases > 1", &[]).unwrap().get(0);
+    assert!(taken_over >= 1, "the killed replica's split of B was taken over");
+    assert_eq!(printed.len(), expected.len(), "B's records printed (missing, for one: {missing:?})");
+    assert_eq!(printed, expected, "each of B's records once");
+}

@@ -30,6 +30,8 @@ impl ComponentFeed {
 impl FileFeed for ComponentFeed {
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
         let Some(fed) = self.job.next_file_in(epoch, self.files.clone())? else { return Ok(None) };
+        // The ledger leases only files of the range (`Ledger::lease_next`): a file outside
+        // it is a bug, refused rather than read as another component's.
         match fed.file.checked_sub(self.files.start as usize) {
             Some(file) if file < self.files.len() => Ok(Some(FedFile { file, ..fed })),
             _ => Err(SourceError::Ledger {
@@ -44,16 +46,18 @@ impl FileFeed for ComponentFeed {
     }
 }
 
-/// A component as the job's file order sees it: its file count and its pipeline (file
-/// shuffling, sharding, epochs).
+/// A component as the job's file order sees it: its file count, its pipeline (file
+/// shuffling, sharding, epochs), and whether its splits are planned at all (not for a
+/// component the choice never picks: they would never be done).
 pub struct ComponentFiles {
     pub files: usize,
     pub pipeline: PipelineConfig,
+    pub planned: bool,
 }
 
 /// Where each component's files start among the job's, and the job's file order of an
-/// epoch: the orders of the components that read that epoch, one after the other, each
-/// shifted to the job's numbering.
+/// epoch: the orders of the planned components that read that epoch, one after the other,
+/// each shifted to the job's numbering.
 pub fn mixture_order(components: Vec<ComponentFiles>) -> (Vec<Range<u32>>, EpochOrder) {
     let mut ranges = Vec::with_capacity(components.len());
     let mut start = 0u32;
@@ -66,7 +70,7 @@ pub fn mixture_order(components: Vec<ComponentFiles>) -> (Vec<Range<u32>>, Epoch
     let order: EpochOrder = Box::new(move |epoch| {
         let mut order = Vec::new();
         for (component, &first) in components.iter().zip(&firsts) {
-            if component.pipeline.num_epochs.is_some_and(|epochs| epoch > epochs) {
+            if !component.planned || component.pipeline.num_epochs.is_some_and(|epochs| epoch > epochs) {
                 continue;
             }
             let files = RecordPipeline::epoch_order(component.files, &component.pipeline, epoch);
@@ -82,7 +86,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_epoch_orders_the_components_that_read_it_one_after_the_other() {
+    fn each_epoch_orders_the_planned_components_that_read_it_one_after_the_other() {
         let pipeline = |epochs, shuffle| PipelineConfig {
             num_epochs: epochs,
             shuffle_files: shuffle,
@@ -90,11 +94,12 @@ mod tests {
             ..PipelineConfig::default()
         };
         let components = vec![
-            ComponentFiles { files: 3, pipeline: pipeline(Some(1), false) },
-            ComponentFiles { files: 4, pipeline: pipeline(Some(2), true) },
+            ComponentFiles { files: 3, pipeline: pipeline(Some(1), false), planned: true },
+            ComponentFiles { files: 4, pipeline: pipeline(Some(2), true), planned: true },
+            ComponentFiles { files: 2, pipeline: pipeline(None, false), planned: false },
         ];
         let (ranges, order) = mixture_order(components);
-        assert_eq!(ranges, vec![0..3, 3..7]);
+        assert_eq!(ranges, vec![0..3, 3..7, 7..9], "numbered, planned or not");
         let first = order(1);
         assert_eq!(&first[..3], &[0, 1, 2]);
         let mut second: Vec<usize> = first[3..].to_vec();
@@ -102,6 +107,6 @@ mod tests {
         assert_eq!(second, vec![3, 4, 5, 6], "component 1's files, shifted");
         let shuffled = RecordPipeline::epoch_order(4, &pipeline(Some(2), true), 2);
         assert_eq!(order(2), shuffled.iter().map(|f| f + 3).collect::<Vec<_>>(), "component 0 reads no epoch 2");
-        assert!(order(3).is_empty());
+        assert!(order(3).is_empty(), "component 2 (weight 0) has no splits in any epoch");
     }
 }

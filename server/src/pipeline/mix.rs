@@ -79,6 +79,10 @@ impl MixChoice {
         }
     }
 
+    pub fn any_exhausted(&self) -> bool {
+        self.exhausted.contains(&true)
+    }
+
     pub fn is_exhausted(&self, component: usize) -> bool {
         self.exhausted[component]
     }
@@ -106,6 +110,8 @@ impl MixChoice {
 pub struct MixProgress {
     pub choice: MixChoice,
     pub taken: Vec<u64>,
+    /// On replicas: when components found with no free split were last taken back.
+    pub looked_again_at: Option<std::time::Instant>,
 }
 
 #[cfg(test)]

@@ -242,6 +242,8 @@ impl Reader {
                 on_batch((state.elements_produced, batch));
                 batches += 1;
                 state.elements_produced += 1;
+            } else if !batch.is_empty() {
+                self.settle(&self.record_ids(&batch));
             }
             if last_of_sequence {
                 return (None, true);

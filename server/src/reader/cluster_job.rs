@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Reader;
+use super::mix::in_component;
 use super::records::ReaderState;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
 use crate::cluster::{EpochOrder, JobFeed};
@@ -15,31 +16,43 @@ use crate::element::RecordId;
 use crate::error::{Result, ServeError};
 use crate::pipeline::RecordPipeline;
 use crate::pipeline::feed::FileFeed;
+use crate::pipeline::mix::MixProgress;
 use crate::source::Record;
 
+/// How often a mixture on replicas takes back components that had no free split.
+const LOOK_AGAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Reader {
-    /// Makes this new shared reader read through `job` (before any stream reads it).
-    pub fn join_cluster(self: &Arc<Self>, job: Arc<JobFeed>) -> Result<()> {
+    /// `INVALID_ARGUMENT` for what replicas do not serve yet; checked before the job is
+    /// made in the ledger.
+    pub fn check_for_cluster(&self) -> Result<()> {
         if self.spec.unbatch {
             return self.refused("unbatch");
         }
-        match &self.spec.mix {
-            Some(mix) if mix.stop_on_empty => {
-                return self.refused("a mixture that stops at its first exhausted component (mix.stopOnEmptyDataset)");
+        if self.spec.mix.as_ref().is_some_and(|mix| mix.stop_on_empty) {
+            return self.refused("a mixture that stops at its first exhausted component (mix.stopOnEmptyDataset)");
+        }
+        for (i, component) in self.components.iter().enumerate() {
+            component.check_for_cluster().map_err(|err| in_component(i, err))?;
+        }
+        if self.spec.pipeline.global_shuffle {
+            return self.refused("pipeline.shuffle.global");
+        }
+        if !self.spec.select.is_empty() {
+            return self.refused("a selection (skip, take, filters)");
+        }
+        Ok(())
+    }
+
+    /// Makes this new shared reader read through `job` (before any stream reads it).
+    pub fn join_cluster(self: &Arc<Self>, job: Arc<JobFeed>) -> Result<()> {
+        self.check_for_cluster()?;
+        if self.spec.mix.is_some() {
+            for (component, files) in self.components.iter().zip(self.component_ranges()) {
+                component.read_fed(Arc::new(ComponentFeed::new(job.clone(), files.clone())), files.start);
             }
-            Some(_) => {
-                let (ranges, _) = mixture_order(self.mixture_files());
-                for (i, (component, files)) in self.components.iter().zip(ranges).enumerate() {
-                    let feed = Arc::new(ComponentFeed::new(job.clone(), files.clone()));
-                    component.read_fed(feed, files.start).map_err(|err| match err {
-                        ServeError::InvalidSpec(message) => {
-                            ServeError::InvalidSpec(format!("mix.datasets[{i}]: {message}"))
-                        }
-                        other => other,
-                    })?;
-                }
-            }
-            None => self.read_fed(job.clone(), 0)?,
+        } else {
+            self.read_fed(job.clone(), 0);
         }
         self.delivery.commit_to(job.clone());
         let reader = Arc::downgrade(self);
@@ -55,13 +68,7 @@ impl Reader {
 
     /// Reads the files `feed` gives from now on; its files are numbered in the ledger from
     /// `first` on (a mixture's component's follow the components before it).
-    fn read_fed(&self, feed: Arc<dyn FileFeed>, first: u32) -> Result<()> {
-        if self.spec.pipeline.global_shuffle {
-            return self.refused("pipeline.shuffle.global");
-        }
-        if !self.spec.select.is_empty() {
-            return self.refused("a selection (skip, take, filters)");
-        }
+    fn read_fed(&self, feed: Arc<dyn FileFeed>, first: u32) {
         let pipeline = RecordPipeline::fed(
             self.files.clone(),
             self.source.clone(),
@@ -73,7 +80,6 @@ impl Reader {
         let index: HashMap<Arc<str>, u32> =
             self.files.iter().enumerate().map(|(i, file)| (file.name.clone(), first + i as u32)).collect();
         let _ = self.file_index.set(index);
-        Ok(())
     }
 
     /// `INVALID_ARGUMENT`: replicas do not serve `what` yet.
@@ -94,21 +100,54 @@ impl Reader {
         Box::new(move |epoch| RecordPipeline::epoch_order(files, &pipeline, epoch))
     }
 
-    fn mixture_files(&self) -> Vec<ComponentFiles> {
-        let component =
-            |reader: &Reader| ComponentFiles { files: reader.files.len(), pipeline: reader.spec.pipeline.clone() };
-        self.components.iter().map(component).collect()
+    /// Each component's files among the mixture job's.
+    fn component_ranges(&self) -> Vec<std::ops::Range<u32>> {
+        mixture_order(self.mixture_files()).0
     }
 
-    /// The epochs the job reads: a mixture's, its components' most (`None`: forever).
+    /// A mixture's components as its job plans them: a component of weight 0 is never
+    /// chosen, so it has no splits (they would never be done).
+    fn mixture_files(&self) -> Vec<ComponentFiles> {
+        let weights = self.spec.mix.as_ref().map(|mix| mix.weights.clone()).unwrap_or_default();
+        let component = |(reader, weight): (&Reader, &f64)| ComponentFiles {
+            files: reader.files.len(),
+            pipeline: reader.spec.pipeline.clone(),
+            planned: *weight > 0.0,
+        };
+        self.components.iter().zip(&weights).map(component).collect()
+    }
+
+    /// The epochs the job reads: a mixture's, its chosen components' most (`None`:
+    /// forever).
     fn job_epochs(&self) -> Option<u64> {
         if self.components.is_empty() {
             return self.spec.pipeline.num_epochs;
         }
-        self.components
-            .iter()
-            .map(|component| component.spec.pipeline.num_epochs)
+        self.mixture_files()
+            .into_iter()
+            .filter(|component| component.planned)
+            .map(|component| component.pipeline.num_epochs)
             .try_fold(0, |most, epochs| epochs.map(|epochs| most.max(epochs)))
+    }
+
+    /// A mixture on replicas takes back the components it found with no free split (their
+    /// pipelines look at the ledger again) at most once every [`LOOK_AGAIN_EVERY`] while
+    /// it goes on: splits of a replica that died are then taken over although other
+    /// components still run. The caller holds the mixture's lock.
+    pub(super) fn look_again_while_mixing(&self, progress: &mut MixProgress) {
+        if self.job.get().is_none() || !progress.choice.any_exhausted() {
+            return;
+        }
+        if progress.looked_again_at.is_some_and(|at| at.elapsed() < LOOK_AGAIN_EVERY) {
+            return;
+        }
+        progress.looked_again_at = Some(std::time::Instant::now());
+        for (i, component) in self.components.iter().enumerate() {
+            if progress.choice.is_exhausted(i) {
+                component.lock().pipeline.look_again();
+            }
+        }
+        progress.choice.look_again();
     }
 
     /// `UNIMPLEMENTED` for `verb` on a reader served by replicas: its position is the
@@ -134,6 +173,17 @@ impl Reader {
             return Vec::new();
         }
         batch.iter().filter_map(|record| self.record_id(record)).collect()
+    }
+
+    /// Records taken but never handed out (a remainder that `dropRemainder` drops, a batch
+    /// whose records `onError: SKIP` all dropped) are settled in the ledger as acknowledged:
+    /// no replica produces them again, and their splits can be done.
+    pub(super) fn settle(&self, records: &[RecordId]) {
+        if let Some(job) = self.job.get()
+            && !records.is_empty()
+        {
+            job.acknowledge(records.iter().map(|r| (r.epoch, r.file as usize, r.number)));
+        }
     }
 
     /// The ledger's name of `record` (`None` outside a cluster).

@@ -17,7 +17,13 @@ impl Reader {
         // Every record of the batch, those a decoder drops included: acknowledging the
         // element settles them all.
         let records = self.record_ids(&batch);
-        Ok(self.decode(batch)?.map(|element| Element { index, records, ..element }))
+        match self.decode(batch)? {
+            Some(element) => Ok(Some(Element { index, records, ..element })),
+            None => {
+                self.settle(&records);
+                Ok(None)
+            }
+        }
     }
 
     /// Decodes one batch. With `onError: SKIP`, records that do not decode are dropped

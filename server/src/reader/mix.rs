@@ -7,7 +7,7 @@
 use super::mix_batch::decode_mixed;
 use super::records::ReaderState;
 use super::{Chunk, Reader};
-use crate::element::Element;
+use crate::element::{Element, RecordId};
 use crate::error::{Result, ServeError};
 use crate::pipeline::Next;
 use crate::pipeline::mix::{MixChoice, MixChoiceState, MixProgress};
@@ -20,6 +20,7 @@ fn start(mix: &MixSpec, seed: u64) -> MixProgress {
     MixProgress {
         choice: MixChoice::new(mix.weights.clone(), seed, mix.stop_on_empty),
         taken: vec![0; mix.weights.len()],
+        looked_again_at: None,
     }
 }
 
@@ -86,11 +87,22 @@ impl Reader {
     pub(super) fn next_mixed_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let batched = self.spec.batch_size > 0;
         let decode = |(index, taken): (u64, Vec<(usize, Record)>)| {
+            // Every record taken, those a decoder drops included: acknowledging the element
+            // settles them all (on replicas).
+            let records = mixed_record_ids(&self.components, &taken);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 decode_mixed(&self.components, taken, batched)
             }))
             .unwrap_or_else(|_| Err(ServeError::Internal("a decoding thread panicked".into())));
-            (index, result.map(|element| element.map(|element| Element { index, ..element })))
+            let result = match result {
+                Ok(Some(element)) => Ok(Some(Element { index, records, ..element })),
+                Ok(None) => {
+                    self.settle(&records);
+                    Ok(None)
+                }
+                Err(err) => Err(err),
+            };
+            (index, result)
         };
         let decoded = std::sync::Mutex::new(Vec::new());
         let taken = match &self.settings.decode_pool {
@@ -168,6 +180,8 @@ impl Reader {
                 on_batch((state.elements_produced, taken));
                 state.elements_produced += 1;
                 batches += 1;
+            } else if !taken.is_empty() {
+                self.settle(&mixed_record_ids(&self.components, &taken));
             }
             if last_of_sequence {
                 return (None, true);
@@ -192,6 +206,7 @@ impl Reader {
         }
         let mix = self.spec.mix.as_ref().expect("a mixture");
         let progress = state.mix.get_or_insert_with(|| start(mix, self.spec.pipeline.seed));
+        self.look_again_while_mixing(progress);
         let mut locked: Option<(usize, std::sync::MutexGuard<'_, ReaderState>)> = None;
         let max_bytes = self.spec.source.max_record_bytes as usize;
         let mut left = want;
@@ -264,7 +279,7 @@ impl Reader {
                 return Err(in_component(i, err));
             }
         }
-        Ok(MixProgress { choice, taken: saved.taken.clone() })
+        Ok(MixProgress { choice, taken: saved.taken.clone(), looked_again_at: None })
     }
 
     /// Each component's figures (a mixture's stats).
@@ -287,8 +302,13 @@ impl Reader {
     }
 }
 
+/// The ledger's names of a mixture's records (empty outside a cluster).
+fn mixed_record_ids(components: &[Reader], taken: &[(usize, Record)]) -> Vec<RecordId> {
+    taken.iter().filter_map(|(component, record)| components[*component].record_id(record)).collect()
+}
+
 /// An error of component `i`, named so.
-fn in_component(i: usize, err: ServeError) -> ServeError {
+pub(super) fn in_component(i: usize, err: ServeError) -> ServeError {
     match err {
         ServeError::InvalidSpec(message) => ServeError::InvalidSpec(format!("mix.datasets[{i}]: {message}")),
         ServeError::InvalidArgument(message) => ServeError::InvalidArgument(format!("mix.datasets[{i}]: {message}")),

@@ -21,8 +21,6 @@ pub(super) fn decode_mixed(
     batched: bool,
 ) -> Result<Option<Element>> {
     let keys = mixed_keys(&taken);
-    // Every record taken, those dropped included (served by replicas only).
-    let records = taken.iter().filter_map(|(component, record)| components[*component].record_id(record)).collect();
     let mut groups: Vec<Group> = (0..components.len()).map(|_| Group::default()).collect();
     for (row, (component, record)) in taken.into_iter().enumerate() {
         let group = &mut groups[component];
@@ -54,7 +52,7 @@ pub(super) fn decode_mixed(
     } else {
         decoded.into_iter().find(|features| !features.is_empty()).unwrap_or_default()
     };
-    Ok(Some(Element { index: 0, keys, features, records }))
+    Ok(Some(Element { index: 0, keys, features, records: Vec::new() }))
 }
 
 /// Decoded features by name.
@@ -229,21 +227,26 @@ mod tests {
     #[test]
     fn rows_are_gathered_in_the_mixtures_order_at_every_width() {
         for row_bytes in [1, 2, 3, 4, 8, 12] {
-            // Group 0 has 5 rows, group 1 has 4; each byte names its group, row and place.
-            let rows = |g: u8, n: u8| -> Vec<u8> {
-                (0..n).flat_map(|r| (0..row_bytes as u8).map(move |b| g * 100 + r * 10 + b)).collect()
+            // Two groups of 12 rows; no two rows of either group are alike.
+            let rows = |g: usize| -> Vec<u8> {
+                (0..12).flat_map(|r| (0..row_bytes).map(move |b| (g * 131 + r * 17 + b * 3) as u8)).collect()
             };
-            let (a, b) = (rows(0, 5), rows(1, 4));
+            let (a, b) = (rows(0), rows(1));
             let groups: Vec<&[u8]> = vec![&a, &b];
-            // Alternating (short runs) and in long runs.
-            let alternating = [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (1, 3), (0, 4)];
-            let long = [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3), (0, 4)];
-            for sources in [&alternating[..], &long[..]] {
+            // Components alternating: 24 runs of one row (copied row by row at widths 1, 2,
+            // 4 and 8).
+            let alternating: Vec<(usize, usize)> = (0..12).flat_map(|r| [(0, r), (1, r)]).collect();
+            // Long runs: 4 runs over 22 rows (copied run by run).
+            let long: Vec<(usize, usize)> =
+                (0..10).map(|r| (0, r)).chain((0..10).map(|r| (1, r))).chain([(0, 10), (1, 10)]).collect();
+            for sources in [&alternating, &long] {
                 let runs: Vec<_> = runs(sources).collect();
                 let expected: Vec<u8> =
                     sources.iter().flat_map(|&(g, r)| groups[g][r * row_bytes..(r + 1) * row_bytes].to_vec()).collect();
                 assert_eq!(gather_rows(&groups, sources, &runs, row_bytes), expected, "{row_bytes} bytes a row");
             }
+            assert!(runs(&alternating).count() * 4 > alternating.len(), "the row-by-row path");
+            assert!(runs(&long).count() * 4 <= long.len(), "the run-by-run path");
         }
     }
 }

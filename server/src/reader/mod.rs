@@ -30,12 +30,14 @@
 //!   and batched, their states kept together; `mix_batch.rs` decodes a mixed batch
 //!   component by component and gathers it back into the mixture's order.
 //! - `cluster_job.rs`: a shared reader served by replicas: its pipeline reads the splits
-//!   this replica leases, and its sequence ends when the whole job is done.
+//!   this replica leases (a mixture's components, each their own files'), and its sequence
+//!   ends when the whole job is done.
 //!
 //! Each file adds to `impl Reader` what it holds. Dependencies between them go one way,
 //! each using only those after it: `shared_checkpoint`, `chunks`, `state`, `decoding`,
 //! `records`, `unbatch`; `mix` (then `mix_batch`) uses the reader's chunks and state;
-//! `csv_header` and `cluster_job` (which only sets the reader's state up) stand alone.
+//! `cluster_job` (which sets the reader's state up for a cluster, and settles in the ledger
+//! records never handed out) names errors as `mix` does; `csv_header` stands alone.
 
 mod chunks;
 mod cluster_job;
@@ -251,7 +253,6 @@ impl Reader {
         &self.name
     }
 
-    /// How many files the spec's patterns matched.
     pub fn spec(&self) -> &ReaderSpec {
         &self.spec
     }

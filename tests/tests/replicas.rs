@@ -449,6 +449,30 @@ fn wait_for_consumers(consumers: Vec<std::process::Child>, outputs: &[std::path:
     all
 }
 
+/// A checkpoint of shared reader `team/train` taken through `addr`: its token.
+fn checkpoint_token(addr: &str) -> String {
+    let checkpoint = readerctl(addr, &["checkpoint", "--container", "team", "--shared-name", "train"]);
+    assert!(checkpoint.status.success(), "{}", String::from_utf8_lossy(&checkpoint.stderr));
+    jsonl(&checkpoint.stdout)[0]["checkpoint"].as_str().unwrap().to_owned()
+}
+
+/// `replicas` new replicas, and `consumers` consumers each given all of them, resume
+/// `token` to the end: every key the consumers printed, and the replicas.
+fn resume_on_new_replicas(
+    db: &Database,
+    data: &Path,
+    dir: &Path,
+    token: &str,
+    replicas: usize,
+    consumers: usize,
+) -> (Vec<String>, Vec<(ServerProcess, tempfile::TempDir)>) {
+    let replicas: Vec<_> = (0..replicas).map(|_| replica(db, data)).collect();
+    let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
+    let outputs: Vec<std::path::PathBuf> = (0..consumers).map(|i| dir.join(format!("after-{i}.jsonl"))).collect();
+    let running = spawn_consumers(&all_addrs, &["--resume", token], &outputs);
+    (wait_for_consumers(running, &outputs, true), replicas)
+}
+
 #[test]
 fn a_job_checkpointed_mid_epoch_resumes_exactly_on_fewer_replicas_and_consumers() {
     let Some(db) = Database::new() else { return };
@@ -480,9 +504,7 @@ fn a_job_checkpointed_mid_epoch_resumes_exactly_on_fewer_replicas_and_consumers(
     assert!((1..=16).contains(&leased), "{stats}");
 
     // The job is checkpointed through one replica, then every replica is killed.
-    let checkpoint = readerctl(&replicas[1].0.addr, &["checkpoint", "--container", "team", "--shared-name", "train"]);
-    assert!(checkpoint.status.success(), "{}", String::from_utf8_lossy(&checkpoint.stderr));
-    let token = jsonl(&checkpoint.stdout)[0]["checkpoint"].as_str().unwrap().to_owned();
+    let token = checkpoint_token(&replicas[1].0.addr);
     // The job goes on past the checkpoint (a trainer that then rolls back to it): what is
     // consumed now is delivered again after the resume.
     let past = dir.path().join("past-checkpoint.jsonl");
@@ -495,11 +517,7 @@ fn a_job_checkpointed_mid_epoch_resumes_exactly_on_fewer_replicas_and_consumers(
     }
 
     // 2 new replicas and 3 consumers resume the token.
-    let replicas: Vec<_> = (0..2).map(|_| replica(&db, data.path())).collect();
-    let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
-    let outputs: Vec<std::path::PathBuf> = (0..3).map(|i| dir.path().join(format!("after-{i}.jsonl"))).collect();
-    let consumers = spawn_consumers(&all_addrs, &["--resume", &token], &outputs);
-    let after = wait_for_consumers(consumers, &outputs, true);
+    let (after, replicas) = resume_on_new_replicas(&db, data.path(), dir.path(), &token, 2, 3);
     assert!(past_checkpoint.iter().all(|key| after.contains(key)), "what was read past the checkpoint is read again");
     let mut all: Vec<String> = before.into_iter().chain(after).collect();
     all.sort();
@@ -734,18 +752,12 @@ fn a_mixture_on_replicas_checkpointed_part_way_resumes_exactly_on_other_replicas
     assert_eq!(before.len(), 2 * 150 * 8);
     assert!(before.iter().any(|key| key.starts_with("1/")), "B's records are among them");
 
-    let checkpoint = readerctl(&replicas[0].0.addr, &["checkpoint", "--container", "team", "--shared-name", "train"]);
-    assert!(checkpoint.status.success(), "{}", String::from_utf8_lossy(&checkpoint.stderr));
-    let token = jsonl(&checkpoint.stdout)[0]["checkpoint"].as_str().unwrap().to_owned();
+    let token = checkpoint_token(&replicas[0].0.addr);
     for (replica, _state) in replicas {
         replica.kill();
     }
 
-    let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
-    let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
-    let outputs: Vec<std::path::PathBuf> = (0..3).map(|i| dir.path().join(format!("after-{i}.jsonl"))).collect();
-    let consumers = spawn_consumers(&all_addrs, &["--resume", &token], &outputs);
-    let after = wait_for_consumers(consumers, &outputs, true);
+    let (after, _replicas) = resume_on_new_replicas(&db, data.path(), dir.path(), &token, 3, 3);
     let mut all: Vec<String> = before.into_iter().chain(after).collect();
     all.sort();
     assert_eq!(all, every_mixture_key(), "before + after: each component's records once per epoch");

@@ -56,6 +56,12 @@ impl Consumer {
         let _ = self.session.set(session);
     }
 
+    /// Whether the stream belongs to a consumer session on a replica (whose client
+    /// acknowledges every element it returned before it asks for the next).
+    pub fn in_session(&self) -> bool {
+        self.session.get().is_some()
+    }
+
     /// Elements delivered to this stream and not acknowledged yet.
     pub fn unacknowledged(&self) -> usize {
         lock(&self.unacked).len()

@@ -34,6 +34,13 @@ const CHUNK_BYTES: usize = 4 << 20;
 /// job is done (or has splits of a replica that died to produce).
 const JOB_POLL: Duration = Duration::from_millis(200);
 
+/// The most elements a consumer session's stream on a replica holds unacknowledged (those
+/// in transit; its client acknowledges what it returned before it asks for more). Beyond
+/// them, elements stay with the reader for whichever stream asks: without a bound, small
+/// elements would fill HTTP/2's windows (16 MiB a stream) ahead of a slow consumer, and
+/// the records of a split taken over from a dead replica would reach it behind them all.
+const SESSION_UNACKNOWLEDGED: usize = 256;
+
 /// How long a stream stays known after its last message, for the acknowledgements and
 /// checkpoints of what it sent.
 const LINGER_AFTER_END: Duration = Duration::from_secs(10);
@@ -280,6 +287,7 @@ impl ElementStream {
     /// first, then a chunk of the reader), sends, checkpoints when due, and at the end of
     /// the reader's sequence waits for the other streams of a shared reader.
     async fn step(&mut self, tx: &mpsc::Sender<Message>, counted: &mut ActiveStream) -> ControlFlow<Ended> {
+        self.wait_for_acknowledgements(tx).await?;
         let buffered = tx.max_capacity() - tx.capacity();
         counted.buffered(buffered);
         self.buffer.transport_took(buffered);
@@ -432,8 +440,19 @@ impl ElementStream {
         tokio::task::spawn_blocking(move || checkpointer.checkpoint(&stream, after_seq))
     }
 
-    /// The reader is done but other streams hold unacknowledged elements: waits for their
-    /// acknowledgement, or for them to come back for redelivery.
+    /// A consumer session's stream waits while it holds [`SESSION_UNACKNOWLEDGED`]
+    /// elements unacknowledged.
+    async fn wait_for_acknowledgements(&self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
+        let consumer = &self.record.consumer;
+        while consumer.in_session() && consumer.unacknowledged() >= SESSION_UNACKNOWLEDGED {
+            self.wait_for_other_streams(tx).await?;
+        }
+        Continue(())
+    }
+
+    /// The reader is done but other streams hold unacknowledged elements (or this one
+    /// holds too many, above): waits for an acknowledgement, or for elements to come back
+    /// for redelivery.
     async fn wait_for_other_streams(&self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
         tokio::select! {
             _ = self.reader.delivery.changed() => Continue(()),

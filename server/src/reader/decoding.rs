@@ -31,7 +31,8 @@ impl Reader {
     fn decode(&self, batch: Vec<Record>) -> Result<Option<Element>> {
         let keys = Keys::of_records(&batch);
         let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
-        let Some((features, kept)) = self.decode_values(&values, &keys, self.spec.batch_size > 0)? else {
+        let Some((features, kept)) = self.decode_values(&values, &|| keys.to_strings(), self.spec.batch_size > 0)?
+        else {
             return Ok(None);
         };
         let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };
@@ -41,15 +42,20 @@ impl Reader {
     /// Decodes `values` with the spec's decoder as a batch (`batched`) or one record: the
     /// features and which values they hold (all, unless `onError: SKIP` dropped and
     /// counted some; `None` when none is left). Keys name records only in messages
-    /// (TensorFlow's `example_names`): their strings are made once a batch fails, which is
-    /// then decoded again to word the error.
-    pub(super) fn decode_values(&self, values: &[Bytes], keys: &Keys, batched: bool) -> Result<Option<DecodedValues>> {
+    /// (TensorFlow's `example_names`): `keys` makes their strings once a batch fails, which
+    /// is then decoded again to word the error.
+    pub(super) fn decode_values(
+        &self,
+        values: &[Bytes],
+        keys: &dyn Fn() -> Vec<String>,
+        batched: bool,
+    ) -> Result<Option<DecodedValues>> {
         let decoder = &self.spec.decoder;
         let all = || (0..values.len()).collect();
         if let Ok(features) = decoder.decode(values, &[], batched) {
             return Ok(Some((features, all())));
         }
-        let names = keys.to_strings();
+        let names = keys();
         let err = match decoder.decode(values, &names, batched) {
             Ok(features) => return Ok(Some((features, all()))),
             Err(err) => err,

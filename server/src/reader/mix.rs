@@ -193,7 +193,8 @@ impl Reader {
     /// Takes up to `want` records of the mixture into `taken` with their components,
     /// adding their sizes to `bytes` and stopping early once that passes the limit per
     /// element; `true` at the end. A component's epochs follow one another unseen (as a
-    /// repeated dataset's do); its lock is kept while the choice stays on it.
+    /// repeated dataset's do). Every component's lock is taken once, in their order, under
+    /// the mixture's (as everywhere else).
     fn take_mixed(
         &self,
         state: &mut ReaderState,
@@ -207,16 +208,13 @@ impl Reader {
         let mix = self.spec.mix.as_ref().expect("a mixture");
         let progress = state.mix.get_or_insert_with(|| start(mix, self.spec.pipeline.seed));
         self.look_again_while_mixing(progress);
-        let mut locked: Option<(usize, std::sync::MutexGuard<'_, ReaderState>)> = None;
+        let mut locked: Vec<std::sync::MutexGuard<'_, ReaderState>> =
+            self.components.iter().map(|component| component.lock()).collect();
         let max_bytes = self.spec.source.max_record_bytes as usize;
         let mut left = want;
         while left > 0 && *bytes <= max_bytes {
             let Some(i) = progress.choice.choose() else { return Ok(true) };
-            let component = &self.components[i];
-            let component_state = match &mut locked {
-                Some((held, guard)) if *held == i => guard,
-                _ => &mut locked.insert((i, component.lock())).1,
-            };
+            let (component, component_state) = (&self.components[i], &mut locked[i]);
             loop {
                 match component_state.next_selected(&component.spec) {
                     Ok(Next::Record(record)) => {

@@ -76,9 +76,11 @@ fn decode_group(
     batched: bool,
 ) -> Result<(Features, Vec<usize>)> {
     let decoded =
-        component.decode_values(&group.values, &keys.select(&group.rows), batched).map_err(|err| match err {
-            ServeError::Decode(message) => ServeError::Decode(format!("mix.datasets[{index}]: {message}")),
-            other => other,
+        component.decode_values(&group.values, &|| keys.select(&group.rows).to_strings(), batched).map_err(|err| {
+            match err {
+                ServeError::Decode(message) => ServeError::Decode(format!("mix.datasets[{index}]: {message}")),
+                other => other,
+            }
         })?;
     Ok(decoded.unwrap_or_default())
 }

@@ -26,6 +26,8 @@ use crate::memory::Reservation;
 use crate::metrics::METRICS;
 use crate::reader::{Chunk, Reader};
 
+mod session_bound;
+
 /// Most elements a stream reads in one blocking step, and the payload bytes that end a
 /// step early.
 const CHUNK_ELEMENTS: usize = 64;
@@ -33,13 +35,6 @@ const CHUNK_BYTES: usize = 4 << 20;
 /// How often a stream of a reader served by replicas, done here, asks whether the whole
 /// job is done (or has splits of a replica that died to produce).
 const JOB_POLL: Duration = Duration::from_millis(200);
-
-/// The most elements a consumer session's stream on a replica holds unacknowledged (those
-/// in transit; its client acknowledges what it returned before it asks for more). Beyond
-/// them, elements stay with the reader for whichever stream asks: without a bound, small
-/// elements would fill HTTP/2's windows (16 MiB a stream) ahead of a slow consumer, and
-/// the records of a split taken over from a dead replica would reach it behind them all.
-const SESSION_UNACKNOWLEDGED: usize = 256;
 
 /// How long a stream stays known after its last message, for the acknowledgements and
 /// checkpoints of what it sent.
@@ -283,14 +278,17 @@ impl ElementStream {
         Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })
     }
 
-    /// One turn of the stream: waits for room in its buffer, fills it (redeliveries
-    /// first, then a chunk of the reader), sends, checkpoints when due, and at the end of
-    /// the reader's sequence waits for the other streams of a shared reader.
+    /// One turn of the stream: waits for room in its buffer (a consumer session's stream,
+    /// for acknowledgements too), fills it (redeliveries first, then a chunk of the
+    /// reader), sends, checkpoints when due, and at the end of the reader's sequence
+    /// waits for the other streams of a shared reader.
     async fn step(&mut self, tx: &mpsc::Sender<Message>, counted: &mut ActiveStream) -> ControlFlow<Ended> {
-        self.wait_for_acknowledgements(tx).await?;
         let buffered = tx.max_capacity() - tx.capacity();
         counted.buffered(buffered);
         self.buffer.transport_took(buffered);
+        if self.holds_all_a_session_may() {
+            return self.wait_for_delivery_change(tx).await;
+        }
         let (free, least) = self.room(tx);
         let permits = self.reserve(tx, free).await?;
         let (elements, mut chunk) = self.take_elements(free, least).await?;
@@ -320,7 +318,7 @@ impl ElementStream {
         if !self.shared || self.reader.delivery.settled_for(&self.record.consumer) {
             return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
         }
-        self.wait_for_other_streams(tx).await
+        self.wait_for_delivery_change(tx).await
     }
 
     /// How many elements this turn takes (`free`), and the fewest worth waiting for
@@ -333,7 +331,7 @@ impl ElementStream {
         let streams = METRICS.streams_active.load(Ordering::Relaxed).max(1);
         let per_stream = self.reader.decode_threads() / usize::try_from(streams).unwrap_or(usize::MAX);
         let least = per_stream.clamp(1, tx.max_capacity());
-        let mut free = tx.capacity().clamp(least, CHUNK_ELEMENTS.max(least));
+        let mut free = self.session_room(tx.capacity().clamp(least, CHUNK_ELEMENTS.max(least)));
         if self.auto.every > 0 {
             // A chunk ends where a checkpoint by count is due, so each comes exactly then.
             free = free.min(usize::try_from(self.auto.every - self.since_checkpoint).unwrap_or(usize::MAX).max(1));
@@ -440,20 +438,10 @@ impl ElementStream {
         tokio::task::spawn_blocking(move || checkpointer.checkpoint(&stream, after_seq))
     }
 
-    /// A consumer session's stream waits while it holds [`SESSION_UNACKNOWLEDGED`]
-    /// elements unacknowledged.
-    async fn wait_for_acknowledgements(&self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
-        let consumer = &self.record.consumer;
-        while consumer.in_session() && consumer.unacknowledged() >= SESSION_UNACKNOWLEDGED {
-            self.wait_for_other_streams(tx).await?;
-        }
-        Continue(())
-    }
-
-    /// The reader is done but other streams hold unacknowledged elements (or this one
-    /// holds too many, above): waits for an acknowledgement, or for elements to come back
-    /// for redelivery.
-    async fn wait_for_other_streams(&self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
+    /// Waits for an acknowledgement or a departure (elements coming back for
+    /// redelivery): the reader is done but other streams hold unacknowledged elements, or
+    /// this stream holds as many as a consumer session's may (`stream/session_bound.rs`).
+    async fn wait_for_delivery_change(&self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
         tokio::select! {
             _ = self.reader.delivery.changed() => Continue(()),
             _ = tokio::time::sleep(Duration::from_millis(100)) => Continue(()),
@@ -472,7 +460,7 @@ impl ElementStream {
             Ok(Ok(true)) if self.reader.delivery.settled_for(&self.record.consumer) => {
                 return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
             }
-            Ok(Ok(true)) => return self.wait_for_other_streams(tx).await,
+            Ok(Ok(true)) => return self.wait_for_delivery_change(tx).await,
             Ok(Ok(false)) => self.exhausted = false,
             Ok(Err(err)) => return stop(err),
             Err(err) => return stop(ServeError::Internal(err.to_string())),

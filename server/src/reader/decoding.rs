@@ -42,12 +42,12 @@ impl Reader {
     /// Decodes `values` with the spec's decoder as a batch (`batched`) or one record: the
     /// features and which values they hold (all, unless `onError: SKIP` dropped and
     /// counted some; `None` when none is left). Keys name records only in messages
-    /// (TensorFlow's `example_names`): `keys` makes their strings once a batch fails, which
+    /// (TensorFlow's `example_names`): `key_strings` makes them once a batch fails, which
     /// is then decoded again to word the error.
     pub(super) fn decode_values(
         &self,
         values: &[Bytes],
-        keys: &dyn Fn() -> Vec<String>,
+        key_strings: &dyn Fn() -> Vec<String>,
         batched: bool,
     ) -> Result<Option<DecodedValues>> {
         let decoder = &self.spec.decoder;
@@ -55,7 +55,7 @@ impl Reader {
         if let Ok(features) = decoder.decode(values, &[], batched) {
             return Ok(Some((features, all())));
         }
-        let names = keys();
+        let names = key_strings();
         let err = match decoder.decode(values, &names, batched) {
             Ok(features) => return Ok(Some((features, all()))),
             Err(err) => err,

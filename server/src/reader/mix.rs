@@ -193,8 +193,9 @@ impl Reader {
     /// Takes up to `want` records of the mixture into `taken` with their components,
     /// adding their sizes to `bytes` and stopping early once that passes the limit per
     /// element; `true` at the end. A component's epochs follow one another unseen (as a
-    /// repeated dataset's do). Every component's lock is taken once, in their order, under
-    /// the mixture's (as everywhere else).
+    /// repeated dataset's do). A component's lock is taken the first time the choice falls
+    /// on it and kept for the batch. Holding several is safe: everywhere else a component's
+    /// lock is taken alone, under the mixture's or with no other lock held.
     fn take_mixed(
         &self,
         state: &mut ReaderState,
@@ -208,13 +209,14 @@ impl Reader {
         let mix = self.spec.mix.as_ref().expect("a mixture");
         let progress = state.mix.get_or_insert_with(|| start(mix, self.spec.pipeline.seed));
         self.look_again_while_mixing(progress);
-        let mut locked: Vec<std::sync::MutexGuard<'_, ReaderState>> =
-            self.components.iter().map(|component| component.lock()).collect();
+        let mut locked: Vec<Option<std::sync::MutexGuard<'_, ReaderState>>> =
+            self.components.iter().map(|_| None).collect();
         let max_bytes = self.spec.source.max_record_bytes as usize;
         let mut left = want;
         while left > 0 && *bytes <= max_bytes {
             let Some(i) = progress.choice.choose() else { return Ok(true) };
-            let (component, component_state) = (&self.components[i], &mut locked[i]);
+            let component = &self.components[i];
+            let component_state = locked[i].get_or_insert_with(|| component.lock());
             loop {
                 match component_state.next_selected(&component.spec) {
                     Ok(Next::Record(record)) => {

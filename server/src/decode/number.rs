@@ -200,17 +200,35 @@ fn decimal_prefix<F: Float>(input: &[u8], stop: Option<u8>) -> Option<(F, usize)
 }
 
 /// The plain form of a CSV number field at the start of `input`, read up to `delim` (or
-/// the end) in one pass: `-?digits[.digits]` for floats, `-?digits` (at most 18) for
-/// integers. The value and the bytes it took, which are what [`parse_f32`],
-/// [`parse_f64`], [`parse_i64`] give for them; `None`: another form (whitespace, `+`,
-/// exponents, long numbers...), for those parsers.
+/// the end): `-?digits[.digits]` for floats, `-?digits` (at most 18) for integers. The
+/// value and the bytes it took, which are what [`parse_f32`], [`parse_f64`],
+/// [`parse_i64`] give for them; `None`: another form (whitespace, `+`, exponents, long
+/// integers...), for those parsers.
 pub fn plain_f32(input: &[u8], delim: u8) -> Option<(f32, usize)> {
-    signed_prefix(input, |body| decimal_prefix::<f32>(body, Some(delim)))
+    signed_prefix(input, |body| decimal_prefix::<f32>(body, Some(delim)).or_else(|| long_decimal(body, delim)))
 }
 
 /// See [`plain_f32`].
 pub fn plain_f64(input: &[u8], delim: u8) -> Option<(f64, usize)> {
-    signed_prefix(input, |body| decimal_prefix::<f64>(body, Some(delim)))
+    signed_prefix(input, |body| decimal_prefix::<f64>(body, Some(delim)).or_else(|| long_decimal(body, delim)))
+}
+
+/// `digits[.digits]` up to `stop` (or the end) with too many digits for
+/// [`decimal_prefix`]'s one division: read by Rust's correctly rounded parser, as
+/// [`parse_float`] reads it after its own fast path fails.
+fn long_decimal<F: Float>(input: &[u8], stop: u8) -> Option<(F, usize)> {
+    let len = input.iter().position(|&b| b == stop).unwrap_or(input.len());
+    let text = &input[..len];
+    let (mut digits, mut point) = (0, false);
+    for &b in text {
+        match b {
+            b'0'..=b'9' => digits += 1,
+            b'.' if !point => point = true,
+            _ => return None,
+        }
+    }
+    let value = (digits > 0).then(|| std::str::from_utf8(text).ok()?.parse::<F>().ok()).flatten()?;
+    Some((value, len))
 }
 
 /// See [`plain_f32`].
@@ -440,8 +458,13 @@ mod tests {
         for field in ["", "-", "+1", " 1", "1e3", "1.2.3", "1234567890123456789", "--1", ".", "-.", "1 "] {
             assert_eq!(plain_i64(field.as_bytes(), b','), None, "{field}");
         }
-        for field in ["", "-", "+1", " 1", "1e3", "1.2.3", ".", "-.", "16777217", "0.12345678901"] {
+        for field in ["", "-", "+1", " 1", "1e3", "1.2.3", ".", "-.", "1.-2", "1 "] {
             assert_eq!(plain_f32(field.as_bytes(), b','), None, "{field}");
+        }
+        // Too many digits for one exact division: read by the full parser's rule, whole.
+        for field in ["16777217", "0.12345678901", "-4452.3125", "123456789012345678901234.5", "7."] {
+            let plain = plain_f32(field.as_bytes(), b',').map(|(v, len)| (v.to_bits(), len));
+            assert_eq!(plain, parse_f32(field.as_bytes()).map(|v| (v.to_bits(), field.len())), "{field}");
         }
         assert_eq!(plain_i64(b"-12,5", b','), Some((-12, 3)));
         assert_eq!(plain_f32(b"-0.0,", b','), Some((-0.0, 4)));

@@ -65,7 +65,7 @@ pub fn decode_batch(config: &CsvConfig, dialect: CsvDialect, records: &[Bytes]) 
 
 /// The common case, taken first: one pass over a record whose fields are one per column,
 /// none empty, quoted or equal to `na_value`, strings without quotes or line breaks and
-/// numbers in their plain form (`number::plain_*`). Both dialects decode such a record
+/// numbers in their plain form (`number::plain_*`: a float of many digits too). Both dialects decode such a record
 /// alike. Appends its row; `None` leaves a partial row (the caller truncates it) for
 /// [`decode_record`], with every rule and message.
 fn decode_plain_record(config: &CsvConfig, record: &Bytes, builders: &mut [Builder]) -> Option<()> {

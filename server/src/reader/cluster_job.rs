@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Reader;
-use super::mix::in_component;
+use super::in_component;
 use super::records::ReaderState;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
 use crate::cluster::{EpochOrder, JobFeed};
@@ -44,9 +44,9 @@ impl Reader {
         Ok(())
     }
 
-    /// Makes this new shared reader read through `job` (before any stream reads it).
-    pub fn join_cluster(self: &Arc<Self>, job: Arc<JobFeed>) -> Result<()> {
-        self.check_for_cluster()?;
+    /// Makes this new shared reader read through `job` (before any stream reads it); the
+    /// caller refused what [`Reader::check_for_cluster`] refuses before it made the job.
+    pub fn join_cluster(self: &Arc<Self>, job: Arc<JobFeed>) {
         if self.spec.mix.is_some() {
             for (component, files) in self.components.iter().zip(self.component_ranges()) {
                 component.read_fed(Arc::new(ComponentFeed::new(job.clone(), files.clone())), files.start);
@@ -63,7 +63,6 @@ impl Reader {
             })
         }));
         let _ = self.job.set(job);
-        Ok(())
     }
 
     /// Reads the files `feed` gives from now on; its files are numbered in the ledger from
@@ -142,6 +141,12 @@ impl Reader {
             return;
         }
         progress.looked_again_at = Some(std::time::Instant::now());
+        self.take_back_exhausted(progress);
+    }
+
+    /// The components a mixture found exhausted look at the ledger again, and its choice
+    /// takes them back. The caller holds the mixture's lock.
+    fn take_back_exhausted(&self, progress: &mut MixProgress) {
         for (i, component) in self.components.iter().enumerate() {
             if progress.choice.is_exhausted(i) {
                 component.lock().pipeline.look_again();
@@ -207,16 +212,13 @@ impl Reader {
         Ok(finished)
     }
 
-    /// Looks for free splits again at the next chunk; a mixture's components all do, and
-    /// its choice takes those it found exhausted back.
+    /// Looks for free splits again at the next chunk; a mixture takes back the components
+    /// it found exhausted.
     fn look_again(&self) {
         let mut state = self.lock();
         state.pipeline.look_again();
         if let Some(progress) = &mut state.mix {
-            progress.choice.look_again();
-        }
-        for component in &self.components {
-            component.lock().pipeline.look_again();
+            self.take_back_exhausted(progress);
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use super::mix_batch::decode_mixed;
 use super::records::ReaderState;
-use super::{Chunk, Reader};
+use super::{Chunk, Reader, in_component};
 use crate::element::{Element, RecordId};
 use crate::error::{Result, ServeError};
 use crate::pipeline::Next;
@@ -89,7 +89,7 @@ impl Reader {
         let decode = |(index, taken): (u64, Vec<(usize, Record)>)| {
             // Every record taken, those a decoder drops included: acknowledging the element
             // settles them all (on replicas).
-            let records = mixed_record_ids(&self.components, &taken);
+            let records = self.mixed_record_ids(&taken);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 decode_mixed(&self.components, taken, batched)
             }))
@@ -181,7 +181,7 @@ impl Reader {
                 state.elements_produced += 1;
                 batches += 1;
             } else if !taken.is_empty() {
-                self.settle(&mixed_record_ids(&self.components, &taken));
+                self.settle(&self.mixed_record_ids(&taken));
             }
             if last_of_sequence {
                 return (None, true);
@@ -282,6 +282,15 @@ impl Reader {
         Ok(MixProgress { choice, taken: saved.taken.clone(), looked_again_at: None })
     }
 
+    /// The ledger's names of a mixture's records (empty outside a cluster, without
+    /// looking at them).
+    fn mixed_record_ids(&self, taken: &[(usize, Record)]) -> Vec<RecordId> {
+        if self.job.get().is_none() {
+            return Vec::new();
+        }
+        taken.iter().filter_map(|(component, record)| self.components[*component].record_id(record)).collect()
+    }
+
     /// Each component's figures (a mixture's stats).
     pub(super) fn component_stats(&self, state: &ReaderState) -> Vec<pb::ComponentStats> {
         self.components
@@ -299,20 +308,6 @@ impl Reader {
                 }
             })
             .collect()
-    }
-}
-
-/// The ledger's names of a mixture's records (empty outside a cluster).
-fn mixed_record_ids(components: &[Reader], taken: &[(usize, Record)]) -> Vec<RecordId> {
-    taken.iter().filter_map(|(component, record)| components[*component].record_id(record)).collect()
-}
-
-/// An error of component `i`, named so.
-pub(super) fn in_component(i: usize, err: ServeError) -> ServeError {
-    match err {
-        ServeError::InvalidSpec(message) => ServeError::InvalidSpec(format!("mix.datasets[{i}]: {message}")),
-        ServeError::InvalidArgument(message) => ServeError::InvalidArgument(format!("mix.datasets[{i}]: {message}")),
-        other => other,
     }
 }
 

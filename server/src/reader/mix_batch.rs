@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::Reader;
+use super::in_component;
 use crate::decode::{Dense, Tensor, Values};
 use crate::element::{Element, Keys};
 use crate::error::{Result, ServeError};
@@ -75,13 +76,9 @@ fn decode_group(
     keys: &Keys,
     batched: bool,
 ) -> Result<(Features, Vec<usize>)> {
+    let key_strings = || keys.select(&group.rows).to_strings();
     let decoded =
-        component.decode_values(&group.values, &|| keys.select(&group.rows).to_strings(), batched).map_err(|err| {
-            match err {
-                ServeError::Decode(message) => ServeError::Decode(format!("mix.datasets[{index}]: {message}")),
-                other => other,
-            }
-        })?;
+        component.decode_values(&group.values, &key_strings, batched).map_err(|err| in_component(index, err))?;
     Ok(decoded.unwrap_or_default())
 }
 

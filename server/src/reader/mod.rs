@@ -37,7 +37,8 @@
 //! each using only those after it: `shared_checkpoint`, `chunks`, `state`, `decoding`,
 //! `records`, `unbatch`; `mix` (then `mix_batch`) uses the reader's chunks and state;
 //! `cluster_job` (which sets the reader's state up for a cluster, and settles in the ledger
-//! records never handed out) names errors as `mix` does; `csv_header` stands alone.
+//! records never handed out) and `csv_header` stand alone. A mixture's component errors
+//! are named by `in_component`, here.
 
 mod chunks;
 mod cluster_job;
@@ -402,5 +403,15 @@ impl Drop for StreamGuard {
     fn drop(&mut self) {
         self.0.last_used_ms.store(now_ms(), Ordering::Relaxed);
         self.0.active_streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An error of component `i`, named so.
+fn in_component(i: usize, err: ServeError) -> ServeError {
+    match err {
+        ServeError::InvalidSpec(message) => ServeError::InvalidSpec(format!("mix.datasets[{i}]: {message}")),
+        ServeError::InvalidArgument(message) => ServeError::InvalidArgument(format!("mix.datasets[{i}]: {message}")),
+        ServeError::Decode(message) => ServeError::Decode(format!("mix.datasets[{i}]: {message}")),
+        other => other,
     }
 }

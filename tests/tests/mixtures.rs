@@ -96,6 +96,13 @@ fn a_mixture_takes_each_record_once_by_weight_in_each_components_order() {
     // Keys name the component, then the record as reading the component alone names it.
     assert_eq!(records.iter().find(|(_, id)| *id == 1).unwrap().0, "0/a-0.tfrecord:31");
     assert_eq!(records.iter().find(|(_, id)| *id == 100_000).unwrap().0, "1/b.csv:2");
+    for (key, id) in records.iter().filter(|(_, id)| *id >= 100_000) {
+        assert_eq!(key, &format!("1/b.csv:{}", id - 100_000 + 2), "each row's key is its record's");
+    }
+    // Batched or not, the same records in the same order (batches are gathered from
+    // each component's decoded records).
+    let unbatched = spec_file(dir.path(), "unbatched.json", &mixture(json!([0.75, 0.25]), false, 7, 0));
+    assert_eq!(read(&server.addr, &["--spec", &unbatched]).0, records, "unbatched, the same sequence");
 
     // In the first 4,000 elements A's share is 0.75 within 5 standard deviations.
     let share_a = ids[..4000].iter().filter(|&&id| id < 100_000).count() as f64;
@@ -272,6 +279,39 @@ fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
         assert_eq!(code, "INVALID_ARGUMENT", "{spec}: {message}");
         assert!(message.contains(expected), "{spec}: {message:?} does not say {expected:?}");
     }
+}
+
+#[test]
+fn a_mixture_delivers_every_batch_before_the_one_with_an_undecodable_record() {
+    // B's 21st line does not decode. Unbatched, the mixture delivers every record before
+    // it; in batches of 8, every whole batch before the one it falls in, as a single spec
+    // does. (The server decodes a two-component mixture's batches in pairs, each
+    // component's records of a pair at once: over these seeds the record falls in the
+    // first batch of a pair and in the second.)
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path(), 40, 0);
+    let lines: String =
+        (0..30).map(|i| if i == 20 { "bad,1\n".to_owned() } else { format!("{},1\n", 100_000 + i) }).collect();
+    write_file(data.path(), "b.csv", format!("id,weight\n{lines}").as_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(&[data.path()]);
+    let mut batch_of_the_bad_record = HashSet::new();
+    for seed in 1..=8 {
+        let spec = |batch: i64| {
+            json!({"mix": {"datasets": [component_a(json!({})), component_b(json!({}))]},
+                   "pipeline": {"seed": seed, "batchSize": batch}})
+        };
+        let one = spec_file(dir.path(), &format!("one-{seed}.json"), &spec(0));
+        let (before, last) = read(&server.addr, &["--spec", &one]);
+        assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
+        let batched = spec_file(dir.path(), &format!("batched-{seed}.json"), &spec(8));
+        let (delivered, last) = read(&server.addr, &["--spec", &batched]);
+        assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
+        assert!(last["error"]["message"].as_str().unwrap().contains("1/b.csv:22"), "{last}");
+        assert_eq!(delivered, before[..before.len() / 8 * 8], "seed {seed}: the whole batches before the bad record");
+        batch_of_the_bad_record.insert(before.len() / 8 % 2);
+    }
+    assert_eq!(batch_of_the_bad_record.len(), 2, "the bad record fell in both batches of a pair");
 }
 
 #[test]

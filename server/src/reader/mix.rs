@@ -1,10 +1,11 @@
 //! A mixture's reader: one private reader per component (each with its own pipeline and
 //! decoder, unbatched), records taken from them as the choice says
-//! ([`crate::pipeline::mix::MixChoice`]), batched and decoded (`mix_batch.rs`). Its
+//! ([`crate::pipeline::mix::MixChoice`]), batched and decoded (`mix_decode.rs`). Its
 //! state is every component's state plus the choice's; keys are the component's keys
 //! with `<component index>/` in front (`1/tabular/part-0.csv:12`).
 
-use super::mix_batch::decode_mixed;
+use super::mix_decode::TakenBatches;
+use super::mix_gather::Layout;
 use super::records::ReaderState;
 use super::{Chunk, Reader, in_component};
 use crate::element::{Element, RecordId};
@@ -82,42 +83,60 @@ fn mismatch(component: usize, what: &str) -> ServeError {
 
 impl Reader {
     /// `next_chunk` for a mixture: records chosen from the components and batched under
-    /// the reader's lock, each batch decoded component by component (`mix_batch.rs`) on
-    /// the server's decoding threads while the next is taken, as `next_chunk` does.
+    /// the reader's lock, decoded by their components (`mix_decode.rs`) on the server's
+    /// decoding threads while the next are taken, as `next_chunk` does: a batched
+    /// mixture's batches in sets of as many as there are components (so that each
+    /// component decodes about a whole batch's worth at once), an unbatched one's records
+    /// one by one.
     pub(super) fn next_mixed_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let batched = self.spec.batch_size > 0;
-        let decode = |(index, taken): (u64, Vec<(usize, Record)>)| {
-            // Every record taken, those a decoder drops included: acknowledging the element
-            // settles them all (on replicas).
-            let records = self.mixed_record_ids(&taken);
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                decode_mixed(&self.components, taken, batched)
-            }))
-            .unwrap_or_else(|_| Err(ServeError::Internal("a decoding thread panicked".into())));
-            let result = match result {
-                Ok(Some(element)) => Ok(Some(Element { index, records, ..element })),
-                Ok(None) => {
-                    self.settle(&records);
-                    Ok(None)
+        let layout = Layout::of(&self.components);
+        let set_size = self.mixed_set_size();
+        let decode = |set: TakenBatches| {
+            let first = set.first().map_or(0, |(index, _)| *index);
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if batched {
+                    return self.decode_mixed_batches(&layout, set);
                 }
-                Err(err) => Err(err),
-            };
-            (index, result)
+                let decode_one = |(index, mut taken): (u64, Vec<(usize, Record)>)| {
+                    let record = taken.pop().expect("a record a batch");
+                    (index, self.decode_mixed_record(index, record))
+                };
+                set.into_iter().map(decode_one).collect()
+            }))
+            .unwrap_or_else(|_| vec![(first, Err(ServeError::Internal("a decoding thread panicked".into())))])
         };
         let decoded = std::sync::Mutex::new(Vec::new());
+        let mut set = Vec::with_capacity(set_size);
         let taken = match &self.settings.decode_pool {
             Some(pool) if max_elements > 1 => pool.in_place_scope(|scope| {
-                self.take_mixed_batches(max_elements, max_bytes, |batch| {
+                let spawn = |set: TakenBatches| {
                     let (decoded, decode) = (&decoded, &decode);
                     scope.spawn(move |_| {
-                        let result = decode(batch);
-                        decoded.lock().unwrap_or_else(|p| p.into_inner()).push(result);
+                        let elements = decode(set);
+                        decoded.lock().unwrap_or_else(|p| p.into_inner()).extend(elements);
                     });
-                })
+                };
+                let taken = self.take_mixed_batches(max_elements, max_bytes, |batch| {
+                    set.push(batch);
+                    if set.len() == set_size {
+                        spawn(std::mem::replace(&mut set, Vec::with_capacity(set_size)));
+                    }
+                });
+                if !set.is_empty() {
+                    spawn(set);
+                }
+                taken
             }),
-            _ => self.take_mixed_batches(max_elements, max_bytes, |batch| {
-                decoded.lock().unwrap_or_else(|p| p.into_inner()).push(decode(batch));
-            }),
+            _ => {
+                let mut all = Vec::new();
+                let taken = self.take_mixed_batches(max_elements, max_bytes, |batch| all.push(batch));
+                while !all.is_empty() {
+                    let rest = all.split_off(set_size.min(all.len()));
+                    decoded.lock().unwrap_or_else(|p| p.into_inner()).extend(decode(std::mem::replace(&mut all, rest)));
+                }
+                taken
+            }
         };
         let mut decoded = decoded.into_inner().unwrap_or_else(|p| p.into_inner());
         decoded.sort_unstable_by_key(|(index, _)| *index);
@@ -126,13 +145,39 @@ impl Reader {
         self.chunk_of(decoded.into_iter().map(|(_, result)| result), chunk)
     }
 
+    /// Batches decoded as one set (`mix_decode.rs`): as many as a batched mixture has
+    /// components (up to 4), so that each component decodes about a whole batch's worth
+    /// at once; 1 for any other reader.
+    pub(super) fn mixed_set_size(&self) -> usize {
+        if self.spec.batch_size > 0 { self.components.len().clamp(1, 4) } else { 1 }
+    }
+
+    /// A decoded mixed element numbered `index` with its records' ledger ids; when the
+    /// decoders dropped every record, they are settled at once (no element acknowledges
+    /// them).
+    pub(super) fn numbered_mixed(
+        &self,
+        index: u64,
+        records: Vec<RecordId>,
+        decoded: Result<Option<Element>>,
+    ) -> Result<Option<Element>> {
+        match decoded {
+            Ok(Some(element)) => Ok(Some(Element { index, records, ..element })),
+            Ok(None) => {
+                self.settle(&records);
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
     /// Takes batches of `(component, record)` for up to `max_elements` elements (about
     /// `max_bytes` of records), handing each to `on_batch` with its number as soon as it
     /// is whole. Returns, for a shared reader, the number of the first (marked as being
     /// handed to a stream while the lock is held, as `take_batches` does, so that a
     /// checkpoint meanwhile replays from before it), then the error or the end of the
     /// sequence that stopped it early.
-    fn take_mixed_batches(
+    pub(super) fn take_mixed_batches(
         &self,
         max_elements: usize,
         max_bytes: usize,
@@ -284,11 +329,11 @@ impl Reader {
 
     /// The ledger's names of a mixture's records (empty outside a cluster, without
     /// looking at them).
-    fn mixed_record_ids(&self, taken: &[(usize, Record)]) -> Vec<RecordId> {
+    pub(super) fn mixed_record_ids<'a>(&self, taken: impl IntoIterator<Item = &'a (usize, Record)>) -> Vec<RecordId> {
         if self.job.get().is_none() {
             return Vec::new();
         }
-        taken.iter().filter_map(|(component, record)| self.components[*component].record_id(record)).collect()
+        taken.into_iter().filter_map(|(component, record)| self.components[*component].record_id(record)).collect()
     }
 
     /// Each component's figures (a mixture's stats).

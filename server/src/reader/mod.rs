@@ -27,15 +27,16 @@
 //!   by replay ([`Reader::shared_checkpoint`], [`Reader::restore_shared`]).
 //! - `csv_header.rs`: CSV columns named from the files' header lines when a reader opens.
 //! - `mix.rs`: a mixture: a reader per component, records chosen among them by weight
-//!   and batched, their states kept together; `mix_batch.rs` decodes a mixed batch
-//!   component by component and gathers it back into the mixture's order.
+//!   and batched, their states kept together; `mix_decode.rs` decodes its records by
+//!   their components (a set of batches at once, each component's records of them as one
+//!   batch), and `mix_gather.rs` gathers each batch back into the mixture's order.
 //! - `cluster_job.rs`: a shared reader served by replicas: its pipeline reads the splits
 //!   this replica leases (a mixture's components, each their own files'), and its sequence
 //!   ends when the whole job is done.
 //!
 //! Each file adds to `impl Reader` what it holds. Dependencies between them go one way,
 //! each using only those after it: `shared_checkpoint`, `chunks`, `state`, `decoding`,
-//! `records`, `unbatch`; `mix` (then `mix_batch`) uses the reader's chunks and state;
+//! `records`, `unbatch`; `mix` (then `mix_decode`, then `mix_gather`) uses the reader's chunks and state;
 //! `cluster_job` (which sets the reader's state up for a cluster, and settles in the ledger
 //! records never handed out) and `csv_header` stand alone. A mixture's component errors
 //! are named by `in_component`, here.
@@ -45,7 +46,8 @@ mod cluster_job;
 mod csv_header;
 mod decoding;
 mod mix;
-mod mix_batch;
+mod mix_decode;
+mod mix_gather;
 mod records;
 mod shared_checkpoint;
 mod state;
@@ -240,9 +242,11 @@ impl Reader {
         *self.files_held.lock().unwrap_or_else(|p| p.into_inner()) = Some(reservation);
     }
 
-    /// Batches one chunk can decode at once.
-    pub fn decode_threads(&self) -> usize {
-        self.settings.decode_pool.as_ref().map_or(1, |pool| pool.current_num_threads())
+    /// Elements a chunk holds to keep every decoding thread busy: a batch a thread, or for
+    /// a batched mixture a set of batches a thread (`mix_decode.rs`).
+    pub fn parallel_elements(&self) -> usize {
+        let threads = self.settings.decode_pool.as_ref().map_or(1, |pool| pool.current_num_threads());
+        threads * self.mixed_set_size()
     }
 
     /// Streams attached now.

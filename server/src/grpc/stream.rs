@@ -325,12 +325,13 @@ impl ElementStream {
     /// (`least`).
     fn room(&self, tx: &mpsc::Sender<Message>) -> (usize, usize) {
         // The decoding threads are the server's: a stream alone waits for one free slot
-        // per thread (a set of slots per thread for a batched mixture, which decodes its
-        // batches in sets), or the whole buffer when smaller, since a chunk of one batch
-        // would leave the others idle; with as many streams as threads, one slot (or set)
-        // will do (more would only hold more records in memory).
+        // per thread (or the whole buffer, when smaller), since a chunk of one batch would
+        // leave the others idle; with as many streams as threads, one slot will do (more
+        // would only hold more records in memory). For a batched mixture, whose batches
+        // decode in sets, each of those slots is a set's worth.
         let streams = METRICS.streams_active.load(Ordering::Relaxed).max(1);
-        let per_stream = self.reader.parallel_elements() / usize::try_from(streams).unwrap_or(usize::MAX);
+        let threads = self.reader.decode_threads() / usize::try_from(streams).unwrap_or(usize::MAX);
+        let per_stream = threads.max(1) * self.reader.elements_decoded_together();
         let least = per_stream.clamp(1, tx.max_capacity());
         let mut free = self.session_room(tx.capacity().clamp(least, CHUNK_ELEMENTS.max(least)));
         if self.auto.every > 0 {

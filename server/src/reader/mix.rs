@@ -91,7 +91,7 @@ impl Reader {
     pub(super) fn next_mixed_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let batched = self.spec.batch_size > 0;
         let layout = Layout::of(&self.components);
-        let set_size = self.mixed_set_size();
+        let set_size = self.elements_decoded_together();
         let decode = |set: TakenBatches| {
             let first = set.first().map_or(0, |(index, _)| *index);
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -145,10 +145,10 @@ impl Reader {
         self.chunk_of(decoded.into_iter().map(|(_, result)| result), chunk)
     }
 
-    /// Batches decoded as one set (`mix_decode.rs`): as many as a batched mixture has
-    /// components (up to 4), so that each component decodes about a whole batch's worth
-    /// at once; 1 for any other reader.
-    pub(super) fn mixed_set_size(&self) -> usize {
+    /// Elements one decoding thread takes at once: 1, or for a batched mixture a set of
+    /// as many batches as it has components (up to 4), so that each component decodes
+    /// about a whole batch's worth at once (`mix_decode.rs`).
+    pub fn elements_decoded_together(&self) -> usize {
         if self.spec.batch_size > 0 { self.components.len().clamp(1, 4) } else { 1 }
     }
 

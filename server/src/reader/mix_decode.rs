@@ -9,39 +9,49 @@
 //! the batches before the record at fault are delivered and the error fails the batch it
 //! is in, as for a single spec. Unbatched, each record is decoded alone.
 
-use std::ops::Range;
-
 use bytes::Bytes;
 
 use super::mix_gather::{Decoded, Layout, gather, mixed_keys};
 use super::{Reader, in_component};
-use crate::element::{Element, RecordId};
+use crate::element::{Element, Keys, RecordId};
 use crate::error::Result;
 use crate::source::Record;
 
 /// Batches as taken: each one's number and `(component, record)`s.
 pub(super) type TakenBatches = Vec<(u64, Vec<(usize, Record)>)>;
 
-/// A batch of a set: its number, its records' ledger ids, and for each row its component
-/// and its row in that component's records of the set.
+/// A batch of a set: its number, its records' ledger ids and keys, and for each row its
+/// component and its row in that component's records of the set.
 struct Batch {
     index: u64,
     records: Vec<RecordId>,
+    keys: Keys,
     rows: Vec<(usize, usize)>,
 }
 
-/// One component's records of a set (their values apart, for its decoder), and what the
-/// decoder made of them.
+/// One component's records of a set: their values, and what its decoder made of them.
 #[derive(Default)]
 struct Group {
-    records: Vec<Record>,
     values: Vec<Bytes>,
-    decoded: Option<Result<DecodedRows>>,
+    decoded: Option<Result<Option<DecodedGroup>>>,
 }
 
-/// A decoded batch and the row each record became (`None`: dropped by `onError: SKIP`);
-/// `None` when the decoder dropped them all.
-type DecodedRows = Option<(Decoded, Vec<Option<usize>>)>;
+/// A component's decoded records (`None` in its place when the decoder dropped them all).
+struct DecodedGroup {
+    decoded: Decoded,
+    /// The row each record became (`None`: dropped by `onError: SKIP`); `None` when
+    /// every record was kept, each its own row.
+    rows: Option<Vec<Option<usize>>>,
+}
+
+impl DecodedGroup {
+    fn row(&self, record: usize) -> Option<usize> {
+        match &self.rows {
+            None => Some(record),
+            Some(rows) => rows[record],
+        }
+    }
+}
 
 impl Reader {
     /// Decodes a set of batches together (see the module's doc): each one's number and
@@ -52,24 +62,36 @@ impl Reader {
         batches: TakenBatches,
     ) -> Vec<(u64, Result<Option<Element>>)> {
         let mut groups: Vec<Group> = self.components.iter().map(|_| Group::default()).collect();
+        let mut counts = vec![0; groups.len()];
+        batches.iter().flat_map(|(_, taken)| taken).for_each(|(component, _)| counts[*component] += 1);
+        groups.iter_mut().zip(&counts).for_each(|(group, &count)| group.values.reserve_exact(count));
         let mut set = Vec::with_capacity(batches.len());
         for (index, taken) in batches {
             // Every record taken, those a decoder drops included: acknowledging the
             // element settles them all (on replicas).
             let records = self.mixed_record_ids(&taken);
+            let keys = mixed_keys(taken.iter().map(|(component, record)| (*component, record)));
             let mut rows = Vec::with_capacity(taken.len());
-            for (component, mut record) in taken {
+            for (component, record) in taken {
                 let group = &mut groups[component];
-                rows.push((component, group.records.len()));
-                group.values.push(std::mem::take(&mut record.value));
-                group.records.push(record);
+                rows.push((component, group.values.len()));
+                group.values.push(record.value);
             }
-            set.push(Batch { index, records, rows });
+            set.push(Batch { index, records, keys, rows });
         }
         for (component, group) in groups.iter_mut().enumerate() {
-            if !group.records.is_empty() {
-                group.decoded = Some(self.decode_group(layout, component, group, 0..group.records.len()));
+            if group.values.is_empty() {
+                continue;
             }
+            // Keys name records only in messages: made when the decoder fails.
+            let key_strings = || {
+                let of_batch = |b: &Batch| {
+                    let mine = b.rows.iter().enumerate().filter(|(_, (c, _))| *c == component);
+                    mine.map(|(i, _)| b.keys.key(i)).collect::<Vec<_>>()
+                };
+                set.iter().flat_map(of_batch).collect()
+            };
+            group.decoded = Some(self.decode_group(layout, component, &group.values, &key_strings));
         }
         let mut elements = Vec::with_capacity(set.len());
         for batch in set {
@@ -96,27 +118,24 @@ impl Reader {
         self.numbered_mixed(index, records, Ok(element))
     }
 
-    /// A component's records of the set at `rows`, decoded as one batch; errors name the
-    /// component.
+    /// `values` of a component decoded as one batch; errors name the component.
     fn decode_group(
         &self,
         layout: &Layout,
         component: usize,
-        group: &Group,
-        rows: Range<usize>,
-    ) -> Result<DecodedRows> {
-        let key_strings = || {
-            let key = |r: &Record| readerd_proto::keys::key(&format!("{component}/{}", r.file), r.key);
-            group.records[rows.clone()].iter().map(key).collect()
-        };
-        let values = &group.values[rows.clone()];
+        values: &[Bytes],
+        key_strings: &dyn Fn() -> Vec<String>,
+    ) -> Result<Option<DecodedGroup>> {
         let decoded = self.components[component]
-            .decode_values(values, &key_strings, true)
+            .decode_values(values, key_strings, true)
             .map_err(|err| in_component(component, err))?;
         Ok(decoded.map(|(features, kept)| {
-            let mut rows = vec![None; values.len()];
-            kept.iter().enumerate().for_each(|(n, &at)| rows[at] = Some(n));
-            (Decoded::new(features, layout, component), rows)
+            let rows = (kept.len() != values.len()).then(|| {
+                let mut rows = vec![None; values.len()];
+                kept.iter().enumerate().for_each(|(n, &at)| rows[at] = Some(n));
+                rows
+            });
+            DecodedGroup { decoded: Decoded::new(features, layout, component), rows }
         }))
     }
 
@@ -126,21 +145,21 @@ impl Reader {
         // A component whose records of the set failed: this batch's own, decoded alone
         // (a batch's rows of one component are consecutive in its group), so that the
         // error fails this batch only if its record is here.
-        let mut alone: Vec<Option<(usize, DecodedRows)>> = groups.iter().map(|_| None).collect();
+        let mut alone: Vec<Option<(usize, Option<DecodedGroup>)>> = groups.iter().map(|_| None).collect();
         for (c, group) in groups.iter().enumerate() {
             if !matches!(group.decoded, Some(Err(_))) {
                 continue;
             }
-            let mut mine = batch.rows.iter().filter(|(rc, _)| *rc == c).map(|&(_, r)| r);
-            if let Some(first) = mine.next() {
-                let end = mine.next_back().unwrap_or(first) + 1;
-                alone[c] = Some((first, self.decode_group(layout, c, group, first..end)?));
-            }
+            let mine: Vec<usize> = (0..batch.rows.len()).filter(|&i| batch.rows[i].0 == c).collect();
+            let (Some(&first), Some(&last)) = (mine.first(), mine.last()) else { continue };
+            let (first, end) = (batch.rows[first].1, batch.rows[last].1 + 1);
+            let key_strings = || mine.iter().map(|&i| batch.keys.key(i)).collect();
+            alone[c] = Some((first, self.decode_group(layout, c, &group.values[first..end], &key_strings)?));
         }
-        let decoded_of = |c: usize| -> Option<(&Decoded, &[Option<usize>], usize)> {
+        let decoded_of = |c: usize| -> Option<(&DecodedGroup, usize)> {
             match (&alone[c], &groups[c].decoded) {
-                (Some((first, decoded)), _) => decoded.as_ref().map(|(d, rows)| (d, rows.as_slice(), *first)),
-                (None, Some(Ok(Some((d, rows))))) => Some((d, rows.as_slice(), 0)),
+                (Some((first, decoded)), _) => decoded.as_ref().map(|d| (d, *first)),
+                (None, Some(Ok(Some(decoded)))) => Some((decoded, 0)),
                 _ => None,
             }
         };
@@ -149,7 +168,7 @@ impl Reader {
         let mut sources = Vec::with_capacity(batch.rows.len());
         let mut kept = Vec::with_capacity(batch.rows.len());
         for (i, &(c, r)) in batch.rows.iter().enumerate() {
-            let Some(row) = decoded_of(c).and_then(|(_, rows, first)| rows[r - first]) else { continue };
+            let Some(row) = decoded_of(c).and_then(|(decoded, first)| decoded.row(r - first)) else { continue };
             let local = used.iter().position(|&u| u == c).unwrap_or_else(|| {
                 used.push(c);
                 used.len() - 1
@@ -160,9 +179,8 @@ impl Reader {
         if kept.is_empty() {
             return self.numbered_mixed(batch.index, batch.records, Ok(None));
         }
-        let keys = mixed_keys(batch.rows.iter().map(|&(c, r)| (c, &groups[c].records[r])));
-        let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };
-        let decoded: Vec<&Decoded> = used.iter().filter_map(|&c| decoded_of(c).map(|(d, _, _)| d)).collect();
+        let keys = if kept.len() == batch.keys.len() { batch.keys } else { batch.keys.select(&kept) };
+        let decoded: Vec<&Decoded> = used.iter().filter_map(|&c| decoded_of(c).map(|(d, _)| &d.decoded)).collect();
         let features = gather(layout, &decoded, &sources)?;
         let element = Element { index: 0, keys, features, records: Vec::new() };
         self.numbered_mixed(batch.index, batch.records, Ok(Some(element)))

@@ -242,12 +242,11 @@ impl Reader {
         *self.files_held.lock().unwrap_or_else(|p| p.into_inner()) = Some(reservation);
     }
 
-    /// Elements a chunk holds to keep every decoding thread busy: a batch a thread, or for
-    /// a batched mixture a set of batches a thread (`mix_decode.rs`).
-    pub fn parallel_elements(&self) -> usize {
-        let threads = self.settings.decode_pool.as_ref().map_or(1, |pool| pool.current_num_threads());
-        threads * self.mixed_set_size()
+    /// Threads a chunk's elements decode on at once.
+    pub fn decode_threads(&self) -> usize {
+        self.settings.decode_pool.as_ref().map_or(1, |pool| pool.current_num_threads())
     }
+
 
     /// Streams attached now.
     pub fn stream_count(&self) -> usize {

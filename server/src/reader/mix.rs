@@ -63,14 +63,14 @@ pub(super) fn open_components(
             return Err(mismatch(i, &format!("has feature {name}, which mix.datasets[0] has not")));
         }
     }
-    // Each component pads a varying dimension to its own longest record, so rows of two
-    // components would not stack.
+    // Each component pads a varying dense dimension to its own longest record, so rows of
+    // two components would not stack (sparse and ragged rows are gathered as they are).
     if spec.batch_size > 0
-        && let Some((name, description)) = first.iter().find(|(_, d)| !d.starts_with("dense") || d.contains('?'))
+        && let Some((name, description)) = first.iter().find(|(_, d)| d.starts_with("dense") && d.contains('?'))
     {
         return Err(ServeError::InvalidSpec(format!(
             "a batched mixture stacks dense features of a fixed shape; feature {name} is {description} (read the \
-             mixture unbatched: pipeline.batchSize 0)"
+             mixture unbatched, pipeline.batchSize 0, or decode it as a VarLen or ragged feature)"
         )));
     }
     spec.decoder = components[0].spec.decoder.clone();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::Reader;
-use crate::decode::{Dense, Tensor, Values};
+use crate::decode::{DType, Dense, Ragged, Sparse, Tensor, Values};
 use crate::element::Keys;
 use crate::error::{Result, ServeError};
 use crate::source::Record;
@@ -19,6 +19,8 @@ pub(super) type Features = Vec<(String, Tensor)>;
 /// against every decoded batch).
 pub(super) struct Layout {
     pub(super) names: Vec<String>,
+    /// Per feature, whether its shape varies by record (a `VarLen` feature's width).
+    varying: Vec<bool>,
     positions: Vec<Vec<usize>>,
 }
 
@@ -27,7 +29,9 @@ impl Layout {
         let signature = |c: &Reader| -> Vec<String> {
             c.spec.decoder.signature().unwrap_or_default().into_iter().map(|(name, _)| name).collect()
         };
-        let names = components.first().map(signature).unwrap_or_default();
+        let first = components.first().and_then(|c| c.spec.decoder.signature()).unwrap_or_default();
+        let varying = first.iter().map(|(_, description)| description.contains('?')).collect();
+        let names = first.into_iter().map(|(name, _)| name).collect::<Vec<_>>();
         let positions = components
             .iter()
             .map(|c| {
@@ -35,7 +39,7 @@ impl Layout {
                 names.iter().map(|name| theirs.iter().position(|n| n == name).unwrap_or(usize::MAX)).collect()
             })
             .collect();
-        Self { names, positions }
+        Self { names, varying, positions }
     }
 }
 
@@ -68,54 +72,242 @@ impl Decoded {
 }
 
 /// The batch in the mixture's order: row `i` of each feature (in the layout's order) is
-/// row `sources[i].1` of `groups[sources[i].0]`, every group being used. Features are
-/// dense (the spec checks it) and of one dtype and row shape in every group (else
-/// TensorFlow's `batch` would fail too).
+/// row `sources[i].1` of `groups[sources[i].0]`, every group being used. A feature is of
+/// one kind and dtype in every group (the spec checks it); dense rows are of one shape
+/// (else TensorFlow's `batch` would fail too).
 pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, usize)]) -> Result<Features> {
     let runs: Vec<(usize, std::ops::Range<usize>)> = runs(sources).collect();
     let mut out = Vec::with_capacity(layout.names.len());
     for (j, name) in layout.names.iter().enumerate() {
-        let mut parts: Vec<&Dense> = Vec::with_capacity(groups.len());
-        for group in groups {
-            match group.get(j) {
-                Some(Tensor::Dense(dense)) => parts.push(dense),
-                _ => return Err(stack_error(name)),
+        let parts: Vec<&Tensor> =
+            groups.iter().map(|group| group.get(j)).collect::<Option<_>>().ok_or_else(|| stack_error(name))?;
+        let tensor = match parts.first() {
+            Some(Tensor::Dense(_)) => {
+                Tensor::Dense(gather_dense(name, &of_kind(&parts, name, dense)?, sources, &runs)?)
             }
-        }
-        let sample = *parts.first().ok_or_else(|| stack_error(name))?;
-        let inner = &sample.shape[1..];
-        let per_row: usize = inner.iter().product();
-        if parts.iter().any(|d| d.dtype != sample.dtype || &d.shape[1..] != inner) {
-            return Err(stack_error(name));
-        }
-        let mut shape = vec![sources.len()];
-        shape.extend_from_slice(inner);
-        let values = match &sample.values {
-            Values::Bytes(_) => {
-                let row_bytes = per_row * sample.dtype.size().unwrap_or(1);
-                let mut columns: Vec<&[u8]> = Vec::with_capacity(parts.len());
-                for part in &parts {
-                    match &part.values {
-                        Values::Bytes(bytes) => columns.push(bytes),
-                        Values::Strings(_) => return Err(stack_error(name)),
-                    }
-                }
-                Values::Bytes(Bytes::from(gather_rows(&columns, sources, &runs, row_bytes)))
+            Some(Tensor::Sparse(_)) => {
+                Tensor::Sparse(gather_sparse(name, &of_kind(&parts, name, sparse)?, sources, layout.varying[j])?)
             }
-            Values::Strings(_) => {
-                let mut all = Vec::with_capacity(per_row * sources.len());
-                for (g, rows) in runs.iter().cloned() {
-                    let Values::Strings(strings) = &parts[g].values else {
-                        return Err(stack_error(name));
-                    };
-                    all.extend_from_slice(&strings[rows.start * per_row..rows.end * per_row]);
-                }
-                Values::Strings(all)
-            }
+            Some(Tensor::Ragged(_)) => Tensor::Ragged(gather_ragged(name, &of_kind(&parts, name, ragged)?, sources)?),
+            None => return Err(stack_error(name)),
         };
-        out.push((name.clone(), Tensor::Dense(Dense { dtype: sample.dtype, shape, values })));
+        out.push((name.clone(), tensor));
     }
     Ok(out)
+}
+
+fn dense(tensor: &Tensor) -> Option<&Dense> {
+    if let Tensor::Dense(dense) = tensor { Some(dense) } else { None }
+}
+
+fn sparse(tensor: &Tensor) -> Option<&Sparse> {
+    if let Tensor::Sparse(sparse) = tensor { Some(sparse) } else { None }
+}
+
+fn ragged(tensor: &Tensor) -> Option<&Ragged> {
+    if let Tensor::Ragged(ragged) = tensor { Some(ragged) } else { None }
+}
+
+/// Every group's tensor of the feature, of the first one's kind.
+fn of_kind<'a, T>(parts: &[&'a Tensor], name: &str, kind: fn(&'a Tensor) -> Option<&'a T>) -> Result<Vec<&'a T>> {
+    parts.iter().map(|part| kind(part)).collect::<Option<_>>().ok_or_else(|| stack_error(name))
+}
+
+/// Dense rows stacked in the mixture's order.
+fn gather_dense(
+    name: &str,
+    parts: &[&Dense],
+    sources: &[(usize, usize)],
+    runs: &[(usize, std::ops::Range<usize>)],
+) -> Result<Dense> {
+    let sample = parts[0];
+    let inner = &sample.shape[1..];
+    let per_row: usize = inner.iter().product();
+    if parts.iter().any(|d| d.dtype != sample.dtype || &d.shape[1..] != inner) {
+        return Err(stack_error(name));
+    }
+    let mut shape = vec![sources.len()];
+    shape.extend_from_slice(inner);
+    let values = match &sample.values {
+        Values::Bytes(_) => {
+            let row_bytes = per_row * sample.dtype.size().unwrap_or(1);
+            let columns: Vec<&[u8]> = parts
+                .iter()
+                .map(|part| bytes_of(&part.values))
+                .collect::<Option<_>>()
+                .ok_or_else(|| stack_error(name))?;
+            Values::Bytes(Bytes::from(gather_rows(&columns, sources, runs, row_bytes)))
+        }
+        Values::Strings(_) => {
+            let picks: Vec<(usize, std::ops::Range<usize>)> =
+                runs.iter().map(|(g, rows)| (*g, rows.start * per_row..rows.end * per_row)).collect();
+            take_ranges(name, parts, &picks)?
+        }
+    };
+    Ok(Dense { dtype: sample.dtype, shape, values })
+}
+
+/// A batch of sparse rows (`VarLen` or `SparseFeature`, `[B, ...]`): each row's entries
+/// in the mixture's order, their first index its row in the batch. The dense shape is
+/// the rows, then the features' (a `VarLen`'s width: the longest row of this batch, as
+/// TensorFlow's `parse_example` of these records gives).
+fn gather_sparse(name: &str, parts: &[&Sparse], sources: &[(usize, usize)], varying: bool) -> Result<Sparse> {
+    let rank = parts[0].indices.shape.get(1).copied().unwrap_or(0);
+    let dtype = parts[0].values.dtype;
+    // Past the rows, a SparseFeature's dense shape is its size, the same in every group.
+    let size = |p: &Sparse| int64s(&p.dense_shape).map(|shape| shape.get(1..).unwrap_or_default().to_vec());
+    let same = |p: &&Sparse| {
+        p.indices.shape.get(1) == Some(&rank) && p.values.dtype == dtype && (varying || size(p) == size(parts[0]))
+    };
+    if rank == 0 || !parts.iter().all(same) {
+        return Err(stack_error(name));
+    }
+    let indices: Vec<Vec<i64>> =
+        parts.iter().map(|p| int64s(&p.indices)).collect::<Option<_>>().ok_or_else(|| stack_error(name))?;
+    // Each group's entries of row `r`: `starts[r]..starts[r + 1]` (decoders emit them row
+    // by row).
+    let starts: Vec<Vec<usize>> = parts
+        .iter()
+        .zip(&indices)
+        .map(|(part, indices)| {
+            let rows = int64s(&part.dense_shape).and_then(|shape| shape.first().copied()).unwrap_or(0).max(0) as usize;
+            let mut starts = vec![0usize; rows + 1];
+            indices
+                .chunks_exact(rank)
+                .filter_map(|entry| usize::try_from(entry[0]).ok())
+                .filter(|&r| r < rows)
+                .for_each(|r| starts[r + 1] += 1);
+            (0..rows).for_each(|r| starts[r + 1] += starts[r]);
+            starts
+        })
+        .collect();
+    let mut out_indices = Vec::new();
+    let mut picks = Vec::with_capacity(sources.len());
+    let mut widest = vec![0i64; rank];
+    for (row, &(g, r)) in sources.iter().enumerate() {
+        let entries = starts[g][r]..starts[g][r + 1];
+        for entry in indices[g][entries.start * rank..entries.end * rank].chunks_exact(rank) {
+            out_indices.push(row as i64);
+            out_indices.extend_from_slice(&entry[1..]);
+            widest.iter_mut().zip(entry).skip(1).for_each(|(w, &i)| *w = (*w).max(i + 1));
+        }
+        picks.push((g, entries));
+    }
+    let values: Vec<&Dense> = parts.iter().map(|p| &p.values).collect();
+    let n = out_indices.len() / rank;
+    let mut dense_shape = vec![sources.len() as i64];
+    if varying {
+        dense_shape.extend_from_slice(&widest[1..]);
+    } else {
+        dense_shape.extend(size(parts[0]).unwrap_or_default());
+    }
+    Ok(Sparse {
+        indices: Dense::int64(vec![n, rank], &out_indices),
+        values: Dense { dtype, shape: vec![n], values: take_ranges(name, &values, &picks)? },
+        dense_shape: Dense::int64(vec![rank], &dense_shape),
+    })
+}
+
+/// A batch of ragged rows: each row's subtree of every partition, in the mixture's order,
+/// with row splits made again from their lengths.
+fn gather_ragged(name: &str, parts: &[&Ragged], sources: &[(usize, usize)]) -> Result<Ragged> {
+    let first = parts[0];
+    let levels = first.nested_row_splits.len();
+    let same = |p: &&Ragged| {
+        p.nested_row_splits.len() == levels
+            && p.nested_row_splits.iter().zip(&first.nested_row_splits).all(|(a, b)| a.dtype == b.dtype)
+            && p.flat_values.dtype == first.flat_values.dtype
+            && p.flat_values.shape.get(1..) == first.flat_values.shape.get(1..)
+    };
+    if levels == 0 || !parts.iter().all(same) {
+        return Err(stack_error(name));
+    }
+    let splits: Vec<Vec<Vec<i64>>> = parts
+        .iter()
+        .map(|p| p.nested_row_splits.iter().map(int64s).collect::<Option<Vec<_>>>())
+        .collect::<Option<_>>()
+        .ok_or_else(|| stack_error(name))?;
+    let mut out_splits: Vec<Vec<i64>> = vec![vec![0]; levels];
+    let mut picks = Vec::with_capacity(sources.len());
+    for &(g, r) in sources {
+        let (mut from, mut to) = (r, r + 1);
+        for (level, out) in out_splits.iter_mut().enumerate() {
+            let level_splits = &splits[g][level];
+            let in_range = |i: usize| level_splits.get(i).and_then(|&s| usize::try_from(s).ok());
+            for i in from..to {
+                let (Some(start), Some(end)) = (in_range(i), in_range(i + 1)) else { return Err(stack_error(name)) };
+                let last = *out.last().expect("a first split");
+                out.push(last + (end - start) as i64);
+            }
+            (from, to) = match (in_range(from), in_range(to)) {
+                (Some(from), Some(to)) if from <= to => (from, to),
+                _ => return Err(stack_error(name)),
+            };
+        }
+        picks.push((g, from..to));
+    }
+    let per_value: usize = first.flat_values.shape.iter().skip(1).product();
+    let scaled: Vec<(usize, std::ops::Range<usize>)> =
+        picks.iter().map(|(g, rows)| (*g, rows.start * per_value..rows.end * per_value)).collect();
+    let values: Vec<&Dense> = parts.iter().map(|p| &p.flat_values).collect();
+    let mut shape = vec![picks.iter().map(|(_, rows)| rows.len()).sum::<usize>()];
+    shape.extend_from_slice(&first.flat_values.shape[1..]);
+    let nested_row_splits = out_splits
+        .iter()
+        .zip(&first.nested_row_splits)
+        .map(|(splits, like)| match like.dtype {
+            DType::Int32 => Dense::int32(vec![splits.len()], &splits.iter().map(|&s| s as i32).collect::<Vec<_>>()),
+            _ => Dense::int64(vec![splits.len()], splits),
+        })
+        .collect();
+    Ok(Ragged {
+        flat_values: Dense { dtype: first.flat_values.dtype, shape, values: take_ranges(name, &values, &scaled)? },
+        nested_row_splits,
+        uniform_row_lengths: first.uniform_row_lengths.clone(),
+    })
+}
+
+fn bytes_of(values: &Values) -> Option<&[u8]> {
+    if let Values::Bytes(bytes) = values { Some(bytes) } else { None }
+}
+
+/// An int64 or int32 tensor's values.
+fn int64s(dense: &Dense) -> Option<Vec<i64>> {
+    let bytes = bytes_of(&dense.values)?;
+    match dense.dtype {
+        DType::Int64 => {
+            Some(bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect())
+        }
+        DType::Int32 => {
+            Some(bytes.chunks_exact(4).map(|b| i64::from(i32::from_le_bytes(b.try_into().expect("4 bytes")))).collect())
+        }
+        _ => None,
+    }
+}
+
+/// Values `picks` (`(part, range of values)`, in order) of `parts`, all of one dtype.
+fn take_ranges(name: &str, parts: &[&Dense], picks: &[(usize, std::ops::Range<usize>)]) -> Result<Values> {
+    match &parts[0].values {
+        Values::Bytes(_) => {
+            let size = parts[0].dtype.size().unwrap_or(1);
+            let mut out = Vec::with_capacity(picks.iter().map(|(_, r)| r.len() * size).sum());
+            for (g, range) in picks {
+                let bytes = bytes_of(&parts[*g].values).ok_or_else(|| stack_error(name))?;
+                out.extend_from_slice(
+                    bytes.get(range.start * size..range.end * size).ok_or_else(|| stack_error(name))?,
+                );
+            }
+            Ok(Values::Bytes(Bytes::from(out)))
+        }
+        Values::Strings(_) => {
+            let mut out = Vec::with_capacity(picks.iter().map(|(_, r)| r.len()).sum());
+            for (g, range) in picks {
+                let Values::Strings(strings) = &parts[*g].values else { return Err(stack_error(name)) };
+                out.extend_from_slice(strings.get(range.clone()).ok_or_else(|| stack_error(name))?);
+            }
+            Ok(Values::Strings(out))
+        }
+    }
 }
 
 /// Rows of `row_bytes` bytes, row `i` being row `sources[i].1` of group `sources[i].0`.
@@ -167,7 +359,8 @@ fn runs(sources: &[(usize, usize)]) -> impl Iterator<Item = (usize, std::ops::Ra
 
 fn stack_error(name: &str) -> ServeError {
     ServeError::Decode(format!(
-        "the records of one batch of the mixture differ in the shape of {name} (TensorFlow's batch needs equal shapes)"
+        "the records of one batch of the mixture differ in the kind, dtype or shape of {name} (TensorFlow's batch \
+         needs them equal)"
     ))
 }
 

@@ -247,7 +247,6 @@ impl Reader {
         self.settings.decode_pool.as_ref().map_or(1, |pool| pool.current_num_threads())
     }
 
-
     /// Streams attached now.
     pub fn stream_count(&self) -> usize {
         self.active_streams.load(Ordering::Relaxed).max(0) as usize

@@ -5,7 +5,6 @@
 //! with `<component index>/` in front (`1/tabular/part-0.csv:12`).
 
 use super::mix_decode::TakenBatches;
-use super::mix_gather::Layout;
 use super::records::ReaderState;
 use super::{Chunk, Reader, in_component};
 use crate::element::{Element, RecordId};
@@ -90,13 +89,13 @@ impl Reader {
     /// one by one.
     pub(super) fn next_mixed_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let batched = self.spec.batch_size > 0;
-        let layout = Layout::of(&self.components);
+        let layout = &self.mix_layout;
         let set_size = self.elements_decoded_together();
         let decode = |set: TakenBatches| {
             let first = set.first().map_or(0, |(index, _)| *index);
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 if batched {
-                    return self.decode_mixed_batches(&layout, set);
+                    return self.decode_mixed_batches(layout, set);
                 }
                 let decode_one = |(index, mut taken): (u64, Vec<(usize, Record)>)| {
                     let record = taken.pop().expect("a record a batch");

@@ -16,7 +16,8 @@ pub(super) type Features = Vec<(String, Tensor)>;
 
 /// The features of a batched mixture, in their order (the first component's decoder's),
 /// and where each component's decoder puts each of them, as its signature says (checked
-/// against every decoded batch).
+/// against every decoded batch). Empty for a reader of files.
+#[derive(Clone, Debug, Default)]
 pub(super) struct Layout {
     pub(super) names: Vec<String>,
     /// Per feature, whether its shape varies by record (a `VarLen` feature's width).

@@ -137,6 +137,8 @@ pub struct Reader {
     file_index: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
     /// A mixture's component readers (`mix.rs`); empty for a reader of files.
     components: Vec<Reader>,
+    /// A mixture's features and where each component's decoder puts them (`mix_gather.rs`).
+    mix_layout: mix_gather::Layout,
 }
 
 /// Snapshots a shared reader keeps.
@@ -233,6 +235,7 @@ impl Reader {
             _state_reserved: state_reserved,
             job: Default::default(),
             file_index: Default::default(),
+            mix_layout: mix_gather::Layout::of(&components),
             components,
         })
     }
@@ -325,6 +328,7 @@ impl Reader {
             job: Default::default(),
             file_index: Default::default(),
             components: self.components.iter().map(Reader::replica).collect(),
+            mix_layout: self.mix_layout.clone(),
         }
     }
 

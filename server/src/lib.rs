@@ -16,7 +16,8 @@
 //!   streams, with TensorFlow's counters. `reader/records.rs` takes and selects records,
 //!   `reader/chunks.rs` batches them, `reader/decoding.rs` decodes a batch,
 //!   `reader/state.rs` and `reader/shared_checkpoint.rs` save and restore its state;
-//!   `reader/mix.rs`, `reader/mix_decode.rs` and `reader/mix_gather.rs` read a mixture of several specs.
+//!   `reader/mix.rs`, `reader/mix_decode.rs` and `reader/mix_gather.rs` read a mixture
+//!   of several specs.
 //! - [`registry`]: the readers by `(container, shared_name)`.
 //! - [`element`]: records → `pb::Element` for the wire.
 //! - [`grpc`]: the thin `DataService` handlers, and in `grpc/stream.rs` the per-stream

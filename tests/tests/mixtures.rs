@@ -281,16 +281,17 @@ fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
     }
 }
 
-/// An Example of `id` with features of every length: `tokens` (`id % 4` int64s), `lengths`
-/// (splitting them in two inner rows), `words` (`id % 3` strings), and a `SparseFeature`'s
-/// `idx` / `sv` (`id % 3` entries, out of order).
+/// An Example of `id` with features of every length: `tokens` (0 to 2 int64s, 6 for one id
+/// in 29), `lengths` (splitting them in two inner rows), `words` (0 or 1 strings, 4 for one
+/// id in 31), and a `SparseFeature`'s `idx` / `sv` (`id % 3` entries, out of order).
 fn varying_example(id: i64) -> Vec<u8> {
     use tf::feature::Kind;
     let ints = |value: Vec<i64>| tf::Feature { kind: Some(Kind::Int64List(tf::Int64List { value })) };
-    let n = id % 4;
+    // A few rows are longer than the rest, so that batches differ in width.
+    let n = if id % 29 == 0 { 6 } else { id % 3 };
     let tokens: Vec<i64> = (0..n).map(|k| id * 10 + k).collect();
     let lengths = if n == 0 { vec![] } else { vec![1, n - 1] };
-    let words = (0..id % 3).map(|k| format!("w{id}-{k}").into_bytes().into()).collect();
+    let words = (0..if id % 31 == 7 { 4 } else { id % 2 }).map(|k| format!("w{id}-{k}").into_bytes().into()).collect();
     let idx: Vec<i64> = (0..id % 3).map(|k| (id * 7 + 9 - k * 3) % 10).collect();
     let sv = (0..id % 3).map(|k| id as f32 + k as f32 / 4.0).collect();
     let features = std::collections::BTreeMap::from([
@@ -346,9 +347,15 @@ fn a_batched_mixture_of_sparse_and_ragged_features_decodes_as_parse_example_of_i
     let mut single = component("ordered.tfrecord");
     single["pipeline"] = json!({"batchSize": 8});
     let expected = features_of(&single, "single.json");
-    assert_eq!(mixed.len(), 15);
+    assert_eq!((mixed.len(), expected.len()), (15, 15));
     for (n, (mixed, expected)) in mixed.iter().zip(&expected).enumerate() {
         assert_eq!(mixed, expected, "batch {n}");
+    }
+    // A varLen's width is its batch's longest row: batches differ in it.
+    for feature in ["tokens", "words"] {
+        let widths: HashSet<String> =
+            expected.iter().map(|f| f[feature]["dense_shape"]["values"][1].to_string()).collect();
+        assert!(widths.len() > 1, "{feature}: widths {widths:?}");
     }
 }
 
@@ -392,26 +399,26 @@ fn a_components_undecodable_records_fail_the_mixture_or_with_skip_are_dropped_an
     write_file(data.path(), "b.csv", b"id,weight\n100000,1\nnot-a-number,2\n100002,3\n");
     let dir = tempfile::tempdir().unwrap();
     let server = ServerProcess::start(&[data.path()]);
-    let mixed = |on_error: &str| {
+    let mixed = |on_error: &str, batch: i64| {
         json!({"mix": {"datasets": [component_a(json!({})), component_b(json!({"onError": on_error}))]},
-               "pipeline": {"seed": 2, "batchSize": 8}})
+               "pipeline": {"seed": 2, "batchSize": batch}})
     };
-    let failing = spec_file(dir.path(), "fail.json", &mixed("FAIL"));
+    let failing = spec_file(dir.path(), "fail.json", &mixed("FAIL", 8));
     let (_, last) = read(&server.addr, &["--spec", &failing]);
     assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
     let message = last["error"]["message"].as_str().unwrap();
     assert!(message.contains("mix.datasets[1]") && message.contains("1/b.csv:3"), "{message}");
 
-    let skipping = spec_file(dir.path(), "skip.json", &mixed("SKIP"));
-    let output = readerctl(&server.addr, &["read", "--spec", &skipping, "--output", "jsonl", "--shared-name", "s"]);
-    let lines = jsonl(&output.stdout);
-    let ids: HashSet<i64> = lines
-        .iter()
-        .filter(|line| line.get("seq").is_some())
-        .flat_map(|line| line["features"]["id"]["values"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()))
-        .collect();
+    let skipping = spec_file(dir.path(), "skip.json", &mixed("SKIP", 8));
+    let (records, last) = read(&server.addr, &["--spec", &skipping, "--shared-name", "s"]);
+    assert_eq!(last["end_of_sequence"], true, "{last}");
+    let ids: HashSet<i64> = records.iter().map(|(_, id)| *id).collect();
     let expected: HashSet<i64> = (0..40).chain([100_000, 100_002]).collect();
     assert_eq!(ids, expected, "the undecodable row dropped, every other once");
+    assert_eq!(records.len(), expected.len());
+    // Batched, each row keeps its own key, in the order an unbatched read gives.
+    let one_by_one = spec_file(dir.path(), "skip-one.json", &mixed("SKIP", 0));
+    assert_eq!(read(&server.addr, &["--spec", &one_by_one]).0, records, "batched as unbatched");
     let stats = readerctl(&server.addr, &["stats", "--shared-name", "s"]);
     assert!(String::from_utf8_lossy(&stats.stdout).contains("records skipped 1\n"), "{stats:?}");
 }

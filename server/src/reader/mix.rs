@@ -7,7 +7,6 @@
 use super::mix_decode::TakenBatches;
 use super::records::ReaderState;
 use super::{Chunk, Reader, in_component};
-use crate::element::{Element, RecordId};
 use crate::error::{Result, ServeError};
 use crate::pipeline::Next;
 use crate::pipeline::mix::{MixChoice, MixChoiceState, MixProgress};
@@ -26,8 +25,8 @@ fn start(mix: &MixSpec, seed: u64) -> MixProgress {
 
 /// Opens each component's reader and checks that they decode to the same features
 /// (names, kinds, dtypes and shapes), naming the first component and feature that
-/// differ; batched mixtures take dense features only. The outer spec takes the first
-/// component's decoder (its CSV columns named from the headers).
+/// differ; batched mixtures refuse dense features of varying length. The outer spec takes
+/// the first component's decoder (its CSV columns named from the headers).
 pub(super) fn open_components(
     name: &str,
     spec: &mut ReaderSpec,
@@ -82,58 +81,26 @@ fn mismatch(component: usize, what: &str) -> ServeError {
 
 impl Reader {
     /// `next_chunk` for a mixture: records chosen from the components and batched under
-    /// the reader's lock, decoded by their components (`mix_decode.rs`) on the server's
-    /// decoding threads while the next are taken, as `next_chunk` does: a batched
-    /// mixture's batches in sets of as many as there are components (so that each
-    /// component decodes about a whole batch's worth at once), an unbatched one's records
-    /// one by one.
+    /// the reader's lock, in sets (`elements_decoded_together`) decoded by their
+    /// components (`mix_decode.rs`) on the server's decoding threads while the next are
+    /// taken, as `next_chunk` does.
     pub(super) fn next_mixed_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
-        let batched = self.spec.batch_size > 0;
-        let layout = &self.mix_layout;
-        let set_size = self.elements_decoded_together();
-        let decode = |set: TakenBatches| {
-            let first = set.first().map_or(0, |(index, _)| *index);
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                if batched {
-                    return self.decode_mixed_batches(layout, set);
-                }
-                let decode_one = |(index, mut taken): (u64, Vec<(usize, Record)>)| {
-                    let record = taken.pop().expect("a record a batch");
-                    (index, self.decode_mixed_record(index, record))
-                };
-                set.into_iter().map(decode_one).collect()
-            }))
-            .unwrap_or_else(|_| vec![(first, Err(ServeError::Internal("a decoding thread panicked".into())))])
-        };
         let decoded = std::sync::Mutex::new(Vec::new());
-        let mut set = Vec::with_capacity(set_size);
+        let decode = |set: TakenBatches| {
+            let elements = self.decode_mixed_set(set);
+            decoded.lock().unwrap_or_else(|p| p.into_inner()).extend(elements);
+        };
         let taken = match &self.settings.decode_pool {
             Some(pool) if max_elements > 1 => pool.in_place_scope(|scope| {
-                let spawn = |set: TakenBatches| {
-                    let (decoded, decode) = (&decoded, &decode);
-                    scope.spawn(move |_| {
-                        let elements = decode(set);
-                        decoded.lock().unwrap_or_else(|p| p.into_inner()).extend(elements);
-                    });
-                };
-                let taken = self.take_mixed_batches(max_elements, max_bytes, |batch| {
-                    set.push(batch);
-                    if set.len() == set_size {
-                        spawn(std::mem::replace(&mut set, Vec::with_capacity(set_size)));
-                    }
-                });
-                if !set.is_empty() {
-                    spawn(set);
-                }
-                taken
+                self.take_mixed_sets(max_elements, max_bytes, |set| {
+                    let decode = &decode;
+                    scope.spawn(move |_| decode(set));
+                })
             }),
             _ => {
-                let mut all = Vec::new();
-                let taken = self.take_mixed_batches(max_elements, max_bytes, |batch| all.push(batch));
-                while !all.is_empty() {
-                    let rest = all.split_off(set_size.min(all.len()));
-                    decoded.lock().unwrap_or_else(|p| p.into_inner()).extend(decode(std::mem::replace(&mut all, rest)));
-                }
+                let mut sets = Vec::new();
+                let taken = self.take_mixed_sets(max_elements, max_bytes, |set| sets.push(set));
+                sets.into_iter().for_each(decode);
                 taken
             }
         };
@@ -144,30 +111,33 @@ impl Reader {
         self.chunk_of(decoded.into_iter().map(|(_, result)| result), chunk)
     }
 
+    /// `take_mixed_batches`, handing the batches to `on_set` in sets of
+    /// `elements_decoded_together` (the last one maybe smaller).
+    fn take_mixed_sets(
+        &self,
+        max_elements: usize,
+        max_bytes: usize,
+        mut on_set: impl FnMut(TakenBatches),
+    ) -> (Option<u64>, Option<ServeError>, bool) {
+        let set_size = self.elements_decoded_together();
+        let mut set = Vec::with_capacity(set_size);
+        let taken = self.take_mixed_batches(max_elements, max_bytes, |batch| {
+            set.push(batch);
+            if set.len() == set_size {
+                on_set(std::mem::replace(&mut set, Vec::with_capacity(set_size)));
+            }
+        });
+        if !set.is_empty() {
+            on_set(set);
+        }
+        taken
+    }
+
     /// Elements one decoding thread takes at once: 1, or for a batched mixture a set of
     /// as many batches as it has components (up to 4), so that each component decodes
     /// about a whole batch's worth at once (`mix_decode.rs`).
     pub fn elements_decoded_together(&self) -> usize {
         if self.spec.batch_size > 0 { self.components.len().clamp(1, 4) } else { 1 }
-    }
-
-    /// A decoded mixed element numbered `index` with its records' ledger ids; when the
-    /// decoders dropped every record, they are settled at once (no element acknowledges
-    /// them).
-    pub(super) fn numbered_mixed(
-        &self,
-        index: u64,
-        records: Vec<RecordId>,
-        decoded: Result<Option<Element>>,
-    ) -> Result<Option<Element>> {
-        match decoded {
-            Ok(Some(element)) => Ok(Some(Element { index, records, ..element })),
-            Ok(None) => {
-                self.settle(&records);
-                Ok(None)
-            }
-            Err(err) => Err(err),
-        }
     }
 
     /// Takes batches of `(component, record)` for up to `max_elements` elements (about
@@ -176,7 +146,7 @@ impl Reader {
     /// handed to a stream while the lock is held, as `take_batches` does, so that a
     /// checkpoint meanwhile replays from before it), then the error or the end of the
     /// sequence that stopped it early.
-    pub(super) fn take_mixed_batches(
+    fn take_mixed_batches(
         &self,
         max_elements: usize,
         max_bytes: usize,
@@ -324,15 +294,6 @@ impl Reader {
             }
         }
         Ok(MixProgress { choice, taken: saved.taken.clone(), looked_again_at: None })
-    }
-
-    /// The ledger's names of a mixture's records (empty outside a cluster, without
-    /// looking at them).
-    pub(super) fn mixed_record_ids<'a>(&self, taken: impl IntoIterator<Item = &'a (usize, Record)>) -> Vec<RecordId> {
-        if self.job.get().is_none() {
-            return Vec::new();
-        }
-        taken.into_iter().filter_map(|(component, record)| self.components[*component].record_id(record)).collect()
     }
 
     /// Each component's figures (a mixture's stats).

@@ -11,14 +11,17 @@
 
 use bytes::Bytes;
 
-use super::mix_gather::{Decoded, Layout, gather, mixed_keys};
+use super::mix_gather::{Decoded, gather, mixed_keys};
 use super::{Reader, in_component};
 use crate::element::{Element, Keys, RecordId};
-use crate::error::Result;
+use crate::error::{Result, ServeError};
 use crate::source::Record;
 
 /// Batches as taken: each one's number and `(component, record)`s.
 pub(super) type TakenBatches = Vec<(u64, Vec<(usize, Record)>)>;
+
+/// Each element's number and what decoding made of it, in order, up to the first error.
+pub(super) type DecodedElements = Vec<(u64, Result<Option<Element>>)>;
 
 /// A batch of a set: its number, its records' ledger ids and keys, and for each row its
 /// component and its row in that component's records of the set.
@@ -29,16 +32,16 @@ struct Batch {
     rows: Vec<(usize, usize)>,
 }
 
-/// One component's records of a set: their values, and what its decoder made of them.
-#[derive(Default)]
+/// One component's records of a set: their values, and what its decoder made of them
+/// (`Ok(None)` when it dropped them all, or the set has none).
 struct Group {
     values: Vec<Bytes>,
-    decoded: Option<Result<Option<DecodedGroup>>>,
+    decoded: Result<Option<DecodedGroup>>,
 }
 
-/// A component's decoded records (`None` in its place when the decoder dropped them all).
+/// A component's decoded records.
 struct DecodedGroup {
-    decoded: Decoded,
+    features: Decoded,
     /// The row each record became (`None`: dropped by `onError: SKIP`); `None` when
     /// every record was kept, each its own row.
     rows: Option<Vec<Option<usize>>>,
@@ -48,23 +51,35 @@ impl DecodedGroup {
     fn row(&self, record: usize) -> Option<usize> {
         match &self.rows {
             None => Some(record),
-            Some(rows) => rows[record],
+            Some(rows) => rows.get(record).copied().flatten(),
         }
     }
 }
 
 impl Reader {
-    /// Decodes a set of batches together (see the module's doc): each one's number and
-    /// element, up to the first that fails.
-    pub(super) fn decode_mixed_batches(
-        &self,
-        layout: &Layout,
-        batches: TakenBatches,
-    ) -> Vec<(u64, Result<Option<Element>>)> {
-        let mut groups: Vec<Group> = self.components.iter().map(|_| Group::default()).collect();
-        let mut counts = vec![0; groups.len()];
+    /// Decodes a set of batches (a batched mixture's, together; an unbatched one's
+    /// records one by one). A panic fails the set at its first element (and the reader).
+    pub(super) fn decode_mixed_set(&self, set: TakenBatches) -> DecodedElements {
+        let first = set.first().map_or(0, |(index, _)| *index);
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if self.spec.batch_size > 0 {
+                return self.decode_mixed_batches(set);
+            }
+            let decode_one = |(index, mut taken): (u64, Vec<(usize, Record)>)| {
+                let record = taken.pop().expect("a record a batch");
+                (index, self.decode_mixed_record(index, record))
+            };
+            set.into_iter().map(decode_one).collect()
+        }))
+        .unwrap_or_else(|_| vec![(first, Err(ServeError::Internal("a decoding thread panicked".into())))])
+    }
+
+    /// Decodes a set of batches together (see the module's doc).
+    fn decode_mixed_batches(&self, batches: TakenBatches) -> DecodedElements {
+        let mut counts = vec![0; self.components.len()];
         batches.iter().flat_map(|(_, taken)| taken).for_each(|(component, _)| counts[*component] += 1);
-        groups.iter_mut().zip(&counts).for_each(|(group, &count)| group.values.reserve_exact(count));
+        let mut groups: Vec<Group> =
+            counts.iter().map(|&count| Group { values: Vec::with_capacity(count), decoded: Ok(None) }).collect();
         let mut set = Vec::with_capacity(batches.len());
         for (index, taken) in batches {
             // Every record taken, those a decoder drops included: acknowledging the
@@ -91,12 +106,12 @@ impl Reader {
                 };
                 set.iter().flat_map(of_batch).collect()
             };
-            group.decoded = Some(self.decode_group(layout, component, &group.values, &key_strings));
+            group.decoded = self.decode_group(component, &group.values, &key_strings);
         }
         let mut elements = Vec::with_capacity(set.len());
         for batch in set {
             let index = batch.index;
-            let result = self.gather_batch(layout, &groups, batch);
+            let result = self.gather_batch(&groups, batch);
             let failed = result.is_err();
             elements.push((index, result));
             if failed {
@@ -107,7 +122,7 @@ impl Reader {
     }
 
     /// A record of an unbatched mixture, decoded alone by its component.
-    pub(super) fn decode_mixed_record(&self, index: u64, taken: (usize, Record)) -> Result<Option<Element>> {
+    fn decode_mixed_record(&self, index: u64, taken: (usize, Record)) -> Result<Option<Element>> {
         let records = self.mixed_record_ids([&taken]);
         let (component, record) = taken;
         let keys = mixed_keys(std::iter::once((component, &record)));
@@ -115,13 +130,12 @@ impl Reader {
             .decode_values(std::slice::from_ref(&record.value), &|| keys.to_strings(), false)
             .map_err(|err| in_component(component, err))?;
         let element = decoded.map(|(features, _)| Element { index: 0, keys, features, records: Vec::new() });
-        self.numbered_mixed(index, records, Ok(element))
+        Ok(self.numbered_mixed(index, records, element))
     }
 
     /// `values` of a component decoded as one batch; errors name the component.
     fn decode_group(
         &self,
-        layout: &Layout,
         component: usize,
         values: &[Bytes],
         key_strings: &dyn Fn() -> Vec<String>,
@@ -135,31 +149,34 @@ impl Reader {
                 kept.iter().enumerate().for_each(|(n, &at)| rows[at] = Some(n));
                 rows
             });
-            DecodedGroup { decoded: Decoded::new(features, layout, component), rows }
+            DecodedGroup { features: Decoded::new(features, &self.mix_layout, component), rows }
         }))
     }
 
     /// One batch gathered from its components' decoded records: the rows they kept, in
     /// the mixture's order (`None` when they dropped every row).
-    fn gather_batch(&self, layout: &Layout, groups: &[Group], batch: Batch) -> Result<Option<Element>> {
+    fn gather_batch(&self, groups: &[Group], batch: Batch) -> Result<Option<Element>> {
         // A component whose records of the set failed: this batch's own, decoded alone
         // (a batch's rows of one component are consecutive in its group), so that the
-        // error fails this batch only if its record is here.
+        // error fails this batch only if its record is here. With `onError: SKIP` the
+        // records at fault were dropped (and counted) already: what failed is the set as
+        // a whole, and it fails the first batch with records there.
         let mut alone: Vec<Option<(usize, Option<DecodedGroup>)>> = groups.iter().map(|_| None).collect();
         for (c, group) in groups.iter().enumerate() {
-            if !matches!(group.decoded, Some(Err(_))) {
-                continue;
-            }
+            let Err(err) = &group.decoded else { continue };
             let mine: Vec<usize> = (0..batch.rows.len()).filter(|&i| batch.rows[i].0 == c).collect();
             let (Some(&first), Some(&last)) = (mine.first(), mine.last()) else { continue };
+            if self.components[c].spec.skip_errors {
+                return Err(err.clone());
+            }
             let (first, end) = (batch.rows[first].1, batch.rows[last].1 + 1);
             let key_strings = || mine.iter().map(|&i| batch.keys.key(i)).collect();
-            alone[c] = Some((first, self.decode_group(layout, c, &group.values[first..end], &key_strings)?));
+            alone[c] = Some((first, self.decode_group(c, &group.values[first..end], &key_strings)?));
         }
         let decoded_of = |c: usize| -> Option<(&DecodedGroup, usize)> {
             match (&alone[c], &groups[c].decoded) {
                 (Some((first, decoded)), _) => decoded.as_ref().map(|d| (d, *first)),
-                (None, Some(Ok(Some(decoded)))) => Some((decoded, 0)),
+                (None, Ok(Some(decoded))) => Some((decoded, 0)),
                 _ => None,
             }
         };
@@ -177,12 +194,34 @@ impl Reader {
             kept.push(i);
         }
         if kept.is_empty() {
-            return self.numbered_mixed(batch.index, batch.records, Ok(None));
+            return Ok(self.numbered_mixed(batch.index, batch.records, None));
         }
         let keys = if kept.len() == batch.keys.len() { batch.keys } else { batch.keys.select(&kept) };
-        let decoded: Vec<&Decoded> = used.iter().filter_map(|&c| decoded_of(c).map(|(d, _)| &d.decoded)).collect();
-        let features = gather(layout, &decoded, &sources)?;
+        let decoded: Vec<&Decoded> = used.iter().filter_map(|&c| decoded_of(c).map(|(d, _)| &d.features)).collect();
+        let features = gather(&self.mix_layout, &decoded, &sources)?;
         let element = Element { index: 0, keys, features, records: Vec::new() };
-        self.numbered_mixed(batch.index, batch.records, Ok(Some(element)))
+        Ok(self.numbered_mixed(batch.index, batch.records, Some(element)))
+    }
+
+    /// A decoded mixed element numbered `index` with its records' ledger ids; when the
+    /// decoders dropped every record, they are settled at once (no element acknowledges
+    /// them).
+    fn numbered_mixed(&self, index: u64, records: Vec<RecordId>, element: Option<Element>) -> Option<Element> {
+        match element {
+            Some(element) => Some(Element { index, records, ..element }),
+            None => {
+                self.settle(&records);
+                None
+            }
+        }
+    }
+
+    /// The ledger's names of a mixture's records (empty outside a cluster, without
+    /// looking at them).
+    pub(super) fn mixed_record_ids<'a>(&self, taken: impl IntoIterator<Item = &'a (usize, Record)>) -> Vec<RecordId> {
+        if self.job.get().is_none() {
+            return Vec::new();
+        }
+        taken.into_iter().filter_map(|(component, record)| self.components[*component].record_id(record)).collect()
     }
 }

@@ -12,14 +12,14 @@ use crate::error::{Result, ServeError};
 use crate::source::Record;
 
 /// Decoded features by name.
-pub(super) type Features = Vec<(String, Tensor)>;
+type Features = Vec<(String, Tensor)>;
 
 /// The features of a batched mixture, in their order (the first component's decoder's),
 /// and where each component's decoder puts each of them, as its signature says (checked
 /// against every decoded batch). Empty for a reader of files.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone)]
 pub(super) struct Layout {
-    pub(super) names: Vec<String>,
+    names: Vec<String>,
     /// Per feature, whether its shape varies by record (a `VarLen` feature's width).
     varying: Vec<bool>,
     positions: Vec<Vec<usize>>,
@@ -27,17 +27,15 @@ pub(super) struct Layout {
 
 impl Layout {
     pub(super) fn of(components: &[Reader]) -> Self {
-        let signature = |c: &Reader| -> Vec<String> {
-            c.spec.decoder.signature().unwrap_or_default().into_iter().map(|(name, _)| name).collect()
-        };
-        let first = components.first().and_then(|c| c.spec.decoder.signature()).unwrap_or_default();
+        let signatures: Vec<Vec<(String, String)>> =
+            components.iter().map(|c| c.spec.decoder.signature().unwrap_or_default()).collect();
+        let first = signatures.first().cloned().unwrap_or_default();
         let varying = first.iter().map(|(_, description)| description.contains('?')).collect();
         let names = first.into_iter().map(|(name, _)| name).collect::<Vec<_>>();
-        let positions = components
+        let positions = signatures
             .iter()
-            .map(|c| {
-                let theirs = signature(c);
-                names.iter().map(|name| theirs.iter().position(|n| n == name).unwrap_or(usize::MAX)).collect()
+            .map(|theirs| {
+                names.iter().map(|name| theirs.iter().position(|(n, _)| n == name).unwrap_or(usize::MAX)).collect()
             })
             .collect();
         Self { names, varying, positions }
@@ -122,9 +120,9 @@ fn gather_dense(
     runs: &[(usize, std::ops::Range<usize>)],
 ) -> Result<Dense> {
     let sample = parts[0];
-    let inner = &sample.shape[1..];
+    let inner = sample.shape.get(1..).ok_or_else(|| stack_error(name))?;
     let per_row: usize = inner.iter().product();
-    if parts.iter().any(|d| d.dtype != sample.dtype || &d.shape[1..] != inner) {
+    if parts.iter().any(|d| d.dtype != sample.dtype || d.shape.get(1..) != Some(inner)) {
         return Err(stack_error(name));
     }
     let mut shape = vec![sources.len()];
@@ -156,9 +154,12 @@ fn gather_sparse(name: &str, parts: &[&Sparse], sources: &[(usize, usize)], vary
     let rank = parts[0].indices.shape.get(1).copied().unwrap_or(0);
     let dtype = parts[0].values.dtype;
     // Past the rows, a SparseFeature's dense shape is its size, the same in every group.
-    let size = |p: &Sparse| int64s(&p.dense_shape).map(|shape| shape.get(1..).unwrap_or_default().to_vec());
+    let size = |p: &Sparse| int64s(&p.dense_shape).and_then(|shape| Some(shape.get(1..)?.to_vec()));
     let same = |p: &&Sparse| {
-        p.indices.shape.get(1) == Some(&rank) && p.values.dtype == dtype && (varying || size(p) == size(parts[0]))
+        p.indices.shape.get(1) == Some(&rank)
+            && p.values.dtype == dtype
+            && size(p).is_some()
+            && (varying || size(p) == size(parts[0]))
     };
     if rank == 0 || !parts.iter().all(same) {
         return Err(stack_error(name));
@@ -186,7 +187,10 @@ fn gather_sparse(name: &str, parts: &[&Sparse], sources: &[(usize, usize)], vary
     let mut picks = Vec::with_capacity(sources.len());
     let mut widest = vec![0i64; rank];
     for (row, &(g, r)) in sources.iter().enumerate() {
-        let entries = starts[g][r]..starts[g][r + 1];
+        let (Some(&from), Some(&to)) = (starts[g].get(r), starts[g].get(r + 1)) else {
+            return Err(stack_error(name));
+        };
+        let entries = from..to;
         for entry in indices[g][entries.start * rank..entries.end * rank].chunks_exact(rank) {
             out_indices.push(row as i64);
             out_indices.extend_from_slice(&entry[1..]);
@@ -200,7 +204,7 @@ fn gather_sparse(name: &str, parts: &[&Sparse], sources: &[(usize, usize)], vary
     if varying {
         dense_shape.extend_from_slice(&widest[1..]);
     } else {
-        dense_shape.extend(size(parts[0]).unwrap_or_default());
+        dense_shape.extend(size(parts[0]).expect("checked"));
     }
     Ok(Sparse {
         indices: Dense::int64(vec![n, rank], &out_indices),
@@ -218,6 +222,7 @@ fn gather_ragged(name: &str, parts: &[&Ragged], sources: &[(usize, usize)]) -> R
         p.nested_row_splits.len() == levels
             && p.nested_row_splits.iter().zip(&first.nested_row_splits).all(|(a, b)| a.dtype == b.dtype)
             && p.flat_values.dtype == first.flat_values.dtype
+            && p.flat_values.shape.get(1..).is_some()
             && p.flat_values.shape.get(1..) == first.flat_values.shape.get(1..)
     };
     if levels == 0 || !parts.iter().all(same) {
@@ -237,8 +242,9 @@ fn gather_ragged(name: &str, parts: &[&Ragged], sources: &[(usize, usize)]) -> R
             let in_range = |i: usize| level_splits.get(i).and_then(|&s| usize::try_from(s).ok());
             for i in from..to {
                 let (Some(start), Some(end)) = (in_range(i), in_range(i + 1)) else { return Err(stack_error(name)) };
+                let Some(length) = end.checked_sub(start) else { return Err(stack_error(name)) };
                 let last = *out.last().expect("a first split");
-                out.push(last + (end - start) as i64);
+                out.push(last + length as i64);
             }
             (from, to) = match (in_range(from), in_range(to)) {
                 (Some(from), Some(to)) if from <= to => (from, to),
@@ -252,7 +258,7 @@ fn gather_ragged(name: &str, parts: &[&Ragged], sources: &[(usize, usize)]) -> R
         picks.iter().map(|(g, rows)| (*g, rows.start * per_value..rows.end * per_value)).collect();
     let values: Vec<&Dense> = parts.iter().map(|p| &p.flat_values).collect();
     let mut shape = vec![picks.iter().map(|(_, rows)| rows.len()).sum::<usize>()];
-    shape.extend_from_slice(&first.flat_values.shape[1..]);
+    shape.extend_from_slice(first.flat_values.shape.get(1..).unwrap_or_default());
     let nested_row_splits = out_splits
         .iter()
         .zip(&first.nested_row_splits)
@@ -360,25 +366,24 @@ fn runs(sources: &[(usize, usize)]) -> impl Iterator<Item = (usize, std::ops::Ra
 
 fn stack_error(name: &str) -> ServeError {
     ServeError::Decode(format!(
-        "the records of one batch of the mixture differ in the kind, dtype or shape of {name} (TensorFlow's batch \
-         needs them equal)"
+        "the records of one batch of the mixture differ in the kind, dtype or shape of {name}, or some lack it \
+         (TensorFlow's batch needs them equal)"
     ))
 }
 
 /// The records' keys, `<component>/<file>:<n>`, as one table (each prefixed name made once).
 pub(super) fn mixed_keys<'a>(records: impl ExactSizeIterator<Item = (usize, &'a Record)>) -> Keys {
-    let mut names: Vec<(usize, Arc<str>, Arc<str>)> = Vec::new();
+    // Each (component, file) named so far, at its index in `files`.
+    let mut names: Vec<(usize, Arc<str>)> = Vec::new();
     let mut files: Vec<Arc<str>> = Vec::new();
     let (mut file, mut number) = (Vec::with_capacity(records.len()), Vec::with_capacity(records.len()));
     for (component, record) in records {
-        let at =
-            names.iter().position(|(c, f, _)| *c == component && (Arc::ptr_eq(f, &record.file) || *f == record.file));
+        let at = names.iter().position(|(c, f)| *c == component && (Arc::ptr_eq(f, &record.file) || *f == record.file));
         let index = match at {
             Some(at) => at,
             None => {
-                let prefixed: Arc<str> = Arc::from(format!("{component}/{}", record.file).as_str());
-                names.push((component, record.file.clone(), prefixed.clone()));
-                files.push(prefixed);
+                names.push((component, record.file.clone()));
+                files.push(Arc::from(format!("{component}/{}", record.file).as_str()));
                 names.len() - 1
             }
         };

@@ -36,10 +36,10 @@
 //!
 //! Each file adds to `impl Reader` what it holds. Dependencies between them go one way,
 //! each using only those after it: `shared_checkpoint`, `chunks`, `state`, `decoding`,
-//! `records`, `unbatch`; `mix` (then `mix_decode`, then `mix_gather`) uses the reader's chunks and state;
-//! `cluster_job` (which sets the reader's state up for a cluster, and settles in the ledger
-//! records never handed out) and `csv_header` stand alone. A mixture's component errors
-//! are named by `in_component`, here.
+//! `records`, `unbatch`; `mix` (then `mix_decode`, then `mix_gather`) uses the reader's
+//! chunks and state; `cluster_job` (which sets the reader's state up for a cluster, and
+//! settles in the ledger records never handed out) and `csv_header` stand alone. A
+//! mixture's component errors are named by `in_component`, here.
 
 mod chunks;
 mod cluster_job;

@@ -359,6 +359,67 @@ fn a_batched_mixture_of_sparse_and_ragged_features_decodes_as_parse_example_of_i
     }
 }
 
+/// A SequenceExample of `id`: context `id`, and `id % 3 + 1` steps of `steps`, step `s`
+/// holding `s + 1` int64s.
+fn sequence_example(id: i64) -> Vec<u8> {
+    use tf::feature::Kind;
+    let ints = |value: Vec<i64>| tf::Feature { kind: Some(Kind::Int64List(tf::Int64List { value })) };
+    let steps = (0..id % 3 + 1).map(|s| ints((0..=s).map(|k| id * 10 + k).collect())).collect();
+    let context = std::collections::BTreeMap::from([("id".to_owned(), ints(vec![id]))]);
+    let lists = std::collections::BTreeMap::from([("steps".to_owned(), tf::FeatureList { feature: steps })]);
+    tf::SequenceExample {
+        context: Some(tf::Features { feature: context }),
+        feature_lists: Some(tf::FeatureLists { feature_list: lists }),
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn sequence_example_components_mix_unbatched_each_record_as_its_component_decodes_it() {
+    let data = tempfile::tempdir().unwrap();
+    readerd_tests::write_tfrecord(&data.path().join("sa.tfrecord"), &(0..30).map(sequence_example).collect::<Vec<_>>());
+    let b: Vec<Vec<u8>> = (100_000..100_020).map(sequence_example).collect();
+    readerd_tests::write_tfrecord(&data.path().join("sb.tfrecord"), &b);
+    let decoder = json!({"sequenceExample": {"context": {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}},
+                                             "sequence": {"steps": {"varLen": {"dtype": "INT64"}}}}});
+    let component = |file: &str| json!({"source": {"files": [file], "format": "TFRECORD"}, "decoder": decoder});
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(&[data.path()]);
+    // `key → features` of each element of a read.
+    let elements = |spec: &Value, name: &str| -> Vec<(String, Value)> {
+        let output =
+            readerctl(&server.addr, &["read", "--spec", &spec_file(dir.path(), name, spec), "--output", "jsonl"]);
+        let lines = jsonl(&output.stdout);
+        assert_eq!(lines.last().unwrap()["end_of_sequence"], true, "{:?}", lines.last());
+        let elements = lines.iter().filter(|line| line.get("seq").is_some());
+        elements.map(|line| (line["keys"][0].as_str().unwrap().to_owned(), line["features"].clone())).collect()
+    };
+    let alone: std::collections::HashMap<String, Value> = [("0", "sa.tfrecord"), ("1", "sb.tfrecord")]
+        .iter()
+        .flat_map(|(c, file)| {
+            let read = elements(&component(file), &format!("alone-{c}.json"));
+            read.into_iter().map(move |(key, features)| (format!("{c}/{key}"), features))
+        })
+        .collect();
+    let mixture = |batch: i64| {
+        json!({"mix": {"datasets": [component("sa.tfrecord"), component("sb.tfrecord")]},
+               "pipeline": {"seed": 3, "batchSize": batch}})
+    };
+    let mixed = elements(&mixture(0), "mixed.json");
+    assert_eq!(mixed.len(), 50);
+    for (key, features) in &mixed {
+        assert_eq!(Some(features), alone.get(key), "{key}: as its component decodes it alone");
+        assert!(features["sequence/steps"]["dense_shape"].is_object(), "{features}");
+    }
+    assert_eq!(mixed.iter().map(|(key, _)| key).collect::<HashSet<_>>().len(), 50, "each record once");
+    let (code, message) = refused(&server, dir.path(), &mixture(4));
+    assert_eq!(code, "INVALID_ARGUMENT", "{message}");
+    assert!(
+        message.contains("mix.datasets[0]: a mixture of SequenceExample components is read unbatched"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_mixture_delivers_every_batch_before_the_one_with_an_undecodable_record() {
     // B's 21st line does not decode. Unbatched, the mixture delivers every record before

@@ -81,11 +81,17 @@ impl Decoder {
     /// What the decoder gives one record, feature by feature: `(name, description)` with
     /// the tensor's kind, dtype and shape (`?` where records differ), as
     /// `parse_single_example` and its kin give it. A mixture's components must agree on it.
-    /// `None` for SequenceExample (not described yet).
-    pub fn signature(&self) -> Option<Vec<(String, String)>> {
-        use example::{FeatureSpec as F, Partition};
+    /// A SequenceExample's feature lists are described as lists of steps (`length/`
+    /// features come only with batches).
+    pub fn signature(&self) -> Vec<(String, String)> {
         let dense = |dtype: DType, shape: &[usize]| format!("dense {} {shape:?}", dtype.name());
-        Some(match self {
+        let described = |features: &[(String, example::FeatureSpec)], prefix: &str, list: &str| {
+            features
+                .iter()
+                .map(|(name, spec)| (format!("{prefix}{name}"), format!("{list}{}", describe(spec))))
+                .collect()
+        };
+        match self {
             Decoder::None => vec![(RAW_FEATURE.to_owned(), dense(DType::String, &[]))],
             Decoder::Raw(config) => {
                 let size = config.out_type.size().unwrap_or(1);
@@ -97,31 +103,13 @@ impl Decoder {
                 .zip(&config.columns)
                 .map(|(name, column)| (name.clone(), dense(column.dtype, &[])))
                 .collect(),
-            Decoder::Example(parser) => parser
-                .features()
-                .iter()
-                .map(|(name, spec)| {
-                    let description = match spec {
-                        F::FixedLen { dtype, shape, .. } => dense(*dtype, shape),
-                        F::FixedLenSequence { dtype, shape, .. } => format!("dense {} [?] + {shape:?}", dtype.name()),
-                        F::VarLen { dtype } => format!("sparse {} [?]", dtype.name()),
-                        F::Sparse { dtype, size, .. } => format!("sparse {} {size:?}", dtype.name()),
-                        F::Ragged { dtype, partitions, row_splits_dtype, .. } => {
-                            let dims: Vec<String> = partitions
-                                .iter()
-                                .map(|p| match p {
-                                    Partition::UniformRowLength(n) => n.to_string(),
-                                    _ => "?".to_owned(),
-                                })
-                                .collect();
-                            format!("ragged {} [{}] splits {}", dtype.name(), dims.join(", "), row_splits_dtype.name())
-                        }
-                    };
-                    (name.clone(), description)
-                })
-                .collect(),
-            Decoder::SequenceExample(_) => return None,
-        })
+            Decoder::Example(parser) => described(parser.features(), "", ""),
+            Decoder::SequenceExample(parser) => {
+                let mut features: Vec<(String, String)> = described(parser.context_features(), "context/", "");
+                features.extend(described(parser.sequence_features(), "sequence/", "a list of steps of "));
+                features
+            }
+        }
     }
 
     /// Decodes a batch (`batched`: shapes `[B, ...]`) or a single record (`!batched`).
@@ -160,6 +148,27 @@ impl Decoder {
                     .chain(prefixed("length", parsed.lengths))
                     .collect())
             }
+        }
+    }
+}
+
+/// A feature's tensor for one record: kind, dtype and shape (`?` where records differ).
+fn describe(spec: &example::FeatureSpec) -> String {
+    use example::{FeatureSpec as F, Partition};
+    match spec {
+        F::FixedLen { dtype, shape, .. } => format!("dense {} {shape:?}", dtype.name()),
+        F::FixedLenSequence { dtype, shape, .. } => format!("dense {} [?] + {shape:?}", dtype.name()),
+        F::VarLen { dtype } => format!("sparse {} [?]", dtype.name()),
+        F::Sparse { dtype, size, .. } => format!("sparse {} {size:?}", dtype.name()),
+        F::Ragged { dtype, partitions, row_splits_dtype, .. } => {
+            let dims: Vec<String> = partitions
+                .iter()
+                .map(|p| match p {
+                    Partition::UniformRowLength(n) => n.to_string(),
+                    _ => "?".to_owned(),
+                })
+                .collect();
+            format!("ragged {} [{}] splits {}", dtype.name(), dims.join(", "), row_splits_dtype.name())
         }
     }
 }

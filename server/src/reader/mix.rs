@@ -41,7 +41,7 @@ pub(super) fn open_components(
         components.push(reader);
     }
     let signature = |i: usize| {
-        let mut features = components[i].spec.decoder.signature().unwrap_or_default();
+        let mut features = components[i].spec.decoder.signature();
         features.sort();
         features
     };

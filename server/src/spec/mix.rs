@@ -79,8 +79,12 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
                 "{field}.pipeline: components are not batched (batchSize, unbatch): the outer pipeline batches the mixture"
             )));
         }
-        if matches!(*component.decoder, Decoder::SequenceExample(_)) {
-            return Err(invalid(format!("{field}: SequenceExample components are not supported in a mixture yet")));
+        let batched = proto.pipeline.as_ref().is_some_and(|pipeline| pipeline.batch_size > 0);
+        if batched && matches!(*component.decoder, Decoder::SequenceExample(_)) {
+            return Err(invalid(format!(
+                "{field}: a mixture of SequenceExample components is read unbatched (pipeline.batchSize 0): each \
+                 component would pad its feature lists to its own longest"
+            )));
         }
         components.push(component);
     }

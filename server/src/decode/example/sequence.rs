@@ -39,6 +39,16 @@ impl SequenceExampleParser {
         self.context.fixed_bytes_per_record()
     }
 
+    /// The context features, as an Example's.
+    pub fn context_features(&self) -> &[(String, FeatureSpec)] {
+        self.context.features()
+    }
+
+    /// The feature lists' features.
+    pub fn sequence_features(&self) -> &[(String, FeatureSpec)] {
+        &self.sequence
+    }
+
     pub fn new(context: Vec<(String, FeatureSpec)>, sequence: Vec<(String, FeatureSpec)>) -> Result<Self, DecodeError> {
         let mut slot_of = HashMap::new();
         for (name, spec) in &sequence {

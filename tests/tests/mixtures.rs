@@ -1,8 +1,10 @@
 //! Mixtures (`mix`): several datasets sampled by weight into one stream, as
-//! `tf.data.Dataset.sample_from_datasets` samples them, through real servers and
-//! `readerctl`: each record once, each component in its own order, the share by weight,
-//! the same sequence for a seed, TensorFlow's rule for `stopOnEmptyDataset`, exact resume
-//! after SIGKILL, and bad mixtures refused before any element.
+//! `tf.data.Dataset.sample_from_datasets` samples them (or in a fixed order, as
+//! `choose_from_datasets`), through real servers and `readerctl`: each record once, each
+//! component in its own order, the share by weight, the same sequence for a seed,
+//! TensorFlow's rule for `stopOnEmptyDataset`, exact resume after SIGKILL, batches as
+//! `parse_example` gives them (dense, sparse and ragged), errors in the batch they belong
+//! to, SequenceExample components, and bad mixtures refused before any element.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -118,6 +120,29 @@ fn a_mixture_takes_each_record_once_by_weight_in_each_components_order() {
 }
 
 #[test]
+fn a_choice_cycle_takes_components_in_its_order_as_choose_from_datasets_does() {
+    // A has 10 records, B 30; the cycle is A, B, B. Without stopOnEmptyDataset, A's turns
+    // are skipped once it is exhausted and B's last ten records follow; with it, the
+    // mixture ends at A's first turn after its last record (TensorFlow's
+    // choose_from_datasets with stop_on_empty_dataset).
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path(), 10, 30);
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(&[data.path()]);
+    let cycle: Vec<i64> = (0..10).flat_map(|k| [k, 100_000 + 2 * k, 100_001 + 2 * k]).collect();
+    for (stop, expected) in [(false, cycle.iter().copied().chain(100_020..100_030).collect::<Vec<_>>()), (true, cycle)]
+    {
+        let spec = json!({"mix": {"datasets": [component_a(json!({})), component_b(json!({}))], "choice": [0, 1, 1],
+                                  "stopOnEmptyDataset": stop},
+                          "pipeline": {"batchSize": 4}});
+        let (records, last) =
+            read(&server.addr, &["--spec", &spec_file(dir.path(), &format!("cycle-{stop}.json"), &spec)]);
+        assert_eq!(last["end_of_sequence"], true, "{last}");
+        assert_eq!(records.iter().map(|(_, id)| *id).collect::<Vec<_>>(), expected, "stopOnEmptyDataset {stop}");
+    }
+}
+
+#[test]
 fn stop_on_empty_dataset_ends_where_the_choice_first_falls_on_an_exhausted_component() {
     let data = tempfile::tempdir().unwrap();
     write_data(data.path(), 2_000, 500);
@@ -143,12 +168,14 @@ fn stop_on_empty_dataset_ends_where_the_choice_first_falls_on_an_exhausted_compo
     assert!(whole[stopped.len()..].iter().all(|(_, id)| *id < 100_000));
 }
 
-fn resume_spec() -> Value {
-    json!({"mix": {"datasets": [
+/// A mixture to resume, its order by `weights` or by a `choice` cycle.
+fn resume_spec(order: (&str, Value)) -> Value {
+    let mut spec = json!({"mix": {"datasets": [
               component_a(json!({"seed": 5, "shuffleFiles": true, "numEpochs": 2, "shuffle": {"bufferSize": 50}})),
-              component_b(json!({"numEpochs": 3, "shuffle": {"bufferSize": 20}}))],
-                   "weights": [2.0, 1.0]},
-           "pipeline": {"seed": 11, "batchSize": 7}})
+              component_b(json!({"numEpochs": 3, "shuffle": {"bufferSize": 20}}))]},
+           "pipeline": {"seed": 11, "batchSize": 7}});
+    spec["mix"][order.0] = order.1;
+    spec
 }
 
 #[test]
@@ -156,29 +183,31 @@ fn a_mixture_resumes_exactly_after_sigkill() {
     let data = tempfile::tempdir().unwrap();
     write_data(data.path(), 400, 150);
     let dir = tempfile::tempdir().unwrap();
-    let spec = spec_file(dir.path(), "mix.json", &resume_spec());
     let state = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
-    let full = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec, "--output", "jsonl"]).stdout);
     let elements = |lines: &[Value]| lines.iter().filter(|l| l.get("seq").is_some()).cloned().collect::<Vec<_>>();
-    assert_eq!(elements(&full).len(), (800 + 450usize).div_ceil(7));
-    drop(server);
-    // Inside the first batches, in the middle (A's second epoch begins), near the end.
-    for k in [1u64, 90, 170] {
+    for order in [("weights", json!([2.0, 1.0])), ("choice", json!([0, 1, 0, 0, 1]))] {
+        let spec = spec_file(dir.path(), &format!("mix-{}.json", order.0), &resume_spec(order.clone()));
         let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
-        let k_str = k.to_string();
-        let head = readerctl(
-            &server.addr,
-            &["read", "--spec", &spec, "--max-batches", &k_str, "--checkpoint-every", "4", "--output", "jsonl"],
-        );
-        let head = jsonl(&head.stdout);
-        let token = head.last().unwrap()["checkpoint"].as_str().expect("a checkpoint last").to_owned();
-        server.kill();
-        let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
-        let tail = jsonl(&readerctl(&server.addr, &["read", "--resume", &token, "--output", "jsonl"]).stdout);
-        let resumed: Vec<Value> = elements(&head).into_iter().chain(elements(&tail)).collect();
-        assert_eq!(resumed, elements(&full), "resumed after {k} elements");
-        assert_eq!(tail.last(), full.last());
+        let full = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec, "--output", "jsonl"]).stdout);
+        assert_eq!(elements(&full).len(), (800 + 450usize).div_ceil(7), "{order:?}");
+        drop(server);
+        // Inside the first batches, in the middle (A's second epoch begins), near the end.
+        for k in [1u64, 90, 170] {
+            let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
+            let k_str = k.to_string();
+            let head = readerctl(
+                &server.addr,
+                &["read", "--spec", &spec, "--max-batches", &k_str, "--checkpoint-every", "4", "--output", "jsonl"],
+            );
+            let head = jsonl(&head.stdout);
+            let token = head.last().unwrap()["checkpoint"].as_str().expect("a checkpoint last").to_owned();
+            server.kill();
+            let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
+            let tail = jsonl(&readerctl(&server.addr, &["read", "--resume", &token, "--output", "jsonl"]).stdout);
+            let resumed: Vec<Value> = elements(&head).into_iter().chain(elements(&tail)).collect();
+            assert_eq!(resumed, elements(&full), "{order:?}: resumed after {k} elements");
+            assert_eq!(tail.last(), full.last());
+        }
     }
 }
 
@@ -254,6 +283,8 @@ fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
         (json!({"mix": {"datasets": [a, b], "weights": ["NaN", 1.0]}}), "mix.weights[0] is NaN"),
         (json!({"mix": {"datasets": [a, b], "weights": [0, 0]}}), "mix.weights sum to 0"),
         (json!({"mix": {"datasets": [a, b], "weights": [1e308, 1e308]}}), "mix.weights sum past the largest double"),
+        (json!({"mix": {"datasets": [a, b], "choice": [0, 5]}}), "mix.choice[1] is 5: there are 2 datasets"),
+        (json!({"mix": {"datasets": [a, b], "choice": [0], "weights": [1, 1]}}), "mix.choice and mix.weights exclude"),
         (
             json!({"mix": {"datasets": [sequence, sequence]}, "pipeline": {"batchSize": 4}}),
             "feature id is dense int64 [?] + []",

@@ -4,10 +4,14 @@
 //! state a checkpoint keeps, so the sequence of choices is a pure function of the seed and
 //! of when components run out.
 //!
+//! With a cycle (`choose_from_datasets`) the components come in its order, again and
+//! again; the weights are then how often each appears in it.
+//!
 //! As in TensorFlow, a component is found exhausted when the choice falls on it and it
 //! has no element left: with `stop_on_empty` the mixture ends there; without, the
-//! component drops out and the choice is made again among the others. The mixture ends
-//! when every component of positive weight is exhausted (one of weight 0 is never chosen).
+//! component drops out and the choice is made again among the others (its turns of a
+//! cycle are skipped). The mixture ends when every component of positive weight is
+//! exhausted (one of weight 0 is never chosen).
 
 use super::rng::SplitMix64;
 
@@ -17,6 +21,10 @@ const MIX_STREAM: u64 = 4;
 #[derive(Clone, Debug, PartialEq)]
 pub struct MixChoice {
     weights: Vec<f64>,
+    /// The components in turn (`choose_from_datasets`); empty: by weight.
+    cycle: Vec<usize>,
+    /// Turns of the cycle taken.
+    turns: u64,
     rng: SplitMix64,
     exhausted: Vec<bool>,
     stop_on_empty: bool,
@@ -26,16 +34,19 @@ pub struct MixChoice {
 /// Where a choice is: what [`MixChoice::restore`] continues from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MixChoiceState {
+    /// The generator's state, or with a cycle the turns taken.
     pub rng: u64,
     pub exhausted: Vec<bool>,
     pub ended: bool,
 }
 
 impl MixChoice {
-    /// `weights`: finite, non-negative, with a positive sum (the spec checks them).
-    pub fn new(weights: Vec<f64>, seed: u64, stop_on_empty: bool) -> Self {
+    /// `weights`: finite, non-negative, with a positive sum (the spec checks them), and
+    /// with a `cycle` (indices of components) how often each appears in it.
+    pub fn new(weights: Vec<f64>, cycle: Vec<usize>, seed: u64, stop_on_empty: bool) -> Self {
         let exhausted = vec![false; weights.len()];
-        Self { weights, rng: SplitMix64::for_epoch(seed, 0, MIX_STREAM), exhausted, stop_on_empty, ended: false }
+        let rng = SplitMix64::for_epoch(seed, 0, MIX_STREAM);
+        Self { weights, cycle, turns: 0, rng, exhausted, stop_on_empty, ended: false }
     }
 
     /// The component the next element comes from; `None` once the mixture ended.
@@ -44,6 +55,17 @@ impl MixChoice {
             return None;
         }
         let active = |i: usize| !self.exhausted[i] && self.weights[i] > 0.0;
+        if !self.cycle.is_empty() {
+            // Not ended: a component of the cycle is active, within one round.
+            for _ in 0..self.cycle.len() {
+                let i = self.cycle[(self.turns % self.cycle.len() as u64) as usize];
+                self.turns += 1;
+                if active(i) {
+                    return Some(i);
+                }
+            }
+            return None;
+        }
         let total: f64 = (0..self.weights.len()).filter(|&i| active(i)).map(|i| self.weights[i]).sum();
         // 53 random bits: a uniform draw in [0, total).
         let draw = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
@@ -88,17 +110,19 @@ impl MixChoice {
     }
 
     pub fn state(&self) -> MixChoiceState {
-        MixChoiceState { rng: self.rng.state, exhausted: self.exhausted.clone(), ended: self.ended }
+        let rng = if self.cycle.is_empty() { self.rng.state } else { self.turns };
+        MixChoiceState { rng, exhausted: self.exhausted.clone(), ended: self.ended }
     }
 
     /// The choice where `state` was taken; `None` if it is not a state of this many
     /// components.
-    pub fn restore(weights: Vec<f64>, stop_on_empty: bool, state: &MixChoiceState) -> Option<Self> {
+    pub fn restore(weights: Vec<f64>, cycle: Vec<usize>, stop_on_empty: bool, state: &MixChoiceState) -> Option<Self> {
         if state.exhausted.len() != weights.len() {
             return None;
         }
-        let mut choice = Self::new(weights, 0, stop_on_empty);
+        let mut choice = Self::new(weights, cycle, 0, stop_on_empty);
         choice.rng.state = state.rng;
+        choice.turns = state.rng;
         choice.exhausted = state.exhausted.clone();
         choice.ended = state.ended;
         Some(choice)
@@ -124,18 +148,18 @@ mod tests {
 
     #[test]
     fn chooses_by_weight_and_is_deterministic_for_a_seed() {
-        let mut choice = MixChoice::new(vec![3.0, 1.0], 7, false);
+        let mut choice = MixChoice::new(vec![3.0, 1.0], Vec::new(), 7, false);
         let sequence = draws(&mut choice, 40_000);
         let zeros = sequence.iter().filter(|&&i| i == 0).count() as f64;
         // Binomial(40000, 0.75): standard deviation about 87.
         assert!((zeros - 30_000.0).abs() < 5.0 * 87.0, "{zeros}");
-        assert_eq!(draws(&mut MixChoice::new(vec![3.0, 1.0], 7, false), 40_000), sequence);
-        assert_ne!(draws(&mut MixChoice::new(vec![3.0, 1.0], 8, false), 40_000), sequence);
+        assert_eq!(draws(&mut MixChoice::new(vec![3.0, 1.0], Vec::new(), 7, false), 40_000), sequence);
+        assert_ne!(draws(&mut MixChoice::new(vec![3.0, 1.0], Vec::new(), 8, false), 40_000), sequence);
     }
 
     #[test]
     fn an_exhausted_component_drops_out_or_ends_the_mixture() {
-        let mut reweighted = MixChoice::new(vec![1.0, 1.0, 0.0], 1, false);
+        let mut reweighted = MixChoice::new(vec![1.0, 1.0, 0.0], Vec::new(), 1, false);
         reweighted.exhausted(0);
         assert!(draws(&mut reweighted, 100).iter().all(|&i| i == 1), "weight 0 is never chosen");
         reweighted.exhausted(1);
@@ -144,7 +168,7 @@ mod tests {
         let again = draws(&mut reweighted, 100);
         assert!(again.contains(&0) && again.contains(&1) && !again.contains(&2), "both back: {again:?}");
 
-        let mut stopping = MixChoice::new(vec![1.0, 1.0], 1, true);
+        let mut stopping = MixChoice::new(vec![1.0, 1.0], Vec::new(), 1, true);
         stopping.exhausted(1);
         assert_eq!(stopping.choose(), None);
         stopping.look_again();
@@ -152,13 +176,32 @@ mod tests {
     }
 
     #[test]
+    fn a_cycle_gives_its_components_in_turn_skipping_or_stopping_at_the_exhausted() {
+        // Weights are how often each component appears in the cycle.
+        let mut cycle = MixChoice::new(vec![1.0, 2.0, 0.0], vec![0, 1, 1], 5, false);
+        assert_eq!(draws(&mut cycle, 7), [0, 1, 1, 0, 1, 1, 0]);
+        let state = cycle.state();
+        let mut restored = MixChoice::restore(vec![1.0, 2.0, 0.0], vec![0, 1, 1], false, &state).expect("restores");
+        assert_eq!(draws(&mut restored, 5), draws(&mut cycle, 5), "resumes at its turn");
+        cycle.exhausted(1);
+        assert_eq!(draws(&mut cycle, 3), [0, 0, 0], "an exhausted component's turns are skipped");
+        cycle.exhausted(0);
+        assert_eq!(cycle.choose(), None);
+
+        let mut stopping = MixChoice::new(vec![1.0, 1.0], vec![1, 0], 5, true);
+        assert_eq!(draws(&mut stopping, 3), [1, 0, 1]);
+        stopping.exhausted(1);
+        assert_eq!(stopping.choose(), None, "stopOnEmptyDataset: the first exhausted turn ends it");
+    }
+
+    #[test]
     fn restores_where_it_was() {
-        let mut choice = MixChoice::new(vec![0.5, 0.2, 0.3], 11, false);
+        let mut choice = MixChoice::new(vec![0.5, 0.2, 0.3], Vec::new(), 11, false);
         draws(&mut choice, 17);
         choice.exhausted(2);
         let state = choice.state();
-        let mut restored = MixChoice::restore(vec![0.5, 0.2, 0.3], false, &state).expect("same components");
+        let mut restored = MixChoice::restore(vec![0.5, 0.2, 0.3], Vec::new(), false, &state).expect("same components");
         assert_eq!(draws(&mut restored, 100), draws(&mut choice, 100));
-        assert!(MixChoice::restore(vec![1.0], false, &state).is_none());
+        assert!(MixChoice::restore(vec![1.0], Vec::new(), false, &state).is_none());
     }
 }

@@ -17,7 +17,7 @@ use readerd_proto::v1 as pb;
 /// A mixture at its first record: the choice from the outer seed, nothing taken.
 fn start(mix: &MixSpec, seed: u64) -> MixProgress {
     MixProgress {
-        choice: MixChoice::new(mix.weights.clone(), seed, mix.stop_on_empty),
+        choice: MixChoice::new(mix.weights.clone(), mix.choice.clone(), seed, mix.stop_on_empty),
         taken: vec![0; mix.weights.len()],
         looked_again_at: None,
     }
@@ -278,7 +278,7 @@ impl Reader {
             return Err(ServeError::InvalidArgument(format!("the state is not of a mixture of {n} components")));
         }
         let state = MixChoiceState { rng: saved.rng, exhausted: saved.exhausted.clone(), ended: saved.ended };
-        let choice = MixChoice::restore(mix.weights.clone(), mix.stop_on_empty, &state)
+        let choice = MixChoice::restore(mix.weights.clone(), mix.choice.clone(), mix.stop_on_empty, &state)
             .ok_or_else(|| ServeError::InvalidArgument(format!("the state is not of a mixture of {n} components")))?;
         // All or none: a component that does not restore puts the ones before it back.
         let before: Vec<Option<Vec<u8>>> =

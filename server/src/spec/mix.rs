@@ -20,10 +20,31 @@ const MAX_DATASETS: usize = 64;
 pub struct MixSpec {
     /// Each component's spec, in the spec's order (unbatched).
     pub components: Vec<ReaderSpec>,
-    /// One weight per component: finite, non-negative, with a positive sum.
+    /// One weight per component: finite, non-negative, with a positive sum (with a
+    /// `choice`, how often each appears in it).
     pub weights: Vec<f64>,
+    /// `choose_from_datasets`: the components in turn, again and again; empty: by weight.
+    pub choice: Vec<usize>,
     /// The mixture ends when the choice falls on an exhausted component.
     pub stop_on_empty: bool,
+}
+
+/// Turns of a `mix.choice` cycle at most.
+const MAX_CHOICE: usize = 65_536;
+
+/// `mix.choice`, checked: indices of the `n` datasets, at most `MAX_CHOICE`.
+fn choice_of(mix: &pb::Mix, n: usize) -> Result<Vec<usize>> {
+    if mix.choice.len() > MAX_CHOICE {
+        return Err(invalid(format!("mix.choice has {} turns; at most {MAX_CHOICE}", mix.choice.len())));
+    }
+    let mut choice = Vec::with_capacity(mix.choice.len());
+    for (k, &c) in mix.choice.iter().enumerate() {
+        match usize::try_from(c) {
+            Ok(c) if c < n => choice.push(c),
+            _ => return Err(invalid(format!("mix.choice[{k}] is {c}: there are {n} datasets"))),
+        }
+    }
+    Ok(choice)
 }
 
 /// The outer pipeline of a mixture keeps only what acts on the mixed stream.
@@ -49,8 +70,11 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
     if n > MAX_DATASETS {
         return Err(invalid(format!("mix.datasets has {n} datasets; at most {MAX_DATASETS}")));
     }
+    let choice = choice_of(mix, n)?;
     let weights = match mix.weights.len() {
-        0 => vec![1.0; n],
+        0 if choice.is_empty() => vec![1.0; n],
+        0 => (0..n).map(|i| choice.iter().filter(|&&c| c == i).count() as f64).collect(),
+        _ if !choice.is_empty() => return Err(invalid("mix.choice and mix.weights exclude each other")),
         len if len == n => mix.weights.clone(),
         len => return Err(invalid(format!("mix.weights has {len} weights for {n} datasets"))),
     };
@@ -111,7 +135,7 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
         unbatch: false,
         decoder: first.decoder.clone(),
         skip_errors: false,
-        mix: Some(Arc::new(MixSpec { components, weights, stop_on_empty: mix.stop_on_empty_dataset })),
+        mix: Some(Arc::new(MixSpec { components, weights, choice, stop_on_empty: mix.stop_on_empty_dataset })),
         proto,
     })
 }

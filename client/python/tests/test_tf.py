@@ -125,3 +125,60 @@ def test_a_mixture_as_sample_from_datasets_gives_it(server, data_root: Path, sto
             assert abs(len(big) - 51) < 50 and len(big) < 400
         else:
             assert sorted(big) == list(range(400))
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_a_choice_cycle_gives_what_choose_from_datasets_gives(server, data_root: Path, stop: bool) -> None:
+    """``mix.choice`` against ``choose_from_datasets`` over the same cycle repeated: the
+    same ids in the same order, with and without ``stopOnEmptyDataset``."""
+    write_tfrecord(data_root / "ca.tfrecord", [example({"id": i, "w": [0.5, i]}) for i in range(10)])
+    (data_root / "cb.csv").write_text("".join(f"{1000 + i},{i},1.5\n" for i in range(30)))
+    features = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}
+    columns = [{"name": "id", "dtype": "INT64"}]
+    spec = {"mix": {"datasets": [
+                {"source": {"files": ["ca.tfrecord"], "format": "TFRECORD"}, "decoder": {"example": {"features": features}}},
+                {"source": {"files": ["cb.csv"], "format": "CSV"}, "decoder": {"csv": {"columns": columns, "selectCols": [0]}}}],
+                    "choice": [0, 1, 1], "stopOnEmptyDataset": stop},
+            "pipeline": {"batchSize": 4}}  # fmt: skip
+    ours = readerd.tf.dataset(server.addr, spec)
+    a = tf.data.TFRecordDataset(str(data_root / "ca.tfrecord")).map(
+        lambda x: tf.io.parse_single_example(x, {"id": tf.io.FixedLenFeature([], tf.int64)}))
+    b = tf.data.experimental.CsvDataset(str(data_root / "cb.csv"), [tf.int64], select_cols=[0]).map(lambda i: {"id": i})
+    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1, 1], tf.int64)).repeat()
+    theirs = tf.data.Dataset.choose_from_datasets([a, b], choice, stop_on_empty_dataset=stop).batch(4)
+    ids = [[int(i) for batch in dataset for i in batch["id"].numpy()] for dataset in (ours, theirs)]
+    assert ids[0] == ids[1]
+    assert len(ids[0]) == (30 if stop else 40)
+
+
+def test_a_batched_mixture_of_varlen_and_ragged_features_is_what_tensorflow_batches(server, data_root: Path) -> None:
+    """A batched mixture (in a fixed order, so TensorFlow's is the same sequence) of two
+    components with a VarLen and a ragged feature: each batch's sparse and ragged tensors
+    are what ``parse_example`` gives for the batches of ``choose_from_datasets`` over the
+    records."""
+    def tokens(i: int) -> list[int]:
+        return [i * 10 + k for k in range(6 if i % 7 == 0 else i % 3)]
+
+    write_tfrecord(data_root / "va.tfrecord", [example({"id": i, "tok": tokens(i), "rv": tokens(i + 1)}) for i in range(1, 13)])
+    write_tfrecord(data_root / "vb.tfrecord", [example({"id": i, "tok": tokens(i), "rv": tokens(i + 1)}) for i in range(100, 126)])
+    features = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}, "tok": {"varLen": {"dtype": "INT64"}},
+                "rag": {"ragged": {"dtype": "INT64", "valueKey": "rv"}}}  # fmt: skip
+    component = lambda file: {"source": {"files": [file], "format": "TFRECORD"},  # noqa: E731
+                              "decoder": {"example": {"features": features}}}  # fmt: skip
+    spec = {"mix": {"datasets": [component("va.tfrecord"), component("vb.tfrecord")], "choice": [0, 1, 1]},
+            "pipeline": {"batchSize": 5}}  # fmt: skip
+    ours = readerd.tf.dataset(server.addr, spec)
+    parse = {"id": tf.io.FixedLenFeature([], tf.int64), "tok": tf.io.VarLenFeature(tf.int64),
+             "rag": tf.io.RaggedFeature(tf.int64, value_key="rv")}  # fmt: skip
+    records = [tf.data.TFRecordDataset(str(data_root / f)) for f in ("va.tfrecord", "vb.tfrecord")]
+    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1, 1], tf.int64)).repeat()
+    mixed = tf.data.Dataset.choose_from_datasets(records, choice, stop_on_empty_dataset=False)
+    theirs = mixed.batch(5).map(lambda x: tf.io.parse_example(x, parse))
+    widths = set()
+    for a, b in zip(list(ours), list(theirs), strict=True):
+        assert a["id"].numpy().tolist() == b["id"].numpy().tolist()
+        for part in ("indices", "values", "dense_shape"):
+            assert getattr(a["tok"], part).numpy().tolist() == getattr(b["tok"], part).numpy().tolist(), part
+        assert a["rag"].to_list() == b["rag"].to_list()
+        widths.add(int(b["tok"].dense_shape[1]))
+    assert len(widths) > 1, widths

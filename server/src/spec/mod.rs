@@ -384,8 +384,9 @@ fn feature_of(name: &str, spec: &pb::FeatureSpec) -> Result<FeatureSpec> {
                 dtype: dtype_of(f.dtype(), &field("dtype"))?,
                 value_key: if f.value_key.is_empty() { name.to_owned() } else { f.value_key.clone() },
                 partitions,
+                // Absent: int32, as `tf.io.RaggedFeature`'s default.
                 row_splits_dtype: match f.row_splits_dtype() {
-                    pb::DataType::DtInvalid => DType::Int64,
+                    pb::DataType::DtInvalid => DType::Int32,
                     other => dtype_of(other, &field("rowSplitsDtype"))?,
                 },
                 validate: f.validate,

@@ -140,6 +140,11 @@ fn a_choice_cycle_takes_components_in_its_order_as_choose_from_datasets_does() {
         assert_eq!(last["end_of_sequence"], true, "{last}");
         assert_eq!(records.iter().map(|(_, id)| *id).collect::<Vec<_>>(), expected, "stopOnEmptyDataset {stop}");
     }
+    // A component not in the cycle is never read: the mixture ends with A.
+    let only_a = json!({"mix": {"datasets": [component_a(json!({})), component_b(json!({}))], "choice": [0]}});
+    let (records, last) = read(&server.addr, &["--spec", &spec_file(dir.path(), "only-a.json", &only_a)]);
+    assert_eq!(last["end_of_sequence"], true, "{last}");
+    assert_eq!(records.iter().map(|(_, id)| *id).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
 }
 
 #[test]
@@ -285,6 +290,7 @@ fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
         (json!({"mix": {"datasets": [a, b], "weights": [1e308, 1e308]}}), "mix.weights sum past the largest double"),
         (json!({"mix": {"datasets": [a, b], "choice": [0, 5]}}), "mix.choice[1] is 5: there are 2 datasets"),
         (json!({"mix": {"datasets": [a, b], "choice": [0], "weights": [1, 1]}}), "mix.choice and mix.weights exclude"),
+        (json!({"mix": {"datasets": [a, b], "choice": vec![0; 65_537]}}), "mix.choice has 65537 turns; at most 65536"),
         (
             json!({"mix": {"datasets": [sequence, sequence]}, "pipeline": {"batchSize": 4}}),
             "feature id is dense int64 [?] + []",

@@ -182,3 +182,34 @@ def test_a_batched_mixture_of_varlen_and_ragged_features_is_what_tensorflow_batc
         assert a["rag"].to_list() == b["rag"].to_list()
         widths.add(int(b["tok"].dense_shape[1]))
     assert len(widths) > 1, widths
+
+
+def test_an_unbatched_mixture_of_sequence_examples_is_what_tensorflow_parses(server, data_root: Path) -> None:
+    """SequenceExample components, unbatched, in a fixed order: each element's context and
+    feature list (dense steps) as ``parse_single_sequence_example`` gives them, no
+    ``length/`` feature (the server sends lengths with batches only)."""
+    def record(i: int) -> bytes:
+        sequence = tf.train.SequenceExample()
+        sequence.context.feature["id"].int64_list.value.append(i)
+        for k in range(i % 3 + 1):
+            sequence.feature_lists.feature_list["steps"].feature.add().int64_list.value.append(i * 10 + k)
+        return sequence.SerializeToString()
+
+    write_tfrecord(data_root / "sa.tfrecord", [record(i) for i in range(5)])
+    write_tfrecord(data_root / "sb.tfrecord", [record(i) for i in range(100, 108)])
+    context = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}
+    steps = {"steps": {"fixedLenSequence": {"dtype": "INT64", "shape": []}}}
+    component = lambda file: {"source": {"files": [file], "format": "TFRECORD"},  # noqa: E731
+                              "decoder": {"sequenceExample": {"context": context, "sequence": steps}}}  # fmt: skip
+    spec = {"mix": {"datasets": [component("sa.tfrecord"), component("sb.tfrecord")], "choice": [0, 1]}}
+    ours = list(readerd.tf.dataset(server.addr, spec))
+    records = [tf.data.TFRecordDataset(str(data_root / f)) for f in ("sa.tfrecord", "sb.tfrecord")]
+    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1], tf.int64)).repeat()
+    parse = {"id": tf.io.FixedLenFeature([], tf.int64)}, {"steps": tf.io.FixedLenSequenceFeature([], tf.int64)}
+    theirs = tf.data.Dataset.choose_from_datasets(records, choice, stop_on_empty_dataset=False).map(
+        lambda x: tf.io.parse_single_sequence_example(x, *parse))
+    assert len(ours) == 13
+    for a, (c, s) in zip(ours, list(theirs), strict=True):
+        assert sorted(a) == ["context/id", "sequence/steps"]
+        assert int(a["context/id"]) == int(c["id"])
+        assert a["sequence/steps"].numpy().tolist() == s["steps"].numpy().tolist()

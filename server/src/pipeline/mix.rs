@@ -23,7 +23,7 @@ pub struct MixChoice {
     weights: Vec<f64>,
     /// The components in turn (`choose_from_datasets`); empty: by weight.
     cycle: Vec<usize>,
-    /// Turns of the cycle taken.
+    /// The next turn of the cycle (an index into it).
     turns: u64,
     rng: SplitMix64,
     exhausted: Vec<bool>,
@@ -34,7 +34,7 @@ pub struct MixChoice {
 /// Where a choice is: what [`MixChoice::restore`] continues from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MixChoiceState {
-    /// The generator's state, or with a cycle the turns taken.
+    /// The generator's state, or with a cycle its next turn.
     pub rng: u64,
     pub exhausted: Vec<bool>,
     pub ended: bool,
@@ -58,8 +58,8 @@ impl MixChoice {
         if !self.cycle.is_empty() {
             // Not ended: a component of the cycle is active, within one round.
             for _ in 0..self.cycle.len() {
-                let i = self.cycle[(self.turns % self.cycle.len() as u64) as usize];
-                self.turns += 1;
+                let i = self.cycle[self.turns as usize];
+                self.turns = (self.turns + 1) % self.cycle.len() as u64;
                 if active(i) {
                     return Some(i);
                 }
@@ -115,9 +115,9 @@ impl MixChoice {
     }
 
     /// The choice where `state` was taken; `None` if it is not a state of this many
-    /// components.
+    /// components (or of a turn of this cycle).
     pub fn restore(weights: Vec<f64>, cycle: Vec<usize>, stop_on_empty: bool, state: &MixChoiceState) -> Option<Self> {
-        if state.exhausted.len() != weights.len() {
+        if state.exhausted.len() != weights.len() || (!cycle.is_empty() && state.rng >= cycle.len() as u64) {
             return None;
         }
         let mut choice = Self::new(weights, cycle, 0, stop_on_empty);
@@ -183,6 +183,8 @@ mod tests {
         let state = cycle.state();
         let mut restored = MixChoice::restore(vec![1.0, 2.0, 0.0], vec![0, 1, 1], false, &state).expect("restores");
         assert_eq!(draws(&mut restored, 5), draws(&mut cycle, 5), "resumes at its turn");
+        let past = MixChoiceState { rng: 3, ..state.clone() };
+        assert!(MixChoice::restore(vec![1.0, 2.0, 0.0], vec![0, 1, 1], false, &past).is_none(), "no turn 3");
         cycle.exhausted(1);
         assert_eq!(draws(&mut cycle, 3), [0, 0, 0], "an exhausted component's turns are skipped");
         cycle.exhausted(0);

@@ -1,6 +1,7 @@
 //! A mixture's spec (`mix`): components that are full specs of their own, unbatched, and
-//! weights as `tf.data.Dataset.sample_from_datasets` takes them. The outer `pipeline`
-//! batches the mixed stream and its seed drives the choice; what reads files (shuffling,
+//! weights as `tf.data.Dataset.sample_from_datasets` takes them, or a cycle of components
+//! as `choose_from_datasets` takes a repeated choice dataset. The outer `pipeline`
+//! batches the mixed stream and its seed drives a choice by weight; what reads files (shuffling,
 //! sharding, epochs, interleave, selection) belongs to each component.
 
 use std::sync::Arc;
@@ -73,7 +74,11 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
     let choice = choice_of(mix, n)?;
     let weights = match mix.weights.len() {
         0 if choice.is_empty() => vec![1.0; n],
-        0 => (0..n).map(|i| choice.iter().filter(|&&c| c == i).count() as f64).collect(),
+        0 => {
+            let mut counts = vec![0.0; n];
+            choice.iter().for_each(|&c| counts[c] += 1.0);
+            counts
+        }
         _ if !choice.is_empty() => return Err(invalid("mix.choice and mix.weights exclude each other")),
         len if len == n => mix.weights.clone(),
         len => return Err(invalid(format!("mix.weights has {len} weights for {n} datasets"))),
@@ -88,6 +93,7 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
     if !sum.is_finite() {
         return Err(invalid("mix.weights sum past the largest double: scale them down"));
     }
+    let batched = proto.pipeline.as_ref().is_some_and(|pipeline| pipeline.batch_size > 0);
     let mut components = Vec::with_capacity(n);
     for (i, dataset) in mix.datasets.iter().enumerate() {
         let field = format!("mix.datasets[{i}]");
@@ -103,11 +109,10 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
                 "{field}.pipeline: components are not batched (batchSize, unbatch): the outer pipeline batches the mixture"
             )));
         }
-        let batched = proto.pipeline.as_ref().is_some_and(|pipeline| pipeline.batch_size > 0);
         if batched && matches!(*component.decoder, Decoder::SequenceExample(_)) {
             return Err(invalid(format!(
-                "{field}: a mixture of SequenceExample components is read unbatched (pipeline.batchSize 0): each \
-                 component would pad its feature lists to its own longest"
+                "{field}: a mixture of SequenceExample components is read unbatched (pipeline.batchSize 0); \
+                 batched, it is not supported yet"
             )));
         }
         components.push(component);

@@ -530,6 +530,24 @@ mod tests {
     }
 
     #[test]
+    fn a_ragged_feature_has_int32_row_splits_unless_told_as_tf_io_ragged_feature() {
+        let splits = |extra: &str| {
+            let json = format!(
+                r#"{{"source": {{"files": ["a"], "format": "TFRECORD"}},
+                    "decoder": {{"example": {{"features": {{"r": {{"ragged": {{"dtype": "INT64"{extra}}}}}}}}}}}}}"#
+            );
+            let spec = parse(&json).unwrap();
+            let Decoder::Example(parser) = &*spec.decoder else { panic!("an Example decoder") };
+            match &parser.features()[0].1 {
+                FeatureSpec::Ragged { row_splits_dtype, .. } => *row_splits_dtype,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(splits(""), DType::Int32);
+        assert_eq!(splits(r#", "rowSplitsDtype": "INT64""#), DType::Int64);
+    }
+
+    #[test]
     fn fingerprint_ignores_map_order_and_spelled_out_defaults() {
         let a = parse(r#"{"source": {"files": ["a"], "format": "TEXT_LINE", "skipHeaderLines": 0}}"#).unwrap();
         let b = parse(r#"{"source": {"format": "TEXT_LINE", "files": ["a"]}, "pipeline": {}}"#).unwrap();

@@ -163,9 +163,8 @@ def element_spec_of(spec: dict) -> dict:
             if batched:
                 parsed = tf.io.parse_sequence_example(x, context, sequence)
             else:
-                c, s = tf.io.parse_single_sequence_example(x, context, sequence)
-                lengths = {n: tf.shape(v, out_type=tf.int64)[0] for n, v in s.items() if isinstance(v, tf.Tensor)}
-                parsed = (c, s, lengths)
+                # One record has no lengths (the server sends `length/` with batches only).
+                parsed = (*tf.io.parse_single_sequence_example(x, context, sequence), {})
             out = {}
             for prefix, part in zip(("context", "sequence", "length"), parsed):
                 out.update({f"{prefix}/{n}": v for n, v in part.items()})

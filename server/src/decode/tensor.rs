@@ -151,6 +151,21 @@ impl Dense {
 }
 
 impl Dense {
+    /// An int64 or int32 tensor's values as i64 (indices, row splits, dense shapes);
+    /// `None` for another dtype.
+    pub fn int64_values(&self) -> Option<Vec<i64>> {
+        let Values::Bytes(bytes) = &self.values else { return None };
+        match self.dtype {
+            DType::Int64 => {
+                Some(bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect())
+            }
+            DType::Int32 => Some(
+                bytes.chunks_exact(4).map(|b| i64::from(i32::from_le_bytes(b.try_into().expect("4 bytes")))).collect(),
+            ),
+            _ => None,
+        }
+    }
+
     /// The slices along the first dimension: `[n, ...]` → n tensors of shape `[...]`.
     pub fn unstack(&self) -> Option<Vec<Dense>> {
         let (&n, inner) = self.shape.split_first()?;

@@ -46,6 +46,51 @@ pub(super) struct Decoded {
     features: Features,
     /// For each of the layout's names, its index in `features` (`usize::MAX`: missing).
     order: Vec<usize>,
+    /// For each of the layout's names, where each record's part is: read once a group,
+    /// though the group's rows go to several batches of a set.
+    rows: Vec<RowIndex>,
+}
+
+/// Where each record's part of a decoded feature is.
+enum RowIndex {
+    /// Dense: rows at a fixed stride.
+    Dense,
+    /// Sparse: the indices (`[entries, rank]`), and record `r`'s entries
+    /// `starts[r]..starts[r + 1]` (decoders emit them record by record).
+    Sparse { rank: usize, indices: Vec<i64>, starts: Vec<usize> },
+    /// Ragged: the row splits of each partition, outermost first.
+    Ragged { splits: Vec<Vec<i64>> },
+    /// Not readable as its kind says: gathering it is an error.
+    Unreadable,
+}
+
+impl RowIndex {
+    fn of(tensor: &Tensor) -> Self {
+        match tensor {
+            Tensor::Dense(_) => RowIndex::Dense,
+            Tensor::Sparse(sparse) => Self::of_sparse(sparse).unwrap_or(RowIndex::Unreadable),
+            Tensor::Ragged(ragged) => {
+                let splits = ragged.nested_row_splits.iter().map(Dense::int64_values).collect::<Option<_>>();
+                splits.map_or(RowIndex::Unreadable, |splits| RowIndex::Ragged { splits })
+            }
+        }
+    }
+
+    fn of_sparse(sparse: &Sparse) -> Option<Self> {
+        let rank = *sparse.indices.shape.get(1)?;
+        let indices = sparse.indices.int64_values()?;
+        let records = usize::try_from(*sparse.dense_shape.int64_values()?.first()?).ok()?;
+        if rank == 0 {
+            return None;
+        }
+        let mut starts = vec![0usize; records + 1];
+        for entry in indices.chunks_exact(rank) {
+            let record = usize::try_from(entry[0]).ok().filter(|&r| r < records)?;
+            starts[record + 1] += 1;
+        }
+        (0..records).for_each(|r| starts[r + 1] += starts[r]);
+        Some(RowIndex::Sparse { rank, indices, starts })
+    }
 }
 
 impl Decoded {
@@ -59,13 +104,15 @@ impl Decoded {
                 Some((n, _)) if n == name => expected[j],
                 _ => features.iter().position(|(n, _)| n == name).unwrap_or(usize::MAX),
             })
-            .collect();
-        Self { features, order }
+            .collect::<Vec<_>>();
+        let rows =
+            order.iter().map(|&at| features.get(at).map_or(RowIndex::Unreadable, |(_, t)| RowIndex::of(t))).collect();
+        Self { features, order, rows }
     }
 
-    /// The layout's `j`th feature.
-    fn get(&self, j: usize) -> Option<&Tensor> {
-        self.features.get(self.order[j]).map(|(_, tensor)| tensor)
+    /// The layout's `j`th feature, and where each record's part of it is.
+    fn get(&self, j: usize) -> Option<(&Tensor, &RowIndex)> {
+        self.features.get(self.order[j]).map(|(_, tensor)| (tensor, &self.rows[j]))
     }
 }
 
@@ -77,47 +124,33 @@ pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, us
     let runs: Vec<(usize, std::ops::Range<usize>)> = runs(sources).collect();
     let mut out = Vec::with_capacity(layout.names.len());
     for (j, name) in layout.names.iter().enumerate() {
-        let parts: Vec<&Tensor> =
+        let parts: Vec<(&Tensor, &RowIndex)> =
             groups.iter().map(|group| group.get(j)).collect::<Option<_>>().ok_or_else(|| stack_error(name))?;
+        // Each gather takes the groups' tensors of its kind, and fails unless all are.
         let tensor = match parts.first() {
-            Some(Tensor::Dense(_)) => {
-                Tensor::Dense(gather_dense(name, &of_kind(&parts, name, dense)?, sources, &runs)?)
-            }
-            Some(Tensor::Sparse(_)) => {
-                Tensor::Sparse(gather_sparse(name, &of_kind(&parts, name, sparse)?, sources, layout.varying[j])?)
-            }
-            Some(Tensor::Ragged(_)) => Tensor::Ragged(gather_ragged(name, &of_kind(&parts, name, ragged)?, sources)?),
-            None => return Err(stack_error(name)),
+            Some((Tensor::Dense(_), _)) => Tensor::Dense(gather_dense(name, &parts, sources, &runs)?),
+            Some((Tensor::Sparse(_), _)) => Tensor::Sparse(gather_sparse(name, &parts, sources, layout.varying[j])?),
+            Some((Tensor::Ragged(_), _)) => Tensor::Ragged(gather_ragged(name, &parts, sources)?),
+            _ => return Err(stack_error(name)),
         };
         out.push((name.clone(), tensor));
     }
     Ok(out)
 }
 
-fn dense(tensor: &Tensor) -> Option<&Dense> {
-    if let Tensor::Dense(dense) = tensor { Some(dense) } else { None }
-}
-
-fn sparse(tensor: &Tensor) -> Option<&Sparse> {
-    if let Tensor::Sparse(sparse) = tensor { Some(sparse) } else { None }
-}
-
-fn ragged(tensor: &Tensor) -> Option<&Ragged> {
-    if let Tensor::Ragged(ragged) = tensor { Some(ragged) } else { None }
-}
-
-/// Every group's tensor of the feature, of the first one's kind.
-fn of_kind<'a, T>(parts: &[&'a Tensor], name: &str, kind: fn(&'a Tensor) -> Option<&'a T>) -> Result<Vec<&'a T>> {
-    parts.iter().map(|part| kind(part)).collect::<Option<_>>().ok_or_else(|| stack_error(name))
-}
-
 /// Dense rows stacked in the mixture's order.
 fn gather_dense(
     name: &str,
-    parts: &[&Dense],
+    parts: &[(&Tensor, &RowIndex)],
     sources: &[(usize, usize)],
     runs: &[(usize, std::ops::Range<usize>)],
 ) -> Result<Dense> {
+    let n = parts.len();
+    let parts: Vec<&Dense> =
+        parts.iter().filter_map(|(tensor, _)| if let Tensor::Dense(d) = tensor { Some(d) } else { None }).collect();
+    if parts.len() != n {
+        return Err(stack_error(name));
+    }
     let sample = parts[0];
     let inner = sample.shape.get(1..).ok_or_else(|| stack_error(name))?;
     let per_row: usize = inner.iter().product();
@@ -139,7 +172,7 @@ fn gather_dense(
         Values::Strings(_) => {
             let picks: Vec<(usize, std::ops::Range<usize>)> =
                 runs.iter().map(|(g, rows)| (*g, rows.start * per_row..rows.end * per_row)).collect();
-            take_ranges(name, parts, &picks)?
+            take_ranges(name, &parts, &picks)?
         }
     };
     Ok(Dense { dtype: sample.dtype, shape, values })
@@ -149,61 +182,58 @@ fn gather_dense(
 /// in the mixture's order, their first index its row in the batch. The dense shape is
 /// the rows, then the features' (a `VarLen`'s width: the longest row of this batch, as
 /// TensorFlow's `parse_example` of these records gives).
-fn gather_sparse(name: &str, parts: &[&Sparse], sources: &[(usize, usize)], varying: bool) -> Result<Sparse> {
-    let rank = parts[0].indices.shape.get(1).copied().unwrap_or(0);
-    let dtype = parts[0].values.dtype;
-    // Past the rows, a SparseFeature's dense shape is its size, the same in every group.
-    let size = |p: &Sparse| int64s(&p.dense_shape).and_then(|shape| Some(shape.get(1..)?.to_vec()));
-    let same = |p: &&Sparse| {
-        p.indices.shape.get(1) == Some(&rank)
-            && p.values.dtype == dtype
-            && size(p).is_some()
-            && (varying || size(p) == size(parts[0]))
-    };
-    if rank == 0 || !parts.iter().all(same) {
-        return Err(stack_error(name));
-    }
-    let indices: Vec<Vec<i64>> =
-        parts.iter().map(|p| int64s(&p.indices)).collect::<Option<_>>().ok_or_else(|| stack_error(name))?;
-    // Each group's entries of row `r`: `starts[r]..starts[r + 1]` (decoders emit them row
-    // by row).
-    let starts: Vec<Vec<usize>> = parts
+fn gather_sparse(
+    name: &str,
+    parts: &[(&Tensor, &RowIndex)],
+    sources: &[(usize, usize)],
+    varying: bool,
+) -> Result<Sparse> {
+    let n = parts.len();
+    let parts: Vec<(&Sparse, usize, &[i64], &[usize])> = parts
         .iter()
-        .zip(&indices)
-        .map(|(part, indices)| {
-            let rows = int64s(&part.dense_shape).and_then(|shape| shape.first().copied()).unwrap_or(0).max(0) as usize;
-            let mut starts = vec![0usize; rows + 1];
-            indices
-                .chunks_exact(rank)
-                .filter_map(|entry| usize::try_from(entry[0]).ok())
-                .filter(|&r| r < rows)
-                .for_each(|r| starts[r + 1] += 1);
-            (0..rows).for_each(|r| starts[r + 1] += starts[r]);
-            starts
+        .filter_map(|part| match part {
+            (Tensor::Sparse(sparse), RowIndex::Sparse { rank, indices, starts }) => {
+                Some((sparse, *rank, &indices[..], &starts[..]))
+            }
+            _ => None,
         })
         .collect();
+    if parts.len() != n {
+        return Err(stack_error(name));
+    }
+    let (first, rank, ..) = parts[0];
+    let dtype = first.values.dtype;
+    // Past the rows, a SparseFeature's dense shape is its size, the same in every group.
+    let size = |p: &Sparse| p.dense_shape.int64_values().and_then(|shape| Some(shape.get(1..)?.to_vec()));
+    let same = |&(p, r, ..): &(&Sparse, usize, &[i64], &[usize])| {
+        r == rank && p.values.dtype == dtype && size(p).is_some() && (varying || size(p) == size(first))
+    };
+    if !parts.iter().all(same) {
+        return Err(stack_error(name));
+    }
     let mut out_indices = Vec::new();
     let mut picks = Vec::with_capacity(sources.len());
     let mut widest = vec![0i64; rank];
     for (row, &(g, r)) in sources.iter().enumerate() {
-        let (Some(&from), Some(&to)) = (starts[g].get(r), starts[g].get(r + 1)) else {
+        let (_, _, indices, starts) = parts[g];
+        let (Some(&from), Some(&to)) = (starts.get(r), starts.get(r + 1)) else {
             return Err(stack_error(name));
         };
         let entries = from..to;
-        for entry in indices[g][entries.start * rank..entries.end * rank].chunks_exact(rank) {
+        for entry in indices[entries.start * rank..entries.end * rank].chunks_exact(rank) {
             out_indices.push(row as i64);
             out_indices.extend_from_slice(&entry[1..]);
             widest.iter_mut().zip(entry).skip(1).for_each(|(w, &i)| *w = (*w).max(i + 1));
         }
         picks.push((g, entries));
     }
-    let values: Vec<&Dense> = parts.iter().map(|p| &p.values).collect();
+    let values: Vec<&Dense> = parts.iter().map(|(p, ..)| &p.values).collect();
     let n = out_indices.len() / rank;
     let mut dense_shape = vec![sources.len() as i64];
     if varying {
         dense_shape.extend_from_slice(&widest[1..]);
     } else {
-        dense_shape.extend(size(parts[0]).expect("checked"));
+        dense_shape.extend(size(first).expect("checked"));
     }
     Ok(Sparse {
         indices: Dense::int64(vec![n, rank], &out_indices),
@@ -214,10 +244,21 @@ fn gather_sparse(name: &str, parts: &[&Sparse], sources: &[(usize, usize)], vary
 
 /// A batch of ragged rows: each row's subtree of every partition, in the mixture's order,
 /// with row splits made again from their lengths.
-fn gather_ragged(name: &str, parts: &[&Ragged], sources: &[(usize, usize)]) -> Result<Ragged> {
-    let first = parts[0];
+fn gather_ragged(name: &str, parts: &[(&Tensor, &RowIndex)], sources: &[(usize, usize)]) -> Result<Ragged> {
+    let n = parts.len();
+    let parts: Vec<(&Ragged, &[Vec<i64>])> = parts
+        .iter()
+        .filter_map(|part| match part {
+            (Tensor::Ragged(ragged), RowIndex::Ragged { splits }) => Some((ragged, &splits[..])),
+            _ => None,
+        })
+        .collect();
+    if parts.len() != n {
+        return Err(stack_error(name));
+    }
+    let first = parts[0].0;
     let levels = first.nested_row_splits.len();
-    let same = |p: &&Ragged| {
+    let same = |&(p, _): &(&Ragged, &[Vec<i64>])| {
         p.nested_row_splits.len() == levels
             && p.nested_row_splits.iter().zip(&first.nested_row_splits).all(|(a, b)| a.dtype == b.dtype)
             && p.flat_values.dtype == first.flat_values.dtype
@@ -227,17 +268,12 @@ fn gather_ragged(name: &str, parts: &[&Ragged], sources: &[(usize, usize)]) -> R
     if levels == 0 || !parts.iter().all(same) {
         return Err(stack_error(name));
     }
-    let splits: Vec<Vec<Vec<i64>>> = parts
-        .iter()
-        .map(|p| p.nested_row_splits.iter().map(int64s).collect::<Option<Vec<_>>>())
-        .collect::<Option<_>>()
-        .ok_or_else(|| stack_error(name))?;
     let mut out_splits: Vec<Vec<i64>> = vec![vec![0]; levels];
     let mut picks = Vec::with_capacity(sources.len());
     for &(g, r) in sources {
         let (mut from, mut to) = (r, r + 1);
         for (level, out) in out_splits.iter_mut().enumerate() {
-            let level_splits = &splits[g][level];
+            let level_splits = &parts[g].1[level];
             let in_range = |i: usize| level_splits.get(i).and_then(|&s| usize::try_from(s).ok());
             for i in from..to {
                 let (Some(start), Some(end)) = (in_range(i), in_range(i + 1)) else { return Err(stack_error(name)) };
@@ -255,7 +291,7 @@ fn gather_ragged(name: &str, parts: &[&Ragged], sources: &[(usize, usize)]) -> R
     let per_value: usize = first.flat_values.shape.iter().skip(1).product();
     let scaled: Vec<(usize, std::ops::Range<usize>)> =
         picks.iter().map(|(g, rows)| (*g, rows.start * per_value..rows.end * per_value)).collect();
-    let values: Vec<&Dense> = parts.iter().map(|p| &p.flat_values).collect();
+    let values: Vec<&Dense> = parts.iter().map(|(p, _)| &p.flat_values).collect();
     let mut shape = vec![picks.iter().map(|(_, rows)| rows.len()).sum::<usize>()];
     shape.extend_from_slice(first.flat_values.shape.get(1..).unwrap_or_default());
     let nested_row_splits = out_splits
@@ -275,20 +311,6 @@ fn gather_ragged(name: &str, parts: &[&Ragged], sources: &[(usize, usize)]) -> R
 
 fn bytes_of(values: &Values) -> Option<&[u8]> {
     if let Values::Bytes(bytes) = values { Some(bytes) } else { None }
-}
-
-/// An int64 or int32 tensor's values.
-fn int64s(dense: &Dense) -> Option<Vec<i64>> {
-    let bytes = bytes_of(&dense.values)?;
-    match dense.dtype {
-        DType::Int64 => {
-            Some(bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect())
-        }
-        DType::Int32 => {
-            Some(bytes.chunks_exact(4).map(|b| i64::from(i32::from_le_bytes(b.try_into().expect("4 bytes")))).collect())
-        }
-        _ => None,
-    }
 }
 
 /// Values `picks` (`(part, range of values)`, in order) of `parts`, all of one dtype.

@@ -33,6 +33,6 @@ pub(super) fn strings(dense: &Dense) -> Vec<&[u8]> {
 }
 
 pub(super) fn int64s(dense: &Dense) -> Vec<i64> {
-    let Values::Bytes(bytes) = &dense.values else { panic!("not numeric") };
-    bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect()
+    assert_eq!(dense.dtype, crate::decode::DType::Int64);
+    dense.int64_values().expect("numeric")
 }

@@ -250,12 +250,29 @@ pub fn spec(workload: &str, batch_size: u32, epochs: i32) -> Option<Value> {
                 "pipeline": {"batchSize": batch_size, "prefetch": 4, "seed": 1},
             })
         }
+        // tabular's files in two halves, mixed half and half: components that decode alike
+        // (their batches decode as one), against tabular read alone.
+        "tabular_halves" => {
+            let half = |files: &str| {
+                let mut spec = spec("tabular", 0, epochs)?;
+                spec["source"]["files"] = json!([files]);
+                spec["pipeline"] = json!({"cycleLength": 2, "numEpochs": epochs});
+                Some(spec)
+            };
+            json!({
+                "mix": {"datasets": [half("tabular/tabular-00[0-3]-*.tfrecord")?,
+                                     half("tabular/tabular-00[4-7]-*.tfrecord")?],
+                        "weights": [1, 1]},
+                "pipeline": {"batchSize": batch_size, "prefetch": 4, "seed": 1},
+            })
+        }
         _ => return None,
     })
 }
 
 /// Workloads whose specs read the files of others (written with them).
-pub const MIXED_WORKLOADS: [(&str, [&str; 2]); 1] = [("tabular_mix", ["tabular", "tabular_csv"])];
+pub const MIXED_WORKLOADS: [(&str, &[&str]); 2] =
+    [("tabular_mix", &["tabular", "tabular_csv"]), ("tabular_halves", &["tabular"])];
 
 pub const WORKLOADS: [&str; 3] = ["images", "tabular", "tabular_csv"];
 

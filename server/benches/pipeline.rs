@@ -2,7 +2,8 @@
 //! batch → decode), in process, for the workloads of DESIGN.md with batch 256 and
 //! `cycleLength` 2, with no shuffle and with the shuffle buffer; then the two tabular
 //! workloads as a mixture (weights 1 / 1), against their harmonic mean and their CPU time
-//! a record read alone.
+//! a record read alone, and tabular's two halves as a mixture (components that decode
+//! alike), against tabular.
 //!
 //! Run: `cargo bench -p readerd-server --bench pipeline` (writes the data to a temporary
 //! directory first; `READERD_BENCH_SCALE=4` makes the datasets 4 times larger).
@@ -26,9 +27,9 @@ fn feature(kind: tf::feature::Kind) -> tf::Feature {
     tf::Feature { kind: Some(kind) }
 }
 
-fn write_workloads(dir: &std::path::Path, scale: usize) {
+fn write_workloads(dir: &std::path::Path, scale: f64) {
     let mut rng = SplitMix64 { state: 1 };
-    let tabular_per_file = 25_000 * scale;
+    let tabular_per_file = (25_000.0 * scale) as usize;
     let mut header: Vec<String> = (0..13).map(|i| format!("f{i}")).collect();
     header.extend((0..26).map(|i| format!("i{i}")));
     header.push("label".into());
@@ -59,7 +60,7 @@ fn write_workloads(dir: &std::path::Path, scale: usize) {
     }
     for file in 0..4 {
         let mut records = Vec::new();
-        for _ in 0..250 * scale {
+        for _ in 0..(250.0 * scale) as usize {
             let pixels: Vec<u8> = (0..110_000).map(|_| rng.next_u64() as u8).collect();
             let mut features = BTreeMap::new();
             features.insert(
@@ -143,13 +144,19 @@ fn read_all(reader: &Reader) -> (usize, usize, f64, f64) {
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not supported here.
-    let scale: usize = std::env::var("READERD_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let scale: f64 = std::env::var("READERD_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
     write_workloads(dir.path(), scale);
     eprintln!("wrote the workloads in {:.1?}", started.elapsed());
     let roots = DataRoots::new(&[dir.path().to_path_buf()]).unwrap();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // READERD_BENCH_ONLY=<workload>: read only that one, unshuffled, on one thread, and
+    // print its records (for instruction counts: bench/mix_instructions.sh).
+    let only = std::env::var("READERD_BENCH_ONLY").ok();
+    let threads = match only {
+        Some(_) => 1,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
     let pipeline = PipelineEnv {
         index_store: Some(std::sync::Arc::new(IndexDir(dir.path().join("index")))),
         ..PipelineEnv::default()
@@ -160,6 +167,17 @@ fn main() {
         let spec = ReaderSpec::from_proto(spec, 256 << 20).unwrap();
         Reader::open(name.into(), spec, &roots, &settings).unwrap()
     };
+    if let Some(only) = only {
+        if only != "none" {
+            let spec = match only.as_str() {
+                "tabular_mix" => mix_spec(),
+                "tabular_halves" => halves_spec(),
+                _ => unshuffled(&only),
+            };
+            println!("{only}: {} records", read_all(&open(&only, spec)).0);
+        }
+        return;
+    }
     println!("| workload | shuffle | records | records/s | payload MB/s | CPU µs/record |");
     println!("|---|---|---|---|---|---|");
     // Each component's (records/s, CPU µs a record) read alone, unshuffled.
@@ -185,25 +203,58 @@ fn main() {
             }
         }
     }
-    // The two tabular components mixed 1 / 1, each read as above: a mixture that costs
-    // no more than its components runs at their harmonic mean, at their mean CPU a record.
-    let (source_a, decoder_a) = (specs()[0].1.clone(), specs()[0].2.clone());
-    let (source_b, decoder_b) = (specs()[2].1.clone(), specs()[2].2.clone());
-    let component = |source: &serde_json::Value, decoder: &serde_json::Value| json!({"source": source, "decoder": decoder, "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2}});
-    let mix = json!({"mix": {"datasets": [component(&source_a, &decoder_a), component(&source_b, &decoder_b)],
-                             "weights": [1, 1]},
-                     "pipeline": {"seed": 1, "batchSize": 256}});
-    let (records, bytes, seconds, cpu) = read_all(&open("tabular_mix", mix));
-    let (rate, cost) = (records as f64 / seconds, cpu / records as f64 * 1e6);
-    println!("| tabular_mix | none | {records} | {rate:.0} | {:.0} | {cost:.2} |", bytes as f64 / seconds / 1e6);
+    let mut mixed = Vec::new();
+    for (name, spec) in [("tabular_mix", mix_spec()), ("tabular_halves", halves_spec())] {
+        let (records, bytes, seconds, cpu) = read_all(&open(name, spec));
+        let (rate, cost) = (records as f64 / seconds, cpu / records as f64 * 1e6);
+        println!("| {name} | none | {records} | {rate:.0} | {:.0} | {cost:.2} |", bytes as f64 / seconds / 1e6);
+        mixed.push((name, rate, cost));
+    }
     if let [(rate_a, cost_a), (rate_b, cost_b)] = alone[..] {
         let harmonic = 2.0 / (1.0 / rate_a + 1.0 / rate_b);
         let mean_cost = (cost_a + cost_b) / 2.0;
+        let (_, rate, cost) = mixed[0];
         println!(
             "\ntabular_mix: {:.2} of its components' harmonic mean ({harmonic:.0} records/s); CPU a record {:.2} of \
              theirs ({mean_cost:.2} µs)",
             rate / harmonic,
             cost / mean_cost
         );
+        let (_, rate, cost) = mixed[1];
+        println!(
+            "tabular_halves: {:.2} of tabular's records/s ({rate_a:.0}); CPU a record {:.2} of tabular's ({cost_a:.2} µs)",
+            rate / rate_a,
+            cost / cost_a
+        );
     }
+}
+
+/// A workload of `specs()` read unshuffled in batches of 256, as the table's "none" rows.
+fn unshuffled(name: &str) -> serde_json::Value {
+    let (_, source, decoder) = specs().into_iter().find(|(n, ..)| *n == name).expect("a workload");
+    json!({"source": source, "decoder": decoder,
+           "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2, "batchSize": 256}})
+}
+
+/// tabular's files in two halves, mixed 1 / 1: components that decode alike, whose batches
+/// decode as one (against tabular read alone).
+fn halves_spec() -> serde_json::Value {
+    let (_, _, decoder) = specs().into_iter().find(|(n, ..)| *n == "tabular").expect("a workload");
+    let half = |files: std::ops::Range<usize>| {
+        let files: Vec<String> = files.map(|f| format!("tabular-{f}.tfrecord")).collect();
+        json!({"source": {"files": files, "format": "TFRECORD"}, "decoder": decoder,
+               "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2}})
+    };
+    json!({"mix": {"datasets": [half(0..4), half(4..8)], "weights": [1, 1]}, "pipeline": {"seed": 1, "batchSize": 256}})
+}
+
+/// The two tabular components mixed 1 / 1, each read as unshuffled: a mixture that costs
+/// no more than its components runs at their harmonic mean, at their mean CPU a record.
+fn mix_spec() -> serde_json::Value {
+    let component = |name: &str| {
+        let (_, source, decoder) = specs().into_iter().find(|(n, ..)| *n == name).expect("a workload");
+        json!({"source": source, "decoder": decoder, "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2}})
+    };
+    json!({"mix": {"datasets": [component("tabular"), component("tabular_csv")], "weights": [1, 1]},
+           "pipeline": {"seed": 1, "batchSize": 256}})
 }

@@ -281,6 +281,9 @@ fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
     let sequence = json!({"source": {"files": ["a-*.tfrecord"], "format": "TFRECORD"},
                           "decoder": {"example": {"features": {"id": {"fixedLenSequence": {"dtype": "INT64", "shape": [],
                                                                                            "allowMissing": true}}}}}});
+    // Decoding differently (another default): each component would pad its own rows.
+    let mut sequence_other = sequence.clone();
+    sequence_other["decoder"]["example"]["features"]["id"]["fixedLenSequence"]["default"] = json!({"int64Values": [0]});
     let cases = [
         (json!({"mix": {"datasets": []}}), "mix.datasets is empty"),
         (json!({"mix": {"datasets": [a, b], "weights": [1.0]}}), "mix.weights has 1 weights for 2 datasets"),
@@ -292,7 +295,7 @@ fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
         (json!({"mix": {"datasets": [a, b], "choice": [0], "weights": [1, 1]}}), "mix.choice and mix.weights exclude"),
         (json!({"mix": {"datasets": [a, b], "choice": vec![0; 65_537]}}), "mix.choice has 65537 turns; at most 65536"),
         (
-            json!({"mix": {"datasets": [sequence, sequence]}, "pipeline": {"batchSize": 4}}),
+            json!({"mix": {"datasets": [sequence, sequence_other]}, "pipeline": {"batchSize": 4}}),
             "feature id is dense int64 [?] + []",
         ),
         (
@@ -342,28 +345,21 @@ fn varying_example(id: i64) -> Vec<u8> {
     tf::Example { features: Some(tf::Features { feature: features }) }.encode_to_vec()
 }
 
-#[test]
-fn a_batched_mixture_of_sparse_and_ragged_features_decodes_as_parse_example_of_its_records() {
-    // Two components with VarLen, SparseFeature and ragged features. Each batch of the
-    // mixture must be what parse_example gives for its records in that order: the same
-    // spec read from one file holding the mixture's records in the mixture's order.
+/// Every batch of a mixture of `va.tfrecord` and `vb.tfrecord` (of `varying_example`s),
+/// decoded by `decoders`, against `single` (one spec) read in batches from one file that
+/// holds the mixture's records in the mixture's order: what parse_example gives for each
+/// batch's records. Returns the single spec's batches.
+fn batches_as_single_spec(decoders: [&Value; 2], single: &Value) -> Vec<Value> {
     let data = tempfile::tempdir().unwrap();
     let records = |ids: std::ops::Range<i64>| ids.map(varying_example).collect::<Vec<_>>();
     readerd_tests::write_tfrecord(&data.path().join("va.tfrecord"), &records(0..70));
     readerd_tests::write_tfrecord(&data.path().join("vb.tfrecord"), &records(100_000..100_045));
-    let decoder = json!({"example": {"features": {
-        "id": {"fixedLen": {"dtype": "INT64", "shape": []}},
-        "tokens": {"varLen": {"dtype": "INT64"}},
-        "words": {"varLen": {"dtype": "STRING"}},
-        "flat": {"ragged": {"dtype": "INT64", "valueKey": "tokens"}},
-        "nested": {"ragged": {"dtype": "INT64", "valueKey": "tokens", "partitions": [{"rowLengths": "lengths"}],
-                              "rowSplitsDtype": "INT32"}},
-        "scattered": {"sparse": {"indexKeys": ["idx"], "valueKey": "sv", "dtype": "FLOAT32", "size": [10]}}}}});
-    let component = |file: &str| json!({"source": {"files": [file], "format": "TFRECORD"}, "decoder": decoder});
+    let component =
+        |file: &str, decoder: &Value| json!({"source": {"files": [file], "format": "TFRECORD"}, "decoder": decoder});
     let dir = tempfile::tempdir().unwrap();
     let server = ServerProcess::start(&[data.path()]);
     let mixture = |batch: i64| {
-        json!({"mix": {"datasets": [component("va.tfrecord"), component("vb.tfrecord")]},
+        json!({"mix": {"datasets": [component("va.tfrecord", decoders[0]), component("vb.tfrecord", decoders[1])]},
                "pipeline": {"seed": 5, "batchSize": batch}})
     };
     let (order, _) = read(&server.addr, &["--spec", &spec_file(dir.path(), "one.json", &mixture(0))]);
@@ -381,19 +377,62 @@ fn a_batched_mixture_of_sparse_and_ragged_features_decodes_as_parse_example_of_i
         lines.iter().filter(|line| line.get("seq").is_some()).map(|line| line["features"].clone()).collect()
     };
     let mixed = features_of(&mixture(8), "batched.json");
-    let mut single = component("ordered.tfrecord");
+    let mut single = component("ordered.tfrecord", single);
     single["pipeline"] = json!({"batchSize": 8});
     let expected = features_of(&single, "single.json");
     assert_eq!((mixed.len(), expected.len()), (15, 15));
     for (n, (mixed, expected)) in mixed.iter().zip(&expected).enumerate() {
         assert_eq!(mixed, expected, "batch {n}");
     }
-    // A varLen's width is its batch's longest row: batches differ in it.
-    for feature in ["tokens", "words"] {
-        let widths: HashSet<String> =
-            expected.iter().map(|f| f[feature]["dense_shape"]["values"][1].to_string()).collect();
-        assert!(widths.len() > 1, "{feature}: widths {widths:?}");
+    expected
+}
+
+/// The features of `varying_example`s: VarLen, SparseFeature and ragged.
+fn varying_features() -> serde_json::Map<String, Value> {
+    let features = json!({
+        "id": {"fixedLen": {"dtype": "INT64", "shape": []}},
+        "tokens": {"varLen": {"dtype": "INT64"}},
+        "words": {"varLen": {"dtype": "STRING"}},
+        "flat": {"ragged": {"dtype": "INT64", "valueKey": "tokens"}},
+        "nested": {"ragged": {"dtype": "INT64", "valueKey": "tokens", "partitions": [{"rowLengths": "lengths"}],
+                              "rowSplitsDtype": "INT32"}},
+        "scattered": {"sparse": {"indexKeys": ["idx"], "valueKey": "sv", "dtype": "FLOAT32", "size": [10]}}});
+    features.as_object().unwrap().clone()
+}
+
+#[test]
+fn a_batched_mixture_of_sparse_and_ragged_features_decodes_as_parse_example_of_its_records() {
+    // Components that decode differently (B gives `id` a default, which no record needs):
+    // each decodes its records, and each batch is gathered from them. Then components that
+    // decode alike: each batch is decoded as one.
+    let decoder = json!({"example": {"features": varying_features()}});
+    let mut other = decoder.clone();
+    other["example"]["features"]["id"]["fixedLen"]["default"] = json!({"int64Values": [-1]});
+    for decoders in [[&decoder, &other], [&decoder, &decoder]] {
+        let expected = batches_as_single_spec(decoders, &decoder);
+        // A varLen's width is its batch's longest row: batches differ in it.
+        for feature in ["tokens", "words"] {
+            let widths: HashSet<String> =
+                expected.iter().map(|f| f[feature]["dense_shape"]["values"][1].to_string()).collect();
+            assert!(widths.len() > 1, "{feature}: widths {widths:?}");
+        }
     }
+}
+
+#[test]
+fn components_that_decode_alike_batch_dense_features_of_varying_length_as_parse_example() {
+    // `tokens` as a fixedLenSequence, padded with -1 to each batch's longest row: each
+    // batch is what parse_example gives for its records, whatever component each is from.
+    let mut features = varying_features();
+    features.insert(
+        "tokens".into(),
+        json!({"fixedLenSequence": {"dtype": "INT64", "shape": [], "allowMissing": true,
+                                    "default": {"int64Values": [-1]}}}),
+    );
+    let decoder = json!({"example": {"features": features}});
+    let expected = batches_as_single_spec([&decoder, &decoder], &decoder);
+    let widths: HashSet<String> = expected.iter().map(|f| f["tokens"]["shape"].to_string()).collect();
+    assert!(widths.len() > 1, "tokens: shapes {widths:?}");
 }
 
 /// A SequenceExample of `id`: context `id`, and `id % 3 + 1` steps of `steps`, step `s`
@@ -449,12 +488,27 @@ fn sequence_example_components_mix_unbatched_each_record_as_its_component_decode
         assert!(features["sequence/steps"]["dense_shape"].is_object(), "{features}");
     }
     assert_eq!(mixed.iter().map(|(key, _)| key).collect::<HashSet<_>>().len(), 50, "each record once");
-    let (code, message) = refused(&server, dir.path(), &mixture(4));
-    assert_eq!(code, "INVALID_ARGUMENT", "{message}");
-    assert!(
-        message.contains("mix.datasets[0]: a mixture of SequenceExample components is read unbatched"),
-        "{message}"
+    // Batched, the components decode alike: each batch is what parse_sequence_example gives
+    // for its records, as the same spec reads them from one file in the mixture's order.
+    let ids: Vec<i64> =
+        mixed.iter().map(|(_, features)| features["context/id"]["values"][0].as_i64().unwrap()).collect();
+    readerd_tests::write_tfrecord(
+        &data.path().join("ordered.tfrecord"),
+        &ids.iter().map(|&id| sequence_example(id)).collect::<Vec<_>>(),
     );
+    let batched: Vec<Value> = elements(&mixture(4), "batched.json").into_iter().map(|(_, f)| f).collect();
+    let mut single = component("ordered.tfrecord");
+    single["pipeline"] = json!({"batchSize": 4});
+    let expected: Vec<Value> = elements(&single, "single.json").into_iter().map(|(_, f)| f).collect();
+    assert_eq!(batched.len(), 13);
+    assert_eq!(batched, expected, "batches of the mixture as parse_sequence_example of their records");
+    // Components that decode differently cannot share a batch of sequences.
+    let mut other = component("sb.tfrecord");
+    other["decoder"]["sequenceExample"]["context"]["id"]["fixedLen"]["default"] = json!({"int64Values": [0]});
+    let differing = json!({"mix": {"datasets": [component("sa.tfrecord"), other]}, "pipeline": {"batchSize": 4}});
+    let (code, message) = refused(&server, dir.path(), &differing);
+    assert_eq!(code, "INVALID_ARGUMENT", "{message}");
+    assert!(message.contains("mix.datasets[0]: a batched mixture of SequenceExample components needs"), "{message}");
 }
 
 #[test]

@@ -36,7 +36,7 @@ impl DecodeError {
 }
 
 /// How a source's records become tensors.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub enum Decoder {
     /// No decoding: one string feature, `value`.
     None,

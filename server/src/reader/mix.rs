@@ -63,12 +63,15 @@ pub(super) fn open_components(
     }
     // Each component pads a varying dense dimension to its own longest record, so rows of
     // two components would not stack (sparse and ragged rows are gathered as they are).
+    // Components that decode alike decode each batch as one, padded as a single spec's.
     if spec.batch_size > 0
+        && !super::mix_gather::decode_alike(&components)
         && let Some((name, description)) = first.iter().find(|(_, d)| d.starts_with("dense") && d.contains('?'))
     {
         return Err(ServeError::InvalidSpec(format!(
             "a batched mixture stacks dense features of a fixed shape; feature {name} is {description} (read the \
-             mixture unbatched, pipeline.batchSize 0, or decode it as a VarLen or ragged feature)"
+             mixture unbatched, pipeline.batchSize 0, decode it as a VarLen or ragged feature, or give every \
+             component the same decoder and onError)"
         )));
     }
     spec.decoder = components[0].spec.decoder.clone();
@@ -133,11 +136,12 @@ impl Reader {
         taken
     }
 
-    /// Elements one decoding thread takes at once: 1, or for a batched mixture a set of
-    /// as many batches as it has components (up to 4), so that each component decodes
-    /// about a whole batch's worth at once (`mix_decode.rs`).
+    /// Elements one decoding thread takes at once: 1, or for a batched mixture whose
+    /// components decode differently a set of as many batches as it has components (up to
+    /// 4), so that each component decodes about a whole batch's worth at once
+    /// (`mix_decode.rs`).
     pub fn elements_decoded_together(&self) -> usize {
-        if self.spec.batch_size > 0 { self.components.len().clamp(1, 4) } else { 1 }
+        if self.spec.batch_size > 0 && !self.mix_layout.alike { self.components.len().clamp(1, 4) } else { 1 }
     }
 
     /// Takes batches of `(component, record)` for up to `max_elements` elements (about

@@ -7,7 +7,8 @@
 //! mixture's order (`mix_gather.rs`). When a component's records of the set fail to
 //! decode, each batch decodes its own records of that component alone, in order, so that
 //! the batches before the record at fault are delivered and the error fails the batch it
-//! is in, as for a single spec. Unbatched, each record is decoded alone.
+//! is in, as for a single spec. Components that decode alike need none of this: each batch
+//! is decoded as one, as a single spec's. Unbatched, each record is decoded alone.
 
 use bytes::Bytes;
 
@@ -62,6 +63,9 @@ impl Reader {
     pub(super) fn decode_mixed_set(&self, set: TakenBatches) -> DecodedElements {
         let first = set.first().map_or(0, |(index, _)| *index);
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if self.spec.batch_size > 0 && self.mix_layout.alike {
+                return set.into_iter().map(|(index, taken)| (index, self.decode_mixed_alike(index, taken))).collect();
+            }
             if self.spec.batch_size > 0 {
                 return self.decode_mixed_batches(set);
             }
@@ -119,6 +123,22 @@ impl Reader {
             }
         }
         elements
+    }
+
+    /// A batch of a mixture whose components decode alike, decoded as one batch by the
+    /// first component's decoder: what a single spec's batch of these records gives (its
+    /// errors and `onError: SKIP` included; records skipped are counted by that component,
+    /// and the key in a message names the record's own).
+    fn decode_mixed_alike(&self, index: u64, taken: Vec<(usize, Record)>) -> Result<Option<Element>> {
+        let records = self.mixed_record_ids(&taken);
+        let keys = mixed_keys(taken.iter().map(|(component, record)| (*component, record)));
+        let values: Vec<Bytes> = taken.into_iter().map(|(_, record)| record.value).collect();
+        let decoded = self.components[0].decode_values(&values, &|| keys.to_strings(), true)?;
+        let element = decoded.map(|(features, kept)| {
+            let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };
+            Element { index: 0, keys, features, records: Vec::new() }
+        });
+        Ok(self.numbered_mixed(index, records, element))
     }
 
     /// A record of an unbatched mixture, decoded alone by its component.

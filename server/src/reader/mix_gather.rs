@@ -1,5 +1,6 @@
 //! Where a mixture's batch is put back into the mixture's order: its components' decoded
-//! records (`mix_decode.rs`) gathered row by row into one batch, and its keys.
+//! records (`mix_decode.rs`) gathered row by row into one batch, and its keys. Components
+//! that decode alike (`decode_alike`) need no gather: their records decode as one batch.
 
 use std::sync::Arc;
 
@@ -19,6 +20,9 @@ type Features = Vec<(String, Tensor)>;
 /// against every decoded batch). Empty for a reader of files.
 #[derive(Clone)]
 pub(super) struct Layout {
+    /// Every component decodes as the first (`decode_alike`): a batch is then decoded as
+    /// one, as a single spec's, and nothing is gathered.
+    pub(super) alike: bool,
     names: Vec<String>,
     /// Per feature, whether its shape varies by record (a `VarLen` feature's width).
     varying: Vec<bool>,
@@ -37,8 +41,16 @@ impl Layout {
                 names.iter().map(|name| theirs.iter().position(|(n, _)| n == name).unwrap_or(usize::MAX)).collect()
             })
             .collect();
-        Self { names, varying, positions }
+        Self { alike: decode_alike(components), names, varying, positions }
     }
+}
+
+/// Whether every component decodes as the first: the same decoder (features, defaults,
+/// CSV columns and their names and dialect) and the same `onError`. Their records can then
+/// be decoded together whatever their component, as one spec's.
+pub(super) fn decode_alike(components: &[Reader]) -> bool {
+    let Some(first) = components.first() else { return false };
+    components.iter().all(|c| c.spec.decoder == first.spec.decoder && c.spec.skip_errors == first.spec.skip_errors)
 }
 
 /// A decoded batch of one component's records, its features in the layout's order.
@@ -119,31 +131,68 @@ impl Decoded {
 /// The batch in the mixture's order: row `i` of each feature (in the layout's order) is
 /// row `sources[i].1` of `groups[sources[i].0]`, every group being used. A feature is of
 /// one kind and dtype in every group (the spec checks it); dense rows are of one shape
-/// (else TensorFlow's `batch` would fail too).
+/// (else TensorFlow's `batch` would fail too). The numeric dense features' rows go to one
+/// buffer, each feature a slice of it: one allocation a batch, not one a feature.
 pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, usize)]) -> Result<Features> {
     let runs: Vec<(usize, std::ops::Range<usize>)> = runs(sources).collect();
+    // Of each group, the rows up to the last one the batch takes.
+    let mut rows_used = vec![0; groups.len()];
+    runs.iter().for_each(|(g, range)| rows_used[*g] = rows_used[*g].max(range.end));
+    let mut numeric = Vec::with_capacity(numeric_bytes(layout, groups, sources.len()));
+    let mut slices = Vec::new();
     let mut out = Vec::with_capacity(layout.names.len());
     for (j, name) in layout.names.iter().enumerate() {
         let parts: Vec<(&Tensor, &RowIndex)> =
             groups.iter().map(|group| group.get(j)).collect::<Option<_>>().ok_or_else(|| stack_error(name))?;
         // Each gather takes the groups' tensors of its kind, and fails unless all are.
         let tensor = match parts.first() {
-            Some((Tensor::Dense(_), _)) => Tensor::Dense(gather_dense(name, &parts, sources, &runs)?),
+            Some((Tensor::Dense(_), _)) => {
+                let start = numeric.len();
+                let dense = gather_dense(name, &parts, sources, &runs, &rows_used, &mut numeric)?;
+                if numeric.len() > start {
+                    slices.push((out.len(), start..numeric.len()));
+                }
+                Tensor::Dense(dense)
+            }
             Some((Tensor::Sparse(_), _)) => Tensor::Sparse(gather_sparse(name, &parts, sources, layout.varying[j])?),
             Some((Tensor::Ragged(_), _)) => Tensor::Ragged(gather_ragged(name, &parts, sources)?),
             _ => return Err(stack_error(name)),
         };
         out.push((name.clone(), tensor));
     }
+    let numeric = Bytes::from(numeric);
+    for (at, range) in slices {
+        if let (_, Tensor::Dense(dense)) = &mut out[at] {
+            dense.values = Values::Bytes(numeric.slice(range));
+        }
+    }
     Ok(out)
 }
 
-/// Dense rows stacked in the mixture's order.
+/// The bytes of a batch of `rows` rows of every numeric dense feature, as the first group
+/// has them (a capacity: what the gather writes is checked there).
+fn numeric_bytes(layout: &Layout, groups: &[&Decoded], rows: usize) -> usize {
+    let Some(first) = groups.first() else { return 0 };
+    (0..layout.names.len())
+        .filter_map(|j| match first.get(j)? {
+            (Tensor::Dense(Dense { dtype, shape, values: Values::Bytes(_) }), _) => {
+                Some(shape.iter().skip(1).product::<usize>() * dtype.size()? * rows)
+            }
+            _ => None,
+        })
+        .sum()
+}
+
+/// Dense rows stacked in the mixture's order. Numeric rows are appended to `numeric` (the
+/// batch's buffer; the tensor returned holds no bytes until `gather` slices them out of
+/// it); strings are the tensor's own.
 fn gather_dense(
     name: &str,
     parts: &[(&Tensor, &RowIndex)],
     sources: &[(usize, usize)],
     runs: &[(usize, std::ops::Range<usize>)],
+    rows_used: &[usize],
+    numeric: &mut Vec<u8>,
 ) -> Result<Dense> {
     let n = parts.len();
     let parts: Vec<&Dense> =
@@ -167,7 +216,12 @@ fn gather_dense(
                 .map(|part| bytes_of(&part.values))
                 .collect::<Option<_>>()
                 .ok_or_else(|| stack_error(name))?;
-            Values::Bytes(Bytes::from(gather_rows(&columns, sources, runs, row_bytes)))
+            // Every row a source names is in its group's bytes.
+            if columns.iter().zip(rows_used).any(|(column, &rows)| column.len() < rows * row_bytes) {
+                return Err(stack_error(name));
+            }
+            gather_rows(numeric, &columns, sources, runs, row_bytes);
+            Values::Bytes(Bytes::new())
         }
         Values::Strings(_) => {
             let picks: Vec<(usize, std::ops::Range<usize>)> =
@@ -338,34 +392,35 @@ fn take_ranges(name: &str, parts: &[&Dense], picks: &[(usize, std::ops::Range<us
     }
 }
 
-/// Rows of `row_bytes` bytes, row `i` being row `sources[i].1` of group `sources[i].0`.
-/// Short runs (components alternating) are copied row by row at a fixed width, which
-/// compiles to a load and a store; long ones run by run.
+/// Appends rows of `row_bytes` bytes to `out`, row `i` being row `sources[i].1` of group
+/// `sources[i].0` (each in range: the caller checks). Short runs (components alternating)
+/// are copied row by row at a fixed width, which compiles to a load and a store; long ones
+/// run by run.
 fn gather_rows(
+    out: &mut Vec<u8>,
     groups: &[&[u8]],
     sources: &[(usize, usize)],
     runs: &[(usize, std::ops::Range<usize>)],
     row_bytes: usize,
-) -> Vec<u8> {
-    fn fixed<const N: usize>(groups: &[&[u8]], sources: &[(usize, usize)]) -> Vec<u8> {
-        let mut out = vec![0u8; N * sources.len()];
-        for (row, &(g, r)) in out.chunks_exact_mut(N).zip(sources) {
-            row.copy_from_slice(&groups[g][r * N..(r + 1) * N]);
+) {
+    fn fixed<const N: usize>(out: &mut Vec<u8>, groups: &[&[u8]], sources: &[(usize, usize)]) {
+        let rows: Vec<&[[u8; N]]> = groups.iter().map(|group| group.as_chunks::<N>().0).collect();
+        let start = out.len();
+        out.resize(start + N * sources.len(), 0);
+        for (row, &(g, r)) in out[start..].as_chunks_mut::<N>().0.iter_mut().zip(sources) {
+            *row = rows[g][r];
         }
-        out
     }
     let short_runs = runs.len() * 4 > sources.len();
     match row_bytes {
-        1 if short_runs => fixed::<1>(groups, sources),
-        2 if short_runs => fixed::<2>(groups, sources),
-        4 if short_runs => fixed::<4>(groups, sources),
-        8 if short_runs => fixed::<8>(groups, sources),
+        1 if short_runs => fixed::<1>(out, groups, sources),
+        2 if short_runs => fixed::<2>(out, groups, sources),
+        4 if short_runs => fixed::<4>(out, groups, sources),
+        8 if short_runs => fixed::<8>(out, groups, sources),
         _ => {
-            let mut out = Vec::with_capacity(row_bytes * sources.len());
             for (g, rows) in runs {
                 out.extend_from_slice(&groups[*g][rows.start * row_bytes..rows.end * row_bytes]);
             }
-            out
         }
     }
 }
@@ -437,7 +492,11 @@ mod tests {
                 let runs: Vec<_> = runs(sources).collect();
                 let expected: Vec<u8> =
                     sources.iter().flat_map(|&(g, r)| groups[g][r * row_bytes..(r + 1) * row_bytes].to_vec()).collect();
-                assert_eq!(gather_rows(&groups, sources, &runs, row_bytes), expected, "{row_bytes} bytes a row");
+                // Appended after what the buffer holds already (another feature's rows).
+                let mut out = vec![7u8; 5];
+                gather_rows(&mut out, &groups, sources, &runs, row_bytes);
+                assert_eq!(out[..5], [7u8; 5], "{row_bytes} bytes a row");
+                assert_eq!(out[5..], expected, "{row_bytes} bytes a row");
             }
             assert!(runs(&alternating).count() * 4 > alternating.len(), "the row-by-row path");
             assert!(runs(&long).count() * 4 <= long.len(), "the run-by-run path");

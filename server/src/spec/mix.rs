@@ -109,13 +109,19 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
                 "{field}.pipeline: components are not batched (batchSize, unbatch): the outer pipeline batches the mixture"
             )));
         }
-        if batched && matches!(*component.decoder, Decoder::SequenceExample(_)) {
-            return Err(invalid(format!(
-                "{field}: a mixture of SequenceExample components is read unbatched (pipeline.batchSize 0); \
-                 batched, it is not supported yet"
-            )));
-        }
         components.push(component);
+    }
+    // Batched, SequenceExample records decode together (padded to the batch's longest
+    // sequence), which needs one decoder for every record.
+    let alike = |c: &ReaderSpec| c.decoder == components[0].decoder && c.skip_errors == components[0].skip_errors;
+    if batched
+        && let Some(i) = components.iter().position(|c| matches!(*c.decoder, Decoder::SequenceExample(_)))
+        && !components.iter().all(alike)
+    {
+        return Err(invalid(format!(
+            "mix.datasets[{i}]: a batched mixture of SequenceExample components needs every component to have the \
+             same decoder and onError (or read it unbatched, pipeline.batchSize 0)"
+        )));
     }
     let pipeline = proto.pipeline.clone().unwrap_or_default();
     if mixed_stream_part(&pipeline) != pipeline {

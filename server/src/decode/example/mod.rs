@@ -43,7 +43,7 @@ use slots::SlotTable;
 use sparse::{sparse_feature, var_len};
 
 /// Parses batches of serialized Examples for a fixed set of features.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct ExampleParser {
     /// Output features, in order.
     features: Vec<(String, FeatureSpec)>,

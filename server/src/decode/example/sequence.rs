@@ -25,7 +25,7 @@ pub struct ParsedSequences {
     pub lengths: Vec<(String, Tensor)>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct SequenceExampleParser {
     context: ExampleParser,
     sequence: Vec<(String, FeatureSpec)>,

@@ -27,6 +27,10 @@ pub struct MixChoice {
     turns: u64,
     rng: SplitMix64,
     exhausted: Vec<bool>,
+    /// Each component that may be chosen by weight (not exhausted, of positive weight),
+    /// in order, with the sum of the weights up to and including its own: made again
+    /// whenever `exhausted` changes.
+    bounds: Vec<(f64, usize)>,
     stop_on_empty: bool,
     ended: bool,
 }
@@ -46,7 +50,21 @@ impl MixChoice {
     pub fn new(weights: Vec<f64>, cycle: Vec<usize>, seed: u64, stop_on_empty: bool) -> Self {
         let exhausted = vec![false; weights.len()];
         let rng = SplitMix64::for_epoch(seed, 0, MIX_STREAM);
-        Self { weights, cycle, turns: 0, rng, exhausted, stop_on_empty, ended: false }
+        let mut choice =
+            Self { weights, cycle, turns: 0, rng, exhausted, bounds: Vec::new(), stop_on_empty, ended: false };
+        choice.set_bounds();
+        choice
+    }
+
+    fn set_bounds(&mut self) {
+        let mut below = 0.0;
+        self.bounds = (0..self.weights.len())
+            .filter(|&i| !self.exhausted[i] && self.weights[i] > 0.0)
+            .map(|i| {
+                below += self.weights[i];
+                (below, i)
+            })
+            .collect();
     }
 
     /// The component the next element comes from; `None` once the mixture ended.
@@ -66,25 +84,20 @@ impl MixChoice {
             }
             return None;
         }
-        let total: f64 = (0..self.weights.len()).filter(|&i| active(i)).map(|i| self.weights[i]).sum();
+        let total = self.bounds.last().map_or(0.0, |&(total, _)| total);
         // 53 random bits: a uniform draw in [0, total).
         let draw = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
-        let mut below = 0.0;
-        let mut last = None;
-        for i in (0..self.weights.len()).filter(|&i| active(i)) {
-            below += self.weights[i];
-            last = Some(i);
-            if draw < below {
-                return last;
-            }
+        match self.bounds.iter().find(|&&(below, _)| draw < below) {
+            Some(&(_, i)) => Some(i),
+            // Rounding left the draw at the top: the last active component.
+            None => self.bounds.last().map(|&(_, i)| i),
         }
-        // Rounding left the draw at the top: the last active component.
-        last
     }
 
     /// The chosen `component` had no element left.
     pub fn exhausted(&mut self, component: usize) {
         self.exhausted[component] = true;
+        self.set_bounds();
         let any_left = (0..self.weights.len()).any(|i| !self.exhausted[i] && self.weights[i] > 0.0);
         if self.stop_on_empty || !any_left {
             self.ended = true;
@@ -97,6 +110,7 @@ impl MixChoice {
     pub fn look_again(&mut self) {
         if !self.stop_on_empty {
             self.exhausted.fill(false);
+            self.set_bounds();
             self.ended = false;
         }
     }
@@ -124,6 +138,7 @@ impl MixChoice {
         choice.rng.state = state.rng;
         choice.turns = state.rng;
         choice.exhausted = state.exhausted.clone();
+        choice.set_bounds();
         choice.ended = state.ended;
         Some(choice)
     }

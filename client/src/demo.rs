@@ -251,12 +251,13 @@ pub fn spec(workload: &str, batch_size: u32, epochs: i32) -> Option<Value> {
             })
         }
         // tabular's files in two halves, mixed half and half: components that decode alike
-        // (their batches decode as one), against tabular read alone.
+        // (their batches decode as one), against tabular read alone. Each half reads one
+        // file at a time, so that the mixture reads two at once, as tabular does.
         "tabular_halves" => {
             let half = |files: &str| {
                 let mut spec = spec("tabular", 0, epochs)?;
                 spec["source"]["files"] = json!([files]);
-                spec["pipeline"] = json!({"cycleLength": 2, "numEpochs": epochs});
+                spec["pipeline"] = json!({"cycleLength": 1, "numEpochs": epochs});
                 Some(spec)
             };
             json!({

@@ -502,6 +502,13 @@ fn sequence_example_components_mix_unbatched_each_record_as_its_component_decode
     let expected: Vec<Value> = elements(&single, "single.json").into_iter().map(|(_, f)| f).collect();
     assert_eq!(batched.len(), 13);
     assert_eq!(batched, expected, "batches of the mixture as parse_sequence_example of their records");
+    // A sequence feature of another dtype: refused, whether batched or not.
+    let mut floats = component("sb.tfrecord");
+    floats["decoder"]["sequenceExample"]["sequence"]["steps"]["varLen"]["dtype"] = json!("FLOAT32");
+    let (code, message) =
+        refused(&server, dir.path(), &json!({"mix": {"datasets": [component("sa.tfrecord"), floats]}}));
+    assert_eq!(code, "INVALID_ARGUMENT", "{message}");
+    assert!(message.contains("mix.datasets[1] decodes sequence/steps as a list of steps of"), "{message}");
     // Components that decode differently cannot share a batch of sequences.
     let mut other = component("sb.tfrecord");
     other["decoder"]["sequenceExample"]["context"]["id"]["fixedLen"]["default"] = json!({"int64Values": [0]});

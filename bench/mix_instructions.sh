@@ -2,10 +2,10 @@
 # Instructions a mixture executes against its components read alone, counted by valgrind
 # (cachegrind): exact and repeatable where CPU time on a small shared machine is not.
 # The pipeline bench (server/benches/pipeline.rs) reads one workload in process, on one
-# thread, unshuffled, in batches of 256; the count of a run that only writes the data is
-# taken off each.
+# thread, without a shuffle buffer, in batches of 256; the count of a run that only writes
+# the data is taken off each. Needs valgrind (Debian's package).
 #
-#   bash bench/mix_instructions.sh [SCALE]     # SCALE 0.5: 100,000 records a component
+#   bash bench/mix_instructions.sh [SCALE]     # SCALE 0.5: 100,000 tabular records
 #
 # Prints each workload's instructions a record and the two ratios of bench/README.md.
 set -euo pipefail

@@ -502,7 +502,7 @@ fn sequence_example_components_mix_unbatched_each_record_as_its_component_decode
     let expected: Vec<Value> = elements(&single, "single.json").into_iter().map(|(_, f)| f).collect();
     assert_eq!(batched.len(), 13);
     assert_eq!(batched, expected, "batches of the mixture as parse_sequence_example of their records");
-    // A sequence feature of another dtype: refused, whether batched or not.
+    // A sequence feature of another dtype: refused.
     let mut floats = component("sb.tfrecord");
     floats["decoder"]["sequenceExample"]["sequence"]["steps"]["varLen"]["dtype"] = json!("FLOAT32");
     let (code, message) =
@@ -518,66 +518,91 @@ fn sequence_example_components_mix_unbatched_each_record_as_its_component_decode
     assert!(message.contains("mix.datasets[0]: a batched mixture of SequenceExample components needs"), "{message}");
 }
 
+/// Component A as `a.csv` (ids 0 to 39, written by `write_csv_a`), decoded as B is: a
+/// mixture of it and B decodes each batch as one.
+fn component_a_as_csv(pipeline: Value) -> Value {
+    let mut spec = component_b(pipeline);
+    spec["source"]["files"] = json!(["a.csv"]);
+    spec
+}
+
+fn write_csv_a(root: &Path) {
+    let lines: String = (0..40).map(|i| format!("{i},1\n")).collect();
+    write_file(root, "a.csv", format!("id,weight\n{lines}").as_bytes());
+}
+
 #[test]
 fn a_mixture_delivers_every_batch_before_the_one_with_an_undecodable_record() {
     // B's 21st line does not decode. Unbatched, the mixture delivers every record before
     // it; in batches of 8, every whole batch before the one it falls in, as a single spec
-    // does. (The server decodes a two-component mixture's batches in pairs, each
-    // component's records of a pair at once: over these seeds the record falls in the
-    // first batch of a pair and in the second.)
+    // does. With A a TFRecord, the server decodes a two-component mixture's batches in
+    // pairs, each component's records of a pair at once: over these seeds the record falls
+    // in the first batch of a pair and in the second. With A a CSV decoded as B is, each
+    // batch is decoded as one.
     let data = tempfile::tempdir().unwrap();
     write_data(data.path(), 40, 0);
+    write_csv_a(data.path());
     let lines: String =
         (0..30).map(|i| if i == 20 { "bad,1\n".to_owned() } else { format!("{},1\n", 100_000 + i) }).collect();
     write_file(data.path(), "b.csv", format!("id,weight\n{lines}").as_bytes());
     let dir = tempfile::tempdir().unwrap();
     let server = ServerProcess::start(&[data.path()]);
-    let mut batch_of_the_bad_record = HashSet::new();
-    for seed in 1..=8 {
-        let spec = |batch: i64| {
-            json!({"mix": {"datasets": [component_a(json!({})), component_b(json!({}))]},
-                   "pipeline": {"seed": seed, "batchSize": batch}})
-        };
-        let one = spec_file(dir.path(), &format!("one-{seed}.json"), &spec(0));
-        let (before, last) = read(&server.addr, &["--spec", &one]);
-        assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
-        let batched = spec_file(dir.path(), &format!("batched-{seed}.json"), &spec(8));
-        let (delivered, last) = read(&server.addr, &["--spec", &batched]);
-        assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
-        assert!(last["error"]["message"].as_str().unwrap().contains("1/b.csv:22"), "{last}");
-        assert_eq!(delivered, before[..before.len() / 8 * 8], "seed {seed}: the whole batches before the bad record");
-        batch_of_the_bad_record.insert(before.len() / 8 % 2);
+    for (name, a) in [("tfrecord", component_a(json!({}))), ("csv", component_a_as_csv(json!({})))] {
+        let mut batch_of_the_bad_record = HashSet::new();
+        for seed in 1..=8 {
+            let spec = |batch: i64| json!({"mix": {"datasets": [a, component_b(json!({}))]}, "pipeline": {"seed": seed, "batchSize": batch}});
+            let one = spec_file(dir.path(), &format!("one-{name}-{seed}.json"), &spec(0));
+            let (before, last) = read(&server.addr, &["--spec", &one]);
+            assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
+            let batched = spec_file(dir.path(), &format!("batched-{name}-{seed}.json"), &spec(8));
+            let (delivered, last) = read(&server.addr, &["--spec", &batched]);
+            assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
+            assert!(last["error"]["message"].as_str().unwrap().contains("1/b.csv:22"), "{name}: {last}");
+            let whole = &before[..before.len() / 8 * 8];
+            assert_eq!(delivered, whole, "{name}, seed {seed}: the whole batches before the bad record");
+            batch_of_the_bad_record.insert(before.len() / 8 % 2);
+        }
+        assert_eq!(batch_of_the_bad_record.len(), 2, "{name}: the bad record fell in both batches of a pair");
     }
-    assert_eq!(batch_of_the_bad_record.len(), 2, "the bad record fell in both batches of a pair");
 }
 
 #[test]
 fn a_components_undecodable_records_fail_the_mixture_or_with_skip_are_dropped_and_counted() {
+    // A as a TFRecord (decoding differently from B), then as a CSV decoded as B is (with
+    // B's onError: the components decode alike, each batch as one).
     let data = tempfile::tempdir().unwrap();
     write_data(data.path(), 40, 0);
+    write_csv_a(data.path());
     write_file(data.path(), "b.csv", b"id,weight\n100000,1\nnot-a-number,2\n100002,3\n");
     let dir = tempfile::tempdir().unwrap();
     let server = ServerProcess::start(&[data.path()]);
-    let mixed = |on_error: &str, batch: i64| {
-        json!({"mix": {"datasets": [component_a(json!({})), component_b(json!({"onError": on_error}))]},
-               "pipeline": {"seed": 2, "batchSize": batch}})
-    };
-    let failing = spec_file(dir.path(), "fail.json", &mixed("FAIL", 8));
-    let (_, last) = read(&server.addr, &["--spec", &failing]);
-    assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
-    let message = last["error"]["message"].as_str().unwrap();
-    assert!(message.contains("mix.datasets[1]") && message.contains("1/b.csv:3"), "{message}");
+    for alike in [false, true] {
+        let mixed = |on_error: &str, batch: i64| {
+            let a = if alike { component_a_as_csv(json!({"onError": on_error})) } else { component_a(json!({})) };
+            json!({"mix": {"datasets": [a, component_b(json!({"onError": on_error}))]},
+                   "pipeline": {"seed": 2, "batchSize": batch}})
+        };
+        let failing = spec_file(dir.path(), "fail.json", &mixed("FAIL", 8));
+        let (_, last) = read(&server.addr, &["--spec", &failing]);
+        assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
+        let message = last["error"]["message"].as_str().unwrap();
+        // The key names the component. Decoded apart, the component's own decoder failed,
+        // and the message says which; decoded together (alike), one batch failed.
+        assert!(message.contains("1/b.csv:3"), "{message}");
+        assert_eq!(message.contains("mix.datasets[1]"), !alike, "{message}");
 
-    let skipping = spec_file(dir.path(), "skip.json", &mixed("SKIP", 8));
-    let (records, last) = read(&server.addr, &["--spec", &skipping, "--shared-name", "s"]);
-    assert_eq!(last["end_of_sequence"], true, "{last}");
-    let ids: HashSet<i64> = records.iter().map(|(_, id)| *id).collect();
-    let expected: HashSet<i64> = (0..40).chain([100_000, 100_002]).collect();
-    assert_eq!(ids, expected, "the undecodable row dropped, every other once");
-    assert_eq!(records.len(), expected.len());
-    // Batched, each row keeps its own key, in the order an unbatched read gives.
-    let one_by_one = spec_file(dir.path(), "skip-one.json", &mixed("SKIP", 0));
-    assert_eq!(read(&server.addr, &["--spec", &one_by_one]).0, records, "batched as unbatched");
-    let stats = readerctl(&server.addr, &["stats", "--shared-name", "s"]);
-    assert!(String::from_utf8_lossy(&stats.stdout).contains("records skipped 1\n"), "{stats:?}");
+        let shared = format!("s-{alike}");
+        let skipping = spec_file(dir.path(), "skip.json", &mixed("SKIP", 8));
+        let (records, last) = read(&server.addr, &["--spec", &skipping, "--shared-name", &shared]);
+        assert_eq!(last["end_of_sequence"], true, "{last}");
+        let ids: HashSet<i64> = records.iter().map(|(_, id)| *id).collect();
+        let expected: HashSet<i64> = (0..40).chain([100_000, 100_002]).collect();
+        assert_eq!(ids, expected, "alike {alike}: the undecodable row dropped, every other once");
+        assert_eq!(records.len(), expected.len());
+        // Batched, each row keeps its own key, in the order an unbatched read gives.
+        let one_by_one = spec_file(dir.path(), "skip-one.json", &mixed("SKIP", 0));
+        assert_eq!(read(&server.addr, &["--spec", &one_by_one]).0, records, "alike {alike}: batched as unbatched");
+        let stats = readerctl(&server.addr, &["stats", "--shared-name", &shared]);
+        assert!(String::from_utf8_lossy(&stats.stdout).contains("records skipped 1\n"), "{stats:?}");
+    }
 }

@@ -254,7 +254,9 @@ fn gen_demo_inspect_and_convert_write_and_read_s3_urls_as_local_files() {
     args.extend(sizes);
     let summary = String::from_utf8(run_env(&env, &args).stderr).unwrap();
     let names = files_under(local.path());
-    assert_eq!(names.len(), 16 + 8 + 2, "{names:?}");
+    // The files, the two workloads' specs and tabular_halves' (a mixture of tabular's files).
+    assert_eq!(names.len(), 16 + 8 + 3, "{names:?}");
+    assert!(names.contains(&"specs/tabular_halves.json".to_owned()), "{names:?}");
     assert!(summary.contains(&format!("uploaded {} files", names.len())), "{summary}");
     for workload in ["images", "tabular"] {
         assert!(

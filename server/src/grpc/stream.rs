@@ -327,8 +327,8 @@ impl ElementStream {
         // The decoding threads are the server's: a stream alone waits for one free slot
         // per thread (or the whole buffer, when smaller), since a chunk of one batch would
         // leave the others idle; with as many streams as threads, one slot will do (more
-        // would only hold more records in memory). For a batched mixture, whose batches
-        // decode in sets, each of those slots is a set's worth.
+        // would only hold more records in memory). For a batched mixture whose batches
+        // decode in sets (`elements_decoded_together`), each of those slots is a set's worth.
         let streams = METRICS.streams_active.load(Ordering::Relaxed).max(1);
         let threads = self.reader.decode_threads() / usize::try_from(streams).unwrap_or(usize::MAX);
         let per_stream = threads.max(1) * self.reader.elements_decoded_together();

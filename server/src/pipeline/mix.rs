@@ -98,8 +98,7 @@ impl MixChoice {
     pub fn exhausted(&mut self, component: usize) {
         self.exhausted[component] = true;
         self.set_bounds();
-        let any_left = (0..self.weights.len()).any(|i| !self.exhausted[i] && self.weights[i] > 0.0);
-        if self.stop_on_empty || !any_left {
+        if self.stop_on_empty || self.bounds.is_empty() {
             self.ended = true;
         }
     }
@@ -209,6 +208,45 @@ mod tests {
         assert_eq!(draws(&mut stopping, 3), [1, 0, 1]);
         stopping.exhausted(1);
         assert_eq!(stopping.choose(), None, "stopOnEmptyDataset: the first exhausted turn ends it");
+    }
+
+    /// The choice by weight as first written (the active weights summed and scanned at
+    /// every draw): what checkpoints taken then resume with.
+    fn first_written(weights: &[f64], exhausted: &[bool], draw_bits: u64) -> Option<usize> {
+        let active = |i: usize| !exhausted[i] && weights[i] > 0.0;
+        let total: f64 = (0..weights.len()).filter(|&i| active(i)).map(|i| weights[i]).sum();
+        let draw = (draw_bits >> 11) as f64 / (1u64 << 53) as f64 * total;
+        let (mut below, mut last) = (0.0, None);
+        for i in (0..weights.len()).filter(|&i| active(i)) {
+            below += weights[i];
+            last = Some(i);
+            if draw < below {
+                return last;
+            }
+        }
+        last
+    }
+
+    #[test]
+    fn draws_as_the_choice_first_written_did() {
+        let weights = vec![0.1, 0.0, 0.7, 0.2, 1e-9];
+        let mut choice = MixChoice::new(weights.clone(), Vec::new(), 3, false);
+        let mut rng = SplitMix64::for_epoch(3, 0, MIX_STREAM);
+        let mut exhausted = vec![false; weights.len()];
+        for n in 0..30_000 {
+            match n {
+                10_000 => {
+                    exhausted[2] = true;
+                    choice.exhausted(2);
+                }
+                20_000 => {
+                    exhausted.fill(false);
+                    choice.look_again();
+                }
+                _ => {}
+            }
+            assert_eq!(choice.choose(), first_written(&weights, &exhausted, rng.next_u64()), "draw {n}");
+        }
     }
 
     #[test]

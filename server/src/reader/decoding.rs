@@ -31,8 +31,12 @@ impl Reader {
     fn decode(&self, batch: Vec<Record>) -> Result<Option<Element>> {
         let keys = Keys::of_records(&batch);
         let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
-        let Some((features, kept)) = self.decode_values(&values, &|| keys.to_strings(), self.spec.batch_size > 0)?
-        else {
+        self.decode_keyed(&values, keys, self.spec.batch_size > 0)
+    }
+
+    /// `values` named by `keys` decoded as one element (see `decode`), unnumbered.
+    pub(super) fn decode_keyed(&self, values: &[Bytes], keys: Keys, batched: bool) -> Result<Option<Element>> {
+        let Some((features, kept)) = self.decode_values(values, &|| keys.to_strings(), batched)? else {
             return Ok(None);
         };
         let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };

@@ -25,7 +25,8 @@ fn start(mix: &MixSpec, seed: u64) -> MixProgress {
 
 /// Opens each component's reader and checks that they decode to the same features
 /// (names, kinds, dtypes and shapes), naming the first component and feature that
-/// differ; batched mixtures refuse dense features of varying length. The outer spec takes
+/// differ; batched mixtures of components that decode differently refuse dense features
+/// of varying length (`fixedLenSequence`). The outer spec takes
 /// the first component's decoder (its CSV columns named from the headers).
 pub(super) fn open_components(
     name: &str,
@@ -84,9 +85,8 @@ fn mismatch(component: usize, what: &str) -> ServeError {
 
 impl Reader {
     /// `next_chunk` for a mixture: records chosen from the components and batched under
-    /// the reader's lock, in sets (`elements_decoded_together`) decoded by their
-    /// components (`mix_decode.rs`) on the server's decoding threads while the next are
-    /// taken, as `next_chunk` does.
+    /// the reader's lock, in sets (`elements_decoded_together`) decoded (`mix_decode.rs`)
+    /// on the server's decoding threads while the next are taken, as `next_chunk` does.
     pub(super) fn next_mixed_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let decoded = std::sync::Mutex::new(Vec::new());
         let decode = |set: TakenBatches| {

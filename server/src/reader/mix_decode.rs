@@ -1,4 +1,5 @@
-//! Where a mixture's records are decoded, each by its own component's decoder.
+//! Where a mixture's records are decoded: by their own component's decoder, or together
+//! when the components decode alike.
 //!
 //! Batched, consecutive batches are decoded as a set (`next_mixed_chunk` makes sets of as
 //! many batches as there are components): each component's records of the set as one
@@ -128,16 +129,12 @@ impl Reader {
     /// A batch of a mixture whose components decode alike, decoded as one batch by the
     /// first component's decoder: what a single spec's batch of these records gives (its
     /// errors and `onError: SKIP` included; records skipped are counted by that component,
-    /// and the key in a message names the record's own).
+    /// and a message names the record by its key, `<component>/<file>:<n>`).
     fn decode_mixed_alike(&self, index: u64, taken: Vec<(usize, Record)>) -> Result<Option<Element>> {
         let records = self.mixed_record_ids(&taken);
         let keys = mixed_keys(taken.iter().map(|(component, record)| (*component, record)));
         let values: Vec<Bytes> = taken.into_iter().map(|(_, record)| record.value).collect();
-        let decoded = self.components[0].decode_values(&values, &|| keys.to_strings(), true)?;
-        let element = decoded.map(|(features, kept)| {
-            let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };
-            Element { index: 0, keys, features, records: Vec::new() }
-        });
+        let element = self.components[0].decode_keyed(&values, keys, true)?;
         Ok(self.numbered_mixed(index, records, element))
     }
 

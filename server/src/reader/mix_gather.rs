@@ -45,12 +45,12 @@ impl Layout {
     }
 }
 
-/// Whether every component decodes as the first: the same decoder (features, defaults,
-/// CSV columns and their names and dialect) and the same `onError`. Their records can then
-/// be decoded together whatever their component, as one spec's.
+/// Whether every component decodes as the first (`ReaderSpec::decodes_like`, with CSV
+/// columns named from the files' headers): their records can then be decoded together
+/// whatever their component, as one spec's.
 pub(super) fn decode_alike(components: &[Reader]) -> bool {
     let Some(first) = components.first() else { return false };
-    components.iter().all(|c| c.spec.decoder == first.spec.decoder && c.spec.skip_errors == first.spec.skip_errors)
+    components.iter().all(|c| c.spec.decodes_like(&first.spec))
 }
 
 /// A decoded batch of one component's records, its features in the layout's order.
@@ -147,6 +147,9 @@ pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, us
         // Each gather takes the groups' tensors of its kind, and fails unless all are.
         let tensor = match parts.first() {
             Some((Tensor::Dense(_), _)) => {
+                // Each feature's values start 8-byte aligned (as their own allocation
+                // would), so that readers of them as typed arrays need not copy.
+                numeric.resize(numeric.len().next_multiple_of(8), 0);
                 let start = numeric.len();
                 let dense = gather_dense(name, &parts, sources, &runs, &rows_used, &mut numeric)?;
                 if numeric.len() > start {
@@ -176,7 +179,7 @@ fn numeric_bytes(layout: &Layout, groups: &[&Decoded], rows: usize) -> usize {
     (0..layout.names.len())
         .filter_map(|j| match first.get(j)? {
             (Tensor::Dense(Dense { dtype, shape, values: Values::Bytes(_) }), _) => {
-                Some(shape.iter().skip(1).product::<usize>() * dtype.size()? * rows)
+                Some((shape.iter().skip(1).product::<usize>() * dtype.size()? * rows).next_multiple_of(8))
             }
             _ => None,
         })
@@ -404,11 +407,10 @@ fn gather_rows(
     row_bytes: usize,
 ) {
     fn fixed<const N: usize>(out: &mut Vec<u8>, groups: &[&[u8]], sources: &[(usize, usize)]) {
-        let rows: Vec<&[[u8; N]]> = groups.iter().map(|group| group.as_chunks::<N>().0).collect();
         let start = out.len();
         out.resize(start + N * sources.len(), 0);
-        for (row, &(g, r)) in out[start..].as_chunks_mut::<N>().0.iter_mut().zip(sources) {
-            *row = rows[g][r];
+        for (row, &(g, r)) in out[start..].chunks_exact_mut(N).zip(sources) {
+            row.copy_from_slice(&groups[g][r * N..(r + 1) * N]);
         }
     }
     let short_runs = runs.len() * 4 > sources.len();
@@ -472,6 +474,53 @@ pub(super) fn mixed_keys<'a>(records: impl ExactSizeIterator<Item = (usize, &'a 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A component's decoded group of `rows` records: `f` float32 `[rows]`, `i` int64
+    /// `[rows, 2]`, `s` strings `[rows]` and `z` int64 `[rows, 0]`, every value naming its
+    /// group and row.
+    fn group(g: usize, rows: usize, layout: &Layout) -> Decoded {
+        let base = (g * 100) as i64;
+        let f: Vec<f32> = (0..rows).map(|r| (base + r as i64) as f32 + 0.5).collect();
+        let i: Vec<i64> = (0..rows).flat_map(|r| [base + r as i64, -(base + r as i64)]).collect();
+        let s: Vec<Bytes> = (0..rows).map(|r| Bytes::from(format!("{g}-{r}"))).collect();
+        let features = vec![
+            ("s".to_owned(), Tensor::Dense(Dense::strings(vec![rows], s))),
+            ("f".to_owned(), Tensor::Dense(Dense::float32(vec![rows], &f))),
+            ("i".to_owned(), Tensor::Dense(Dense::int64(vec![rows, 2], &i))),
+            ("z".to_owned(), Tensor::Dense(Dense::int64(vec![rows, 0], &[]))),
+        ];
+        Decoded::new(features, layout, g)
+    }
+
+    #[test]
+    fn a_batch_is_gathered_feature_by_feature_in_the_mixtures_order() {
+        let names: Vec<String> = ["f", "i", "s", "z"].map(String::from).to_vec();
+        let layout = Layout { alike: false, varying: vec![false; 4], positions: vec![vec![1, 2, 0, 3]; 2], names };
+        let (a, b) = (group(0, 5, &layout), group(1, 3, &layout));
+        let sources = [(1, 2), (0, 0), (0, 1), (1, 0), (0, 4), (1, 1), (0, 2)];
+        let features = gather(&layout, &[&a, &b], &sources).expect("gathers");
+        let dense = |n: usize| match &features[n].1 {
+            Tensor::Dense(dense) => dense.clone(),
+            other => panic!("{other:?}"),
+        };
+        let expected: Vec<i64> = sources.iter().map(|&(g, r)| (g * 100 + r) as i64).collect();
+        let floats: Vec<f32> = expected.iter().map(|&v| v as f32 + 0.5).collect();
+        let pairs: Vec<i64> = expected.iter().flat_map(|&v| [v, -v]).collect();
+        let strings: Vec<Bytes> = sources.iter().map(|&(g, r)| Bytes::from(format!("{g}-{r}"))).collect();
+        assert_eq!(features.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["f", "i", "s", "z"]);
+        assert_eq!(dense(0), Dense::float32(vec![7], &floats));
+        assert_eq!(dense(1), Dense::int64(vec![7, 2], &pairs));
+        assert_eq!(dense(2), Dense::strings(vec![7], strings));
+        assert_eq!(dense(3), Dense::int64(vec![7, 0], &[]));
+        // Each feature's values are 8-byte aligned in the batch's one buffer (7 floats
+        // take 28 bytes).
+        for n in [0, 1] {
+            let Values::Bytes(bytes) = &dense(n).values else { panic!() };
+            assert_eq!(bytes.as_ptr() as usize % 8, 0, "{}", features[n].0);
+        }
+        // A source past its group's rows is an error, not a panic.
+        assert!(gather(&layout, &[&a, &b], &[(1, 3)]).is_err());
+    }
 
     #[test]
     fn rows_are_gathered_in_the_mixtures_order_at_every_width() {

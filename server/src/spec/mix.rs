@@ -113,14 +113,14 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
     }
     // Batched, SequenceExample records decode together (padded to the batch's longest
     // sequence), which needs one decoder for every record.
-    let alike = |c: &ReaderSpec| c.decoder == components[0].decoder && c.skip_errors == components[0].skip_errors;
     if batched
-        && let Some(i) = components.iter().position(|c| matches!(*c.decoder, Decoder::SequenceExample(_)))
-        && !components.iter().all(alike)
+        && components.iter().any(|c| matches!(*c.decoder, Decoder::SequenceExample(_)))
+        && let Some(i) = components.iter().position(|c| !c.decodes_like(&components[0]))
     {
         return Err(invalid(format!(
-            "mix.datasets[{i}]: a batched mixture of SequenceExample components needs every component to have the \
-             same decoder and onError (or read it unbatched, pipeline.batchSize 0)"
+            "mix.datasets[{i}] decodes otherwise than mix.datasets[0]: a batched mixture of SequenceExample \
+             components needs every component to have the same decoder and onError (or read it unbatched, \
+             pipeline.batchSize 0)"
         )));
     }
     let pipeline = proto.pipeline.clone().unwrap_or_default();

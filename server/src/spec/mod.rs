@@ -80,6 +80,13 @@ fn non_negative(value: i64, field: &str) -> Result<u64> {
 }
 
 impl ReaderSpec {
+    /// Whether `other`'s records decode as this spec's: the same decoder (features,
+    /// defaults, CSV columns, their names and dialect) and the same `onError`. A mixture
+    /// of such components decodes each batch as one.
+    pub fn decodes_like(&self, other: &ReaderSpec) -> bool {
+        self.decoder == other.decoder && self.skip_errors == other.skip_errors
+    }
+
     pub fn from_proto(proto: pb::DatasetSpec, max_record_bytes: u64) -> Result<Self> {
         if proto.mix.is_some() {
             return mix::mixture_spec(proto, max_record_bytes);

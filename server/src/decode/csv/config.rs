@@ -7,7 +7,8 @@ use bytes::Bytes;
 use crate::decode::{DType, DecodeError};
 
 /// The default value of a column (TensorFlow's one-element `record_defaults` entry).
-#[derive(Clone, Debug, PartialEq)]
+/// Equal defaults give the same bytes: floats are compared bit by bit.
+#[derive(Clone, Debug)]
 pub enum CsvDefault {
     /// For `Int32` (must fit) and `Int64` columns.
     Int(i64),
@@ -15,6 +16,17 @@ pub enum CsvDefault {
     Float(f64),
     /// For `String` columns.
     String(Bytes),
+}
+
+impl PartialEq for CsvDefault {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (CsvDefault::Int(a), CsvDefault::Int(b)) => a == b,
+            (CsvDefault::Float(a), CsvDefault::Float(b)) => a.to_bits() == b.to_bits(),
+            (CsvDefault::String(a), CsvDefault::String(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// One decoded column.

@@ -6,12 +6,26 @@ use bytes::Bytes;
 
 use crate::decode::{DType, DecodeError};
 
-/// A default value, flattened row-major.
-#[derive(Clone, Debug, PartialEq)]
+/// A default value, flattened row-major. Equal defaults give the same bytes: floats are
+/// compared bit by bit (-0.0 is not 0.0, a NaN is itself).
+#[derive(Clone, Debug)]
 pub enum DefaultValue {
     Int64(Vec<i64>),
     Float(Vec<f32>),
     Bytes(Vec<Bytes>),
+}
+
+impl PartialEq for DefaultValue {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (DefaultValue::Int64(a), DefaultValue::Int64(b)) => a == b,
+            (DefaultValue::Float(a), DefaultValue::Float(b)) => {
+                a.iter().map(|f| f.to_bits()).eq(b.iter().map(|f| f.to_bits()))
+            }
+            (DefaultValue::Bytes(a), DefaultValue::Bytes(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl DefaultValue {

@@ -213,3 +213,66 @@ def test_an_unbatched_mixture_of_sequence_examples_is_what_tensorflow_parses(ser
         assert sorted(a) == ["context/id", "sequence/steps"]
         assert int(a["context/id"]) == int(c["id"])
         assert a["sequence/steps"].numpy().tolist() == s["steps"].numpy().tolist()
+
+
+def test_a_batched_mixture_of_components_that_decode_alike_pads_as_parse_example(server, data_root: Path) -> None:
+    """Components with the same decoder, batched: a ``fixedLenSequence`` feature padded
+    (with its default) to each batch's longest row, as ``parse_example`` pads the batches
+    of ``choose_from_datasets`` over the records."""
+    def record(i: int) -> bytes:
+        return example({"id": i, "tok": [i * 10 + k for k in range(6 if i % 7 == 0 else i % 3)]})
+
+    write_tfrecord(data_root / "pa.tfrecord", [record(i) for i in range(1, 13)])
+    write_tfrecord(data_root / "pb.tfrecord", [record(i) for i in range(100, 126)])
+    features = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}},
+                "tok": {"fixedLenSequence": {"dtype": "INT64", "shape": [], "allowMissing": True,
+                                             "default": {"int64Values": [-1]}}}}  # fmt: skip
+    component = lambda file: {"source": {"files": [file], "format": "TFRECORD"},  # noqa: E731
+                              "decoder": {"example": {"features": features}}}  # fmt: skip
+    spec = {"mix": {"datasets": [component("pa.tfrecord"), component("pb.tfrecord")], "choice": [0, 1, 1]},
+            "pipeline": {"batchSize": 5}}  # fmt: skip
+    ours = list(readerd.tf.dataset(server.addr, spec))
+    parse = {"id": tf.io.FixedLenFeature([], tf.int64),
+             "tok": tf.io.FixedLenSequenceFeature([], tf.int64, allow_missing=True, default_value=-1)}  # fmt: skip
+    records = [tf.data.TFRecordDataset(str(data_root / f)) for f in ("pa.tfrecord", "pb.tfrecord")]
+    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1, 1], tf.int64)).repeat()
+    mixed = tf.data.Dataset.choose_from_datasets(records, choice, stop_on_empty_dataset=False)
+    theirs = list(mixed.batch(5).map(lambda x: tf.io.parse_example(x, parse)))
+    assert len(ours) == len(theirs) == 8
+    for a, b in zip(ours, theirs, strict=True):
+        assert a["id"].numpy().tolist() == b["id"].numpy().tolist()
+        assert a["tok"].numpy().tolist() == b["tok"].numpy().tolist()
+    assert len({b["tok"].shape[1] for b in theirs}) > 1
+
+
+def test_a_batched_mixture_of_sequence_examples_is_what_parse_sequence_example_gives(server, data_root: Path) -> None:
+    """SequenceExample components with the same decoder, batched: each batch's context,
+    feature lists and lengths as ``parse_sequence_example`` gives them for the batches of
+    ``choose_from_datasets`` over the records."""
+    def record(i: int) -> bytes:
+        sequence = tf.train.SequenceExample()
+        sequence.context.feature["id"].int64_list.value.append(i)
+        for k in range(i % 3 + 1):
+            sequence.feature_lists.feature_list["steps"].feature.add().int64_list.value.append(i * 10 + k)
+        return sequence.SerializeToString()
+
+    write_tfrecord(data_root / "qa.tfrecord", [record(i) for i in range(5)])
+    write_tfrecord(data_root / "qb.tfrecord", [record(i) for i in range(100, 108)])
+    context = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}
+    steps = {"steps": {"fixedLenSequence": {"dtype": "INT64", "shape": []}}}
+    component = lambda file: {"source": {"files": [file], "format": "TFRECORD"},  # noqa: E731
+                              "decoder": {"sequenceExample": {"context": context, "sequence": steps}}}  # fmt: skip
+    spec = {"mix": {"datasets": [component("qa.tfrecord"), component("qb.tfrecord")], "choice": [0, 1]},
+            "pipeline": {"batchSize": 4}}  # fmt: skip
+    ours = list(readerd.tf.dataset(server.addr, spec))
+    records = [tf.data.TFRecordDataset(str(data_root / f)) for f in ("qa.tfrecord", "qb.tfrecord")]
+    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1], tf.int64)).repeat()
+    parse = {"id": tf.io.FixedLenFeature([], tf.int64)}, {"steps": tf.io.FixedLenSequenceFeature([], tf.int64)}
+    mixed = tf.data.Dataset.choose_from_datasets(records, choice, stop_on_empty_dataset=False)
+    theirs = list(mixed.batch(4).map(lambda x: tf.io.parse_sequence_example(x, *parse)))
+    assert len(ours) == len(theirs) == 4
+    for a, (c, s, n) in zip(ours, theirs, strict=True):
+        assert sorted(a) == ["context/id", "length/steps", "sequence/steps"]
+        assert a["context/id"].numpy().tolist() == c["id"].numpy().tolist()
+        assert a["sequence/steps"].numpy().tolist() == s["steps"].numpy().tolist()
+        assert a["length/steps"].numpy().tolist() == n["steps"].numpy().tolist()

@@ -172,7 +172,7 @@ fn main() {
             let spec = match only.as_str() {
                 "tabular_mix" => mix_spec(),
                 "tabular_halves" => halves_spec(),
-                _ => unshuffled(&only),
+                _ => batched(&only, json!({})),
             };
             println!("{only}: {} records", read_all(&open(&only, spec)).0);
         }
@@ -182,17 +182,14 @@ fn main() {
     println!("|---|---|---|---|---|---|");
     // Each component's (records/s, CPU µs a record) read alone, unshuffled.
     let mut alone = Vec::new();
-    for (name, source, decoder) in specs() {
+    for (name, ..) in specs() {
         let shuffles =
             [("none", json!({})), ("buffer 10000", json!({"bufferSize": 10_000})), ("global", json!({"global": true}))];
         for (shuffle_name, shuffle) in shuffles {
             if name == "tabular_csv" && shuffle_name == "global" {
                 continue; // the CSV format has no random access
             }
-            let spec = json!({"source": source, "decoder": decoder,
-                              "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2, "batchSize": 256,
-                                           "shuffle": shuffle}});
-            let (records, bytes, seconds, cpu) = read_all(&open(name, spec));
+            let (records, bytes, seconds, cpu) = read_all(&open(name, batched(name, shuffle)));
             let (rate, cost) = (records as f64 / seconds, cpu / records as f64 * 1e6);
             println!(
                 "| {name} | {shuffle_name} | {records} | {rate:.0} | {:.0} | {cost:.2} |",
@@ -229,11 +226,12 @@ fn main() {
     }
 }
 
-/// A workload of `specs()` read unshuffled in batches of 256, as the table's "none" rows.
-fn unshuffled(name: &str) -> serde_json::Value {
+/// A workload of `specs()` read in batches of 256 with `shuffle` (`{}`: no shuffle buffer,
+/// the table's "none" rows).
+fn batched(name: &str, shuffle: serde_json::Value) -> serde_json::Value {
     let (_, source, decoder) = specs().into_iter().find(|(n, ..)| *n == name).expect("a workload");
     json!({"source": source, "decoder": decoder,
-           "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2, "batchSize": 256}})
+           "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2, "batchSize": 256, "shuffle": shuffle}})
 }
 
 /// tabular's files in two halves, mixed 1 / 1: components that decode alike, whose batches

@@ -184,19 +184,21 @@ def test_a_batched_mixture_of_varlen_and_ragged_features_is_what_tensorflow_batc
     assert len(widths) > 1, widths
 
 
+def sequence_example(i: int) -> bytes:
+    """A SequenceExample: context ``id`` ``i``, and ``i % 3 + 1`` steps of one int64."""
+    sequence = tf.train.SequenceExample()
+    sequence.context.feature["id"].int64_list.value.append(i)
+    for k in range(i % 3 + 1):
+        sequence.feature_lists.feature_list["steps"].feature.add().int64_list.value.append(i * 10 + k)
+    return sequence.SerializeToString()
+
+
 def test_an_unbatched_mixture_of_sequence_examples_is_what_tensorflow_parses(server, data_root: Path) -> None:
     """SequenceExample components, unbatched, in a fixed order: each element's context and
     feature list (dense steps) as ``parse_single_sequence_example`` gives them, no
     ``length/`` feature (the server sends lengths with batches only)."""
-    def record(i: int) -> bytes:
-        sequence = tf.train.SequenceExample()
-        sequence.context.feature["id"].int64_list.value.append(i)
-        for k in range(i % 3 + 1):
-            sequence.feature_lists.feature_list["steps"].feature.add().int64_list.value.append(i * 10 + k)
-        return sequence.SerializeToString()
-
-    write_tfrecord(data_root / "sa.tfrecord", [record(i) for i in range(5)])
-    write_tfrecord(data_root / "sb.tfrecord", [record(i) for i in range(100, 108)])
+    write_tfrecord(data_root / "sa.tfrecord", [sequence_example(i) for i in range(5)])
+    write_tfrecord(data_root / "sb.tfrecord", [sequence_example(i) for i in range(100, 108)])
     context = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}
     steps = {"steps": {"fixedLenSequence": {"dtype": "INT64", "shape": []}}}
     component = lambda file: {"source": {"files": [file], "format": "TFRECORD"},  # noqa: E731
@@ -249,15 +251,8 @@ def test_a_batched_mixture_of_sequence_examples_is_what_parse_sequence_example_g
     """SequenceExample components with the same decoder, batched: each batch's context,
     feature lists and lengths as ``parse_sequence_example`` gives them for the batches of
     ``choose_from_datasets`` over the records."""
-    def record(i: int) -> bytes:
-        sequence = tf.train.SequenceExample()
-        sequence.context.feature["id"].int64_list.value.append(i)
-        for k in range(i % 3 + 1):
-            sequence.feature_lists.feature_list["steps"].feature.add().int64_list.value.append(i * 10 + k)
-        return sequence.SerializeToString()
-
-    write_tfrecord(data_root / "qa.tfrecord", [record(i) for i in range(5)])
-    write_tfrecord(data_root / "qb.tfrecord", [record(i) for i in range(100, 108)])
+    write_tfrecord(data_root / "qa.tfrecord", [sequence_example(i) for i in range(5)])
+    write_tfrecord(data_root / "qb.tfrecord", [sequence_example(i) for i in range(100, 108)])
     context = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}
     steps = {"steps": {"fixedLenSequence": {"dtype": "INT64", "shape": []}}}
     component = lambda file: {"source": {"files": [file], "format": "TFRECORD"},  # noqa: E731

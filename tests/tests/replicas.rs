@@ -811,7 +811,12 @@ fn a_mixture_on_replicas_checkpointed_part_way_resumes_exactly_on_other_replicas
     let data = tempfile::tempdir().unwrap();
     write_mixture_data(data.path());
     let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &mixture_spec(false));
+    // B's lines as a CSV of one string column named `value`: the same feature as A's
+    // undecoded lines, from another decoder, so that the batches are gathered from each
+    // component's decoded records (the other mixture tests here decode alike).
+    let mut spec = mixture_spec(false);
+    spec["mix"]["datasets"][1]["decoder"] = json!({"csv": {"columns": [{"name": "value", "dtype": "STRING"}]}});
+    let spec_path = write_spec(&dir, &spec);
     let replicas: Vec<_> = (0..2).map(|_| replica(&db, data.path())).collect();
     let all_addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
     // Two consumers print 150 batches each (2,400 of the 5,700 records) and stop.

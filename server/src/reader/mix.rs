@@ -7,6 +7,7 @@
 use super::mix_decode::TakenBatches;
 use super::records::ReaderState;
 use super::{Chunk, Reader, in_component};
+use crate::decode::Decoder;
 use crate::error::{Result, ServeError};
 use crate::pipeline::Next;
 use crate::pipeline::mix::{MixChoice, MixChoiceState, MixProgress};
@@ -62,18 +63,28 @@ pub(super) fn open_components(
             return Err(mismatch(i, &format!("has feature {name}, which mix.datasets[0] has not")));
         }
     }
-    // Each component pads a varying dense dimension to its own longest record, so rows of
-    // two components would not stack (sparse and ragged rows are gathered as they are).
-    // Components that decode alike decode each batch as one, padded as a single spec's.
+    // Batched, components that decode differently each decode their own records, and each
+    // batch is gathered from them. Each pads a varying dense dimension (and SequenceExample
+    // steps) to its own longest record, so such rows would not stack (sparse and ragged
+    // rows are gathered as they are). Components that decode alike decode each batch as
+    // one, padded as a single spec's.
     if spec.batch_size > 0
-        && !super::mix_gather::decode_alike(&components)
-        && let Some((name, description)) = first.iter().find(|(_, d)| d.starts_with("dense") && d.contains('?'))
+        && let Some(i) = super::mix_gather::first_decoding_otherwise(&components)
     {
-        return Err(ServeError::InvalidSpec(format!(
-            "a batched mixture stacks dense features of a fixed shape; feature {name} is {description} (read the \
-             mixture unbatched, pipeline.batchSize 0, decode it as a VarLen or ragged feature, or give every \
-             component the same decoder and onError)"
-        )));
+        if components.iter().any(|c| matches!(*c.spec.decoder, Decoder::SequenceExample(_))) {
+            return Err(ServeError::InvalidSpec(format!(
+                "mix.datasets[{i}] decodes otherwise than mix.datasets[0]: a batched mixture of SequenceExample \
+                 components needs every component to have the same decoder and onError (or read it unbatched, \
+                 pipeline.batchSize 0)"
+            )));
+        }
+        if let Some((name, description)) = first.iter().find(|(_, d)| d.starts_with("dense") && d.contains('?')) {
+            return Err(ServeError::InvalidSpec(format!(
+                "a batched mixture stacks dense features of a fixed shape; feature {name} is {description} (read \
+                 the mixture unbatched, pipeline.batchSize 0, decode it as a VarLen or ragged feature, or give \
+                 every component the same decoder and onError)"
+            )));
+        }
     }
     spec.decoder = components[0].spec.decoder.clone();
     Ok(components)

@@ -143,10 +143,9 @@ impl Reader {
         let records = self.mixed_record_ids([&taken]);
         let (component, record) = taken;
         let keys = mixed_keys(std::iter::once((component, &record)));
-        let decoded = self.components[component]
-            .decode_values(std::slice::from_ref(&record.value), &|| keys.to_strings(), false)
+        let element = self.components[component]
+            .decode_keyed(std::slice::from_ref(&record.value), keys, false)
             .map_err(|err| in_component(component, err))?;
-        let element = decoded.map(|(features, _)| Element { index: 0, keys, features, records: Vec::new() });
         Ok(self.numbered_mixed(index, records, element))
     }
 

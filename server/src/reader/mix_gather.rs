@@ -49,8 +49,13 @@ impl Layout {
 /// columns named from the files' headers): their records can then be decoded together
 /// whatever their component, as one spec's.
 pub(super) fn decode_alike(components: &[Reader]) -> bool {
-    let Some(first) = components.first() else { return false };
-    components.iter().all(|c| c.spec.decodes_like(&first.spec))
+    !components.is_empty() && first_decoding_otherwise(components).is_none()
+}
+
+/// The first component that does not decode as the first (see `decode_alike`).
+pub(super) fn first_decoding_otherwise(components: &[Reader]) -> Option<usize> {
+    let first = &components.first()?.spec;
+    components.iter().position(|c| !c.spec.decodes_like(first))
 }
 
 /// A decoded batch of one component's records, its features in the layout's order.

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use readerd_proto::v1 as pb;
 
 use super::{MAX_BATCH_SIZE, ReaderSpec, fingerprint, invalid, prefetch_of};
-use crate::decode::Decoder;
 use crate::error::{Result, ServeError};
 use crate::pipeline::PipelineConfig;
 
@@ -93,7 +92,6 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
     if !sum.is_finite() {
         return Err(invalid("mix.weights sum past the largest double: scale them down"));
     }
-    let batched = proto.pipeline.as_ref().is_some_and(|pipeline| pipeline.batch_size > 0);
     let mut components = Vec::with_capacity(n);
     for (i, dataset) in mix.datasets.iter().enumerate() {
         let field = format!("mix.datasets[{i}]");
@@ -110,18 +108,6 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
             )));
         }
         components.push(component);
-    }
-    // Batched, SequenceExample records decode together (padded to the batch's longest
-    // sequence), which needs one decoder for every record.
-    if batched
-        && components.iter().any(|c| matches!(*c.decoder, Decoder::SequenceExample(_)))
-        && let Some(i) = components.iter().position(|c| !c.decodes_like(&components[0]))
-    {
-        return Err(invalid(format!(
-            "mix.datasets[{i}] decodes otherwise than mix.datasets[0]: a batched mixture of SequenceExample \
-             components needs every component to have the same decoder and onError (or read it unbatched, \
-             pipeline.batchSize 0)"
-        )));
     }
     let pipeline = proto.pipeline.clone().unwrap_or_default();
     if mixed_stream_part(&pipeline) != pipeline {

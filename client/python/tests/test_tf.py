@@ -95,25 +95,41 @@ def test_csv_columns_as_decode_csv_gives_them(server, data_root: Path) -> None:
     assert np.isclose(list(ours)[0]["price"].numpy(), [2.5, 0.0]).all()
 
 
+def ids_in_tfrecord_and_csv(data_root: Path, a: str, a_count: int, b: str, b_count: int, mix: dict) -> tuple:
+    """Ids 0.. in TFRecord ``a`` and 1000.. in CSV ``b``: readerd's mixture spec of the two
+    (``mix``'s fields added), and TensorFlow's datasets of them as ``{"id": ...}``."""
+    write_tfrecord(data_root / a, [example({"id": i, "w": [0.5, i]}) for i in range(a_count)])
+    (data_root / b).write_text("".join(f"{1000 + i},{i},1.5\n" for i in range(b_count)))
+    features = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}
+    columns = [{"name": "id", "dtype": "INT64"}]
+    spec = {"mix": {"datasets": [
+        {"source": {"files": [a], "format": "TFRECORD"}, "decoder": {"example": {"features": features}}},
+        {"source": {"files": [b], "format": "CSV"}, "decoder": {"csv": {"columns": columns, "selectCols": [0]}}}],
+        **mix}}  # fmt: skip
+    theirs_a = tf.data.TFRecordDataset(str(data_root / a)).map(
+        lambda x: tf.io.parse_single_example(x, {"id": tf.io.FixedLenFeature([], tf.int64)}))
+    theirs_b = tf.data.experimental.CsvDataset(str(data_root / b), [tf.int64], select_cols=[0]).map(
+        lambda i: {"id": i})
+    return spec, theirs_a, theirs_b
+
+
+def records_in_turn(data_root: Path, files: tuple[str, ...], cycle: list[int]) -> tf.data.Dataset:
+    """TensorFlow's ``choose_from_datasets`` over the records of ``files`` (TFRecords) in
+    ``cycle``'s order, repeated, not stopping at an empty one."""
+    records = [tf.data.TFRecordDataset(str(data_root / f)) for f in files]
+    choice = tf.data.Dataset.from_tensor_slices(tf.constant(cycle, tf.int64)).repeat()
+    return tf.data.Dataset.choose_from_datasets(records, choice, stop_on_empty_dataset=False)
+
+
 @pytest.mark.parametrize("stop", [False, True])
 def test_a_mixture_as_sample_from_datasets_gives_it(server, data_root: Path, stop: bool) -> None:
     """The same element_spec as ``sample_from_datasets`` over the two parsed datasets, every
     record once without stopping; with ``stopOnEmptyDataset`` both take all of the smaller
     component (it runs out first) and about as many of the larger (negative binomial:
     mean 51, standard deviation 10, for 50 records at weights 1 / 1), never all."""
-    write_tfrecord(data_root / "a.tfrecord", [example({"id": i, "w": [0.5, i]}) for i in range(400)])
-    (data_root / "b.csv").write_text("".join(f"{1000 + i},{i},1.5\n" for i in range(50)))
-    features = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}
-    columns = [{"name": "id", "dtype": "INT64"}]
-    spec = {"mix": {"datasets": [
-                {"source": {"files": ["a.tfrecord"], "format": "TFRECORD"}, "decoder": {"example": {"features": features}}},
-                {"source": {"files": ["b.csv"], "format": "CSV"}, "decoder": {"csv": {"columns": columns, "selectCols": [0]}}}],
-                    "stopOnEmptyDataset": stop},
-            "pipeline": {"batchSize": 8, "seed": 3}}  # fmt: skip
+    spec, a, b = ids_in_tfrecord_and_csv(data_root, "a.tfrecord", 400, "b.csv", 50, {"stopOnEmptyDataset": stop})
+    spec["pipeline"] = {"batchSize": 8, "seed": 3}
     ours = readerd.tf.dataset(server.addr, spec)
-    a = tf.data.TFRecordDataset(str(data_root / "a.tfrecord")).map(
-        lambda x: tf.io.parse_single_example(x, {"id": tf.io.FixedLenFeature([], tf.int64)}))
-    b = tf.data.experimental.CsvDataset(str(data_root / "b.csv"), [tf.int64], select_cols=[0]).map(lambda i: {"id": i})
     theirs = tf.data.Dataset.sample_from_datasets([a, b], seed=3, stop_on_empty_dataset=stop).batch(8)
     assert ours.element_spec == theirs.element_spec
     for dataset in (ours, theirs):
@@ -131,19 +147,10 @@ def test_a_mixture_as_sample_from_datasets_gives_it(server, data_root: Path, sto
 def test_a_choice_cycle_gives_what_choose_from_datasets_gives(server, data_root: Path, stop: bool) -> None:
     """``mix.choice`` against ``choose_from_datasets`` over the same cycle repeated: the
     same ids in the same order, with and without ``stopOnEmptyDataset``."""
-    write_tfrecord(data_root / "ca.tfrecord", [example({"id": i, "w": [0.5, i]}) for i in range(10)])
-    (data_root / "cb.csv").write_text("".join(f"{1000 + i},{i},1.5\n" for i in range(30)))
-    features = {"id": {"fixedLen": {"dtype": "INT64", "shape": []}}}
-    columns = [{"name": "id", "dtype": "INT64"}]
-    spec = {"mix": {"datasets": [
-                {"source": {"files": ["ca.tfrecord"], "format": "TFRECORD"}, "decoder": {"example": {"features": features}}},
-                {"source": {"files": ["cb.csv"], "format": "CSV"}, "decoder": {"csv": {"columns": columns, "selectCols": [0]}}}],
-                    "choice": [0, 1, 1], "stopOnEmptyDataset": stop},
-            "pipeline": {"batchSize": 4}}  # fmt: skip
+    mix = {"choice": [0, 1, 1], "stopOnEmptyDataset": stop}
+    spec, a, b = ids_in_tfrecord_and_csv(data_root, "ca.tfrecord", 10, "cb.csv", 30, mix)
+    spec["pipeline"] = {"batchSize": 4}
     ours = readerd.tf.dataset(server.addr, spec)
-    a = tf.data.TFRecordDataset(str(data_root / "ca.tfrecord")).map(
-        lambda x: tf.io.parse_single_example(x, {"id": tf.io.FixedLenFeature([], tf.int64)}))
-    b = tf.data.experimental.CsvDataset(str(data_root / "cb.csv"), [tf.int64], select_cols=[0]).map(lambda i: {"id": i})
     choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1, 1], tf.int64)).repeat()
     theirs = tf.data.Dataset.choose_from_datasets([a, b], choice, stop_on_empty_dataset=stop).batch(4)
     ids = [[int(i) for batch in dataset for i in batch["id"].numpy()] for dataset in (ours, theirs)]
@@ -170,9 +177,7 @@ def test_a_batched_mixture_of_varlen_and_ragged_features_is_what_tensorflow_batc
     ours = readerd.tf.dataset(server.addr, spec)
     parse = {"id": tf.io.FixedLenFeature([], tf.int64), "tok": tf.io.VarLenFeature(tf.int64),
              "rag": tf.io.RaggedFeature(tf.int64, value_key="rv")}  # fmt: skip
-    records = [tf.data.TFRecordDataset(str(data_root / f)) for f in ("va.tfrecord", "vb.tfrecord")]
-    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1, 1], tf.int64)).repeat()
-    mixed = tf.data.Dataset.choose_from_datasets(records, choice, stop_on_empty_dataset=False)
+    mixed = records_in_turn(data_root, ("va.tfrecord", "vb.tfrecord"), [0, 1, 1])
     theirs = mixed.batch(5).map(lambda x: tf.io.parse_example(x, parse))
     widths = set()
     for a, b in zip(list(ours), list(theirs), strict=True):
@@ -205,10 +210,8 @@ def test_an_unbatched_mixture_of_sequence_examples_is_what_tensorflow_parses(ser
                               "decoder": {"sequenceExample": {"context": context, "sequence": steps}}}  # fmt: skip
     spec = {"mix": {"datasets": [component("sa.tfrecord"), component("sb.tfrecord")], "choice": [0, 1]}}
     ours = list(readerd.tf.dataset(server.addr, spec))
-    records = [tf.data.TFRecordDataset(str(data_root / f)) for f in ("sa.tfrecord", "sb.tfrecord")]
-    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1], tf.int64)).repeat()
     parse = {"id": tf.io.FixedLenFeature([], tf.int64)}, {"steps": tf.io.FixedLenSequenceFeature([], tf.int64)}
-    theirs = tf.data.Dataset.choose_from_datasets(records, choice, stop_on_empty_dataset=False).map(
+    theirs = records_in_turn(data_root, ("sa.tfrecord", "sb.tfrecord"), [0, 1]).map(
         lambda x: tf.io.parse_single_sequence_example(x, *parse))
     assert len(ours) == 13
     for a, (c, s) in zip(ours, list(theirs), strict=True):
@@ -236,9 +239,7 @@ def test_a_batched_mixture_of_components_that_decode_alike_pads_as_parse_example
     ours = list(readerd.tf.dataset(server.addr, spec))
     parse = {"id": tf.io.FixedLenFeature([], tf.int64),
              "tok": tf.io.FixedLenSequenceFeature([], tf.int64, allow_missing=True, default_value=-1)}  # fmt: skip
-    records = [tf.data.TFRecordDataset(str(data_root / f)) for f in ("pa.tfrecord", "pb.tfrecord")]
-    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1, 1], tf.int64)).repeat()
-    mixed = tf.data.Dataset.choose_from_datasets(records, choice, stop_on_empty_dataset=False)
+    mixed = records_in_turn(data_root, ("pa.tfrecord", "pb.tfrecord"), [0, 1, 1])
     theirs = list(mixed.batch(5).map(lambda x: tf.io.parse_example(x, parse)))
     assert len(ours) == len(theirs) == 8
     for a, b in zip(ours, theirs, strict=True):
@@ -260,10 +261,8 @@ def test_a_batched_mixture_of_sequence_examples_is_what_parse_sequence_example_g
     spec = {"mix": {"datasets": [component("qa.tfrecord"), component("qb.tfrecord")], "choice": [0, 1]},
             "pipeline": {"batchSize": 4}}  # fmt: skip
     ours = list(readerd.tf.dataset(server.addr, spec))
-    records = [tf.data.TFRecordDataset(str(data_root / f)) for f in ("qa.tfrecord", "qb.tfrecord")]
-    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1], tf.int64)).repeat()
     parse = {"id": tf.io.FixedLenFeature([], tf.int64)}, {"steps": tf.io.FixedLenSequenceFeature([], tf.int64)}
-    mixed = tf.data.Dataset.choose_from_datasets(records, choice, stop_on_empty_dataset=False)
+    mixed = records_in_turn(data_root, ("qa.tfrecord", "qb.tfrecord"), [0, 1])
     theirs = list(mixed.batch(4).map(lambda x: tf.io.parse_sequence_example(x, *parse)))
     assert len(ours) == len(theirs) == 4
     for a, (c, s, n) in zip(ours, theirs, strict=True):

@@ -53,6 +53,15 @@ fn mixture(weights: Value, stop: bool, seed: i64, batch: i64) -> Value {
            "pipeline": {"seed": seed, "batchSize": batch}})
 }
 
+/// A server over `write_data`'s A and B (`a_count` and `b_count` records), and a folder for
+/// spec files; the data's folder must outlive the server.
+fn served(a_count: i64, b_count: i64) -> (tempfile::TempDir, tempfile::TempDir, ServerProcess) {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path(), a_count, b_count);
+    let server = ServerProcess::start(&[data.path()]);
+    (data, tempfile::tempdir().unwrap(), server)
+}
+
 fn spec_file(dir: &Path, name: &str, spec: &Value) -> String {
     let path = dir.join(name);
     std::fs::write(&path, spec.to_string()).unwrap();
@@ -80,10 +89,7 @@ fn read(addr: &str, args: &[&str]) -> (Vec<(String, i64)>, Value) {
 
 #[test]
 fn a_mixture_takes_each_record_once_by_weight_in_each_components_order() {
-    let data = tempfile::tempdir().unwrap();
-    write_data(data.path(), 10_000, 5_000);
-    let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start(&[data.path()]);
+    let (_data, dir, server) = served(10_000, 5_000);
     let spec = spec_file(dir.path(), "mix.json", &mixture(json!([0.75, 0.25]), false, 7, 64));
     let (records, last) = read(&server.addr, &["--spec", &spec]);
     assert_eq!(last["end_of_sequence"], true, "{last}");
@@ -125,10 +131,7 @@ fn a_choice_cycle_takes_components_in_its_order_as_choose_from_datasets_does() {
     // are skipped once it is exhausted and B's last ten records follow; with it, the
     // mixture ends at A's first turn after its last record (TensorFlow's
     // choose_from_datasets with stop_on_empty_dataset).
-    let data = tempfile::tempdir().unwrap();
-    write_data(data.path(), 10, 30);
-    let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start(&[data.path()]);
+    let (_data, dir, server) = served(10, 30);
     let cycle: Vec<i64> = (0..10).flat_map(|k| [k, 100_000 + 2 * k, 100_001 + 2 * k]).collect();
     for (stop, expected) in [(false, cycle.iter().copied().chain(100_020..100_030).collect::<Vec<_>>()), (true, cycle)]
     {
@@ -149,10 +152,7 @@ fn a_choice_cycle_takes_components_in_its_order_as_choose_from_datasets_does() {
 
 #[test]
 fn stop_on_empty_dataset_ends_where_the_choice_first_falls_on_an_exhausted_component() {
-    let data = tempfile::tempdir().unwrap();
-    write_data(data.path(), 2_000, 500);
-    let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start(&[data.path()]);
+    let (_data, dir, server) = served(2_000, 500);
     let stopping = spec_file(dir.path(), "stop.json", &mixture(json!([1, 1]), true, 3, 0));
     let reweighted = spec_file(dir.path(), "go-on.json", &mixture(json!([1, 1]), false, 3, 0));
     let (stopped, last) = read(&server.addr, &["--spec", &stopping]);
@@ -267,10 +267,7 @@ fn refused(server: &ServerProcess, dir: &Path, spec: &Value) -> (String, String)
 
 #[test]
 fn bad_mixtures_are_invalid_arguments_that_say_what_is_wrong() {
-    let data = tempfile::tempdir().unwrap();
-    write_data(data.path(), 10, 10);
-    let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start(&[data.path()]);
+    let (_data, dir, server) = served(10, 10);
     let (a, b) = (component_a(json!({})), component_b(json!({})));
     let float_id = json!({"source": {"files": ["a-*.tfrecord"], "format": "TFRECORD"},
                           "decoder": {"example": {"features": {"id": {"fixedLen": {"dtype": "FLOAT32", "shape": []}}}}}});

@@ -80,7 +80,8 @@
 //! (`mix_feed::mixture_order`), and each component's pipeline leases only splits of its
 //! own files (`mix_feed::ComponentFeed`). Each replica mixes, by the weights (or the
 //! choice), the splits it holds; a component with no free split drops out of its choice
-//! until the replica looks again. Acknowledgements, takeovers and checkpoints are the job's, as for any reader.
+//! until the replica looks again. Acknowledgements, takeovers and checkpoints are the
+//! job's, as for any reader.
 //!
 //! **Stats.** With each renewal a replica reports, per job, its elements in flight and
 //! its consumers (`readerd_job_replicas`); `GetReaderStats` on any replica lists every

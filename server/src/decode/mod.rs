@@ -84,7 +84,6 @@ impl Decoder {
     /// A SequenceExample's feature lists are described as lists of steps (`length/`
     /// features come only with batches).
     pub fn signature(&self) -> Vec<(String, String)> {
-        let dense = |dtype: DType, shape: &[usize]| format!("dense {} {shape:?}", dtype.name());
         let described = |features: &[(String, example::FeatureSpec)], prefix: &str, list: &str| {
             features
                 .iter()
@@ -92,7 +91,7 @@ impl Decoder {
                 .collect()
         };
         match self {
-            Decoder::None => vec![(RAW_FEATURE.to_owned(), dense(DType::String, &[]))],
+            Decoder::None => vec![(RAW_FEATURE.to_owned(), dense_description(DType::String, &[]))],
             Decoder::Raw(config) => {
                 let size = config.out_type.size().unwrap_or(1);
                 let length = config.fixed_length.map_or("?".to_owned(), |bytes| (bytes / size).to_string());
@@ -101,7 +100,7 @@ impl Decoder {
             Decoder::Csv { config, names, .. } => names
                 .iter()
                 .zip(&config.columns)
-                .map(|(name, column)| (name.clone(), dense(column.dtype, &[])))
+                .map(|(name, column)| (name.clone(), dense_description(column.dtype, &[])))
                 .collect(),
             Decoder::Example(parser) => described(parser.features(), "", ""),
             Decoder::SequenceExample(parser) => {
@@ -152,11 +151,16 @@ impl Decoder {
     }
 }
 
+/// A dense tensor of one record of `shape`, as a signature describes it.
+fn dense_description(dtype: DType, shape: &[usize]) -> String {
+    format!("dense {} {shape:?}", dtype.name())
+}
+
 /// A feature's tensor for one record: kind, dtype and shape (`?` where records differ).
 fn describe(spec: &example::FeatureSpec) -> String {
     use example::{FeatureSpec as F, Partition};
     match spec {
-        F::FixedLen { dtype, shape, .. } => format!("dense {} {shape:?}", dtype.name()),
+        F::FixedLen { dtype, shape, .. } => dense_description(*dtype, shape),
         F::FixedLenSequence { dtype, shape, .. } => format!("dense {} [?] + {shape:?}", dtype.name()),
         F::VarLen { dtype } => format!("sparse {} [?]", dtype.name()),
         F::Sparse { dtype, size, .. } => format!("sparse {} {size:?}", dtype.name()),

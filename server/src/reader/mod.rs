@@ -27,9 +27,10 @@
 //!   by replay ([`Reader::shared_checkpoint`], [`Reader::restore_shared`]).
 //! - `csv_header.rs`: CSV columns named from the files' header lines when a reader opens.
 //! - `mix.rs`: a mixture: a reader per component, records chosen among them (by weight
-//!   or in a fixed order) and batched, their states kept together; `mix_decode.rs` decodes its records by
-//!   their components (a set of batches at once, each component's records of them as one
-//!   batch), and `mix_gather.rs` gathers each batch back into the mixture's order.
+//!   or in a fixed order) and batched, their states kept together; `mix_decode.rs` decodes
+//!   each batch as one when the components decode alike, else by their components (a set
+//!   of batches at once, each component's records of them as one batch), and
+//!   `mix_gather.rs` gathers each such batch back into the mixture's order.
 //! - `cluster_job.rs`: a shared reader served by replicas: its pipeline reads the splits
 //!   this replica leases (a mixture's components, each their own files'), and its sequence
 //!   ends when the whole job is done.

@@ -1,8 +1,8 @@
 //! A mixture's spec (`mix`): components that are full specs of their own, unbatched, and
 //! weights as `tf.data.Dataset.sample_from_datasets` takes them, or a cycle of components
 //! as `choose_from_datasets` takes a repeated choice dataset. The outer `pipeline`
-//! batches the mixed stream and its seed drives a choice by weight; what reads files (shuffling,
-//! sharding, epochs, interleave, selection) belongs to each component.
+//! batches the mixed stream and its seed drives a choice by weight; what reads files
+//! (shuffling, sharding, epochs, interleave, selection) belongs to each component.
 
 use std::sync::Arc;
 

@@ -139,10 +139,7 @@ impl Decoded {
 /// (else TensorFlow's `batch` would fail too). The numeric dense features' rows go to one
 /// buffer, each feature a slice of it: one allocation a batch, not one a feature.
 pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, usize)]) -> Result<Features> {
-    let runs: Vec<(usize, std::ops::Range<usize>)> = runs(sources).collect();
-    // Of each group, the rows up to the last one the batch takes.
-    let mut rows_used = vec![0; groups.len()];
-    runs.iter().for_each(|(g, range)| rows_used[*g] = rows_used[*g].max(range.end));
+    let rows = Rows::of(sources, groups.len());
     let mut numeric = Vec::with_capacity(numeric_bytes(layout, groups, sources.len()));
     let mut slices = Vec::new();
     let mut out = Vec::with_capacity(layout.names.len());
@@ -156,7 +153,7 @@ pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, us
                 // would), so that readers of them as typed arrays need not copy.
                 numeric.resize(numeric.len().next_multiple_of(8), 0);
                 let start = numeric.len();
-                let dense = gather_dense(name, &parts, sources, &runs, &rows_used, &mut numeric)?;
+                let dense = gather_dense(name, &parts, &rows, &mut numeric)?;
                 if numeric.len() > start {
                     slices.push((out.len(), start..numeric.len()));
                 }
@@ -194,14 +191,7 @@ fn numeric_bytes(layout: &Layout, groups: &[&Decoded], rows: usize) -> usize {
 /// Dense rows stacked in the mixture's order. Numeric rows are appended to `numeric` (the
 /// batch's buffer; the tensor returned holds no bytes until `gather` slices them out of
 /// it); strings are the tensor's own.
-fn gather_dense(
-    name: &str,
-    parts: &[(&Tensor, &RowIndex)],
-    sources: &[(usize, usize)],
-    runs: &[(usize, std::ops::Range<usize>)],
-    rows_used: &[usize],
-    numeric: &mut Vec<u8>,
-) -> Result<Dense> {
+fn gather_dense(name: &str, parts: &[(&Tensor, &RowIndex)], rows: &Rows, numeric: &mut Vec<u8>) -> Result<Dense> {
     let n = parts.len();
     let parts: Vec<&Dense> =
         parts.iter().filter_map(|(tensor, _)| if let Tensor::Dense(d) = tensor { Some(d) } else { None }).collect();
@@ -214,7 +204,7 @@ fn gather_dense(
     if parts.iter().any(|d| d.dtype != sample.dtype || d.shape.get(1..) != Some(inner)) {
         return Err(stack_error(name));
     }
-    let mut shape = vec![sources.len()];
+    let mut shape = vec![rows.sources.len()];
     shape.extend_from_slice(inner);
     let values = match &sample.values {
         Values::Bytes(_) => {
@@ -225,15 +215,15 @@ fn gather_dense(
                 .collect::<Option<_>>()
                 .ok_or_else(|| stack_error(name))?;
             // Every row a source names is in its group's bytes.
-            if columns.iter().zip(rows_used).any(|(column, &rows)| column.len() < rows * row_bytes) {
+            if columns.iter().zip(&rows.used).any(|(column, &used)| column.len() < used * row_bytes) {
                 return Err(stack_error(name));
             }
-            gather_rows(numeric, &columns, sources, runs, row_bytes);
+            gather_rows(numeric, &columns, rows, row_bytes);
             Values::Bytes(Bytes::new())
         }
         Values::Strings(_) => {
             let picks: Vec<(usize, std::ops::Range<usize>)> =
-                runs.iter().map(|(g, rows)| (*g, rows.start * per_row..rows.end * per_row)).collect();
+                rows.runs.iter().map(|(g, range)| (*g, range.start * per_row..range.end * per_row)).collect();
             take_ranges(name, &parts, &picks)?
         }
     };
@@ -400,33 +390,70 @@ fn take_ranges(name: &str, parts: &[&Dense], picks: &[(usize, std::ops::Range<us
     }
 }
 
-/// Appends rows of `row_bytes` bytes to `out`, row `i` being row `sources[i].1` of group
-/// `sources[i].0` (each in range: the caller checks). Short runs (components alternating)
-/// are copied row by row at a fixed width, which compiles to a load and a store; long ones
-/// run by run.
-fn gather_rows(
-    out: &mut Vec<u8>,
-    groups: &[&[u8]],
-    sources: &[(usize, usize)],
-    runs: &[(usize, std::ops::Range<usize>)],
-    row_bytes: usize,
-) {
-    fn fixed<const N: usize>(out: &mut Vec<u8>, groups: &[&[u8]], sources: &[(usize, usize)]) {
+/// Where a batch's rows come from, worked out once for all its features.
+struct Rows<'a> {
+    /// Row `i` is row `sources[i].1` of group `sources[i].0`.
+    sources: &'a [(usize, usize)],
+    /// `sources` as runs of consecutive rows of one group.
+    runs: Vec<(usize, std::ops::Range<usize>)>,
+    /// Of each group, the rows up to the last one the batch takes.
+    used: Vec<usize>,
+    /// When each group's rows are taken in order, one after the other (as a batch takes its
+    /// records of one component), per group: its first row taken, and the batch's row of
+    /// each.
+    placed: Option<Vec<(usize, Vec<usize>)>>,
+}
+
+impl<'a> Rows<'a> {
+    fn of(sources: &'a [(usize, usize)], groups: usize) -> Self {
+        let runs: Vec<_> = runs(sources).collect();
+        let mut used = vec![0; groups];
+        runs.iter().for_each(|(g, range)| used[*g] = used[*g].max(range.end));
+        Self { sources, runs, used, placed: placed(sources, groups) }
+    }
+}
+
+/// See `Rows::placed` (`None` when a group's rows are not taken in order, one after the
+/// other, or a source names no group).
+fn placed(sources: &[(usize, usize)], groups: usize) -> Option<Vec<(usize, Vec<usize>)>> {
+    let mut placed: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); groups];
+    for (at, &(g, r)) in sources.iter().enumerate() {
+        let (first, to) = placed.get_mut(g)?;
+        if to.is_empty() {
+            *first = r;
+        } else if *first + to.len() != r {
+            return None;
+        }
+        to.push(at);
+    }
+    Some(placed)
+}
+
+/// Appends the batch's rows of `row_bytes` bytes to `out`, from `groups` (each holding the
+/// rows the batch takes: the caller checks). Short runs (components alternating) are
+/// placed row by row at a fixed width, each group's rows read in order: a load and a store
+/// a row. Long runs are copied run by run.
+fn gather_rows(out: &mut Vec<u8>, groups: &[&[u8]], rows: &Rows, row_bytes: usize) {
+    fn place<const N: usize>(out: &mut Vec<u8>, groups: &[&[u8]], placed: &[(usize, Vec<usize>)], rows: usize) {
         let start = out.len();
-        out.resize(start + N * sources.len(), 0);
-        for (row, &(g, r)) in out[start..].chunks_exact_mut(N).zip(sources) {
-            row.copy_from_slice(&groups[g][r * N..(r + 1) * N]);
+        out.resize(start + N * rows, 0);
+        let (out, _) = out[start..].as_chunks_mut::<N>();
+        for (column, (first, to)) in groups.iter().zip(placed) {
+            let (column, _) = column[first * N..].as_chunks::<N>();
+            for (row, &at) in column.iter().zip(to) {
+                out[at] = *row;
+            }
         }
     }
-    let short_runs = runs.len() * 4 > sources.len();
-    match row_bytes {
-        1 if short_runs => fixed::<1>(out, groups, sources),
-        2 if short_runs => fixed::<2>(out, groups, sources),
-        4 if short_runs => fixed::<4>(out, groups, sources),
-        8 if short_runs => fixed::<8>(out, groups, sources),
+    let n = rows.sources.len();
+    match (row_bytes, &rows.placed) {
+        (1, Some(placed)) if rows.runs.len() * 4 > n => place::<1>(out, groups, placed, n),
+        (2, Some(placed)) if rows.runs.len() * 4 > n => place::<2>(out, groups, placed, n),
+        (4, Some(placed)) if rows.runs.len() * 4 > n => place::<4>(out, groups, placed, n),
+        (8, Some(placed)) if rows.runs.len() * 4 > n => place::<8>(out, groups, placed, n),
         _ => {
-            for (g, rows) in runs {
-                out.extend_from_slice(&groups[*g][rows.start * row_bytes..rows.end * row_bytes]);
+            for (g, range) in &rows.runs {
+                out.extend_from_slice(&groups[*g][range.start * row_bytes..range.end * row_bytes]);
             }
         }
     }
@@ -536,24 +563,27 @@ mod tests {
             };
             let (a, b) = (rows(0), rows(1));
             let groups: Vec<&[u8]> = vec![&a, &b];
-            // Components alternating: 24 runs of one row (copied row by row at widths 1, 2,
-            // 4 and 8).
-            let alternating: Vec<(usize, usize)> = (0..12).flat_map(|r| [(0, r), (1, r)]).collect();
+            // Components alternating, each group's rows in order from row 2 and row 0 (as a
+            // batch of a set takes them): placed row by row at widths 1, 2, 4 and 8.
+            let alternating: Vec<(usize, usize)> = (0..10).flat_map(|r| [(0, r + 2), (1, r)]).collect();
+            // Short runs out of order: copied run by run.
+            let shuffled: Vec<(usize, usize)> = (0..10).rev().flat_map(|r| [(0, r), (1, r + 2)]).collect();
             // Long runs: 4 runs over 22 rows (copied run by run).
             let long: Vec<(usize, usize)> =
                 (0..10).map(|r| (0, r)).chain((0..10).map(|r| (1, r))).chain([(0, 10), (1, 10)]).collect();
-            for sources in [&alternating, &long] {
-                let runs: Vec<_> = runs(sources).collect();
+            for sources in [&alternating, &shuffled, &long] {
+                let plan = Rows::of(sources, 2);
                 let expected: Vec<u8> =
                     sources.iter().flat_map(|&(g, r)| groups[g][r * row_bytes..(r + 1) * row_bytes].to_vec()).collect();
                 // Appended after what the buffer holds already (another feature's rows).
                 let mut out = vec![7u8; 5];
-                gather_rows(&mut out, &groups, sources, &runs, row_bytes);
+                gather_rows(&mut out, &groups, &plan, row_bytes);
                 assert_eq!(out[..5], [7u8; 5], "{row_bytes} bytes a row");
                 assert_eq!(out[5..], expected, "{row_bytes} bytes a row");
             }
-            assert!(runs(&alternating).count() * 4 > alternating.len(), "the row-by-row path");
-            assert!(runs(&long).count() * 4 <= long.len(), "the run-by-run path");
+            assert!(Rows::of(&alternating, 2).placed.is_some(), "the row-by-row path");
+            assert!(Rows::of(&shuffled, 2).placed.is_none(), "a group's rows out of order");
+            assert!(Rows::of(&long, 2).runs.len() * 4 <= long.len(), "the run-by-run path");
         }
     }
 }

@@ -794,55 +794,15 @@ fn a_mixture_on_replicas_takes_splits_from_each_component_and_survives_a_replica
     assert_eq!(all, expected, "A's records twice (two epochs), B's once");
     // A's 6 files in each of 2 epochs, B's 3 in one.
     assert_taken_over_once(&mut ledger, &held, 15);
-}
 
-#[test]
-fn a_mixture_that_stops_at_its_first_exhausted_component_stops_on_every_replica() {
-    let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_mixture_data(data.path());
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &mixture_spec(true));
-    let component = |keys: &[String], prefix: &str| keys.iter().filter(|k| k.starts_with(prefix)).count();
-
-    // B (900 records at weight 0.4) runs out first, with about 1,350 of A's 4,800 taken.
-    // One replica reads what a single server reads, record for record: the choice that
-    // finds B with no free split stops there until B's last split is done, and then ends.
-    let single = ServerProcess::start(&[data.path()]);
-    let expected = read_shared(&single.addr, &spec_path);
-    assert_eq!(component(&expected, "1/"), 900, "every record of B");
-    assert!(component(&expected, "0/") < 4800, "the mixture stopped before A's end");
-    let (alone, _state) = replica(&db, data.path());
-    assert_eq!(read_shared(&alone.addr, &spec_path), expected, "the same sequence through the split ledger");
-    drop(alone);
-
-    // Three replicas and three consumers, one replica killed part-way: each replica stops
-    // where its own choice finds B with no free split, tries B again when it looks again
-    // (B's splits held by the killed replica come free), and the job ends once B's last
-    // split is done. Every record of B once; of A no record more often than its two
-    // epochs, and about as many as B's end leaves (A's count given B's 900 has a standard
-    // deviation of 58; each replica may take a few more after B's end, up to its next
-    // choice of B).
-    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
-    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
-    let delete = readerctl(&addrs[0], &["delete", "--container", "team", "--shared-name", "train"]);
-    assert!(delete.status.success(), "{}", String::from_utf8_lossy(&delete.stderr));
-    let outputs: Vec<std::path::PathBuf> = (0..3).map(|i| dir.path().join(format!("stop-{i}.jsonl"))).collect();
-    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
-    kill_once_printed(&db, &mut replicas, &addrs, 1, &outputs, 60);
-    let mut all = wait_for_consumers(consumers, &outputs, true);
-    all.sort();
-    let mut b: Vec<&String> = all.iter().filter(|k| k.starts_with("1/")).collect();
-    b.dedup();
-    assert_eq!(b.len(), 900, "every record of B");
-    assert_eq!(component(&all, "1/"), 900, "each once");
-    let every = every_mixture_key();
-    let too_often = all.windows(3).find(|keys| keys[0] == keys[2]);
-    assert!(too_often.is_none(), "a record of A more often than twice: {too_often:?}");
-    assert!(all.iter().all(|key| every.binary_search(key).is_ok()), "only records of the mixture");
-    let a = component(&all, "0/");
-    eprintln!("stopped with {a} records of A; a single server took {}", component(&expected, "0/"));
-    assert!((1050..=1700).contains(&a), "{a} records of A; a single server took {}", component(&expected, "0/"));
+    // stopOnEmptyDataset ends every replica's mixture at a component one replica found
+    // exhausted: refused, not done wrong.
+    let stopping = write_spec(&dir, &mixture_spec(true));
+    let args = ["read", "--spec", &stopping, "--container", "team", "--shared-name", "stop", "--output", "jsonl"];
+    let lines = jsonl(&readerctl(&addrs[0], &args).stdout);
+    let error = &lines.last().unwrap()["error"];
+    assert_eq!(error["code"], "INVALID_ARGUMENT", "{lines:?}");
+    assert!(error["message"].as_str().unwrap().contains("mix.stopOnEmptyDataset"), "{error}");
 }
 
 #[test]

@@ -371,12 +371,6 @@ impl JobFeed {
     pub fn finished(&self, epochs: u64) -> Result<bool, LedgerError> {
         self.ledger.job_finished(self.job, epochs)
     }
-
-    /// Whether every split of `files` (a mixture's component) of epochs 1 to `epochs` is
-    /// done, on every replica.
-    pub fn files_finished(&self, files: std::ops::Range<u32>, epochs: u64) -> Result<bool, LedgerError> {
-        self.ledger.files_finished(self.job, files, epochs)
-    }
 }
 
 impl std::fmt::Debug for JobFeed {

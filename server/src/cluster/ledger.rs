@@ -390,17 +390,6 @@ impl Ledger {
         Ok(row.get::<_, i64>(0) as u64 == epochs && row.get::<_, bool>(1))
     }
 
-    /// Whether every split of `files` (a mixture's component, among the job's files) of
-    /// epochs 1 to `epochs` is done.
-    pub fn files_finished(&self, job: Job, files: std::ops::Range<u32>, epochs: u64) -> Result<bool, LedgerError> {
-        let row = self.client().query_one(
-            "SELECT count(DISTINCT epoch), coalesce(bool_and(done), true)
-             FROM readerd_splits WHERE job = $1 AND epoch <= $2 AND file >= $3 AND file < $4",
-            &[&job.id, &(epochs as i64), &(files.start as i32), &(files.end as i32)],
-        )?;
-        Ok(row.get::<_, i64>(0) as u64 == epochs && row.get::<_, bool>(1))
-    }
-
     /// Merges acknowledged records into their splits, in one transaction, and marks done
     /// each split whose owner is committing it with its record count and whose records
     /// are now all acknowledged. Anyone's acknowledgements count (a consumer re-sending

@@ -12,10 +12,6 @@
 //! component drops out and the choice is made again among the others (its turns of a
 //! cycle are skipped). The mixture ends when every component of positive weight is
 //! exhausted (one of weight 0 is never chosen).
-//!
-//! On replicas a component may have no element now and more later (its free splits were
-//! held by a replica that died): `look_again` takes the exhausted back, and with
-//! `stop_on_empty` chooses first, with no draw, the component that stopped the mixture.
 
 use super::rng::SplitMix64;
 
@@ -37,10 +33,6 @@ pub struct MixChoice {
     bounds: Vec<(f64, usize)>,
     stop_on_empty: bool,
     ended: bool,
-    /// The component to choose next, with no draw (`look_again`, on replicas only: a
-    /// checkpoint does not keep it, as replicas resume from the job, not from their
-    /// choices).
-    retry: Option<usize>,
 }
 
 /// Where a choice is: what [`MixChoice::restore`] continues from.
@@ -58,17 +50,8 @@ impl MixChoice {
     pub fn new(weights: Vec<f64>, cycle: Vec<usize>, seed: u64, stop_on_empty: bool) -> Self {
         let exhausted = vec![false; weights.len()];
         let rng = SplitMix64::for_epoch(seed, 0, MIX_STREAM);
-        let mut choice = Self {
-            weights,
-            cycle,
-            turns: 0,
-            rng,
-            exhausted,
-            bounds: Vec::new(),
-            stop_on_empty,
-            ended: false,
-            retry: None,
-        };
+        let mut choice =
+            Self { weights, cycle, turns: 0, rng, exhausted, bounds: Vec::new(), stop_on_empty, ended: false };
         choice.set_bounds();
         choice
     }
@@ -88,9 +71,6 @@ impl MixChoice {
     pub fn choose(&mut self) -> Option<usize> {
         if self.ended {
             return None;
-        }
-        if let Some(i) = self.retry.take() {
-            return Some(i);
         }
         let active = |i: usize| !self.exhausted[i] && self.weights[i] > 0.0;
         if !self.cycle.is_empty() {
@@ -124,17 +104,14 @@ impl MixChoice {
     }
 
     /// Components found exhausted may have elements again (a replica's component whose
-    /// free splits other replicas held: they may have come free since). With
-    /// `stop_on_empty`, the component that ended the mixture is chosen again first, with
-    /// no draw: the mixture goes on from where it stopped if it has an element now, and
-    /// ends there again if not.
+    /// free splits other replicas held: they may have come free since). Not with
+    /// `stop_on_empty`, whose end is final.
     pub fn look_again(&mut self) {
-        if self.stop_on_empty && self.ended {
-            self.retry = self.exhausted.iter().position(|&exhausted| exhausted);
+        if !self.stop_on_empty {
+            self.exhausted.fill(false);
+            self.set_bounds();
+            self.ended = false;
         }
-        self.exhausted.fill(false);
-        self.set_bounds();
-        self.ended = false;
     }
 
     pub fn any_exhausted(&self) -> bool {
@@ -206,19 +183,10 @@ mod tests {
         assert!(again.contains(&0) && again.contains(&1) && !again.contains(&2), "both back: {again:?}");
 
         let mut stopping = MixChoice::new(vec![1.0, 1.0], Vec::new(), 1, true);
-        let mut unstopped = stopping.clone();
-        let first = draws(&mut stopping, 10);
-        assert_eq!(draws(&mut unstopped, 10), first);
-        stopping.exhausted(first[9]);
+        stopping.exhausted(1);
         assert_eq!(stopping.choose(), None);
-        assert_eq!(stopping.choose(), None, "a stopped mixture stays stopped");
-        // Looked at again (on replicas), the component that stopped it comes first, with
-        // no draw; the draws then go on as if it had never stopped.
         stopping.look_again();
-        assert_eq!(stopping.choose(), Some(first[9]));
-        assert_eq!(draws(&mut stopping, 50), draws(&mut unstopped, 50));
-        stopping.exhausted(first[9]);
-        assert_eq!(stopping.choose(), None, "stopped there again");
+        assert_eq!(stopping.choose(), None, "a stopped mixture stays stopped");
     }
 
     #[test]

@@ -29,6 +29,9 @@ impl Reader {
         if self.spec.unbatch {
             return self.refused("unbatch");
         }
+        if self.spec.mix.as_ref().is_some_and(|mix| mix.stop_on_empty) {
+            return self.refused("a mixture that stops at its first exhausted component (mix.stopOnEmptyDataset)");
+        }
         for (i, component) in self.components.iter().enumerate() {
             component.check_for_cluster().map_err(|err| in_component(i, err))?;
         }
@@ -202,31 +205,11 @@ impl Reader {
         let finished = match self.job_epochs() {
             Some(epochs) => job.finished(epochs)?,
             None => false,
-        } || self.mixture_stopped(job)?;
+        };
         if !finished {
             self.look_again();
         }
         Ok(finished)
-    }
-
-    /// Whether a mixture that stops at its first exhausted component
-    /// (`mix.stopOnEmptyDataset`) is over on every replica: a component of positive weight
-    /// and finite epochs has every split of its epochs done. A replica whose choice falls
-    /// on a component with no free split stops there, and tries that component again when
-    /// it looks again (`MixChoice::look_again`): until then another replica reads the
-    /// component's last splits, or one comes free because its replica died.
-    fn mixture_stopped(&self, job: &JobFeed) -> Result<bool> {
-        if !self.spec.mix.as_ref().is_some_and(|mix| mix.stop_on_empty) {
-            return Ok(false);
-        }
-        for (component, files) in self.mixture_files().into_iter().zip(self.component_ranges()) {
-            if let (true, Some(epochs)) = (component.planned, component.pipeline.num_epochs)
-                && job.files_finished(files, epochs)?
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// Looks for free splits again at the next chunk; a mixture takes back the components

@@ -143,9 +143,15 @@ pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, us
     let mut numeric = Vec::with_capacity(numeric_bytes(layout, groups, sources.len()));
     let mut slices = Vec::new();
     let mut out = Vec::with_capacity(layout.names.len());
+    // The groups' parts of one feature, and their bytes: made again for each feature in
+    // the same two vectors (a batch gathers tens of features).
+    let mut parts: Vec<(&Tensor, &RowIndex)> = Vec::with_capacity(groups.len());
+    let mut columns: Vec<&[u8]> = Vec::with_capacity(groups.len());
     for (j, name) in layout.names.iter().enumerate() {
-        let parts: Vec<(&Tensor, &RowIndex)> =
-            groups.iter().map(|group| group.get(j)).collect::<Option<_>>().ok_or_else(|| stack_error(name))?;
+        parts.clear();
+        for group in groups {
+            parts.push(group.get(j).ok_or_else(|| stack_error(name))?);
+        }
         // Each gather takes the groups' tensors of its kind, and fails unless all are.
         let tensor = match parts.first() {
             Some((Tensor::Dense(_), _)) => {
@@ -153,7 +159,7 @@ pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, us
                 // would), so that readers of them as typed arrays need not copy.
                 numeric.resize(numeric.len().next_multiple_of(8), 0);
                 let start = numeric.len();
-                let dense = gather_dense(name, &parts, &rows, &mut numeric)?;
+                let dense = gather_dense(name, &parts, &rows, &mut numeric, &mut columns)?;
                 if numeric.len() > start {
                     slices.push((out.len(), start..numeric.len()));
                 }
@@ -190,18 +196,23 @@ fn numeric_bytes(layout: &Layout, groups: &[&Decoded], rows: usize) -> usize {
 
 /// Dense rows stacked in the mixture's order. Numeric rows are appended to `numeric` (the
 /// batch's buffer; the tensor returned holds no bytes until `gather` slices them out of
-/// it); strings are the tensor's own.
-fn gather_dense(name: &str, parts: &[(&Tensor, &RowIndex)], rows: &Rows, numeric: &mut Vec<u8>) -> Result<Dense> {
-    let n = parts.len();
-    let parts: Vec<&Dense> =
-        parts.iter().filter_map(|(tensor, _)| if let Tensor::Dense(d) = tensor { Some(d) } else { None }).collect();
-    if parts.len() != n {
-        return Err(stack_error(name));
-    }
-    let sample = parts[0];
+/// it), read from each group's bytes (`columns`, the caller's vector, made again here);
+/// strings are the tensor's own.
+fn gather_dense<'a>(
+    name: &str,
+    parts: &[(&'a Tensor, &RowIndex)],
+    rows: &Rows,
+    numeric: &mut Vec<u8>,
+    columns: &mut Vec<&'a [u8]>,
+) -> Result<Dense> {
+    let dense = |&(tensor, _): &(&'a Tensor, &RowIndex)| -> Option<&'a Dense> {
+        if let Tensor::Dense(d) = tensor { Some(d) } else { None }
+    };
+    let sample = parts.first().and_then(dense).ok_or_else(|| stack_error(name))?;
     let inner = sample.shape.get(1..).ok_or_else(|| stack_error(name))?;
     let per_row: usize = inner.iter().product();
-    if parts.iter().any(|d| d.dtype != sample.dtype || d.shape.get(1..) != Some(inner)) {
+    let alike = |d: &Dense| d.dtype == sample.dtype && d.shape.get(1..) == Some(inner);
+    if !parts.iter().all(|part| dense(part).is_some_and(alike)) {
         return Err(stack_error(name));
     }
     let mut shape = vec![rows.sources.len()];
@@ -209,19 +220,19 @@ fn gather_dense(name: &str, parts: &[(&Tensor, &RowIndex)], rows: &Rows, numeric
     let values = match &sample.values {
         Values::Bytes(_) => {
             let row_bytes = per_row * sample.dtype.size().unwrap_or(1);
-            let columns: Vec<&[u8]> = parts
-                .iter()
-                .map(|part| bytes_of(&part.values))
-                .collect::<Option<_>>()
-                .ok_or_else(|| stack_error(name))?;
+            columns.clear();
+            for part in parts {
+                columns.push(dense(part).and_then(|d| bytes_of(&d.values)).ok_or_else(|| stack_error(name))?);
+            }
             // Every row a source names is in its group's bytes.
             if columns.iter().zip(&rows.used).any(|(column, &used)| column.len() < used * row_bytes) {
                 return Err(stack_error(name));
             }
-            gather_rows(numeric, &columns, rows, row_bytes);
+            gather_rows(numeric, columns, rows, row_bytes);
             Values::Bytes(Bytes::new())
         }
         Values::Strings(_) => {
+            let parts: Vec<&Dense> = parts.iter().filter_map(dense).collect();
             let picks: Vec<(usize, std::ops::Range<usize>)> =
                 rows.runs.iter().map(|(g, range)| (*g, range.start * per_row..range.end * per_row)).collect();
             take_ranges(name, &parts, &picks)?

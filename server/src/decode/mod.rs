@@ -4,7 +4,9 @@
 //! - [`raw`] is `tf.io.decode_raw`;
 //! - [`example`] is `tf.io.parse_example` and `parse_sequence_example`;
 //! - [`csv`] is `tf.io.decode_csv`, and the field rules of `tf.data.experimental.CsvDataset`;
-//! - [`number`] turns text into numbers as TensorFlow's `strings::safe_strto*` parse it.
+//! - [`number`] turns text into numbers as TensorFlow's `strings::safe_strto*` parse it;
+//! - [`Placement`]: records decoded straight into their rows of a larger batch (a
+//!   mixture's, whose components' records alternate).
 
 pub mod csv;
 pub mod example;
@@ -49,6 +51,25 @@ pub enum Decoder {
         dialect: csv::CsvDialect,
         names: Vec<String>,
     },
+}
+
+/// Where a batch's records go in a larger batch that other decoders fill too: record `i`
+/// is row `rows[i]` of `total` rows (each row named once). [`Decoder::decode_placed`]
+/// writes the numeric rows of its fixed-shape dense features there, as it decodes them,
+/// instead of in record order: a mixture then needs no second copy to put them in order.
+#[derive(Clone, Copy, Debug)]
+pub struct Placement<'a> {
+    pub rows: &'a [usize],
+    pub total: usize,
+}
+
+/// A batch decoded with a [`Placement`]: the features as `decode` gives them, except those
+/// `placed` says: numeric dense tensors of `total` rows, each record's row at its place
+/// and zeros in the rows no record of this batch fills.
+#[derive(Debug)]
+pub struct PlacedFeatures {
+    pub features: Vec<(String, Tensor)>,
+    pub placed: Vec<bool>,
 }
 
 /// The feature that carries undecoded records.
@@ -108,6 +129,35 @@ impl Decoder {
                 features.extend(described(parser.sequence_features(), "sequence/", "a list of steps of "));
                 features
             }
+        }
+    }
+
+    /// Decodes a batch as `decode` does (batched, without keys), with the numeric rows of
+    /// its fixed-shape dense features written at their places (see [`Placement`]);
+    /// `Ok(None)` for a decoder that places none (raw, undecoded, SequenceExample).
+    /// A panic if `place` does not name one row of `total` per record.
+    pub fn decode_placed(
+        &self,
+        values: &[bytes::Bytes],
+        place: Placement<'_>,
+    ) -> Result<Option<PlacedFeatures>, DecodeError> {
+        assert_eq!(place.rows.len(), values.len(), "a row for each record");
+        match self {
+            Decoder::Example(parser) => {
+                let features = parser.parse_placed(values, place)?;
+                let placed = parser.features().iter().map(|(_, spec)| example::places(spec)).collect();
+                Ok(Some(PlacedFeatures { features, placed }))
+            }
+            Decoder::Csv { config, dialect, names } => {
+                let columns = csv::decode_placed(config, *dialect, values, place)
+                    .map_err(|err| DecodeError { record: err.record.or(err.error.record), ..err.error })?;
+                let placed = config.columns.iter().map(|column| column.dtype.size().is_some()).collect();
+                Ok(Some(PlacedFeatures {
+                    features: names.iter().cloned().zip(columns.into_iter().map(Tensor::Dense)).collect(),
+                    placed,
+                }))
+            }
+            Decoder::None | Decoder::Raw(_) | Decoder::SequenceExample(_) => Ok(None),
         }
     }
 

@@ -5,7 +5,10 @@
 //! many batches as there are components): each component's records of the set as one
 //! batch, about a whole batch's worth (the size that component decodes at when read
 //! alone, not its share of one mixed batch); then each batch is gathered from them in the
-//! mixture's order (`mix_gather.rs`). When a component's records of the set fail to
+//! mixture's order (`mix_gather.rs`). The decoders that can (Example, CSV) write the
+//! numeric rows of fixed-shape features straight at their rows of the set
+//! (`Decoder::decode_placed`): those features are merged, not gathered, and each batch is
+//! a slice of them. When a component's records of the set fail to
 //! decode, each batch decodes its own records of that component alone, in order, so that
 //! the batches before the record at fault are delivered and the error fails the batch it
 //! is in, as for a single spec. Components that decode alike need none of this: each batch
@@ -13,8 +16,9 @@
 
 use bytes::Bytes;
 
-use super::mix_gather::{Decoded, gather, mixed_keys};
+use super::mix_gather::{Decoded, PlacedRows, PlacedSet, gather, merge_placed, mixed_keys};
 use super::{Reader, in_component};
+use crate::decode::Placement;
 use crate::element::{Element, Keys, RecordId};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
@@ -34,10 +38,12 @@ struct Batch {
     rows: Vec<(usize, usize)>,
 }
 
-/// One component's records of a set: their values, and what its decoder made of them
-/// (`Ok(None)` when it dropped them all, or the set has none).
+/// One component's records of a set: their values, their rows in the set (its batches'
+/// rows one after the other), and what its decoder made of them (`Ok(None)` when it
+/// dropped them all, or the set has none).
 struct Group {
     values: Vec<Bytes>,
+    places: Vec<usize>,
     decoded: Result<Option<DecodedGroup>>,
 }
 
@@ -83,9 +89,16 @@ impl Reader {
     fn decode_mixed_batches(&self, batches: TakenBatches) -> DecodedElements {
         let mut counts = vec![0; self.components.len()];
         batches.iter().flat_map(|(_, taken)| taken).for_each(|(component, _)| counts[*component] += 1);
-        let mut groups: Vec<Group> =
-            counts.iter().map(|&count| Group { values: Vec::with_capacity(count), decoded: Ok(None) }).collect();
+        let mut groups: Vec<Group> = counts
+            .iter()
+            .map(|&count| Group {
+                values: Vec::with_capacity(count),
+                places: Vec::with_capacity(count),
+                decoded: Ok(None),
+            })
+            .collect();
         let mut set = Vec::with_capacity(batches.len());
+        let mut total = 0;
         for (index, taken) in batches {
             // Every record taken, those a decoder drops included: acknowledging the
             // element settles them all (on replicas).
@@ -96,11 +109,14 @@ impl Reader {
                 let group = &mut groups[component];
                 rows.push((component, group.values.len()));
                 group.values.push(record.value);
+                group.places.push(total);
+                total += 1;
             }
             set.push(Batch { index, records, keys, rows });
         }
+        let placed = self.decode_placed_set(&mut groups, total);
         for (component, group) in groups.iter_mut().enumerate() {
-            if group.values.is_empty() {
+            if group.values.is_empty() || placed.is_some() {
                 continue;
             }
             // Keys name records only in messages: made when the decoder fails.
@@ -114,9 +130,13 @@ impl Reader {
             group.decoded = self.decode_group(component, &group.values, &key_strings);
         }
         let mut elements = Vec::with_capacity(set.len());
+        let mut first_row = 0;
         for batch in set {
             let index = batch.index;
-            let result = self.gather_batch(&groups, batch);
+            let rows = first_row..first_row + batch.rows.len();
+            first_row = rows.end;
+            let placed = placed.as_ref().map(|set| PlacedRows { set, rows });
+            let result = self.gather_batch(&groups, batch, placed.as_ref());
             let failed = result.is_err();
             elements.push((index, result));
             if failed {
@@ -149,6 +169,27 @@ impl Reader {
         Ok(self.numbered_mixed(index, records, element))
     }
 
+    /// Every group of a set decoded with its numeric fixed-shape rows placed in the set's
+    /// `total` rows, and those merged (`merge_placed`): `None`, the groups left undecoded,
+    /// when a decoder places nothing, a group fails to decode (it is decoded again, for
+    /// its error or `onError: SKIP`), or the placed features do not merge.
+    fn decode_placed_set(&self, groups: &mut [Group], total: usize) -> Option<PlacedSet> {
+        let mut decoded = Vec::with_capacity(groups.len());
+        for (component, group) in groups.iter().enumerate() {
+            if group.values.is_empty() {
+                continue;
+            }
+            let place = Placement { rows: &group.places, total };
+            let features = self.components[component].spec.decoder.decode_placed(&group.values, place).ok()??;
+            decoded.push((component, Decoded::placed(features, &self.mix_layout, component)));
+        }
+        let set = merge_placed(&self.mix_layout, &mut decoded.iter_mut().map(|(_, d)| d).collect::<Vec<_>>(), total)?;
+        for (component, features) in decoded {
+            groups[component].decoded = Ok(Some(DecodedGroup { features, rows: None }));
+        }
+        Some(set)
+    }
+
     /// `values` of a component decoded as one batch; errors name the component.
     fn decode_group(
         &self,
@@ -170,8 +211,9 @@ impl Reader {
     }
 
     /// One batch gathered from its components' decoded records: the rows they kept, in
-    /// the mixture's order (`None` when they dropped every row).
-    fn gather_batch(&self, groups: &[Group], batch: Batch) -> Result<Option<Element>> {
+    /// the mixture's order (`None` when they dropped every row); its rows of the set's
+    /// `placed` features sliced out.
+    fn gather_batch(&self, groups: &[Group], batch: Batch, placed: Option<&PlacedRows>) -> Result<Option<Element>> {
         // A component whose records of the set failed: this batch's own, decoded alone
         // (a batch's rows of one component are consecutive in its group), so that the
         // error fails this batch only if its record is here. With `onError: SKIP` the
@@ -214,7 +256,7 @@ impl Reader {
         }
         let keys = if kept.len() == batch.keys.len() { batch.keys } else { batch.keys.select(&kept) };
         let decoded: Vec<&Decoded> = used.iter().filter_map(|&c| decoded_of(c).map(|(d, _)| &d.features)).collect();
-        let features = gather(&self.mix_layout, &decoded, &sources)?;
+        let features = gather(&self.mix_layout, &decoded, &sources, placed)?;
         let element = Element { index: 0, keys, features, records: Vec::new() };
         Ok(self.numbered_mixed(batch.index, batch.records, Some(element)))
     }

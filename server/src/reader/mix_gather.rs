@@ -1,13 +1,16 @@
 //! Where a mixture's batch is put back into the mixture's order: its components' decoded
-//! records (`mix_decode.rs`) gathered row by row into one batch, and its keys. Components
-//! that decode alike (`decode_alike`) need no gather: their records decode as one batch.
+//! records (`mix_decode.rs`) gathered row by row into one batch, and its keys. Numeric
+//! dense features that every component's decoder wrote at their rows of the set
+//! (`crate::decode::Placement`) are not gathered: the components' rows are merged once a
+//! set ([`merge_placed`]) and each batch is a slice of them. Components that decode alike
+//! (`decode_alike`) need no gather: their records decode as one batch.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::Reader;
-use crate::decode::{DType, Dense, Ragged, Sparse, Tensor, Values};
+use crate::decode::{DType, Dense, PlacedFeatures, Ragged, Sparse, Tensor, Values};
 use crate::element::Keys;
 use crate::error::{Result, ServeError};
 use crate::source::Record;
@@ -66,6 +69,9 @@ pub(super) struct Decoded {
     /// For each of the layout's names, where each record's part is: read once a group,
     /// though the group's rows go to several batches of a set.
     rows: Vec<RowIndex>,
+    /// For each of the layout's names, whether the decoder wrote its rows at their places
+    /// in the set (`decode_placed`): it is then merged, not gathered.
+    placed: Vec<bool>,
 }
 
 /// Where each record's part of a decoded feature is.
@@ -124,7 +130,16 @@ impl Decoded {
             .collect::<Vec<_>>();
         let rows =
             order.iter().map(|&at| features.get(at).map_or(RowIndex::Unreadable, |(_, t)| RowIndex::of(t))).collect();
-        Self { features, order, rows }
+        let placed = vec![false; order.len()];
+        Self { features, order, rows, placed }
+    }
+
+    /// A group decoded with its rows placed in the set (`Decoder::decode_placed`).
+    pub(super) fn placed(decoded: PlacedFeatures, layout: &Layout, component: usize) -> Self {
+        let PlacedFeatures { features, placed } = decoded;
+        let mut this = Self::new(features, layout, component);
+        this.placed = this.order.iter().map(|&at| placed.get(at).copied().unwrap_or(false)).collect();
+        this
     }
 
     /// The layout's `j`th feature, and where each record's part of it is.
@@ -133,14 +148,96 @@ impl Decoded {
     }
 }
 
+/// A set's features that every group wrote at their rows of the set: per feature of the
+/// layout, the set's rows of it (`None`: gathered batch by batch).
+pub(super) type PlacedSet = Vec<Option<Dense>>;
+
+/// The features every group placed, each merged into one tensor of the set's `total`
+/// rows (each group wrote its own rows and left zeros in the others': the rows are
+/// or-ed together). `None` when a feature is placed by some groups and not others, or
+/// the groups' placed tensors differ in dtype or shape: the set is then decoded again
+/// and gathered (which words the error, if any). Takes the placed tensors' bytes out
+/// of the groups.
+pub(super) fn merge_placed(layout: &Layout, groups: &mut [&mut Decoded], total: usize) -> Option<PlacedSet> {
+    let mut set = Vec::with_capacity(layout.names.len());
+    for j in 0..layout.names.len() {
+        let placed = groups.iter().filter(|group| group.placed[j]).count();
+        if placed == 0 {
+            set.push(None);
+            continue;
+        }
+        if placed != groups.len() {
+            return None;
+        }
+        let mut merged: Option<(DType, Vec<usize>, BytesMut)> = None;
+        for group in groups.iter_mut() {
+            let at = group.order[j];
+            let Some((_, Tensor::Dense(dense))) = group.features.get_mut(at) else { return None };
+            let Values::Bytes(bytes) = std::mem::replace(&mut dense.values, Values::Bytes(Bytes::new())) else {
+                return None;
+            };
+            if dense.shape.first() != Some(&total) {
+                return None;
+            }
+            match &mut merged {
+                None => {
+                    let bytes = bytes.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+                    merged = Some((dense.dtype, dense.shape.clone(), bytes));
+                }
+                Some((dtype, shape, into)) => {
+                    if *dtype != dense.dtype || *shape != dense.shape || into.len() != bytes.len() {
+                        return None;
+                    }
+                    into.iter_mut().zip(&bytes[..]).for_each(|(to, from)| *to |= from);
+                }
+            }
+        }
+        let (dtype, shape, bytes) = merged?;
+        set.push(Some(Dense { dtype, shape, values: Values::Bytes(bytes.freeze()) }));
+    }
+    Some(set)
+}
+
+/// Rows `rows` of a set's merged feature (see [`merge_placed`]), sharing its bytes.
+fn placed_rows(dense: &Dense, rows: &std::ops::Range<usize>) -> Result<Dense> {
+    let per_row = dense.shape.iter().skip(1).product::<usize>() * dense.dtype.size().unwrap_or(0);
+    let range = rows.start * per_row..rows.end * per_row;
+    let values = match &dense.values {
+        Values::Bytes(bytes) if range.end <= bytes.len() => bytes.slice(range),
+        _ => return Err(ServeError::Internal("a batch's rows are not in its set's placed feature".into())),
+    };
+    let mut shape = vec![rows.len()];
+    shape.extend_from_slice(dense.shape.get(1..).unwrap_or_default());
+    Ok(Dense { dtype: dense.dtype, shape, values: Values::Bytes(values) })
+}
+
+/// A batch's rows of its set's placed features.
+pub(super) struct PlacedRows<'a> {
+    pub(super) set: &'a PlacedSet,
+    pub(super) rows: std::ops::Range<usize>,
+}
+
+impl PlacedRows<'_> {
+    fn feature(&self, j: usize) -> Option<&Dense> {
+        self.set.get(j).and_then(Option::as_ref)
+    }
+}
+
 /// The batch in the mixture's order: row `i` of each feature (in the layout's order) is
-/// row `sources[i].1` of `groups[sources[i].0]`, every group being used. A feature is of
-/// one kind and dtype in every group (the spec checks it); dense rows are of one shape
-/// (else TensorFlow's `batch` would fail too). The numeric dense features' rows go to one
-/// buffer, each feature a slice of it: one allocation a batch, not one a feature.
-pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, usize)]) -> Result<Features> {
+/// row `sources[i].1` of `groups[sources[i].0]`, every group being used, or, for a
+/// feature `placed` holds, the batch's rows of its set's. A feature is of one kind and
+/// dtype in every group (the spec checks it); dense rows are of one shape (else
+/// TensorFlow's `batch` would fail too). The gathered numeric dense features' rows go to
+/// one buffer, each feature a slice of it: one allocation a batch, not one a feature.
+pub(super) fn gather(
+    layout: &Layout,
+    groups: &[&Decoded],
+    sources: &[(usize, usize)],
+    placed: Option<&PlacedRows>,
+) -> Result<Features> {
     let rows = Rows::of(sources, groups.len());
-    let mut numeric = Vec::with_capacity(numeric_bytes(layout, groups, sources.len()));
+    let is_placed = |j: usize| placed.is_some_and(|p| p.feature(j).is_some());
+    let mut numeric = Vec::with_capacity(numeric_bytes(layout, groups, sources.len(), &is_placed));
     let mut slices = Vec::new();
     let mut out = Vec::with_capacity(layout.names.len());
     // The groups' parts of one feature, and their bytes: made again for each feature in
@@ -148,6 +245,10 @@ pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, us
     let mut parts: Vec<(&Tensor, &RowIndex)> = Vec::with_capacity(groups.len());
     let mut columns: Vec<&[u8]> = Vec::with_capacity(groups.len());
     for (j, name) in layout.names.iter().enumerate() {
+        if let Some((placed, dense)) = placed.and_then(|p| Some((p, p.feature(j)?))) {
+            out.push((name.clone(), Tensor::Dense(placed_rows(dense, &placed.rows)?)));
+            continue;
+        }
         parts.clear();
         for group in groups {
             parts.push(group.get(j).ok_or_else(|| stack_error(name))?);
@@ -180,11 +281,13 @@ pub(super) fn gather(layout: &Layout, groups: &[&Decoded], sources: &[(usize, us
     Ok(out)
 }
 
-/// The bytes of a batch of `rows` rows of every numeric dense feature, as the first group
-/// has them (a capacity: what the gather writes is checked there).
-fn numeric_bytes(layout: &Layout, groups: &[&Decoded], rows: usize) -> usize {
+/// The bytes of a batch of `rows` rows of every numeric dense feature gathered (not
+/// `placed`), as the first group has them (a capacity: what the gather writes is checked
+/// there).
+fn numeric_bytes(layout: &Layout, groups: &[&Decoded], rows: usize, placed: &dyn Fn(usize) -> bool) -> usize {
     let Some(first) = groups.first() else { return 0 };
     (0..layout.names.len())
+        .filter(|&j| !placed(j))
         .filter_map(|j| match first.get(j)? {
             (Tensor::Dense(Dense { dtype, shape, values: Values::Bytes(_) }), _) => {
                 Some((shape.iter().skip(1).product::<usize>() * dtype.size()? * rows).next_multiple_of(8))
@@ -541,7 +644,7 @@ mod tests {
         let layout = Layout { alike: false, varying: vec![false; 4], positions: vec![vec![1, 2, 0, 3]; 2], names };
         let (a, b) = (group(0, 5, &layout), group(1, 3, &layout));
         let sources = [(1, 2), (0, 0), (0, 1), (1, 0), (0, 4), (1, 1), (0, 2)];
-        let features = gather(&layout, &[&a, &b], &sources).expect("gathers");
+        let features = gather(&layout, &[&a, &b], &sources, None).expect("gathers");
         let dense = |n: usize| match &features[n].1 {
             Tensor::Dense(dense) => dense.clone(),
             other => panic!("{other:?}"),
@@ -562,7 +665,7 @@ mod tests {
             assert_eq!(bytes.as_ptr() as usize % 8, 0, "{}", features[n].0);
         }
         // A source past its group's rows is an error, not a panic.
-        assert!(gather(&layout, &[&a, &b], &[(1, 3)]).is_err());
+        assert!(gather(&layout, &[&a, &b], &[(1, 3)], None).is_err());
     }
 
     #[test]

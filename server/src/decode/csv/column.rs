@@ -1,6 +1,8 @@
 //! The output columns being filled ([`Builder`]): each field converted to its column's
 //! dtype (numbers as `crate::decode::number` parses them, strings as slices of the record)
-//! or replaced by the column's default, with TensorFlow's messages.
+//! or replaced by the column's default, with TensorFlow's messages. Numbers are written at
+//! their record's row (`crate::decode::Placement`: in record order, or at a mixture's
+//! rows), strings appended in record order.
 
 use bytes::Bytes;
 
@@ -12,29 +14,41 @@ use crate::decode::{DType, DecodeError, Dense, Values};
 
 /// One output column being filled.
 pub(super) enum Builder {
+    /// Every row's little-endian bytes, zeros until written.
     Numeric { dtype: DType, bytes: Vec<u8> },
+    /// One value a record, in record order.
     Strings(Vec<Bytes>),
 }
 
+/// Writes `value` as row `row` of `bytes` (a row the caller's placement names: a panic
+/// past the end).
+#[inline]
+pub(super) fn put<const N: usize>(bytes: &mut [u8], row: usize, value: [u8; N]) {
+    bytes.as_chunks_mut::<N>().0[row] = value;
+}
+
 impl Builder {
-    pub(super) fn new(f: usize, dtype: DType, rows: usize) -> Result<Self, DecodeError> {
+    /// A column of `rows` rows (numbers) or of `records` values (strings).
+    pub(super) fn new(f: usize, dtype: DType, rows: usize, records: usize) -> Result<Self, DecodeError> {
         Ok(match dtype {
             DType::Int32 | DType::Int64 | DType::Float32 | DType::Float64 => {
-                Builder::Numeric { dtype, bytes: Vec::with_capacity(rows * dtype.size().expect("numeric")) }
+                Builder::Numeric { dtype, bytes: vec![0; rows * dtype.size().expect("numeric")] }
             }
-            DType::String => Builder::Strings(Vec::with_capacity(rows)),
+            DType::String => Builder::Strings(Vec::with_capacity(records)),
             other => {
                 return Err(DecodeError::new(format!("csv: data type {} not supported in field {f}", other.name())));
             }
         })
     }
 
-    /// Converts field `f` (`span` of `record`) and appends it.
+    /// Converts field `f` (`span` of `record`, whose row is `row`) and writes it.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn push(
         &mut self,
         config: &CsvConfig,
         f: usize,
         record: &Bytes,
+        row: usize,
         span: &Span,
         at: RecordAt,
         scratch: &mut Vec<u8>,
@@ -52,7 +66,7 @@ impl Builder {
             let Some(default) = &column.default else {
                 return Err(DecodeError::new(format!("Field {f} is required but missing in record{at}!")));
             };
-            return self.push_default(f, default);
+            return self.push_default(f, default, row);
         }
         match self {
             Builder::Strings(values) => {
@@ -71,48 +85,51 @@ impl Builder {
                     ))
                 };
                 match dtype {
-                    DType::Int32 => bytes.extend_from_slice(&parse_i32(text).ok_or_else(invalid)?.to_le_bytes()),
-                    DType::Int64 => bytes.extend_from_slice(&parse_i64(text).ok_or_else(invalid)?.to_le_bytes()),
-                    DType::Float32 => bytes.extend_from_slice(&parse_f32(text).ok_or_else(invalid)?.to_le_bytes()),
-                    _ => bytes.extend_from_slice(&parse_f64(text).ok_or_else(invalid)?.to_le_bytes()),
+                    DType::Int32 => put(bytes, row, parse_i32(text).ok_or_else(invalid)?.to_le_bytes()),
+                    DType::Int64 => put(bytes, row, parse_i64(text).ok_or_else(invalid)?.to_le_bytes()),
+                    DType::Float32 => put(bytes, row, parse_f32(text).ok_or_else(invalid)?.to_le_bytes()),
+                    _ => put(bytes, row, parse_f64(text).ok_or_else(invalid)?.to_le_bytes()),
                 }
             }
         }
         Ok(())
     }
 
-    /// Keeps the first `rows` values.
-    pub(super) fn truncate(&mut self, rows: usize) {
-        match self {
-            Builder::Numeric { dtype, bytes } => bytes.truncate(rows * dtype.size().expect("numeric")),
-            Builder::Strings(values) => values.truncate(rows),
+    /// Keeps the values of the first `records` records (a number of a record's partial
+    /// row is written again when the row is).
+    pub(super) fn truncate(&mut self, records: usize) {
+        if let Builder::Strings(values) = self {
+            values.truncate(records);
         }
     }
 
-    fn push_default(&mut self, f: usize, default: &CsvDefault) -> Result<(), DecodeError> {
+    fn push_default(&mut self, f: usize, default: &CsvDefault, row: usize) -> Result<(), DecodeError> {
         match (self, default) {
             (Builder::Strings(values), CsvDefault::String(value)) => values.push(value.clone()),
             (Builder::Numeric { dtype: DType::Int32, bytes }, &CsvDefault::Int(value)) => {
-                bytes.extend_from_slice(&(value as i32).to_le_bytes())
+                put(bytes, row, (value as i32).to_le_bytes())
             }
             (Builder::Numeric { dtype: DType::Int64, bytes }, &CsvDefault::Int(value)) => {
-                bytes.extend_from_slice(&value.to_le_bytes())
+                put(bytes, row, value.to_le_bytes())
             }
             (Builder::Numeric { dtype: DType::Float32, bytes }, &CsvDefault::Float(value)) => {
-                bytes.extend_from_slice(&(value as f32).to_le_bytes())
+                put(bytes, row, (value as f32).to_le_bytes())
             }
             (Builder::Numeric { dtype: DType::Float64, bytes }, &CsvDefault::Float(value)) => {
-                bytes.extend_from_slice(&value.to_le_bytes())
+                put(bytes, row, value.to_le_bytes())
             }
             _ => return Err(DecodeError::new(format!("record_defaults[{f}] does not match the column's dtype"))),
         }
         Ok(())
     }
 
-    pub(super) fn finish(self, shape: Vec<usize>) -> Dense {
+    /// The column as a tensor: numbers of `rows` rows, strings of `records`.
+    pub(super) fn finish(self, rows: usize, records: usize) -> Dense {
         match self {
-            Builder::Numeric { dtype, bytes } => Dense::numeric(dtype, shape, bytes),
-            Builder::Strings(values) => Dense { dtype: DType::String, shape, values: Values::Strings(values) },
+            Builder::Numeric { dtype, bytes } => Dense::numeric(dtype, vec![rows], bytes),
+            Builder::Strings(values) => {
+                Dense { dtype: DType::String, shape: vec![records], values: Values::Strings(values) }
+            }
         }
     }
 }

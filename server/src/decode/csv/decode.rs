@@ -3,12 +3,12 @@
 
 use bytes::Bytes;
 
-use super::column::Builder;
+use super::column::{Builder, put};
 use super::config::{CsvConfig, CsvDialect};
 use super::error::{BatchError, RecordAt};
 use super::fields::{Span, split_csv_dataset, split_decode_csv};
 use crate::decode::number::{plain_f32, plain_f64, plain_i64};
-use crate::decode::{DType, DecodeError, Dense};
+use crate::decode::{DType, DecodeError, Dense, Placement};
 
 /// `tf.io.decode_csv`: `records` are the row-major elements of a string tensor of shape
 /// `shape`; returns one tensor of that shape per column.
@@ -40,35 +40,58 @@ pub fn decode_records(
 /// [`decode_records`] on a batch of shape `[records.len()]`, saying which record fails:
 /// what a caller needs to name it by its key, or to skip it.
 pub fn decode_batch(config: &CsvConfig, dialect: CsvDialect, records: &[Bytes]) -> Result<Vec<Dense>, BatchError> {
+    decode_rows(config, dialect, records, None)
+}
+
+/// [`decode_batch`] with each record's numbers written at its row of `place` (numeric
+/// columns of `place.total` rows, zeros where no record of these is placed); string
+/// columns are the records' values in order, as `decode_batch` gives them.
+pub fn decode_placed(
+    config: &CsvConfig,
+    dialect: CsvDialect,
+    records: &[Bytes],
+    place: Placement<'_>,
+) -> Result<Vec<Dense>, BatchError> {
+    decode_rows(config, dialect, records, Some(place))
+}
+
+fn decode_rows(
+    config: &CsvConfig,
+    dialect: CsvDialect,
+    records: &[Bytes],
+    place: Option<Placement<'_>>,
+) -> Result<Vec<Dense>, BatchError> {
+    let rows = place.map_or(records.len(), |place| place.total);
     let mut builders = config
         .columns
         .iter()
         .enumerate()
-        .map(|(f, column)| Builder::new(f, column.dtype, records.len()))
+        .map(|(f, column)| Builder::new(f, column.dtype, rows, records.len()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| BatchError { record: None, error })?;
     let mut spans = Vec::with_capacity(config.columns.len() + 1);
     let mut scratch = Vec::new();
     let plain_records = config.select_cols.is_none();
     for (index, record) in records.iter().enumerate() {
+        let row = place.map_or(index, |place| place.rows[index]);
         if plain_records {
-            if decode_plain_record(config, record, &mut builders).is_some() {
+            if decode_plain_record(config, record, row, &mut builders).is_some() {
                 continue;
             }
             builders.iter_mut().for_each(|builder| builder.truncate(index));
         }
-        decode_record(config, dialect, index, record, &mut builders, &mut spans, &mut scratch)
+        decode_record(config, dialect, index, record, row, &mut builders, &mut spans, &mut scratch)
             .map_err(|error| BatchError { record: Some(index), error })?;
     }
-    Ok(builders.into_iter().map(|builder| builder.finish(vec![records.len()])).collect())
+    Ok(builders.into_iter().map(|builder| builder.finish(rows, records.len())).collect())
 }
 
 /// The common case, taken first: one pass over a record whose fields are one per column,
 /// none empty, quoted or equal to `na_value`, strings without quotes or line breaks and
 /// numbers in their plain form (`number::plain_*`: a float of many digits too). Both dialects decode such a record
-/// alike. Appends its row; `None` leaves a partial row (the caller truncates it) for
+/// alike. Writes its row, `row`; `None` leaves a partial row (the caller truncates it) for
 /// [`decode_record`], with every rule and message.
-fn decode_plain_record(config: &CsvConfig, record: &Bytes, builders: &mut [Builder]) -> Option<()> {
+fn decode_plain_record(config: &CsvConfig, record: &Bytes, row: usize, builders: &mut [Builder]) -> Option<()> {
     let delim = config.field_delim;
     let mut pos = 0;
     for (f, builder) in builders.iter_mut().enumerate() {
@@ -80,22 +103,22 @@ fn decode_plain_record(config: &CsvConfig, record: &Bytes, builders: &mut [Build
         let len = match builder {
             Builder::Numeric { dtype: DType::Int64, bytes } => {
                 let (value, len) = plain_i64(rest, delim)?;
-                bytes.extend_from_slice(&value.to_le_bytes());
+                put(bytes, row, value.to_le_bytes());
                 len
             }
             Builder::Numeric { dtype: DType::Float32, bytes } => {
                 let (value, len) = plain_f32(rest, delim)?;
-                bytes.extend_from_slice(&value.to_le_bytes());
+                put(bytes, row, value.to_le_bytes());
                 len
             }
             Builder::Numeric { dtype: DType::Int32, bytes } => {
                 let (value, len) = plain_i64(rest, delim)?;
-                bytes.extend_from_slice(&i32::try_from(value).ok()?.to_le_bytes());
+                put(bytes, row, i32::try_from(value).ok()?.to_le_bytes());
                 len
             }
             Builder::Numeric { bytes, .. } => {
                 let (value, len) = plain_f64(rest, delim)?;
-                bytes.extend_from_slice(&value.to_le_bytes());
+                put(bytes, row, value.to_le_bytes());
                 len
             }
             Builder::Strings(values) => {
@@ -115,12 +138,14 @@ fn decode_plain_record(config: &CsvConfig, record: &Bytes, builders: &mut [Build
     (pos == record.len()).then_some(())
 }
 
-/// Splits record `index` and appends its fields to the column builders.
+/// Splits record `index` and writes its fields, row `row`, to the column builders.
+#[allow(clippy::too_many_arguments)]
 fn decode_record(
     config: &CsvConfig,
     dialect: CsvDialect,
     index: usize,
     record: &Bytes,
+    row: usize,
     builders: &mut [Builder],
     spans: &mut Vec<Span>,
     scratch: &mut Vec<u8>,
@@ -146,7 +171,7 @@ fn decode_record(
         let Some(builder) = builders.get_mut(f) else {
             return Err(DecodeError::new(format!("Expect {columns} fields but have more in record")));
         };
-        builder.push(config, f, record, span, at, scratch)?;
+        builder.push(config, f, record, row, span, at, scratch)?;
     }
     if let Some(message) = malformed {
         return Err(DecodeError::new(message));

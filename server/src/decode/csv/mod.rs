@@ -33,5 +33,5 @@ mod fields;
 mod testing;
 
 pub use config::{CsvColumn, CsvConfig, CsvDefault, CsvDialect};
-pub use decode::{decode_batch, decode_csv, decode_records};
+pub use decode::{decode_batch, decode_csv, decode_placed, decode_records};
 pub use error::BatchError;

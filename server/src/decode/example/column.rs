@@ -81,6 +81,32 @@ impl Column {
         }
     }
 
+    /// Writes the values, `per_row` a row, as rows `rows` of `out` (little-endian
+    /// numbers; a row past `out` panics). Strings are not placed: nothing is written.
+    pub(super) fn place_rows(&self, rows: &[usize], per_row: usize, out: &mut [u8]) {
+        fn place<T: Copy, const N: usize>(
+            values: &[T],
+            rows: &[usize],
+            per_row: usize,
+            out: &mut [u8],
+            to_le: impl Fn(T) -> [u8; N],
+        ) {
+            if per_row == 0 {
+                return;
+            }
+            let (out, _) = out.as_chunks_mut::<N>();
+            for (row_values, &row) in values.chunks_exact(per_row).zip(rows) {
+                let at = &mut out[row * per_row..(row + 1) * per_row];
+                at.iter_mut().zip(row_values).for_each(|(to, &value)| *to = to_le(value));
+            }
+        }
+        match self {
+            Column::Int64(v) => place(v, rows, per_row, out, i64::to_le_bytes),
+            Column::Float(v) => place(v, rows, per_row, out, f32::to_le_bytes),
+            Column::Bytes(_) => {}
+        }
+    }
+
     pub(super) fn into_dense(self, shape: Vec<usize>) -> Dense {
         match self {
             Column::Int64(v) => Dense::int64(shape, &v),

@@ -1,11 +1,12 @@
-//! Dense outputs: `FixedLenFeature` (`[B] + shape`, defaults for missing features) and
+//! Dense outputs: `FixedLenFeature` (`[B] + shape`, defaults for missing features; its
+//! numeric rows written at their places when a `Placement` asks) and
 //! `FixedLenSequenceFeature` (`[B, steps] + shape`, padded).
 
 use super::column::{Column, kind_of};
 use super::features::DefaultValue;
 use super::messages::{Names, TypeMessage, Wording, shape_string, values_word};
 use super::slots::SlotTable;
-use crate::decode::{DType, DecodeError, Dense};
+use crate::decode::{DType, DecodeError, Dense, Placement};
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn fixed_len(
@@ -18,10 +19,18 @@ pub(super) fn fixed_len(
     names: Names<'_>,
     batched: bool,
     wording: Wording,
+    place: Option<Placement<'_>>,
 ) -> Result<Dense, DecodeError> {
     let elements: usize = shape.iter().product();
+    // Placed, the rows go to `placed` (the scalars read first straight there, the others
+    // through `column`).
+    let mut placed = place.map(|place| vec![0u8; place.total * elements * dtype.size().unwrap_or(0)]);
     let mut column = Column::with_capacity(dtype, elements * table.records.len());
-    let first_other = if elements == 1 { table.read_scalars(slot, &mut column) } else { 0 };
+    let first_other = match (&mut placed, place) {
+        (Some(out), Some(place)) if elements == 1 => table.place_scalars(slot, &mut column, place.rows, out),
+        _ if elements == 1 => table.read_scalars(slot, &mut column),
+        _ => 0,
+    };
     let mut scratch = Vec::new();
     for index in first_other..table.records.len() {
         match table.read(index, slot, key, &mut column, names, TypeMessage::Fixed, &mut scratch)? {
@@ -54,6 +63,12 @@ pub(super) fn fixed_len(
                 }
             },
         }
+    }
+    if let (Some(mut out), Some(place)) = (placed, place) {
+        column.place_rows(&place.rows[first_other..], elements, &mut out);
+        let mut out_shape = vec![place.total];
+        out_shape.extend_from_slice(shape);
+        return Ok(Dense::numeric(dtype, out_shape, out));
     }
     let mut out_shape = if batched { vec![table.records.len()] } else { Vec::new() };
     out_shape.extend_from_slice(shape);

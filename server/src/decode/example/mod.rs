@@ -31,7 +31,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::{DType, DecodeError, Tensor};
+use super::{DType, DecodeError, Placement, Tensor};
 use column::Column;
 use dense::{fixed_len, pad_sequences};
 pub use features::{DefaultValue, FeatureSpec, Partition};
@@ -154,6 +154,12 @@ impl ExampleParser {
         self.parse_as(records, names, batched, Wording::Example)
     }
 
+    /// `parse_example` on `records`, with the numeric rows of `FixedLen` features written
+    /// at their places (see [`Placement`]; [`places`] says which features are placed).
+    pub fn parse_placed(&self, records: &[Bytes], place: Placement<'_>) -> Result<Vec<(String, Tensor)>, DecodeError> {
+        self.parse_into(records, None, true, Wording::Example, Some(place))
+    }
+
     /// `parse`, with TensorFlow's messages for `wording`: a SequenceExample's context is
     /// field 1 like an Example's features, so the same parser reads both.
     pub(crate) fn parse_as(
@@ -162,6 +168,17 @@ impl ExampleParser {
         names: Option<&[String]>,
         batched: bool,
         wording: Wording,
+    ) -> Result<Vec<(String, Tensor)>, DecodeError> {
+        self.parse_into(records, names, batched, wording, None)
+    }
+
+    fn parse_into(
+        &self,
+        records: &[Bytes],
+        names: Option<&[String]>,
+        batched: bool,
+        wording: Wording,
+        place: Option<Placement<'_>>,
     ) -> Result<Vec<(String, Tensor)>, DecodeError> {
         let names = Names { names };
         let slots = self.locate(records, wording)?;
@@ -179,6 +196,7 @@ impl ExampleParser {
                     names,
                     batched,
                     wording,
+                    place.filter(|_| places(spec)),
                 )?),
                 FeatureSpec::FixedLenSequence { dtype, shape, default, .. } => {
                     let (rows, column) = table.read_rows(self.slot(name), name, *dtype, names, TypeMessage::Fixed)?;
@@ -274,6 +292,12 @@ impl ExampleParser {
         }
         Ok(slots)
     }
+}
+
+/// Whether [`ExampleParser::parse_placed`] writes a feature's rows at their places: a
+/// numeric `FixedLen` feature's.
+pub fn places(spec: &FeatureSpec) -> bool {
+    matches!(spec, FeatureSpec::FixedLen { dtype: DType::Int64 | DType::Float32, .. })
 }
 
 /// Slice equality without a `memcmp` call: feature keys are short.

@@ -35,6 +35,27 @@ impl<'r> SlotTable<'r> {
         column.len()
     }
 
+    /// [`Self::read_scalars`] for a placed feature: record `i`'s value written as row
+    /// `rows[i]` of `out` (little-endian) while records hold it in its usual shape;
+    /// returns the first record that does not. `column` (empty, of the feature's dtype)
+    /// says which; its values stay for the records after.
+    pub(super) fn place_scalars(&self, slot: usize, column: &mut Column, rows: &[usize], out: &mut [u8]) -> usize {
+        let features = (0..self.records.len()).map(|index| self.feature(index, slot));
+        match column {
+            Column::Int64(_) => {
+                let (out, _) = out.as_chunks_mut::<8>();
+                let values = features.map_while(|f| f.and_then(wire::scalar_int64));
+                values.zip(rows).map(|(value, &row)| out[row] = value.to_le_bytes()).count()
+            }
+            Column::Float(_) => {
+                let (out, _) = out.as_chunks_mut::<4>();
+                let values = features.map_while(|f| f.and_then(wire::scalar_float));
+                values.zip(rows).map(|(value, &row)| out[row] = value.to_le_bytes()).count()
+            }
+            Column::Bytes(_) => 0,
+        }
+    }
+
     /// Appends record `index`'s values of a feature to `column`; `Ok(None)` when the
     /// feature is absent or holds no list.
     #[allow(clippy::too_many_arguments)]

@@ -1,22 +1,39 @@
 //! `Decoder::decode_placed` (what a mixture's components decode with) against `decode`:
-//! each placed feature holds exactly `decode`'s row `i` at row `rows[i]` and zeros in
-//! every other row; every other feature is `decode`'s own.
+//! each placed feature's buffer holds exactly `decode`'s row `i` at row `rows[i]`, and in
+//! every other row what was there before (zeros, or another decoder's rows); every other
+//! feature is `decode`'s own.
 
 use bytes::Bytes;
 use prost::Message;
 use readerd_proto::tensorflow as tf;
 use readerd_server::decode::csv::{CsvColumn, CsvConfig, CsvDefault, CsvDialect};
 use readerd_server::decode::example::{DefaultValue, ExampleParser, FeatureSpec};
-use readerd_server::decode::{DType, Decoder, Placement, Tensor, Values};
+use readerd_server::decode::{DType, Decoder, PlacedBuffers, Placement, Tensor, Values};
 
-/// Checks `decode_placed(values, rows of total)` against `decode(values)`.
+/// Checks `decode_placed(values, rows of total)` against `decode(values)`, into buffers
+/// that another decoder filled with 0xAB in every row but `rows`.
 fn check(decoder: &Decoder, values: &[Bytes], rows: &[usize], total: usize) -> usize {
     let expected = decoder.decode(values, &[], true).expect("decodes");
-    let placed = decoder.decode_placed(values, Placement { rows, total }).expect("decodes").expect("places");
+    let mut buffers = PlacedBuffers::default();
+    let mut before = std::collections::HashMap::new();
+    for (name, tensor) in &expected {
+        if let Tensor::Dense(dense) = tensor
+            && let (Values::Bytes(bytes), Some(&records)) = (&dense.values, dense.shape.first())
+        {
+            let row_bytes = bytes.len() / records.max(1);
+            let mut earlier = vec![0xABu8; total * row_bytes];
+            rows.iter().for_each(|&row| earlier[row * row_bytes..(row + 1) * row_bytes].fill(0));
+            buffers.put(name, earlier.clone());
+            before.insert(name.clone(), earlier);
+        }
+    }
+    let mut place = Placement { rows, total, buffers: &mut buffers };
+    let placed = decoder.decode_placed(values, &mut place).expect("decodes").expect("places");
     assert_eq!(placed.features.len(), expected.len());
     assert_eq!(placed.placed.len(), expected.len());
     let mut placed_features = 0;
-    for (((name, got), (expected_name, want)), &is_placed) in placed.features.iter().zip(&expected).zip(&placed.placed) {
+    for (((name, got), (expected_name, want)), &is_placed) in placed.features.iter().zip(&expected).zip(&placed.placed)
+    {
         assert_eq!(name, expected_name);
         if !is_placed {
             assert_eq!(got, want, "{name}: not placed, as decode gives it");
@@ -24,20 +41,25 @@ fn check(decoder: &Decoder, values: &[Bytes], rows: &[usize], total: usize) -> u
         }
         placed_features += 1;
         let (Tensor::Dense(got), Tensor::Dense(want)) = (got, want) else { panic!("{name}: placed and not dense") };
-        let (Values::Bytes(got_bytes), Values::Bytes(want_bytes)) = (&got.values, &want.values) else {
-            panic!("{name}: placed and not numeric")
-        };
+        let Values::Bytes(want_bytes) = &want.values else { panic!("{name}: placed and not numeric") };
+        assert_eq!(got.values, Values::Bytes(Bytes::new()), "{name}: the values are in the buffer");
         assert_eq!(got.dtype, want.dtype, "{name}");
         assert_eq!(got.shape[0], total, "{name}: the set's rows");
         assert_eq!(got.shape[1..], want.shape[1..], "{name}: a row's shape");
         let row_bytes = want_bytes.len() / values.len();
-        let mut expected_rows = vec![vec![0u8; row_bytes]; total];
+        let mut expected_bytes = before.remove(name).expect("numeric in decode's output");
         for (i, &row) in rows.iter().enumerate() {
-            expected_rows[row] = want_bytes[i * row_bytes..(i + 1) * row_bytes].to_vec();
+            expected_bytes[row * row_bytes..(row + 1) * row_bytes]
+                .copy_from_slice(&want_bytes[i * row_bytes..(i + 1) * row_bytes]);
         }
-        assert_eq!(got_bytes[..], expected_rows.concat()[..], "{name}: each record at its row, zeros elsewhere");
+        let got_bytes = buffers_of(&mut place, name);
+        assert_eq!(got_bytes, expected_bytes, "{name}: each record at its row, the earlier rows kept");
     }
     placed_features
+}
+
+fn buffers_of(place: &mut Placement<'_>, name: &str) -> Vec<u8> {
+    place.buffers.take_filled(name).expect("a buffer for each placed feature")
 }
 
 fn example(ints: &[(&str, &[i64])], floats: &[(&str, &[f32])], strings: &[(&str, &[&str])]) -> Bytes {
@@ -112,10 +134,23 @@ fn csv_places_its_numeric_columns_and_leaves_strings_as_decode_gives_them() {
 }
 
 #[test]
+fn a_feature_asked_for_at_two_lengths_is_not_taken_as_filled() {
+    let mut buffers = PlacedBuffers::default();
+    buffers.put("x", vec![1; 8]);
+    assert_eq!(buffers.take("x", 8), vec![1; 8], "an earlier decoder's rows");
+    buffers.put("x", vec![1; 8]);
+    buffers.put("y", vec![2; 4]);
+    assert_eq!(buffers.take("x", 16), vec![0; 16], "another length: zeros");
+    buffers.put("x", vec![3; 16]);
+    assert_eq!(buffers.take_filled("y"), None, "one conflict and nothing is taken as filled");
+}
+
+#[test]
 fn decoders_that_place_nothing_say_so() {
     let values = [Bytes::from_static(b"abcd")];
-    let placement = Placement { rows: &[0], total: 1 };
-    assert!(Decoder::None.decode_placed(&values, placement).unwrap().is_none());
+    let mut buffers = PlacedBuffers::default();
+    let mut placement = Placement { rows: &[0], total: 1, buffers: &mut buffers };
+    assert!(Decoder::None.decode_placed(&values, &mut placement).unwrap().is_none());
     // A failing record is the error decode gives.
     let parser = ExampleParser::new(vec![(
         "f".to_owned(),
@@ -124,6 +159,6 @@ fn decoders_that_place_nothing_say_so() {
     .unwrap();
     let decoder = Decoder::Example(parser);
     let empty = [example(&[], &[], &[])];
-    let placed = decoder.decode_placed(&empty, placement).unwrap_err();
+    let placed = decoder.decode_placed(&empty, &mut placement).unwrap_err();
     assert_eq!(placed, decoder.decode(&empty, &[], true).unwrap_err());
 }

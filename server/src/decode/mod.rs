@@ -56,16 +56,56 @@ pub enum Decoder {
 /// Where a batch's records go in a larger batch that other decoders fill too: record `i`
 /// is row `rows[i]` of `total` rows (each row named once). [`Decoder::decode_placed`]
 /// writes the numeric rows of its fixed-shape dense features there, as it decodes them,
-/// instead of in record order: a mixture then needs no second copy to put them in order.
-#[derive(Clone, Copy, Debug)]
+/// into `buffers`: a mixture's decoders, one after the other, fill the same buffers, and
+/// nothing is copied to put the rows in order.
+#[derive(Debug)]
 pub struct Placement<'a> {
     pub rows: &'a [usize],
     pub total: usize,
+    pub buffers: &'a mut PlacedBuffers,
+}
+
+/// The little-endian bytes of a larger batch's placed features, by feature name: the
+/// rows the decoders wrote so far, zeros in the others.
+#[derive(Debug, Default)]
+pub struct PlacedBuffers {
+    buffers: Vec<(String, Vec<u8>)>,
+    /// A decoder asked for a feature's buffer at another length than an earlier one left.
+    conflict: bool,
+}
+
+impl PlacedBuffers {
+    /// The buffer of feature `name`, `len` bytes: the one an earlier decoder left, or
+    /// zeros. Give it back with [`Self::put`].
+    pub fn take(&mut self, name: &str, len: usize) -> Vec<u8> {
+        match self.buffers.iter().position(|(n, _)| n == name) {
+            Some(at) if self.buffers[at].1.len() == len => self.buffers.swap_remove(at).1,
+            Some(_) => {
+                self.conflict = true;
+                vec![0; len]
+            }
+            None => vec![0; len],
+        }
+    }
+
+    pub fn put(&mut self, name: &str, buffer: Vec<u8>) {
+        self.buffers.push((name.to_owned(), buffer));
+    }
+
+    /// Feature `name`'s buffer, taken out; `None` when no decoder placed it or two asked
+    /// for it at different lengths.
+    pub fn take_filled(&mut self, name: &str) -> Option<Vec<u8>> {
+        if self.conflict {
+            return None;
+        }
+        let at = self.buffers.iter().position(|(n, _)| n == name)?;
+        Some(self.buffers.swap_remove(at).1)
+    }
 }
 
 /// A batch decoded with a [`Placement`]: the features as `decode` gives them, except those
-/// `placed` says: numeric dense tensors of `total` rows, each record's row at its place
-/// and zeros in the rows no record of this batch fills.
+/// `placed` says: numeric dense tensors of `total` rows whose values are in the
+/// placement's buffers (under the feature's name), not in the tensor (it holds none).
 #[derive(Debug)]
 pub struct PlacedFeatures {
     pub features: Vec<(String, Tensor)>,
@@ -139,7 +179,7 @@ impl Decoder {
     pub fn decode_placed(
         &self,
         values: &[bytes::Bytes],
-        place: Placement<'_>,
+        place: &mut Placement<'_>,
     ) -> Result<Option<PlacedFeatures>, DecodeError> {
         assert_eq!(place.rows.len(), values.len(), "a row for each record");
         match self {
@@ -149,7 +189,7 @@ impl Decoder {
                 Ok(Some(PlacedFeatures { features, placed }))
             }
             Decoder::Csv { config, dialect, names } => {
-                let columns = csv::decode_placed(config, *dialect, values, place)
+                let columns = csv::decode_placed(config, *dialect, values, place, names)
                     .map_err(|err| DecodeError { record: err.record.or(err.error.record), ..err.error })?;
                 let placed = config.columns.iter().map(|column| column.dtype.size().is_some()).collect();
                 Ok(Some(PlacedFeatures {

@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use super::mix_gather::{Decoded, PlacedRows, PlacedSet, gather, merge_placed, mixed_keys};
 use super::{Reader, in_component};
-use crate::decode::Placement;
+use crate::decode::{PlacedBuffers, Placement};
 use crate::element::{Element, Keys, RecordId};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
@@ -170,20 +170,22 @@ impl Reader {
     }
 
     /// Every group of a set decoded with its numeric fixed-shape rows placed in the set's
-    /// `total` rows, and those merged (`merge_placed`): `None`, the groups left undecoded,
-    /// when a decoder places nothing, a group fails to decode (it is decoded again, for
-    /// its error or `onError: SKIP`), or the placed features do not merge.
+    /// `total` rows, all groups writing into the same buffers, then taken as the set's
+    /// (`merge_placed`): `None`, the groups left undecoded, when a decoder places nothing,
+    /// a group fails to decode (it is decoded again, for its error or `onError: SKIP`),
+    /// or the groups' placed features differ.
     fn decode_placed_set(&self, groups: &mut [Group], total: usize) -> Option<PlacedSet> {
+        let mut buffers = PlacedBuffers::default();
         let mut decoded = Vec::with_capacity(groups.len());
         for (component, group) in groups.iter().enumerate() {
             if group.values.is_empty() {
                 continue;
             }
-            let place = Placement { rows: &group.places, total };
-            let features = self.components[component].spec.decoder.decode_placed(&group.values, place).ok()??;
+            let mut place = Placement { rows: &group.places, total, buffers: &mut buffers };
+            let features = self.components[component].spec.decoder.decode_placed(&group.values, &mut place).ok()??;
             decoded.push((component, Decoded::placed(features, &self.mix_layout, component)));
         }
-        let set = merge_placed(&self.mix_layout, &mut decoded.iter_mut().map(|(_, d)| d).collect::<Vec<_>>(), total)?;
+        let set = merge_placed(&self.mix_layout, decoded.iter().map(|(_, d)| d), total, &mut buffers)?;
         for (component, features) in decoded {
             groups[component].decoded = Ok(Some(DecodedGroup { features, rows: None }));
         }

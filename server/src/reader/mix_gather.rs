@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::Reader;
-use crate::decode::{DType, Dense, PlacedFeatures, Ragged, Sparse, Tensor, Values};
+use crate::decode::{DType, Dense, PlacedBuffers, PlacedFeatures, Ragged, Sparse, Tensor, Values};
 use crate::element::Keys;
 use crate::error::{Result, ServeError};
 use crate::source::Record;
@@ -152,48 +152,45 @@ impl Decoded {
 /// layout, the set's rows of it (`None`: gathered batch by batch).
 pub(super) type PlacedSet = Vec<Option<Dense>>;
 
-/// The features every group placed, each merged into one tensor of the set's `total`
-/// rows (each group wrote its own rows and left zeros in the others': the rows are
-/// or-ed together). `None` when a feature is placed by some groups and not others, or
-/// the groups' placed tensors differ in dtype or shape: the set is then decoded again
-/// and gathered (which words the error, if any). Takes the placed tensors' bytes out
-/// of the groups.
-pub(super) fn merge_placed(layout: &Layout, groups: &mut [&mut Decoded], total: usize) -> Option<PlacedSet> {
+/// The features every group placed, each one tensor of the set's `total` rows: its
+/// buffer, where every group wrote its own rows. `None` when a feature is placed by some
+/// groups and not others, or the groups' placed tensors differ in dtype or shape: the set
+/// is then decoded again and gathered (which words the error, if any).
+pub(super) fn merge_placed<'a>(
+    layout: &Layout,
+    groups: impl Iterator<Item = &'a Decoded> + Clone,
+    total: usize,
+    buffers: &mut PlacedBuffers,
+) -> Option<PlacedSet> {
     let mut set = Vec::with_capacity(layout.names.len());
-    for j in 0..layout.names.len() {
-        let placed = groups.iter().filter(|group| group.placed[j]).count();
-        if placed == 0 {
+    for (j, name) in layout.names.iter().enumerate() {
+        let mut placed = groups.clone().map(|group| (group.placed[j], group.get(j)));
+        let Some((true, first)) = placed.next() else {
+            // Not placed by the first group: by none, or the set is not merged.
+            if groups.clone().any(|group| group.placed[j]) {
+                return None;
+            }
             set.push(None);
             continue;
-        }
-        if placed != groups.len() {
+        };
+        let Some((Tensor::Dense(first), _)) = first else { return None };
+        let alike = |(is_placed, tensor): (bool, Option<(&Tensor, &RowIndex)>)| match tensor {
+            Some((Tensor::Dense(dense), _)) => is_placed && dense.dtype == first.dtype && dense.shape == first.shape,
+            _ => false,
+        };
+        if !placed.all(alike) || first.shape.first() != Some(&total) {
             return None;
         }
-        let mut merged: Option<(DType, Vec<usize>, BytesMut)> = None;
-        for group in groups.iter_mut() {
-            let at = group.order[j];
-            let Some((_, Tensor::Dense(dense))) = group.features.get_mut(at) else { return None };
-            let Values::Bytes(bytes) = std::mem::replace(&mut dense.values, Values::Bytes(Bytes::new())) else {
-                return None;
-            };
-            if dense.shape.first() != Some(&total) {
-                return None;
-            }
-            match &mut merged {
-                None => {
-                    let bytes = bytes.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
-                    merged = Some((dense.dtype, dense.shape.clone(), bytes));
-                }
-                Some((dtype, shape, into)) => {
-                    if *dtype != dense.dtype || *shape != dense.shape || into.len() != bytes.len() {
-                        return None;
-                    }
-                    into.iter_mut().zip(&bytes[..]).for_each(|(to, from)| *to |= from);
-                }
-            }
+        let bytes = buffers.take_filled(name)?;
+        let expected = first.shape.iter().product::<usize>() * first.dtype.size()?;
+        if bytes.len() != expected {
+            return None;
         }
-        let (dtype, shape, bytes) = merged?;
-        set.push(Some(Dense { dtype, shape, values: Values::Bytes(bytes.freeze()) }));
+        set.push(Some(Dense {
+            dtype: first.dtype,
+            shape: first.shape.clone(),
+            values: Values::Bytes(Bytes::from(bytes)),
+        }));
     }
     Some(set)
 }
@@ -235,7 +232,8 @@ pub(super) fn gather(
     sources: &[(usize, usize)],
     placed: Option<&PlacedRows>,
 ) -> Result<Features> {
-    let rows = Rows::of(sources, groups.len());
+    // Where the rows come from: worked out when a feature is gathered (not when all are placed).
+    let mut rows: Option<Rows> = None;
     let is_placed = |j: usize| placed.is_some_and(|p| p.feature(j).is_some());
     let mut numeric = Vec::with_capacity(numeric_bytes(layout, groups, sources.len(), &is_placed));
     let mut slices = Vec::new();
@@ -260,7 +258,8 @@ pub(super) fn gather(
                 // would), so that readers of them as typed arrays need not copy.
                 numeric.resize(numeric.len().next_multiple_of(8), 0);
                 let start = numeric.len();
-                let dense = gather_dense(name, &parts, &rows, &mut numeric, &mut columns)?;
+                let rows = rows.get_or_insert_with(|| Rows::of(sources, groups.len()));
+                let dense = gather_dense(name, &parts, rows, &mut numeric, &mut columns)?;
                 if numeric.len() > start {
                     slices.push((out.len(), start..numeric.len()));
                 }

@@ -28,11 +28,18 @@ pub(super) fn put<const N: usize>(bytes: &mut [u8], row: usize, value: [u8; N]) 
 }
 
 impl Builder {
-    /// A column of `rows` rows (numbers) or of `records` values (strings).
-    pub(super) fn new(f: usize, dtype: DType, rows: usize, records: usize) -> Result<Self, DecodeError> {
+    /// Column `f`: numbers of `rows` rows, written in `buffer(f, bytes)`; or strings, of
+    /// `records` values.
+    pub(super) fn new(
+        f: usize,
+        dtype: DType,
+        rows: usize,
+        records: usize,
+        buffer: &mut impl FnMut(usize, usize) -> Vec<u8>,
+    ) -> Result<Self, DecodeError> {
         Ok(match dtype {
             DType::Int32 | DType::Int64 | DType::Float32 | DType::Float64 => {
-                Builder::Numeric { dtype, bytes: vec![0; rows * dtype.size().expect("numeric")] }
+                Builder::Numeric { dtype, bytes: buffer(f, rows * dtype.size().expect("numeric")) }
             }
             DType::String => Builder::Strings(Vec::with_capacity(records)),
             other => {

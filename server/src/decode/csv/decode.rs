@@ -8,7 +8,7 @@ use super::config::{CsvConfig, CsvDialect};
 use super::error::{BatchError, RecordAt};
 use super::fields::{Span, split_csv_dataset, split_decode_csv};
 use crate::decode::number::{plain_f32, plain_f64, plain_i64};
-use crate::decode::{DType, DecodeError, Dense, Placement};
+use crate::decode::{DType, DecodeError, Dense, Placement, Values};
 
 /// `tf.io.decode_csv`: `records` are the row-major elements of a string tensor of shape
 /// `shape`; returns one tensor of that shape per column.
@@ -40,40 +40,70 @@ pub fn decode_records(
 /// [`decode_records`] on a batch of shape `[records.len()]`, saying which record fails:
 /// what a caller needs to name it by its key, or to skip it.
 pub fn decode_batch(config: &CsvConfig, dialect: CsvDialect, records: &[Bytes]) -> Result<Vec<Dense>, BatchError> {
-    decode_rows(config, dialect, records, None)
+    let rows = records.len();
+    let builders = builders(config, rows, rows, |_, len| vec![0; len])?;
+    let builders = decode_rows(config, dialect, records, None, builders)?;
+    Ok(builders.into_iter().map(|builder| builder.finish(rows, rows)).collect())
 }
 
-/// [`decode_batch`] with each record's numbers written at its row of `place` (numeric
-/// columns of `place.total` rows, zeros where no record of these is placed); string
-/// columns are the records' values in order, as `decode_batch` gives them.
+/// [`decode_batch`] with each record's numbers written at its row of `place`, in the
+/// placement's buffer of its column (`names`): numeric columns of `place.total` rows, their
+/// values in the buffers, the tensors holding none. String columns are the records'
+/// values in order, as `decode_batch` gives them.
 pub fn decode_placed(
     config: &CsvConfig,
     dialect: CsvDialect,
     records: &[Bytes],
-    place: Placement<'_>,
+    place: &mut Placement<'_>,
+    names: &[String],
 ) -> Result<Vec<Dense>, BatchError> {
-    decode_rows(config, dialect, records, Some(place))
+    let buffer = |f: usize, len: usize| place.buffers.take(&names[f], len);
+    let builders = builders(config, place.total, records.len(), buffer)?;
+    let builders = decode_rows(config, dialect, records, Some(place.rows), builders)?;
+    let mut columns = Vec::with_capacity(builders.len());
+    for (f, builder) in builders.into_iter().enumerate() {
+        columns.push(match builder {
+            Builder::Numeric { dtype, bytes } => {
+                place.buffers.put(&names[f], bytes);
+                Dense { dtype, shape: vec![place.total], values: Values::Bytes(Bytes::new()) }
+            }
+            strings => strings.finish(place.total, records.len()),
+        });
+    }
+    Ok(columns)
 }
 
+/// A builder for each column: numbers of `rows` rows (in the buffer `buffer(column,
+/// bytes)` gives), strings of `records`.
+fn builders(
+    config: &CsvConfig,
+    rows: usize,
+    records: usize,
+    mut buffer: impl FnMut(usize, usize) -> Vec<u8>,
+) -> Result<Vec<Builder>, BatchError> {
+    let builder = |(f, column): (usize, &super::CsvColumn)| Builder::new(f, column.dtype, rows, records, &mut buffer);
+    config
+        .columns
+        .iter()
+        .enumerate()
+        .map(builder)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| BatchError { record: None, error })
+}
+
+/// Decodes `records` into `builders`, record `i` at row `rows[i]` (`None`: at row `i`).
 fn decode_rows(
     config: &CsvConfig,
     dialect: CsvDialect,
     records: &[Bytes],
-    place: Option<Placement<'_>>,
-) -> Result<Vec<Dense>, BatchError> {
-    let rows = place.map_or(records.len(), |place| place.total);
-    let mut builders = config
-        .columns
-        .iter()
-        .enumerate()
-        .map(|(f, column)| Builder::new(f, column.dtype, rows, records.len()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| BatchError { record: None, error })?;
+    rows: Option<&[usize]>,
+    mut builders: Vec<Builder>,
+) -> Result<Vec<Builder>, BatchError> {
     let mut spans = Vec::with_capacity(config.columns.len() + 1);
     let mut scratch = Vec::new();
     let plain_records = config.select_cols.is_none();
     for (index, record) in records.iter().enumerate() {
-        let row = place.map_or(index, |place| place.rows[index]);
+        let row = rows.map_or(index, |rows| rows[index]);
         if plain_records {
             if decode_plain_record(config, record, row, &mut builders).is_some() {
                 continue;
@@ -83,7 +113,7 @@ fn decode_rows(
         decode_record(config, dialect, index, record, row, &mut builders, &mut spans, &mut scratch)
             .map_err(|error| BatchError { record: Some(index), error })?;
     }
-    Ok(builders.into_iter().map(|builder| builder.finish(rows, records.len())).collect())
+    Ok(builders)
 }
 
 /// The common case, taken first: one pass over a record whose fields are one per column,

@@ -6,7 +6,7 @@ use super::column::{Column, kind_of};
 use super::features::DefaultValue;
 use super::messages::{Names, TypeMessage, Wording, shape_string, values_word};
 use super::slots::SlotTable;
-use crate::decode::{DType, DecodeError, Dense, Placement};
+use crate::decode::{DType, DecodeError, Dense, Placement, Values};
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn fixed_len(
@@ -19,14 +19,15 @@ pub(super) fn fixed_len(
     names: Names<'_>,
     batched: bool,
     wording: Wording,
-    place: Option<Placement<'_>>,
+    mut place: Option<&mut Placement<'_>>,
 ) -> Result<Dense, DecodeError> {
     let elements: usize = shape.iter().product();
-    // Placed, the rows go to `placed` (the scalars read first straight there, the others
-    // through `column`).
-    let mut placed = place.map(|place| vec![0u8; place.total * elements * dtype.size().unwrap_or(0)]);
+    // Placed, the rows go to the placement's buffer of the feature (the scalars read
+    // first straight there, the others through `column`).
+    let mut placed =
+        place.as_mut().map(|place| place.buffers.take(key, place.total * elements * dtype.size().unwrap_or(0)));
     let mut column = Column::with_capacity(dtype, elements * table.records.len());
-    let first_other = match (&mut placed, place) {
+    let first_other = match (&mut placed, &place) {
         (Some(out), Some(place)) if elements == 1 => table.place_scalars(slot, &mut column, place.rows, out),
         _ if elements == 1 => table.read_scalars(slot, &mut column),
         _ => 0,
@@ -66,9 +67,10 @@ pub(super) fn fixed_len(
     }
     if let (Some(mut out), Some(place)) = (placed, place) {
         column.place_rows(&place.rows[first_other..], elements, &mut out);
+        place.buffers.put(key, out);
         let mut out_shape = vec![place.total];
         out_shape.extend_from_slice(shape);
-        return Ok(Dense::numeric(dtype, out_shape, out));
+        return Ok(Dense { dtype, shape: out_shape, values: Values::Bytes(bytes::Bytes::new()) });
     }
     let mut out_shape = if batched { vec![table.records.len()] } else { Vec::new() };
     out_shape.extend_from_slice(shape);

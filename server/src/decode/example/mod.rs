@@ -156,7 +156,11 @@ impl ExampleParser {
 
     /// `parse_example` on `records`, with the numeric rows of `FixedLen` features written
     /// at their places (see [`Placement`]; [`places`] says which features are placed).
-    pub fn parse_placed(&self, records: &[Bytes], place: Placement<'_>) -> Result<Vec<(String, Tensor)>, DecodeError> {
+    pub fn parse_placed(
+        &self,
+        records: &[Bytes],
+        place: &mut Placement<'_>,
+    ) -> Result<Vec<(String, Tensor)>, DecodeError> {
         self.parse_into(records, None, true, Wording::Example, Some(place))
     }
 
@@ -178,7 +182,7 @@ impl ExampleParser {
         names: Option<&[String]>,
         batched: bool,
         wording: Wording,
-        place: Option<Placement<'_>>,
+        mut place: Option<&mut Placement<'_>>,
     ) -> Result<Vec<(String, Tensor)>, DecodeError> {
         let names = Names { names };
         let slots = self.locate(records, wording)?;
@@ -196,7 +200,7 @@ impl ExampleParser {
                     names,
                     batched,
                     wording,
-                    place.filter(|_| places(spec)),
+                    place.as_deref_mut().filter(|_| places(spec)),
                 )?),
                 FeatureSpec::FixedLenSequence { dtype, shape, default, .. } => {
                     let (rows, column) = table.read_rows(self.slot(name), name, *dtype, names, TypeMessage::Fixed)?;

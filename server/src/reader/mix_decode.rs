@@ -6,9 +6,9 @@
 //! batch, about a whole batch's worth (the size that component decodes at when read
 //! alone, not its share of one mixed batch); then each batch is gathered from them in the
 //! mixture's order (`mix_gather.rs`). The decoders that can (Example, CSV) write the
-//! numeric rows of fixed-shape features straight at their rows of the set
-//! (`Decoder::decode_placed`): those features are merged, not gathered, and each batch is
-//! a slice of them. When a component's records of the set fail to
+//! numeric rows of fixed-shape features straight at their rows of the set, every
+//! component into the same buffer of each feature (`Decoder::decode_placed`): those
+//! features are not gathered, each batch is a slice of the set's buffer. When a component's records of the set fail to
 //! decode, each batch decodes its own records of that component alone, in order, so that
 //! the batches before the record at fault are delivered and the error fails the batch it
 //! is in, as for a single spec. Components that decode alike need none of this: each batch
@@ -16,9 +16,10 @@
 
 use bytes::Bytes;
 
-use super::mix_gather::{Decoded, PlacedRows, PlacedSet, gather, merge_placed, mixed_keys};
+use super::mix_gather::{Decoded, Layout, RowIndex, gather, mixed_keys};
+use super::mix_placed::{PlacedRows, PlacedSet};
 use super::{Reader, in_component};
-use crate::decode::{PlacedBuffers, Placement};
+use crate::decode::{Dense, PlacedBuffers, Placement, Tensor, Values};
 use crate::element::{Element, Keys, RecordId};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
@@ -284,4 +285,47 @@ impl Reader {
         }
         taken.into_iter().filter_map(|(component, record)| self.components[*component].record_id(record)).collect()
     }
+}
+
+/// The features every group placed, each one tensor of the set's `total` rows: its
+/// buffer, where every group wrote its own rows. `None` when a feature is placed by some
+/// groups and not others, or the groups' placed tensors differ in dtype or shape: the set
+/// is then decoded again and gathered (which words the error, if any).
+fn merge_placed<'a>(
+    layout: &Layout,
+    groups: impl Iterator<Item = &'a Decoded> + Clone,
+    total: usize,
+    buffers: &mut PlacedBuffers,
+) -> Option<PlacedSet> {
+    let mut set = Vec::with_capacity(layout.names.len());
+    for (j, name) in layout.names.iter().enumerate() {
+        let mut placed = groups.clone().map(|group| (group.placed[j], group.get(j)));
+        let Some((true, first)) = placed.next() else {
+            // Not placed by the first group: by none, or the set is not merged.
+            if groups.clone().any(|group| group.placed[j]) {
+                return None;
+            }
+            set.push(None);
+            continue;
+        };
+        let Some((Tensor::Dense(first), _)) = first else { return None };
+        let alike = |(is_placed, tensor): (bool, Option<(&Tensor, &RowIndex)>)| match tensor {
+            Some((Tensor::Dense(dense), _)) => is_placed && dense.dtype == first.dtype && dense.shape == first.shape,
+            _ => false,
+        };
+        if !placed.all(alike) || first.shape.first() != Some(&total) {
+            return None;
+        }
+        let bytes = buffers.take_filled(name)?;
+        let expected = first.shape.iter().product::<usize>() * first.dtype.size()?;
+        if bytes.len() != expected {
+            return None;
+        }
+        set.push(Some(Dense {
+            dtype: first.dtype,
+            shape: first.shape.clone(),
+            values: Values::Bytes(Bytes::from(bytes)),
+        }));
+    }
+    Some(set)
 }

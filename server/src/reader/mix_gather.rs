@@ -1,8 +1,8 @@
 //! Where a mixture's batch is put back into the mixture's order: its components' decoded
 //! records (`mix_decode.rs`) gathered row by row into one batch, and its keys. Numeric
-//! dense features that every component's decoder wrote at their rows of the set
-//! (`crate::decode::Placement`) are not gathered: the components' rows are merged once a
-//! set ([`merge_placed`]) and each batch is a slice of them. Components that decode alike
+//! dense features that every component's decoder wrote at their rows of the set, in one
+//! buffer (`crate::decode::Placement`), are not gathered: `mix_decode.rs` takes the
+//! set's buffers and each batch is a slice of them (`mix_placed.rs`). Components that decode alike
 //! (`decode_alike`) need no gather: their records decode as one batch.
 
 use std::sync::Arc;
@@ -10,7 +10,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::Reader;
-use crate::decode::{DType, Dense, PlacedBuffers, PlacedFeatures, Ragged, Sparse, Tensor, Values};
+use super::mix_placed::{PlacedRows, placed_rows};
+use crate::decode::{DType, Dense, PlacedFeatures, Ragged, Sparse, Tensor, Values};
 use crate::element::Keys;
 use crate::error::{Result, ServeError};
 use crate::source::Record;
@@ -26,7 +27,7 @@ pub(super) struct Layout {
     /// Every component decodes as the first (`decode_alike`): a batch is then decoded as
     /// one, as a single spec's, and nothing is gathered.
     pub(super) alike: bool,
-    names: Vec<String>,
+    pub(super) names: Vec<String>,
     /// Per feature, whether its shape varies by record (a `VarLen` feature's width).
     varying: Vec<bool>,
     positions: Vec<Vec<usize>>,
@@ -70,12 +71,12 @@ pub(super) struct Decoded {
     /// though the group's rows go to several batches of a set.
     rows: Vec<RowIndex>,
     /// For each of the layout's names, whether the decoder wrote its rows at their places
-    /// in the set (`decode_placed`): it is then merged, not gathered.
-    placed: Vec<bool>,
+    /// in the set (`decode_placed`): it is then taken from the set's buffers, not gathered.
+    pub(super) placed: Vec<bool>,
 }
 
 /// Where each record's part of a decoded feature is.
-enum RowIndex {
+pub(super) enum RowIndex {
     /// Dense: rows at a fixed stride.
     Dense,
     /// Sparse: the indices (`[entries, rank]`), and record `r`'s entries
@@ -143,80 +144,8 @@ impl Decoded {
     }
 
     /// The layout's `j`th feature, and where each record's part of it is.
-    fn get(&self, j: usize) -> Option<(&Tensor, &RowIndex)> {
+    pub(super) fn get(&self, j: usize) -> Option<(&Tensor, &RowIndex)> {
         self.features.get(self.order[j]).map(|(_, tensor)| (tensor, &self.rows[j]))
-    }
-}
-
-/// A set's features that every group wrote at their rows of the set: per feature of the
-/// layout, the set's rows of it (`None`: gathered batch by batch).
-pub(super) type PlacedSet = Vec<Option<Dense>>;
-
-/// The features every group placed, each one tensor of the set's `total` rows: its
-/// buffer, where every group wrote its own rows. `None` when a feature is placed by some
-/// groups and not others, or the groups' placed tensors differ in dtype or shape: the set
-/// is then decoded again and gathered (which words the error, if any).
-pub(super) fn merge_placed<'a>(
-    layout: &Layout,
-    groups: impl Iterator<Item = &'a Decoded> + Clone,
-    total: usize,
-    buffers: &mut PlacedBuffers,
-) -> Option<PlacedSet> {
-    let mut set = Vec::with_capacity(layout.names.len());
-    for (j, name) in layout.names.iter().enumerate() {
-        let mut placed = groups.clone().map(|group| (group.placed[j], group.get(j)));
-        let Some((true, first)) = placed.next() else {
-            // Not placed by the first group: by none, or the set is not merged.
-            if groups.clone().any(|group| group.placed[j]) {
-                return None;
-            }
-            set.push(None);
-            continue;
-        };
-        let Some((Tensor::Dense(first), _)) = first else { return None };
-        let alike = |(is_placed, tensor): (bool, Option<(&Tensor, &RowIndex)>)| match tensor {
-            Some((Tensor::Dense(dense), _)) => is_placed && dense.dtype == first.dtype && dense.shape == first.shape,
-            _ => false,
-        };
-        if !placed.all(alike) || first.shape.first() != Some(&total) {
-            return None;
-        }
-        let bytes = buffers.take_filled(name)?;
-        let expected = first.shape.iter().product::<usize>() * first.dtype.size()?;
-        if bytes.len() != expected {
-            return None;
-        }
-        set.push(Some(Dense {
-            dtype: first.dtype,
-            shape: first.shape.clone(),
-            values: Values::Bytes(Bytes::from(bytes)),
-        }));
-    }
-    Some(set)
-}
-
-/// Rows `rows` of a set's merged feature (see [`merge_placed`]), sharing its bytes.
-fn placed_rows(dense: &Dense, rows: &std::ops::Range<usize>) -> Result<Dense> {
-    let per_row = dense.shape.iter().skip(1).product::<usize>() * dense.dtype.size().unwrap_or(0);
-    let range = rows.start * per_row..rows.end * per_row;
-    let values = match &dense.values {
-        Values::Bytes(bytes) if range.end <= bytes.len() => bytes.slice(range),
-        _ => return Err(ServeError::Internal("a batch's rows are not in its set's placed feature".into())),
-    };
-    let mut shape = vec![rows.len()];
-    shape.extend_from_slice(dense.shape.get(1..).unwrap_or_default());
-    Ok(Dense { dtype: dense.dtype, shape, values: Values::Bytes(values) })
-}
-
-/// A batch's rows of its set's placed features.
-pub(super) struct PlacedRows<'a> {
-    pub(super) set: &'a PlacedSet,
-    pub(super) rows: std::ops::Range<usize>,
-}
-
-impl PlacedRows<'_> {
-    fn feature(&self, j: usize) -> Option<&Dense> {
-        self.set.get(j).and_then(Option::as_ref)
     }
 }
 

@@ -29,15 +29,17 @@
 //! - `mix.rs`: a mixture: a reader per component, records chosen among them (by weight
 //!   or in a fixed order) and batched, their states kept together; `mix_decode.rs` decodes
 //!   each batch as one when the components decode alike, else by their components (a set
-//!   of batches at once, each component's records of them as one batch), and
-//!   `mix_gather.rs` gathers each such batch back into the mixture's order.
+//!   of batches at once, each component's records of them as one batch, the numeric
+//!   rows written at their places in the set's buffers, `mix_placed.rs` slicing each
+//!   batch's out of them), and `mix_gather.rs` gathers the rest of each such batch back
+//!   into the mixture's order.
 //! - `cluster_job.rs`: a shared reader served by replicas: its pipeline reads the splits
 //!   this replica leases (a mixture's components, each their own files'), and its sequence
 //!   ends when the whole job is done.
 //!
 //! Each file adds to `impl Reader` what it holds. Dependencies between them go one way,
 //! each using only those after it: `shared_checkpoint`, `chunks`, `state`, `decoding`,
-//! `records`, `unbatch`; `mix` (then `mix_decode`, then `mix_gather`) uses the reader's
+//! `records`, `unbatch`; `mix` (then `mix_decode`, `mix_gather`, `mix_placed`) uses the reader's
 //! chunks and state; `cluster_job` (which sets the reader's state up for a cluster, and
 //! settles in the ledger records never handed out) and `csv_header` stand alone. A
 //! mixture's component errors are named by `in_component`, here.
@@ -49,6 +51,7 @@ mod decoding;
 mod mix;
 mod mix_decode;
 mod mix_gather;
+mod mix_placed;
 mod records;
 mod shared_checkpoint;
 mod state;

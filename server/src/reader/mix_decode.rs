@@ -8,7 +8,8 @@
 //! mixture's order (`mix_gather.rs`). The decoders that can (Example, CSV) write the
 //! numeric rows of fixed-shape features straight at their rows of the set, every
 //! component into the same buffer of each feature (`Decoder::decode_placed`): those
-//! features are not gathered, each batch is a slice of the set's buffer. When a component's records of the set fail to
+//! features are not gathered, each batch is a slice of the set's buffer (`mix_placed.rs`).
+//! When a component's records of the set fail to
 //! decode, each batch decodes its own records of that component alone, in order, so that
 //! the batches before the record at fault are delivered and the error fails the batch it
 //! is in, as for a single spec. Components that decode alike need none of this: each batch

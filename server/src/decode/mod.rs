@@ -54,7 +54,8 @@ pub enum Decoder {
 }
 
 /// Where a batch's records go in a larger batch that other decoders fill too: record `i`
-/// is row `rows[i]` of `total` rows (each row named once). [`Decoder::decode_placed`]
+/// is row `rows[i]` of `total` rows (each row named once: a row named twice holds the
+/// last record written there). [`Decoder::decode_placed`]
 /// writes the numeric rows of its fixed-shape dense features there, as it decodes them,
 /// into `buffers`: a mixture's decoders, one after the other, fill the same buffers, and
 /// nothing is copied to put the rows in order.
@@ -88,12 +89,18 @@ impl PlacedBuffers {
         }
     }
 
+    /// Leaves feature `name`'s buffer for the next decoder. Two features of one name (a
+    /// CSV's columns named alike) count as a conflict: which one the next decoder would
+    /// fill is not known.
     pub fn put(&mut self, name: &str, buffer: Vec<u8>) {
+        if self.buffers.iter().any(|(n, _)| n == name) {
+            self.conflict = true;
+        }
         self.buffers.push((name.to_owned(), buffer));
     }
 
-    /// Feature `name`'s buffer, taken out; `None` when no decoder placed it or two asked
-    /// for it at different lengths.
+    /// Feature `name`'s buffer, taken out; `None` when no decoder placed it, or two asked
+    /// for it at different lengths, or two features had that name.
     pub fn take_filled(&mut self, name: &str) -> Option<Vec<u8>> {
         if self.conflict {
             return None;
@@ -173,31 +180,34 @@ impl Decoder {
     }
 
     /// Decodes a batch as `decode` does (batched, without keys), with the numeric rows of
-    /// its fixed-shape dense features written at their places (see [`Placement`]);
-    /// `Ok(None)` for a decoder that places none (raw, undecoded, SequenceExample).
-    /// A panic if `place` does not name one row of `total` per record.
+    /// its fixed-shape dense features written at their places (see [`Placement`]): an
+    /// Example's numeric `fixedLen` features, a CSV's numeric columns. Other decoders
+    /// (raw, undecoded, SequenceExample) and other features place nothing (`placed`
+    /// false). A panic if `place` does not name a row of `total` for each record.
     pub fn decode_placed(
         &self,
         values: &[bytes::Bytes],
         place: &mut Placement<'_>,
-    ) -> Result<Option<PlacedFeatures>, DecodeError> {
+    ) -> Result<PlacedFeatures, DecodeError> {
         assert_eq!(place.rows.len(), values.len(), "a row for each record");
         match self {
             Decoder::Example(parser) => {
                 let features = parser.parse_placed(values, place)?;
                 let placed = parser.features().iter().map(|(_, spec)| example::places(spec)).collect();
-                Ok(Some(PlacedFeatures { features, placed }))
+                Ok(PlacedFeatures { features, placed })
             }
             Decoder::Csv { config, dialect, names } => {
                 let columns = csv::decode_placed(config, *dialect, values, place, names)
                     .map_err(|err| DecodeError { record: err.record.or(err.error.record), ..err.error })?;
                 let placed = config.columns.iter().map(|column| column.dtype.size().is_some()).collect();
-                Ok(Some(PlacedFeatures {
-                    features: names.iter().cloned().zip(columns.into_iter().map(Tensor::Dense)).collect(),
-                    placed,
-                }))
+                let features = names.iter().cloned().zip(columns.into_iter().map(Tensor::Dense)).collect();
+                Ok(PlacedFeatures { features, placed })
             }
-            Decoder::None | Decoder::Raw(_) | Decoder::SequenceExample(_) => Ok(None),
+            Decoder::None | Decoder::Raw(_) | Decoder::SequenceExample(_) => {
+                let features = self.decode(values, &[], true)?;
+                let placed = vec![false; features.len()];
+                Ok(PlacedFeatures { features, placed })
+            }
         }
     }
 

@@ -9,8 +9,9 @@
 //! numeric rows of fixed-shape features straight at their rows of the set, every
 //! component into the same buffer of each feature (`Decoder::decode_placed`): those
 //! features are not gathered, each batch is a slice of the set's buffer (`mix_placed.rs`).
-//! When a component's records of the set fail to
-//! decode, each batch decodes its own records of that component alone, in order, so that
+//! When a component's records of the set fail to decode, the set is decoded again
+//! without placing anything (every feature gathered), and each batch decodes its own
+//! records of that component alone, in order, so that
 //! the batches before the record at fault are delivered and the error fails the batch it
 //! is in, as for a single spec. Components that decode alike need none of this: each batch
 //! is decoded as one, as a single spec's. Unbatched, each record is decoded alone.
@@ -173,9 +174,9 @@ impl Reader {
 
     /// Every group of a set decoded with its numeric fixed-shape rows placed in the set's
     /// `total` rows, all groups writing into the same buffers, then taken as the set's
-    /// (`merge_placed`): `None`, the groups left undecoded, when a decoder places nothing,
-    /// a group fails to decode (it is decoded again, for its error or `onError: SKIP`),
-    /// or the groups' placed features differ.
+    /// (`merge_placed`; a feature no group places is gathered): `None`, the groups left
+    /// undecoded, when a group fails to decode (it is decoded again, for its error or
+    /// `onError: SKIP`), or the groups' placed features differ.
     fn decode_placed_set(&self, groups: &mut [Group], total: usize) -> Option<PlacedSet> {
         let mut buffers = PlacedBuffers::default();
         let mut decoded = Vec::with_capacity(groups.len());
@@ -184,7 +185,7 @@ impl Reader {
                 continue;
             }
             let mut place = Placement { rows: &group.places, total, buffers: &mut buffers };
-            let features = self.components[component].spec.decoder.decode_placed(&group.values, &mut place).ok()??;
+            let features = self.components[component].spec.decoder.decode_placed(&group.values, &mut place).ok()?;
             decoded.push((component, Decoded::placed(features, &self.mix_layout, component)));
         }
         let set = merge_placed(&self.mix_layout, decoded.iter().map(|(_, d)| d), total, &mut buffers)?;

@@ -1,5 +1,6 @@
-//! The entry points: [`decode_csv`], [`decode_records`] and [`decode_batch`], and how each
-//! record is decoded: the plain path first, then every rule of its dialect.
+//! The entry points: [`decode_csv`], [`decode_records`], [`decode_batch`] and
+//! [`decode_placed`] (a mixture's: numbers written at their rows of a larger batch), and
+//! how each record is decoded: the plain path first, then every rule of its dialect.
 
 use bytes::Bytes;
 

@@ -90,8 +90,9 @@ fn examples_place_their_numeric_fixed_len_rows_and_leave_the_rest_as_decode_give
         ("v".to_owned(), FeatureSpec::VarLen { dtype: DType::Float32 }),
     ];
     let decoder = Decoder::Example(ExampleParser::new(features).unwrap());
-    // Record 2 lacks `i` (its default, after the scalars read straight to their rows) and
-    // `pair`; record 3 holds `i` as a list of one value written otherwise (two lists).
+    // Record 2 lacks `i` (its default: from there on `i` goes through the column, not
+    // straight to its rows) and `pair`; record 3's Features message comes twice (the
+    // second's `i`, 33, is the one parse_example keeps).
     let mut records: Vec<Bytes> = (0..6)
         .map(|r| {
             let r64 = r as i64;

@@ -14,6 +14,7 @@ pub mod number;
 pub mod raw;
 pub mod tensor;
 
+pub(crate) use tensor::put_le;
 pub use tensor::{DType, Dense, Ragged, Sparse, Tensor, Values};
 
 /// A record that does not decode. The message follows TensorFlow's (it names the record

@@ -11,6 +11,13 @@ fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: impl Fn(T) -> [u8; N])
     values.iter().map(|&value| to_le(value)).collect::<Vec<[u8; N]>>().into_flattened()
 }
 
+/// Writes `value` as element `at` of the little-endian `bytes` (elements of `N` bytes; a
+/// panic past the end): how decoders place a value at its row.
+#[inline]
+pub(crate) fn put_le<const N: usize>(bytes: &mut [u8], at: usize, value: [u8; N]) {
+    bytes.as_chunks_mut::<N>().0[at] = value;
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
     Int8,

@@ -465,6 +465,12 @@ fn decoder_of(decoder: Option<&pb::Decoder>, csv_dialect: CsvDialect) -> Result<
                 .map_err(spec_error)?,
         ),
         Some(Kind::Csv(csv)) => {
+            // Names a header gives are checked when the reader opens (`reader::csv_header`).
+            let mut named: Vec<&str> = csv.columns.iter().map(|c| c.name.as_str()).filter(|n| !n.is_empty()).collect();
+            named.sort_unstable();
+            if let Some(pair) = named.windows(2).find(|pair| pair[0] == pair[1]) {
+                return Err(invalid(format!("decoder.csv.columns: the name {} is given twice", pair[0])));
+            }
             Decoder::Csv { config: csv_config_of(csv)?, dialect: csv_dialect, names: csv_column_names(csv) }
         }
     })
@@ -476,6 +482,20 @@ mod tests {
 
     fn parse(json: &str) -> Result<ReaderSpec> {
         ReaderSpec::from_proto(serde_json::from_str(json).unwrap(), 1 << 20)
+    }
+
+    #[test]
+    fn csv_columns_named_twice_are_refused() {
+        let spec = |names: [&str; 2]| {
+            let columns = names.map(|n| format!(r#"{{"name": "{n}", "dtype": "INT64"}}"#)).join(",");
+            parse(&format!(
+                r#"{{"source": {{"files": ["a.csv"], "format": "CSV"}}, "decoder": {{"csv": {{"columns": [{columns}]}}}}}}"#
+            ))
+        };
+        let err = spec(["a", "a"]).unwrap_err().to_string();
+        assert!(err.contains("decoder.csv.columns: the name a is given twice"), "{err}");
+        assert!(spec(["a", "b"]).is_ok());
+        assert!(spec(["", ""]).is_ok(), "unnamed columns are named later (col<i>, or the header)");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::config::{CsvConfig, CsvDefault};
 use super::error::RecordAt;
 use super::fields::{Span, unescape};
 use crate::decode::number::{parse_f32, parse_f64, parse_i32, parse_i64};
-use crate::decode::{DType, DecodeError, Dense, Values};
+use crate::decode::{DType, DecodeError, Dense, Values, put_le as put};
 
 /// One output column being filled.
 pub(super) enum Builder {
@@ -18,13 +18,6 @@ pub(super) enum Builder {
     Numeric { dtype: DType, bytes: Vec<u8> },
     /// One value a record, in record order.
     Strings(Vec<Bytes>),
-}
-
-/// Writes `value` as row `row` of `bytes` (a row the caller's placement names: a panic
-/// past the end).
-#[inline]
-pub(super) fn put<const N: usize>(bytes: &mut [u8], row: usize, value: [u8; N]) {
-    bytes.as_chunks_mut::<N>().0[row] = value;
 }
 
 impl Builder {

@@ -4,12 +4,12 @@
 
 use bytes::Bytes;
 
-use super::column::{Builder, put};
+use super::column::Builder;
 use super::config::{CsvConfig, CsvDialect};
 use super::error::{BatchError, RecordAt};
 use super::fields::{Span, split_csv_dataset, split_decode_csv};
 use crate::decode::number::{plain_f32, plain_f64, plain_i64};
-use crate::decode::{DType, DecodeError, Dense, Placement, Values};
+use crate::decode::{DType, DecodeError, Dense, Placement, Values, put_le as put};
 
 /// `tf.io.decode_csv`: `records` are the row-major elements of a string tensor of shape
 /// `shape`; returns one tensor of that shape per column.

@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::features::DefaultValue;
 use super::wire::Kind;
-use crate::decode::{DType, Dense};
+use crate::decode::{DType, Dense, put_le};
 
 /// Values read from one feature, in the list's own type.
 #[derive(Debug)]
@@ -94,10 +94,10 @@ impl Column {
             if per_row == 0 {
                 return;
             }
-            let (out, _) = out.as_chunks_mut::<N>();
             for (row_values, &row) in values.chunks_exact(per_row).zip(rows) {
-                let at = &mut out[row * per_row..(row + 1) * per_row];
-                at.iter_mut().zip(row_values).for_each(|(to, &value)| *to = to_le(value));
+                for (k, &value) in row_values.iter().enumerate() {
+                    put_le(out, row * per_row + k, to_le(value));
+                }
             }
         }
         match self {

@@ -26,7 +26,9 @@ pub(super) fn fixed_len(
     // first straight there, the others through `column`).
     let mut placed =
         place.as_mut().map(|place| place.buffers.take(key, place.total * elements * dtype.size().unwrap_or(0)));
-    let mut column = Column::with_capacity(dtype, elements * table.records.len());
+    // Placed scalars reach the column only from the first record not in the usual shape.
+    let capacity = if placed.is_some() && elements == 1 { 0 } else { elements * table.records.len() };
+    let mut column = Column::with_capacity(dtype, capacity);
     let first_other = match (&mut placed, &place) {
         (Some(out), Some(place)) if elements == 1 => table.place_scalars(slot, &mut column, place.rows, out),
         _ if elements == 1 => table.read_scalars(slot, &mut column),

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::column::Column;
 use super::messages::{Names, TypeMessage, type_mismatch, unparsable};
 use super::wire::{self, Kind};
-use crate::decode::{DType, DecodeError};
+use crate::decode::{DType, DecodeError, put_le};
 
 /// The located feature messages of a batch: `slots[record * width + slot]`.
 pub(super) struct SlotTable<'r> {
@@ -43,14 +43,12 @@ impl<'r> SlotTable<'r> {
         let features = (0..self.records.len()).map(|index| self.feature(index, slot));
         match column {
             Column::Int64(_) => {
-                let (out, _) = out.as_chunks_mut::<8>();
                 let values = features.map_while(|f| f.and_then(wire::scalar_int64));
-                values.zip(rows).map(|(value, &row)| out[row] = value.to_le_bytes()).count()
+                values.zip(rows).map(|(value, &row)| put_le(out, row, value.to_le_bytes())).count()
             }
             Column::Float(_) => {
-                let (out, _) = out.as_chunks_mut::<4>();
                 let values = features.map_while(|f| f.and_then(wire::scalar_float));
-                values.zip(rows).map(|(value, &row)| out[row] = value.to_le_bytes()).count()
+                values.zip(rows).map(|(value, &row)| put_le(out, row, value.to_le_bytes())).count()
             }
             Column::Bytes(_) => 0,
         }

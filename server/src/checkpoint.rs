@@ -270,7 +270,12 @@ fn job_snapshot(spec: pb::DatasetSpec, job: &pb::JobCheckpoint) -> JobSnapshot {
             done: split.done,
         })
         .collect();
-    JobSnapshot { fingerprint: crate::spec::fingerprint(&spec), spec: prost::Message::encode_to_vec(&spec), splits }
+    JobSnapshot {
+        fingerprint: crate::spec::fingerprint(&spec),
+        spec: prost::Message::encode_to_vec(&spec),
+        stopped: job.stopped,
+        splits,
+    }
 }
 
 /// Which of a full list of snapshots (by the seq each starts at, ascending) to drop when
@@ -391,7 +396,7 @@ impl Checkpointer {
             lineage: lineage.unwrap_or_else(|| format!("reader:{shared_name}")),
             shared: None,
             shared_name: shared_name.to_owned(),
-            job: Some(pb::JobCheckpoint { restore_id, splits }),
+            job: Some(pb::JobCheckpoint { restore_id, splits, stopped: job.stopped }),
         };
         self.commit(&state, &job.fingerprint)
     }

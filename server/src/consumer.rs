@@ -249,6 +249,12 @@ impl Delivery {
         self.changed.notify_waiters();
     }
 
+    /// No element is unacknowledged (parked ones included) and none waits for
+    /// redelivery: every element delivered so far was consumed.
+    pub fn settled(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) == 0 && lock(&self.redelivery).is_empty()
+    }
+
     /// No other stream holds unacknowledged elements and none waits for redelivery: for
     /// `consumer`, the sequence is over.
     pub fn settled_for(&self, consumer: &Consumer) -> bool {

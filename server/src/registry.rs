@@ -117,7 +117,7 @@ impl ReaderRegistry {
             let order = reader.job_order();
             let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
             let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;
-            reader.join_cluster(job);
+            reader.join_cluster(job)?;
         }
         let mut readers = self.inner.readers.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = readers.get(&key) {

@@ -201,3 +201,40 @@ fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() 
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.position), Some(0));
     assert!(a.heartbeat(&[(job.id, 1, 0)]).unwrap().is_empty(), "not A's any more");
 }
+
+#[test]
+fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_when_restored() {
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let a = replica(&schema, "a", LeaseTimes::default());
+    let b = replica(&schema, "b", LeaseTimes::default());
+    let job = job(&a);
+    a.plan_epoch(job, 1, &[0, 1]).unwrap();
+    assert!(!b.job_stopped(job).unwrap(), "a new job is not stopped");
+    assert!(a.lease_next(job, 1, &[], EVERY_FILE).unwrap().is_some());
+    b.report(job, 3, 1).unwrap();
+    let running = a.snapshot_job("team", "train").unwrap().unwrap();
+    assert!(!a.stopped_job_finished(job).unwrap(), "not stopped");
+    a.stop_job(job).unwrap();
+    assert!(b.job_stopped(job).unwrap(), "every replica sees it stopped");
+    let stopped = a.snapshot_job("team", "train").unwrap().unwrap();
+    assert!(stopped.stopped && !running.stopped);
+    // Over once every live replica serving it ended: A holds a split, B reported on it.
+    assert!(!b.stopped_job_finished(job).unwrap(), "neither ended");
+    a.replica_ended(job).unwrap();
+    assert!(!b.stopped_job_finished(job).unwrap(), "B did not end");
+    b.report(job, 0, 1).unwrap();
+    b.replica_ended(job).unwrap();
+    b.report(job, 0, 0).unwrap();
+    assert!(a.stopped_job_finished(job).unwrap(), "both ended (a later report keeps it)");
+    let c = replica(&schema, "c", LeaseTimes::default());
+    assert!(c.stopped_job_finished(job).unwrap(), "a replica that never served it does not count");
+    assert!(c.lease_next(job, 1, &[], EVERY_FILE).unwrap().is_some());
+    assert!(!a.stopped_job_finished(job).unwrap(), "C holds a split and did not end");
+
+    let restored = b.restore_job("team", "train", "restore-1", &running).unwrap();
+    assert!(!a.job_stopped(restored).unwrap(), "restored from before the stop: running again");
+    let restored = b.restore_job("team", "train", "restore-2", &stopped).unwrap();
+    assert!(a.job_stopped(restored).unwrap(), "restored from after the stop: stopped");
+    assert!(a.delete_job("team", "train").unwrap());
+    assert!(matches!(a.job_stopped(restored), Err(LedgerError::Deleted(_))));
+}

@@ -437,11 +437,23 @@ fn wait_until_printed(outputs: &[std::path::PathBuf], lines: usize) {
 }
 
 /// What each consumer printed (its keys), once it exited with success; `end` says whether
-/// each must have reached the end of the sequence.
+/// each must have reached the end of the sequence. One still reading after 5 minutes
+/// (replicas that wait for each other for ever) is killed and the test fails.
 fn wait_for_consumers(consumers: Vec<std::process::Child>, outputs: &[std::path::PathBuf], end: bool) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     let mut all = Vec::new();
     for (mut consumer, path) in consumers.into_iter().zip(outputs) {
-        let status = consumer.wait().unwrap();
+        let status = loop {
+            if let Some(status) = consumer.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = consumer.kill();
+                let printed = keys_and_end(&std::fs::read(path).unwrap()).0.len();
+                panic!("{} still reading after 5 minutes ({printed} records printed)", path.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         let (keys, last) = keys_and_end(&std::fs::read(path).unwrap());
         let stderr = std::fs::read_to_string(path.with_extension("err")).unwrap_or_default();
         assert!(status.success(), "{}: {status}, last line {last}, stderr: {}", path.display(), stderr.trim());
@@ -759,6 +771,16 @@ fn every_mixture_key() -> Vec<String> {
     keys
 }
 
+/// What a single server reads of the shared reader of `spec_path`, once checked that one
+/// replica reads the same, record for record, through the split ledger.
+fn single_servers_sequence_on_one_replica(db: &Database, data: &Path, spec_path: &str) -> Vec<String> {
+    let single = ServerProcess::start(&[data]);
+    let expected = read_shared(&single.addr, spec_path);
+    let (alone, _state) = replica(db, data);
+    assert_eq!(read_shared(&alone.addr, spec_path), expected, "the same sequence through the split ledger");
+    expected
+}
+
 #[test]
 fn a_mixture_on_replicas_takes_splits_from_each_component_and_survives_a_replica_kill() {
     let Some(db) = Database::new() else { return };
@@ -767,15 +789,10 @@ fn a_mixture_on_replicas_takes_splits_from_each_component_and_survives_a_replica
     let dir = tempfile::tempdir().unwrap();
     let spec_path = write_spec(&dir, &mixture_spec(false));
 
-    // One replica reads the mixture a single server reads, record for record.
-    let single = ServerProcess::start(&[data.path()]);
-    let expected = read_shared(&single.addr, &spec_path);
+    let expected = single_servers_sequence_on_one_replica(&db, data.path(), &spec_path);
     let mut sorted = expected.clone();
     sorted.sort();
     assert_eq!(sorted, every_mixture_key());
-    let (alone, _state) = replica(&db, data.path());
-    assert_eq!(read_shared(&alone.addr, &spec_path), expected, "the same sequence through the split ledger");
-    drop(alone);
 
     // Three replicas and four consumers, one replica killed part-way: every record of
     // each component's epochs exactly once.
@@ -794,15 +811,95 @@ fn a_mixture_on_replicas_takes_splits_from_each_component_and_survives_a_replica
     assert_eq!(all, expected, "A's records twice (two epochs), B's once");
     // A's 6 files in each of 2 epochs, B's 3 in one.
     assert_taken_over_once(&mut ledger, &held, 15);
+}
 
-    // stopOnEmptyDataset ends every replica's mixture at a component one replica found
-    // exhausted: refused, not done wrong.
-    let stopping = write_spec(&dir, &mixture_spec(true));
-    let args = ["read", "--spec", &stopping, "--container", "team", "--shared-name", "stop", "--output", "jsonl"];
-    let lines = jsonl(&readerctl(&addrs[0], &args).stdout);
-    let error = &lines.last().unwrap()["error"];
-    assert_eq!(error["code"], "INVALID_ARGUMENT", "{lines:?}");
-    assert!(error["message"].as_str().unwrap().contains("mix.stopOnEmptyDataset"), "{error}");
+#[test]
+fn a_mixture_that_stops_at_its_first_exhausted_component_stops_on_every_replica() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_mixture_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &mixture_spec(true));
+    let component = |keys: &[String], prefix: &str| keys.iter().filter(|k| k.starts_with(prefix)).count();
+
+    // B (900 records at weight 0.4) runs out first, with about 1,350 of A's 4,800 taken.
+    let expected = single_servers_sequence_on_one_replica(&db, data.path(), &spec_path);
+    assert_eq!(component(&expected, "1/"), 900, "every record of B");
+    assert!(component(&expected, "0/") < 4800, "the mixture stopped before A's end");
+
+    // Three replicas and three consumers: each replica stops where its own choice falls
+    // on B with no free split and its own B splits read. B's 3 splits are read by the
+    // replicas that leased them, to their end (A has free splits to the end), so every
+    // record of B comes once; A's count given B's 900 has a mean of 1,350 and a standard
+    // deviation of 58, and a replica with no split of B may take a few of A before its
+    // first choice of B.
+    let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
+    let addrs: Vec<String> = replicas.iter().map(|(r, _)| r.addr.clone()).collect();
+    let delete = readerctl(&addrs[0], &["delete", "--container", "team", "--shared-name", "train"]);
+    assert!(delete.status.success(), "{}", String::from_utf8_lossy(&delete.stderr));
+    let outputs: Vec<std::path::PathBuf> = (0..3).map(|i| dir.path().join(format!("stop-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    let mut b: Vec<&String> = all.iter().filter(|k| k.starts_with("1/")).collect();
+    b.dedup();
+    assert_eq!((b.len(), component(&all, "1/")), (900, 900), "every record of B, once");
+    let too_often = all.windows(3).find(|keys| keys[0] == keys[2]);
+    assert!(too_often.is_none(), "a record of A more often than its two epochs: {too_often:?}");
+    let every = every_mixture_key();
+    assert!(all.iter().all(|key| every.binary_search(key).is_ok()), "only records of the mixture");
+    let a = component(&all, "0/");
+    assert!((1050..=1700).contains(&a), "{a} records of A; a single server took {}", component(&expected, "0/"));
+}
+
+/// Component A of `a-0.txt` (100 lines) and `a-1.txt` (1,000), B of `b-0.txt` (1,000)
+/// and `b-1.txt` (100), one file at a time each: two replicas each lease a split of each.
+fn write_lopsided_mixture(root: &Path) -> Value {
+    for (name, lines) in [("a-0", 100), ("a-1", 1000), ("b-0", 1000), ("b-1", 100)] {
+        let text: String = (0..lines).map(|l| format!("{name}-{l}\n")).collect();
+        write_file(root, &format!("{name}.txt"), text.as_bytes());
+    }
+    let component = |files: &str| {
+        json!({"source": {"files": [files], "format": "TEXT_LINE"},
+                                         "pipeline": {"cycleLength": 1, "numEpochs": 1}})
+    };
+    json!({
+        "mix": {"datasets": [component("a-*.txt"), component("b-*.txt")], "weights": [0.5, 0.5],
+                "stopOnEmptyDataset": true},
+        "pipeline": {"seed": 4, "batchSize": 4}
+    })
+}
+
+#[test]
+fn replicas_stopped_at_different_components_do_not_wait_for_each_other() {
+    // Two replicas each hold a split of A and one of B, one of them short: the one holding
+    // a-0 stops at A, the one holding b-1 at B, while each holds a split the other would
+    // need to go on. Neither waits for the other: both streams end, nothing twice.
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &write_lopsided_mixture(data.path()));
+    let replicas: Vec<_> = (0..2).map(|_| replica(&db, data.path())).collect();
+    let addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
+    let outputs: Vec<std::path::PathBuf> = (0..2).map(|i| dir.path().join(format!("stop-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs, &["--spec", &spec_path], &outputs);
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    let printed = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), printed, "a record twice");
+    assert!(!all.is_empty() && printed < 2200, "{printed} records: the mixture stopped before its end");
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let unfinished: i64 = ledger.query_one("SELECT count(*) FROM readerd_splits WHERE NOT done", &[]).unwrap().get(0);
+    assert!(unfinished > 0, "the stopped replicas left splits unread, and did not wait for them");
+
+    // The job is stopped: a checkpoint of it resumed on new replicas reads nothing,
+    // although the stopped replicas left splits unread (the restored job leases them
+    // again otherwise).
+    let token = checkpoint_token(&replicas[0].0.addr);
+    drop(replicas);
+    let (after, _replicas) = resume_on_new_replicas(&db, data.path(), dir.path(), &token, 2, 1);
+    assert!(after.is_empty(), "resumed after the stop, it read {} records", after.len());
 }
 
 #[test]

@@ -371,6 +371,26 @@ impl JobFeed {
     pub fn finished(&self, epochs: u64) -> Result<bool, LedgerError> {
         self.ledger.job_finished(self.job, epochs)
     }
+
+    /// Marks the job stopped (`Ledger::stop_job`).
+    pub fn stop(&self) -> Result<(), LedgerError> {
+        self.ledger.stop_job(self.job)
+    }
+
+    /// Whether the job was stopped (`Ledger::job_stopped`).
+    pub fn stopped(&self) -> Result<bool, LedgerError> {
+        self.ledger.job_stopped(self.job)
+    }
+
+    /// This replica is done with the stopped job (`Ledger::replica_ended`).
+    pub fn replica_ended(&self) -> Result<(), LedgerError> {
+        self.ledger.replica_ended(self.job)
+    }
+
+    /// Whether the stopped job is over on every replica (`Ledger::stopped_job_finished`).
+    pub fn stopped_finished(&self) -> Result<bool, LedgerError> {
+        self.ledger.stopped_job_finished(self.job)
+    }
 }
 
 impl std::fmt::Debug for JobFeed {

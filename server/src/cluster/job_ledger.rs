@@ -43,6 +43,51 @@ impl Ledger {
         Ok(deleted > 0)
     }
 
+    /// Marks `job` stopped: a mixture that stops at its first exhausted component
+    /// (`mix.stopOnEmptyDataset`) ended on a replica. Readers that join it from then on
+    /// read nothing ([`Ledger::job_stopped`]).
+    pub fn stop_job(&self, job: Job) -> Result<(), LedgerError> {
+        self.client().execute("UPDATE readerd_jobs SET stopped = true WHERE id = $1", &[&job.id])?;
+        Ok(())
+    }
+
+    /// Whether `job` was stopped ([`Ledger::stop_job`]); deleted, it is an error.
+    pub fn job_stopped(&self, job: Job) -> Result<bool, LedgerError> {
+        let row = self.client().query_opt("SELECT stopped FROM readerd_jobs WHERE id = $1", &[&job.id])?;
+        row.map(|row| row.get(0)).ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
+    }
+
+    /// This replica's mixture of stopped `job` ended and every element it delivered was
+    /// consumed: it produces nothing more.
+    pub fn replica_ended(&self, job: Job) -> Result<(), LedgerError> {
+        self.client().execute(
+            "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, ended) VALUES ($1, $2, 0, 0, true)
+             ON CONFLICT (job, replica) DO UPDATE SET ended = true",
+            &[&job.id, &self.replica()],
+        )?;
+        Ok(())
+    }
+
+    /// Whether stopped `job` is over on every replica: each live one that serves it
+    /// (reported on it, or holds an unfinished split of it) ended
+    /// ([`Ledger::replica_ended`]). A replica that died counts no more.
+    pub fn stopped_job_finished(&self, job: Job) -> Result<bool, LedgerError> {
+        let row = self.client().query_opt(
+            "SELECT job.stopped AND NOT EXISTS (
+                 SELECT 1 FROM readerd_replicas AS replica
+                 WHERE replica.heartbeat_at > now() - make_interval(secs => $2)
+                   AND (EXISTS (SELECT 1 FROM readerd_job_replicas AS report
+                                WHERE report.job = $1 AND report.replica = replica.id)
+                        OR EXISTS (SELECT 1 FROM readerd_splits AS split
+                                   WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done))
+                   AND NOT EXISTS (SELECT 1 FROM readerd_job_replicas AS report
+                                   WHERE report.job = $1 AND report.replica = replica.id AND report.ended))
+             FROM readerd_jobs AS job WHERE job.id = $1",
+            &[&job.id, &self.lease_time().as_secs_f64()],
+        )?;
+        row.map(|row| row.get(0)).ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
+    }
+
     /// Shared reader `container/shared_name`'s job as it stands (one consistent read), if
     /// there is one.
     pub fn snapshot_job(&self, container: &str, shared_name: &str) -> Result<Option<JobSnapshot>, LedgerError> {
@@ -53,7 +98,7 @@ impl Ledger {
             .read_only(true)
             .start()?;
         let Some(job) = transaction.query_opt(
-            "SELECT id, fingerprint, spec FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            "SELECT id, fingerprint, spec, stopped FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
             &[&container, &shared_name],
         )?
         else {
@@ -67,6 +112,7 @@ impl Ledger {
         Ok(Some(JobSnapshot {
             fingerprint: job.get(1),
             spec: job.get(2),
+            stopped: job.get(3),
             splits: splits
                 .iter()
                 .map(|row| SplitSnapshot {
@@ -113,9 +159,17 @@ impl Ledger {
         )?;
         let id: i64 = transaction
             .query_one(
-                "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec, generation, restored_from)
-                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-                &[&container, &shared_name, &snapshot.fingerprint, &snapshot.spec, &generation, &restore_id],
+                "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec, generation, restored_from, stopped)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                &[
+                    &container,
+                    &shared_name,
+                    &snapshot.fingerprint,
+                    &snapshot.spec,
+                    &generation,
+                    &restore_id,
+                    &snapshot.stopped,
+                ],
             )?
             .get(0);
         let splits = &snapshot.splits;

@@ -99,6 +99,8 @@ pub struct JobSnapshot {
     pub fingerprint: String,
     /// The spec, encoded (`readerd.v1.DatasetSpec`).
     pub spec: Vec<u8>,
+    /// A mixture that stops at its first exhausted component ended (`Ledger::stop_job`).
+    pub stopped: bool,
     pub splits: Vec<SplitSnapshot>,
 }
 

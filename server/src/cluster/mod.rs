@@ -81,7 +81,15 @@
 //! own files (`mix_feed::ComponentFeed`). Each replica mixes, by the weights (or the
 //! choice), the splits it holds; a component with no free split drops out of its choice
 //! until the replica looks again. Acknowledgements, takeovers and checkpoints are the
-//! job's, as for any reader.
+//! job's, as for any reader. A mixture that stops at its first exhausted component
+//! (`stopOnEmptyDataset`) stops on each replica where that replica's choice falls on a
+//! component with no free split and its own splits of it read, as `sample_from_datasets`
+//! does on each tf.data service worker with dynamic sharding; no replica waits for
+//! another's splits. The first to stop marks the job stopped (`Ledger::stop_job`, kept
+//! by checkpoints): readers that join it later read nothing. A replica has ended once
+//! every element it delivered is acknowledged (`Ledger::replica_ended`), and the job is
+//! done when every live replica serving it has (`Ledger::stopped_job_finished`): an end
+//! of the sequence still means that no replica sends anything more.
 //!
 //! **Stats.** With each renewal a replica reports, per job, its elements in flight and
 //! its consumers (`readerd_job_replicas`); `GetReaderStats` on any replica lists every

@@ -114,6 +114,17 @@ impl MixChoice {
         }
     }
 
+    /// Whether the mixture ended: `choose` gives nothing more.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Ends the mixture with no more choices (a replica that joins a job whose mixture
+    /// stopped elsewhere).
+    pub fn end(&mut self) {
+        self.ended = true;
+    }
+
     pub fn any_exhausted(&self) -> bool {
         self.exhausted.contains(&true)
     }

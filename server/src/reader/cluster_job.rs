@@ -2,7 +2,9 @@
 //! its pipeline reads the splits this replica leases from the split ledger
 //! (`crate::cluster`), its elements name their records, and their acknowledgements are
 //! committed to the ledger. Its sequence ends only when the whole job is done: until
-//! then, at its end it looks again for splits of replicas that died.
+//! then, at its end it looks again for splits of replicas that died. A mixture that stops
+//! at its first exhausted component ends where its own choice found one
+//! ([`Reader::job_finished_or_look_again`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,9 +31,6 @@ impl Reader {
         if self.spec.unbatch {
             return self.refused("unbatch");
         }
-        if self.spec.mix.as_ref().is_some_and(|mix| mix.stop_on_empty) {
-            return self.refused("a mixture that stops at its first exhausted component (mix.stopOnEmptyDataset)");
-        }
         for (i, component) in self.components.iter().enumerate() {
             component.check_for_cluster().map_err(|err| in_component(i, err))?;
         }
@@ -46,7 +45,12 @@ impl Reader {
 
     /// Makes this new shared reader read through `job` (before any stream reads it); the
     /// caller refused what [`Reader::check_for_cluster`] refuses before it made the job.
-    pub fn join_cluster(self: &Arc<Self>, job: Arc<JobFeed>) {
+    /// A mixture that stops at its first exhausted component joins a job stopped elsewhere
+    /// ended (blocking: asks the ledger).
+    pub fn join_cluster(self: &Arc<Self>, job: Arc<JobFeed>) -> Result<()> {
+        if self.stops_on_empty() && job.stopped()? {
+            self.end_mixture();
+        }
         if self.spec.mix.is_some() {
             for (component, files) in self.components.iter().zip(self.component_ranges()) {
                 component.read_fed(Arc::new(ComponentFeed::new(job.clone(), files.clone())), files.start);
@@ -63,6 +67,12 @@ impl Reader {
             })
         }));
         let _ = self.job.set(job);
+        Ok(())
+    }
+
+    /// A mixture that ends at its first exhausted component (`mix.stopOnEmptyDataset`).
+    fn stops_on_empty(&self) -> bool {
+        self.spec.mix.as_ref().is_some_and(|mix| mix.stop_on_empty)
     }
 
     /// Reads the files `feed` gives from now on; its files are numbered in the ledger from
@@ -200,8 +210,24 @@ impl Reader {
     /// At the end of this replica's sequence (blocking): whether the job is done on every
     /// replica. When it is not, the pipeline is set to look for free splits again (those
     /// of a replica that died) at the next chunk.
+    ///
+    /// A mixture that stops at its first exhausted component ends on this replica once
+    /// its choice fell on a component with nothing left for it (no free split, its own
+    /// read to their end), as `sample_from_datasets` on each tf.data service worker with
+    /// dynamic sharding: no replica waits for another's splits. The job is then marked
+    /// stopped (readers that join it later read nothing), and this replica ended once
+    /// every element it delivered was consumed. The job is done when every live replica
+    /// serving it ended: an end of the sequence still means that nothing more comes from
+    /// any replica, as consumers reading from all of them expect.
     pub fn job_finished_or_look_again(&self) -> Result<bool> {
         let Some(job) = self.job.get() else { return Ok(true) };
+        if self.stops_on_empty() && self.mixture_ended() {
+            job.stop()?;
+            if self.delivery.settled() {
+                job.replica_ended()?;
+            }
+            return Ok(job.stopped_finished()?);
+        }
         let finished = match self.job_epochs() {
             Some(epochs) => job.finished(epochs)?,
             None => false,

@@ -267,6 +267,18 @@ impl Reader {
         Ok(false)
     }
 
+    /// Whether the mixture's choice ended (nothing chosen yet: not ended).
+    pub(super) fn mixture_ended(&self) -> bool {
+        self.lock().mix.as_ref().is_some_and(|progress| progress.choice.ended())
+    }
+
+    /// Ends the mixture before its next choice: it reads nothing more.
+    pub(super) fn end_mixture(&self) {
+        let mix = self.spec.mix.as_ref().expect("a mixture");
+        let mut state = self.lock();
+        state.mix.get_or_insert_with(|| start(mix, self.spec.pipeline.seed)).choice.end();
+    }
+
     /// The mixture's state: its components', and the choice's.
     pub(super) fn mix_state(&self, state: &ReaderState) -> Result<pb::MixState> {
         let mut components = Vec::with_capacity(self.components.len());

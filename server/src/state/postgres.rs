@@ -75,6 +75,12 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (job, replica)
     );
 ",
+    // A mixture that stops at its first exhausted component (`mix.stopOnEmptyDataset`):
+    // stopped once a replica's mixture ended there, and ended on each replica.
+    "
+    ALTER TABLE readerd_jobs ADD COLUMN stopped BOOLEAN NOT NULL DEFAULT false;
+    ALTER TABLE readerd_job_replicas ADD COLUMN ended BOOLEAN NOT NULL DEFAULT false;
+",
 ];
 
 /// A connection to `url`, with its tables in `schema` when given (tests keep each in a

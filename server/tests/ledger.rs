@@ -226,10 +226,13 @@ fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_w
     b.replica_ended(job).unwrap();
     b.report(job, 0, 0).unwrap();
     assert!(a.stopped_job_finished(job).unwrap(), "both ended (a later report keeps it)");
-    let c = replica(&schema, "c", LeaseTimes::default());
+    let short = LeaseTimes { ttl: Duration::from_millis(500), grace: Duration::ZERO };
+    let c = replica(&schema, "c", short);
     assert!(c.stopped_job_finished(job).unwrap(), "a replica that never served it does not count");
     assert!(c.lease_next(job, 1, &[], EVERY_FILE).unwrap().is_some());
     assert!(!a.stopped_job_finished(job).unwrap(), "C holds a split and did not end");
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(a.stopped_job_finished(job).unwrap(), "C's lease expired (it died, or dropped its reader)");
 
     let restored = b.restore_job("team", "train", "restore-1", &running).unwrap();
     assert!(!a.job_stopped(restored).unwrap(), "restored from before the stop: running again");

@@ -68,18 +68,20 @@ impl Ledger {
         Ok(())
     }
 
-    /// Whether stopped `job` is over on every replica: each live one that serves it
-    /// (reported on it, or holds an unfinished split of it) ended
-    /// ([`Ledger::replica_ended`]). A replica that died counts no more.
+    /// Whether stopped `job` is over on every replica: each one that serves it ended
+    /// ([`Ledger::replica_ended`]). A replica serves the job while it reports on it (with
+    /// each renewal) or holds a live lease of it: one that died, or dropped its reader (idle),
+    /// counts no more after a lease time.
     pub fn stopped_job_finished(&self, job: Job) -> Result<bool, LedgerError> {
         let row = self.client().query_opt(
             "SELECT job.stopped AND NOT EXISTS (
                  SELECT 1 FROM readerd_replicas AS replica
-                 WHERE replica.heartbeat_at > now() - make_interval(secs => $2)
-                   AND (EXISTS (SELECT 1 FROM readerd_job_replicas AS report
-                                WHERE report.job = $1 AND report.replica = replica.id)
+                 WHERE (EXISTS (SELECT 1 FROM readerd_job_replicas AS report
+                                WHERE report.job = $1 AND report.replica = replica.id
+                                  AND report.reported_at > now() - make_interval(secs => $2))
                         OR EXISTS (SELECT 1 FROM readerd_splits AS split
-                                   WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done))
+                                   WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done
+                                     AND split.lease_expires > now()))
                    AND NOT EXISTS (SELECT 1 FROM readerd_job_replicas AS report
                                    WHERE report.job = $1 AND report.replica = replica.id AND report.ended))
              FROM readerd_jobs AS job WHERE job.id = $1",

@@ -249,6 +249,11 @@ impl Delivery {
         self.changed.notify_waiters();
     }
 
+    /// Elements delivered and not acknowledged, over all streams (parked ones included).
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
     /// No element is unacknowledged (parked ones included) and none waits for
     /// redelivery: every element delivered so far was consumed.
     pub fn settled(&self) -> bool {

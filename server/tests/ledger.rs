@@ -205,39 +205,41 @@ fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() 
 #[test]
 fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_when_restored() {
     let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let short = LeaseTimes { ttl: Duration::from_millis(500), grace: Duration::ZERO };
     let a = replica(&schema, "a", LeaseTimes::default());
-    let b = replica(&schema, "b", LeaseTimes::default());
+    let b = replica(&schema, "b", short);
     let job = job(&a);
-    a.plan_epoch(job, 1, &[0, 1]).unwrap();
-    assert!(!b.job_stopped(job).unwrap(), "a new job is not stopped");
-    assert!(a.lease_next(job, 1, &[], EVERY_FILE).unwrap().is_some());
-    b.report(job, 3, 1).unwrap();
+    assert!(!a.join_stoppable(job).unwrap(), "a new job is not stopped");
+    assert!(!b.report(job, 3, 1).unwrap());
     let running = a.snapshot_job("team", "train").unwrap().unwrap();
     assert!(!a.stopped_job_finished(job).unwrap(), "not stopped");
     a.stop_job(job).unwrap();
-    assert!(b.job_stopped(job).unwrap(), "every replica sees it stopped");
-    let stopped = a.snapshot_job("team", "train").unwrap().unwrap();
-    assert!(stopped.stopped && !running.stopped);
-    // Over once every live replica serving it ended: A holds a split, B reported on it.
+    assert!(b.report(job, 3, 1).unwrap(), "a report says it is stopped");
+
+    // Over once every replica that serves it (reported on it) ended.
     assert!(!b.stopped_job_finished(job).unwrap(), "neither ended");
     a.replica_ended(job).unwrap();
-    assert!(!b.stopped_job_finished(job).unwrap(), "B did not end");
-    b.report(job, 0, 1).unwrap();
+    assert!(!a.stopped_job_finished(job).unwrap(), "B did not end");
+    let stopping = a.snapshot_job("team", "train").unwrap().unwrap();
+    assert!(!stopping.stopped, "a checkpoint before its end would lose what B still delivers: not stopped");
     b.replica_ended(job).unwrap();
     b.report(job, 0, 0).unwrap();
     assert!(a.stopped_job_finished(job).unwrap(), "both ended (a later report keeps it)");
-    let short = LeaseTimes { ttl: Duration::from_millis(500), grace: Duration::ZERO };
+    let stopped = a.snapshot_job("team", "train").unwrap().unwrap();
+    assert!(stopped.stopped && !running.stopped);
+
+    // A replica that joins now finds it stopped, and serves it until it ends; one that
+    // stops reporting (it died, or dropped its reader) counts no more after a lease time.
     let c = replica(&schema, "c", short);
-    assert!(c.stopped_job_finished(job).unwrap(), "a replica that never served it does not count");
-    assert!(c.lease_next(job, 1, &[], EVERY_FILE).unwrap().is_some());
-    assert!(!a.stopped_job_finished(job).unwrap(), "C holds a split and did not end");
+    assert!(c.join_stoppable(job).unwrap(), "joins a stopped job");
+    assert!(!a.stopped_job_finished(job).unwrap(), "C did not end");
     std::thread::sleep(Duration::from_millis(600));
-    assert!(a.stopped_job_finished(job).unwrap(), "C's lease expired (it died, or dropped its reader)");
+    assert!(c.stopped_job_finished(job).unwrap(), "C's report is older than a lease time");
 
     let restored = b.restore_job("team", "train", "restore-1", &running).unwrap();
-    assert!(!a.job_stopped(restored).unwrap(), "restored from before the stop: running again");
+    assert!(!a.join_stoppable(restored).unwrap(), "restored from before the stop: running again");
     let restored = b.restore_job("team", "train", "restore-2", &stopped).unwrap();
-    assert!(a.job_stopped(restored).unwrap(), "restored from after the stop: stopped");
+    assert!(a.join_stoppable(restored).unwrap(), "restored from after the end: stopped");
     assert!(a.delete_job("team", "train").unwrap());
-    assert!(matches!(a.job_stopped(restored), Err(LedgerError::Deleted(_))));
+    assert!(matches!(a.stopped_job_finished(restored), Err(LedgerError::Deleted(_))));
 }

@@ -852,6 +852,34 @@ fn a_mixture_that_stops_at_its_first_exhausted_component_stops_on_every_replica(
     assert!((1050..=1700).contains(&a), "{a} records of A; a single server took {}", component(&expected, "0/"));
 }
 
+#[test]
+fn a_replica_no_consumer_reads_from_any_more_does_not_hold_up_a_stopped_mixtures_end() {
+    // A consumer reads two batches through replica C alone and leaves; C keeps its reader
+    // (and its leases) but no stream. Consumers of the other two replicas reach the end:
+    // C's reader, finding the job stopped with no stream to deliver through, ends there.
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_mixture_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &mixture_spec(true));
+    let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
+    let addrs: Vec<String> = replicas.iter().map(|(r, _)| r.addr.clone()).collect();
+    let early = [dir.path().join("early.jsonl")];
+    let consumer = spawn_consumers(&addrs[2], &["--spec", &spec_path, "--max-batches", "2"], &early);
+    let mut all = wait_for_consumers(consumer, &early, false);
+    assert_eq!(all.len(), 16, "two batches of 8 through C");
+    let outputs: Vec<std::path::PathBuf> = (0..2).map(|i| dir.path().join(format!("stop-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs[..2].join(","), &["--spec", &spec_path], &outputs);
+    all.extend(wait_for_consumers(consumers, &outputs, true));
+    all.sort();
+    let too_often = all.windows(3).find(|keys| keys[0] == keys[2]);
+    assert!(too_often.is_none(), "a record of A more often than its two epochs: {too_often:?}");
+    let mut b: Vec<&String> = all.iter().filter(|k| k.starts_with("1/")).collect();
+    let printed = b.len();
+    b.dedup();
+    assert_eq!(b.len(), printed, "a record of B twice");
+}
+
 /// Component A of `a-0.txt` (100 lines) and `a-1.txt` (1,000), B of `b-0.txt` (1,000)
 /// and `b-1.txt` (100), one file at a time each: two replicas each lease a split of each.
 fn write_lopsided_mixture(root: &Path) -> Value {

@@ -23,12 +23,21 @@ pub type EpochOrder = Box<dyn Fn(u64) -> Vec<usize> + Send + Sync>;
 /// This replica's elements in flight and consumers of a job, for its reports.
 pub type Usage = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
 
+/// What a stopped job's reader does when a report finds the job stopped (on the cluster
+/// thread: blocking).
+pub type OnStopped = Box<dyn Fn() + Send + Sync>;
+
 pub struct JobFeed {
     ledger: Arc<Ledger>,
     job: Job,
     lease_time: Duration,
     order: EpochOrder,
     usage: std::sync::OnceLock<Usage>,
+    on_stopped: std::sync::OnceLock<OnStopped>,
+    /// This replica marked the job stopped, and marked itself ended in it (each written
+    /// once).
+    stop_marked: std::sync::atomic::AtomicBool,
+    ended: std::sync::atomic::AtomicBool,
     state: Mutex<FeedState>,
     /// One commit at a time: when [`JobFeed::commit`] returns, every acknowledgement
     /// made before it was called is in the ledger, also those another commit (the
@@ -117,6 +126,9 @@ impl JobFeed {
             lease_time,
             order,
             usage: Default::default(),
+            on_stopped: Default::default(),
+            stop_marked: Default::default(),
+            ended: Default::default(),
             state: Mutex::new(state),
             committing: Mutex::default(),
             sessions: Mutex::default(),
@@ -233,9 +245,15 @@ impl JobFeed {
         self.ledger.replica_reports(self.job)
     }
 
+    /// Reports this replica's usage; when the job is stopped, runs [`OnStopped`].
     fn report(&self) -> Result<(), LedgerError> {
         let (in_flight, consumers) = self.usage.get().map_or((0, 0), |usage| usage());
-        self.ledger.report(self.job, in_flight, consumers)
+        if self.ledger.report(self.job, in_flight, consumers)?
+            && let Some(on_stopped) = self.on_stopped.get()
+        {
+            on_stopped();
+        }
+        Ok(())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, FeedState> {
@@ -372,19 +390,32 @@ impl JobFeed {
         self.ledger.job_finished(self.job, epochs)
     }
 
-    /// Marks the job stopped (`Ledger::stop_job`).
+    /// A mixture that stops at its first exhausted component joins the job: counted as
+    /// serving it from now on (`Ledger::join_stoppable`); whether it is stopped already.
+    /// `on_stopped` runs whenever a later report finds it stopped.
+    pub fn join_stoppable(&self, on_stopped: OnStopped) -> Result<bool, LedgerError> {
+        let _ = self.on_stopped.set(on_stopped);
+        self.ledger.join_stoppable(self.job)
+    }
+
+    /// Marks the job stopped (`Ledger::stop_job`), once.
     pub fn stop(&self) -> Result<(), LedgerError> {
-        self.ledger.stop_job(self.job)
+        if self.stop_marked.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.ledger
+            .stop_job(self.job)
+            .inspect_err(|_| self.stop_marked.store(false, std::sync::atomic::Ordering::Relaxed))
     }
 
-    /// Whether the job was stopped (`Ledger::job_stopped`).
-    pub fn stopped(&self) -> Result<bool, LedgerError> {
-        self.ledger.job_stopped(self.job)
-    }
-
-    /// This replica is done with the stopped job (`Ledger::replica_ended`).
+    /// This replica is done with the stopped job: its acknowledgements committed, it is
+    /// marked ended (`Ledger::replica_ended`), once.
     pub fn replica_ended(&self) -> Result<(), LedgerError> {
-        self.ledger.replica_ended(self.job)
+        if self.ended.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        let ended = self.commit().and_then(|()| self.ledger.replica_ended(self.job));
+        ended.inspect_err(|_| self.ended.store(false, std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Whether the stopped job is over on every replica (`Ledger::stopped_job_finished`).

@@ -1,9 +1,19 @@
 //! Shared-reader jobs in the split ledger: created by the first replica that serves a
-//! shared reader, deleted with it, and read or replaced whole for checkpoints (a job's
-//! snapshot, and its restore onto any number of replicas). Blocking, as the rest of the
-//! ledger.
+//! shared reader, deleted with it, read or replaced whole for checkpoints (a job's
+//! snapshot, and its restore onto any number of replicas), and stopped, for a mixture
+//! that stops at its first exhausted component, with each replica's end of it. Blocking,
+//! as the rest of the ledger.
 
 use super::ledger::{Job, JobSnapshot, Ledger, LedgerError, SplitSnapshot};
+
+/// Whether job `$1` is stopped and every replica that reported on it within `$2` seconds
+/// (a lease time) ended.
+const STOPPED_JOB_OVER: &str = "
+    SELECT job.stopped AND NOT EXISTS (
+        SELECT 1 FROM readerd_job_replicas AS report
+        WHERE report.job = job.id AND NOT report.ended
+          AND report.reported_at > now() - make_interval(secs => $2))
+    FROM readerd_jobs AS job WHERE job.id = $1";
 
 impl Ledger {
     /// The job of shared reader `container/shared_name`, created with `spec` if new.
@@ -45,20 +55,29 @@ impl Ledger {
 
     /// Marks `job` stopped: a mixture that stops at its first exhausted component
     /// (`mix.stopOnEmptyDataset`) ended on a replica. Readers that join it from then on
-    /// read nothing ([`Ledger::job_stopped`]).
+    /// read nothing ([`Ledger::join_stoppable`]).
     pub fn stop_job(&self, job: Job) -> Result<(), LedgerError> {
         self.client().execute("UPDATE readerd_jobs SET stopped = true WHERE id = $1", &[&job.id])?;
         Ok(())
     }
 
-    /// Whether `job` was stopped ([`Ledger::stop_job`]); deleted, it is an error.
-    pub fn job_stopped(&self, job: Job) -> Result<bool, LedgerError> {
-        let row = self.client().query_opt("SELECT stopped FROM readerd_jobs WHERE id = $1", &[&job.id])?;
-        row.map(|row| row.get(0)).ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
+    /// A reader of `job` on this replica, which may be stopped, joins it: it counts as
+    /// serving the job from now on (not ended), and learns whether it is stopped (then it
+    /// reads nothing). Reported before the job is read: a replica that finds the job not
+    /// stopped here is seen serving it by every check of its end made after.
+    pub fn join_stoppable(&self, job: Job) -> Result<bool, LedgerError> {
+        let row = self.client().query_opt(
+            "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, 0, 1)
+             ON CONFLICT (job, replica) DO UPDATE SET ended = false, reported_at = now()
+             RETURNING (SELECT stopped FROM readerd_jobs WHERE id = $1)",
+            &[&job.id, &self.replica()],
+        )?;
+        let stopped = row.and_then(|row| row.get::<_, Option<bool>>(0));
+        stopped.ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
     }
 
-    /// This replica's mixture of stopped `job` ended and every element it delivered was
-    /// consumed: it produces nothing more.
+    /// This replica's reader of stopped `job` ended: it produces nothing more, and every
+    /// element it delivered was acknowledged (or it has no stream to deliver them through).
     pub fn replica_ended(&self, job: Job) -> Result<(), LedgerError> {
         self.client().execute(
             "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, ended) VALUES ($1, $2, 0, 0, true)
@@ -68,25 +87,12 @@ impl Ledger {
         Ok(())
     }
 
-    /// Whether stopped `job` is over on every replica: each one that serves it ended
-    /// ([`Ledger::replica_ended`]). A replica serves the job while it reports on it (with
-    /// each renewal) or holds a live lease of it: one that died, or dropped its reader (idle),
+    /// Whether stopped `job` is over on every replica: each one serving it ended
+    /// ([`Ledger::replica_ended`]). A replica serves the job while it reports on it (it
+    /// does with each renewal, and when it joins): one that died, or dropped its reader,
     /// counts no more after a lease time.
     pub fn stopped_job_finished(&self, job: Job) -> Result<bool, LedgerError> {
-        let row = self.client().query_opt(
-            "SELECT job.stopped AND NOT EXISTS (
-                 SELECT 1 FROM readerd_replicas AS replica
-                 WHERE (EXISTS (SELECT 1 FROM readerd_job_replicas AS report
-                                WHERE report.job = $1 AND report.replica = replica.id
-                                  AND report.reported_at > now() - make_interval(secs => $2))
-                        OR EXISTS (SELECT 1 FROM readerd_splits AS split
-                                   WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done
-                                     AND split.lease_expires > now()))
-                   AND NOT EXISTS (SELECT 1 FROM readerd_job_replicas AS report
-                                   WHERE report.job = $1 AND report.replica = replica.id AND report.ended))
-             FROM readerd_jobs AS job WHERE job.id = $1",
-            &[&job.id, &self.lease_time().as_secs_f64()],
-        )?;
+        let row = self.client().query_opt(STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64()])?;
         row.map(|row| row.get(0)).ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
     }
 
@@ -100,12 +106,16 @@ impl Ledger {
             .read_only(true)
             .start()?;
         let Some(job) = transaction.query_opt(
-            "SELECT id, fingerprint, spec, stopped FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+            "SELECT id, fingerprint, spec FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
             &[&container, &shared_name],
         )?
         else {
             return Ok(None);
         };
+        // Stopped only once over: a replica still mixing, or elements still unacknowledged,
+        // would be lost to a restore that reads nothing.
+        let stopped: bool =
+            transaction.query_one(STOPPED_JOB_OVER, &[&job.get::<_, i64>(0), &self.lease_time().as_secs_f64()])?.get(0);
         let splits = transaction.query(
             "SELECT epoch, position, file, acked, done FROM readerd_splits WHERE job = $1 ORDER BY epoch, position",
             &[&job.get::<_, i64>(0)],
@@ -114,7 +124,7 @@ impl Ledger {
         Ok(Some(JobSnapshot {
             fingerprint: job.get(1),
             spec: job.get(2),
-            stopped: job.get(3),
+            stopped,
             splits: splits
                 .iter()
                 .map(|row| SplitSnapshot {

@@ -479,15 +479,17 @@ impl Ledger {
         Ok(())
     }
 
-    /// Reports this replica's elements in flight and consumers of `job`.
-    pub fn report(&self, job: Job, elements_in_flight: u64, consumers: u64) -> Result<(), LedgerError> {
-        self.client().execute(
+    /// Reports this replica's elements in flight and consumers of `job`; returns whether
+    /// the job is stopped (`super::job_ledger`).
+    pub fn report(&self, job: Job, elements_in_flight: u64, consumers: u64) -> Result<bool, LedgerError> {
+        let row = self.client().query_opt(
             "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, $3, $4)
              ON CONFLICT (job, replica) DO UPDATE
-             SET in_flight = EXCLUDED.in_flight, consumers = EXCLUDED.consumers, reported_at = now()",
+             SET in_flight = EXCLUDED.in_flight, consumers = EXCLUDED.consumers, reported_at = now()
+             RETURNING (SELECT stopped FROM readerd_jobs WHERE id = $1)",
             &[&job.id, &self.replica, &(elements_in_flight as i64), &(consumers as i32)],
         )?;
-        Ok(())
+        Ok(row.and_then(|row| row.get::<_, Option<bool>>(0)).unwrap_or(false))
     }
 
     /// Every replica that reported on `job` or holds an unfinished split of it, by id.

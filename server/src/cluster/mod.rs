@@ -86,10 +86,12 @@
 //! component with no free split and its own splits of it read, as `sample_from_datasets`
 //! does on each tf.data service worker with dynamic sharding; no replica waits for
 //! another's splits. The first to stop marks the job stopped (`Ledger::stop_job`, kept
-//! by checkpoints): readers that join it later read nothing. A replica has ended once
-//! every element it delivered is acknowledged (`Ledger::replica_ended`), and the job is
-//! done when every live replica serving it has (`Ledger::stopped_job_finished`): an end
-//! of the sequence still means that no replica sends anything more.
+//! by checkpoints taken after its end): readers that join it later read nothing, and one
+//! with no stream when a report finds the job stopped ends there. A replica has ended
+//! once everything it took is delivered and acknowledged, or no stream is left to deliver
+//! through (`Ledger::replica_ended`), and the job is done when every replica reporting on
+//! it has (`Ledger::stopped_job_finished`): an end of the sequence still means that no
+//! replica sends anything more.
 //!
 //! **Stats.** With each renewal a replica reports, per job, its elements in flight and
 //! its consumers (`readerd_job_replicas`); `GetReaderStats` on any replica lists every

@@ -48,8 +48,16 @@ impl Reader {
     /// A mixture that stops at its first exhausted component joins a job stopped elsewhere
     /// ended (blocking: asks the ledger).
     pub fn join_cluster(self: &Arc<Self>, job: Arc<JobFeed>) -> Result<()> {
-        if self.stops_on_empty() && job.stopped()? {
-            self.end_mixture();
+        if self.stops_on_empty() {
+            let reader = Arc::downgrade(self);
+            let on_stopped = Box::new(move || {
+                if let Some(reader) = reader.upgrade() {
+                    reader.stopped_elsewhere();
+                }
+            });
+            if job.join_stoppable(on_stopped)? {
+                self.end_mixture();
+            }
         }
         if self.spec.mix.is_some() {
             for (component, files) in self.components.iter().zip(self.component_ranges()) {
@@ -60,11 +68,10 @@ impl Reader {
         }
         self.delivery.commit_to(job.clone());
         let reader = Arc::downgrade(self);
+        // Not `stats()`: a report must not count as a use of the reader (it would never
+        // be released as idle).
         job.report_usage(Box::new(move || {
-            reader.upgrade().map_or((0, 0), |reader| {
-                let stats = reader.stats();
-                (stats.elements_in_flight, stats.active_streams)
-            })
+            reader.upgrade().map_or((0, 0), |reader| (reader.delivery.in_flight(), reader.stream_count() as u64))
         }));
         let _ = self.job.set(job);
         Ok(())
@@ -223,9 +230,7 @@ impl Reader {
         let Some(job) = self.job.get() else { return Ok(true) };
         if self.stops_on_empty() && self.mixture_ended() {
             job.stop()?;
-            if self.delivery.settled() {
-                job.replica_ended()?;
-            }
+            self.end_here_if_delivered(job)?;
             return Ok(job.stopped_finished()?);
         }
         let finished = match self.job_epochs() {
@@ -236,6 +241,32 @@ impl Reader {
             self.look_again();
         }
         Ok(finished)
+    }
+
+    /// This replica's mixture of a stopped job ended and everything it took was delivered
+    /// and acknowledged (or it has no stream left to deliver through): it is marked ended
+    /// in the job (blocking).
+    fn end_here_if_delivered(&self, job: &JobFeed) -> Result<()> {
+        let delivered =
+            || self.delivery.settled() && self.producing.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        if self.mixture_ended() && (self.stream_count() == 0 || delivered()) {
+            job.replica_ended()?;
+        }
+        Ok(())
+    }
+
+    /// A report found the job stopped (on the cluster thread). With no stream reading it,
+    /// this replica's mixture ends here (a consumer that comes later gets the end, as
+    /// from a single server) and the replica is marked ended; with streams, they end it
+    /// when its choice does.
+    fn stopped_elsewhere(&self) {
+        let Some(job) = self.job.get() else { return };
+        if self.stream_count() == 0 {
+            self.end_mixture();
+        }
+        if let Err(err) = self.end_here_if_delivered(job) {
+            tracing::warn!(reader = %self.name, error = %err, "not marked ended in the stopped job");
+        }
     }
 
     /// Looks for free splits again at the next chunk; a mixture takes back the components

@@ -82,6 +82,33 @@ fn replica_with_grace(db: &Database, data: &Path, grace: &str) -> (ServerProcess
     (ServerProcess::start_in(state.path(), &[data], &args), state)
 }
 
+#[test]
+fn a_replicas_idle_reader_is_released_although_it_reports_on_its_job() {
+    // Reports on the job (every third of the 2 s lease) are not uses of the reader: with
+    // no stream for 1.5 s it is released (its leases then expire and go to others).
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let state = tempfile::tempdir().unwrap();
+    let url = db.url();
+    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--idle-reader-timeout", "1500ms"];
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &args);
+    let read = ["read", "--spec", &spec_path, "--container", "team", "--shared-name", "train", "--max-batches", "2"];
+    assert!(readerctl(&server.addr, &read).status.success());
+    let stats = ["stats", "--container", "team", "--shared-name", "train"];
+    // Asking for its stats is a use: asked every 4 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(4));
+        if !readerctl(&server.addr, &stats).status.success() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the idle reader is still there after 30 s");
+    }
+}
+
 /// What a `readerctl read` of the shared reader printed: its elements' record keys, in
 /// order.
 fn read_shared(addr: &str, spec_path: &str) -> Vec<String> {

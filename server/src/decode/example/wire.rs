@@ -29,6 +29,7 @@ pub struct Fields<'a> {
     buf: &'a [u8],
 }
 
+#[inline]
 pub fn fields(buf: &[u8]) -> Fields<'_> {
     Fields { buf }
 }
@@ -132,6 +133,7 @@ fn entry_key_value(entry: &[u8]) -> Result<(&[u8], &[u8]), Malformed> {
 
 /// Calls `visit(key, value)` for every entry of a `map<string, Message>` field numbered 1
 /// of the message `map_owner` (Features or FeatureLists), in wire order.
+#[inline]
 pub fn for_each_entry<'a>(map_owner: &'a [u8], mut visit: impl FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed> {
     let mut rest = map_owner;
     while !rest.is_empty() {
@@ -158,6 +160,7 @@ pub fn for_each_entry<'a>(map_owner: &'a [u8], mut visit: impl FnMut(&'a [u8], &
 
 /// Calls `visit(features)` for every `Features` message in field `number` of `message`
 /// (repeated occurrences merge, so each is visited in turn).
+#[inline]
 pub fn for_each_submessage<'a>(
     message: &'a [u8],
     number: u64,

@@ -71,33 +71,49 @@ pub struct Placement<'a> {
 /// rows the decoders wrote so far, zeros in the others.
 #[derive(Debug, Default)]
 pub struct PlacedBuffers {
-    buffers: Vec<(String, Vec<u8>)>,
-    /// A decoder asked for a feature's buffer at another length than an earlier one left.
+    /// Each feature's name, with its buffer unless a decoder has it out. Names stay in
+    /// place, in the order the first decoder put them: decoders that list their features
+    /// alike find each at `next`, the one after the last they used.
+    buffers: Vec<(String, Option<Vec<u8>>)>,
+    next: usize,
+    /// A decoder asked for a feature's buffer at another length than an earlier one left,
+    /// or two features had one name.
     conflict: bool,
 }
 
 impl PlacedBuffers {
+    /// Where feature `name` is, if a decoder put it.
+    fn position(&mut self, name: &str) -> Option<usize> {
+        let at = match self.buffers.get(self.next) {
+            Some((n, _)) if n == name => Some(self.next),
+            _ => self.buffers.iter().position(|(n, _)| n == name),
+        };
+        self.next = at.map_or(0, |at| at + 1);
+        at
+    }
+
     /// The buffer of feature `name`, `len` bytes: the one an earlier decoder left, or
     /// zeros. Give it back with [`Self::put`].
     pub fn take(&mut self, name: &str, len: usize) -> Vec<u8> {
-        match self.buffers.iter().position(|(n, _)| n == name) {
-            Some(at) if self.buffers[at].1.len() == len => self.buffers.swap_remove(at).1,
-            Some(_) => {
-                self.conflict = true;
-                vec![0; len]
+        if let Some(at) = self.position(name) {
+            match self.buffers[at].1.take() {
+                Some(buffer) if buffer.len() == len => return buffer,
+                // Out already (a second feature of that name), or of another length.
+                _ => self.conflict = true,
             }
-            None => vec![0; len],
         }
+        vec![0; len]
     }
 
     /// Leaves feature `name`'s buffer for the next decoder. Two features of one name (a
     /// CSV's columns named alike) count as a conflict: which one the next decoder would
     /// fill is not known.
     pub fn put(&mut self, name: &str, buffer: Vec<u8>) {
-        if self.buffers.iter().any(|(n, _)| n == name) {
-            self.conflict = true;
+        match self.position(name) {
+            Some(at) if self.buffers[at].1.is_none() => self.buffers[at].1 = Some(buffer),
+            Some(_) => self.conflict = true,
+            None => self.buffers.push((name.to_owned(), Some(buffer))),
         }
-        self.buffers.push((name.to_owned(), buffer));
     }
 
     /// Feature `name`'s buffer, taken out; `None` when no decoder placed it, or two asked
@@ -106,8 +122,8 @@ impl PlacedBuffers {
         if self.conflict {
             return None;
         }
-        let at = self.buffers.iter().position(|(n, _)| n == name)?;
-        Some(self.buffers.swap_remove(at).1)
+        let at = self.position(name)?;
+        self.buffers[at].1.take()
     }
 }
 

@@ -150,6 +150,24 @@ fn a_feature_asked_for_at_two_lengths_is_not_taken_as_filled() {
     buffers.put("a", vec![1; 8]);
     buffers.put("a", vec![2; 8]);
     assert_eq!(buffers.take_filled("a"), None, "two buffers of one name");
+    // A later decoder with two features of one name takes it twice.
+    let mut buffers = PlacedBuffers::default();
+    buffers.put("a", vec![1; 8]);
+    buffers.put("b", vec![2; 8]);
+    assert_eq!(buffers.take("a", 8), vec![1; 8]);
+    assert_eq!(buffers.take("a", 8), vec![0; 8], "out already: zeros");
+    buffers.put("a", vec![3; 8]);
+    assert_eq!(buffers.take_filled("b"), None, "taken twice: a conflict");
+    // Without a conflict, each buffer comes back filled, whatever the order.
+    let mut buffers = PlacedBuffers::default();
+    buffers.put("a", vec![1; 8]);
+    buffers.put("b", vec![2; 4]);
+    let b = buffers.take("b", 4);
+    let a = buffers.take("a", 8);
+    buffers.put("b", b);
+    buffers.put("a", a);
+    assert_eq!((buffers.take_filled("a"), buffers.take_filled("b")), (Some(vec![1; 8]), Some(vec![2; 4])));
+    assert_eq!(buffers.take_filled("a"), None, "taken out");
 }
 
 #[test]

@@ -242,4 +242,6 @@ fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_w
     assert!(a.join_stoppable(restored).unwrap(), "restored from after the end: stopped");
     assert!(a.delete_job("team", "train").unwrap());
     assert!(matches!(a.stopped_job_finished(restored), Err(LedgerError::Deleted(_))));
+    assert!(matches!(a.join_stoppable(restored), Err(LedgerError::Deleted(_))));
+    assert!(matches!(a.replica_ended(restored), Err(LedgerError::Deleted(_))));
 }

@@ -76,10 +76,23 @@ fn replica(db: &Database, data: &Path) -> (ServerProcess, tempfile::TempDir) {
 
 /// A replica whose dead peers' consumers have `grace` to re-send their acknowledgements.
 fn replica_with_grace(db: &Database, data: &Path, grace: &str) -> (ServerProcess, tempfile::TempDir) {
+    replica_with(db, data, &["--lease-time", "2s", "--failover-grace", grace])
+}
+
+/// A replica started with `args` besides its state store.
+fn replica_with(db: &Database, data: &Path, args: &[&str]) -> (ServerProcess, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let url = db.url();
-    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", grace];
+    let args: Vec<&str> = ["--state-url", url.as_str()].into_iter().chain(args.iter().copied()).collect();
     (ServerProcess::start_in(state.path(), &[data], &args), state)
+}
+
+/// A replica for a mixture that stops at its first exhausted component: nothing is
+/// taken over there, and a report held up past a short lease (a busy machine) would
+/// count a live replica out of the job's end.
+fn stopping_replica(db: &Database, data: &Path, args: &[&str]) -> (ServerProcess, tempfile::TempDir) {
+    let args: Vec<&str> = ["--lease-time", "5s"].into_iter().chain(args.iter().copied()).collect();
+    replica_with(db, data, &args)
 }
 
 #[test]
@@ -91,21 +104,23 @@ fn a_replicas_idle_reader_is_released_although_it_reports_on_its_job() {
     write_data(data.path());
     let dir = tempfile::tempdir().unwrap();
     let spec_path = write_spec(&dir, &spec());
-    let state = tempfile::tempdir().unwrap();
-    let url = db.url();
-    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--idle-reader-timeout", "1500ms"];
-    let server = ServerProcess::start_in(state.path(), &[data.path()], &args);
+    let (server, _state) = replica_with(&db, data.path(), &["--lease-time", "2s", "--idle-reader-timeout", "1500ms"]);
     let read = ["read", "--spec", &spec_path, "--container", "team", "--shared-name", "train", "--max-batches", "2"];
     assert!(readerctl(&server.addr, &read).status.success());
+    assert_released_once_idle(&server.addr, std::time::Duration::from_secs(4));
+}
+
+/// Waits (at most 40 s) for shared reader `team/train` on `addr` to be released as idle;
+/// asking for its stats is a use, so it asks every `every` (longer than the idle time).
+fn assert_released_once_idle(addr: &str, every: std::time::Duration) {
     let stats = ["stats", "--container", "team", "--shared-name", "train"];
-    // Asking for its stats is a use: asked every 4 s.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
     loop {
-        std::thread::sleep(std::time::Duration::from_secs(4));
-        if !readerctl(&server.addr, &stats).status.success() {
-            break;
+        std::thread::sleep(every);
+        if !readerctl(addr, &stats).status.success() {
+            return;
         }
-        assert!(std::time::Instant::now() < deadline, "the idle reader is still there after 30 s");
+        assert!(std::time::Instant::now() < deadline, "the idle reader is still there after 40 s");
     }
 }
 
@@ -860,7 +875,7 @@ fn a_mixture_that_stops_at_its_first_exhausted_component_stops_on_every_replica(
     // record of B comes once; A's count given B's 900 has a mean of 1,350 and a standard
     // deviation of 58, and a replica with no split of B may take a few of A before its
     // first choice of B.
-    let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
+    let replicas: Vec<_> = (0..3).map(|_| stopping_replica(&db, data.path(), &[])).collect();
     let addrs: Vec<String> = replicas.iter().map(|(r, _)| r.addr.clone()).collect();
     let delete = readerctl(&addrs[0], &["delete", "--container", "team", "--shared-name", "train"]);
     assert!(delete.status.success(), "{}", String::from_utf8_lossy(&delete.stderr));
@@ -883,13 +898,15 @@ fn a_mixture_that_stops_at_its_first_exhausted_component_stops_on_every_replica(
 fn a_replica_no_consumer_reads_from_any_more_does_not_hold_up_a_stopped_mixtures_end() {
     // A consumer reads two batches through replica C alone and leaves; C keeps its reader
     // (and its leases) but no stream. Consumers of the other two replicas reach the end:
-    // C's reader, finding the job stopped with no stream to deliver through, ends there.
+    // C's reader, finding the job stopped with no stream to deliver through, ends there,
+    // and is then released as idle like any other.
     let Some(db) = Database::new() else { return };
     let data = tempfile::tempdir().unwrap();
     write_mixture_data(data.path());
     let dir = tempfile::tempdir().unwrap();
     let spec_path = write_spec(&dir, &mixture_spec(true));
-    let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
+    let idle = ["--idle-reader-timeout", "6s"];
+    let replicas: Vec<_> = (0..3).map(|_| stopping_replica(&db, data.path(), &idle)).collect();
     let addrs: Vec<String> = replicas.iter().map(|(r, _)| r.addr.clone()).collect();
     let early = [dir.path().join("early.jsonl")];
     let consumer = spawn_consumers(&addrs[2], &["--spec", &spec_path, "--max-batches", "2"], &early);
@@ -905,6 +922,7 @@ fn a_replica_no_consumer_reads_from_any_more_does_not_hold_up_a_stopped_mixtures
     let printed = b.len();
     b.dedup();
     assert_eq!(b.len(), printed, "a record of B twice");
+    assert_released_once_idle(&addrs[2], std::time::Duration::from_secs(8));
 }
 
 /// Component A of `a-0.txt` (100 lines) and `a-1.txt` (1,000), B of `b-0.txt` (1,000)
@@ -927,14 +945,16 @@ fn write_lopsided_mixture(root: &Path) -> Value {
 
 #[test]
 fn replicas_stopped_at_different_components_do_not_wait_for_each_other() {
-    // Two replicas each hold a split of A and one of B, one of them short: the one holding
-    // a-0 stops at A, the one holding b-1 at B, while each holds a split the other would
-    // need to go on. Neither waits for the other: both streams end, nothing twice.
+    // Two replicas each lease a split of A and one of B as their choices first fall on
+    // each (which replica gets which depends on timing), one of each pair short: the one
+    // holding a-0 stops at A, the one holding b-1 at B, while each holds a split the other
+    // would need to go on. Whatever the leases, neither waits for the other: both streams
+    // end, nothing twice.
     let Some(db) = Database::new() else { return };
     let data = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let spec_path = write_spec(&dir, &write_lopsided_mixture(data.path()));
-    let replicas: Vec<_> = (0..2).map(|_| replica(&db, data.path())).collect();
+    let replicas: Vec<_> = (0..2).map(|_| stopping_replica(&db, data.path(), &[])).collect();
     let addrs = replicas.iter().map(|(r, _)| r.addr.clone()).collect::<Vec<_>>().join(",");
     let outputs: Vec<std::path::PathBuf> = (0..2).map(|i| dir.path().join(format!("stop-{i}.jsonl"))).collect();
     let consumers = spawn_consumers(&addrs, &["--spec", &spec_path], &outputs);

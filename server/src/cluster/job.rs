@@ -408,6 +408,11 @@ impl JobFeed {
             .inspect_err(|_| self.stop_marked.store(false, std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// Whether this replica is marked ended in the stopped job ([`Self::replica_ended`]).
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// This replica is done with the stopped job: its acknowledgements committed, it is
     /// marked ended (`Ledger::replica_ended`), once.
     pub fn replica_ended(&self) -> Result<(), LedgerError> {

@@ -63,28 +63,41 @@ impl Ledger {
 
     /// A reader of `job` on this replica, which may be stopped, joins it: it counts as
     /// serving the job from now on (not ended), and learns whether it is stopped (then it
-    /// reads nothing). Reported before the job is read: a replica that finds the job not
-    /// stopped here is seen serving it by every check of its end made after.
+    /// reads nothing). One transaction holding the job's row: a replica that finds the job
+    /// not stopped here is seen serving it by every check of its end made after the stop.
     pub fn join_stoppable(&self, job: Job) -> Result<bool, LedgerError> {
-        let row = self.client().query_opt(
-            "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, 0, 1)
-             ON CONFLICT (job, replica) DO UPDATE SET ended = false, reported_at = now()
-             RETURNING (SELECT stopped FROM readerd_jobs WHERE id = $1)",
+        let mut client = self.client();
+        let mut transaction = client.transaction()?;
+        // The job's row held until the report commits: a `stop_job` waits for it, so the
+        // stop is either seen here or made after this replica counts as serving.
+        let Some(row) =
+            transaction.query_opt("SELECT stopped FROM readerd_jobs WHERE id = $1 FOR SHARE", &[&job.id])?
+        else {
+            return Err(LedgerError::Deleted(format!("job {}", job.id)));
+        };
+        transaction.execute(
+            "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, 0, 0)
+             ON CONFLICT (job, replica) DO UPDATE SET ended = false, reported_at = now()",
             &[&job.id, &self.replica()],
         )?;
-        let stopped = row.and_then(|row| row.get::<_, Option<bool>>(0));
-        stopped.ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
+        transaction.commit()?;
+        Ok(row.get(0))
     }
 
     /// This replica's reader of stopped `job` ended: it produces nothing more, and every
     /// element it delivered was acknowledged (or it has no stream to deliver them through).
     pub fn replica_ended(&self, job: Job) -> Result<(), LedgerError> {
-        self.client().execute(
+        let ended = self.client().execute(
             "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, ended) VALUES ($1, $2, 0, 0, true)
              ON CONFLICT (job, replica) DO UPDATE SET ended = true",
             &[&job.id, &self.replica()],
-        )?;
-        Ok(())
+        );
+        match ended {
+            Err(err) if err.code() == Some(&postgres::error::SqlState::FOREIGN_KEY_VIOLATION) => {
+                Err(LedgerError::Deleted(format!("job {}", job.id)))
+            }
+            ended => ended.map(|_| ()).map_err(LedgerError::from),
+        }
     }
 
     /// Whether stopped `job` is over on every replica: each one serving it ended

@@ -249,7 +249,9 @@ impl Reader {
     fn end_here_if_delivered(&self, job: &JobFeed) -> Result<()> {
         let delivered =
             || self.delivery.settled() && self.producing.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
-        if self.mixture_ended() && (self.stream_count() == 0 || delivered()) {
+        // The mixture's lock last: taking it counts as a use of the reader (an idle one
+        // would never be released), and a chunk being taken holds it.
+        if (self.stream_count() == 0 || delivered()) && self.mixture_ended() {
             job.replica_ended()?;
         }
         Ok(())
@@ -261,6 +263,9 @@ impl Reader {
     /// when its choice does.
     fn stopped_elsewhere(&self) {
         let Some(job) = self.job.get() else { return };
+        if job.has_ended() {
+            return;
+        }
         if self.stream_count() == 0 {
             self.end_mixture();
         }

@@ -103,6 +103,7 @@ impl ReaderRegistry {
         self.forget_deleted_job(&key)?;
         if let Some(existing) = self.read_lock().get(&key) {
             check_same_spec(existing, requested.as_deref())?;
+            existing.mark_used();
             return Ok((existing.clone(), false));
         }
         let name = display_name(container, shared_name);
@@ -192,11 +193,15 @@ impl ReaderRegistry {
         Ok(Arc::new(self.open("(private)".into(), spec)?))
     }
 
+    /// The reader `container/shared_name`, used now (see [`Reader::mark_used`]).
     pub fn get(&self, container: &str, shared_name: &str) -> Result<Arc<Reader>> {
-        self.read_lock()
+        let reader = self
+            .read_lock()
             .get(&(container.to_owned(), shared_name.to_owned()))
             .cloned()
-            .ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))
+            .ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))?;
+        reader.mark_used();
+        Ok(reader)
     }
 
     /// Releases a reader: it leaves the registry and its streams end. On a replica, its

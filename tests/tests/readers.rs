@@ -249,13 +249,23 @@ async fn serialized_state_restores_exactly_even_in_another_server_process() {
 
 #[tokio::test]
 async fn idle_readers_are_released_but_not_while_streaming() {
-    let server = ServerProcess::start_with(&[&golden_dir()], &["--idle-reader-timeout", "300ms"]);
+    let metrics_addr = readerd_tests::free_address();
+    let args = ["--idle-reader-timeout", "300ms", "--metrics-listen", &metrics_addr];
+    let server = ServerProcess::start_with(&[&golden_dir()], &args);
     let mut client = server.client().await;
     create(&mut client, "", "idle", text_spec(&["text/lf.txt"])).await.unwrap();
     let forever = json!({"source": {"files": ["text/lf.txt"], "format": "TEXT_LINE"}, "pipeline": {"numEpochs": -1}});
     let mut stream = client.read("", "busy", Some(serde_json::from_value(forever).unwrap())).await.unwrap();
     assert!(stream.message().await.unwrap().is_some());
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // Scraped every 100 ms meanwhile: the server reading its readers' stats is no use of
+    // them.
+    let scraping = tokio::task::spawn_blocking(move || {
+        for _ in 0..15 {
+            readerd_tests::scrape_metrics(&metrics_addr);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    });
+    scraping.await.unwrap();
     assert_eq!(stats(&mut client, "", "idle").await.unwrap_err().code(), tonic::Code::NotFound);
     assert!(stats(&mut client, "", "busy").await.is_ok(), "a reader with a stream stays");
 }

@@ -68,8 +68,6 @@ impl Reader {
         }
         self.delivery.commit_to(job.clone());
         let reader = Arc::downgrade(self);
-        // Not `stats()`: a report must not count as a use of the reader (it would never
-        // be released as idle).
         job.report_usage(Box::new(move || {
             reader.upgrade().map_or((0, 0), |reader| (reader.delivery.in_flight(), reader.stream_count() as u64))
         }));
@@ -249,8 +247,8 @@ impl Reader {
     fn end_here_if_delivered(&self, job: &JobFeed) -> Result<()> {
         let delivered =
             || self.delivery.settled() && self.producing.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
-        // The mixture's lock last: taking it counts as a use of the reader (an idle one
-        // would never be released), and a chunk being taken holds it.
+        // The mixture's lock last: a chunk being taken holds it (the renewal thread would
+        // wait for it).
         if (self.stream_count() == 0 || delivered()) && self.mixture_ended() {
             job.replica_ended()?;
         }

@@ -396,8 +396,14 @@ impl Reader {
             && now_ms().saturating_sub(self.last_used_ms.load(Ordering::Relaxed)) >= timeout.as_millis() as u64
     }
 
-    fn lock(&self) -> MutexGuard<'_, ReaderState> {
+    /// A caller used the reader now: looked it up (`ReaderRegistry`), or a stream of it
+    /// ended. What the server does on its own (metrics, replicas' reports and renewals)
+    /// is no use: an idle reader stays idle through it.
+    pub fn mark_used(&self) {
         self.last_used_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ReaderState> {
         // A panic while reading leaves the state as it was before the record: go on.
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -411,7 +417,7 @@ fn now_ms() -> u64 {
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        self.0.last_used_ms.store(now_ms(), Ordering::Relaxed);
+        self.0.mark_used();
         self.0.active_streams.fetch_sub(1, Ordering::Relaxed);
     }
 }

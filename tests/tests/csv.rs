@@ -92,6 +92,16 @@ fn csv_headers_name_the_columns_and_must_agree() {
     assert!(!ok);
     assert_eq!(lines.last().unwrap()["error"]["code"], "INVALID_ARGUMENT");
 
+    // The header names the first column `id`, the spec names the third `id` too.
+    let named_twice = json!([{"dtype": "INT64"}, {"dtype": "FLOAT32"}, {"dtype": "STRING", "name": "id"}]);
+    let spec = json!({"source": {"files": ["a.csv"], "format": "CSV", "header": true},
+                      "decoder": {"csv": {"columns": named_twice}}});
+    let (lines, ok) = read_jsonl(&server, root.path(), "twice", &spec);
+    assert!(!ok);
+    let error = &lines.last().unwrap()["error"];
+    assert_eq!(error["code"], "INVALID_ARGUMENT");
+    assert!(error["message"].as_str().unwrap().contains("CSV column names repeat: id,price,id"), "{error}");
+
     let spec = json!({"source": {"files": ["a.csv"], "format": "CSV"}});
     let (lines, ok) = read_jsonl(&server, root.path(), "no_decoder", &spec);
     assert!(!ok);

@@ -56,10 +56,7 @@ pub(super) fn name_csv_columns_from_headers(spec: &mut ReaderSpec, files: &[Data
             _ => from_header,
         })
         .collect();
-    let mut unique = named.clone();
-    unique.sort();
-    unique.dedup();
-    if unique.len() != named.len() {
+    if crate::spec::repeated_name(named.iter().map(String::as_str)).is_some() {
         return Err(ServeError::InvalidSpec(format!("CSV column names repeat: {}", named.join(","))));
     }
     spec.decoder = Arc::new(Decoder::Csv { config: config.clone(), dialect: *dialect, names: named });

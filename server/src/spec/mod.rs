@@ -466,14 +466,19 @@ fn decoder_of(decoder: Option<&pb::Decoder>, csv_dialect: CsvDialect) -> Result<
         ),
         Some(Kind::Csv(csv)) => {
             // Names a header gives are checked when the reader opens (`reader::csv_header`).
-            let mut named: Vec<&str> = csv.columns.iter().map(|c| c.name.as_str()).filter(|n| !n.is_empty()).collect();
-            named.sort_unstable();
-            if let Some(pair) = named.windows(2).find(|pair| pair[0] == pair[1]) {
-                return Err(invalid(format!("decoder.csv.columns: the name {} is given twice", pair[0])));
+            if let Some(name) = repeated_name(csv.columns.iter().map(|c| c.name.as_str()).filter(|n| !n.is_empty())) {
+                return Err(invalid(format!("decoder.csv.columns: the name {name} is given twice")));
             }
             Decoder::Csv { config: csv_config_of(csv)?, dialect: csv_dialect, names: csv_column_names(csv) }
         }
     })
+}
+
+/// The first name (in sorted order) that `names` hold more than once.
+pub fn repeated_name<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let mut names: Vec<&str> = names.into_iter().collect();
+    names.sort_unstable();
+    names.windows(2).find(|pair| pair[0] == pair[1]).map(|pair| pair[0])
 }
 
 #[cfg(test)]

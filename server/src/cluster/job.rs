@@ -400,12 +400,7 @@ impl JobFeed {
 
     /// Marks the job stopped (`Ledger::stop_job`), once.
     pub fn stop(&self) -> Result<(), LedgerError> {
-        if self.stop_marked.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            return Ok(());
-        }
-        self.ledger
-            .stop_job(self.job)
-            .inspect_err(|_| self.stop_marked.store(false, std::sync::atomic::Ordering::Relaxed))
+        once(&self.stop_marked, || self.ledger.stop_job(self.job))
     }
 
     /// Whether this replica is marked ended in the stopped job ([`Self::replica_ended`]).
@@ -416,17 +411,26 @@ impl JobFeed {
     /// This replica is done with the stopped job: its acknowledgements committed, it is
     /// marked ended (`Ledger::replica_ended`), once.
     pub fn replica_ended(&self) -> Result<(), LedgerError> {
-        if self.ended.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            return Ok(());
-        }
-        let ended = self.commit().and_then(|()| self.ledger.replica_ended(self.job));
-        ended.inspect_err(|_| self.ended.store(false, std::sync::atomic::Ordering::Relaxed))
+        once(&self.ended, || self.commit().and_then(|()| self.ledger.replica_ended(self.job)))
     }
 
     /// Whether the stopped job is over on every replica (`Ledger::stopped_job_finished`).
     pub fn stopped_finished(&self) -> Result<bool, LedgerError> {
         self.ledger.stopped_job_finished(self.job)
     }
+}
+
+/// Runs `write` unless `done` says it ran: `done` is set before, and unset again if it
+/// failed (tried again at the next call).
+fn once(
+    done: &std::sync::atomic::AtomicBool,
+    write: impl FnOnce() -> Result<(), LedgerError>,
+) -> Result<(), LedgerError> {
+    use std::sync::atomic::Ordering::Relaxed;
+    if done.swap(true, Relaxed) {
+        return Ok(());
+    }
+    write().inspect_err(|_| done.store(false, Relaxed))
 }
 
 impl std::fmt::Debug for JobFeed {

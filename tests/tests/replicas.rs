@@ -799,6 +799,25 @@ fn mixture_spec(stop_on_empty: bool) -> Value {
     })
 }
 
+/// `write_mixture_data` in a folder of its own, and `mixture_spec(stop_on_empty)` written
+/// in another: the data, the spec's folder and its path.
+fn mixture_files(stop_on_empty: bool) -> (tempfile::TempDir, tempfile::TempDir, String) {
+    let data = tempfile::tempdir().unwrap();
+    write_mixture_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &mixture_spec(stop_on_empty));
+    (data, dir, spec_path)
+}
+
+/// No record of `write_mixture_data` in `sorted` (keys, sorted) more often than the
+/// mixture reads it: A's twice (two epochs), B's once.
+fn assert_no_record_beyond_its_epochs(sorted: &[String]) {
+    let too_often = sorted.windows(3).find(|keys| keys[0] == keys[2]);
+    assert!(too_often.is_none(), "a record of A more often than its two epochs: {too_often:?}");
+    let twice = sorted.windows(2).find(|keys| keys[0] == keys[1] && keys[0].starts_with("1/"));
+    assert!(twice.is_none(), "a record of B twice: {twice:?}");
+}
+
 /// Every key of `write_mixture_data` as often as the mixture reads it (A's twice, B's
 /// once), sorted.
 fn every_mixture_key() -> Vec<String> {
@@ -826,10 +845,7 @@ fn single_servers_sequence_on_one_replica(db: &Database, data: &Path, spec_path:
 #[test]
 fn a_mixture_on_replicas_takes_splits_from_each_component_and_survives_a_replica_kill() {
     let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_mixture_data(data.path());
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &mixture_spec(false));
+    let (data, dir, spec_path) = mixture_files(false);
 
     let expected = single_servers_sequence_on_one_replica(&db, data.path(), &spec_path);
     let mut sorted = expected.clone();
@@ -858,10 +874,7 @@ fn a_mixture_on_replicas_takes_splits_from_each_component_and_survives_a_replica
 #[test]
 fn a_mixture_that_stops_at_its_first_exhausted_component_stops_on_every_replica() {
     let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_mixture_data(data.path());
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &mixture_spec(true));
+    let (data, dir, spec_path) = mixture_files(true);
     let component = |keys: &[String], prefix: &str| keys.iter().filter(|k| k.starts_with(prefix)).count();
 
     // B (900 records at weight 0.4) runs out first, with about 1,350 of A's 4,800 taken.
@@ -886,8 +899,7 @@ fn a_mixture_that_stops_at_its_first_exhausted_component_stops_on_every_replica(
     let mut b: Vec<&String> = all.iter().filter(|k| k.starts_with("1/")).collect();
     b.dedup();
     assert_eq!((b.len(), component(&all, "1/")), (900, 900), "every record of B, once");
-    let too_often = all.windows(3).find(|keys| keys[0] == keys[2]);
-    assert!(too_often.is_none(), "a record of A more often than its two epochs: {too_often:?}");
+    assert_no_record_beyond_its_epochs(&all);
     let every = every_mixture_key();
     assert!(all.iter().all(|key| every.binary_search(key).is_ok()), "only records of the mixture");
     let a = component(&all, "0/");
@@ -901,10 +913,7 @@ fn a_replica_no_consumer_reads_from_any_more_does_not_hold_up_a_stopped_mixtures
     // C's reader, finding the job stopped with no stream to deliver through, ends there,
     // and is then released as idle like any other.
     let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_mixture_data(data.path());
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &mixture_spec(true));
+    let (data, dir, spec_path) = mixture_files(true);
     let idle = ["--idle-reader-timeout", "6s"];
     let replicas: Vec<_> = (0..3).map(|_| stopping_replica(&db, data.path(), &idle)).collect();
     let addrs: Vec<String> = replicas.iter().map(|(r, _)| r.addr.clone()).collect();
@@ -916,12 +925,7 @@ fn a_replica_no_consumer_reads_from_any_more_does_not_hold_up_a_stopped_mixtures
     let consumers = spawn_consumers(&addrs[..2].join(","), &["--spec", &spec_path], &outputs);
     all.extend(wait_for_consumers(consumers, &outputs, true));
     all.sort();
-    let too_often = all.windows(3).find(|keys| keys[0] == keys[2]);
-    assert!(too_often.is_none(), "a record of A more often than its two epochs: {too_often:?}");
-    let mut b: Vec<&String> = all.iter().filter(|k| k.starts_with("1/")).collect();
-    let printed = b.len();
-    b.dedup();
-    assert_eq!(b.len(), printed, "a record of B twice");
+    assert_no_record_beyond_its_epochs(&all);
     assert_released_once_idle(&addrs[2], std::time::Duration::from_secs(8));
 }
 

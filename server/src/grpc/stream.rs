@@ -292,9 +292,9 @@ impl ElementStream {
         let (free, least) = self.room(tx);
         let permits = self.reserve(tx, free).await?;
         let (elements, mut chunk) = self.take_elements(free, least).await?;
-        self.check_batch_limit(&elements)?;
-        if !elements.is_empty() {
-            self.wait_for_leases(tx).await?;
+        if let Break(ended) = self.ready_to_send(&elements, tx).await {
+            self.give_back(elements, &chunk);
+            return Break(ended);
         }
         let sent_any = !elements.is_empty();
         // The chunk's reservation now covers its elements in the stream's buffer.
@@ -391,6 +391,29 @@ impl ElementStream {
         Continue((elements, chunk))
     }
 
+    /// Whether `elements` may go out now: none is above the batch limit, and on a replica
+    /// its leases are confirmed (it waits for that).
+    async fn ready_to_send(&self, elements: &[Outgoing], tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
+        self.check_batch_limit(elements)?;
+        if !elements.is_empty() {
+            self.wait_for_leases(tx).await?;
+        }
+        Continue(())
+    }
+
+    /// Elements taken for this stream that it ends without sending (the trainer left while
+    /// a replica waited for its leases, the batch is above the limit, the server drains):
+    /// a shared reader's go back to its queue for its other streams, and their chunk is no
+    /// longer being produced. (A private stream's end with it.)
+    fn give_back(&self, elements: Vec<Outgoing>, chunk: &Chunk) {
+        if self.shared && !elements.is_empty() {
+            self.reader.delivery.requeue(elements.into_iter().map(|(element, _)| element).collect());
+        }
+        if let Some(first) = chunk.first_index {
+            self.reader.chunk_delivered(first);
+        }
+    }
+
     /// Ends the stream at an element above the batch limit (`--max-batch-bytes`).
     fn check_batch_limit(&self, elements: &[Outgoing]) -> ControlFlow<Ended> {
         let too_big =
@@ -485,11 +508,9 @@ impl ElementStream {
         loop {
             match job.leases() {
                 Leases::Valid => return Continue(()),
-                Leases::Lost { epoch, position } => {
+                Leases::Void { reason } => {
                     return stop(ServeError::Unavailable(format!(
-                        "replica {} lost its lease of split {position} of epoch {epoch} of reader {} to another \
-                         replica: read on from the others",
-                        job.replica(),
+                        "reader {}: {reason}: read on from the other replicas",
                         self.reader.name()
                     )));
                 }

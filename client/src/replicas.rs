@@ -17,7 +17,10 @@
 //! A replica counts as dead too when it does not answer an acknowledgement within
 //! [`REPLICA_SILENT_FOR`], or does not commit one within that time (cut off from the
 //! ledger, or stopped; while it waits for elements the session asks again about
-//! acknowledgements unconfirmed for [`CONFIRM_AFTER`]): the session leaves it the same way. It comes back to a replica it
+//! acknowledgements unconfirmed for [`CONFIRM_AFTER`]): the session leaves it the same way,
+//! unless the replica says its ledger is down and no other replica reaches it either
+//! (PostgreSQL itself is down: the session waits, as the replicas do, up to their outage
+//! limit). It comes back to a replica it
 //! left after [`RECONNECT_AFTER`], as long as another is alive: a replica that was only
 //! slow, or restarted, gets its consumers back. The session ends when no replica's stream
 //! is open any more (the end of the sequence from at least one, the others dead).
@@ -51,6 +54,10 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
 /// waits for elements.
 pub const CONFIRM_AFTER: Duration = Duration::from_secs(1);
 
+/// How long a commit of acknowledgements may wait on a replica whose split ledger is down
+/// (the server gives up sooner, at its `--store-outage-limit`, 60 s by default).
+pub const STORE_OUTAGE_WAIT: Duration = Duration::from_secs(300);
+
 /// How long after leaving a replica the session opens a stream to it again.
 pub const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
@@ -71,6 +78,8 @@ struct Replica {
     unacknowledged: Vec<(i64, pb::RecordIds)>,
     /// Records the caller acknowledged that the replica has not confirmed committed.
     unconfirmed: Vec<Unconfirmed>,
+    /// Its last answer said its split ledger (PostgreSQL) was unreachable.
+    ledger_down: bool,
     state: State,
 }
 
@@ -156,6 +165,7 @@ impl ReplicaSession {
                 returned: None,
                 unacknowledged: Vec::new(),
                 unconfirmed: Vec::new(),
+                ledger_down: false,
                 state: State::Reading,
             })
             .collect();
@@ -370,12 +380,24 @@ impl ReplicaSession {
             commit,
             ..Default::default()
         };
-        let answer = tokio::time::timeout(REPLICA_SILENT_FOR, client.service().acknowledge(request)).await;
+        // A commit waits for a ledger that is down (up to the server's outage limit).
+        let wait = if commit && replica.ledger_down { STORE_OUTAGE_WAIT } else { REPLICA_SILENT_FOR };
+        let answer = tokio::time::timeout(wait, client.service().acknowledge(request)).await;
         let silent = match answer {
             Ok(Ok(answer)) => {
-                let committed = answer.into_inner().committed_elements;
-                replica.unconfirmed.retain(|u| u.seq >= committed);
+                let answer = answer.into_inner();
+                replica.unconfirmed.retain(|u| u.seq >= answer.committed_elements);
+                replica.ledger_down = answer.ledger_unreachable_ms > 0;
                 let stale = replica.unconfirmed.first().is_some_and(|u| u.since.elapsed() > REPLICA_SILENT_FOR);
+                if stale && replica.ledger_down && !self.ledger_reachable_elsewhere(i).await {
+                    // PostgreSQL is down for every replica, not cut off from this one:
+                    // leaving it would help nothing. Wait (the replicas end their streams
+                    // UNAVAILABLE, naming the store, past their outage limit); once it is
+                    // back, the replica has the usual time to commit.
+                    let now = Instant::now();
+                    self.replicas[i].unconfirmed.iter_mut().for_each(|u| u.since = now);
+                    return Ok(());
+                }
                 stale.then(|| format!("acknowledgements not committed for {REPLICA_SILENT_FOR:?}"))
             }
             // Maybe committed, maybe not: re-sent through another replica. (`NOT_FOUND`: its
@@ -391,6 +413,28 @@ impl ReplicaSession {
             self.leave(i, tonic::Status::unavailable(format!("{addr}: {reason}"))).await?;
         }
         Ok(())
+    }
+
+    /// Whether a reading replica other than `i` reaches its split ledger: asked now, by
+    /// an acknowledgement of nothing.
+    async fn ledger_reachable_elsewhere(&mut self, i: usize) -> bool {
+        for (j, replica) in self.replicas.iter_mut().enumerate() {
+            let Some(client) = replica.client.as_mut() else { continue };
+            if j == i || !matches!(replica.state, State::Reading) {
+                continue;
+            }
+            let request =
+                pb::AcknowledgeRequest { stream_id: replica.stream_id.clone(), up_to_seq: -1, ..Default::default() };
+            if let Ok(Ok(answer)) =
+                tokio::time::timeout(REPLICA_SILENT_FOR, client.service().acknowledge(request)).await
+            {
+                replica.ledger_down = answer.get_ref().ledger_unreachable_ms > 0;
+                if !replica.ledger_down {
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// A checkpoint of the whole shared reader (its job in the split ledger) after
@@ -438,7 +482,8 @@ impl ReplicaSession {
                 flushed: true,
                 commit: true,
             };
-            match tokio::time::timeout(REPLICA_SILENT_FOR, client.service().acknowledge(request)).await {
+            let wait = if live.ledger_down { STORE_OUTAGE_WAIT } else { REPLICA_SILENT_FOR };
+            match tokio::time::timeout(wait, client.service().acknowledge(request)).await {
                 Ok(Ok(_)) => {
                     self.replicas[dead].state = State::Flushed;
                     self.open_stream(dead, RECONNECT_AFTER);

@@ -79,6 +79,11 @@ pub struct Config {
     /// again without them.
     #[arg(long, env = "READERD_FAILOVER_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub failover_grace: Duration,
+    /// How long a `postgres://` state store may stay unreachable (stopped, restarting,
+    /// cut off) before what needs it fails: until then checkpoints, acknowledgements and
+    /// leases wait for it and streams pause; then they end UNAVAILABLE naming the store.
+    #[arg(long, env = "READERD_STORE_OUTAGE_LIMIT", default_value = "60s", value_parser = parse_duration)]
+    pub store_outage_limit: Duration,
     /// Checkpoints kept per stream lineage; older ones are deleted (their tokens then
     /// answer NOT_FOUND).
     #[arg(long, env = "READERD_CHECKPOINTS_KEPT", default_value_t = 16)]
@@ -239,6 +244,7 @@ impl Config {
         }
         set("lease-time", format!("{}ms", self.lease_time.as_millis()).into());
         set("failover-grace", format!("{}ms", self.failover_grace.as_millis()).into());
+        set("store-outage-limit", format!("{}ms", self.store_outage_limit.as_millis()).into());
         set("checkpoints-kept", (self.checkpoints_kept as i64).into());
         set("max-record-bytes", (self.max_record_bytes as i64).into());
         set("stream-buffer", (self.stream_buffer as i64).into());

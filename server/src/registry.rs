@@ -167,7 +167,7 @@ impl ReaderRegistry {
             return Ok(());
         };
         let local = job.job().id;
-        if matches!(job.leases(), crate::cluster::Leases::Lost { .. }) {
+        if matches!(job.leases(), crate::cluster::Leases::Void { .. }) {
             let mut readers = self.write_lock();
             if readers.get(key).and_then(|reader| reader.cluster_job()).is_some_and(|held| Arc::ptr_eq(held, &job)) {
                 readers.remove(key);

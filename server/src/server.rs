@@ -122,9 +122,11 @@ async fn join_cluster(config: &Config, listener: &TcpListener) -> anyhow::Result
     };
     let times = LeaseTimes { ttl: config.lease_time, grace: config.failover_grace };
     let id = replica.clone();
+    let outage_limit = config.store_outage_limit;
     let ledger = tokio::task::spawn_blocking(move || Ledger::open(&url, None, &id, &address, times))
         .await?
-        .context("split ledger")?;
+        .context("split ledger")?
+        .with_outage_limit(outage_limit);
     tracing::info!(replica = %replica, "cluster replica: shared readers are served through the split ledger");
     Ok(Some(Cluster::start(ledger, config.lease_time / 3)))
 }
@@ -161,9 +163,9 @@ async fn open_state_store(config: &Config) -> anyhow::Result<Checkpointer> {
         .with_context(|| format!("state directory {}", config.state_dir.display()))?;
     let state_url = config.state_url();
     let store_url = state_url.clone();
-    let checkpoints_kept = config.checkpoints_kept;
+    let (checkpoints_kept, outage_limit) = (config.checkpoints_kept, config.store_outage_limit);
     let checkpointer = tokio::task::spawn_blocking(move || -> anyhow::Result<Checkpointer> {
-        let store = crate::state::open(&store_url)?;
+        let store = crate::state::open(&store_url, outage_limit)?;
         Ok(Checkpointer::new(store, checkpoints_kept)?)
     })
     .await?

@@ -245,3 +245,26 @@ fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_w
     assert!(matches!(a.join_stoppable(restored), Err(LedgerError::Deleted(_))));
     assert!(matches!(a.replica_ended(restored), Err(LedgerError::Deleted(_))));
 }
+
+#[test]
+fn a_replica_just_connected_takes_over_a_given_up_split_at_once_and_an_expired_lease_only_a_lease_time_later() {
+    // After a PostgreSQL outage every lease has expired, and the replicas that are alive
+    // renew theirs within a lease time of reconnecting: one that reconnects first must not
+    // take their splits meanwhile (their consumers would get the records twice).
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let times = LeaseTimes { ttl: Duration::from_millis(400), grace: Duration::ZERO };
+    let a = replica(&schema, "a", times);
+    let job = job(&a);
+    a.plan_epoch(job, 1, &[0, 1]).unwrap();
+    a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
+    a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
+    a.release(&[(job.id, 1, 1)]).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let c = replica(&schema, "c", times);
+    let given_up = c.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.position);
+    assert_eq!(given_up, Some(1), "a split given up goes at once");
+    assert_eq!(c.lease_next(job, 1, &[(1, 1)], EVERY_FILE).unwrap(), None, "an expired lease, within a lease time");
+    std::thread::sleep(Duration::from_millis(450));
+    let expired = c.lease_next(job, 1, &[(1, 1)], EVERY_FILE).unwrap().expect("taken over a lease time later");
+    assert!(expired.taken_over && expired.position == 0);
+}

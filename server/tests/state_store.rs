@@ -78,3 +78,29 @@ fn postgres_store_conforms_and_keeps_commits_across_connections() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE")).unwrap();
 }
+
+#[test]
+fn postgres_store_connects_again_after_its_session_is_ended() {
+    let Ok(url) = std::env::var("READERD_TEST_POSTGRES_URL") else {
+        eprintln!("READERD_TEST_POSTGRES_URL is not set: the PostgreSQL store is not tested here (.ci/run sets it)");
+        return;
+    };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let (schema, name) = (format!("readerd_reconnect_{}_{nanos}", std::process::id()), format!("reconnect-{nanos}"));
+    let store = PostgresStore::open(&format!("{url}?application_name={name}"), Some(&schema)).unwrap();
+    let before = store.put_checkpoint(&checkpoint("kept", b"before")).unwrap();
+    // What a PostgreSQL restart does to every session (and `pg_ctl stop -m fast`).
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let ended: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) AS t",
+            &[&name],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ended, 1, "the store's session was ended");
+    assert_eq!(store.get_checkpoint(before).unwrap(), Some(checkpoint("kept", b"before")), "connected again");
+    let after = store.put_checkpoint(&checkpoint("kept", b"after")).unwrap();
+    assert!(after > before);
+    admin.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE")).unwrap();
+}

@@ -47,7 +47,7 @@ pub fn unreachable(output: Output, err: &ClientError) -> ExitCode {
 /// stream's error, a broken connection as UNAVAILABLE, as the last line.
 ///
 /// An acknowledgement or a checkpoint every N that fails with UNAVAILABLE (the server going
-/// away, the connection broken) does not end the read: the stream still holds what the
+/// away, the connection broken) or NOT_FOUND (the stream ended meanwhile) does not end the read: the stream still holds what the
 /// server sent before it went away, a final checkpoint included, and ends with the error.
 pub async fn read(
     mut client: Client,
@@ -102,7 +102,11 @@ pub async fn read(
                 if checkpoint_every.is_some_and(|n| received.is_multiple_of(n) || done) {
                     match client.checkpoint(&stream_id, element.seq).await {
                         Ok(token) => print_checkpoint(&mut stdout, output, &token, element.seq)?,
-                        Err(status) if !done && status_code(&status) == tonic::Code::Unavailable => {}
+                        // As for acknowledgements: the stream says how it ended.
+                        Err(status)
+                            if !done
+                                && matches!(status_code(&status), tonic::Code::NotFound | tonic::Code::Unavailable) => {
+                        }
                         Err(status) => return Ok(print_status(output, &status)),
                     }
                 }

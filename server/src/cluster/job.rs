@@ -56,9 +56,10 @@ struct FeedState {
     /// replica's clock: the start of the last renewal that returned them all (or the
     /// feed's creation, before any lease), plus the lease time.
     leases_valid_until: Instant,
-    /// A renewal found this split `(epoch, position)` taken over: this replica's work on
-    /// the job is void (see [`Leases::Lost`]).
-    lost: Option<(u64, u32)>,
+    /// Why this replica's work on the job is void, once it is: a renewal found one of its
+    /// splits taken over, or the ledger stayed unreachable past the outage limit (see
+    /// [`Leases::Void`]).
+    void: Option<String>,
     /// Epochs planned in the ledger by this replica.
     planned: BTreeSet<u64>,
     /// Splits this replica holds, by `(epoch, file)`.
@@ -96,17 +97,18 @@ impl Held {
 }
 
 /// Whether this replica may deliver the job's elements now (its fence).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Leases {
     /// Every split it holds is still its own.
     Valid,
     /// Its leases may have expired (no renewal got through for a lease time): deliver
     /// nothing until one does.
     Unconfirmed,
-    /// Split `(epoch, position)` was taken over by another replica: the elements this
-    /// replica holds may be produced there too, so none of them may be delivered. Its
-    /// other leases are given up; the job goes on through a new reader.
-    Lost { epoch: u64, position: u32 },
+    /// A split was taken over by another replica (the elements this replica holds may be
+    /// produced there too, so none of them may be delivered), or the ledger stayed
+    /// unreachable past the outage limit (the reader failed): the reason. Its leases are
+    /// given up, never renewed again; the job goes on through a new reader.
+    Void { reason: String },
 }
 
 impl JobFeed {
@@ -115,7 +117,7 @@ impl JobFeed {
         // Every lease this feed takes is taken after now: none expires before this.
         let state = FeedState {
             leases_valid_until: Instant::now() + lease_time,
-            lost: None,
+            void: None,
             planned: BTreeSet::new(),
             held: HashMap::new(),
             pending: HashMap::new(),
@@ -144,6 +146,11 @@ impl JobFeed {
     /// This replica's id in the ledger.
     pub fn replica(&self) -> &str {
         self.ledger.replica()
+    }
+
+    /// How long the ledger has been unreachable (`None`: reachable).
+    pub fn ledger_unreachable_for(&self) -> Option<Duration> {
+        self.ledger.unreachable_for()
     }
 
     /// Consumer session `session` reads this job through this replica.
@@ -353,10 +360,10 @@ impl JobFeed {
     /// A renewal that started at `started` asked for `asked` (from [`JobFeed::to_renew`])
     /// and got `owned` back: the splits missing from it were taken over by another
     /// replica. Returns the splits to give up, when one was: this replica's work on the
-    /// job is void from now on ([`Leases::Lost`]).
+    /// job is void from now on ([`Leases::Void`]).
     pub fn renewed(&self, started: Instant, asked: &[(i64, u64, u32)], owned: &[(i64, u64, u32)]) -> Vec<(u64, u32)> {
         let mut state = self.state();
-        if state.lost.is_none()
+        if state.void.is_none()
             && let Some(&(_, epoch, position)) = asked.iter().find(|split| !owned.contains(split))
         {
             tracing::warn!(
@@ -365,9 +372,12 @@ impl JobFeed {
                 position,
                 "a split was taken over: this replica stops serving the job"
             );
-            state.lost = Some((epoch, position));
+            let replica = self.replica();
+            state.void = Some(format!(
+                "replica {replica} lost its lease of split {position} of epoch {epoch} to another replica"
+            ));
         }
-        if state.lost.is_some() {
+        if state.void.is_some() {
             // Nothing is committed done, nor renewed, from now on.
             return state.held.drain().map(|((epoch, _), held)| (epoch, held.position)).collect();
         }
@@ -375,11 +385,21 @@ impl JobFeed {
         Vec::new()
     }
 
+    /// This replica's work on the job is void from now on ([`Leases::Void`]), for `reason`
+    /// (the first one given stays).
+    fn void(&self, reason: String) {
+        let mut state = self.state();
+        if state.void.is_none() {
+            tracing::warn!(replica = self.replica(), job = self.job.id, %reason, "this replica stops serving the job");
+            state.void = Some(reason);
+        }
+    }
+
     /// Whether this replica may deliver the job's elements now.
     pub fn leases(&self) -> Leases {
         let state = self.state();
-        match state.lost {
-            Some((epoch, position)) => Leases::Lost { epoch, position },
+        match &state.void {
+            Some(reason) => Leases::Void { reason: reason.clone() },
             None if Instant::now() < state.leases_valid_until => Leases::Valid,
             None => Leases::Unconfirmed,
         }
@@ -455,9 +475,13 @@ impl JobFeed {
     /// [`FileFeed::next_file`] among the splits of `files` only (a mixture's component,
     /// `super::mix_feed`).
     pub fn next_file_in(&self, epoch: u64, files: std::ops::Range<u32>) -> Result<Option<FedFile>, SourceError> {
-        let ledger_error = |err: LedgerError| SourceError::Ledger { epoch, reason: err.to_string() };
-        if let Leases::Lost { epoch: lost_epoch, position } = self.leases() {
-            let reason = format!("split {position} of epoch {lost_epoch} was taken over by another replica");
+        // Past the outage limit the reader fails: the job goes on through a new one, and
+        // this one's leases are never renewed again (others take its splits over).
+        let ledger_error = |err: LedgerError| {
+            self.void(err.to_string());
+            SourceError::Ledger { epoch, reason: err.to_string() }
+        };
+        if let Leases::Void { reason } = self.leases() {
             return Err(SourceError::Ledger { epoch, reason });
         }
         self.plan(epoch).map_err(ledger_error)?;
@@ -480,7 +504,7 @@ impl JobFeed {
         }
         let held = Held { position: lease.position, left_out: lease.acked.len(), read: None };
         let mut state = self.state();
-        if state.lost.is_some() {
+        if state.void.is_some() {
             drop(state);
             // Lost meanwhile: given up at once, as the others were.
             self.ledger.release(&[(self.job.id, epoch, lease.position)]).map_err(ledger_error)?;

@@ -18,47 +18,54 @@ const STOPPED_JOB_OVER: &str = "
 impl Ledger {
     /// The job of shared reader `container/shared_name`, created with `spec` if new.
     pub fn job(&self, container: &str, shared_name: &str, fingerprint: &str, spec: &[u8]) -> Result<Job, LedgerError> {
-        let mut client = self.client();
-        client.execute(
-            "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (container, shared_name) DO NOTHING",
-            &[&container, &shared_name, &fingerprint, &spec],
-        )?;
-        let row = client.query_one(
-            "SELECT id, fingerprint, generation FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-            &[&container, &shared_name],
-        )?;
-        if row.get::<_, &str>(1) != fingerprint {
-            return Err(LedgerError::OtherSpec(format!("{container}/{shared_name}")));
-        }
-        Ok(Job { id: row.get(0), generation: row.get(2) })
+        self.run(|client| {
+            client.execute(
+                "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (container, shared_name) DO NOTHING",
+                &[&container, &shared_name, &fingerprint, &spec],
+            )?;
+            let row = client.query_one(
+                "SELECT id, fingerprint, generation FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+                &[&container, &shared_name],
+            )?;
+            if row.get::<_, &str>(1) != fingerprint {
+                return Err(LedgerError::OtherSpec(format!("{container}/{shared_name}")));
+            }
+            Ok(Job { id: row.get(0), generation: row.get(2) })
+        })
     }
 
     /// The id of shared reader `container/shared_name`'s job, if there is one.
     pub fn job_id(&self, container: &str, shared_name: &str) -> Result<Option<i64>, LedgerError> {
-        let row = self.client().query_opt(
-            "SELECT id FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-            &[&container, &shared_name],
-        )?;
-        Ok(row.map(|row| row.get(0)))
+        self.run(|client| {
+            let row = client.query_opt(
+                "SELECT id FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+                &[&container, &shared_name],
+            )?;
+            Ok(row.map(|row| row.get(0)))
+        })
     }
 
     /// Deletes shared reader `container/shared_name`'s job, its splits and sessions;
     /// whether there was one.
     pub fn delete_job(&self, container: &str, shared_name: &str) -> Result<bool, LedgerError> {
-        let deleted = self.client().execute(
-            "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-            &[&container, &shared_name],
-        )?;
-        Ok(deleted > 0)
+        self.run(|client| {
+            let deleted = client.execute(
+                "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+                &[&container, &shared_name],
+            )?;
+            Ok(deleted > 0)
+        })
     }
 
     /// Marks `job` stopped: a mixture that stops at its first exhausted component
     /// (`mix.stopOnEmptyDataset`) ended on a replica. Readers that join it from then on
     /// read nothing ([`Ledger::join_stoppable`]).
     pub fn stop_job(&self, job: Job) -> Result<(), LedgerError> {
-        self.client().execute("UPDATE readerd_jobs SET stopped = true WHERE id = $1", &[&job.id])?;
-        Ok(())
+        self.run(|client| {
+            client.execute("UPDATE readerd_jobs SET stopped = true WHERE id = $1", &[&job.id])?;
+            Ok(())
+        })
     }
 
     /// A reader of `job` on this replica, which may be stopped, joins it: it counts as
@@ -66,38 +73,41 @@ impl Ledger {
     /// reads nothing). One transaction holding the job's row: a replica that finds the job
     /// not stopped here is seen serving it by every check of its end made after the stop.
     pub fn join_stoppable(&self, job: Job) -> Result<bool, LedgerError> {
-        let mut client = self.client();
-        let mut transaction = client.transaction()?;
-        // The job's row held until the report commits: a `stop_job` waits for it, so the
-        // stop is either seen here or made after this replica counts as serving.
-        let Some(row) =
-            transaction.query_opt("SELECT stopped FROM readerd_jobs WHERE id = $1 FOR SHARE", &[&job.id])?
-        else {
-            return Err(LedgerError::Deleted(format!("job {}", job.id)));
-        };
-        transaction.execute(
-            "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, 0, 0)
-             ON CONFLICT (job, replica) DO UPDATE SET ended = false, reported_at = now()",
-            &[&job.id, &self.replica()],
-        )?;
-        transaction.commit()?;
-        Ok(row.get(0))
+        self.run(|client| {
+            let mut transaction = client.transaction()?;
+            // The job's row held until the report commits: a `stop_job` waits for it, so the
+            // stop is either seen here or made after this replica counts as serving.
+            let Some(row) =
+                transaction.query_opt("SELECT stopped FROM readerd_jobs WHERE id = $1 FOR SHARE", &[&job.id])?
+            else {
+                return Err(LedgerError::Deleted(format!("job {}", job.id)));
+            };
+            transaction.execute(
+                "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, 0, 0)
+                 ON CONFLICT (job, replica) DO UPDATE SET ended = false, reported_at = now()",
+                &[&job.id, &self.replica()],
+            )?;
+            transaction.commit()?;
+            Ok(row.get(0))
+        })
     }
 
     /// This replica's reader of stopped `job` ended: it produces nothing more, and every
     /// element it delivered was acknowledged (or it has no stream to deliver them through).
     pub fn replica_ended(&self, job: Job) -> Result<(), LedgerError> {
-        let ended = self.client().execute(
-            "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, ended) VALUES ($1, $2, 0, 0, true)
-             ON CONFLICT (job, replica) DO UPDATE SET ended = true",
-            &[&job.id, &self.replica()],
-        );
-        match ended {
-            Err(err) if err.code() == Some(&postgres::error::SqlState::FOREIGN_KEY_VIOLATION) => {
-                Err(LedgerError::Deleted(format!("job {}", job.id)))
+        self.run(|client| {
+            let ended = client.execute(
+                "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, ended) VALUES ($1, $2, 0, 0, true)
+                 ON CONFLICT (job, replica) DO UPDATE SET ended = true",
+                &[&job.id, &self.replica()],
+            );
+            match ended {
+                Err(err) if err.code() == Some(&postgres::error::SqlState::FOREIGN_KEY_VIOLATION) => {
+                    Err(LedgerError::Deleted(format!("job {}", job.id)))
+                }
+                ended => ended.map(|_| ()).map_err(LedgerError::from),
             }
-            ended => ended.map(|_| ()).map_err(LedgerError::from),
-        }
+        })
     }
 
     /// Whether stopped `job` is over on every replica: each one serving it ended
@@ -105,50 +115,54 @@ impl Ledger {
     /// does with each renewal, and when it joins): one that died, or dropped its reader,
     /// counts no more after a lease time.
     pub fn stopped_job_finished(&self, job: Job) -> Result<bool, LedgerError> {
-        let row = self.client().query_opt(STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64()])?;
-        row.map(|row| row.get(0)).ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
+        self.run(|client| {
+            let row = client.query_opt(STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64()])?;
+            row.map(|row| row.get(0)).ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
+        })
     }
 
     /// Shared reader `container/shared_name`'s job as it stands (one consistent read), if
     /// there is one.
     pub fn snapshot_job(&self, container: &str, shared_name: &str) -> Result<Option<JobSnapshot>, LedgerError> {
-        let mut client = self.client();
-        let mut transaction = client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()?;
-        let Some(job) = transaction.query_opt(
-            "SELECT id, fingerprint, spec FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-            &[&container, &shared_name],
-        )?
-        else {
-            return Ok(None);
-        };
-        // Stopped only once over: a replica still mixing, or elements still unacknowledged,
-        // would be lost to a restore that reads nothing.
-        let stopped: bool =
-            transaction.query_one(STOPPED_JOB_OVER, &[&job.get::<_, i64>(0), &self.lease_time().as_secs_f64()])?.get(0);
-        let splits = transaction.query(
-            "SELECT epoch, position, file, acked, done FROM readerd_splits WHERE job = $1 ORDER BY epoch, position",
-            &[&job.get::<_, i64>(0)],
-        )?;
-        transaction.commit()?;
-        Ok(Some(JobSnapshot {
-            fingerprint: job.get(1),
-            spec: job.get(2),
-            stopped,
-            splits: splits
-                .iter()
-                .map(|row| SplitSnapshot {
-                    epoch: row.get::<_, i64>(0) as u64,
-                    position: row.get::<_, i32>(1) as u32,
-                    file: row.get::<_, i32>(2) as u32,
-                    acked: row.get(3),
-                    done: row.get(4),
-                })
-                .collect(),
-        }))
+        self.run(|client| {
+            let mut transaction = client
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let Some(job) = transaction.query_opt(
+                "SELECT id, fingerprint, spec FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+                &[&container, &shared_name],
+            )?
+            else {
+                return Ok(None);
+            };
+            // Stopped only once over: a replica still mixing, or elements still unacknowledged,
+            // would be lost to a restore that reads nothing.
+            let stopped: bool = transaction
+                .query_one(STOPPED_JOB_OVER, &[&job.get::<_, i64>(0), &self.lease_time().as_secs_f64()])?
+                .get(0);
+            let splits = transaction.query(
+                "SELECT epoch, position, file, acked, done FROM readerd_splits WHERE job = $1 ORDER BY epoch, position",
+                &[&job.get::<_, i64>(0)],
+            )?;
+            transaction.commit()?;
+            Ok(Some(JobSnapshot {
+                fingerprint: job.get(1),
+                spec: job.get(2),
+                stopped,
+                splits: splits
+                    .iter()
+                    .map(|row| SplitSnapshot {
+                        epoch: row.get::<_, i64>(0) as u64,
+                        position: row.get::<_, i32>(1) as u32,
+                        file: row.get::<_, i32>(2) as u32,
+                        acked: row.get(3),
+                        done: row.get(4),
+                    })
+                    .collect(),
+            }))
+        })
     }
 
     /// Makes shared reader `container/shared_name`'s job the one `snapshot` holds,
@@ -162,53 +176,54 @@ impl Ledger {
         restore_id: &str,
         snapshot: &JobSnapshot,
     ) -> Result<Job, LedgerError> {
-        let mut client = self.client();
-        let mut transaction = client.transaction()?;
-        // One restore at a time (they are rare); job creation waits for it.
-        transaction.batch_execute("LOCK TABLE readerd_jobs IN SHARE ROW EXCLUSIVE MODE")?;
-        let existing = transaction.query_opt(
-            "SELECT id, generation, restored_from FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-            &[&container, &shared_name],
-        )?;
-        if let Some(row) = &existing
-            && row.get::<_, Option<&str>>(2) == Some(restore_id)
-        {
-            let job = Job { id: row.get(0), generation: row.get(1) };
+        self.run(|client| {
+            let mut transaction = client.transaction()?;
+            // One restore at a time (they are rare); job creation waits for it.
+            transaction.batch_execute("LOCK TABLE readerd_jobs IN SHARE ROW EXCLUSIVE MODE")?;
+            let existing = transaction.query_opt(
+                "SELECT id, generation, restored_from FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+                &[&container, &shared_name],
+            )?;
+            if let Some(row) = &existing
+                && row.get::<_, Option<&str>>(2) == Some(restore_id)
+            {
+                let job = Job { id: row.get(0), generation: row.get(1) };
+                transaction.commit()?;
+                return Ok(job);
+            }
+            let generation = existing.as_ref().map_or(1, |row| row.get::<_, i64>(1) + 1);
+            transaction.execute(
+                "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
+                &[&container, &shared_name],
+            )?;
+            let id: i64 = transaction
+                .query_one(
+                    "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec, generation, restored_from, stopped)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                    &[
+                        &container,
+                        &shared_name,
+                        &snapshot.fingerprint,
+                        &snapshot.spec,
+                        &generation,
+                        &restore_id,
+                        &snapshot.stopped,
+                    ],
+                )?
+                .get(0);
+            let splits = &snapshot.splits;
+            let epochs: Vec<i64> = splits.iter().map(|split| split.epoch as i64).collect();
+            let positions: Vec<i32> = splits.iter().map(|split| split.position as i32).collect();
+            let files: Vec<i32> = splits.iter().map(|split| split.file as i32).collect();
+            let acked: Vec<&[u8]> = splits.iter().map(|split| split.acked.as_slice()).collect();
+            let done: Vec<bool> = splits.iter().map(|split| split.done).collect();
+            transaction.execute(
+                "INSERT INTO readerd_splits (job, epoch, position, file, acked, done)
+                 SELECT $1, * FROM unnest($2::int8[], $3::int4[], $4::int4[], $5::bytea[], $6::bool[])",
+                &[&id, &epochs, &positions, &files, &acked, &done],
+            )?;
             transaction.commit()?;
-            return Ok(job);
-        }
-        let generation = existing.as_ref().map_or(1, |row| row.get::<_, i64>(1) + 1);
-        transaction.execute(
-            "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-            &[&container, &shared_name],
-        )?;
-        let id: i64 = transaction
-            .query_one(
-                "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec, generation, restored_from, stopped)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-                &[
-                    &container,
-                    &shared_name,
-                    &snapshot.fingerprint,
-                    &snapshot.spec,
-                    &generation,
-                    &restore_id,
-                    &snapshot.stopped,
-                ],
-            )?
-            .get(0);
-        let splits = &snapshot.splits;
-        let epochs: Vec<i64> = splits.iter().map(|split| split.epoch as i64).collect();
-        let positions: Vec<i32> = splits.iter().map(|split| split.position as i32).collect();
-        let files: Vec<i32> = splits.iter().map(|split| split.file as i32).collect();
-        let acked: Vec<&[u8]> = splits.iter().map(|split| split.acked.as_slice()).collect();
-        let done: Vec<bool> = splits.iter().map(|split| split.done).collect();
-        transaction.execute(
-            "INSERT INTO readerd_splits (job, epoch, position, file, acked, done)
-             SELECT $1, * FROM unnest($2::int8[], $3::int4[], $4::int4[], $5::bytea[], $6::bool[])",
-            &[&id, &epochs, &positions, &files, &acked, &done],
-        )?;
-        transaction.commit()?;
-        Ok(Job { id, generation })
+            Ok(Job { id, generation })
+        })
     }
 }

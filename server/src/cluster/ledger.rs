@@ -7,18 +7,20 @@
 //! Time is PostgreSQL's (`now()`): leases expire by the database's clock, never by a
 //! replica's, so replicas need no synchronized clocks.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use postgres::Client;
 
 use crate::pipeline::record_set::{BadRecordSet, RecordSet};
 use crate::state::StateError;
+use crate::state::session::{Session, SessionError, Unreachable, postgres_message};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
     #[error("split ledger: {}", postgres_message(.0))]
     Postgres(#[from] postgres::Error),
+    #[error("split ledger: {0}")]
+    Unreachable(#[from] Unreachable),
     #[error("split ledger: {0}")]
     State(#[from] StateError),
     #[error("split ledger: {0}")]
@@ -31,11 +33,13 @@ pub enum LedgerError {
     Deleted(String),
 }
 
-/// A PostgreSQL error with the server's message ("db error" alone says nothing).
-fn postgres_message(err: &postgres::Error) -> String {
-    match err.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => err.to_string(),
+impl SessionError for LedgerError {
+    fn postgres(&self) -> Option<&postgres::Error> {
+        match self {
+            LedgerError::Postgres(err) => Some(err),
+            LedgerError::State(crate::state::StateError::Postgres(err)) => Some(err),
+            _ => None,
+        }
     }
 }
 
@@ -133,14 +137,10 @@ impl Default for LeaseTimes {
     }
 }
 
-/// One replica's connection to the ledger.
+/// One replica's session on the ledger: it reconnects after an outage, and its
+/// statements wait for PostgreSQL up to the outage limit (`crate::state::session`).
 pub struct Ledger {
-    /// `None` only once the ledger is dropping (see its `Drop`).
-    client: Option<Mutex<Client>>,
-    /// Where to connect again when the connection is lost (PostgreSQL restarted, or it
-    /// ended this session after the replica stalled inside a transaction).
-    url: String,
-    schema: Option<String>,
+    session: Session,
     /// This replica's id in the ledger: unique per process (a restarted replica is a new
     /// one, and takes its previous life's splits over like any other's).
     replica: String,
@@ -159,15 +159,6 @@ fn split_keys(keys: &[(i64, u64, u32)]) -> (Vec<i64>, Vec<i64>, Vec<i32>) {
     (jobs, epochs, positions)
 }
 
-impl Drop for Ledger {
-    /// As `PostgresStore`'s: the client closes its connection on a runtime of its own,
-    /// which cannot run on a thread that drives the server's.
-    fn drop(&mut self) {
-        let client = self.client.take();
-        let _ = std::thread::spawn(move || drop(client)).join();
-    }
-}
-
 impl Ledger {
     /// Connects (migrating the schema if needed) and registers the replica.
     pub fn open(
@@ -177,19 +168,24 @@ impl Ledger {
         address: &str,
         times: LeaseTimes,
     ) -> Result<Self, LedgerError> {
-        let mut client = Self::connect(url, schema, times)?;
-        client.execute(
-            "INSERT INTO readerd_replicas (id, address) VALUES ($1, $2)
-             ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now()",
-            &[&replica, &address],
-        )?;
-        Ok(Self {
-            client: Some(Mutex::new(client)),
-            url: url.to_owned(),
-            schema: schema.map(str::to_owned),
-            replica: replica.to_owned(),
-            times,
-        })
+        let (url, schema) = (url.to_owned(), schema.map(str::to_owned));
+        let connect = Box::new(move || Self::connect(&url, schema.as_deref(), times));
+        let ledger = Self { session: Session::open("split ledger", connect)?, replica: replica.to_owned(), times };
+        ledger.run(|client| {
+            client.execute(
+                "INSERT INTO readerd_replicas (id, address) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now()",
+                &[&replica, &address],
+            )?;
+            Ok(())
+        })?;
+        Ok(ledger)
+    }
+
+    /// How long PostgreSQL may stay unreachable before the ledger's statements fail.
+    pub fn with_outage_limit(mut self, limit: Duration) -> Self {
+        self.session.set_outage_limit(limit);
+        self
     }
 
     /// A session on the ledger that never holds locks for long: PostgreSQL ends it when
@@ -197,7 +193,7 @@ impl Ledger {
     /// otherwise keep its splits' rows locked, and every other replica waiting on them),
     /// and a statement gives up after waiting a quarter of a lease time for a lock (it is
     /// retried).
-    fn connect(url: &str, schema: Option<&str>, times: LeaseTimes) -> Result<Client, LedgerError> {
+    fn connect(url: &str, schema: Option<&str>, times: LeaseTimes) -> Result<Client, postgres::Error> {
         let mut client = crate::state::postgres::connect(url, schema)?;
         let millis = |duration: Duration| duration.as_millis().max(1);
         client.batch_execute(&format!(
@@ -212,23 +208,18 @@ impl Ledger {
         &self.replica
     }
 
-    /// The connection, connected again first if it was lost (when that fails, the lost
-    /// one: the caller's statement fails, and is retried later).
-    pub(super) fn client(&self) -> std::sync::MutexGuard<'_, Client> {
-        let client = self.client.as_ref().expect("the client is taken only when the ledger drops");
-        let mut client = client.lock().unwrap_or_else(|p| p.into_inner());
-        if client.is_closed() {
-            match Self::connect(&self.url, self.schema.as_deref(), self.times) {
-                Ok(connected) => {
-                    tracing::info!(replica = %self.replica, "connected to the split ledger again");
-                    let lost = std::mem::replace(&mut *client, connected);
-                    // Closing it needs a runtime of its own (see `Drop`).
-                    let _ = std::thread::spawn(move || drop(lost)).join();
-                }
-                Err(err) => tracing::warn!(error = %err, "the split ledger is unreachable"),
-            }
-        }
-        client
+    /// How long PostgreSQL has been unreachable for this replica's statements (`None`:
+    /// the last one went through).
+    pub fn unreachable_for(&self) -> Option<Duration> {
+        self.session.unreachable_for()
+    }
+
+    /// Runs `statements` on the ledger, through an outage (`crate::state::session`).
+    pub(super) fn run<T>(
+        &self,
+        statements: impl FnMut(&mut Client) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        self.session.run(statements)
     }
 
     /// How long a dead replica's consumers have to re-send their acknowledgements.
@@ -239,27 +230,31 @@ impl Ledger {
     /// Which of `sessions` re-sent (through another replica) everything they consumed
     /// from this one: `flushed` for it.
     pub fn flushed_sessions(&self, job: Job, sessions: &[String]) -> Result<Vec<String>, LedgerError> {
-        let rows = self.client().query(
-            "SELECT session FROM readerd_sessions
-             WHERE job = $1 AND replica = $2 AND session = ANY($3) AND flushed",
-            &[&job.id, &self.replica, &sessions],
-        )?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
+        self.run(|client| {
+            let rows = client.query(
+                "SELECT session FROM readerd_sessions
+                 WHERE job = $1 AND replica = $2 AND session = ANY($3) AND flushed",
+                &[&job.id, &self.replica, &sessions],
+            )?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
     }
 
     /// The acknowledged records of splits `(epoch, position)`.
     pub fn acked_sets(&self, job: Job, splits: &[(u64, u32)]) -> Result<Vec<(u64, u32, RecordSet)>, LedgerError> {
-        let keys: Vec<(i64, u64, u32)> = splits.iter().map(|&(epoch, position)| (job.id, epoch, position)).collect();
-        let (jobs, epochs, positions) = split_keys(&keys);
-        let rows = self.client().query(
-            "SELECT split.epoch, split.position, split.acked
-             FROM readerd_splits AS split, unnest($1::int8[], $2::int8[], $3::int4[]) AS wanted (job, epoch, position)
-             WHERE (split.job, split.epoch, split.position) = (wanted.job, wanted.epoch, wanted.position)",
-            &[&jobs, &epochs, &positions],
-        )?;
-        rows.iter()
-            .map(|row| Ok((row.get::<_, i64>(0) as u64, row.get::<_, i32>(1) as u32, RecordSet::decode(row.get(2))?)))
-            .collect()
+        self.run(|client| {
+            let keys: Vec<(i64, u64, u32)> = splits.iter().map(|&(epoch, position)| (job.id, epoch, position)).collect();
+            let (jobs, epochs, positions) = split_keys(&keys);
+            let rows = client.query(
+                "SELECT split.epoch, split.position, split.acked
+                 FROM readerd_splits AS split, unnest($1::int8[], $2::int8[], $3::int4[]) AS wanted (job, epoch, position)
+                 WHERE (split.job, split.epoch, split.position) = (wanted.job, wanted.epoch, wanted.position)",
+                &[&jobs, &epochs, &positions],
+            )?;
+            rows.iter()
+                .map(|row| Ok((row.get::<_, i64>(0) as u64, row.get::<_, i32>(1) as u32, RecordSet::decode(row.get(2))?)))
+                .collect()
+        })
     }
 
     /// How long a lease lasts without renewal.
@@ -272,53 +267,58 @@ impl Ledger {
     /// done meanwhile; one missing was taken over, or its job deleted: stop producing it). A split no reader holds any more (its reader was
     /// dropped) is not renewed, and goes to another replica once its lease expires.
     pub fn heartbeat(&self, held: &[(i64, u64, u32)]) -> Result<Vec<(i64, u64, u32)>, LedgerError> {
-        let mut client = self.client();
-        client.execute("UPDATE readerd_replicas SET heartbeat_at = now() WHERE id = $1", &[&self.replica])?;
-        if held.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (jobs, epochs, positions) = split_keys(held);
-        let rows = client.query(
-            "UPDATE readerd_splits AS split SET lease_expires = now() + make_interval(secs => $2)
-             FROM unnest($3::int8[], $4::int8[], $5::int4[]) AS held (job, epoch, position)
-             WHERE (split.job, split.epoch, split.position) = (held.job, held.epoch, held.position)
-               AND split.owner = $1
-             RETURNING split.job, split.epoch, split.position",
-            &[&self.replica, &seconds(self.times.ttl), &jobs, &epochs, &positions],
-        )?;
-        Ok(rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1) as u64, row.get::<_, i32>(2) as u32)).collect())
+        self.run(|client| {
+            client.execute("UPDATE readerd_replicas SET heartbeat_at = now() WHERE id = $1", &[&self.replica])?;
+            if held.is_empty() {
+                return Ok(Vec::new());
+            }
+            let (jobs, epochs, positions) = split_keys(held);
+            let rows = client.query(
+                "UPDATE readerd_splits AS split SET lease_expires = now() + make_interval(secs => $2)
+                 FROM unnest($3::int8[], $4::int8[], $5::int4[]) AS held (job, epoch, position)
+                 WHERE (split.job, split.epoch, split.position) = (held.job, held.epoch, held.position)
+                   AND split.owner = $1
+                 RETURNING split.job, split.epoch, split.position",
+                &[&self.replica, &seconds(self.times.ttl), &jobs, &epochs, &positions],
+            )?;
+            Ok(rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1) as u64, row.get::<_, i32>(2) as u32)).collect())
+        })
     }
 
     /// Gives up this replica's leases of `splits` (`(job, epoch, position)`) now: they go
     /// to others as soon as this replica's consumer sessions are flushed.
     pub fn release(&self, splits: &[(i64, u64, u32)]) -> Result<(), LedgerError> {
-        if splits.is_empty() {
-            return Ok(());
-        }
-        let (jobs, epochs, positions) = split_keys(splits);
-        self.client().execute(
-            "UPDATE readerd_splits AS split SET lease_expires = now() - interval '1 millisecond'
-             FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS released (job, epoch, position)
-             WHERE (split.job, split.epoch, split.position) = (released.job, released.epoch, released.position)
-               AND split.owner = $1 AND NOT split.done",
-            &[&self.replica, &jobs, &epochs, &positions],
-        )?;
-        Ok(())
+        self.run(|client| {
+            if splits.is_empty() {
+                return Ok(());
+            }
+            let (jobs, epochs, positions) = split_keys(splits);
+            client.execute(
+                "UPDATE readerd_splits AS split SET lease_expires = now() - interval '1 millisecond', released = true
+                 FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS given_up (job, epoch, position)
+                 WHERE (split.job, split.epoch, split.position) = (given_up.job, given_up.epoch, given_up.position)
+                   AND split.owner = $1 AND NOT split.done",
+                &[&self.replica, &jobs, &epochs, &positions],
+            )?;
+            Ok(())
+        })
     }
 
     /// Writes epoch `epoch`'s splits, one per file in `order` (the epoch's file order, the
     /// same on every replica: it comes from the seed). Idempotent: the first replica to
     /// plan an epoch writes it, the others find it there.
     pub fn plan_epoch(&self, job: Job, epoch: u64, order: &[usize]) -> Result<(), LedgerError> {
-        let positions: Vec<i32> = (0..order.len() as i32).collect();
-        let files: Vec<i32> = order.iter().map(|&file| file as i32).collect();
-        self.client().execute(
-            "INSERT INTO readerd_splits (job, epoch, position, file)
-             SELECT $1, $2, position, file FROM unnest($3::int4[], $4::int4[]) AS planned (position, file)
-             ON CONFLICT DO NOTHING",
-            &[&job.id, &(epoch as i64), &positions, &files],
-        )?;
-        Ok(())
+        self.run(|client| {
+            let positions: Vec<i32> = (0..order.len() as i32).collect();
+            let files: Vec<i32> = order.iter().map(|&file| file as i32).collect();
+            client.execute(
+                "INSERT INTO readerd_splits (job, epoch, position, file)
+                 SELECT $1, $2, position, file FROM unnest($3::int4[], $4::int4[]) AS planned (position, file)
+                 ON CONFLICT DO NOTHING",
+                &[&job.id, &(epoch as i64), &positions, &files],
+            )?;
+            Ok(())
+        })
     }
 
     /// Leases the first split (by epoch, then file order) of epoch `epoch` or an earlier
@@ -326,7 +326,9 @@ impl Ledger {
     /// consumer sessions have all re-sent their acknowledgements elsewhere (or had the
     /// grace period to). Splits of earlier epochs come first: those are taken over from
     /// replicas that died. Never one of `held` (`(epoch, position)`, the caller's own
-    /// splits: one whose lease expired while it stalled is still being read). `None` when
+    /// splits: one whose lease expired while it stalled is still being read), and none
+    /// whose lease merely expired within a lease time of this one's connecting to the
+    /// ledger (`may_take_over`: after an outage, the live owners renew first). `None` when
     /// there is none now (every split is done or held). Only splits of `files` (a range
     /// of file indices: a mixture's component leases its own files' splits).
     pub fn lease_next(
@@ -336,60 +338,68 @@ impl Ledger {
         held: &[(u64, u32)],
         files: std::ops::Range<u32>,
     ) -> Result<Option<Lease>, LedgerError> {
-        let held_epochs: Vec<i64> = held.iter().map(|split| split.0 as i64).collect();
-        let held_positions: Vec<i32> = held.iter().map(|split| split.1 as i32).collect();
-        let row = self.client().query_opt(
-            "UPDATE readerd_splits SET owner = $3, lease_expires = now() + make_interval(secs => $4),
-                    leases = leases + 1
-             WHERE (job, epoch, position) = (
-                 SELECT job, epoch, position FROM readerd_splits AS split
-                 WHERE job = $1 AND epoch <= $2 AND NOT done AND file >= $8 AND file < $9
-                   AND (epoch, position) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
-                   AND (
-                     owner IS NULL OR (
-                         lease_expires < now() AND (
-                             lease_expires < now() - make_interval(secs => $5)
-                             OR NOT EXISTS (
-                                 SELECT 1 FROM readerd_sessions AS session
-                                 WHERE session.job = split.job AND session.replica = split.owner
-                                   AND NOT session.flushed))))
-                 ORDER BY epoch, position LIMIT 1 FOR UPDATE SKIP LOCKED)
-             RETURNING epoch, position, file, acked, leases",
-            &[
-                &job.id,
-                &(epoch as i64),
-                &self.replica,
-                &seconds(self.times.ttl),
-                &seconds(self.times.grace),
-                &held_epochs,
-                &held_positions,
-                &(files.start.min(i32::MAX as u32) as i32),
-                &(files.end.min(i32::MAX as u32) as i32),
-            ],
-        )?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(Lease {
-            epoch: row.get::<_, i64>(0) as u64,
-            position: row.get::<_, i32>(1) as u32,
-            file: row.get::<_, i32>(2) as u32,
-            acked: RecordSet::decode(row.get(3))?,
-            taken_over: row.get::<_, i32>(4) > 1,
-        }))
+        self.run(|client| {
+            let held_epochs: Vec<i64> = held.iter().map(|split| split.0 as i64).collect();
+            let held_positions: Vec<i32> = held.iter().map(|split| split.1 as i32).collect();
+            // Back from an outage (or just started), a replica takes nothing over for a lease
+            // time: every lease expired while nobody could renew, and the replicas that are
+            // alive renew theirs within that time.
+            let may_take_over = self.session.connected_for() >= self.times.ttl;
+            let row = client.query_opt(
+                "UPDATE readerd_splits SET owner = $3, lease_expires = now() + make_interval(secs => $4),
+                        leases = leases + 1, released = false
+                 WHERE (job, epoch, position) = (
+                     SELECT job, epoch, position FROM readerd_splits AS split
+                     WHERE job = $1 AND epoch <= $2 AND NOT done AND file >= $8 AND file < $9
+                       AND (epoch, position) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
+                       AND (
+                         owner IS NULL OR (($10 OR released) AND
+                             lease_expires < now() AND (
+                                 lease_expires < now() - make_interval(secs => $5)
+                                 OR NOT EXISTS (
+                                     SELECT 1 FROM readerd_sessions AS session
+                                     WHERE session.job = split.job AND session.replica = split.owner
+                                       AND NOT session.flushed))))
+                     ORDER BY epoch, position LIMIT 1 FOR UPDATE SKIP LOCKED)
+                 RETURNING epoch, position, file, acked, leases",
+                &[
+                    &job.id,
+                    &(epoch as i64),
+                    &self.replica,
+                    &seconds(self.times.ttl),
+                    &seconds(self.times.grace),
+                    &held_epochs,
+                    &held_positions,
+                    &(files.start.min(i32::MAX as u32) as i32),
+                    &(files.end.min(i32::MAX as u32) as i32),
+                    &may_take_over,
+                ],
+            )?;
+            let Some(row) = row else { return Ok(None) };
+            Ok(Some(Lease {
+                epoch: row.get::<_, i64>(0) as u64,
+                position: row.get::<_, i32>(1) as u32,
+                file: row.get::<_, i32>(2) as u32,
+                acked: RecordSet::decode(row.get(3))?,
+                taken_over: row.get::<_, i32>(4) > 1,
+            }))
+        })
     }
 
     /// Whether every split of epochs 1 to `epochs` is done (each epoch planned, and each
     /// of its splits produced and acknowledged in full).
     pub fn job_finished(&self, job: Job, epochs: u64) -> Result<bool, LedgerError> {
-        let mut client = self.client();
-        if client.query_opt("SELECT 1 FROM readerd_jobs WHERE id = $1", &[&job.id])?.is_none() {
-            return Err(LedgerError::Deleted(format!("job {}", job.id)));
-        }
-        let row = client.query_one(
-            "SELECT count(DISTINCT epoch), coalesce(bool_and(done), true)
-             FROM readerd_splits WHERE job = $1 AND epoch <= $2",
-            &[&job.id, &(epochs as i64)],
-        )?;
-        Ok(row.get::<_, i64>(0) as u64 == epochs && row.get::<_, bool>(1))
+        self.run(|client| {
+            if client.query_opt("SELECT 1 FROM readerd_jobs WHERE id = $1", &[&job.id])?.is_none() {
+                return Err(LedgerError::Deleted(format!("job {}", job.id)));
+            }
+            let row = client.query_one(
+                "SELECT count(DISTINCT epoch), coalesce(bool_and(done), true)
+                 FROM readerd_splits WHERE job = $1 AND epoch <= $2",
+                &[&job.id, &(epochs as i64)],
+            )?;
+            Ok(row.get::<_, i64>(0) as u64 == epochs && row.get::<_, bool>(1))
+        })
     }
 
     /// Merges acknowledged records into their splits, in one transaction, and marks done
@@ -398,137 +408,151 @@ impl Ledger {
     /// through another replica); only the owner says how many records a split has.
     /// Returns the splits it marked done, as `(epoch, position)`.
     pub fn commit(&self, job: Job, commits: &[SplitCommit]) -> Result<Vec<(u64, u32)>, LedgerError> {
-        let mut client = self.client();
-        let mut transaction = client.transaction()?;
-        let mut done = Vec::new();
-        for commit in commits {
-            let key: [&(dyn postgres::types::ToSql + Sync); 3] =
-                [&job.id, &(commit.epoch as i64), &(commit.position as i32)];
-            let Some(row) = transaction.query_opt(
-                "SELECT acked, owner, done FROM readerd_splits WHERE job = $1 AND epoch = $2 AND position = $3
-                 FOR UPDATE",
-                &key,
-            )?
-            else {
-                continue;
-            };
-            let mut acked = RecordSet::decode(row.get(0))?;
-            acked.extend(&commit.acked);
-            let owner = row.get::<_, Option<&str>>(1) == Some(self.replica.as_str());
-            let was_done: bool = row.get(2);
-            let now_done = !was_done && owner && commit.records.is_some_and(|records| acked.len() >= records);
-            if now_done || (owner && was_done) {
-                done.push((commit.epoch, commit.position));
+        self.run(|client| {
+            let mut transaction = client.transaction()?;
+            let mut done = Vec::new();
+            for commit in commits {
+                let key: [&(dyn postgres::types::ToSql + Sync); 3] =
+                    [&job.id, &(commit.epoch as i64), &(commit.position as i32)];
+                let Some(row) = transaction.query_opt(
+                    "SELECT acked, owner, done FROM readerd_splits WHERE job = $1 AND epoch = $2 AND position = $3
+                     FOR UPDATE",
+                    &key,
+                )?
+                else {
+                    continue;
+                };
+                let mut acked = RecordSet::decode(row.get(0))?;
+                acked.extend(&commit.acked);
+                let owner = row.get::<_, Option<&str>>(1) == Some(self.replica.as_str());
+                let was_done: bool = row.get(2);
+                let now_done = !was_done && owner && commit.records.is_some_and(|records| acked.len() >= records);
+                if now_done || (owner && was_done) {
+                    done.push((commit.epoch, commit.position));
+                }
+                if commit.acked.is_empty() && !now_done {
+                    continue;
+                }
+                transaction.execute(
+                    "UPDATE readerd_splits SET acked = $4, done = done OR $5
+                     WHERE job = $1 AND epoch = $2 AND position = $3",
+                    &[key[0], key[1], key[2], &acked.encode(), &now_done],
+                )?;
             }
-            if commit.acked.is_empty() && !now_done {
-                continue;
-            }
-            transaction.execute(
-                "UPDATE readerd_splits SET acked = $4, done = done OR $5
-                 WHERE job = $1 AND epoch = $2 AND position = $3",
-                &[key[0], key[1], key[2], &acked.encode(), &now_done],
-            )?;
-        }
-        transaction.commit()?;
-        Ok(done)
+            transaction.commit()?;
+            Ok(done)
+        })
     }
 
     pub fn epoch_progress(&self, job: Job, epoch: u64) -> Result<EpochProgress, LedgerError> {
-        let row = self.client().query_one(
-            "SELECT count(*), count(*) FILTER (WHERE leases = 0), count(*) FILTER (WHERE done)
-             FROM readerd_splits WHERE job = $1 AND epoch = $2",
-            &[&job.id, &(epoch as i64)],
-        )?;
-        Ok(EpochProgress {
-            splits: row.get::<_, i64>(0) as u64,
-            never_leased: row.get::<_, i64>(1) as u64,
-            done: row.get::<_, i64>(2) as u64,
+        self.run(|client| {
+            let row = client.query_one(
+                "SELECT count(*), count(*) FILTER (WHERE leases = 0), count(*) FILTER (WHERE done)
+                 FROM readerd_splits WHERE job = $1 AND epoch = $2",
+                &[&job.id, &(epoch as i64)],
+            )?;
+            Ok(EpochProgress {
+                splits: row.get::<_, i64>(0) as u64,
+                never_leased: row.get::<_, i64>(1) as u64,
+                done: row.get::<_, i64>(2) as u64,
+            })
         })
     }
 
     /// A consumer session now reads the job through this replica.
     pub fn attach_session(&self, job: Job, session: &str) -> Result<(), LedgerError> {
-        self.client().execute(
-            "INSERT INTO readerd_sessions (job, session, replica) VALUES ($1, $2, $3)
-             ON CONFLICT (job, session, replica) DO UPDATE SET flushed = false",
-            &[&job.id, &session, &self.replica],
-        )?;
-        Ok(())
+        self.run(|client| {
+            client.execute(
+                "INSERT INTO readerd_sessions (job, session, replica) VALUES ($1, $2, $3)
+                 ON CONFLICT (job, session, replica) DO UPDATE SET flushed = false",
+                &[&job.id, &session, &self.replica],
+            )?;
+            Ok(())
+        })
     }
 
     /// Session `session` holds nothing unacknowledged from `replica` any more: it
     /// re-sent (and this replica committed) every acknowledgement of what it received
     /// there, or its stream there ended with everything acknowledged.
     pub fn session_flushed(&self, job: Job, session: &str, replica: &str) -> Result<(), LedgerError> {
-        self.client().execute(
-            "UPDATE readerd_sessions SET flushed = true WHERE job = $1 AND session = $2 AND replica = $3",
-            &[&job.id, &session, &replica],
-        )?;
-        Ok(())
+        self.run(|client| {
+            client.execute(
+                "UPDATE readerd_sessions SET flushed = true WHERE job = $1 AND session = $2 AND replica = $3",
+                &[&job.id, &session, &replica],
+            )?;
+            Ok(())
+        })
     }
 
     /// Gives the replica's leases up now (a clean shutdown): they expire at once, and
     /// the splits go to others as soon as this replica's consumer sessions are flushed.
     pub fn release_all(&self) -> Result<(), LedgerError> {
-        let mut client = self.client();
-        client.execute(
-            "UPDATE readerd_splits SET lease_expires = now() - interval '1 millisecond' WHERE owner = $1 AND NOT done",
-            &[&self.replica],
-        )?;
-        client.execute("DELETE FROM readerd_replicas WHERE id = $1", &[&self.replica])?;
-        Ok(())
+        self.run(|client| {
+            client.execute(
+                "UPDATE readerd_splits SET lease_expires = now() - interval '1 millisecond', released = true WHERE owner = $1 AND NOT done",
+                &[&self.replica],
+            )?;
+            client.execute("DELETE FROM readerd_replicas WHERE id = $1", &[&self.replica])?;
+            Ok(())
+        })
     }
 
     /// Reports this replica's elements in flight and consumers of `job`; returns whether
     /// the job is stopped (`super::job_ledger`).
     pub fn report(&self, job: Job, elements_in_flight: u64, consumers: u64) -> Result<bool, LedgerError> {
-        let row = self.client().query_opt(
-            "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (job, replica) DO UPDATE
-             SET in_flight = EXCLUDED.in_flight, consumers = EXCLUDED.consumers, reported_at = now()
-             RETURNING (SELECT stopped FROM readerd_jobs WHERE id = $1)",
-            &[&job.id, &self.replica, &(elements_in_flight as i64), &(consumers as i32)],
-        )?;
-        Ok(row.and_then(|row| row.get::<_, Option<bool>>(0)).unwrap_or(false))
+        self.run(|client| {
+            let row = client.query_opt(
+                "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (job, replica) DO UPDATE
+                 SET in_flight = EXCLUDED.in_flight, consumers = EXCLUDED.consumers, reported_at = now()
+                 RETURNING (SELECT stopped FROM readerd_jobs WHERE id = $1)",
+                &[&job.id, &self.replica, &(elements_in_flight as i64), &(consumers as i32)],
+            )?;
+            Ok(row.and_then(|row| row.get::<_, Option<bool>>(0)).unwrap_or(false))
+        })
     }
 
     /// Every replica that reported on `job` or holds an unfinished split of it, by id.
     pub fn replica_reports(&self, job: Job) -> Result<Vec<ReplicaReport>, LedgerError> {
-        let rows = self.client().query(
-            "SELECT replica.id, replica.address,
-                    replica.heartbeat_at > now() - make_interval(secs => $2),
-                    (SELECT count(*) FROM readerd_splits AS split
-                     WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done
-                       AND split.lease_expires > now()),
-                    coalesce(report.in_flight, 0), coalesce(report.consumers, 0)
-             FROM readerd_replicas AS replica
-             LEFT JOIN readerd_job_replicas AS report ON report.job = $1 AND report.replica = replica.id
-             WHERE report.replica IS NOT NULL OR EXISTS (
-                 SELECT 1 FROM readerd_splits AS split
-                 WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done)
-             ORDER BY replica.id",
-            &[&job.id, &seconds(self.times.ttl)],
-        )?;
-        Ok(rows
-            .iter()
-            .map(|row| ReplicaReport {
-                replica: row.get(0),
-                address: row.get(1),
-                alive: row.get(2),
-                splits_leased: row.get::<_, i64>(3) as u64,
-                elements_in_flight: row.get::<_, i64>(4) as u64,
-                consumers: row.get::<_, i32>(5) as u64,
-            })
-            .collect())
+        self.run(|client| {
+            let rows = client.query(
+                "SELECT replica.id, replica.address,
+                        replica.heartbeat_at > now() - make_interval(secs => $2),
+                        (SELECT count(*) FROM readerd_splits AS split
+                         WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done
+                           AND split.lease_expires > now()),
+                        coalesce(report.in_flight, 0), coalesce(report.consumers, 0)
+                 FROM readerd_replicas AS replica
+                 LEFT JOIN readerd_job_replicas AS report ON report.job = $1 AND report.replica = replica.id
+                 WHERE report.replica IS NOT NULL OR EXISTS (
+                     SELECT 1 FROM readerd_splits AS split
+                     WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done)
+                 ORDER BY replica.id",
+                &[&job.id, &seconds(self.times.ttl)],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|row| ReplicaReport {
+                    replica: row.get(0),
+                    address: row.get(1),
+                    alive: row.get(2),
+                    splits_leased: row.get::<_, i64>(3) as u64,
+                    elements_in_flight: row.get::<_, i64>(4) as u64,
+                    consumers: row.get::<_, i32>(5) as u64,
+                })
+                .collect())
+        })
     }
 
     /// Replicas that sent a heartbeat within a lease's lifetime: `(id, address)`.
     pub fn live_replicas(&self) -> Result<Vec<(String, String)>, LedgerError> {
-        let rows = self.client().query(
-            "SELECT id, address FROM readerd_replicas WHERE heartbeat_at > now() - make_interval(secs => $1)
-             ORDER BY id",
-            &[&seconds(self.times.ttl)],
-        )?;
-        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+        self.run(|client| {
+            let rows = client.query(
+                "SELECT id, address FROM readerd_replicas WHERE heartbeat_at > now() - make_interval(secs => $1)
+                 ORDER BY id",
+                &[&seconds(self.times.ttl)],
+            )?;
+            Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+        })
     }
 }

@@ -238,7 +238,9 @@ impl pb::data_service_server::DataService for DataService {
             .await?;
         }
         let committed_elements = stream.reader.delivery.committed_elements(&stream.consumer);
-        Ok(Response::new(pb::AcknowledgeResponse { committed_elements }))
+        let unreachable = stream.reader.cluster_job().and_then(|job| job.ledger_unreachable_for());
+        let ledger_unreachable_ms = unreachable.map_or(0, |waited| waited.as_millis().max(1) as i64);
+        Ok(Response::new(pb::AcknowledgeResponse { committed_elements, ledger_unreachable_ms }))
     }
 
     async fn checkpoint(

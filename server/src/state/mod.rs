@@ -5,10 +5,13 @@
 //! - [`sqlite`]: the embedded default, a SQLite file (WAL, synchronous commits) in the
 //!   state directory, nothing to start;
 //! - [`postgres`]: PostgreSQL, for replicas that share state; migrations run at open.
+//!   Its [`session`] (shared with the split ledger) reconnects after an outage and holds
+//!   statements until PostgreSQL is back, up to the outage limit.
 //!
 //! Stores are blocking: call them from blocking threads (dropping one is fine anywhere).
 
 pub mod postgres;
+pub mod session;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -30,8 +33,10 @@ pub struct StoredCheckpoint {
 pub enum StateError {
     #[error("sqlite state store: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("postgres state store: {0}")]
+    #[error("postgres state store: {}", session::postgres_message(.0))]
     Postgres(#[from] ::postgres::Error),
+    #[error("postgres state store: {0}")]
+    Unreachable(#[from] session::Unreachable),
     #[error("state store: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -78,11 +83,21 @@ impl crate::pipeline::global::IndexStore for StoredIndexes {
     }
 }
 
-/// Opens the store a state URL names.
-pub fn open(url: &StateUrl) -> Result<Arc<dyn StateStore>, StateError> {
+impl session::SessionError for StateError {
+    fn postgres(&self) -> Option<&::postgres::Error> {
+        match self {
+            StateError::Postgres(err) => Some(err),
+            _ => None,
+        }
+    }
+}
+
+/// Opens the store a state URL names; a PostgreSQL store waits up to `outage_limit` for
+/// PostgreSQL to come back.
+pub fn open(url: &StateUrl, outage_limit: std::time::Duration) -> Result<Arc<dyn StateStore>, StateError> {
     Ok(match url {
         StateUrl::Sqlite(path) => Arc::new(sqlite::SqliteStore::open(path)?),
-        StateUrl::Postgres(url) => Arc::new(postgres::PostgresStore::open(url, None)?),
+        StateUrl::Postgres(url) => Arc::new(postgres::PostgresStore::open(url, None)?.with_outage_limit(outage_limit)),
     })
 }
 

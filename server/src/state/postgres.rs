@@ -1,10 +1,9 @@
 //! The shared state store: PostgreSQL, for several replicas. Migrations run when the
 //! store opens; commits are PostgreSQL's (durable once `put_checkpoint` returns).
 
-use std::sync::Mutex;
+use ::postgres::Client;
 
-use ::postgres::{Client, NoTls};
-
+use super::session::Session;
 use super::{StateError, StateStore, StoredCheckpoint};
 
 /// Schema versions, applied in order; the applied version is kept in the database.
@@ -81,12 +80,17 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE readerd_jobs ADD COLUMN stopped BOOLEAN NOT NULL DEFAULT false;
     ALTER TABLE readerd_job_replicas ADD COLUMN ended BOOLEAN NOT NULL DEFAULT false;
 ",
+    // A split whose owner gave it up (not merely let its lease expire): it may go to a
+    // replica that has just connected (`Ledger::lease_next`).
+    "
+    ALTER TABLE readerd_splits ADD COLUMN released BOOLEAN NOT NULL DEFAULT false;
+",
 ];
 
 /// A connection to `url`, with its tables in `schema` when given (tests keep each in a
 /// schema of its own), and the migrations applied.
-pub fn connect(url: &str, schema: Option<&str>) -> Result<Client, StateError> {
-    let mut client = Client::connect(url, NoTls)?;
+pub fn connect(url: &str, schema: Option<&str>) -> Result<Client, ::postgres::Error> {
+    let mut client = super::session::connect_to(url)?;
     let mut transaction = client.transaction()?;
     // One migrator at a time, whichever replica starts first.
     transaction.batch_execute("SELECT pg_advisory_xact_lock(7215522)")?;
@@ -112,91 +116,106 @@ pub fn connect(url: &str, schema: Option<&str>) -> Result<Client, StateError> {
     Ok(client)
 }
 
+/// The state store in PostgreSQL: its session reconnects after an outage, and its
+/// statements wait for PostgreSQL up to the outage limit (`super::session`).
 pub struct PostgresStore {
-    /// `None` only once the store is dropping (see its `Drop`).
-    client: Option<Mutex<Client>>,
+    session: Session,
 }
 
 impl PostgresStore {
     /// Connects and migrates; `schema` (tests) keeps the tables in a schema of their own.
     pub fn open(url: &str, schema: Option<&str>) -> Result<Self, StateError> {
-        Ok(Self { client: Some(Mutex::new(connect(url, schema)?)) })
+        let (url, schema) = (url.to_owned(), schema.map(str::to_owned));
+        let connect = Box::new(move || connect(&url, schema.as_deref()));
+        Ok(Self { session: Session::open("postgres state store", connect)? })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Client> {
-        let client = self.client.as_ref().expect("the client is taken only when the store drops");
-        client.lock().unwrap_or_else(|p| p.into_inner())
+    /// How long PostgreSQL may stay unreachable before a statement fails.
+    pub fn with_outage_limit(mut self, limit: std::time::Duration) -> Self {
+        self.session.set_outage_limit(limit);
+        self
     }
 }
 
-impl Drop for PostgresStore {
-    /// The client closes its connection on a tokio runtime of its own, which cannot run on
-    /// a thread that drives another runtime, and the store's last reference may well go on
-    /// one of the server's (when the server stops): it closes on a thread of its own.
-    fn drop(&mut self) {
-        let client = self.client.take();
-        let _ = std::thread::spawn(move || drop(client)).join();
+impl PostgresStore {
+    /// Runs `statements`, through an outage (see `super::session`).
+    fn run<T>(&self, statements: impl FnMut(&mut Client) -> Result<T, StateError>) -> Result<T, StateError> {
+        self.session.run(statements)
     }
 }
 
 impl StateStore for PostgresStore {
+    /// Run again after an outage when its answer was lost: a checkpoint that went through
+    /// then is committed twice, two ids for one state, never a wrong one.
     fn put_checkpoint(&self, checkpoint: &StoredCheckpoint) -> Result<i64, StateError> {
-        let row = self.lock().query_one(
-            "INSERT INTO readerd_checkpoints (container, reader, fingerprint, state, created_unix_ms)
-             VALUES ($1, $2, $3, $4, $5) RETURNING id",
-            &[
-                &checkpoint.container,
-                &checkpoint.reader,
-                &checkpoint.fingerprint,
-                &checkpoint.state,
-                &checkpoint.created_unix_ms,
-            ],
-        )?;
-        Ok(row.get(0))
+        self.run(|client| {
+            let row = client.query_one(
+                "INSERT INTO readerd_checkpoints (container, reader, fingerprint, state, created_unix_ms)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                &[
+                    &checkpoint.container,
+                    &checkpoint.reader,
+                    &checkpoint.fingerprint,
+                    &checkpoint.state,
+                    &checkpoint.created_unix_ms,
+                ],
+            )?;
+            Ok(row.get(0))
+        })
     }
 
     fn get_checkpoint(&self, id: i64) -> Result<Option<StoredCheckpoint>, StateError> {
-        let row = self.lock().query_opt(
-            "SELECT container, reader, fingerprint, state, created_unix_ms FROM readerd_checkpoints WHERE id = $1",
-            &[&id],
-        )?;
-        Ok(row.map(|row| StoredCheckpoint {
-            container: row.get(0),
-            reader: row.get(1),
-            fingerprint: row.get(2),
-            state: row.get(3),
-            created_unix_ms: row.get(4),
-        }))
+        self.run(|client| {
+            let row = client.query_opt(
+                "SELECT container, reader, fingerprint, state, created_unix_ms FROM readerd_checkpoints WHERE id = $1",
+                &[&id],
+            )?;
+            Ok(row.map(|row| StoredCheckpoint {
+                container: row.get(0),
+                reader: row.get(1),
+                fingerprint: row.get(2),
+                state: row.get(3),
+                created_unix_ms: row.get(4),
+            }))
+        })
     }
 
     fn prune(&self, container: &str, reader: &str, keep: usize) -> Result<u64, StateError> {
-        Ok(self.lock().execute(
-            "DELETE FROM readerd_checkpoints WHERE container = $1 AND reader = $2 AND id NOT IN (
-                 SELECT id FROM readerd_checkpoints WHERE container = $1 AND reader = $2 ORDER BY id DESC LIMIT $3)",
-            &[&container, &reader, &(keep as i64)],
-        )?)
+        self.run(|client| {
+            Ok(client.execute(
+                "DELETE FROM readerd_checkpoints WHERE container = $1 AND reader = $2 AND id NOT IN (
+                     SELECT id FROM readerd_checkpoints WHERE container = $1 AND reader = $2
+                     ORDER BY id DESC LIMIT $3)",
+                &[&container, &reader, &(keep as i64)],
+            )?)
+        })
     }
 
     fn secret(&self, name: &str, create: &dyn Fn() -> Vec<u8>) -> Result<Vec<u8>, StateError> {
-        let mut client = self.lock();
-        client.execute(
-            "INSERT INTO readerd_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-            &[&name, &create()],
-        )?;
-        Ok(client.query_one("SELECT value FROM readerd_secrets WHERE name = $1", &[&name])?.get(0))
+        self.run(|client| {
+            client.execute(
+                "INSERT INTO readerd_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                &[&name, &create()],
+            )?;
+            Ok(client.query_one("SELECT value FROM readerd_secrets WHERE name = $1", &[&name])?.get(0))
+        })
     }
 
     fn get_index(&self, key: &str) -> Result<Option<Vec<u8>>, StateError> {
-        let row = self.lock().query_opt("SELECT value FROM readerd_record_indexes WHERE key = $1", &[&key])?;
-        Ok(row.map(|row| row.get(0)))
+        self.run(|client| {
+            let row = client.query_opt("SELECT value FROM readerd_record_indexes WHERE key = $1", &[&key])?;
+            Ok(row.map(|row| row.get(0)))
+        })
     }
 
     fn put_index(&self, key: &str, index: &[u8]) -> Result<(), StateError> {
-        self.lock().execute(
-            "INSERT INTO readerd_record_indexes (key, value) VALUES ($1, $2)
-             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            &[&key, &index],
-        )?;
-        Ok(())
+        self.run(|client| {
+            client.execute(
+                "INSERT INTO readerd_record_indexes (key, value) VALUES ($1, $2)
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                &[&key, &index],
+            )?;
+            Ok(())
+        })
     }
 }

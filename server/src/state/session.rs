@@ -1,0 +1,196 @@
+//! A PostgreSQL session that outlives outages, shared by the state store and the split
+//! ledger. A lost connection is opened again before the next statement, and a statement
+//! that fails because PostgreSQL went away (or restarted, or refused connections while
+//! starting) is run again with backoff until it succeeds or PostgreSQL stayed
+//! unreachable for the outage limit (`--store-outage-limit`); only then does its caller
+//! see an error, [`Unreachable`]. Errors PostgreSQL itself reports (a constraint, a bad
+//! statement) are returned at once. Blocking: call from blocking threads.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ::postgres::error::SqlState;
+use ::postgres::{Client, NoTls};
+
+/// How long PostgreSQL may stay unreachable before statements fail, by default.
+pub const DEFAULT_OUTAGE_LIMIT: Duration = Duration::from_secs(60);
+
+/// The longest pause between two attempts during an outage.
+const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// PostgreSQL stayed unreachable for the outage limit.
+#[derive(Debug, thiserror::Error)]
+#[error("unreachable for {waited:.1?} (the outage limit, --store-outage-limit): {last}")]
+pub struct Unreachable {
+    pub waited: Duration,
+    pub last: String,
+}
+
+/// The errors of a layer that runs statements through a [`Session`]: its PostgreSQL
+/// errors are looked at to tell an outage (retried) from a statement's own failure.
+pub trait SessionError: From<::postgres::Error> + From<Unreachable> + std::fmt::Display {
+    fn postgres(&self) -> Option<&::postgres::Error>;
+}
+
+/// Opens a connection: the caller's schema setup (migrations) and session settings.
+pub type Connect = Box<dyn Fn() -> Result<Client, ::postgres::Error> + Send + Sync>;
+
+pub struct Session {
+    /// `None` while lost (closed, and not connected again yet); the `Option` itself is
+    /// taken only when the session drops (see its `Drop`).
+    client: Option<Mutex<Option<Client>>>,
+    connect: Connect,
+    /// What the session serves, for logs ("split ledger", "postgres state store").
+    name: &'static str,
+    outage_limit: Duration,
+    /// When the current connection was opened: a replica that just came back from an
+    /// outage waits a lease time before it takes others' splits over.
+    connected_at: Mutex<Instant>,
+    /// Since when statements fail because PostgreSQL is unreachable (`None`: the last
+    /// one went through).
+    unreachable_since: Mutex<Option<Instant>>,
+}
+
+impl Session {
+    /// Connects now (an unreachable database is an error at once: the server does not
+    /// start on a bad URL).
+    pub fn open(name: &'static str, connect: Connect) -> Result<Self, ::postgres::Error> {
+        let client = connect()?;
+        Ok(Self {
+            client: Some(Mutex::new(Some(client))),
+            connect,
+            name,
+            outage_limit: DEFAULT_OUTAGE_LIMIT,
+            connected_at: Mutex::new(Instant::now()),
+            unreachable_since: Mutex::new(None),
+        })
+    }
+
+    pub fn set_outage_limit(&mut self, limit: Duration) {
+        self.outage_limit = limit;
+    }
+
+    /// How long the current connection has been open.
+    pub fn connected_for(&self) -> Duration {
+        self.connected_at.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+    }
+
+    /// How long PostgreSQL has been unreachable, as the statements run through this
+    /// session saw it (`None`: the last one went through).
+    pub fn unreachable_for(&self) -> Option<Duration> {
+        self.unreachable_since.lock().unwrap_or_else(|p| p.into_inner()).map(|since| since.elapsed())
+    }
+
+    fn set_unreachable(&self, since: Option<Instant>) {
+        let mut unreachable_since = self.unreachable_since.lock().unwrap_or_else(|p| p.into_inner());
+        match since {
+            Some(since) => *unreachable_since = Some(unreachable_since.unwrap_or(since)),
+            None => *unreachable_since = None,
+        }
+    }
+
+    /// Runs `statements` on the connection (connected again first if it was lost); runs
+    /// them again, after a pause, when they failed because PostgreSQL was unreachable, for
+    /// up to the outage limit. `statements` must be safe to run again: a transaction that
+    /// failed was rolled back, but a statement whose answer was lost may have committed.
+    pub fn run<T, E: SessionError>(&self, mut statements: impl FnMut(&mut Client) -> Result<T, E>) -> Result<T, E> {
+        let mut outage: Option<(Instant, Duration)> = None;
+        loop {
+            let failure = {
+                let slot = self.client.as_ref().expect("the client is taken only when the session drops");
+                let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                match self.connected(&mut slot) {
+                    Ok(client) => match statements(client) {
+                        Ok(value) => {
+                            self.set_unreachable(None);
+                            if let Some((since, _)) = outage {
+                                tracing::info!(store = self.name, after = ?since.elapsed(), "reachable again");
+                            }
+                            return Ok(value);
+                        }
+                        Err(err) if client.is_closed() || err.postgres().is_some_and(passing) => {
+                            err.postgres().map_or_else(|| err.to_string(), postgres_message)
+                        }
+                        Err(err) => return Err(err),
+                    },
+                    Err(err) => postgres_message(&err),
+                }
+            };
+            let (since, pause) = outage.get_or_insert_with(|| {
+                tracing::warn!(store = self.name, error = %failure, "unreachable: waiting for it");
+                (Instant::now(), Duration::from_millis(50))
+            });
+            self.set_unreachable(Some(*since));
+            if since.elapsed() >= self.outage_limit {
+                return Err(E::from(Unreachable { waited: since.elapsed(), last: failure }));
+            }
+            std::thread::sleep(*pause);
+            *pause = (*pause * 2).min(MAX_PAUSE);
+        }
+    }
+
+    /// The connection, opened again if it was lost.
+    fn connected<'a>(&self, slot: &'a mut Option<Client>) -> Result<&'a mut Client, ::postgres::Error> {
+        if slot.as_ref().is_some_and(Client::is_closed) {
+            // Closing it needs a runtime of its own (see `Drop`).
+            let lost = slot.take();
+            let _ = std::thread::spawn(move || drop(lost)).join();
+        }
+        if slot.is_none() {
+            *slot = Some((self.connect)()?);
+            *self.connected_at.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            tracing::info!(store = self.name, "connected again");
+        }
+        Ok(slot.as_mut().expect("connected above"))
+    }
+}
+
+/// Whether a statement failed in a way that passes: the connection closed, PostgreSQL
+/// is shutting down or starting, the connection broke, too many connections, or a lock or serialization conflict.
+fn passing(err: &::postgres::Error) -> bool {
+    if err.is_closed() {
+        return true;
+    }
+    let Some(code) = err.code() else { return false };
+    code.code().starts_with("08")
+        || [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::TOO_MANY_CONNECTIONS,
+            SqlState::LOCK_NOT_AVAILABLE,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+            SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+        ]
+        .contains(code)
+}
+
+impl Drop for Session {
+    /// The client closes its connection on a tokio runtime of its own, which cannot run on
+    /// a thread that drives another runtime, and a session's last reference may well go on
+    /// one of the server's (when the server stops): it closes on a thread of its own.
+    fn drop(&mut self) {
+        let client = self.client.take();
+        let _ = std::thread::spawn(move || drop(client)).join();
+    }
+}
+
+/// A PostgreSQL error with the server's message ("db error" alone says nothing).
+pub fn postgres_message(err: &::postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => err.to_string(),
+    }
+}
+
+/// Connects to `url` with `NoTls`, giving up on a connection attempt after 5 s unless the
+/// URL says otherwise (a database host that vanished must not hold a statement for
+/// minutes).
+pub fn connect_to(url: &str) -> Result<Client, ::postgres::Error> {
+    let mut config: ::postgres::Config = url.parse()?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(5));
+    }
+    config.connect(NoTls)
+}

@@ -18,6 +18,7 @@ pub mod azure;
 pub mod gcs;
 pub mod postgres;
 pub mod s3;
+pub mod shared_reads;
 pub mod webdav;
 
 /// `tests/golden` (TensorFlow's golden vectors, copied into the repository), or

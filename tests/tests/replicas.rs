@@ -8,58 +8,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use readerd_tests::postgres::Database;
+use readerd_tests::shared_reads::{
+    assert_every_key_twice, every_key_twice, keys_and_end, lines_printed, spawn_consumers, wait_for_consumers,
+    wait_until_printed, write_lines,
+};
 use readerd_tests::{ServerProcess, jsonl, readerctl, write_file, write_spec};
 use serde_json::{Value, json};
 
-/// 8 text files of `lines` lines (keys `part-<f>.txt:<line>`).
-fn write_lines(root: &Path, lines: usize) {
-    for f in 0..8 {
-        let text: String = (0..lines).map(|l| format!("{f}-{l}\n")).collect();
-        write_file(root, &format!("part-{f}.txt"), text.as_bytes());
-    }
-}
-
 fn write_data(root: &Path) {
     write_lines(root, 150);
-}
-
-/// Every key of `write_lines(_, lines)`, twice (two epochs), sorted.
-fn every_key_twice(lines: usize) -> Vec<String> {
-    let mut expected: Vec<String> =
-        (0..8).flat_map(|f| (1..=lines).map(move |l| format!("part-{f}.txt:{l}"))).collect();
-    expected.extend(expected.clone());
-    expected.sort();
-    expected
-}
-
-/// `readerctl --addr ADDRS read ARGS` of the shared reader `team/train`, one process per
-/// output file, each printing to its file.
-fn spawn_consumers(addrs: &str, args: &[&str], outputs: &[std::path::PathBuf]) -> Vec<std::process::Child> {
-    outputs
-        .iter()
-        .map(|path| {
-            std::process::Command::new(readerd_tests::binary("readerctl"))
-                .args(["--addr", addrs, "--quiet", "read"])
-                .args(args)
-                .args(["--container", "team", "--shared-name", "train", "--output", "jsonl"])
-                .stdout(std::fs::File::create(path).unwrap())
-                .stderr(std::fs::File::create(path.with_extension("err")).unwrap())
-                .spawn()
-                .unwrap()
-        })
-        .collect()
-}
-
-/// The keys of every element in `readerctl read --output jsonl` output, and its last line.
-fn keys_and_end(stdout: &[u8]) -> (Vec<String>, Value) {
-    let lines = jsonl(stdout);
-    let keys = lines
-        .iter()
-        .filter_map(|line| line["keys"].as_array())
-        .flatten()
-        .map(|key| key.as_str().unwrap().to_owned())
-        .collect();
-    (keys, lines.last().cloned().unwrap_or(Value::Null))
 }
 
 fn spec() -> Value {
@@ -437,72 +394,6 @@ fn late_consumer(addr: &str) -> (Vec<(u64, u32)>, Option<String>) {
             }
         }
     })
-}
-
-/// `all` (sorted) holds every key of `write_lines(_, lines)` exactly twice; the message
-/// names the first keys that are not.
-fn assert_every_key_twice(all: &[String], lines: usize) {
-    let mut counts = std::collections::BTreeMap::new();
-    for key in all {
-        *counts.entry(key.as_str()).or_insert(0usize) += 1;
-    }
-    let expected = every_key_twice(lines);
-    let wrong: Vec<(&str, usize)> = expected
-        .iter()
-        .step_by(2)
-        .map(|key| (key.as_str(), counts.get(key.as_str()).copied().unwrap_or(0)))
-        .filter(|(_, n)| *n != 2)
-        .collect();
-    let foreign = counts.keys().filter(|key| !expected.iter().any(|e| e == *key)).count();
-    assert!(
-        wrong.is_empty() && foreign == 0 && all.len() == expected.len(),
-        "{} keys printed, {} expected; {} keys not printed exactly twice, the first: {:?}",
-        all.len(),
-        expected.len(),
-        wrong.len(),
-        &wrong[..wrong.len().min(12)]
-    );
-}
-
-/// Lines printed so far to `outputs`.
-fn lines_printed(outputs: &[std::path::PathBuf]) -> usize {
-    outputs.iter().map(|p| std::fs::read(p).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())).sum()
-}
-
-/// Waits (at most 2 minutes) until `outputs` hold `lines` lines in all.
-fn wait_until_printed(outputs: &[std::path::PathBuf], lines: usize) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while lines_printed(outputs) < lines {
-        assert!(std::time::Instant::now() < deadline, "the consumers printed only {} lines", lines_printed(outputs));
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
-/// What each consumer printed (its keys), once it exited with success; `end` says whether
-/// each must have reached the end of the sequence. One still reading after 5 minutes
-/// (replicas that wait for each other for ever) is killed and the test fails.
-fn wait_for_consumers(consumers: Vec<std::process::Child>, outputs: &[std::path::PathBuf], end: bool) -> Vec<String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    let mut all = Vec::new();
-    for (mut consumer, path) in consumers.into_iter().zip(outputs) {
-        let status = loop {
-            if let Some(status) = consumer.try_wait().unwrap() {
-                break status;
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = consumer.kill();
-                let printed = keys_and_end(&std::fs::read(path).unwrap()).0.len();
-                panic!("{} still reading after 5 minutes ({printed} records printed)", path.display());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
-        let (keys, last) = keys_and_end(&std::fs::read(path).unwrap());
-        let stderr = std::fs::read_to_string(path.with_extension("err")).unwrap_or_default();
-        assert!(status.success(), "{}: {status}, last line {last}, stderr: {}", path.display(), stderr.trim());
-        assert!(!end || last["end_of_sequence"] == true, "{}: last line {last}", path.display());
-        all.extend(keys);
-    }
-    all
 }
 
 /// A checkpoint of shared reader `team/train` taken through `addr`: its token.

@@ -1,0 +1,125 @@
+//! PostgreSQL going away under a cluster: a PostgreSQL of each test's own (started from
+//! the installed binaries on a port of its own, `OwnPostgres`) is stopped mid-epoch, for
+//! 15 s or for a restart, while replicas serve a shared reader to consumers that read from
+//! every replica. Replicas wait for it and carry on: consumers see a pause, no error, and
+//! every record exactly once per epoch.
+
+use std::path::Path;
+
+use readerd_tests::postgres::OwnPostgres;
+use readerd_tests::shared_reads::{
+    assert_every_key_twice, lines_printed, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
+};
+use readerd_tests::{ServerProcess, write_spec};
+use serde_json::json;
+
+const LINES: usize = 2000;
+
+fn spec() -> serde_json::Value {
+    json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 3, "shuffleFiles": true, "cycleLength": 2, "shuffle": {"bufferSize": 32},
+                     "numEpochs": 2, "batchSize": 8}
+    })
+}
+
+/// A replica (or single server) on `postgres`, with 2 s leases.
+fn replica(postgres: &OwnPostgres, data: &Path) -> (ServerProcess, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let url = postgres.url();
+    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"];
+    (ServerProcess::start_in(state.path(), &[data], &args), state)
+}
+
+/// `replicas` servers on a PostgreSQL of the test's own and 4 consumers (each reading
+/// from all of them, with `consumer_args`); once they printed a tenth of the job,
+/// `outage` is done to PostgreSQL. Every record must then come exactly once per epoch, and
+/// every consumer end with the end of the sequence.
+fn read_through(replicas: usize, consumer_args: &[&str], outage: impl FnOnce(&OwnPostgres)) {
+    let postgres = OwnPostgres::start();
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), LINES);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let servers: Vec<_> = (0..replicas).map(|_| replica(&postgres, data.path())).collect();
+    let addrs = servers.iter().map(|(server, _)| server.addr.clone()).collect::<Vec<_>>().join(",");
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let args: Vec<&str> = ["--spec", spec_path.as_str()].into_iter().chain(consumer_args.iter().copied()).collect();
+    let consumers = spawn_consumers(&addrs, &args, &outputs);
+    // 2 epochs of 8 x 2,000 lines in batches of 8: 4,000 lines printed; a tenth of them.
+    wait_until_printed(&outputs, 400);
+    outage(&postgres);
+    let printed_during = lines_printed(&outputs);
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    assert!(printed_during < 4000, "the job was over before PostgreSQL came back: nothing was tested");
+    assert_every_key_twice(&all, LINES);
+}
+
+/// Stopped for 15 s, then started again.
+fn fifteen_seconds_down(postgres: &OwnPostgres) {
+    postgres.stop();
+    std::thread::sleep(std::time::Duration::from_secs(15));
+    postgres.start_again();
+}
+
+/// Restarted (every session ended).
+fn restarted(postgres: &OwnPostgres) {
+    postgres.stop();
+    postgres.start_again();
+}
+
+#[test]
+fn three_replicas_wait_out_a_15_s_postgres_outage_and_deliver_every_record_once() {
+    read_through(3, &[], fifteen_seconds_down);
+}
+
+#[test]
+fn three_replicas_carry_on_after_a_postgres_restart_and_deliver_every_record_once() {
+    read_through(3, &[], restarted);
+}
+
+#[test]
+fn a_single_server_on_postgres_waits_out_a_15_s_outage_while_checkpointing() {
+    // Checkpoints every 20 elements: the state store's own session must come back too.
+    read_through(1, &["--checkpoint-every", "20"], fifteen_seconds_down);
+}
+
+#[test]
+fn past_the_outage_limit_a_stream_ends_unavailable_naming_the_store_and_its_token_resumes_exactly() {
+    let postgres = OwnPostgres::start();
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), LINES);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let state = tempfile::tempdir().unwrap();
+    let url = postgres.url();
+    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--store-outage-limit", "3s"];
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &args);
+    let outputs = [dir.path().join("before.jsonl")];
+    let consumer = spawn_consumers(&server.addr, &["--spec", &spec_path, "--checkpoint-every", "20"], &outputs);
+    wait_until_printed(&outputs, 400);
+    postgres.stop();
+    let mut consumer = consumer.into_iter().next().unwrap();
+    let status = consumer.wait().unwrap();
+    postgres.start_again();
+
+    let lines = readerd_tests::jsonl(&std::fs::read(&outputs[0]).unwrap());
+    let last = lines.last().unwrap();
+    assert!(!status.success(), "the read ended with an error: {last}");
+    assert_eq!(last["error"]["code"], "UNAVAILABLE", "{last}");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(message.contains("split ledger") && message.contains("outage limit"), "{message}");
+    // What was printed up to the last checkpoint, then the rest from its token.
+    let at = lines.iter().rposition(|line| line["checkpoint"].is_string()).expect("a checkpoint before the outage");
+    let token = lines[at]["checkpoint"].as_str().unwrap();
+    let mut all: Vec<String> = readerd_tests::shared_reads::keys_and_end(
+        lines[..at].iter().map(|line| format!("{line}\n")).collect::<String>().as_bytes(),
+    )
+    .0;
+    let after = [dir.path().join("after.jsonl")];
+    let resumed = spawn_consumers(&server.addr, &["--resume", token], &after);
+    all.extend(wait_for_consumers(resumed, &after, true));
+    all.sort();
+    assert_every_key_twice(&all, LINES);
+}

@@ -1,10 +1,12 @@
 //! `http://` data roots against a real WebDAV server (WsgiDAV): the golden framing cases
 //! read the same records, keys and errors over HTTP as from local files; globs list (by
 //! PROPFIND) and sort; names that leave the root's path or do not exist get the same
-//! codes as on files.
+//! codes as on files. Against a server that misbehaves on purpose (tests/hostile_http.py):
+//! a redirect is never followed (the other host receives nothing).
 
 use std::path::Path;
 
+use readerd_tests::hostile_http::HostileHttp;
 use readerd_tests::webdav::WebDavServer;
 use readerd_tests::{ServerProcess, framing_spec, golden_cases, golden_dir, jsonl, readerctl, write_spec};
 use serde_json::{Value, json};
@@ -65,4 +67,34 @@ fn globs_list_the_server_sorted_and_names_cannot_leave_the_root() {
         assert_eq!(error["code"], code, "{name}: {error}");
         assert!(error["message"].as_str().unwrap().contains(name), "{name}: {error}");
     }
+}
+
+/// The error line `readerctl read` ends with for the one file `name` of `server`'s root,
+/// after no record.
+fn read_error(server: &ServerProcess, name: &str) -> Value {
+    let lines = read_jsonl(server, &json!({"source": {"files": [name], "format": "TEXT_LINE"}}));
+    assert_eq!(lines.len(), 1, "{name}: records were read: {lines:?}");
+    lines[0]["error"].clone()
+}
+
+#[test]
+fn a_redirect_is_refused_and_its_target_never_reached() {
+    let other = HostileHttp::start(&[("secret.txt", b"the other host's secret\n")], &[]);
+    let target = format!("{}/secret.txt", other.endpoint);
+    let files: [(&str, &[u8]); 1] = [("root/redirect-get.txt", b"a line of the root\n")];
+    let root = HostileHttp::start(&files, &["--redirect-to", &target]);
+    let server = ServerProcess::start_with_env(&[&format!("{}/root", root.endpoint)], &[], &[]);
+    // `redirect.txt`: its HEAD (opening the spec) is redirected; `redirect-get.txt`: its
+    // HEAD is answered, its ranged GET redirected.
+    for name in ["redirect.txt", "redirect-get.txt"] {
+        let error = read_error(&server, name);
+        assert_eq!(error["code"], "FAILED_PRECONDITION", "{name}: {error}");
+        let message = error["message"].as_str().unwrap();
+        let object = format!("{}/root/{name}", root.endpoint);
+        for part in [object.as_str(), "redirect to", target.as_str(), "follows no redirect"] {
+            assert!(message.contains(part), "{name}: {part:?} is not in {message:?}");
+        }
+    }
+    assert!(root.requests().contains("GET /root/redirect-get.txt"), "{}", root.requests());
+    assert_eq!(other.requests(), "", "the redirect's target was reached");
 }

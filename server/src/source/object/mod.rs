@@ -5,13 +5,15 @@
 //! - this module: a root ([`ObjectRoot`]): building its store from the URL and the
 //!   settings, listing a prefix for a glob (sorted, as files are), one object's metadata;
 //! - [`read_ahead`]: one object read front to back as `std::io::Read`, with ranged GETs
-//!   of large blocks fetched ahead in parallel, counted in the memory budget.
+//!   of large blocks fetched ahead in parallel, counted in the memory budget;
+//! - [`client`]: the HTTP client of every store, which follows no redirect.
 //!
 //! Everything here is blocking, like the rest of `source`: the async calls run on one
 //! process-wide I/O runtime ([`io_runtime`]) and blocking threads wait for their results.
 //! Every GET of an object carries the version (ETag) listed when the reader opened it, so
 //! an object replaced mid-read is refused (`Changed`) rather than mixed.
 
+pub mod client;
 pub mod read_ahead;
 
 use std::sync::{Arc, OnceLock};
@@ -21,6 +23,7 @@ use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig};
 
+use self::client::BadAnswer;
 use super::SourceError;
 
 /// How object roots are reached and read (`--s3-endpoint`, `--object-option`, ...).
@@ -189,9 +192,14 @@ impl ObjectRoot {
         ObjectFile { root: self.clone(), location: meta.location, size: meta.size, version }
     }
 
-    /// The error for a request that failed after its retries.
+    /// The error for a request that failed after its retries, or at once when the server
+    /// answered in a way no retry changes ([`BadAnswer`]).
     pub fn unavailable(&self, name: &str, offset: u64, err: &object_store::Error) -> SourceError {
-        SourceError::Unavailable { file: format!("{}/{name}", self.url), offset, reason: first_line(err) }
+        let file = format!("{}/{name}", self.url);
+        match BadAnswer::find(err) {
+            Some(answer) => SourceError::BadAnswer { file, offset, reason: answer.to_string() },
+            None => SourceError::Unavailable { file, offset, reason: first_line(err) },
+        }
     }
 }
 
@@ -250,7 +258,8 @@ fn build_store(parsed: &url::Url, settings: &ObjectSettings) -> object_store::Re
             let mut builder = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)
                 .with_retry(retry)
-                .with_client_options(client);
+                .with_client_options(client)
+                .with_http_connector(client::Connector);
             if let Some(endpoint) = &settings.s3_endpoint {
                 builder = builder.with_endpoint(endpoint).with_virtual_hosted_style_request(false);
             }
@@ -266,7 +275,8 @@ fn build_store(parsed: &url::Url, settings: &ObjectSettings) -> object_store::Re
             let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_bucket_name(bucket)
                 .with_retry(retry)
-                .with_client_options(client);
+                .with_client_options(client)
+                .with_http_connector(client::Connector);
             for (key, value) in options("google_") {
                 builder = builder.with_config(key.parse()?, value);
             }
@@ -276,7 +286,8 @@ fn build_store(parsed: &url::Url, settings: &ObjectSettings) -> object_store::Re
             let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_container_name(bucket)
                 .with_retry(retry)
-                .with_client_options(client);
+                .with_client_options(client)
+                .with_http_connector(client::Connector);
             for (key, value) in options("azure_") {
                 builder = builder.with_config(key.parse()?, value);
             }
@@ -289,6 +300,7 @@ fn build_store(parsed: &url::Url, settings: &ObjectSettings) -> object_store::Re
                 .with_url(parsed.origin().ascii_serialization())
                 .with_retry(retry)
                 .with_client_options(client.with_allow_http(true))
+                .with_http_connector(client::Connector)
                 .build()?,
         ),
         other => {
@@ -343,7 +355,7 @@ fn is_transient(err: &object_store::Error) -> bool {
             | object_store::Error::NotSupported { .. }
             | object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. }
-    )
+    ) && BadAnswer::find(err).is_none()
 }
 
 /// 100 ms doubling per attempt up to 5 s, with jitter from the clock.

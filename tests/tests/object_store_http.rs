@@ -2,7 +2,8 @@
 //! read the same records, keys and errors over HTTP as from local files; globs list (by
 //! PROPFIND) and sort; names that leave the root's path or do not exist get the same
 //! codes as on files. Against a server that misbehaves on purpose (tests/hostile_http.py):
-//! a redirect is never followed (the other host receives nothing).
+//! a redirect is never followed (the other host receives nothing), and a server that
+//! ignores Range is FAILED_PRECONDITION naming it.
 
 use std::path::Path;
 
@@ -97,4 +98,19 @@ fn a_redirect_is_refused_and_its_target_never_reached() {
     }
     assert!(root.requests().contains("GET /root/redirect-get.txt"), "{}", root.requests());
     assert_eq!(other.requests(), "", "the redirect's target was reached");
+}
+
+#[test]
+fn a_server_that_ignores_range_is_failed_precondition_naming_it() {
+    let files: [(&str, &[u8]); 1] = [("root/norange.txt", b"one\ntwo\nthree\n")];
+    let http = HostileHttp::start(&files, &[]);
+    let server = ServerProcess::start_with_env(&[&format!("{}/root", http.endpoint)], &["--object-retries", "3"], &[]);
+    let error = read_error(&server, "norange.txt");
+    assert_eq!(error["code"], "FAILED_PRECONDITION", "{error}");
+    let message = error["message"].as_str().unwrap();
+    for part in [http.endpoint.as_str(), "norange.txt", "ignores Range requests"] {
+        assert!(message.contains(part), "{part:?} is not in {message:?}");
+    }
+    let gets = http.requests().lines().filter(|line| line.starts_with("GET")).count();
+    assert_eq!(gets, 1, "no retry can help, none is made: {}", http.requests());
 }

@@ -1,10 +1,12 @@
 //! The HTTP client of every object-store root (S3, GCS, Azure, `http(s)://`), given to
-//! `object_store`'s builders as their connector, for a rule its own client lacks:
+//! `object_store`'s builders as their connector, for two rules its own client lacks:
 //!
 //! - **no redirect is followed**: a root reaches only its own server, whatever that server
 //!   answers. A 3xx (but 304) ends the request with [`BadAnswer::Redirect`], naming where it
 //!   pointed; nothing is sent there. Credential endpoints (instance metadata, token
 //!   services) go through this client too, under the same rule;
+//! - **a ranged GET answered 200** (a server that ignores `Range`) is
+//!   [`BadAnswer::RangeIgnored`]: no retry helps, and its whole body is never read.
 //!
 //! Every other setting is `object_store`'s own (`ClientOptions`: readerd's flags, the
 //! `AWS_*` / `GOOGLE_*` / `AZURE_*` variables, `--object-option`), applied here to a
@@ -25,6 +27,10 @@ pub enum BadAnswer {
         "{url} answered with a redirect to {location}: a data root follows no redirect, it reaches only its own server"
     )]
     Redirect { url: String, location: String },
+    #[error(
+        "{server} ignores Range requests (it answered a ranged GET of {url} with 200 and the whole object): readerd reads objects by ranges, so the server must honour Range"
+    )]
+    RangeIgnored { server: String, url: String },
 }
 
 impl BadAnswer {
@@ -51,7 +57,7 @@ impl HttpConnector for Connector {
     }
 }
 
-/// A reqwest client that follows no redirect.
+/// A reqwest client that follows no redirect, checking each answer.
 #[derive(Debug)]
 struct Guarded {
     client: reqwest::Client,
@@ -61,12 +67,18 @@ struct Guarded {
 impl HttpService for Guarded {
     async fn call(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
         let url = without_query(&request.uri().to_string());
+        let ranged = request.headers().contains_key(http::header::RANGE);
         let response = HttpService::call(&self.client, request).await?;
         let status = response.status();
         if status.is_redirection() && status != http::StatusCode::NOT_MODIFIED {
             let location = response.headers().get(http::header::LOCATION).and_then(|value| value.to_str().ok());
             let location = location.map_or_else(|| "nowhere (no Location)".to_owned(), without_query);
             return Err(HttpError::new(HttpErrorKind::Unknown, BadAnswer::Redirect { url, location }));
+        }
+        if ranged && status == http::StatusCode::OK {
+            let server =
+                url::Url::parse(&url).map_or_else(|_| url.clone(), |parsed| parsed.origin().ascii_serialization());
+            return Err(HttpError::new(HttpErrorKind::Unknown, BadAnswer::RangeIgnored { server, url }));
         }
         Ok(response)
     }

@@ -2,8 +2,9 @@
 //! read the same records, keys and errors over HTTP as from local files; globs list (by
 //! PROPFIND) and sort; names that leave the root's path or do not exist get the same
 //! codes as on files. Against a server that misbehaves on purpose (tests/hostile_http.py):
-//! a redirect is never followed (the other host receives nothing), and a server that
-//! ignores Range is FAILED_PRECONDITION naming it.
+//! a redirect is never followed (the other host receives nothing), a server that ignores
+//! Range is FAILED_PRECONDITION naming it, and a ranged body far longer than asked for is
+//! refused at its first byte too many, with the server's memory bounded.
 
 use std::path::Path;
 
@@ -113,4 +114,22 @@ fn a_server_that_ignores_range_is_failed_precondition_naming_it() {
     }
     let gets = http.requests().lines().filter(|line| line.starts_with("GET")).count();
     assert_eq!(gets, 1, "no retry can help, none is made: {}", http.requests());
+}
+
+#[test]
+fn a_ranged_body_longer_than_asked_is_cut_at_its_first_byte_too_many() {
+    let body_bytes: u64 = 1 << 30;
+    let line = b"0123456789\n".repeat(100);
+    let files: [(&str, &[u8]); 1] = [("root/long.txt", &line)];
+    let http = HostileHttp::start(&files, &["--long-bytes", &body_bytes.to_string()]);
+    let server = ServerProcess::start_with_env(&[&format!("{}/root", http.endpoint)], &[], &[]);
+    let error = read_error(&server, "long.txt");
+    assert_eq!(error["code"], "FAILED_PRECONDITION", "{error}");
+    let message = error["message"].as_str().unwrap();
+    for part in ["long.txt", "bytes 0..1100", "more than was asked for"] {
+        assert!(message.contains(part), "{part:?} is not in {message:?}");
+    }
+    let peak_kib = server.memory_kib("VmHWM");
+    println!("readerd's VmHWM: {peak_kib} KiB against a body of {} MiB", body_bytes >> 20);
+    assert!(peak_kib < 200 << 10, "readerd's memory peaked at {peak_kib} KiB: the body was buffered");
 }

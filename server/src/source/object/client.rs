@@ -31,6 +31,12 @@ pub enum BadAnswer {
         "{server} ignores Range requests (it answered a ranged GET of {url} with 200 and the whole object): readerd reads objects by ranges, so the server must honour Range"
     )]
     RangeIgnored { server: String, url: String },
+    #[error(
+        "the answer to a GET of bytes {start}..{end} went on past them ({received} bytes received): more than was asked for",
+        start = range.start,
+        end = range.end
+    )]
+    TooLong { range: std::ops::Range<u64>, received: u64 },
 }
 
 impl BadAnswer {

@@ -204,14 +204,29 @@ impl ObjectRoot {
 }
 
 impl ObjectFile {
-    /// Bytes `range` of the object, conditional on its listed version.
+    /// Bytes `range` of the object, conditional on its listed version. The body is read
+    /// as a stream and counted: one that goes on past the range ends the request at that
+    /// chunk ([`BadAnswer::TooLong`]), so a server never makes readerd hold more than it
+    /// asked for (and reserved). A body cut short is returned short (`get_retried` retries).
     pub async fn get(&self, range: std::ops::Range<u64>) -> object_store::Result<bytes::Bytes> {
         let options = GetOptions {
             if_match: self.version.clone(),
-            range: Some(GetRange::Bounded(range)),
+            range: Some(GetRange::Bounded(range.clone())),
             ..GetOptions::default()
         };
-        self.root.store.get_opts(&self.location, options).await?.bytes().await
+        let want = range.end - range.start;
+        let mut body = self.root.store.get_opts(&self.location, options).await?.into_stream();
+        let mut bytes = bytes::BytesMut::with_capacity(want as usize);
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            let received = (bytes.len() + chunk.len()) as u64;
+            if received > want {
+                let answer = BadAnswer::TooLong { range, received };
+                return Err(object_store::Error::Generic { store: "readerd", source: Box::new(answer) });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes.freeze())
     }
 
     /// `get`, retried with jittered backoff when the request fails in a way a retry may

@@ -33,7 +33,8 @@ pub struct Config {
     #[arg(long, env = "READERD_S3_REGION")]
     pub s3_region: Option<String>,
     /// Allow plain `http://` object-store endpoints (local servers), for every store
-    /// (`--object-allow-http` says the same).
+    /// (`--object-allow-http` says the same). Without it, the store's own variable decides
+    /// (AWS_ALLOW_HTTP, AZURE_ALLOW_HTTP, ...).
     #[arg(long, visible_alias = "object-allow-http", env = "READERD_S3_ALLOW_HTTP")]
     pub s3_allow_http: bool,
     /// An `object_store` setting, `KEY=VALUE` (repeatable; in the variable,
@@ -52,9 +53,10 @@ pub struct Config {
     /// short), with jittered backoff; then the stream ends UNAVAILABLE.
     #[arg(long, env = "READERD_OBJECT_RETRIES", default_value_t = 5)]
     pub object_retries: usize,
-    /// Time limit of one object-store request.
-    #[arg(long, env = "READERD_OBJECT_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
-    pub object_timeout: Duration,
+    /// Time limit of one object-store request (default: the store's own variable,
+    /// AWS_TIMEOUT / GOOGLE_TIMEOUT / AZURE_TIMEOUT, else 60s).
+    #[arg(long, env = "READERD_OBJECT_TIMEOUT", value_parser = parse_duration)]
+    pub object_timeout: Option<Duration>,
     /// Directory of the embedded state store (created when missing).
     #[arg(long, env = "READERD_STATE_DIR", default_value = "readerd-state")]
     pub state_dir: PathBuf,
@@ -233,7 +235,9 @@ impl Config {
         set("object-block-bytes", (self.object_block_bytes as i64).into());
         set("object-read-ahead", (self.object_read_ahead as i64).into());
         set("object-retries", (self.object_retries as i64).into());
-        set("object-timeout", format!("{}ms", self.object_timeout.as_millis()).into());
+        if let Some(timeout) = self.object_timeout {
+            set("object-timeout", format!("{}ms", timeout.as_millis()).into());
+        }
         set("state-dir", path(&self.state_dir));
         set("state-url", hide_password(&self.state_url()).into());
         if let Some(id) = &self.replica_id {

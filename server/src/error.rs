@@ -92,7 +92,7 @@ impl ServeError {
                 SourceError::Read { .. } => Code::Internal,
                 SourceError::BadRoot { .. } => Code::InvalidArgument,
                 SourceError::Unavailable { .. } | SourceError::Ledger { .. } => Code::Unavailable,
-                SourceError::Changed { .. } => Code::FailedPrecondition,
+                SourceError::Changed { .. } | SourceError::BadAnswer { .. } => Code::FailedPrecondition,
                 SourceError::OutsideDataRoots { .. } => Code::PermissionDenied,
                 SourceError::NoMatch { .. } => Code::NotFound,
                 SourceError::Memory(_) => Code::ResourceExhausted,

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 pub mod azure;
 pub mod gcs;
+pub mod hostile_http;
 pub mod postgres;
 pub mod s3;
 pub mod shared_reads;

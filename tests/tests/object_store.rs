@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use readerd_client::v1::{self as pb, read_response::Kind};
 use readerd_client::{BearerToken, Client, ReadStream};
-use readerd_tests::s3::{FaultProxy, S3Server};
+use readerd_tests::s3::{self, FaultProxy, S3Server};
 use readerd_tests::{
     ServerBuilder, ServerProcess, binary, csv_decoder, framing_spec, free_address, golden_cases, golden_dir, jsonl,
     readerctl, scrape_metrics, write_tfrecord,
@@ -211,6 +211,48 @@ fn golden_reader_cases_read_the_same_from_s3_as_from_files() {
     assert_eq!(cases.len(), 61 + 7);
     assert!(elements > 200 && errors >= 20, "{elements} elements, {errors} errors");
     assert!(failures.is_empty(), "cases that differ:\n{}", failures.join("\n"));
+}
+
+/// DESIGN's contract: an S3 endpoint and its credentials come from the AWS SDKs' standard
+/// variables, `AWS_ALLOW_HTTP=true` for a plain-http endpoint, and a script needs no
+/// readerd flag. A readerd flag given explicitly still wins (`--s3-endpoint`).
+#[test]
+fn the_standard_aws_variables_alone_reach_an_s3_endpoint() {
+    let s3 = moto();
+    let records: Vec<Vec<u8>> = (0..20).map(|i| format!("record {i}").into_bytes()).collect();
+    s3.put(BUCKET, "env/records.tfrecord", &tfrecord_bytes(&records).0);
+    let aws_only: Vec<(String, String)> = [
+        ("AWS_ACCESS_KEY_ID", s3::ACCESS_KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", s3::SECRET_ACCESS_KEY),
+        ("AWS_REGION", s3::REGION),
+        ("AWS_ENDPOINT_URL", s3.endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = dir.path().join("spec.json");
+    std::fs::write(&spec_path, json!({"source": {"files": ["records.tfrecord"], "format": "TFRECORD"}}).to_string())
+        .unwrap();
+    let spec_path = spec_path.to_str().unwrap();
+
+    let server = ServerProcess::start_with_env(&[&root("env")], &[], &aws_only);
+    let (lines, ok) = read_jsonl(&server, spec_path, &[]);
+    assert!(ok, "read with AWS_* variables only: {:?}", lines.last());
+    assert_eq!(lines.iter().filter(|line| line.get("seq").is_some()).count(), 20, "{lines:?}");
+
+    // An explicit flag wins over the variable: an endpoint where nothing listens fails.
+    let nowhere = format!("http://{}", free_address());
+    let server = ServerProcess::start_with_env(
+        &[&root("env")],
+        &["--s3-endpoint", &nowhere, "--object-retries", "1"],
+        &aws_only,
+    );
+    let (lines, ok) = read_jsonl(&server, spec_path, &[]);
+    assert!(!ok, "--s3-endpoint {nowhere} was not used: {lines:?}");
+    let error = &lines.last().unwrap()["error"];
+    assert_eq!(error["code"], "UNAVAILABLE", "{error}");
 }
 
 #[tokio::test]

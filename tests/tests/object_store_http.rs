@@ -1,10 +1,14 @@
 //! `http://` data roots against a real WebDAV server (WsgiDAV): the golden framing cases
 //! read the same records, keys and errors over HTTP as from local files; globs list (by
 //! PROPFIND) and sort; names that leave the root's path or do not exist get the same
-//! codes as on files.
+//! codes as on files. Against a server that misbehaves on purpose (tests/hostile_http.py):
+//! a redirect is never followed (the other host receives nothing), a server that ignores
+//! Range is FAILED_PRECONDITION naming it, and a ranged body far longer than asked for is
+//! refused at its first byte too many, with the server's memory bounded.
 
 use std::path::Path;
 
+use readerd_tests::hostile_http::HostileHttp;
 use readerd_tests::webdav::WebDavServer;
 use readerd_tests::{ServerProcess, framing_spec, golden_cases, golden_dir, jsonl, readerctl, write_spec};
 use serde_json::{Value, json};
@@ -65,4 +69,67 @@ fn globs_list_the_server_sorted_and_names_cannot_leave_the_root() {
         assert_eq!(error["code"], code, "{name}: {error}");
         assert!(error["message"].as_str().unwrap().contains(name), "{name}: {error}");
     }
+}
+
+/// The error line `readerctl read` ends with for the one file `name` of `server`'s root,
+/// after no record.
+fn read_error(server: &ServerProcess, name: &str) -> Value {
+    let lines = read_jsonl(server, &json!({"source": {"files": [name], "format": "TEXT_LINE"}}));
+    assert_eq!(lines.len(), 1, "{name}: records were read: {lines:?}");
+    lines[0]["error"].clone()
+}
+
+#[test]
+fn a_redirect_is_refused_and_its_target_never_reached() {
+    let other = HostileHttp::start(&[("secret.txt", b"the other host's secret\n")], &[]);
+    let target = format!("{}/secret.txt", other.endpoint);
+    let files: [(&str, &[u8]); 1] = [("root/redirect-get.txt", b"a line of the root\n")];
+    let root = HostileHttp::start(&files, &["--redirect-to", &target]);
+    let server = ServerProcess::start_with_env(&[&format!("{}/root", root.endpoint)], &[], &[]);
+    // `redirect.txt`: its HEAD (opening the spec) is redirected; `redirect-get.txt`: its
+    // HEAD is answered, its ranged GET redirected.
+    for name in ["redirect.txt", "redirect-get.txt"] {
+        let error = read_error(&server, name);
+        assert_eq!(error["code"], "FAILED_PRECONDITION", "{name}: {error}");
+        let message = error["message"].as_str().unwrap();
+        let object = format!("{}/root/{name}", root.endpoint);
+        for part in [object.as_str(), "redirect to", target.as_str(), "follows no redirect"] {
+            assert!(message.contains(part), "{name}: {part:?} is not in {message:?}");
+        }
+    }
+    assert!(root.requests().contains("GET /root/redirect-get.txt"), "{}", root.requests());
+    assert_eq!(other.requests(), "", "the redirect's target was reached");
+}
+
+#[test]
+fn a_server_that_ignores_range_is_failed_precondition_naming_it() {
+    let files: [(&str, &[u8]); 1] = [("root/norange.txt", b"one\ntwo\nthree\n")];
+    let http = HostileHttp::start(&files, &[]);
+    let server = ServerProcess::start_with_env(&[&format!("{}/root", http.endpoint)], &["--object-retries", "3"], &[]);
+    let error = read_error(&server, "norange.txt");
+    assert_eq!(error["code"], "FAILED_PRECONDITION", "{error}");
+    let message = error["message"].as_str().unwrap();
+    for part in [http.endpoint.as_str(), "norange.txt", "ignores Range requests"] {
+        assert!(message.contains(part), "{part:?} is not in {message:?}");
+    }
+    let gets = http.requests().lines().filter(|line| line.starts_with("GET")).count();
+    assert_eq!(gets, 1, "no retry can help, none is made: {}", http.requests());
+}
+
+#[test]
+fn a_ranged_body_longer_than_asked_is_cut_at_its_first_byte_too_many() {
+    let body_bytes: u64 = 1 << 30;
+    let line = b"0123456789\n".repeat(100);
+    let files: [(&str, &[u8]); 1] = [("root/long.txt", &line)];
+    let http = HostileHttp::start(&files, &["--long-bytes", &body_bytes.to_string()]);
+    let server = ServerProcess::start_with_env(&[&format!("{}/root", http.endpoint)], &[], &[]);
+    let error = read_error(&server, "long.txt");
+    assert_eq!(error["code"], "FAILED_PRECONDITION", "{error}");
+    let message = error["message"].as_str().unwrap();
+    for part in ["long.txt", "bytes 0..1100", "more than was asked for"] {
+        assert!(message.contains(part), "{part:?} is not in {message:?}");
+    }
+    let peak_kib = server.memory_kib("VmHWM");
+    println!("readerd's VmHWM: {peak_kib} KiB against a body of {} MiB", body_bytes >> 20);
+    assert!(peak_kib < 200 << 10, "readerd's memory peaked at {peak_kib} KiB: the body was buffered");
 }

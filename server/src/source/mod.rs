@@ -182,6 +182,10 @@ pub enum SourceError {
     /// Object storage did not answer after the retries.
     #[error("{file} at offset {offset}: object storage unavailable after retries: {reason}")]
     Unavailable { file: String, offset: u64, reason: String },
+    /// An object server answered in a way no retry changes: a redirect (never followed),
+    /// a ranged GET answered with the whole object, a body longer than asked for.
+    #[error("{file} at offset {offset}: {reason}")]
+    BadAnswer { file: String, offset: u64, reason: String },
     /// An object is not the version that was listed (replaced or deleted since).
     #[error("{file} changed since it was listed (another version of the object); start again or restore it")]
     Changed { file: String },

@@ -5,22 +5,26 @@
 //! - this module: a root ([`ObjectRoot`]): building its store from the URL and the
 //!   settings, listing a prefix for a glob (sorted, as files are), one object's metadata;
 //! - [`read_ahead`]: one object read front to back as `std::io::Read`, with ranged GETs
-//!   of large blocks fetched ahead in parallel, counted in the memory budget.
+//!   of large blocks fetched ahead in parallel, counted in the memory budget;
+//! - [`client`]: the HTTP client of every store, which follows no redirect.
 //!
 //! Everything here is blocking, like the rest of `source`: the async calls run on one
 //! process-wide I/O runtime ([`io_runtime`]) and blocking threads wait for their results.
 //! Every GET of an object carries the version (ETag) listed when the reader opened it, so
 //! an object replaced mid-read is refused (`Changed`) rather than mixed.
 
+pub mod client;
 pub mod read_ahead;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
+use object_store::client::ClientConfigKey;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, RetryConfig};
 
+use self::client::BadAnswer;
 use super::SourceError;
 
 /// How object roots are reached and read (`--s3-endpoint`, `--object-option`, ...).
@@ -29,7 +33,8 @@ pub struct ObjectSettings {
     /// An S3-compatible endpoint (`http://127.0.0.1:9000`): path-style requests.
     pub s3_endpoint: Option<String>,
     pub s3_region: Option<String>,
-    /// Plain `http://` endpoints are allowed (local servers).
+    /// Plain `http://` endpoints are allowed (local servers). When false, the store's
+    /// own variable decides (`AWS_ALLOW_HTTP`, `GOOGLE_...`, `AZURE_ALLOW_HTTP`).
     pub allow_http: bool,
     /// `object_store` configuration keys (`aws_...`, `google_...`, `azure_...`) and values.
     pub options: Vec<(String, String)>,
@@ -39,8 +44,9 @@ pub struct ObjectSettings {
     pub read_ahead: usize,
     /// Retries of a failed request (throttling, 5xx, timeouts, a body cut short).
     pub retries: usize,
-    /// Time limit of one request.
-    pub timeout: Duration,
+    /// Time limit of one request, when given (`--object-timeout`); else the store's own
+    /// variable (`AWS_TIMEOUT`, ...), else [`DEFAULT_TIMEOUT`].
+    pub timeout: Option<Duration>,
 }
 
 impl Default for ObjectSettings {
@@ -53,7 +59,7 @@ impl Default for ObjectSettings {
             block_bytes: 8 << 20,
             read_ahead: 4,
             retries: 5,
-            timeout: Duration::from_secs(60),
+            timeout: None,
         }
     }
 }
@@ -64,6 +70,12 @@ impl ObjectSettings {
         (self.read_ahead.max(1) as u64).saturating_mul(self.block_bytes.max(1) as u64)
     }
 }
+
+/// The time limit of one request when neither `--object-timeout` nor the store's variable
+/// gives one.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The time limit of connecting, when the store's variable gives none.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The runtime that runs object-store requests for blocking readers. Never dropped.
 pub fn io_runtime() -> &'static tokio::runtime::Runtime {
@@ -189,21 +201,41 @@ impl ObjectRoot {
         ObjectFile { root: self.clone(), location: meta.location, size: meta.size, version }
     }
 
-    /// The error for a request that failed after its retries.
+    /// The error for a request that failed after its retries, or at once when the server
+    /// answered in a way no retry changes ([`BadAnswer`]).
     pub fn unavailable(&self, name: &str, offset: u64, err: &object_store::Error) -> SourceError {
-        SourceError::Unavailable { file: format!("{}/{name}", self.url), offset, reason: first_line(err) }
+        let file = format!("{}/{name}", self.url);
+        match BadAnswer::find(err) {
+            Some(answer) => SourceError::BadAnswer { file, offset, reason: answer.to_string() },
+            None => SourceError::Unavailable { file, offset, reason: first_line(err) },
+        }
     }
 }
 
 impl ObjectFile {
-    /// Bytes `range` of the object, conditional on its listed version.
+    /// Bytes `range` of the object, conditional on its listed version. The body is read
+    /// as a stream and counted: one that goes on past the range ends the request at that
+    /// chunk ([`BadAnswer::TooLong`]), so a server never makes readerd hold more than it
+    /// asked for (and reserved). A body cut short is returned short (`get_retried` retries).
     pub async fn get(&self, range: std::ops::Range<u64>) -> object_store::Result<bytes::Bytes> {
         let options = GetOptions {
             if_match: self.version.clone(),
-            range: Some(GetRange::Bounded(range)),
+            range: Some(GetRange::Bounded(range.clone())),
             ..GetOptions::default()
         };
-        self.root.store.get_opts(&self.location, options).await?.bytes().await
+        let want = range.end - range.start;
+        let mut body = self.root.store.get_opts(&self.location, options).await?.into_stream();
+        let mut bytes = bytes::BytesMut::with_capacity(want as usize);
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            let received = (bytes.len() + chunk.len()) as u64;
+            if received > want {
+                let answer = BadAnswer::TooLong { range, received };
+                return Err(object_store::Error::Generic { store: "readerd", source: Box::new(answer) });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes.freeze())
     }
 
     /// `get`, retried with jittered backoff when the request fails in a way a retry may
@@ -233,24 +265,49 @@ impl ObjectFile {
     }
 }
 
+/// The client settings readerd adds to a store's own (its builder's `from_env()`, which
+/// reads every `AWS_*` / `GOOGLE_*` / `AZURE_*` variable `object_store` knows): a readerd
+/// flag given explicitly wins; readerd's defaults apply where the variables say nothing.
+/// `is_set` says whether the store's configuration already has a key.
+fn client_settings(
+    settings: &ObjectSettings,
+    is_set: impl Fn(ClientConfigKey) -> bool,
+) -> Vec<(ClientConfigKey, String)> {
+    let duration = |d: Duration| humantime::format_duration(d).to_string();
+    let mut keys = Vec::new();
+    if settings.allow_http {
+        keys.push((ClientConfigKey::AllowHttp, "true".to_owned()));
+    }
+    match settings.timeout {
+        Some(timeout) => keys.push((ClientConfigKey::Timeout, duration(timeout))),
+        None if !is_set(ClientConfigKey::Timeout) => keys.push((ClientConfigKey::Timeout, duration(DEFAULT_TIMEOUT))),
+        None => {}
+    }
+    if !is_set(ClientConfigKey::ConnectTimeout) {
+        keys.push((ClientConfigKey::ConnectTimeout, duration(DEFAULT_CONNECT_TIMEOUT)));
+    }
+    keys
+}
+
 /// The store of a root's URL: its cloud's builder from the standard environment, the
-/// bucket or container, the settings, and readerd's client options.
+/// bucket or container, the settings, and readerd's HTTP client.
 fn build_store(parsed: &url::Url, settings: &ObjectSettings) -> object_store::Result<Arc<dyn ObjectStore>> {
     // Retries are readerd's (`with_retries`), one layer for every request and for bodies
     // cut short: object_store's own would multiply with them.
     let retry = RetryConfig { max_retries: 0, ..RetryConfig::default() };
-    let client = object_store::ClientOptions::new()
-        .with_allow_http(settings.allow_http)
-        .with_timeout(settings.timeout)
-        .with_connect_timeout(Duration::from_secs(10));
     let bucket = parsed.host_str().unwrap_or_default();
     let options = |prefix: &'static str| settings.options.iter().filter(move |(key, _)| key.starts_with(prefix));
     Ok(match parsed.scheme() {
         "s3" => {
+            use object_store::aws::AmazonS3ConfigKey as Key;
             let mut builder = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)
                 .with_retry(retry)
-                .with_client_options(client);
+                .with_http_connector(client::Connector);
+            let is_set = |key| builder.get_config_value(&Key::Client(key)).is_some();
+            for (key, value) in client_settings(settings, is_set) {
+                builder = builder.with_config(Key::Client(key), value);
+            }
             if let Some(endpoint) = &settings.s3_endpoint {
                 builder = builder.with_endpoint(endpoint).with_virtual_hosted_style_request(false);
             }
@@ -263,20 +320,30 @@ fn build_store(parsed: &url::Url, settings: &ObjectSettings) -> object_store::Re
             Arc::new(builder.build()?)
         }
         "gs" => {
+            use object_store::gcp::GoogleConfigKey as Key;
             let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_bucket_name(bucket)
                 .with_retry(retry)
-                .with_client_options(client);
+                .with_http_connector(client::Connector);
+            let is_set = |key| builder.get_config_value(&Key::Client(key)).is_some();
+            for (key, value) in client_settings(settings, is_set) {
+                builder = builder.with_config(Key::Client(key), value);
+            }
             for (key, value) in options("google_") {
                 builder = builder.with_config(key.parse()?, value);
             }
             Arc::new(builder.build()?)
         }
         "az" | "azure" => {
+            use object_store::azure::AzureConfigKey as Key;
             let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_container_name(bucket)
                 .with_retry(retry)
-                .with_client_options(client);
+                .with_http_connector(client::Connector);
+            let is_set = |key| builder.get_config_value(&Key::Client(key)).is_some();
+            for (key, value) in client_settings(settings, is_set) {
+                builder = builder.with_config(Key::Client(key), value);
+            }
             for (key, value) in options("azure_") {
                 builder = builder.with_config(key.parse()?, value);
             }
@@ -284,13 +351,21 @@ fn build_store(parsed: &url::Url, settings: &ObjectSettings) -> object_store::Re
         }
         // The server's origin: object_store lists a WebDAV server's paths from its root,
         // so the URL's path is the root's prefix, as in a bucket.
-        "http" | "https" => Arc::new(
-            object_store::http::HttpBuilder::new()
-                .with_url(parsed.origin().ascii_serialization())
-                .with_retry(retry)
-                .with_client_options(client.with_allow_http(true))
-                .build()?,
-        ),
+        // (An `http://` root names its scheme itself: plain HTTP is allowed.)
+        "http" | "https" => {
+            let mut client = object_store::ClientOptions::new().with_allow_http(true);
+            for (key, value) in client_settings(settings, |_| false) {
+                client = client.with_config(key, value);
+            }
+            Arc::new(
+                object_store::http::HttpBuilder::new()
+                    .with_url(parsed.origin().ascii_serialization())
+                    .with_retry(retry)
+                    .with_client_options(client)
+                    .with_http_connector(client::Connector)
+                    .build()?,
+            )
+        }
         other => {
             let message = format!("unknown scheme {other}: expected s3, gs, az, http or https");
             return Err(object_store::Error::NotSupported { source: message.into() });
@@ -343,7 +418,7 @@ fn is_transient(err: &object_store::Error) -> bool {
             | object_store::Error::NotSupported { .. }
             | object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. }
-    )
+    ) && BadAnswer::find(err).is_none()
 }
 
 /// 100 ms doubling per attempt up to 5 s, with jitter from the clock.

@@ -106,7 +106,7 @@ fn hostile_specs_never_panic_or_allocate_what_they_claim() {
         r#"{"source": {"files": ["a"], "format": "TFRECORD"}, "decoder": {"raw": {"outType": "FLOAT32", "fixedLength": 8}}, "pipeline": {"batchSize": 2}}"#.to_owned(),
         r#"{"source": {"files": ["a"], "format": "FIXED_LENGTH", "headerBytes": 1, "recordBytes": 4, "footerBytes": 2, "hopBytes": 3}}"#.to_owned(),
         r#"{"source": {"files": ["a"], "format": "TFRECORD"}, "decoder": {"example": {"features": {
-            "x": {"fixedLen": {"dtype": "INT64", "shape": [2, 3], "default": {"int64Values": [1]}}},
+            "x": {"fixedLen": {"dtype": "INT64", "shape": [2, 3], "default": {"int64Values": [1, 2, 3, 4, 5, 6]}}},
             "s": {"sparse": {"indexKeys": ["i"], "valueKey": "v", "dtype": "FLOAT32", "size": [10]}},
             "r": {"ragged": {"dtype": "INT64", "valueKey": "v", "partitions": [{"uniformRowLength": 2}]}}}}},
             "pipeline": {"batchSize": 3, "shuffle": {"bufferSize": 10}, "cycleLength": 2, "prefetch": 2,

@@ -158,3 +158,20 @@ fn hostile_specs_never_panic_or_allocate_what_they_claim() {
     }
     assert!(accepted > 0, "some hostile numbers are still valid specs");
 }
+
+/// Specs and records made together from random bytes (`fuzzing::decode_with_spec`, the
+/// `spec_and_records` fuzz target's entry point): zero-size shapes, defaults of any
+/// length, partitions and lists of every kind meet, and nothing panics.
+#[test]
+fn generated_specs_with_their_records_never_panic() {
+    let mut rng = SplitMix64 { state: 20261124 };
+    let rounds: usize = std::env::var("READERD_FUZZ_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(20_000);
+    let mut decoded = 0;
+    for _ in 0..rounds {
+        let len = 8 + below(&mut rng, 400);
+        let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        decoded += usize::from(fuzzing::decode_with_spec(&data));
+    }
+    println!("{decoded} of {rounds} generated specs decoded their records");
+    assert!(decoded > rounds / 20, "only {decoded} of {rounds} generated specs decoded their records");
+}

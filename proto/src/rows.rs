@@ -18,7 +18,10 @@ use crate::v1 as pb;
 /// `max_bytes` is 0.
 pub fn split_rows(element: pb::Element, max_bytes: usize) -> Vec<pb::Element> {
     let rows = crate::keys::count(&element);
-    let Some(row_bytes) = row_sizes(&element, rows).filter(|_| max_bytes > 0 && rows > 1) else {
+    if max_bytes == 0 || rows < 2 {
+        return vec![element];
+    }
+    let Some(row_bytes) = row_sizes(&element, rows) else {
         return vec![element];
     };
     if row_bytes.iter().sum::<usize>() <= max_bytes {
@@ -62,7 +65,7 @@ struct Column {
 }
 
 impl Column {
-    /// `feature`, a dense tensor of `rows` rows (checked by `row_sizes`).
+    /// `feature`, a dense tensor of `rows` rows, `rows` > 0 (checked by `row_sizes`).
     fn new(feature: pb::Feature, rows: usize) -> Self {
         let Some(pb::tensor::Kind::Dense(mut whole)) = feature.tensor.and_then(|t| t.kind) else {
             unreachable!("split_rows checked every feature is dense")
@@ -86,7 +89,8 @@ impl Column {
     }
 }
 
-/// Payload bytes of each row, when every feature is a dense tensor of `rows` rows.
+/// Payload bytes of each row, when every feature is a dense tensor of `rows` rows (`rows`
+/// > 0). A row may hold no value at all (a feature of shape `[B, 0]`).
 fn row_sizes(element: &pb::Element, rows: usize) -> Option<Vec<usize>> {
     let mut sizes = vec![0usize; rows];
     for feature in &element.features {
@@ -98,9 +102,11 @@ fn row_sizes(element: &pb::Element, rows: usize) -> Option<Vec<usize>> {
             if dense.strings.len() % rows != 0 {
                 return None;
             }
-            for (row, strings) in dense.strings.chunks(dense.strings.len() / rows).enumerate() {
+            let per_row = dense.strings.len() / rows;
+            for (row, size) in sizes.iter_mut().enumerate() {
                 // A string costs its bytes and a few for its tag and length.
-                sizes[row] += strings.iter().map(|s| s.len() + 4).sum::<usize>();
+                let strings = &dense.strings[row * per_row..(row + 1) * per_row];
+                *size += strings.iter().map(|s| s.len() + 4).sum::<usize>();
             }
         } else {
             if dense.data.len() % rows != 0 {
@@ -351,6 +357,35 @@ mod tests {
         let mut scalar_feature = batch();
         scalar_feature.features.push(dense_feature("n", pb::DataType::Int64, vec![], vec![0; 8], vec![]));
         assert_eq!(split_rows(scalar_feature.clone(), 1), vec![scalar_feature]);
+    }
+
+    #[test]
+    fn features_of_empty_rows_split_and_join_back() {
+        // `[5, 0]` string and int64 tensors beside the batch's own: rows of no value.
+        let mut element = batch();
+        element.features.push(dense_feature("none", pb::DataType::String, vec![5, 0], vec![], vec![]));
+        element.features.push(dense_feature("zero", pb::DataType::Int64, vec![5, 2, 0], vec![], vec![]));
+        let parts = split_rows(element.clone(), 40);
+        assert!(parts.len() > 1);
+        for part in &parts {
+            assert_eq!(dense(&part.features[2]).unwrap().shape, vec![rows_of(part) as i64, 0]);
+            assert_eq!(dense(&part.features[3]).unwrap().shape, vec![rows_of(part) as i64, 2, 0]);
+        }
+        let mut joiner = RowJoiner::default();
+        let joined = parts.into_iter().map(|part| joiner.push(part).unwrap()).last().unwrap();
+        assert_eq!(joined.unwrap(), element);
+        // Only features of empty rows: every row weighs nothing, the batch stays whole.
+        let mut empty = batch();
+        empty.features = vec![dense_feature("none", pb::DataType::String, vec![5, 0], vec![], vec![])];
+        assert_eq!(split_rows(empty.clone(), 1), vec![empty]);
+    }
+
+    #[test]
+    fn an_element_of_no_rows_is_sent_whole() {
+        let mut element = batch();
+        element.keys.clear();
+        element.features = vec![dense_feature("none", pb::DataType::String, vec![0], vec![], vec![])];
+        assert_eq!(split_rows(element.clone(), 1), vec![element]);
     }
 
     #[test]

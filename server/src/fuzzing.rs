@@ -112,3 +112,251 @@ pub fn check_spec(data: &[u8]) -> bool {
     }
     accepted
 }
+
+/// Decodes records with a spec, both made from `data`: its bytes are the choices of a
+/// spec (an Example, SequenceExample or raw decoder, whose features have any kind,
+/// dtype, shape — zero-size dimensions included —, default and partitions) and of the
+/// records (Examples or SequenceExamples of those features' keys with lists of any kind
+/// and length, or raw bytes). A spec the checks accept decodes the records as a batch
+/// and the first as one record; what decodes is then cut into messages by rows, joined
+/// back (it must give the element again) and laid out as Arrow columns. Returns whether
+/// something decoded. Nothing may panic.
+pub fn decode_with_spec(data: &[u8]) -> bool {
+    let mut choices = Choices(data);
+    let sequence = choices.below(4) == 0;
+    let batch_size = choices.below(4);
+    let decoder = match choices.below(8) {
+        0 => serde_json::json!({"raw": {"outType": choices.pick(&DTYPES), "fixedLength": choices.below(5),
+                                         "littleEndian": choices.flag()}}),
+        _ if sequence => serde_json::json!({"sequenceExample": {
+            "context": spec_features(&mut choices),
+            "sequence": spec_features(&mut choices)}}),
+        _ => serde_json::json!({"example": {"features": spec_features(&mut choices)}}),
+    };
+    let spec = serde_json::json!({"source": {"files": ["x"], "format": "TFRECORD"}, "decoder": decoder,
+                                  "pipeline": {"batchSize": batch_size}});
+    let Ok(proto) = serde_json::from_value::<pb::DatasetSpec>(spec) else { return false };
+    let Ok(spec) = ReaderSpec::from_proto(proto.clone(), 1 << 20) else { return false };
+    let limits = Limits { batch_bytes: 1 << 20, ..Limits::default() };
+    if limits.check_spec(&spec).is_err() {
+        return false;
+    }
+    let records: Vec<Bytes> = (0..1 + choices.below(4)).map(|_| Bytes::from(record(&mut choices, sequence))).collect();
+    let keys: Vec<String> = (0..records.len()).map(|i| format!("fuzz:{i}")).collect();
+    let mut decoded = false;
+    for (count, batched) in [(records.len(), true), (1, false)] {
+        if let Ok(features) = spec.decoder.decode(&records[..count], &keys[..count], batched) {
+            decoded = true;
+            send(&proto, features, &keys[..count], batched);
+        }
+    }
+    let mut buffers = crate::decode::PlacedBuffers::default();
+    let rows: Vec<usize> = (0..records.len()).rev().collect();
+    let mut place = crate::decode::Placement { rows: &rows, total: records.len(), buffers: &mut buffers };
+    decoded |= spec.decoder.decode_placed(&records, &mut place).is_ok();
+    decoded
+}
+
+/// An element's way to a trainer: as messages of a few rows each, joined back, and as
+/// Arrow columns.
+fn send(spec: &pb::DatasetSpec, features: Vec<(String, crate::decode::Tensor)>, keys: &[String], batched: bool) {
+    use crate::element::{Element, Keys, element_to_pb};
+    let element = element_to_pb(0, Element { index: 0, keys: Keys::Strings(keys.to_vec()), features, records: vec![] });
+    for max_bytes in [1, 24] {
+        let mut joiner = readerd_proto::rows::RowJoiner::default();
+        let mut joined = None;
+        for part in readerd_proto::rows::split_rows(element.clone(), max_bytes) {
+            joined = joiner.push(part).expect("the parts of an element join");
+        }
+        assert_eq!(joined.as_ref(), Some(&element), "an element split by rows joins back to itself");
+    }
+    let mut spec = spec.clone();
+    if let Some(pipeline) = spec.pipeline.as_mut() {
+        pipeline.batch_size = if batched { keys.len().max(1) as i64 } else { 0 };
+    }
+    let _ = crate::columns::BatchEncoder::new(&spec, "fuzz", 0).encode(element);
+}
+
+/// The choices a fuzz input makes, read off its front (zeros once it is used up).
+struct Choices<'a>(&'a [u8]);
+
+impl Choices<'_> {
+    fn byte(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&byte, rest)) => {
+                self.0 = rest;
+                byte
+            }
+            None => 0,
+        }
+    }
+
+    /// In `0..n`, `n` > 0.
+    fn below(&mut self, n: usize) -> usize {
+        usize::from(self.byte()) % n
+    }
+
+    fn flag(&mut self) -> bool {
+        self.byte() & 1 == 1
+    }
+
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.below(from.len())]
+    }
+}
+
+/// Feature keys: feature names, value, index and partition keys all come from these, so
+/// that they meet.
+const KEYS: [&str; 6] = ["a", "b", "c", "i", "j", "r"];
+/// The list dtypes three times as often as the others (which specs refuse).
+const DTYPES: [&str; 12] = [
+    "INT64", "FLOAT32", "STRING", "INT64", "FLOAT32", "STRING", "INT64", "FLOAT32", "STRING", "INT32", "BOOL", "UINT8",
+];
+/// Dimensions: small and zero mostly, and one a spec must refuse or bound.
+const DIMS: [i64; 8] = [0, 1, 2, 3, 0, 1, 2, 1 << 40];
+
+fn dims(choices: &mut Choices<'_>, max_rank: usize) -> Vec<i64> {
+    (0..choices.below(max_rank + 1)).map(|_| choices.pick(&DIMS)).collect()
+}
+
+/// A default of 0 to 4 values, of the dtype's kind mostly.
+fn default_value(choices: &mut Choices<'_>) -> serde_json::Value {
+    let values: Vec<i64> = (0..choices.below(5)).map(|_| i64::from(choices.byte() as i8)).collect();
+    match choices.below(3) {
+        0 => serde_json::json!({"int64Values": values}),
+        1 => serde_json::json!({"floatValues": values}),
+        _ => serde_json::json!({"bytesValues": values.iter().map(|v| format!("{v:02}")).collect::<Vec<_>>()}),
+    }
+}
+
+fn spec_features(choices: &mut Choices<'_>) -> serde_json::Value {
+    let mut features = serde_json::Map::new();
+    for _ in 0..choices.below(4) {
+        let name = choices.pick(&KEYS);
+        let dtype = choices.pick(&DTYPES);
+        let feature = match choices.below(5) {
+            0 | 1 => {
+                let mut fixed = serde_json::json!({"dtype": dtype, "shape": dims(choices, 3)});
+                if choices.flag() {
+                    fixed["default"] = default_value(choices);
+                }
+                serde_json::json!({"fixedLen": fixed})
+            }
+            2 => {
+                let mut sequence =
+                    serde_json::json!({"dtype": dtype, "shape": dims(choices, 2), "allowMissing": choices.flag()});
+                if choices.flag() {
+                    sequence["default"] = default_value(choices);
+                }
+                serde_json::json!({"fixedLenSequence": sequence})
+            }
+            3 if choices.flag() => serde_json::json!({"varLen": {"dtype": dtype}}),
+            3 => {
+                let index_keys: Vec<&str> = (0..choices.below(3)).map(|_| choices.pick(&KEYS)).collect();
+                serde_json::json!({"sparse": {"indexKeys": index_keys, "valueKey": choices.pick(&KEYS),
+                    "dtype": dtype, "size": dims(choices, 2), "alreadySorted": choices.flag()}})
+            }
+            _ => {
+                let partitions: Vec<serde_json::Value> = (0..choices.below(4))
+                    .map(|_| {
+                        let key = choices.pick(&KEYS);
+                        match choices.below(6) {
+                            0 => serde_json::json!({"rowSplits": key}),
+                            1 => serde_json::json!({"rowLengths": key}),
+                            2 => serde_json::json!({"rowStarts": key}),
+                            3 => serde_json::json!({"rowLimits": key}),
+                            4 => serde_json::json!({"valueRowIds": key}),
+                            _ => serde_json::json!({"uniformRowLength": choices.pick(&DIMS)}),
+                        }
+                    })
+                    .collect();
+                serde_json::json!({"ragged": {"dtype": dtype, "valueKey": choices.pick(&KEYS),
+                    "partitions": partitions, "rowSplitsDtype": choices.pick(&["INT64", "INT32"]),
+                    "validate": choices.flag()}})
+            }
+        };
+        features.insert(name.to_owned(), feature);
+    }
+    serde_json::Value::Object(features)
+}
+
+/// A record: an Example (or SequenceExample) of some of the keys, or bytes as they come.
+fn record(choices: &mut Choices<'_>, sequence: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    match choices.below(8) {
+        0 => out.extend((0..choices.below(24)).map(|_| choices.byte())),
+        _ if sequence => {
+            length_delimited(&mut out, 1, &features_message(choices));
+            let mut lists = Vec::new();
+            for _ in 0..choices.below(4) {
+                let mut list = Vec::new();
+                for _ in 0..choices.below(4) {
+                    length_delimited(&mut list, 1, &feature_message(choices));
+                }
+                map_entry(&mut lists, choices.pick(&KEYS), &list);
+            }
+            length_delimited(&mut out, 2, &lists);
+        }
+        _ => length_delimited(&mut out, 1, &features_message(choices)),
+    }
+    out
+}
+
+/// A `Features` message (also a SequenceExample's context).
+fn features_message(choices: &mut Choices<'_>) -> Vec<u8> {
+    let mut features = Vec::new();
+    for _ in 0..choices.below(6) {
+        let key = choices.pick(&KEYS);
+        map_entry(&mut features, key, &feature_message(choices));
+    }
+    features
+}
+
+/// A `Feature`: an int64, float or bytes list of 0 to 6 values, or no list at all.
+fn feature_message(choices: &mut Choices<'_>) -> Vec<u8> {
+    const INTS: [i64; 8] = [0, 1, 2, 3, -1, 5, 1 << 40, i64::MIN];
+    let count = choices.below(7);
+    let mut list = Vec::new();
+    let field = match choices.below(4) {
+        0 => {
+            let mut packed = Vec::new();
+            (0..count).for_each(|_| varint(&mut packed, choices.pick(&INTS) as u64));
+            length_delimited(&mut list, 1, &packed);
+            3
+        }
+        1 => {
+            let packed: Vec<u8> = (0..count).flat_map(|_| f32::from(choices.byte() as i8).to_le_bytes()).collect();
+            length_delimited(&mut list, 1, &packed);
+            2
+        }
+        2 => {
+            (0..count).for_each(|_| length_delimited(&mut list, 1, &[choices.byte()]));
+            1
+        }
+        _ => return Vec::new(),
+    };
+    let mut feature = Vec::new();
+    length_delimited(&mut feature, field, &list);
+    feature
+}
+
+fn map_entry(out: &mut Vec<u8>, key: &str, value: &[u8]) {
+    let mut entry = Vec::new();
+    length_delimited(&mut entry, 1, key.as_bytes());
+    length_delimited(&mut entry, 2, value);
+    length_delimited(out, 1, &entry);
+}
+
+fn length_delimited(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
+    varint(out, field << 3 | 2);
+    varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+fn varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}

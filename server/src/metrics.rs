@@ -23,6 +23,9 @@ pub struct Metrics {
     pub streams_opened: AtomicU64,
     pub streams_active: AtomicU64,
     pub state_store_errors: AtomicU64,
+    /// Panics caught while a reader read or decoded, or an element was cut into messages
+    /// (each ended its stream with INTERNAL).
+    pub decode_panics: AtomicU64,
     /// Elements waiting in streams' buffers for their trainers (all streams).
     pub stream_buffered: std::sync::atomic::AtomicI64,
     commit_buckets: [AtomicU64; COMMIT_BUCKETS.len()],
@@ -39,6 +42,7 @@ pub static METRICS: Metrics = Metrics {
     streams_opened: AtomicU64::new(0),
     streams_active: AtomicU64::new(0),
     state_store_errors: AtomicU64::new(0),
+    decode_panics: AtomicU64::new(0),
     stream_buffered: std::sync::atomic::AtomicI64::new(0),
     commit_buckets: [const { AtomicU64::new(0) }; COMMIT_BUCKETS.len()],
     commit_count: AtomicU64::new(0),
@@ -103,6 +107,12 @@ impl Metrics {
             "Failed state store operations.",
             "counter",
             load(&self.state_store_errors),
+        );
+        counter(
+            "readerd_decode_panics_total",
+            "Panics caught while reading, decoding or cutting an element into messages; each ended its stream.",
+            "counter",
+            load(&self.decode_panics),
         );
 
         let _ =

@@ -106,7 +106,7 @@ fn hostile_specs_never_panic_or_allocate_what_they_claim() {
         r#"{"source": {"files": ["a"], "format": "TFRECORD"}, "decoder": {"raw": {"outType": "FLOAT32", "fixedLength": 8}}, "pipeline": {"batchSize": 2}}"#.to_owned(),
         r#"{"source": {"files": ["a"], "format": "FIXED_LENGTH", "headerBytes": 1, "recordBytes": 4, "footerBytes": 2, "hopBytes": 3}}"#.to_owned(),
         r#"{"source": {"files": ["a"], "format": "TFRECORD"}, "decoder": {"example": {"features": {
-            "x": {"fixedLen": {"dtype": "INT64", "shape": [2, 3], "default": {"int64Values": [1]}}},
+            "x": {"fixedLen": {"dtype": "INT64", "shape": [2, 3], "default": {"int64Values": [1, 2, 3, 4, 5, 6]}}},
             "s": {"sparse": {"indexKeys": ["i"], "valueKey": "v", "dtype": "FLOAT32", "size": [10]}},
             "r": {"ragged": {"dtype": "INT64", "valueKey": "v", "partitions": [{"uniformRowLength": 2}]}}}}},
             "pipeline": {"batchSize": 3, "shuffle": {"bufferSize": 10}, "cycleLength": 2, "prefetch": 2,
@@ -157,4 +157,21 @@ fn hostile_specs_never_panic_or_allocate_what_they_claim() {
         }
     }
     assert!(accepted > 0, "some hostile numbers are still valid specs");
+}
+
+/// Specs and records made together from random bytes (`fuzzing::decode_with_spec`, the
+/// `spec_and_records` fuzz target's entry point): zero-size shapes, defaults of any
+/// length, partitions and lists of every kind meet, and nothing panics.
+#[test]
+fn generated_specs_with_their_records_never_panic() {
+    let mut rng = SplitMix64 { state: 20261124 };
+    let rounds: usize = std::env::var("READERD_FUZZ_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(20_000);
+    let mut decoded = 0;
+    for _ in 0..rounds {
+        let len = 8 + below(&mut rng, 400);
+        let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        decoded += usize::from(fuzzing::decode_with_spec(&data));
+    }
+    println!("{decoded} of {rounds} generated specs decoded their records");
+    assert!(decoded > rounds / 20, "only {decoded} of {rounds} generated specs decoded their records");
 }

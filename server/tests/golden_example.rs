@@ -232,3 +232,106 @@ fn an_outer_uniform_row_length_keeps_its_length_in_the_static_shape() {
     let Tensor::Ragged(ragged) = &outputs[0].1 else { panic!("not ragged: {:?}", outputs[0].1) };
     assert_eq!(ragged.static_shape(), [Some(2), Some(2), None]);
 }
+
+fn fixed_len(shape: &[usize], default: Option<&[i64]>) -> FeatureSpec {
+    FeatureSpec::FixedLen {
+        dtype: DType::Int64,
+        shape: shape.to_vec(),
+        default: default.map(|d| DefaultValue::Int64(d.to_vec())),
+    }
+}
+
+fn parse_one(spec: FeatureSpec, records: &[Bytes], batched: bool) -> Result<Tensor, String> {
+    let parser = ExampleParser::new(vec![("a".into(), spec)]).map_err(|err| err.message)?;
+    let mut outputs = parser.parse(records, None, batched).map_err(|err| err.message)?;
+    Ok(outputs.remove(0).1)
+}
+
+fn dense_of(tensor: Tensor) -> (Vec<usize>, Vec<i64>) {
+    let Tensor::Dense(dense) = tensor else { panic!("not dense: {tensor:?}") };
+    let values = dense.int64_values().expect("int64 values");
+    (dense.shape, values)
+}
+
+/// TensorFlow reshapes a FixedLenFeature's default to the feature's shape
+/// (`parsing_config._make_dense_default`): no value is repeated, and a count that differs
+/// is the reshape's INVALID_ARGUMENT. The kernel then takes an empty default for none.
+#[test]
+fn a_fixed_len_default_is_reshaped_to_the_shape_as_tensorflow_does() {
+    let missing = [int64_example(&[("other", &[1])]), int64_example(&[("a", &[3, 4])])];
+    for (default, values) in [(&[7][..], 1), (&[7, 8, 9][..], 3), (&[][..], 0)] {
+        let err = parse_one(fixed_len(&[2], Some(default)), &missing, true).unwrap_err();
+        let want = format!("Input to reshape is a tensor with {values} values, but the requested shape has 2");
+        assert!(err.contains(&want) && err.contains("feature a"), "{err}");
+    }
+    let err = parse_one(fixed_len(&[], Some(&[])), &missing[..1], false).unwrap_err();
+    assert!(err.contains("Input to reshape is a tensor with 0 values, but the requested shape has 1"), "{err}");
+    // A default of the shape's size fills the missing feature.
+    let got = dense_of(parse_one(fixed_len(&[2], Some(&[7, 8])), &missing, true).unwrap());
+    assert_eq!(got, (vec![2, 2], vec![7, 8, 3, 4]));
+    // An empty default where the shape has no element: no default, the feature is required.
+    for default in [None, Some(&[][..])] {
+        let err = parse_one(fixed_len(&[0], default), &missing[..1], true).unwrap_err();
+        assert_eq!(err, "Name: <unknown>, Feature: a (data type: int64) is required but could not be found.");
+        let err = parse_one(fixed_len(&[2, 0], default), &missing[..1], false).unwrap_err();
+        assert_eq!(err, "Feature: a (data type: int64) is required but could not be found.");
+    }
+}
+
+/// A FixedLenSequenceFeature's default is its padding value, reshaped to `[]`; in a
+/// SequenceExample's feature lists TensorFlow refuses any default
+/// ("Value feature_list.dense_defaults[...] must be None").
+#[test]
+fn padding_defaults_are_one_value_and_feature_lists_take_none() {
+    let sequence = |default: &[i64]| FeatureSpec::FixedLenSequence {
+        dtype: DType::Int64,
+        shape: vec![],
+        allow_missing: true,
+        default: Some(DefaultValue::Int64(default.to_vec())),
+    };
+    for (default, values) in [(&[][..], 0), (&[1, 2][..], 2)] {
+        let err = ExampleParser::new(vec![("s".into(), sequence(default))]).unwrap_err().message;
+        let want = format!("Input to reshape is a tensor with {values} values, but the requested shape has 1");
+        assert!(err.contains(&want), "{err}");
+    }
+    assert!(ExampleParser::new(vec![("s".into(), sequence(&[5]))]).is_ok());
+    use readerd_server::decode::example::sequence::SequenceExampleParser;
+    let err = SequenceExampleParser::new(Vec::new(), vec![("s".into(), sequence(&[5]))]).unwrap_err().message;
+    assert!(err.contains("Value feature_list.dense_defaults[s] must be None"), "{err}");
+}
+
+/// FixedLenFeatures of a shape with no element (`[0]`, `[2, 0]`): TensorFlow gives dense
+/// tensors of that size (`[B, 0]`, `[B, 2, 0]`; `[0]`, `[2, 0]` for one record) for
+/// features present with no value, and its count error for a value too many.
+#[test]
+fn zero_size_shapes_give_empty_dense_tensors() {
+    let empty = [int64_example(&[("a", &[])]), int64_example(&[("a", &[])]), int64_example(&[("a", &[])])];
+    for shape in [vec![0], vec![2, 0]] {
+        let mut batch_shape = vec![3];
+        batch_shape.extend(&shape);
+        assert_eq!(dense_of(parse_one(fixed_len(&shape, None), &empty, true).unwrap()), (batch_shape, vec![]));
+        assert_eq!(dense_of(parse_one(fixed_len(&shape, None), &empty[..1], false).unwrap()), (shape.clone(), vec![]));
+        for dtype in [DType::Float32, DType::String] {
+            let spec = FeatureSpec::FixedLen { dtype, shape: shape.clone(), default: None };
+            let parser = ExampleParser::new(vec![("a".into(), spec)]).unwrap();
+            let lists: Vec<Bytes> = empty.iter().map(|_| typed_empty_example(dtype)).collect();
+            let Tensor::Dense(dense) = &parser.parse(&lists, None, true).unwrap()[0].1 else { panic!("dense") };
+            assert_eq!((dense.dtype, dense.shape[0], dense.num_elements()), (dtype, 3, 0));
+        }
+    }
+    let one = [int64_example(&[("a", &[1])])];
+    let err = parse_one(fixed_len(&[2, 0], None), &one, true).unwrap_err();
+    assert!(err.ends_with("Number of int64 values != expected.  Values size: 1 but output shape: [2,0]"), "{err}");
+}
+
+/// An Example whose feature `a` is an empty list of `dtype`'s kind.
+fn typed_empty_example(dtype: DType) -> Bytes {
+    use prost::Message;
+    use readerd_proto::tensorflow as tf;
+    let kind = match dtype {
+        DType::Float32 => tf::feature::Kind::FloatList(tf::FloatList { value: vec![] }),
+        _ => tf::feature::Kind::BytesList(tf::BytesList { value: vec![] }),
+    };
+    let feature = [("a".to_owned(), tf::Feature { kind: Some(kind) })].into_iter().collect();
+    Bytes::from(tf::Example { features: Some(tf::Features { feature }) }.encode_to_vec())
+}

@@ -264,3 +264,86 @@ async fn on_error_skip_drops_and_counts_corrupt_and_undecodable_records() {
     let request = pb::GetReaderStatsRequest { reader: Some(readerd_client::reader_ref("", "undecodable")) };
     assert_eq!(client.service().get_reader_stats(request).await.unwrap().into_inner().records_skipped, 1);
 }
+
+/// An Example whose features `s` (bytes), `f` (float) and `i` (int64) are empty lists.
+fn empty_lists_example() -> Vec<u8> {
+    use prost::Message;
+    use readerd_proto::tensorflow as tf;
+    use tf::feature::Kind;
+    let features = std::collections::BTreeMap::from([
+        ("s".to_owned(), tf::Feature { kind: Some(Kind::BytesList(tf::BytesList { value: vec![] })) }),
+        ("f".to_owned(), tf::Feature { kind: Some(Kind::FloatList(tf::FloatList { value: vec![] })) }),
+        ("i".to_owned(), tf::Feature { kind: Some(Kind::Int64List(tf::Int64List { value: vec![] })) }),
+    ]);
+    tf::Example { features: Some(tf::Features { feature: features }) }.encode_to_vec()
+}
+
+/// `readerctl read` of `zero.tfrecord` with `features` and a batch size: its jsonl lines
+/// and exit status.
+fn read_zero_size(server: &ServerProcess, root: &std::path::Path, features: Value, batch: u64) -> (Vec<Value>, bool) {
+    let spec = json!({"source": {"files": ["zero.tfrecord"], "format": "TFRECORD"},
+                      "decoder": {"example": {"features": features}}, "pipeline": {"batchSize": batch}});
+    let spec_path = root.join(format!("zero-{batch}.json"));
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    let output = readerctl(&server.addr, &["read", "--spec", spec_path.to_str().unwrap(), "--output", "jsonl"]);
+    (jsonl(&output.stdout), output.status.success())
+}
+
+/// FixedLenFeatures of shapes with no element, as TensorFlow parses them: dense tensors
+/// `[B, 0]`, `[B, 2, 0]` (`[0]`, `[2, 0]` one record at a time) of every dtype; a missing
+/// one is required whatever its default (only an empty one fits, and TensorFlow takes
+/// that for none). Batched, a string `[B, 0]` feature panicked the server's cutting of
+/// batches into messages (rows.rs: "chunk size must be non-zero") and the stream ended
+/// UNAVAILABLE.
+#[test]
+fn zero_size_shapes_stream_as_tensorflow_parses_them() {
+    let root = tempfile::tempdir().unwrap();
+    write_tfrecord(&root.path().join("zero.tfrecord"), &vec![empty_lists_example(); 3]);
+    let server = ServerProcess::start(&[root.path()]);
+    let features = json!({
+        "s": {"fixedLen": {"dtype": "STRING", "shape": [0]}},
+        "f": {"fixedLen": {"dtype": "FLOAT32", "shape": [2, 0]}},
+        "i": {"fixedLen": {"dtype": "INT64", "shape": [2, 0], "default": {"int64Values": []}}}
+    });
+    let (lines, ok) = read_zero_size(&server, root.path(), features.clone(), 3);
+    assert!(ok && lines.len() == 2, "one batch and the end: {lines:?}");
+    let got = &lines[0]["features"];
+    for (name, shape) in [("s", json!([3, 0])), ("f", json!([3, 2, 0])), ("i", json!([3, 2, 0]))] {
+        assert_eq!((&got[name]["kind"], &got[name]["shape"]), (&json!("dense"), &shape), "{name}: {}", got[name]);
+        assert_eq!(got[name]["values"], json!([]), "{name}");
+    }
+    let (lines, ok) = read_zero_size(&server, root.path(), features, 0);
+    assert!(ok && lines.len() == 4, "three records and the end: {lines:?}");
+    for line in &lines[..3] {
+        let got = &line["features"];
+        assert_eq!(
+            (&got["s"]["shape"], &got["f"]["shape"], &got["i"]["shape"]),
+            (&json!([0]), &json!([2, 0]), &json!([2, 0]))
+        );
+    }
+    // Missing, with no default or an empty one: required.
+    for default in [json!(null), json!({"int64Values": []})] {
+        let mut missing = json!({"absent": {"fixedLen": {"dtype": "INT64", "shape": [0]}}});
+        if !default.is_null() {
+            missing["absent"]["fixedLen"]["default"] = default;
+        }
+        for batch in [3, 0] {
+            let (lines, ok) = read_zero_size(&server, root.path(), missing.clone(), batch);
+            let error = &lines.last().unwrap()["error"];
+            assert!(!ok && error["code"] == "INVALID_ARGUMENT", "{lines:?}");
+            let message = error["message"].as_str().unwrap();
+            assert!(
+                message.contains("Feature: absent (data type: int64) is required but could not be found."),
+                "{message}"
+            );
+        }
+    }
+    // A default of another size than the shape's: TensorFlow's reshape refuses it.
+    let short = json!({"absent": {"fixedLen": {"dtype": "INT64", "shape": [2], "default": {"int64Values": [1]}}}});
+    let (lines, ok) = read_zero_size(&server, root.path(), short, 3);
+    let error = &lines.last().unwrap()["error"];
+    assert!(!ok && error["code"] == "INVALID_ARGUMENT", "{lines:?}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("Input to reshape is a tensor with 1 values, but the requested shape has 2"), "{message}");
+    assert!(message.contains("absent"), "{message}");
+}

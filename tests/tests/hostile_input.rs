@@ -46,7 +46,7 @@ async fn specs_whose_batches_cannot_be_allocated_are_refused_before_reading() {
         json!({
             "source": {"files": ["good.tfrecord"], "format": "TFRECORD"},
             "decoder": {"example": {"features": {"x": {"fixedLen": {
-                "dtype": dtype, "shape": [shape], "default": {"int64Values": [0], "floatValues": [0.0]}}}}}},
+                "dtype": dtype, "shape": [shape]}}}}},
             "pipeline": {"batchSize": batch}
         })
     };

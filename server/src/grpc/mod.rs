@@ -154,8 +154,9 @@ pub type ReadStream = ReceiverStream<Result<pb::ReadResponse, Status>>;
 /// What `Read` sends: the stream's messages, large batches split by rows.
 pub type MessageStream = BoxStream<'static, Result<pb::ReadResponse, Status>>;
 
-/// Each element of `stream` larger than `max_bytes` as several messages (0: none split).
-fn split_elements(stream: ReadStream, max_bytes: usize) -> MessageStream {
+/// Each element of `stream` (of reader `reader`) larger than `max_bytes` as several
+/// messages (0: none split). A panic while cutting one ends the stream with INTERNAL.
+fn split_elements(stream: ReadStream, max_bytes: usize, reader: String) -> MessageStream {
     if max_bytes == 0 {
         return stream.boxed();
     }
@@ -163,10 +164,13 @@ fn split_elements(stream: ReadStream, max_bytes: usize) -> MessageStream {
         .flat_map(move |response| {
             let messages = match response {
                 Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) }) => {
-                    rows::split_rows(element, max_bytes)
-                        .into_iter()
-                        .map(|part| Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(part)) }))
-                        .collect()
+                    match crate::reader::catch_decode_panic(&reader, || rows::split_rows(element, max_bytes)) {
+                        Ok(parts) => parts
+                            .into_iter()
+                            .map(|part| Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(part)) }))
+                            .collect(),
+                        Err(err) => vec![Err(Status::from(err))],
+                    }
                 }
                 other => vec![other],
             };
@@ -204,8 +208,8 @@ impl pb::data_service_server::DataService for DataService {
         let max_message_bytes = usize::try_from(request.max_message_bytes).map_err(|_| {
             Status::invalid_argument(format!("max_message_bytes must be 0 or more, got {}", request.max_message_bytes))
         })?;
-        let (_, stream) = self.open_stream(&caller, request).await?;
-        Ok(Response::new(split_elements(stream, max_message_bytes)))
+        let (reader, stream) = self.open_stream(&caller, request).await?;
+        Ok(Response::new(split_elements(stream, max_message_bytes, reader.name().to_owned())))
     }
 
     async fn acknowledge(

@@ -24,7 +24,7 @@ use crate::error::{Result, ServeError};
 use crate::limits::Limits;
 use crate::memory::Reservation;
 use crate::metrics::METRICS;
-use crate::reader::{Chunk, Reader};
+use crate::reader::{Chunk, Reader, catch_decode_panic};
 
 mod session_bound;
 
@@ -115,7 +115,9 @@ fn read_chunk(reader: &Arc<Reader>, record: &Arc<StreamRecord>, next_seq: i64, w
         if let Some(snapshots) = snapshots {
             snapshots.snapshot(next_seq);
         }
-        let mut chunk = reader.next_chunk(wanted, CHUNK_BYTES);
+        // A panic (a bug) ends this stream with INTERNAL naming the reader, and is counted.
+        let mut chunk = catch_decode_panic(reader.name(), || reader.next_chunk(wanted, CHUNK_BYTES))
+            .unwrap_or_else(|err| Chunk { error: Some(err), ..Chunk::default() });
         let bytes = chunk.elements.iter().map(Element::payload_bytes).sum();
         let what = || format!("a chunk of {} elements of reader {}", chunk.elements.len(), reader.name());
         if let Err(err) = chunk.reserved.resize(bytes, what) {
@@ -379,7 +381,9 @@ impl ElementStream {
             };
             chunk = match reading.await {
                 Ok(chunk) => chunk,
-                Err(err) => return stop(ServeError::Internal(format!("reading failed: {err}"))),
+                Err(err) => {
+                    return stop(ServeError::Internal(format!("reader {}: reading failed: {err}", self.reader.name())));
+                }
             };
             elements.extend(chunk.elements.drain(..).map(|element| (element, false)));
             let small = elements.iter().map(|(e, _)| e.payload_bytes()).sum::<usize>() < CHUNK_BYTES;

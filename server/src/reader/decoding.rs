@@ -12,8 +12,30 @@ use crate::source::Record;
 /// Decoded features by name, and the indices of the values they hold.
 pub(super) type DecodedValues = (Vec<(String, Tensor)>, Vec<usize>);
 
+/// Runs `work`, a decoding of reader `reader`'s records; a panic in it (a bug: no spec or
+/// record may reach one) is caught, logged, counted (`readerd_decode_panics_total`) and
+/// becomes an INTERNAL error naming the reader, which fails the reader and ends its
+/// streams, not the server.
+pub fn catch_decode_panic<T>(reader: &str, work: impl FnOnce() -> T) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        crate::metrics::METRICS.decode_panics.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::error!(reader = %reader, panic = %what, "decoding panicked");
+        ServeError::Internal(format!("reader {reader}: decoding panicked: {what}"))
+    })
+}
+
 impl Reader {
-    pub(super) fn decode_numbered(&self, (index, batch): (u64, Vec<Record>)) -> Result<Option<Element>> {
+    /// Decodes batch `index`; a panic is caught (see [`catch_decode_panic`]).
+    pub(super) fn decode_numbered(&self, batch: (u64, Vec<Record>)) -> Result<Option<Element>> {
+        catch_decode_panic(&self.name, || self.decode_batch(batch))?
+    }
+
+    fn decode_batch(&self, (index, batch): (u64, Vec<Record>)) -> Result<Option<Element>> {
         // Every record of the batch, those a decoder drops included: acknowledging the
         // element settles them all.
         let records = self.record_ids(&batch);
@@ -90,5 +112,24 @@ impl Reader {
         }
         let features = decoder.decode(&good_values, &good_names, batched).map_err(|e| ServeError::Decode(e.message))?;
         Ok(Some((features, good)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::metrics::METRICS;
+
+    #[test]
+    fn a_panic_while_decoding_is_an_internal_error_naming_the_reader_and_counted() {
+        let before = METRICS.decode_panics.load(Ordering::Relaxed);
+        let result: Result<()> = catch_decode_panic("c/images", || panic!("chunk size must be non-zero"));
+        let Err(ServeError::Internal(message)) = result else { panic!("{result:?}") };
+        assert_eq!(message, "reader c/images: decoding panicked: chunk size must be non-zero");
+        assert_eq!(tonic::Status::from(ServeError::Internal(message)).code(), tonic::Code::Internal);
+        assert!(METRICS.decode_panics.load(Ordering::Relaxed) > before);
+        assert_eq!(catch_decode_panic("c/images", || 7).unwrap(), 7);
     }
 }

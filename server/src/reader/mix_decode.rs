@@ -23,7 +23,7 @@ use super::mix_placed::{PlacedRows, PlacedSet};
 use super::{Reader, in_component};
 use crate::decode::{Dense, PlacedBuffers, Placement, Tensor, Values};
 use crate::element::{Element, Keys, RecordId};
-use crate::error::{Result, ServeError};
+use crate::error::Result;
 use crate::source::Record;
 
 /// Batches as taken: each one's number and `(component, record)`s.
@@ -72,7 +72,7 @@ impl Reader {
     /// records one by one). A panic fails the set at its first element (and the reader).
     pub(super) fn decode_mixed_set(&self, set: TakenBatches) -> DecodedElements {
         let first = set.first().map_or(0, |(index, _)| *index);
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        super::decoding::catch_decode_panic(&self.name, || {
             if self.spec.batch_size > 0 && self.mix_layout.alike {
                 return set.into_iter().map(|(index, taken)| (index, self.decode_mixed_alike(index, taken))).collect();
             }
@@ -84,8 +84,8 @@ impl Reader {
                 (index, self.decode_mixed_record(index, record))
             };
             set.into_iter().map(decode_one).collect()
-        }))
-        .unwrap_or_else(|_| vec![(first, Err(ServeError::Internal("a decoding thread panicked".into())))])
+        })
+        .unwrap_or_else(|err| vec![(first, Err(err))])
     }
 
     /// Decodes a set of batches together (see the module's doc).

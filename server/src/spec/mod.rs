@@ -387,6 +387,17 @@ fn feature_of(name: &str, spec: &pb::FeatureSpec) -> Result<FeatureSpec> {
                     }
                 });
             }
+            // The uniform row lengths are dimensions of the values (or of rows): bounded
+            // as a shape's are.
+            let uniform = partitions.iter().filter_map(|p| match p {
+                Partition::UniformRowLength(n) => Some(*n as u64),
+                _ => None,
+            });
+            if uniform.fold(1u64, |elements, n| elements.saturating_mul(n.max(1))) > MAX_SHAPE_ELEMENTS {
+                return Err(invalid(field(&format!(
+                    "uniformRowLength partitions describe more than {MAX_SHAPE_ELEMENTS} elements"
+                ))));
+            }
             FeatureSpec::Ragged {
                 dtype: dtype_of(f.dtype(), &field("dtype"))?,
                 value_key: if f.value_key.is_empty() { name.to_owned() } else { f.value_key.clone() },
@@ -577,6 +588,19 @@ mod tests {
         };
         assert_eq!(splits(""), DType::Int32);
         assert_eq!(splits(r#", "rowSplitsDtype": "INT64""#), DType::Int64);
+    }
+
+    #[test]
+    fn uniform_row_lengths_are_bounded_as_shapes_are() {
+        let ragged = |lengths: &str| {
+            parse(&format!(
+                r#"{{"source": {{"files": ["a"], "format": "TFRECORD"}}, "decoder": {{"example": {{"features":
+                    {{"r": {{"ragged": {{"dtype": "INT64", "partitions": [{lengths}]}}}}}}}}}}}}"#
+            ))
+        };
+        let err = ragged(r#"{"uniformRowLength": 1099511627776}, {"uniformRowLength": 1099511627776}"#).unwrap_err();
+        assert!(matches!(&err, ServeError::InvalidSpec(m) if m.contains("feature r: uniformRowLength")), "{err}");
+        assert!(ragged(r#"{"uniformRowLength": 4096}, {"uniformRowLength": 4096}"#).is_ok());
     }
 
     #[test]

@@ -44,15 +44,22 @@ impl Column {
         }
     }
 
-    /// Appends `count` copies of `value[0]` (padding), or `value` itself when `count` is
-    /// its length.
-    pub(super) fn extend_default(&mut self, value: &DefaultValue, count: usize) {
-        fn fill<T: Clone>(out: &mut Vec<T>, value: &[T], count: usize) {
-            if value.len() == count {
-                out.extend_from_slice(value);
-            } else {
-                out.extend(std::iter::repeat_n(value[0].clone(), count));
-            }
+    /// Appends a FixedLen feature's default: its values, as many as the shape's elements
+    /// (checked by `check_default`).
+    pub(super) fn extend_default(&mut self, value: &DefaultValue) {
+        match (self, value) {
+            (Column::Int64(out), DefaultValue::Int64(v)) => out.extend_from_slice(v),
+            (Column::Float(out), DefaultValue::Float(v)) => out.extend_from_slice(v),
+            (Column::Bytes(out), DefaultValue::Bytes(v)) => out.extend_from_slice(v),
+            _ => unreachable!("default dtype checked in ExampleParser::new"),
+        }
+    }
+
+    /// Appends `count` copies of a padding value (a default of one value, checked by
+    /// `check_default`).
+    pub(super) fn extend_padding(&mut self, value: &DefaultValue, count: usize) {
+        fn fill<T: Clone + Default>(out: &mut Vec<T>, value: &[T], count: usize) {
+            out.extend(std::iter::repeat_n(value.first().cloned().unwrap_or_default(), count));
         }
         match (self, value) {
             (Column::Int64(out), DefaultValue::Int64(v)) => fill(out, v, count),

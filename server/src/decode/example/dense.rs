@@ -47,7 +47,7 @@ pub(super) fn fixed_len(
                 return Err(names.key_error(index, key, what));
             }
             None => match default {
-                Some(default) => column.extend_default(default, elements),
+                Some(default) => column.extend_default(default),
                 None if wording == Wording::SequenceContext && !batched => {
                     return Err(DecodeError::new(format!(
                         "Inconsistent max number of elements for feature {key}: expected {elements}, but found 0"
@@ -120,7 +120,7 @@ pub(super) fn pad_sequences(
         padded.extend_from_range(&column, run[0]..run[1]);
         let missing = width - (run[1] - run[0]);
         match default {
-            Some(default) => padded.extend_default(default, missing),
+            Some(default) => padded.extend_padding(default, missing),
             None => padded.extend_zeros(missing),
         }
     }

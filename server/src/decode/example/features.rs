@@ -69,11 +69,14 @@ pub(super) fn check_list_dtype(name: &str, dtype: DType) -> Result<(), DecodeErr
     }
 }
 
+/// Checks a default as TensorFlow's parsing takes it: of the feature's dtype, and reshaped
+/// to the shape it fills (`elements` values: a FixedLen feature's shape, a padding
+/// value's `[]`), so neither repeated nor cut.
 pub(super) fn check_default(
     name: &str,
     dtype: DType,
     default: &DefaultValue,
-    size_ok: impl Fn(usize) -> bool,
+    elements: usize,
 ) -> Result<(), DecodeError> {
     let kind_ok = matches!(
         (dtype, default),
@@ -81,8 +84,14 @@ pub(super) fn check_default(
             | (DType::Float32, DefaultValue::Float(_))
             | (DType::String, DefaultValue::Bytes(_))
     );
-    if !kind_ok || !size_ok(default.len()) {
-        return Err(DecodeError::new(format!("feature {name}: the default value does not fit its dtype and shape")));
+    if !kind_ok {
+        return Err(DecodeError::new(format!("feature {name}: the default value does not fit its dtype")));
+    }
+    if default.len() != elements {
+        return Err(DecodeError::new(format!(
+            "feature {name}: default: Input to reshape is a tensor with {} values, but the requested shape has {elements}",
+            default.len()
+        )));
     }
     Ok(())
 }

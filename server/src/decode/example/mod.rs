@@ -67,7 +67,17 @@ impl ExampleParser {
             .fold(0, u64::saturating_add)
     }
 
-    pub fn new(features: Vec<(String, FeatureSpec)>) -> Result<Self, DecodeError> {
+    pub fn new(mut features: Vec<(String, FeatureSpec)>) -> Result<Self, DecodeError> {
+        // TensorFlow's parsing takes an empty default for none (the feature is then
+        // required); only a shape of no element accepts one (others fail `check_default`).
+        for (_, spec) in &mut features {
+            if let FeatureSpec::FixedLen { shape, default, .. } = spec
+                && shape.iter().product::<usize>() == 0
+                && default.as_ref().is_some_and(|d| d.len() == 0)
+            {
+                *default = None;
+            }
+        }
         let mut keys: Vec<String> = Vec::new();
         let mut slot_of = HashMap::new();
         let mut add_key = |key: &str| {
@@ -82,7 +92,7 @@ impl ExampleParser {
                     check_list_dtype(name, *dtype)?;
                     let elements: usize = shape.iter().product();
                     if let Some(default) = default {
-                        check_default(name, *dtype, default, |n| n == elements || n == 1)?;
+                        check_default(name, *dtype, default, elements)?;
                     }
                     add_key(name);
                 }
@@ -93,8 +103,9 @@ impl ExampleParser {
                             "feature {name}: a FixedLenSequenceFeature of an Example needs allowMissing: true"
                         )));
                     }
+                    // The padding value, reshaped to `[]`.
                     if let Some(default) = default {
-                        check_default(name, *dtype, default, |n| n == 1)?;
+                        check_default(name, *dtype, default, 1)?;
                     }
                     add_key(name);
                 }

@@ -140,12 +140,13 @@ impl RaggedBuilder {
 }
 
 /// Outer splits (records into rows) and inner splits (rows into the level below) from
-/// each record's row lengths.
+/// each record's row lengths. Lengths come from the data: their sums wrap as
+/// TensorFlow's int64 arithmetic does (validation, when asked, then fails).
 fn by_row_lengths(runs: &[&[i64]]) -> (Vec<i64>, Vec<i64>) {
-    let (mut new_outer, mut new_inner) = (vec![0], vec![0]);
+    let (mut new_outer, mut new_inner) = (vec![0i64], vec![0i64]);
     for lengths in runs {
         for &length in *lengths {
-            new_inner.push(new_inner.last().unwrap() + length);
+            new_inner.push(new_inner.last().unwrap().wrapping_add(length));
         }
         new_outer.push(new_outer.last().unwrap() + lengths.len() as i64);
     }
@@ -153,7 +154,8 @@ fn by_row_lengths(runs: &[&[i64]]) -> (Vec<i64>, Vec<i64>) {
 }
 
 /// Outer and inner splits from each record's row splits, limits or starts, which count
-/// from the record's first row (`outer`, the current outermost splits).
+/// from the record's first row (`outer`, the current outermost splits). Bounds come from
+/// the data: moved by the record's first row, they wrap as TensorFlow's int64 do.
 fn by_row_bounds(partition: &Partition, runs: &[&[i64]], outer: &[i64], inner_rows: i64) -> (Vec<i64>, Vec<i64>) {
     let row_starts = &outer[..runs.len().min(outer.len().saturating_sub(1))];
     let (mut new_outer, mut new_inner) = (vec![0], vec![0]);
@@ -165,8 +167,8 @@ fn by_row_bounds(partition: &Partition, runs: &[&[i64]], outer: &[i64], inner_ro
         }
         let base = row_starts.get(record).copied().unwrap_or(0);
         match partition {
-            Partition::RowStarts(_) => starts.extend(bounds.iter().map(|b| b + base)),
-            _ => new_inner.extend(bounds.iter().map(|b| b + base)),
+            Partition::RowStarts(_) => starts.extend(bounds.iter().map(|b| b.wrapping_add(base))),
+            _ => new_inner.extend(bounds.iter().map(|b| b.wrapping_add(base))),
         }
         new_outer.push(new_outer.last().unwrap() + bounds.len() as i64);
     }
@@ -203,4 +205,21 @@ fn by_value_rowids(key: &str, runs: &[&[i64]]) -> Result<(Vec<i64>, Vec<i64>), D
         new_inner.push(new_inner.last().unwrap() + count);
     }
     Ok((new_outer, new_inner))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_lengths_and_bounds_past_i64_wrap_instead_of_panicking() {
+        let (outer, inner) = by_row_lengths(&[&[i64::MAX, 1], &[i64::MIN]]);
+        assert_eq!(outer, [0, 2, 3]);
+        assert_eq!(inner, [0, i64::MAX, i64::MIN, 0]);
+        // The second record's bounds count from its first row, 3.
+        let partition = Partition::RowLimits("k".into());
+        let (outer, inner) = by_row_bounds(&partition, &[&[1, 3], &[i64::MAX]], &[0, 3, 4], 4);
+        assert_eq!(outer, [0, 2, 3]);
+        assert_eq!(inner, [0, 1, 3, i64::MIN + 2]);
+    }
 }

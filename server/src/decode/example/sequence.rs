@@ -53,6 +53,12 @@ impl SequenceExampleParser {
         let mut slot_of = HashMap::new();
         for (name, spec) in &sequence {
             let keys: Vec<&str> = match spec {
+                FeatureSpec::FixedLenSequence { default: Some(_), .. } => {
+                    // A feature list's steps are padded with zeros: TensorFlow refuses a default.
+                    return Err(DecodeError::new(format!(
+                        "sequence feature {name}: Value feature_list.dense_defaults[{name}] must be None"
+                    )));
+                }
                 FeatureSpec::FixedLenSequence { dtype, .. } | FeatureSpec::VarLen { dtype } => {
                     check_dtype(name, *dtype)?;
                     vec![name]
@@ -62,6 +68,11 @@ impl SequenceExampleParser {
                     if partitions.iter().any(|p| !matches!(p, Partition::UniformRowLength(_))) {
                         return Err(DecodeError::new(format!(
                             "sequence feature {name}: only uniformRowLength partitions are supported in feature lists"
+                        )));
+                    }
+                    if partitions.contains(&Partition::UniformRowLength(0)) {
+                        return Err(DecodeError::new(format!(
+                            "sequence feature {name}: uniformRowLength must be positive"
                         )));
                     }
                     vec![value_key]
@@ -270,5 +281,24 @@ fn var_len_steps(steps: &Steps, batched: bool) -> Sparse {
         indices: Dense::int64(vec![n, rank], &indices),
         values,
         dense_shape: Dense::int64(vec![rank], &dense_shape),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uniform_row_length_of_zero_is_refused_with_the_feature_named() {
+        let ragged = |length| FeatureSpec::Ragged {
+            dtype: DType::Int64,
+            value_key: "v".into(),
+            partitions: vec![Partition::UniformRowLength(length)],
+            row_splits_dtype: DType::Int64,
+            validate: false,
+        };
+        let err = SequenceExampleParser::new(Vec::new(), vec![("r".into(), ragged(0))]).unwrap_err();
+        assert_eq!(err.message, "sequence feature r: uniformRowLength must be positive");
+        assert!(SequenceExampleParser::new(Vec::new(), vec![("r".into(), ragged(2))]).is_ok());
     }
 }

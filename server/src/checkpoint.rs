@@ -290,7 +290,7 @@ fn job_snapshot(spec: pb::DatasetSpec, job: &pb::JobCheckpoint) -> JobSnapshot {
 /// The kept snapshots then thin out with age: a checkpoint `d` elements behind the head
 /// replays at most about `0.3 d` elements from the nearest one (100,000 elements in 64
 /// snapshots), instead of failing once `d` passes 64 small chunks.
-fn least_needed(seqs: &[i64], head: i64) -> usize {
+pub(crate) fn least_needed(seqs: &[i64], head: i64) -> usize {
     (1..seqs.len() - 1)
         .min_by_key(|&i| {
             // Without snapshot i, a checkpoint just before the next one replays from the

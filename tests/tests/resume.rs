@@ -315,3 +315,42 @@ fn only_the_newest_checkpoints_are_kept() {
     assert!(resume(&tokens[3]).status.success());
     assert!(resume(&tokens[2]).status.success());
 }
+
+#[test]
+fn a_shared_reader_checkpointed_every_few_elements_far_behind_its_head_resumes_exactly() {
+    // Small batches: HTTP/2 windows hold thousands of them, so the oldest element the
+    // consumer has not acknowledged is far behind what the reader produced; every
+    // checkpoint still needs a state from before it (it failed after 30 elements).
+    use readerd_tests::shared_reads::{assert_every_key_twice, keys_and_end, spawn_consumers, write_lines};
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 2000);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 3, "shuffleFiles": true, "cycleLength": 2, "shuffle": {"bufferSize": 32},
+                     "numEpochs": 2, "batchSize": 8}
+    });
+    let spec_path = write_spec(dir.path(), "spec.json", &spec);
+    let server = ServerProcess::start(&[data.path()]);
+    let before = [dir.path().join("before.jsonl")];
+    let args = ["--spec", spec_path.as_str(), "--max-batches", "600", "--checkpoint-every", "5"];
+    let mut consumer = spawn_consumers(&server.addr, &args, &before).pop().unwrap();
+    assert!(consumer.wait().unwrap().success());
+    let printed = lines(&std::fs::read(&before[0]).unwrap());
+    let checkpoints: Vec<&Value> = printed.iter().filter(|line| line["checkpoint"].is_string()).collect();
+    assert_eq!(checkpoints.len(), 120, "a checkpoint every 5 of 600 elements: {:?}", printed.last());
+    // The last checkpoint, taken after the 600th element, resumes the rest exactly.
+    let token = checkpoints.last().unwrap()["checkpoint"].as_str().unwrap();
+    let mut all = keys_and_end(&std::fs::read(&before[0]).unwrap()).0;
+    assert_eq!(all.len(), 600 * 8);
+    let delete = readerctl(&server.addr, &["delete", "--container", "team", "--shared-name", "train"]);
+    assert!(delete.status.success(), "{}", String::from_utf8_lossy(&delete.stderr));
+    let after = [dir.path().join("after.jsonl")];
+    let mut resumed = spawn_consumers(&server.addr, &["--resume", token], &after).pop().unwrap();
+    assert!(resumed.wait().unwrap().success());
+    let (rest, end) = keys_and_end(&std::fs::read(&after[0]).unwrap());
+    assert_eq!(end["end_of_sequence"], true, "{end}");
+    all.extend(rest);
+    all.sort();
+    assert_every_key_twice(&all, 2000);
+}

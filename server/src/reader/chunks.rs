@@ -187,12 +187,28 @@ impl Reader {
         if let Ok(bytes) = self.state_bytes(state) {
             let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
             if snapshots.len() == SHARED_SNAPSHOTS {
-                snapshots.pop_front();
-                if let Some((oldest, _)) = snapshots.front() {
-                    self.delivery.forget_acknowledged_before(*oldest);
-                }
+                self.make_room(&mut snapshots, state.elements_produced);
             }
             snapshots.push_back((state.elements_produced, bytes));
+        }
+    }
+
+    /// Makes room for one more snapshot in a full list. A checkpoint taken now needs the
+    /// last snapshot at or before the oldest element not yet acknowledged, which can be
+    /// far behind the head (HTTP/2 windows hold thousands of small batches): those before
+    /// it go; when none can, one after it goes, the list thinning out with age as a
+    /// private stream's does (`checkpoint::least_needed`). Acknowledgements older than the
+    /// oldest kept are forgotten.
+    fn make_room(&self, snapshots: &mut std::collections::VecDeque<(u64, Vec<u8>)>, produced: u64) {
+        let oldest = self.oldest_unacknowledged(produced);
+        let needed = snapshots.iter().rposition(|(first, _)| *first <= oldest).unwrap_or(0);
+        snapshots.drain(..needed);
+        if snapshots.len() == SHARED_SNAPSHOTS {
+            let firsts: Vec<i64> = snapshots.iter().skip(1).map(|(first, _)| *first as i64).collect();
+            snapshots.remove(1 + crate::checkpoint::least_needed(&firsts, produced as i64));
+        }
+        if let Some((front, _)) = snapshots.front() {
+            self.delivery.forget_acknowledged_before(*front);
         }
     }
 

@@ -15,9 +15,7 @@ impl Reader {
         self.refuse_in_cluster("A checkpoint")?;
         // Read `produced` first: whatever is produced after is not in the checkpoint.
         let produced = self.lock().elements_produced;
-        let producing = self.producing.lock().unwrap_or_else(|p| p.into_inner()).first().copied();
-        let oldest =
-            self.delivery.oldest_pending().into_iter().chain(producing).min().unwrap_or(produced).min(produced);
+        let oldest = self.oldest_unacknowledged(produced);
         let (from, state) = {
             let snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
             snapshots.iter().rev().find(|(first, _)| *first <= oldest).cloned().ok_or_else(|| {
@@ -28,6 +26,14 @@ impl Reader {
         };
         let acknowledged = self.delivery.acknowledged_since(from).into_iter().filter(|&i| i < produced).collect();
         Ok(pb::SharedCheckpoint { reader_state: state.into(), from_index: from, produced, acknowledged })
+    }
+
+    /// The oldest element of the first `produced` not yet acknowledged: waiting for
+    /// redelivery, held by a stream, or in a chunk being handed to one (`produced` when
+    /// there is none).
+    pub(super) fn oldest_unacknowledged(&self, produced: u64) -> u64 {
+        let producing = self.producing.lock().unwrap_or_else(|p| p.into_inner()).first().copied();
+        self.delivery.oldest_pending().into_iter().chain(producing).min().unwrap_or(produced).min(produced)
     }
 
     /// Continues a shared reader from its checkpoint (blocking): replays to where it was

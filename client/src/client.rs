@@ -218,6 +218,16 @@ impl Client {
         Ok(self.service.acknowledge(request).await?.into_inner().committed_elements)
     }
 
+    /// Acknowledges every element up to `up_to_seq` and has the server commit the
+    /// stream's acknowledgements before it answers (on a replica, to the split ledger):
+    /// call it before a consumer of a shared reader stops, so that a checkpoint taken next,
+    /// through any replica, covers what it consumed.
+    pub async fn acknowledge_committed(&mut self, stream_id: &str, up_to_seq: i64) -> Result<i64, tonic::Status> {
+        let request =
+            pb::AcknowledgeRequest { stream_id: stream_id.to_owned(), up_to_seq, commit: true, ..Default::default() };
+        Ok(self.service.acknowledge(request).await?.into_inner().committed_elements)
+    }
+
     /// Commits the state after element `after_seq` of a stream; returns its token.
     pub async fn checkpoint(&mut self, stream_id: &str, after_seq: i64) -> Result<String, tonic::Status> {
         let request = pb::CheckpointRequest { stream_id: stream_id.to_owned(), after_seq, reader: None };

@@ -88,17 +88,23 @@ pub async fn read(
                     Output::Text => writeln!(stdout, "{}", describe(&element))?,
                 }
                 stdout.flush()?;
+                received += 1;
+                progress.add(element.keys.len() as u64);
+                let done = max_batches.is_some_and(|max| received >= max);
                 // Printed: it is this process's now (a shared reader delivers it to nobody else).
                 // NOT_FOUND: the stream already ended on the server; UNAVAILABLE: the server is
-                // going away. The stream goes on to its end either way.
-                if let Err(status) = client.acknowledge(&stream_id, element.seq).await
+                // going away. The stream goes on to its end either way. The last one before
+                // stopping is committed before the answer (on a replica, to the split
+                // ledger): a checkpoint taken next, through any replica, covers it.
+                let acknowledged = match done {
+                    true => client.acknowledge_committed(&stream_id, element.seq).await,
+                    false => client.acknowledge(&stream_id, element.seq).await,
+                };
+                if let Err(status) = acknowledged
                     && !matches!(status_code(&status), tonic::Code::NotFound | tonic::Code::Unavailable)
                 {
                     return Ok(print_status(output, &status));
                 }
-                received += 1;
-                progress.add(element.keys.len() as u64);
-                let done = max_batches.is_some_and(|max| received >= max);
                 if checkpoint_every.is_some_and(|n| received.is_multiple_of(n) || done) {
                     match client.checkpoint(&stream_id, element.seq).await {
                         Ok(token) => print_checkpoint(&mut stdout, output, &token, element.seq)?,

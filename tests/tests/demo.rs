@@ -51,3 +51,37 @@ fn every_demo_spec_reads_to_its_end() {
     assert_eq!(keys.iter().filter(|k| k.starts_with("1/prices.csv:")).count(), 300);
     assert_eq!(mixed[0]["features"]["label"]["shape"], serde_json::json!([32]));
 }
+
+/// The shell commands of the README's "Two commands" block, comments left out.
+fn readme_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(repo_dir().join("README.md")).unwrap();
+    let section = readme.split("## Two commands").nth(1).expect("the README's Two commands section");
+    let block = section.split("```sh").nth(1).and_then(|rest| rest.split("```").next()).expect("its sh block");
+    block.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('#')).map(str::to_owned).collect()
+}
+
+#[test]
+fn ci_runs_the_readmes_test_command_which_sets_up_everything_the_tests_need() {
+    // CI runs `.ci/run` on a fresh clone: it must be the README's second command, so what
+    // CI checks is what a user on a fresh machine runs.
+    let commands = readme_commands();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    assert!(commands[0].starts_with("cargo run --release --bin readerd -- "), "{}", commands[0]);
+    assert_eq!(commands[1], "bash tests/run.sh");
+    let ci = std::fs::read_to_string(repo_dir().join(".ci/run")).unwrap();
+    let ci_commands: Vec<&str> =
+        ci.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('#')).collect();
+    assert_eq!(ci_commands, ["set -euo pipefail", "exec bash \"$(dirname \"$0\")/../tests/run.sh\""]);
+    // The script provisions what a fresh machine lacks before it runs every test.
+    let script = std::fs::read_to_string(repo_dir().join("tests/run.sh")).unwrap();
+    for needed in [
+        "client/python/requirements-test.txt",
+        "tests/requirements.txt",
+        "azurite",
+        "pip install --quiet --force-reinstall --no-deps ./client/python",
+        "READERD_TEST_POSTGRES_URL",
+        "cargo test --workspace --locked",
+    ] {
+        assert!(script.contains(needed), "tests/run.sh does not set up {needed}");
+    }
+}

@@ -12,6 +12,14 @@
 //! batch) only half of the budget, so a few runaway requests cannot starve the normal
 //! streams.
 //!
+//! Not everything is reserved: what the network holds once a stream handed an element over
+//! (tonic's encoded messages, HTTP/2 send queues), the allocator's free lists, the
+//! runtime. So the process's resident memory is measured too, every 100 ms
+//! ([`watch_resident_memory`]): a reservation is also refused when it would take the
+//! reservations plus what the process holds beyond them past the whole budget, and past
+//! the budget the allocator gives free memory back. Resident memory therefore stays
+//! within the budget plus what grows between two measurements (README, "Limits").
+//!
 //! The budget is one per process, like the allocator it stands in front of: it is set
 //! once at start ([`MemoryBudget::set_limit`] on [`server`]); until then (unit tests,
 //! benches) nothing is limited.
@@ -26,6 +34,8 @@ pub const SMALL_HOLDING: usize = 8 << 20;
 #[derive(Debug)]
 pub struct MemoryBudget {
     used: AtomicUsize,
+    /// What the process held beyond its reservations when last measured.
+    unreserved: AtomicUsize,
     /// 0: no limit.
     limit: AtomicUsize,
 }
@@ -41,18 +51,20 @@ pub fn server() -> &'static MemoryBudget {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the server's memory budget is exhausted: {what} needs {wanted} bytes more, {used} of --memory-budget {limit} \
-     bytes are reserved; retry later or ask for less"
+     bytes are reserved and the process holds {unreserved} bytes beyond them (network buffers, the allocator); \
+     retry later or ask for less"
 )]
 pub struct MemoryExhausted {
     pub what: String,
     pub wanted: usize,
     pub used: usize,
+    pub unreserved: usize,
     pub limit: usize,
 }
 
 impl MemoryBudget {
     pub const fn new(limit: usize) -> Self {
-        Self { used: AtomicUsize::new(0), limit: AtomicUsize::new(limit) }
+        Self { used: AtomicUsize::new(0), unreserved: AtomicUsize::new(0), limit: AtomicUsize::new(limit) }
     }
 
     /// Sets the limit in bytes (0: none); the server does it once, at start.
@@ -68,6 +80,16 @@ impl MemoryBudget {
     /// Bytes reserved now.
     pub fn reserved(&self) -> usize {
         self.used.load(Ordering::Relaxed)
+    }
+
+    /// What the process held beyond its reservations when last measured.
+    pub fn unreserved(&self) -> usize {
+        self.unreserved.load(Ordering::Relaxed)
+    }
+
+    /// The process holds `resident` bytes now (its resident set).
+    pub fn measured(&self, resident: usize) {
+        self.unreserved.store(resident.saturating_sub(self.reserved()), Ordering::Relaxed);
     }
 
     /// An empty reservation, to grow with [`Reservation::resize`].
@@ -120,11 +142,12 @@ impl Reservation {
         let limit = self.budget.limit();
         if limit > 0 {
             let ceiling = if bytes > SMALL_HOLDING { limit / 2 } else { limit - limit / 4 };
+            let unreserved = self.budget.unreserved();
             let grown = used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(more).filter(|&total| total <= ceiling)
+                used.checked_add(more).filter(|&total| total <= ceiling && total.saturating_add(unreserved) <= limit)
             });
             if let Err(used) = grown {
-                return Err(MemoryExhausted { what: what(), wanted: more, used, limit });
+                return Err(MemoryExhausted { what: what(), wanted: more, used, unreserved, limit });
             }
         } else {
             used.fetch_add(more, Ordering::Relaxed);
@@ -138,6 +161,39 @@ impl Drop for Reservation {
     fn drop(&mut self) {
         self.budget.used.fetch_sub(self.bytes, Ordering::Relaxed);
     }
+}
+
+/// Measures the process's resident memory every `period` on a thread of its own, for
+/// the budget's checks ([`MemoryBudget::measured`]); above the budget it has the allocator
+/// give free memory back (at most once a second). Does nothing without a budget or where
+/// `/proc/self/status` cannot be read.
+pub fn watch_resident_memory(period: std::time::Duration) {
+    let budget = server();
+    if budget.limit() == 0 || resident_bytes().is_none() {
+        return;
+    }
+    let watch = move || {
+        let mut trimmed_at: Option<std::time::Instant> = None;
+        loop {
+            std::thread::sleep(period);
+            let Some(resident) = resident_bytes() else { continue };
+            budget.measured(resident);
+            let recently = trimmed_at.is_some_and(|at| at.elapsed() < std::time::Duration::from_secs(1));
+            if resident > budget.limit() && !recently {
+                readerd_proto::allocator::release_free_memory();
+                trimmed_at = Some(std::time::Instant::now());
+            }
+        }
+    };
+    let _ = std::thread::Builder::new().name("readerd-memory".into()).spawn(watch);
+}
+
+/// The process's resident set (`VmRSS`), in bytes.
+pub fn resident_bytes() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: usize = line.trim_start_matches("VmRSS:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Gives freed memory back to the kernel once the server is idle: every `period`, if no

@@ -102,6 +102,12 @@ impl Metrics {
         let buffered = self.stream_buffered.load(Ordering::Relaxed).max(0) as u64;
         let help = "Elements in streams' buffers, not yet taken by the network.";
         counter("readerd_stream_buffered_elements", help, "gauge", buffered);
+        let memory = crate::memory::server();
+        let help = "Bytes reserved from the memory budget (--memory-budget) now.";
+        counter("readerd_memory_reserved_bytes", help, "gauge", memory.reserved() as u64);
+        counter("readerd_memory_budget_bytes", "The memory budget (0: none).", "gauge", memory.limit() as u64);
+        let help = "What the process held beyond its reservations when last measured (network buffers, the allocator).";
+        counter("readerd_memory_unreserved_bytes", help, "gauge", memory.unreserved() as u64);
         counter(
             "readerd_state_store_errors_total",
             "Failed state store operations.",

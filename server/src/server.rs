@@ -195,6 +195,7 @@ fn reader_registry(
         None => Default::default(),
     };
     crate::memory::server().set_limit(config.memory_budget());
+    crate::memory::watch_resident_memory(std::time::Duration::from_millis(100));
     let streams = || {
         let metrics = &crate::metrics::METRICS;
         use std::sync::atomic::Ordering::Relaxed;

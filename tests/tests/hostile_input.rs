@@ -356,3 +356,50 @@ async fn a_record_whose_value_rowids_name_a_huge_row_is_refused_not_allocated() 
     let (_, _, end) = read_records(&mut client, good_spec()).await;
     end.expect("still serving");
 }
+
+#[tokio::test]
+async fn stalled_consumers_keep_the_servers_memory_within_its_budget() {
+    // 100 private streams of 100 KB lines, each consumer stalled after its first reads
+    // (its stdout a pipe nobody reads, then SIGSTOP): what waits in HTTP/2 send queues and
+    // encoded messages counts too, so the resident set stays within the budget plus
+    // 64 MiB (README, "Limits"). It was 43% over (734 MiB against 512 MiB).
+    let data = tempfile::tempdir().unwrap();
+    let line = "x".repeat(100_000);
+    let text: String = (0..600).map(|i| format!("{i}{line}\n")).collect();
+    write_file(data.path(), "big.txt", text.as_bytes());
+    good_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = dir.path().join("spec.json");
+    std::fs::write(&spec_path, json!({"source": {"files": ["big.txt"], "format": "TEXT_LINE"}}).to_string()).unwrap();
+    const BUDGET: u64 = 512 << 20;
+    let server = ServerProcess::start_with(&[data.path()], &["--memory-budget", &BUDGET.to_string()]);
+    let consumers: Vec<std::process::Child> = (0..100)
+        .map(|_| {
+            std::process::Command::new(readerd_tests::binary("readerctl"))
+                .args(["--addr", &server.addr, "--quiet", "read", "--spec", spec_path.to_str().unwrap()])
+                .args(["--output", "jsonl"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let signal = |name: &str| {
+        for consumer in &consumers {
+            let _ = std::process::Command::new("kill").args([name, &consumer.id().to_string()]).status();
+        }
+    };
+    signal("-STOP");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let peak_mib = server.memory_kib("VmHWM") / 1024;
+    signal("-CONT");
+    signal("-KILL");
+    for mut consumer in consumers {
+        let _ = consumer.wait();
+    }
+    assert!(peak_mib <= (BUDGET >> 20) + 64, "the server's resident set peaked at {peak_mib} MiB");
+    // Everyone else is served again once the stalled consumers are gone.
+    let mut client = server.client().await;
+    assert_good_stream_served(&mut client).await;
+}

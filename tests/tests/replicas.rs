@@ -1104,3 +1104,55 @@ fn a_checkpoint_taken_right_after_a_consumer_stopped_covers_everything_it_printe
     all.sort();
     assert_every_key_twice(&all, 2000);
 }
+
+#[test]
+fn a_replica_paused_and_woken_three_times_loses_and_repeats_nothing() {
+    // Held in hostile testing, kept so: 3 SIGSTOP / SIGCONT cycles of one replica, each
+    // past its leases, while 4 consumers read from all three.
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let replicas: Vec<_> = (0..3).map(|_| replica_with_grace(&db, data.path(), "10s")).collect();
+    let addrs: Vec<String> = replicas.iter().map(|(replica, _)| replica.addr.clone()).collect();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    for cycle in 1..=3 {
+        wait_until_printed(&outputs, 250 * cycle);
+        replicas[1].0.signal("STOP");
+        std::thread::sleep(std::time::Duration::from_secs(4));
+        replicas[1].0.signal("CONT");
+    }
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    assert_every_key_twice(&all, 1000);
+}
+
+#[test]
+fn two_of_three_replicas_killed_and_a_fourth_started_mid_job_lose_and_repeat_nothing() {
+    // Held in hostile testing, kept so.
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
+    // The fourth listens where the consumers already look (it starts later).
+    let fourth_addr = readerd_tests::free_address();
+    let mut addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    addrs.push(format!("http://{fourth_addr}"));
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    wait_until_printed(&outputs, 300);
+    replicas[0].take().unwrap().0.kill();
+    wait_until_printed(&outputs, 600);
+    replicas[2].take().unwrap().0.kill();
+    let state = tempfile::tempdir().unwrap();
+    let url = db.url();
+    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"];
+    let _fourth = ServerProcess::start_at(&fourth_addr, state.path(), &[data.path()], &args);
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    assert_every_key_twice(&all, 1000);
+}

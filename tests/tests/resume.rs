@@ -354,3 +354,66 @@ fn a_shared_reader_checkpointed_every_few_elements_far_behind_its_head_resumes_e
     all.sort();
     assert_every_key_twice(&all, 2000);
 }
+
+#[test]
+fn a_token_from_another_servers_state_is_refused() {
+    // Held in hostile testing, kept so: another state store signs with another secret.
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(dir.path(), "spec.json", &spec());
+    let ours = ServerProcess::start(&[data.path()]);
+    let theirs = ServerProcess::start(&[data.path()]);
+    let args = ["read", "--spec", &spec_path, "--max-batches", "2", "--checkpoint-every", "2", "--output", "jsonl"];
+    let token =
+        lines(&readerctl(&theirs.addr, &args).stdout).last().unwrap()["checkpoint"].as_str().unwrap().to_owned();
+    let refused = readerctl(&ours.addr, &["read", "--resume", &token, "--output", "jsonl"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let last = lines(&refused.stdout).last().cloned().unwrap();
+    assert_eq!(last["error"]["code"], "INVALID_ARGUMENT", "{last}");
+}
+
+#[test]
+fn a_full_filesystem_under_the_sqlite_store_is_a_clean_error_and_the_last_token_still_resumes() {
+    // Held in hostile testing, kept so. A 4 MiB tmpfs of the test's own (root only).
+    let state = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(state.path())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !mounted {
+        eprintln!("cannot mount a tmpfs here (not root): the full filesystem is not tested");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(state.path());
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(dir.path(), "spec.json", &spec());
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &[]);
+    let args = ["read", "--spec", &spec_path, "--max-batches", "3", "--checkpoint-every", "3", "--output", "jsonl"];
+    let head = lines(&readerctl(&server.addr, &args).stdout);
+    let token = head.last().unwrap()["checkpoint"].as_str().unwrap().to_owned();
+    // The filesystem fills up: a checkpoint now cannot be committed.
+    let filler = state.path().join("filler");
+    let _ = std::process::Command::new("dd")
+        .args(["if=/dev/zero", "bs=64k", &format!("of={}", filler.display())])
+        .stderr(std::process::Stdio::null())
+        .status();
+    let full = readerctl(&server.addr, &args);
+    let last = lines(&full.stdout).last().cloned().unwrap();
+    assert_eq!(full.status.code(), Some(1), "{last}");
+    assert_eq!(last["error"]["code"], "UNAVAILABLE", "{last}");
+    assert!(last["error"]["message"].as_str().unwrap().contains("sqlite"), "{last}");
+    // The server still serves, and the token committed before resumes.
+    let resumed = readerctl(&server.addr, &["read", "--resume", &token, "--max-batches", "1", "--output", "jsonl"]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stdout));
+    assert_eq!(lines(&resumed.stdout)[0]["seq"], 3);
+}

@@ -179,7 +179,7 @@ fn golden_parse_sequence_example_cases_match_tensorflow() {
         .collect();
     println!("parse_sequence_example: {} passed, {} failed", all.len() - failures.len(), failures.len());
     assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n"));
-    assert_eq!(all.len(), 9);
+    assert_eq!(all.len(), 28);
 }
 
 /// An Example of int64 features, serialized.
@@ -231,6 +231,36 @@ fn an_outer_uniform_row_length_keeps_its_length_in_the_static_shape() {
     let outputs = parser.parse(&records[..1], None, false).unwrap();
     let Tensor::Ragged(ragged) = &outputs[0].1 else { panic!("not ragged: {:?}", outputs[0].1) };
     assert_eq!(ragged.static_shape(), [Some(2), Some(2), None]);
+}
+
+/// An outer `UniformRowLength` over rows that are no multiple of it, as TensorFlow 2.21
+/// gives it: `from_uniform_row_length` keeps `nrows // length` rows of it unvalidated
+/// (splits `[0, 2, 2]`, `[0, 2, 4]` over 5 rows), and refuses with `validate`.
+#[test]
+fn an_outer_uniform_row_length_over_rows_no_multiple_of_it_follows_tensorflow() {
+    let records = [
+        int64_example(&[("v", &[1, 2, 3, 4, 5, 6]), ("lens", &[1, 2, 0, 3])]),
+        int64_example(&[("v", &[7, 8]), ("lens", &[2])]),
+    ];
+    let spec = |validate| FeatureSpec::Ragged {
+        dtype: DType::Int64,
+        value_key: "v".into(),
+        partitions: vec![Partition::UniformRowLength(2), Partition::RowLengths("lens".into())],
+        row_splits_dtype: DType::Int64,
+        validate,
+    };
+    let parser = ExampleParser::new(vec![("r".into(), spec(false))]).unwrap();
+    let outputs = parser.parse(&records, None, true).unwrap();
+    let Tensor::Ragged(ragged) = &outputs[0].1 else { panic!("not ragged: {:?}", outputs[0].1) };
+    let splits: Vec<Vec<i64>> = ragged.nested_row_splits.iter().map(|s| s.int64_values().unwrap()).collect();
+    assert_eq!(splits, [vec![0, 2, 2], vec![0, 2, 4], vec![0, 1, 3, 3, 6, 8]]);
+    assert_eq!(ragged.static_shape(), [Some(2), None, Some(2), None]);
+
+    let parser = ExampleParser::new(vec![("r".into(), spec(true))]).unwrap();
+    let err = parser.parse(&records, None, true).unwrap_err();
+    assert_eq!(err.message, "feature r: uniform_row_length=2 times nrows=2 must equal nvals=5");
+    // The first record alone has 4 rows.
+    assert!(parser.parse(&records[..1], None, false).is_ok());
 }
 
 fn fixed_len(shape: &[usize], default: Option<&[i64]>) -> FeatureSpec {

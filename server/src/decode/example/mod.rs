@@ -255,7 +255,10 @@ impl ExampleParser {
                                 Some((rows, values))
                             }
                         };
-                        ragged.partition(partition, key_rows, *validate)?;
+                        ragged.partition(partition, key_rows, *validate).map_err(|err| DecodeError {
+                            message: format!("feature {name}: {}", err.message),
+                            ..err
+                        })?;
                     }
                     ragged.finish(*row_splits_dtype, batched)
                 }

@@ -60,7 +60,7 @@ impl RaggedBuilder {
     ) -> Result<(), DecodeError> {
         let Some((rows, key_values)) = key_rows else {
             let Partition::UniformRowLength(length) = *partition else { unreachable!("keyed partitions have rows") };
-            return self.uniform_partition(length);
+            return self.uniform_partition(length, validate);
         };
         let inner_rows = self.inner_rows();
         let records = rows.len() - 1;
@@ -89,8 +89,9 @@ impl RaggedBuilder {
     /// A `uniformRowLength` partition. Innermost (over the batch's splits alone) it
     /// becomes a dimension of the flat values, as TensorFlow reshapes them; further out
     /// it is a partition of its own whose rows all have `length` (TensorFlow's
-    /// `RaggedTensor.from_uniform_row_length`).
-    fn uniform_partition(&mut self, length: usize) -> Result<(), DecodeError> {
+    /// `RaggedTensor.from_uniform_row_length`: unvalidated, rows past the last whole
+    /// `length` stay out of it).
+    fn uniform_partition(&mut self, length: usize, validate: bool) -> Result<(), DecodeError> {
         let length_i = length as i64;
         let new_outer: Vec<i64> = self.splits[0].iter().map(|s| s / length_i).collect();
         if self.splits.len() == 1 {
@@ -107,9 +108,10 @@ impl RaggedBuilder {
             return Ok(());
         }
         let inner_rows = self.inner_rows();
-        if inner_rows % length_i != 0 {
+        if validate && inner_rows % length_i != 0 {
             return Err(DecodeError::new(format!(
-                "Input to reshape is a tensor with {inner_rows} values, but the requested shape requires a multiple of {length}"
+                "uniform_row_length={length} times nrows={} must equal nvals={inner_rows}",
+                inner_rows / length_i
             )));
         }
         self.splits[0] = (0..=inner_rows / length_i).map(|i| i * length_i).collect();
@@ -117,6 +119,13 @@ impl RaggedBuilder {
         self.splits.insert(0, new_outer);
         self.uniform.insert(0, None);
         Ok(())
+    }
+
+    /// Puts `outer` on top: row splits over the current outermost rows (a batch of
+    /// SequenceExamples over their steps).
+    pub(super) fn nest_under(&mut self, outer: Vec<i64>) {
+        self.splits.insert(0, outer);
+        self.uniform.insert(0, None);
     }
 
     pub(super) fn finish(self, splits_dtype: DType, batched: bool) -> Tensor {

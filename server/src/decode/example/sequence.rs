@@ -63,11 +63,11 @@ impl SequenceExampleParser {
                     check_dtype(name, *dtype)?;
                     vec![name]
                 }
-                FeatureSpec::Ragged { dtype, value_key, partitions, .. } => {
+                FeatureSpec::Ragged { dtype, value_key, partitions, row_splits_dtype, .. } => {
                     check_dtype(name, *dtype)?;
-                    if partitions.iter().any(|p| !matches!(p, Partition::UniformRowLength(_))) {
+                    if !matches!(row_splits_dtype, DType::Int32 | DType::Int64) {
                         return Err(DecodeError::new(format!(
-                            "sequence feature {name}: only uniformRowLength partitions are supported in feature lists"
+                            "sequence feature {name}: rowSplitsDtype must be INT32 or INT64"
                         )));
                     }
                     if partitions.contains(&Partition::UniformRowLength(0)) {
@@ -75,7 +75,10 @@ impl SequenceExampleParser {
                             "sequence feature {name}: uniformRowLength must be positive"
                         )));
                     }
-                    vec![value_key]
+                    // Partition keys are feature lists of their own, a step for each step of the values.
+                    let mut keys = vec![value_key.as_str()];
+                    keys.extend(partitions.iter().filter_map(partition_key).map(String::as_str));
+                    keys
                 }
                 FeatureSpec::FixedLen { .. } | FeatureSpec::Sparse { .. } => {
                     return Err(DecodeError::new(format!(
@@ -150,15 +153,11 @@ impl SequenceExampleParser {
                 }
                 FeatureSpec::Ragged { dtype, partitions, row_splits_dtype, validate, .. } => {
                     let steps = read_steps(records, &list_of, key, *dtype, None, names)?;
-                    let splits = vec![
-                        steps.record_steps.iter().map(|&s| s as i64).collect(),
-                        steps.step_values.iter().map(|&v| v as i64).collect(),
-                    ];
-                    let mut builder = RaggedBuilder::from_splits(steps.values, splits);
-                    for partition in partitions.iter().rev() {
-                        builder.partition(partition, None, *validate)?;
-                    }
-                    builder.finish(*row_splits_dtype, batched)
+                    ragged_steps(name, steps, partitions, *row_splits_dtype, *validate, batched, |key| {
+                        let slot = self.slot_of[key.as_bytes()];
+                        let list_of = |index: usize| lists[index * width + slot];
+                        read_steps(records, &list_of, key, DType::Int64, None, names)
+                    })?
                 }
                 FeatureSpec::FixedLen { .. } | FeatureSpec::Sparse { .. } => unreachable!("refused in new"),
             };
@@ -166,6 +165,90 @@ impl SequenceExampleParser {
         }
         Ok(parsed)
     }
+}
+
+fn partition_key(partition: &Partition) -> Option<&String> {
+    match partition {
+        Partition::UniformRowLength(_) => None,
+        Partition::RowSplits(k)
+        | Partition::RowLengths(k)
+        | Partition::RowStarts(k)
+        | Partition::RowLimits(k)
+        | Partition::ValueRowIds(k) => Some(k),
+    }
+}
+
+/// A ragged feature list, as TensorFlow builds it: the steps (of every record) take the
+/// place of an Example batch's records, each partition applies to the values of each
+/// step (a key's step `i` partitions the values' step `i`), then the records' splits
+/// over their steps go back on top (batches only). `key_steps` reads a partition key's
+/// feature list.
+fn ragged_steps(
+    name: &str,
+    steps: Steps,
+    partitions: &[Partition],
+    row_splits_dtype: DType,
+    validate: bool,
+    batched: bool,
+    key_steps: impl Fn(&str) -> Result<Steps, DecodeError>,
+) -> Result<Tensor, DecodeError> {
+    let record_steps: Vec<i64> = steps.record_steps.iter().map(|&s| s as i64).collect();
+    let mut builder = RaggedBuilder::new(steps.values, &steps.step_values);
+    let named = |err: DecodeError| DecodeError { message: format!("sequence feature {name}: {}", err.message), ..err };
+    for partition in partitions.iter().rev() {
+        let key_rows = match partition_key(partition) {
+            None => None,
+            Some(key) => {
+                let partition_steps = key_steps(key)?;
+                let Column::Int64(values) = partition_steps.values else { unreachable!("int64 column") };
+                if batched && validate {
+                    let splits: Vec<i64> = partition_steps.record_steps.iter().map(|&s| s as i64).collect();
+                    check_aligned(name, &record_steps, &splits)?;
+                }
+                Some((partition_steps.step_values, values))
+            }
+        };
+        builder.partition(partition, key_rows, validate).map_err(named)?;
+    }
+    if batched {
+        builder.nest_under(record_steps);
+    }
+    Ok(builder.finish(row_splits_dtype, true))
+}
+
+/// TensorFlow's `assert_equal` of the records' steps in the values and in a partition
+/// key (`validate` only), with its eager message.
+fn check_aligned(name: &str, x: &[i64], y: &[i64]) -> Result<(), DecodeError> {
+    if x == y {
+        return Ok(());
+    }
+    // Both have a split per record and one more.
+    const SUMMARIZE: usize = 3;
+    let differ: Vec<usize> = (0..x.len()).filter(|&i| x[i] != y[i]).take(SUMMARIZE).collect();
+    // numpy's `str` of the `[n, 1]` indices: a row per index.
+    let width = differ.iter().map(|i| i.to_string().len()).max().unwrap_or(0);
+    let indices: Vec<String> = differ.iter().map(|i| format!("[{i:>width$}]")).collect();
+    let pick = |v: &[i64]| differ.iter().map(|&i| v[i]).collect::<Vec<_>>();
+    Err(DecodeError::new(format!(
+        "Feature {name}: values and partitions are not aligned\nCondition x == y did not hold.\n\
+         Indices of first {} different values:\n[{}]\nCorresponding x values:\n{}\nCorresponding y values:\n{}\n\
+         First {} elements of x:\n{}\nFirst {} elements of y:\n{}",
+        differ.len(),
+        indices.join("\n "),
+        numpy_row(&pick(x)),
+        numpy_row(&pick(y)),
+        x.len().min(SUMMARIZE),
+        numpy_row(&x[..x.len().min(SUMMARIZE)]),
+        y.len().min(SUMMARIZE),
+        numpy_row(&y[..y.len().min(SUMMARIZE)]),
+    )))
+}
+
+/// numpy's `str` of a short integer vector: `[ 0 12]`, every number as wide as the widest.
+fn numpy_row(values: &[i64]) -> String {
+    let width = values.iter().map(|v| v.to_string().len()).max().unwrap_or(0);
+    let cells: Vec<String> = values.iter().map(|v| format!("{v:>width$}")).collect();
+    format!("[{}]", cells.join(" "))
 }
 
 fn check_dtype(name: &str, dtype: DType) -> Result<(), DecodeError> {
@@ -300,5 +383,22 @@ mod tests {
         let err = SequenceExampleParser::new(Vec::new(), vec![("r".into(), ragged(0))]).unwrap_err();
         assert_eq!(err.message, "sequence feature r: uniformRowLength must be positive");
         assert!(SequenceExampleParser::new(Vec::new(), vec![("r".into(), ragged(2))]).is_ok());
+    }
+
+    /// TensorFlow 2.21's message for a record of 12 steps, then 10 of 2 steps whose
+    /// partition key has 1 (numpy pads the numbers of a row to one width).
+    #[test]
+    fn misaligned_partition_steps_are_told_as_tensorflow_tells_them() {
+        let x: Vec<i64> = [0].into_iter().chain((0..=10).map(|i| 12 + 2 * i)).collect();
+        let y: Vec<i64> = [0].into_iter().chain(12..=22).collect();
+        let err = check_aligned("seq", &x, &y).unwrap_err();
+        assert_eq!(
+            err.message,
+            "Feature seq: values and partitions are not aligned\nCondition x == y did not hold.\nIndices of first 3 \
+             different values:\n[[2]\n [3]\n [4]]\nCorresponding x values:\n[14 16 18]\nCorresponding y values:\n[13 \
+             14 15]\nFirst 3 elements of x:\n[ 0 12 14]\nFirst 3 elements of y:\n[ 0 12 13]"
+        );
+        assert!(check_aligned("seq", &x, &x).is_ok());
+        assert_eq!(numpy_row(&[-5, 100, 7]), "[ -5 100   7]");
     }
 }

@@ -19,8 +19,9 @@ RUN pip install --no-cache-dir /wheels/*.whl
 COPY examples /examples
 
 FROM debian:bookworm-slim
-RUN useradd --system --uid 10001 --home-dir /state readerd \
- && mkdir -p /data /state && chown readerd /state
+RUN groupadd --system --gid 10001 readerd \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /state readerd \
+ && mkdir -p /data /state && chown readerd:readerd /state
 COPY --from=build /src/target/release/readerd /src/target/release/readerctl /usr/local/bin/
 USER readerd
 VOLUME ["/data", "/state"]

@@ -32,6 +32,23 @@ pub enum ClientError {
     BadToken,
 }
 
+impl ClientError {
+    /// Whether trying again may help: the server could not be reached. Every other error
+    /// (an address that does not parse, bad TLS settings or token) stays what it is.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, ClientError::Connect { .. })
+    }
+
+    /// The error as the status a stream fails with: UNAVAILABLE when the server could
+    /// not be reached, INVALID_ARGUMENT for what no retry changes.
+    pub fn to_status(&self) -> tonic::Status {
+        match self.is_unreachable() {
+            true => tonic::Status::unavailable(self.to_string()),
+            false => tonic::Status::invalid_argument(self.to_string()),
+        }
+    }
+}
+
 /// How to reach a server: TLS (with a client certificate for mutual TLS) and a bearer
 /// token. The default is plain HTTP/2 with no token.
 #[derive(Clone, Debug, Default)]
@@ -282,7 +299,40 @@ pub fn reader_ref(container: &str, shared_name: &str) -> pb::ReaderRef {
     pb::ReaderRef { container: container.to_owned(), shared_name: shared_name.to_owned() }
 }
 
-/// Reads a `SPEC.json` (the proto3 JSON form of `DatasetSpec`).
-pub fn parse_spec(json: &str) -> Result<pb::DatasetSpec, serde_json::Error> {
-    serde_json::from_str(json)
+/// A `SPEC.json` that is not a `DatasetSpec`: the field (`mix.choice[1]`) and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{reason}", if path == "." { String::new() } else { format!("{path}: ") })]
+pub struct SpecError {
+    /// Where in the document, as `mix.datasets[0].source` (`.`: the document itself).
+    pub path: String,
+    pub reason: String,
+}
+
+impl SpecError {
+    fn new(path: String, err: &serde_json::Error) -> Self {
+        let position = format!("at line {} column {}", err.line(), err.column());
+        // `mix.choice` takes numbers or numeric strings (pbjson's reading of uint32): say
+        // what they stand for rather than which of the two readings failed last.
+        let reason = if path == "mix.choice" {
+            format!("expected a list of indexes of mix.datasets (whole numbers from 0, below their number) {position}")
+        } else if path.starts_with("mix.choice[") {
+            format!("expected an index of mix.datasets (a whole number from 0, below their number) {position}")
+        } else if err.to_string().contains("untagged enum") {
+            // serde's message for a value that is neither a number nor a string names
+            // pbjson's private enum, not what the field takes.
+            format!("expected a number (or a number in a string) that fits the field {position}")
+        } else {
+            err.to_string()
+        };
+        Self { path, reason }
+    }
+}
+
+/// Reads a `SPEC.json` (the proto3 JSON form of `DatasetSpec`); an error names the field.
+pub fn parse_spec(json: &str) -> Result<pb::DatasetSpec, SpecError> {
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    let spec = serde_path_to_error::deserialize(&mut deserializer)
+        .map_err(|err| SpecError::new(err.path().to_string(), err.inner()))?;
+    deserializer.end().map_err(|err| SpecError::new(".".into(), &err))?;
+    Ok(spec)
 }

@@ -48,8 +48,8 @@ mod status;
 
 pub use client::{
     BearerToken, Client, ClientError, ConnectOptions, MAX_MESSAGE_BYTES, MESSAGE_BYTES, Pem, ReadStream, Service,
-    parse_spec, reader_ref,
+    SpecError, parse_spec, reader_ref,
 };
 pub use readerd_proto::v1;
-pub use resume::{Event, Reconnect, ResumingStream, StreamError, merge};
+pub use resume::{Event, KEEP_ALIVE, Reconnect, ResumingStream, StreamError, merge};
 pub use status::{code_name, connection_failed, error_message, status_code, status_message};

@@ -11,17 +11,28 @@
 //! `READERD_OBJECT_OPTIONS` (`key=value,...` settings of `object_store`). Credentials never
 //! come from the URL (one with a user or password is refused) and every message names the
 //! URL without them ([`redact`]). The calls are async: `readerctl` runs them on its runtime.
+//!
+//! The rules are the server's: no redirect is followed (a URL reaches only its own server),
+//! and the cloud's variables (`AWS_ALLOW_HTTP`, `AWS_TIMEOUT`, ...) hold unless one of
+//! readerd's variables says otherwise (`READERD_S3_ALLOW_HTTP=true` wins).
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::buffered::BufWriter;
+use object_store::client::ClientConfigKey;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use tokio::io::AsyncWriteExt;
+
+/// The server's HTTP client of object stores (redirects off, `object_store`'s client
+/// options applied to reqwest), compiled into readerctl as well so that both follow the
+/// same rules. Of its answers checked, readerctl meets only the redirect.
+#[path = "../../server/src/source/object/client.rs"]
+#[allow(dead_code)]
+mod http_client;
 
 /// Bytes buffered before an upload turns multipart, and the size of each part.
 pub const PART_BYTES: usize = 10 << 20;
@@ -147,7 +158,15 @@ impl ObjectUrl {
         Self::new(format!("{}/{}", self.shown, relative.trim_start_matches('/')), self.store.clone(), path)
     }
 
-    fn error(&self, err: &dyn std::error::Error) -> ObjectUrlError {
+    /// `err` as a failure of this URL: a redirect refused names where it pointed.
+    fn error(&self, err: &(dyn std::error::Error + 'static)) -> ObjectUrlError {
+        let mut source = Some(err);
+        while let Some(current) = source {
+            if let Some(answer) = current.downcast_ref::<http_client::BadAnswer>() {
+                return ObjectUrlError { url: self.shown.clone(), reason: answer.to_string() };
+            }
+            source = current.source();
+        }
         ObjectUrlError { url: self.shown.clone(), reason: first_line(err) }
     }
 
@@ -245,17 +264,36 @@ fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The store of `url`'s bucket (container, host).
+/// Client settings added to a store's own (its builder's `from_env()`, which reads the
+/// cloud's variables), as the server adds them: `READERD_S3_ALLOW_HTTP=true` wins over
+/// `AWS_ALLOW_HTTP`; the time limits apply where the variables set none.
+fn client_settings(settings: &Settings, is_set: impl Fn(ClientConfigKey) -> bool) -> Vec<(ClientConfigKey, String)> {
+    let mut keys = Vec::new();
+    if settings.allow_http {
+        keys.push((ClientConfigKey::AllowHttp, "true".to_owned()));
+    }
+    if !is_set(ClientConfigKey::Timeout) {
+        keys.push((ClientConfigKey::Timeout, "300s".to_owned()));
+    }
+    if !is_set(ClientConfigKey::ConnectTimeout) {
+        keys.push((ClientConfigKey::ConnectTimeout, "10s".to_owned()));
+    }
+    keys
+}
+
+/// The store of `url`'s bucket (container, host), reached through [`http_client`].
 fn build_store(url: &url::Url, settings: &Settings) -> Result<Arc<dyn ObjectStore>, String> {
     let bucket = url.host_str().unwrap_or_default();
-    let client = object_store::ClientOptions::new()
-        .with_allow_http(settings.allow_http)
-        .with_timeout(Duration::from_secs(300))
-        .with_connect_timeout(Duration::from_secs(10));
     let built: object_store::Result<Arc<dyn ObjectStore>> = match url.scheme() {
         "s3" => {
-            let mut builder =
-                object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket).with_client_options(client);
+            use object_store::aws::AmazonS3ConfigKey as Key;
+            let mut builder = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_http_connector(http_client::Connector);
+            let is_set = |key| builder.get_config_value(&Key::Client(key)).is_some();
+            for (key, value) in client_settings(settings, is_set) {
+                builder = builder.with_config(Key::Client(key), value);
+            }
             if let Some(endpoint) = &settings.s3_endpoint {
                 builder = builder.with_endpoint(endpoint).with_virtual_hosted_style_request(false);
             }
@@ -268,28 +306,46 @@ fn build_store(url: &url::Url, settings: &Settings) -> Result<Arc<dyn ObjectStor
             builder.build().map(|store| Arc::new(store) as _)
         }
         "gs" => {
+            use object_store::gcp::GoogleConfigKey as Key;
             let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_bucket_name(bucket)
-                .with_client_options(client);
+                .with_http_connector(http_client::Connector);
+            let is_set = |key| builder.get_config_value(&Key::Client(key)).is_some();
+            for (key, value) in client_settings(settings, is_set) {
+                builder = builder.with_config(Key::Client(key), value);
+            }
             for (key, value) in settings.options_for("google_")? {
                 builder = builder.with_config(key, value);
             }
             builder.build().map(|store| Arc::new(store) as _)
         }
         "az" | "azure" => {
+            use object_store::azure::AzureConfigKey as Key;
             let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_container_name(bucket)
-                .with_client_options(client);
+                .with_http_connector(http_client::Connector);
+            let is_set = |key| builder.get_config_value(&Key::Client(key)).is_some();
+            for (key, value) in client_settings(settings, is_set) {
+                builder = builder.with_config(Key::Client(key), value);
+            }
             for (key, value) in settings.options_for("azure_")? {
                 builder = builder.with_config(key, value);
             }
             builder.build().map(|store| Arc::new(store) as _)
         }
-        "http" | "https" => object_store::http::HttpBuilder::new()
-            .with_url(url.origin().ascii_serialization())
-            .with_client_options(client.with_allow_http(true))
-            .build()
-            .map(|store| Arc::new(store) as _),
+        // The URL names its scheme: plain HTTP is allowed.
+        "http" | "https" => {
+            let mut client = object_store::ClientOptions::new().with_allow_http(true);
+            for (key, value) in client_settings(settings, |_| false) {
+                client = client.with_config(key, value);
+            }
+            object_store::http::HttpBuilder::new()
+                .with_url(url.origin().ascii_serialization())
+                .with_client_options(client)
+                .with_http_connector(http_client::Connector)
+                .build()
+                .map(|store| Arc::new(store) as _)
+        }
         other => return Err(format!("unknown scheme {other}: expected s3, gs, az, http or https")),
     };
     built.map_err(|err| first_line(&err))

@@ -529,7 +529,10 @@ async fn stream_arrivals(
     let send = |arrival| arrivals.send(Tagged { replica: i, generation, arrival });
     let opened = match Client::connect_with(&addr, &options).await {
         Ok(mut client) => client.read_with(request).await.map(|stream| (client, stream)),
-        Err(err) => Err(tonic::Status::unavailable(format!("{addr}: {err}"))),
+        Err(err) if err.is_unreachable() => Err(tonic::Status::unavailable(format!("{addr}: {err}"))),
+        // A bad address or TLS setting ends the session at once (UNAVAILABLE would leave
+        // the replica for dead and go on without it).
+        Err(err) => Err(err.to_status()),
     };
     let (client, mut stream) = match opened {
         Ok(opened) => opened,

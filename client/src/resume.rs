@@ -22,6 +22,13 @@ use crate::client::{Client, ConnectOptions, ReadStream};
 use crate::rng::SplitMix64;
 use crate::status::{code_name, status_code, status_message};
 
+/// HTTP/2 pings on a stream's connection this often, unless its `ConnectOptions` set
+/// their own interval: a server that answers none for twice this long (stopped, frozen,
+/// cut off) counts as lost, so a stream waits at most about three times this on a silent
+/// server before it reconnects and resumes (a server that answers pings but has no
+/// element ready yet is waited for).
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
 /// How reconnection is tried.
 #[derive(Clone, Debug)]
 pub struct Reconnect {
@@ -119,7 +126,9 @@ impl ResumingStream {
         Self::open_with(addrs, request, reconnect, ConnectOptions::default()).await
     }
 
-    /// `open`, connecting with TLS and a token as `options` say.
+    /// `open`, connecting with TLS and a token as `options` say, pinging as
+    /// `options.keep_alive` says ([`KEEP_ALIVE`] when it says nothing). An address that
+    /// does not parse is `INVALID_ARGUMENT` at once, never retried.
     pub async fn open_with(
         addrs: &[&str],
         request: pb::ReadRequest,
@@ -127,6 +136,8 @@ impl ResumingStream {
         options: ConnectOptions,
     ) -> Result<Self, StreamError> {
         assert!(!addrs.is_empty(), "ResumingStream::open needs at least one address");
+        let mut options = options;
+        options.keep_alive.get_or_insert(KEEP_ALIVE);
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
         let mut stream = Self {
             addrs: addrs.iter().map(|addr| (*addr).to_owned()).collect(),
@@ -286,10 +297,12 @@ impl ResumingStream {
             let addr = &self.addrs[self.current];
             let mut client = match Client::connect_with(addr, &self.options).await {
                 Ok(client) => client,
-                Err(err) => {
+                Err(err) if err.is_unreachable() => {
                     last = Some(err.to_string());
                     continue;
                 }
+                // A bad address or TLS setting: no retry changes it.
+                Err(err) => return Err(StreamError::Status(err.to_status())),
             };
             match client.read_with(self.request.clone()).await {
                 Ok(read) => {

@@ -159,9 +159,13 @@ fn access_policy(config: &Config) -> anyhow::Result<AccessPolicy> {
 /// Makes the state directory and opens the state store where checkpoints are committed.
 /// Opened at start, so a bad URL or an unreachable database stops the server now.
 async fn open_state_store(config: &Config) -> anyhow::Result<Checkpointer> {
-    std::fs::create_dir_all(&config.state_dir)
-        .with_context(|| format!("state directory {}", config.state_dir.display()))?;
     let state_url = config.state_url();
+    check_writable_folder(&config.state_dir)?;
+    if let StateUrl::Sqlite(path) = &state_url
+        && let Some(folder) = path.parent().filter(|folder| *folder != config.state_dir)
+    {
+        check_writable_folder(folder)?;
+    }
     let store_url = state_url.clone();
     let (checkpoints_kept, outage_limit) = (config.checkpoints_kept, config.store_outage_limit);
     let checkpointer = tokio::task::spawn_blocking(move || -> anyhow::Result<Checkpointer> {
@@ -175,6 +179,35 @@ async fn open_state_store(config: &Config) -> anyhow::Result<Checkpointer> {
         StateUrl::Postgres(_) => tracing::info!("state store: postgres"),
     }
     Ok(checkpointer)
+}
+
+/// Creates `folder` if needed and checks that this process can create a file in it, so
+/// that a `/state` mounted from a host folder the container's user cannot write is named,
+/// with the fix, instead of SQLite's "unable to open database file ... Error code 14".
+fn check_writable_folder(folder: &std::path::Path) -> anyhow::Result<()> {
+    let probe = folder.join(".readerd-write-check");
+    let result = std::fs::create_dir_all(folder)
+        .and_then(|()| std::fs::File::create(&probe))
+        .and_then(|_| std::fs::remove_file(&probe));
+    result.map_err(|err| {
+        let (who, owner) = match effective_uid() {
+            Some(uid) => (format!("uid {uid}"), uid.to_string()),
+            None => ("readerd's user".to_owned(), "UID".to_owned()),
+        };
+        anyhow::anyhow!(
+            "state directory {} is not writable by {who} ({err}): readerd keeps its checkpoints there; \
+             give the folder to {who} (`chown -R {owner}` it, on the host when it is a bind mount) \
+             or use a named volume (`docker run -v readerd-state:{}`)",
+            folder.display(),
+            folder.display(),
+        )
+    })
+}
+
+/// The process's effective uid: the owner of `/proc/self`.
+fn effective_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").ok().map(|metadata| metadata.uid())
 }
 
 /// The readers' registry over `roots`: the readers' settings (decoding threads, record

@@ -1,10 +1,15 @@
 //! The Dockerfile cannot be built here (no Docker engine), so this checks what it names
 //! against the real binaries: the binaries it copies and runs, the environment variables
-//! it sets, the port it exposes and listens on, and the health check command.
+//! it sets, the port it exposes and listens on, and the health check command. It also checks
+//! what a user of the container meets: the build context (`.dockerignore`), the user's ids,
+//! log lines without escape codes, and a `/state` the user cannot write.
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
-use readerd_tests::{ServerProcess, binary, golden_dir, readerctl};
+use readerd_tests::{ServerBuilder, ServerProcess, binary, golden_dir, readerctl};
 
 fn help(name: &str, args: &[&str]) -> String {
     let output = Command::new(binary(name)).args(args).arg("--help").output().unwrap();
@@ -47,4 +52,91 @@ fn health_answers_for_a_serving_server_and_fails_without_one() {
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "SERVING");
     let output = readerctl("http://127.0.0.1:1", &["health"]);
     assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn dockerignore_keeps_history_build_output_and_state_out_of_the_context() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let ignore = std::fs::read_to_string(format!("{root}/.dockerignore")).expect(".dockerignore beside the Dockerfile");
+    let patterns: Vec<&str> = ignore.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    for needed in [".git", "**/target", ".readerd-state", "**/*.db", "**/*.db-wal", "**/*.db-shm"] {
+        assert!(patterns.contains(&needed), ".dockerignore does not leave out {needed}: {patterns:?}");
+    }
+    // What the build stages copy or read must stay in the context.
+    for kept in ["Cargo.toml", "Cargo.lock", "proto", "server", "client", "tests", "examples"] {
+        assert!(!patterns.iter().any(|p| p.trim_start_matches("**/") == kept), ".dockerignore leaves out {kept}");
+    }
+}
+
+#[test]
+fn readerd_user_and_group_are_10001() {
+    let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Dockerfile")).unwrap();
+    assert!(dockerfile.contains("groupadd --system --gid 10001 readerd"), "readerd's group is gid 10001");
+    assert!(dockerfile.contains("useradd --system --uid 10001 --gid 10001 "), "readerd is uid 10001 in group 10001");
+    assert!(dockerfile.contains("chown readerd:readerd /state"));
+}
+
+/// `docker logs` reads a pipe or a file: the text log has no colour there.
+#[test]
+fn log_lines_have_no_escape_codes_when_stderr_is_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("readerd.log");
+    let golden = golden_dir();
+    let server = ServerBuilder::new(&[golden.to_str().unwrap()])
+        .env(&[("RUST_LOG".into(), "info".into())])
+        .stderr_log(&log_path)
+        .start();
+    assert!(readerctl(&server.addr, &["health"]).status.success());
+    assert!(server.terminate());
+    let log = std::fs::read(&log_path).unwrap();
+    let text = String::from_utf8_lossy(&log);
+    assert!(text.contains("INFO"), "no info line logged: {text}");
+    assert!(!log.contains(&0x1b), "escape codes in a log written to a file: {text:?}");
+}
+
+/// Runs readerd on `state_dir` (as uid 10001 when the test runs as root, so that a folder
+/// root owns is not writable to it) and returns its stderr; it must fail to start.
+fn start_failure(state_dir: &Path, as_uid_10001: bool) -> String {
+    let mut command = Command::new(binary("readerd"));
+    command.args(["--listen", "127.0.0.1:0", "--allow-unauthenticated", "--state-dir"]).arg(state_dir);
+    command.arg("--data-root").arg(golden_dir()).env("RUST_LOG", "error");
+    if as_uid_10001 {
+        command.uid(10001).gid(10001);
+    }
+    let output = command.output().unwrap();
+    assert!(!output.status.success(), "readerd started on {}", state_dir.display());
+    String::from_utf8(output.stderr).unwrap()
+}
+
+/// A host folder mounted at `/state` that the container's user cannot write: the error
+/// names the folder, the uid and the fix, not SQLite's "unable to open database file".
+#[test]
+fn a_state_dir_readerd_cannot_write_is_named_with_the_fix() {
+    let running_as_root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    // A folder owned by someone else (root, as a host folder is), or read-only to us.
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(if running_as_root { 0o755 } else { 0o555 }))
+        .unwrap();
+    let stderr = start_failure(&state, running_as_root);
+    let uid = if running_as_root { 10001 } else { std::fs::metadata("/proc/self").unwrap().uid() };
+    for needed in [
+        format!("state directory {} is not writable by uid {uid}", state.display()),
+        format!("chown -R {uid}"),
+        "named volume".to_owned(),
+    ] {
+        assert!(stderr.contains(&needed), "{needed:?} not in: {stderr}");
+    }
+    assert!(!stderr.contains("unable to open database file"), "{stderr}");
+
+    // Under a regular file: fails for root too.
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let state = file.join("state");
+    let stderr = start_failure(&state, false);
+    assert!(stderr.contains(&format!("state directory {} is not writable", state.display())), "{stderr}");
+    assert!(stderr.contains("chown -R") && stderr.contains("named volume"), "{stderr}");
 }

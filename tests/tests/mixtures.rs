@@ -603,3 +603,26 @@ fn a_components_undecodable_records_fail_the_mixture_or_with_skip_are_dropped_an
         assert!(String::from_utf8_lossy(&stats.stdout).contains("records skipped 1\n"), "{stats:?}");
     }
 }
+
+/// A `mix.choice` that is not a list of indexes is named, with what it takes, before any
+/// server is asked (the spec is read by readerctl).
+#[test]
+fn a_bad_mix_choice_value_names_the_field_and_what_it_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (component_a(json!({})), component_b(json!({})));
+    for (choice, at) in [
+        (json!([0, -1]), "mix.choice[1]"),
+        (json!([0, 1, "first"]), "mix.choice[2]"),
+        (json!([0.5]), "mix.choice[0]"),
+        (json!(1), "mix.choice"),
+    ] {
+        let spec = json!({"mix": {"datasets": [a, b], "choice": choice}});
+        let path = spec_file(dir.path(), "bad.json", &spec);
+        let output = readerctl("http://127.0.0.1:1", &["read", "--spec", &path]);
+        assert!(!output.status.success(), "{choice}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&format!("bad.json: {at}: expected")), "{choice}: {stderr}");
+        assert!(stderr.contains("of mix.datasets (") && stderr.contains("whole number"), "{choice}: {stderr}");
+        assert!(!stderr.contains("untagged enum"), "{choice}: {stderr}");
+    }
+}

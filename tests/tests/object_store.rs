@@ -255,6 +255,31 @@ fn the_standard_aws_variables_alone_reach_an_s3_endpoint() {
     assert_eq!(error["code"], "UNAVAILABLE", "{error}");
 }
 
+/// readerctl's own object-store code follows the same rules as readerd: the standard AWS
+/// variables alone reach a plain-http endpoint (`AWS_ALLOW_HTTP=true` was overridden by
+/// readerctl's own default before: "builder error").
+#[test]
+fn readerctl_reaches_s3_with_the_standard_aws_variables_alone() {
+    let s3 = moto();
+    let records: Vec<Vec<u8>> = (0..5).map(|i| format!("record {i}").into_bytes()).collect();
+    s3.put(BUCKET, "tools/records.tfrecord", &tfrecord_bytes(&records).0);
+    let output = Command::new(binary("readerctl"))
+        .args(["inspect", &format!("{}/records.tfrecord", root("tools")), "--raw"])
+        .env_remove("READERD_S3_ENDPOINT")
+        .env_remove("READERD_S3_ALLOW_HTTP")
+        .envs([
+            ("AWS_ACCESS_KEY_ID", s3::ACCESS_KEY_ID),
+            ("AWS_SECRET_ACCESS_KEY", s3::SECRET_ACCESS_KEY),
+            ("AWS_REGION", s3::REGION),
+            ("AWS_ENDPOINT_URL", s3.endpoint.as_str()),
+            ("AWS_ALLOW_HTTP", "true"),
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 5, "{output:?}");
+}
+
 #[tokio::test]
 async fn kill_minus_9_mid_epoch_on_s3_resumes_exactly() {
     let s3 = moto();

@@ -101,6 +101,24 @@ fn a_redirect_is_refused_and_its_target_never_reached() {
     assert_eq!(other.requests(), "", "the redirect's target was reached");
 }
 
+/// readerctl's own object reads (`inspect`, `convert` of a URL) follow no redirect either.
+#[test]
+fn readerctl_follows_no_redirect_either() {
+    let other = HostileHttp::start(&[("secret.txt", b"the other host's secret\n")], &[]);
+    let target = format!("{}/secret.txt", other.endpoint);
+    let root = HostileHttp::start(&[("root/plain.txt", b"a line\n")], &["--redirect-to", &target]);
+    let url = format!("{}/root/redirect.txt", root.endpoint);
+    let output = readerctl("http://127.0.0.1:1", &["inspect", &url, "--raw"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{output:?}");
+    for part in [url.as_str(), "redirect to", target.as_str()] {
+        assert!(stderr.contains(part), "{part:?} is not in {stderr:?}");
+    }
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("secret"), "{output:?}");
+    assert_eq!(other.requests(), "", "the redirect's target was reached");
+    assert!(root.requests().contains("/root/redirect.txt"), "{}", root.requests());
+}
+
 #[test]
 fn a_server_that_ignores_range_is_failed_precondition_naming_it() {
     let files: [(&str, &[u8]); 1] = [("root/norange.txt", b"one\ntwo\nthree\n")];

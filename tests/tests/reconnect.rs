@@ -173,3 +173,28 @@ async fn automatic_checkpoints_come_exactly_every_n_elements() {
     let expected: Vec<i64> = (1..=100 / 7).map(|k| k * 7 - 1).collect();
     assert_eq!(covered, expected);
 }
+
+/// An address that cannot parse is refused at once, never retried: by a stream, by a
+/// session on several replicas and by readerctl.
+#[tokio::test]
+async fn an_address_that_cannot_parse_is_refused_at_once() {
+    let started = std::time::Instant::now();
+    let err = ResumingStream::open(&["not a host:::"], request(0), Reconnect::default()).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2), "retried for {:?}", started.elapsed());
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("bad server address \"not a host:::\""), "{err}");
+
+    let mut shared = request(0);
+    shared.reader = Some(pb::ReaderRef { container: "c".into(), shared_name: "s".into() });
+    let mut session = readerd_client::replicas::ReplicaSession::open(&["not a host:::"], shared, Default::default());
+    let err = tokio::time::timeout(Duration::from_secs(2), session.next()).await.expect("at once").unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+
+    let spec = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(spec.path(), serde_json::to_vec(&request(0).spec.unwrap()).unwrap()).unwrap();
+    let started = std::time::Instant::now();
+    let output = readerd_tests::readerctl("not a host:::", &["read", "--spec", spec.path().to_str().unwrap()]);
+    assert!(started.elapsed() < Duration::from_secs(2), "retried for {:?}", started.elapsed());
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("bad server address"), "{output:?}");
+}

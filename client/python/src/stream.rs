@@ -8,8 +8,13 @@
 //! - A shared reader on several addresses (replicas of a cluster) reads through
 //!   `ReplicaSession`, from all of them at once, surviving a replica's death.
 //!
-//! Every wait (the network, decoding) happens with the GIL released; an element reaches
-//! Python as `(seq, keys, {feature: tensor})`, its tensors made by [`crate::arrays`].
+//! Every wait (the network, decoding) happens with the GIL released, and Ctrl-C ends it
+//! (`KeyboardInterrupt`, within [`crate::runtime::SIGNAL_TICK`]). A `next()` interrupted
+//! leaves its read going on: the next `next()` waits for that same element, so nothing is
+//! lost. A server that stops answering (stopped, frozen, cut off) is noticed by HTTP/2
+//! pings ([`readerd_client::KEEP_ALIVE`]) and counts as lost: the stream reconnects and
+//! resumes. An element reaches Python as `(seq, keys, {feature: tensor})`, its tensors
+//! made by [`crate::arrays`].
 
 use std::sync::Mutex;
 
@@ -17,23 +22,30 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use readerd_client::replicas::ReplicaSession;
 use readerd_client::{Event, Reconnect, ResumingStream, StreamError, status_code, v1 as pb};
+use tokio::task::JoinHandle;
 
 use crate::arrays;
 use crate::calls::{Options, seconds};
 use crate::errors::{bad_json, from_stream, reader_error};
-use crate::runtime::{run, wait};
+use crate::runtime::{join, spawn, wait};
 
 enum Source {
     One(Box<ResumingStream>),
     Replicas(Box<ReplicaSession>),
 }
 
+/// What [`next_event`] gives back: the source, the acknowledgement mark and the event.
+type NextEvent = (Source, Option<(String, i64)>, Result<Option<Event>, StreamError>);
+
 /// An element as Python receives it: `(seq, keys, {feature: tensor})`.
 type Item<'py> = (i64, Bound<'py, PyList>, Bound<'py, PyDict>);
 
 struct State {
-    /// `None` once closed: the connections are dropped.
+    /// `None` once closed (the connections are dropped), or while `pending` has it.
     source: Option<Source>,
+    /// The read of a `next()` that Ctrl-C interrupted: it holds the source until it ends.
+    pending: Option<JoinHandle<NextEvent>>,
+    closed: bool,
     /// The `seq` of the last element handed out (-1: none yet).
     seq: i64,
     /// (stream id, seq) of the last acknowledgement of a shared reader on one server.
@@ -61,8 +73,18 @@ impl Stream {
 
 impl State {
     fn source(&mut self) -> PyResult<&mut Source> {
+        if self.pending.is_some() {
+            let message = "a next() interrupted while waiting for the server is still waiting: call next() again first";
+            return Err(reader_error("FAILED_PRECONDITION", message));
+        }
         self.source.as_mut().ok_or_else(|| reader_error("FAILED_PRECONDITION", "the stream is closed"))
     }
+}
+
+/// What `next()` on a closed stream raises: `ValueError("stream is closed")`, as Python's
+/// files do; never `StopIteration`, which would look like the end of the data.
+fn closed_error() -> PyErr {
+    pyo3::exceptions::PyValueError::new_err("stream is closed")
 }
 
 /// Acknowledges what a shared reader's stream on one server handed out. A connection that
@@ -93,11 +115,7 @@ async fn acknowledge_one(
 /// The next event of `source` (a shared reader's elements handed out before acknowledged
 /// first), with the source handed back: it runs as a task of the runtime, beside the
 /// connection it reads, so the frames' arrivals wake no other thread.
-async fn next_event(
-    mut source: Source,
-    mut acknowledged: Option<(String, i64)>,
-    shared: bool,
-) -> (Source, Option<(String, i64)>, Result<Option<Event>, StreamError>) {
+async fn next_event(mut source: Source, mut acknowledged: Option<(String, i64)>, shared: bool) -> NextEvent {
     let event = match &mut source {
         Source::One(stream) => match shared {
             true => match acknowledge_one(stream, &mut acknowledged).await {
@@ -109,6 +127,14 @@ async fn next_event(
         Source::Replicas(session) => session.next().await,
     };
     (source, acknowledged, event)
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Some(task) = self.state().pending.take() {
+            task.abort();
+        }
+    }
 }
 
 #[pymethods]
@@ -154,6 +180,8 @@ impl Stream {
         };
         let state = State {
             source: Some(source),
+            pending: None,
+            closed: false,
             seq,
             acknowledged: None,
             kept_checkpoint: None,
@@ -164,16 +192,41 @@ impl Stream {
     }
 
     /// The next element as `(seq, keys, {feature: tensor})`, or `None` at the end of the
-    /// data. A shared reader's elements handed out before are acknowledged first.
+    /// data. A shared reader's elements handed out before are acknowledged first. A closed
+    /// stream raises `ValueError("stream is closed")`; Ctrl-C raises `KeyboardInterrupt`
+    /// and the read goes on, for the next call to wait for.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Option<Item<'py>>> {
         let mut guard = self.state();
         let state = &mut *guard;
-        if state.ended || state.source.is_none() {
+        if state.closed {
+            return Err(closed_error());
+        }
+        if state.ended {
             return Ok(None);
         }
-        let source = state.source.take().expect("checked above");
-        let acknowledged = state.acknowledged.take();
-        let (source, acknowledged, event) = run(py, next_event(source, acknowledged, self.shared))?;
+        let mut task = match state.pending.take() {
+            Some(task) => task,
+            None => {
+                let source = state.source.take().ok_or_else(closed_error)?;
+                let acknowledged = state.acknowledged.take();
+                spawn(next_event(source, acknowledged, self.shared))?
+            }
+        };
+        let joined = match join(py, &mut task) {
+            Ok(joined) => joined,
+            Err(interrupted) => {
+                state.pending = Some(task);
+                return Err(interrupted);
+            }
+        };
+        let (source, acknowledged, event) = match joined {
+            Ok(outcome) => outcome,
+            Err(panicked) => {
+                // The task held the source: it is gone.
+                state.closed = true;
+                return Err(panicked);
+            }
+        };
         (state.source, state.acknowledged) = (Some(source), acknowledged);
         let event = event.map_err(|err| from_stream(&err))?;
         let element = match event {
@@ -237,24 +290,31 @@ impl Stream {
     /// failure is not raised: the server then redelivers those elements.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let mut guard = self.state();
-        let State { source, acknowledged, ended, kept_checkpoint, kept_reconnects, .. } = &mut *guard;
+        let State { source, pending, closed, acknowledged, ended, kept_checkpoint, kept_reconnects, .. } = &mut *guard;
+        *closed = true;
+        if let Some(task) = pending.take() {
+            // A read that Ctrl-C interrupted holds the source: it goes with it.
+            task.abort();
+        }
         let Some(mut source) = source.take() else { return Ok(()) };
         if let Source::One(stream) = &source {
             *kept_checkpoint = stream.last_checkpoint().map(|(token, after)| (token.to_owned(), after));
             *kept_reconnects = stream.reconnects();
         }
+        // The acknowledgement's failure is not raised; Ctrl-C while it waits is.
+        let mut interrupted = Ok(());
         if self.shared && !*ended {
-            let _ = wait(py, async {
-                match &mut source {
-                    Source::One(stream) => acknowledge_one(stream, acknowledged).await.map_err(|err| from_stream(&err)),
-                    Source::Replicas(session) => session.close().await.map_err(|err| from_stream(&err)),
-                }
+            interrupted = wait(py, async {
+                let _ = match &mut source {
+                    Source::One(stream) => acknowledge_one(stream, acknowledged).await,
+                    Source::Replicas(session) => session.close().await,
+                };
             });
         }
         *ended = true;
         // Dropping the streams (inside the runtime: their tasks are aborted there).
         let _ = wait(py, async move { drop(source) });
-        Ok(())
+        interrupted
     }
 
     /// The newest checkpoint this stream saw, automatic or asked for: `(token, after_seq)`.

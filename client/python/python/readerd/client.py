@@ -231,6 +231,16 @@ class Stream(Iterator[dict[str, Tensor]]):
     spec. On several replicas, ``seq`` numbers this session's elements, a replica's death
     loses and repeats nothing this session acknowledged, and :meth:`checkpoint` is a
     checkpoint of the whole job.
+
+    Iterating a stream after :meth:`close` (or after it raised an error) raises
+    ``ValueError("stream is closed")``, as a closed file does; ``StopIteration`` means
+    only the end of the data.
+
+    Ctrl-C interrupts a wait for the server (``KeyboardInterrupt`` within a tenth of a
+    second); the stream stays open, and the next ``next()`` waits for the same element.
+    A server that stops answering altogether (stopped, frozen, cut off: no answer to the
+    HTTP/2 pings sent every 5 s, for 10 s) counts as lost, on a single address too: the
+    stream reconnects as its :class:`RetryPolicy` says and resumes where it was.
     """
 
     def __init__(self, native: _native.Stream, *, shared: bool, resume: Optional[str]) -> None:
@@ -239,6 +249,7 @@ class Stream(Iterator[dict[str, Tensor]]):
         self.seq: int = native.seq
         self.keys: list[str] = []
         self._closed = False
+        self._closed_why = ""
         self._ended = False
         self._resume = resume
 
@@ -248,12 +259,15 @@ class Stream(Iterator[dict[str, Tensor]]):
         return self
 
     def __next__(self) -> dict[str, Tensor]:
-        if self._closed or self._ended:
+        if self._closed:
+            raise ValueError(f"stream is closed{self._closed_why}")
+        if self._ended:
             raise StopIteration
         try:
             item = self._native.next()
-        except Exception:
+        except Exception as err:
             self._closed = True
+            self._closed_why = f" (it failed: {err})"
             raise
         if item is None:
             self._ended = True

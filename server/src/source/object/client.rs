@@ -11,6 +11,9 @@
 //! Every other setting is `object_store`'s own (`ClientOptions`: readerd's flags, the
 //! `AWS_*` / `GOOGLE_*` / `AZURE_*` variables, `--object-option`), applied here to a
 //! reqwest client as `object_store` applies them to its own.
+//!
+//! readerctl compiles this file too (`client/src/object_url.rs`, by `#[path]`), for the
+//! same rules: it uses nothing of the server crate, and must not.
 
 use std::time::Duration;
 

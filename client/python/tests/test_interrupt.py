@@ -1,0 +1,120 @@
+"""What a user at the keyboard meets: Ctrl-C while ``next()`` waits on a server that stopped
+answering, ``next()`` on a closed stream, an address that cannot parse."""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import readerd
+from helpers import Server
+from test_stream import padded, padded_spec
+
+# The child: opens an endless stream, reads until the server is stopped ("go"), reports
+# when next() has waited a second ("blocked"), and reports the KeyboardInterrupt; once the
+# server runs again ("resumed"), the same stream goes on.
+CHILD = textwrap.dedent(
+    """
+    import json, sys, threading, time
+    import readerd
+
+    stream = readerd.Client(sys.argv[1]).read(json.loads(sys.argv[2]))
+    print("opened", flush=True)
+    sys.stdin.readline()  # "go": the server is stopped
+    last = [time.monotonic()]
+
+    def watch():
+        while True:
+            time.sleep(0.1)
+            if time.monotonic() - last[0] > 1.0:
+                print("blocked", flush=True)
+                return
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        while True:
+            next(stream)
+            last[0] = time.monotonic()
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    sys.stdin.readline()  # "resumed": the server runs again
+    next(stream)
+    print(f"next after resume {stream.seq}", flush=True)
+    stream.close()
+    """
+)
+
+
+def read_line(process: subprocess.Popen, timeout: float) -> str:
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    return process.stdout.readline().strip() if ready else ""
+
+
+def test_ctrl_c_interrupts_next_while_the_server_is_stopped(server: Server, data_root: Path) -> None:
+    padded(data_root, 300)
+    spec = padded_spec(batchSize=2, numEpochs=-1)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, server.addr, json.dumps(spec)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.process is not None
+    stopped = False
+    try:
+        assert read_line(child, 30) == "opened"
+        server.process.send_signal(signal.SIGSTOP)
+        stopped = True
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        # What the client had buffered is read first; then next() waits.
+        assert read_line(child, 60) == "blocked"
+        child.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        assert read_line(child, 5) == "interrupted", "Ctrl-C did not interrupt next()"
+        assert time.monotonic() - started < 3
+        server.process.send_signal(signal.SIGCONT)
+        stopped = False
+        child.stdin.write("resumed\n")
+        child.stdin.flush()
+        assert read_line(child, 30).startswith("next after resume "), "the stream did not go on"
+        assert child.wait(timeout=30) == 0
+    finally:
+        if stopped:
+            server.process.send_signal(signal.SIGCONT)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_next_on_a_closed_stream_is_an_error_not_the_end(server: Server, data_root: Path) -> None:
+    padded(data_root, 10)
+    stream = readerd.Client(server.addr).read(padded_spec(numEpochs=1))
+    next(stream)
+    stream.close()
+    with pytest.raises(ValueError, match="stream is closed"):
+        next(stream)
+    # The end of the data is still StopIteration.
+    stream = readerd.Client(server.addr).read(padded_spec(numEpochs=1))
+    assert len(list(stream)) == 10
+    with pytest.raises(StopIteration):
+        next(stream)
+
+
+def test_an_address_that_cannot_parse_is_refused_at_once(tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(readerd.ReaderdError) as failure:
+        readerd.Client("not a host:::").read(padded_spec())
+    assert time.monotonic() - started < 2, "the address was retried"
+    assert failure.value.code == "INVALID_ARGUMENT"
+    assert "not a host:::" in failure.value.message

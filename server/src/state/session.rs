@@ -1,8 +1,8 @@
 //! A PostgreSQL session that outlives outages, shared by the state store and the split
 //! ledger. A lost connection is opened again before the next statement, and a statement
 //! that fails because PostgreSQL went away (or restarted, or refused connections while
-//! starting) is run again with backoff until it succeeds or PostgreSQL stayed
-//! unreachable for the outage limit (`--store-outage-limit`); only then does its caller
+//! starting, or another session's lock was in the way) is run again with backoff until
+//! it succeeds or PostgreSQL stayed unreachable for the outage limit (`--store-outage-limit`); only then does its caller
 //! see an error, [`Unreachable`]. Errors PostgreSQL itself reports (a constraint, a bad
 //! statement) are returned at once. Blocking: call from blocking threads.
 
@@ -94,33 +94,40 @@ impl Session {
     /// up to the outage limit. `statements` must be safe to run again: a transaction that
     /// failed was rolled back, but a statement whose answer was lost may have committed.
     pub fn run<T, E: SessionError>(&self, mut statements: impl FnMut(&mut Client) -> Result<T, E>) -> Result<T, E> {
-        let mut outage: Option<(Instant, Duration)> = None;
+        let mut retrying: Option<(Instant, Duration)> = None;
         loop {
-            let failure = {
+            let (failure, outage) = {
                 let slot = self.client.as_ref().expect("the client is taken only when the session drops");
                 let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
                 match self.connected(&mut slot) {
                     Ok(client) => match statements(client) {
                         Ok(value) => {
-                            self.set_unreachable(None);
-                            if let Some((since, _)) = outage {
-                                tracing::info!(store = self.name, after = ?since.elapsed(), "reachable again");
+                            if retrying.is_some() && self.unreachable_for().is_some() {
+                                tracing::info!(store = self.name, "reachable again");
                             }
+                            self.set_unreachable(None);
                             return Ok(value);
                         }
-                        Err(err) if client.is_closed() || err.postgres().is_some_and(passing) => {
-                            err.postgres().map_or_else(|| err.to_string(), postgres_message)
+                        Err(err) => {
+                            let message = err.postgres().map_or_else(|| err.to_string(), postgres_message);
+                            match err.postgres().map(failure) {
+                                _ if client.is_closed() => (message, true),
+                                Some(Some(Failure::Outage)) => (message, true),
+                                Some(Some(Failure::Conflict)) => (message, false),
+                                _ => return Err(err),
+                            }
                         }
-                        Err(err) => return Err(err),
                     },
-                    Err(err) => postgres_message(&err),
+                    Err(err) => (postgres_message(&err), true),
                 }
             };
-            let (since, pause) = outage.get_or_insert_with(|| {
-                tracing::warn!(store = self.name, error = %failure, "unreachable: waiting for it");
-                (Instant::now(), Duration::from_millis(50))
-            });
-            self.set_unreachable(Some(*since));
+            let (since, pause) = retrying.get_or_insert_with(|| (Instant::now(), Duration::from_millis(50)));
+            if outage {
+                if self.unreachable_for().is_none() {
+                    tracing::warn!(store = self.name, error = %failure, "unreachable: waiting for it");
+                }
+                self.set_unreachable(Some(*since));
+            }
             if since.elapsed() >= self.outage_limit {
                 return Err(E::from(Unreachable { waited: since.elapsed(), last: failure }));
             }
@@ -145,25 +152,36 @@ impl Session {
     }
 }
 
-/// Whether a statement failed in a way that passes: the connection closed, PostgreSQL
-/// is shutting down or starting, the connection broke, too many connections, or a lock or serialization conflict.
-fn passing(err: &::postgres::Error) -> bool {
+/// How a statement failed, when it may succeed if run again.
+enum Failure {
+    /// The connection closed or broke, PostgreSQL is shutting down or starting, or it has
+    /// too many connections: it is unreachable for now.
+    Outage,
+    /// A lock wait timed out, a serialization failure or a deadlock: another session's
+    /// transaction was in the way.
+    Conflict,
+}
+
+fn failure(err: &::postgres::Error) -> Option<Failure> {
     if err.is_closed() {
-        return true;
+        return Some(Failure::Outage);
     }
-    let Some(code) = err.code() else { return false };
-    code.code().starts_with("08")
-        || [
-            SqlState::ADMIN_SHUTDOWN,
-            SqlState::CRASH_SHUTDOWN,
-            SqlState::CANNOT_CONNECT_NOW,
-            SqlState::TOO_MANY_CONNECTIONS,
-            SqlState::LOCK_NOT_AVAILABLE,
-            SqlState::T_R_SERIALIZATION_FAILURE,
-            SqlState::T_R_DEADLOCK_DETECTED,
-            SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
-        ]
-        .contains(code)
+    let code = err.code()?;
+    let outage = [
+        SqlState::ADMIN_SHUTDOWN,
+        SqlState::CRASH_SHUTDOWN,
+        SqlState::CANNOT_CONNECT_NOW,
+        SqlState::TOO_MANY_CONNECTIONS,
+        SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+    ];
+    let conflict = [SqlState::LOCK_NOT_AVAILABLE, SqlState::T_R_SERIALIZATION_FAILURE, SqlState::T_R_DEADLOCK_DETECTED];
+    if code.code().starts_with("08") || outage.contains(code) {
+        Some(Failure::Outage)
+    } else if conflict.contains(code) {
+        Some(Failure::Conflict)
+    } else {
+        None
+    }
 }
 
 impl Drop for Session {

@@ -30,7 +30,7 @@ use crate::reader::Reader;
 use crate::registry::ReaderRegistry;
 use crate::state::{StateStore, StoredCheckpoint};
 
-/// Snapshots a stream keeps (one per chunk; when full, see [`least_needed`]).
+/// Snapshots a stream keeps (one per chunk; when full, see [`crate::snapshots::least_needed`]).
 const SNAPSHOTS_PER_STREAM: usize = 64;
 const TOKEN_PREFIX: &str = "rd1.";
 const MAC_BYTES: usize = 16;
@@ -98,7 +98,7 @@ impl StreamRecord {
         let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
         if snapshots.len() == SNAPSHOTS_PER_STREAM {
             let seqs: Vec<i64> = snapshots.iter().map(|(seq, _)| *seq).collect();
-            snapshots.remove(least_needed(&seqs, next_seq));
+            snapshots.remove(crate::snapshots::least_needed(&seqs, next_seq));
         }
         snapshots.push_back((next_seq, state));
     }
@@ -278,30 +278,6 @@ fn job_snapshot(spec: pb::DatasetSpec, job: &pb::JobCheckpoint) -> JobSnapshot {
     }
 }
 
-/// Which of a full list of snapshots (by the seq each starts at, ascending) to drop when
-/// the stream reaches `head`.
-///
-/// A trainer checkpoints what it has received, which can be far behind what the server has
-/// produced: HTTP/2 windows hold hundreds of small batches. Dropping the oldest snapshot
-/// would lose every state that far back once chunks are small (one element each when the
-/// trainer is slow). Instead the first snapshot is always kept, and so is the newest. The
-/// one dropped is the one whose loss costs the least replay relative to how far behind the
-/// head that replay would start.
-/// The kept snapshots then thin out with age: a checkpoint `d` elements behind the head
-/// replays at most about `0.3 d` elements from the nearest one (100,000 elements in 64
-/// snapshots), instead of failing once `d` passes 64 small chunks.
-pub(crate) fn least_needed(seqs: &[i64], head: i64) -> usize {
-    (1..seqs.len() - 1)
-        .min_by_key(|&i| {
-            // Without snapshot i, a checkpoint just before the next one replays from the
-            // one before: `gap` elements, `distance` behind the head.
-            let gap = seqs[i + 1] - seqs[i - 1];
-            let distance = (head - seqs[i + 1]).max(1);
-            (gap << 16) / distance
-        })
-        .expect("a full list holds more than two snapshots")
-}
-
 /// Commits checkpoints and loads them back from tokens.
 pub struct Checkpointer {
     store: Arc<dyn StateStore>,
@@ -469,28 +445,6 @@ impl Checkpointer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kept_snapshots_reach_back_to_the_start_and_thin_out_with_age() {
-        // One snapshot per element for 100,000 elements, as a slow trainer causes.
-        let mut seqs: Vec<i64> = Vec::new();
-        for next_seq in 0..100_000 {
-            if seqs.len() == SNAPSHOTS_PER_STREAM {
-                seqs.remove(least_needed(&seqs, next_seq));
-            }
-            seqs.push(next_seq);
-        }
-        assert_eq!(seqs.len(), SNAPSHOTS_PER_STREAM);
-        assert_eq!((seqs[0], *seqs.last().unwrap()), (0, 99_999), "the start and the newest stay");
-        // A checkpoint `d` behind the head replays from the snapshot at or before it: at
-        // most 30% of `d` (64 snapshots over five decades; the greedy choice reaches 27%).
-        let head = 100_000;
-        for d in 1..=head {
-            let wanted = head - d;
-            let from = seqs.iter().rev().find(|&&seq| seq <= wanted).unwrap();
-            assert!(wanted - from <= d * 3 / 10 + 1, "{d} behind: replays {} from {from}", wanted - from);
-        }
-    }
 
     #[test]
     fn tokens_verify_and_forgeries_do_not() {

@@ -37,6 +37,8 @@
 //! - [`metrics`]: Prometheus counters and the `/metrics` endpoint.
 //! - [`limits`]: RESOURCE_EXHAUSTED limits (readers, streams, files, batch bytes, rate).
 //! - [`memory`]: the server-wide memory budget that growing buffers reserve from.
+//! - [`snapshots`]: which snapshots of a reader's state a full list drops (private
+//!   streams' and shared readers' alike).
 //! - [`auth`]: bearer tokens and the containers and verbs each may use.
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
@@ -61,6 +63,7 @@ pub mod reader;
 pub mod registry;
 pub mod server;
 pub mod shutdown;
+pub mod snapshots;
 pub mod source;
 pub mod spec;
 pub mod state;

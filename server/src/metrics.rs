@@ -25,7 +25,6 @@ pub struct Metrics {
     pub state_store_errors: AtomicU64,
     /// Panics caught while a reader read or decoded, or an element was cut into messages
     /// (each ended its stream with INTERNAL).
-    pub decode_panics: AtomicU64,
     /// Elements waiting in streams' buffers for their trainers (all streams).
     pub stream_buffered: std::sync::atomic::AtomicI64,
     commit_buckets: [AtomicU64; COMMIT_BUCKETS.len()],
@@ -42,7 +41,6 @@ pub static METRICS: Metrics = Metrics {
     streams_opened: AtomicU64::new(0),
     streams_active: AtomicU64::new(0),
     state_store_errors: AtomicU64::new(0),
-    decode_panics: AtomicU64::new(0),
     stream_buffered: std::sync::atomic::AtomicI64::new(0),
     commit_buckets: [const { AtomicU64::new(0) }; COMMIT_BUCKETS.len()],
     commit_count: AtomicU64::new(0),
@@ -118,7 +116,7 @@ impl Metrics {
             "readerd_decode_panics_total",
             "Panics caught while reading, decoding or cutting an element into messages; each ended its stream.",
             "counter",
-            load(&self.decode_panics),
+            crate::reader::DECODE_PANICS.load(Ordering::Relaxed),
         );
 
         let _ =

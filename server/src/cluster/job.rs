@@ -191,7 +191,7 @@ impl JobFeed {
 
     /// Resolves the watched sessions that are flushed for this replica or waited the
     /// grace period (blocking).
-    fn resolve_sessions(&self) -> Result<(), LedgerError> {
+    pub(super) fn resolve_sessions(&self) -> Result<(), LedgerError> {
         let waiting: Vec<(String, bool)> = {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             let grace = self.ledger.grace();
@@ -253,7 +253,7 @@ impl JobFeed {
     }
 
     /// Reports this replica's usage; when the job is stopped, runs [`OnStopped`].
-    fn report(&self) -> Result<(), LedgerError> {
+    pub(super) fn report(&self) -> Result<(), LedgerError> {
         let (in_flight, consumers) = self.usage.get().map_or((0, 0), |usage| usage());
         if self.ledger.report(self.job, in_flight, consumers)?
             && let Some(on_stopped) = self.on_stopped.get()
@@ -515,97 +515,5 @@ impl JobFeed {
         }
         state.held.insert((epoch, file), held);
         Ok(Some(FedFile { file, epoch, leave_out: lease.acked }))
-    }
-}
-
-/// The jobs of this replica, committed and renewed by one thread.
-pub struct Cluster {
-    ledger: Arc<Ledger>,
-    feeds: Mutex<Vec<std::sync::Weak<JobFeed>>>,
-}
-
-/// How often acknowledgements are committed.
-const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
-impl Cluster {
-    /// Starts the replica's committing and renewing thread (it ends when the cluster is
-    /// dropped).
-    pub fn start(ledger: Ledger, renew_every: std::time::Duration) -> Arc<Self> {
-        let cluster = Arc::new(Self { ledger: Arc::new(ledger), feeds: Mutex::default() });
-        let weak = Arc::downgrade(&cluster);
-        std::thread::Builder::new()
-            .name("readerd-cluster".into())
-            .spawn(move || {
-                let mut last_renewal = std::time::Instant::now();
-                loop {
-                    std::thread::sleep(COMMIT_EVERY);
-                    let Some(cluster) = weak.upgrade() else { return };
-                    let renew = last_renewal.elapsed() >= renew_every;
-                    if renew {
-                        last_renewal = std::time::Instant::now();
-                    }
-                    cluster.tick(renew);
-                }
-            })
-            .expect("the cluster thread starts");
-        cluster
-    }
-
-    pub fn ledger(&self) -> &Arc<Ledger> {
-        &self.ledger
-    }
-
-    /// The feed of shared reader `container/shared_name` (its job created in the ledger
-    /// if new).
-    pub fn job_feed(
-        &self,
-        container: &str,
-        shared_name: &str,
-        fingerprint: &str,
-        spec: &[u8],
-        order: EpochOrder,
-    ) -> Result<Arc<JobFeed>, LedgerError> {
-        let job = self.ledger.job(container, shared_name, fingerprint, spec)?;
-        let feed = Arc::new(JobFeed::new(self.ledger.clone(), job, order));
-        let mut feeds = self.feeds.lock().unwrap_or_else(|p| p.into_inner());
-        feeds.retain(|feed| feed.strong_count() > 0);
-        feeds.push(Arc::downgrade(&feed));
-        Ok(feed)
-    }
-
-    /// Commits every job's acknowledgements, and renews the leases when `renew`.
-    pub fn tick(&self, renew: bool) {
-        let feeds: Vec<Arc<JobFeed>> =
-            self.feeds.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(std::sync::Weak::upgrade).collect();
-        for feed in &feeds {
-            if let Err(err) = feed.commit() {
-                tracing::warn!(error = %err, "acknowledgements not committed; retrying");
-            }
-            if let Err(err) = feed.resolve_sessions() {
-                tracing::warn!(error = %err, "sessions not resolved; retrying");
-            }
-        }
-        if renew {
-            let started = Instant::now();
-            let asked: Vec<Vec<(i64, u64, u32)>> = feeds.iter().map(|feed| feed.to_renew()).collect();
-            match self.ledger.heartbeat(&asked.concat()) {
-                Ok(owned) => {
-                    for (feed, asked) in feeds.iter().zip(&asked) {
-                        let give_up = feed.renewed(started, asked, &owned);
-                        let give_up: Vec<(i64, u64, u32)> =
-                            give_up.into_iter().map(|(epoch, position)| (feed.job.id, epoch, position)).collect();
-                        if let Err(err) = self.ledger.release(&give_up) {
-                            tracing::warn!(error = %err, "leases not given up; they expire");
-                        }
-                    }
-                }
-                Err(err) => tracing::warn!(error = %err, "leases not renewed"),
-            }
-            for feed in &feeds {
-                if let Err(err) = feed.report() {
-                    tracing::warn!(error = %err, "usage not reported");
-                }
-            }
-        }
     }
 }

@@ -7,8 +7,9 @@
 //! - [`ledger`]: every statement on the ledger: replicas, splits, leases, sessions; and
 //!   [`job_ledger`]: the jobs themselves (create, delete, snapshot, restore).
 //! - [`job`]: a shared reader's job on this replica: the feed its pipeline leases files
-//!   through (`pipeline::feed`), the acknowledgements it commits, and the [`Cluster`]
-//!   thread that commits and renews for every job.
+//!   through (`pipeline::feed`) and the acknowledgements it commits.
+//! - [`replica`]: this replica's [`Cluster`] thread, which commits and renews for every
+//!   job it serves.
 //! - [`mix_feed`]: a mixture's job: its components' files numbered one after the other,
 //!   each component's pipeline leasing only its own files' splits.
 //!
@@ -115,9 +116,11 @@ pub mod job;
 pub mod job_ledger;
 pub mod ledger;
 pub mod mix_feed;
+pub mod replica;
 
 pub use crate::pipeline::record_set::RecordSet;
-pub use job::{Cluster, EpochOrder, JobFeed, Leases, Usage};
+pub use job::{EpochOrder, JobFeed, Leases, Usage};
 pub use ledger::{
     EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerError, ReplicaReport, SplitCommit, SplitSnapshot,
 };
+pub use replica::Cluster;

@@ -5,7 +5,6 @@
 //! trainer asked for. After the loop come the final checkpoint of a drain, the last
 //! message, and the wait for acknowledgements ([`linger`]).
 
-use std::collections::VecDeque;
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -22,11 +21,13 @@ use crate::cluster::Leases;
 use crate::element::{Element, element_to_pb};
 use crate::error::{Result, ServeError};
 use crate::limits::Limits;
-use crate::memory::Reservation;
 use crate::metrics::METRICS;
 use crate::reader::{Chunk, Reader, catch_decode_panic};
 
+mod buffer_memory;
 mod session_bound;
+
+use buffer_memory::BufferMemory;
 
 /// Most elements a stream reads in one blocking step, and the payload bytes that end a
 /// step early.
@@ -189,34 +190,6 @@ enum Ended {
 /// Ends the stream with `err`.
 fn stop<T>(err: ServeError) -> ControlFlow<Ended, T> {
     Break(Ended::Last(Err(err)))
-}
-
-/// Payload bytes of the elements in the stream's buffer, oldest first, and their share
-/// of the memory budget.
-#[derive(Default)]
-struct BufferMemory {
-    bytes: VecDeque<usize>,
-    reserved: Reservation,
-}
-
-impl BufferMemory {
-    /// The buffer holds `buffered` elements now: those the transport took from it give
-    /// their memory back.
-    fn transport_took(&mut self, buffered: usize) {
-        while self.bytes.len() > buffered {
-            let bytes = self.bytes.pop_front().unwrap_or(0);
-            self.reserved.resize(self.reserved.bytes().saturating_sub(bytes), String::new).ok();
-        }
-    }
-
-    /// `elements` go into the buffer: the reservation of the chunk they came with now
-    /// covers them.
-    fn hold(&mut self, elements: &[Outgoing], chunk_reserved: Reservation) {
-        self.bytes.extend(elements.iter().map(|(element, redelivered)| {
-            if *redelivered { 0 } else { element.payload_bytes() } // the chunk's alone
-        }));
-        self.reserved.absorb(chunk_reserved);
-    }
 }
 
 /// One stream's task: where it is in the stream, and what it holds.

@@ -197,7 +197,7 @@ impl Reader {
     /// last snapshot at or before the oldest element not yet acknowledged, which can be
     /// far behind the head (HTTP/2 windows hold thousands of small batches): those before
     /// it go; when none can, one after it goes, the list thinning out with age as a
-    /// private stream's does (`checkpoint::least_needed`). Acknowledgements older than the
+    /// private stream's does (`snapshots::least_needed`). Acknowledgements older than the
     /// oldest kept are forgotten.
     fn make_room(&self, snapshots: &mut std::collections::VecDeque<(u64, Vec<u8>)>, produced: u64) {
         let oldest = self.oldest_unacknowledged(produced);
@@ -205,7 +205,7 @@ impl Reader {
         snapshots.drain(..needed);
         if snapshots.len() == SHARED_SNAPSHOTS {
             let firsts: Vec<i64> = snapshots.iter().skip(1).map(|(first, _)| *first as i64).collect();
-            snapshots.remove(1 + crate::checkpoint::least_needed(&firsts, produced as i64));
+            snapshots.remove(1 + crate::snapshots::least_needed(&firsts, produced as i64));
         }
         if let Some((front, _)) = snapshots.front() {
             self.delivery.forget_acknowledged_before(*front);

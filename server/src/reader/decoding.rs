@@ -12,6 +12,10 @@ use crate::source::Record;
 /// Decoded features by name, and the indices of the values they hold.
 pub(super) type DecodedValues = (Vec<(String, Tensor)>, Vec<usize>);
 
+/// Panics caught while reading, decoding or cutting an element into messages
+/// (`readerd_decode_panics_total` in `crate::metrics`).
+pub static DECODE_PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Runs `work`, a decoding of reader `reader`'s records; a panic in it (a bug: no spec or
 /// record may reach one) is caught, logged, counted (`readerd_decode_panics_total`) and
 /// becomes an INTERNAL error naming the reader, which fails the reader and ends its
@@ -23,7 +27,7 @@ pub fn catch_decode_panic<T>(reader: &str, work: impl FnOnce() -> T) -> Result<T
             .map(|s| (*s).to_owned())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        crate::metrics::METRICS.decode_panics.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        DECODE_PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::error!(reader = %reader, panic = %what, "decoding panicked");
         ServeError::Internal(format!("reader {reader}: decoding panicked: {what}"))
     })
@@ -120,16 +124,15 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::metrics::METRICS;
 
     #[test]
     fn a_panic_while_decoding_is_an_internal_error_naming_the_reader_and_counted() {
-        let before = METRICS.decode_panics.load(Ordering::Relaxed);
+        let before = DECODE_PANICS.load(Ordering::Relaxed);
         let result: Result<()> = catch_decode_panic("c/images", || panic!("chunk size must be non-zero"));
         let Err(ServeError::Internal(message)) = result else { panic!("{result:?}") };
         assert_eq!(message, "reader c/images: decoding panicked: chunk size must be non-zero");
         assert_eq!(tonic::Status::from(ServeError::Internal(message)).code(), tonic::Code::Internal);
-        assert!(METRICS.decode_panics.load(Ordering::Relaxed) > before);
+        assert!(DECODE_PANICS.load(Ordering::Relaxed) > before);
         assert_eq!(catch_decode_panic("c/images", || 7).unwrap(), 7);
     }
 }

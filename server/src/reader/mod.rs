@@ -48,7 +48,7 @@ mod chunks;
 mod cluster_job;
 mod csv_header;
 mod decoding;
-pub use decoding::catch_decode_panic;
+pub use decoding::{DECODE_PANICS, catch_decode_panic};
 mod mix;
 mod mix_decode;
 mod mix_gather;

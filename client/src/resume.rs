@@ -271,6 +271,20 @@ impl ResumingStream {
         }
     }
 
+    /// Acknowledges every element received and has the server commit the stream's
+    /// acknowledgements before it answers (on a replica, to the split ledger): call it
+    /// before a consumer of a shared reader stops, so that a checkpoint taken next, through
+    /// any replica, covers what it consumed.
+    pub async fn close(&mut self) -> Result<(), StreamError> {
+        let up_to = self.last_seq;
+        match self.connection.as_mut() {
+            Some((client, read)) if up_to >= read.first_seq => {
+                client.acknowledge_committed(&read.stream_id, up_to).await.map(|_| ()).map_err(StreamError::Status)
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn keep_checkpoint(&mut self, token: String, after_seq: i64) {
         if self.checkpoint.as_ref().is_none_or(|(_, newest)| after_seq >= *newest) {
             if !self.is_shared() {

@@ -290,7 +290,7 @@ impl Stream {
     /// failure is not raised: the server then redelivers those elements.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let mut guard = self.state();
-        let State { source, pending, closed, acknowledged, ended, kept_checkpoint, kept_reconnects, .. } = &mut *guard;
+        let State { source, pending, closed, ended, kept_checkpoint, kept_reconnects, .. } = &mut *guard;
         *closed = true;
         if let Some(task) = pending.take() {
             // A read that Ctrl-C interrupted holds the source: it goes with it.
@@ -306,7 +306,8 @@ impl Stream {
         if self.shared && !*ended {
             interrupted = wait(py, async {
                 let _ = match &mut source {
-                    Source::One(stream) => acknowledge_one(stream, acknowledged).await,
+                    // Committed before the answer: a checkpoint taken next covers it.
+                    Source::One(stream) => stream.close().await,
                     Source::Replicas(session) => session.close().await,
                 };
             });

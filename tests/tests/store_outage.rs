@@ -123,3 +123,37 @@ fn past_the_outage_limit_a_stream_ends_unavailable_naming_the_store_and_its_toke
     all.sort();
     assert_every_key_twice(&all, LINES);
 }
+
+#[test]
+fn past_the_outage_limit_a_stream_in_the_middle_of_a_split_ends_unavailable_too() {
+    // One file, leased at the start: the pipeline asks the ledger for nothing more, so the
+    // stream learns of the outage from the lease renewals alone (it waited for ever).
+    let postgres = OwnPostgres::start();
+    let data = tempfile::tempdir().unwrap();
+    let text: String = (0..40_000).map(|l| format!("0-{l}\n")).collect();
+    readerd_tests::write_file(data.path(), "part-0.txt", text.as_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let state = tempfile::tempdir().unwrap();
+    let url = postgres.url();
+    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--store-outage-limit", "3s"];
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &args);
+    let outputs = [dir.path().join("consumer.jsonl")];
+    let mut consumer = spawn_consumers(&server.addr, &["--spec", &spec_path], &outputs).pop().unwrap();
+    wait_until_printed(&outputs, 200);
+    postgres.stop();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = consumer.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the stream still waits a minute into the outage");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    postgres.start_again();
+    let lines = readerd_tests::jsonl(&std::fs::read(&outputs[0]).unwrap());
+    let last = lines.last().unwrap();
+    assert!(!status.success() && last["error"]["code"] == "UNAVAILABLE", "{last}");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(message.contains("split ledger") && message.contains("outage limit"), "{message}");
+}

@@ -354,6 +354,10 @@ impl JobFeed {
     /// The splits to renew, as `(job, epoch, position)`: those this replica holds.
     pub fn to_renew(&self) -> Vec<(i64, u64, u32)> {
         let state = self.state();
+        if state.void.is_some() {
+            // Given up at the next renewal (`renewed`), never renewed again.
+            return Vec::new();
+        }
         state.held.iter().map(|((epoch, _), held)| (self.job.id, *epoch, held.position)).collect()
     }
 
@@ -387,7 +391,7 @@ impl JobFeed {
 
     /// This replica's work on the job is void from now on ([`Leases::Void`]), for `reason`
     /// (the first one given stays).
-    fn void(&self, reason: String) {
+    pub(super) fn void(&self, reason: String) {
         let mut state = self.state();
         if state.void.is_none() {
             tracing::warn!(replica = self.replica(), job = self.job.id, %reason, "this replica stops serving the job");

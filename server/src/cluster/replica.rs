@@ -89,6 +89,12 @@ impl Cluster {
                         }
                     }
                 }
+                // Past the outage limit: every job's work here is void (its streams end
+                // UNAVAILABLE naming the ledger; the next stream reads on through a new
+                // reader), whether or not its pipeline asked the ledger for anything.
+                Err(err @ LedgerError::Unreachable(_)) => {
+                    feeds.iter().for_each(|feed| feed.void(err.to_string()));
+                }
                 Err(err) => tracing::warn!(error = %err, "leases not renewed"),
             }
             for feed in &feeds {

@@ -174,7 +174,7 @@ impl Ledger {
         ledger.run(|client| {
             client.execute(
                 "INSERT INTO readerd_replicas (id, address) VALUES ($1, $2)
-                 ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now()",
+                 ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now(), steady_since = now()",
                 &[&replica, &address],
             )?;
             Ok(())
@@ -268,7 +268,14 @@ impl Ledger {
     /// dropped) is not renewed, and goes to another replica once its lease expires.
     pub fn heartbeat(&self, held: &[(i64, u64, u32)]) -> Result<Vec<(i64, u64, u32)>, LedgerError> {
         self.run(|client| {
-            client.execute("UPDATE readerd_replicas SET heartbeat_at = now() WHERE id = $1", &[&self.replica])?;
+            // A heartbeat a lease time or more after the one before (an outage, PostgreSQL
+            // or this replica paused) starts a new steady run: see `lease_next`.
+            client.execute(
+                "UPDATE readerd_replicas SET heartbeat_at = now(), steady_since = CASE
+                     WHEN heartbeat_at < now() - make_interval(secs => $2) THEN now() ELSE steady_since END
+                 WHERE id = $1",
+                &[&self.replica, &seconds(self.times.ttl)],
+            )?;
             if held.is_empty() {
                 return Ok(Vec::new());
             }
@@ -326,11 +333,12 @@ impl Ledger {
     /// consumer sessions have all re-sent their acknowledgements elsewhere (or had the
     /// grace period to). Splits of earlier epochs come first: those are taken over from
     /// replicas that died. Never one of `held` (`(epoch, position)`, the caller's own
-    /// splits: one whose lease expired while it stalled is still being read), and none
-    /// whose lease merely expired within a lease time of this one's connecting to the
-    /// ledger (`may_take_over`: after an outage, the live owners renew first). `None` when
-    /// there is none now (every split is done or held). Only splits of `files` (a range
-    /// of file indices: a mixture's component leases its own files' splits).
+    /// splits: one whose lease expired while it stalled is still being read). A lease that
+    /// merely expired is taken over only by a replica that has renewed steadily for a lease
+    /// time (`readerd_replicas.steady_since`): after an outage or a stall every lease
+    /// expired unrenewed, and the live owners renew theirs first. `None` when there is none
+    /// now (every split is done or held). Only splits of `files` (a range of file indices:
+    /// a mixture's component leases its own files' splits).
     pub fn lease_next(
         &self,
         job: Job,
@@ -338,13 +346,15 @@ impl Ledger {
         held: &[(u64, u32)],
         files: std::ops::Range<u32>,
     ) -> Result<Option<Lease>, LedgerError> {
+        let mut attempts = 0;
         self.run(|client| {
+            // Run again after an outage, the lease may have been taken by the attempt whose
+            // answer was lost: this replica's own live lease of a split it does not hold is
+            // taken first, rather than leasing a second split.
+            attempts += 1;
+            let again = attempts > 1;
             let held_epochs: Vec<i64> = held.iter().map(|split| split.0 as i64).collect();
             let held_positions: Vec<i32> = held.iter().map(|split| split.1 as i32).collect();
-            // Back from an outage (or just started), a replica takes nothing over for a lease
-            // time: every lease expired while nobody could renew, and the replicas that are
-            // alive renew theirs within that time.
-            let may_take_over = self.session.connected_for() >= self.times.ttl;
             let row = client.query_opt(
                 "UPDATE readerd_splits SET owner = $3, lease_expires = now() + make_interval(secs => $4),
                         leases = leases + 1, released = false
@@ -353,14 +363,18 @@ impl Ledger {
                      WHERE job = $1 AND epoch <= $2 AND NOT done AND file >= $8 AND file < $9
                        AND (epoch, position) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
                        AND (
-                         owner IS NULL OR (($10 OR released) AND
+                         ($10 AND owner = $3 AND NOT released AND lease_expires > now()) OR
+                         owner IS NULL OR ((released OR EXISTS (
+                             SELECT 1 FROM readerd_replicas
+                             WHERE id = $3 AND steady_since < now() - make_interval(secs => $4))) AND
                              lease_expires < now() AND (
                                  lease_expires < now() - make_interval(secs => $5)
                                  OR NOT EXISTS (
                                      SELECT 1 FROM readerd_sessions AS session
                                      WHERE session.job = split.job AND session.replica = split.owner
                                        AND NOT session.flushed))))
-                     ORDER BY epoch, position LIMIT 1 FOR UPDATE SKIP LOCKED)
+                     ORDER BY ($10 AND owner IS NOT DISTINCT FROM $3) DESC, epoch, position
+                     LIMIT 1 FOR UPDATE SKIP LOCKED)
                  RETURNING epoch, position, file, acked, leases",
                 &[
                     &job.id,
@@ -372,7 +386,7 @@ impl Ledger {
                     &held_positions,
                     &(files.start.min(i32::MAX as u32) as i32),
                     &(files.end.min(i32::MAX as u32) as i32),
-                    &may_take_over,
+                    &again,
                 ],
             )?;
             let Some(row) = row else { return Ok(None) };

@@ -85,6 +85,12 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE readerd_splits ADD COLUMN released BOOLEAN NOT NULL DEFAULT false;
 ",
+    // Since when a replica has renewed steadily (heartbeats less than a lease time apart,
+    // by the database's clock): after a gap every lease may have expired unrenewed, so it
+    // takes nothing over for a lease time (`Ledger::lease_next`).
+    "
+    ALTER TABLE readerd_replicas ADD COLUMN steady_since TIMESTAMPTZ NOT NULL DEFAULT now();
+",
 ];
 
 /// A connection to `url`, with its tables in `schema` when given (tests keep each in a

@@ -43,9 +43,6 @@ pub struct Session {
     /// What the session serves, for logs ("split ledger", "postgres state store").
     name: &'static str,
     outage_limit: Duration,
-    /// When the current connection was opened: a replica that just came back from an
-    /// outage waits a lease time before it takes others' splits over.
-    connected_at: Mutex<Instant>,
     /// Since when statements fail because PostgreSQL is unreachable (`None`: the last
     /// one went through).
     unreachable_since: Mutex<Option<Instant>>,
@@ -61,18 +58,12 @@ impl Session {
             connect,
             name,
             outage_limit: DEFAULT_OUTAGE_LIMIT,
-            connected_at: Mutex::new(Instant::now()),
             unreachable_since: Mutex::new(None),
         })
     }
 
     pub fn set_outage_limit(&mut self, limit: Duration) {
         self.outage_limit = limit;
-    }
-
-    /// How long the current connection has been open.
-    pub fn connected_for(&self) -> Duration {
-        self.connected_at.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
     }
 
     /// How long PostgreSQL has been unreachable, as the statements run through this
@@ -128,8 +119,11 @@ impl Session {
                 }
                 self.set_unreachable(Some(*since));
             }
-            if since.elapsed() >= self.outage_limit {
-                return Err(E::from(Unreachable { waited: since.elapsed(), last: failure }));
+            // The outage is the session's: a statement that comes in late in it waits only
+            // for what is left of the limit.
+            let waited = self.unreachable_for().unwrap_or_default().max(since.elapsed());
+            if waited >= self.outage_limit {
+                return Err(E::from(Unreachable { waited, last: failure }));
             }
             std::thread::sleep(*pause);
             *pause = (*pause * 2).min(MAX_PAUSE);
@@ -145,7 +139,6 @@ impl Session {
         }
         if slot.is_none() {
             *slot = Some((self.connect)()?);
-            *self.connected_at.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
             tracing::info!(store = self.name, "connected again");
         }
         Ok(slot.as_mut().expect("connected above"))
@@ -203,12 +196,15 @@ pub fn postgres_message(err: &::postgres::Error) -> String {
 }
 
 /// Connects to `url` with `NoTls`, giving up on a connection attempt after 5 s unless the
-/// URL says otherwise (a database host that vanished must not hold a statement for
-/// minutes).
+/// URL says otherwise, and with TCP keepalives (a database host that vanished must not hold
+/// a statement for minutes).
 pub fn connect_to(url: &str) -> Result<Client, ::postgres::Error> {
     let mut config: ::postgres::Config = url.parse()?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(5));
     }
+    // A connection that went silent (a host gone, a network that drops packets) is found
+    // dead in about 20 s, not after minutes of TCP retransmissions.
+    config.keepalives(true).keepalives_idle(Duration::from_secs(5)).tcp_user_timeout(Duration::from_secs(20));
     config.connect(NoTls)
 }

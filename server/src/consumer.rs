@@ -74,6 +74,9 @@ pub struct Delivery {
     consumers: Mutex<Vec<Arc<Consumer>>>,
     /// Elements of vanished streams, for the next stream that asks.
     redelivery: Mutex<VecDeque<Element>>,
+    /// Reader numbers of elements taken from `redelivery` by a stream that has not sent
+    /// them yet (nor given them back), with how many of each: they are still pending.
+    handing: Mutex<std::collections::BTreeMap<u64, usize>>,
     /// On a replica: elements of vanished streams of consumer sessions, by session, until
     /// the job says which of them the session consumed.
     parked: Mutex<Vec<(String, Vec<Element>)>>,
@@ -139,7 +142,23 @@ impl Delivery {
         self.unpark();
         let mut queue = lock(&self.redelivery);
         let n = max.min(queue.len());
-        queue.drain(..n).collect()
+        let taken: Vec<Element> = queue.drain(..n).collect();
+        let mut handing = lock(&self.handing);
+        for element in &taken {
+            *handing.entry(element.index).or_default() += 1;
+        }
+        taken
+    }
+
+    /// An element taken from `redelivery` was sent or given back.
+    fn handed(&self, index: u64) {
+        let mut handing = lock(&self.handing);
+        if let Some(count) = handing.get_mut(&index) {
+            *count -= 1;
+            if *count == 0 {
+                handing.remove(&index);
+            }
+        }
     }
 
     /// Parked elements of sessions the job has resolved: those whose records are all
@@ -178,12 +197,14 @@ impl Delivery {
 
     /// Records that `consumer` was given `element` as `seq`.
     pub fn delivered(&self, consumer: &Consumer, seq: i64, element: Element, redelivered: bool) {
+        let index = element.index;
         lock(&consumer.unacked).insert(seq, element);
         consumer.delivered.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
         if redelivered {
             consumer.redelivered.fetch_add(1, Ordering::Relaxed);
+            self.handed(index);
         }
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The consumer has every element up to `up_to_seq`; returns how many that settled.
@@ -236,16 +257,25 @@ impl Delivery {
         *acknowledged = acknowledged.split_off(&from);
     }
 
-    /// The oldest element delivered and not acknowledged, or waiting for redelivery.
+    /// The oldest element delivered and not acknowledged, waiting for redelivery, or
+    /// taken from that queue by a stream that has not sent it yet.
     pub fn oldest_pending(&self) -> Option<u64> {
+        // The queue's lock first: an element taken from it is in `handing` before the
+        // lock goes (`take_redelivery`).
         let waiting = lock(&self.redelivery).iter().map(|e| e.index).min();
+        let handing = lock(&self.handing).keys().next().copied();
         let held = lock(&self.consumers).iter().filter_map(|c| lock(&c.unacked).values().map(|e| e.index).min()).min();
-        waiting.into_iter().chain(held).min()
+        waiting.into_iter().chain(handing).chain(held).min()
     }
 
     /// Elements to deliver again (a restored checkpoint's unacknowledged ones).
     pub fn requeue(&self, elements: Vec<Element>) {
-        lock(&self.redelivery).extend(elements);
+        let mut redelivery = lock(&self.redelivery);
+        for element in elements {
+            self.handed(element.index);
+            redelivery.push_back(element);
+        }
+        drop(redelivery);
         self.changed.notify_waiters();
     }
 
@@ -257,7 +287,9 @@ impl Delivery {
     /// No element is unacknowledged (parked ones included) and none waits for
     /// redelivery: every element delivered so far was consumed.
     pub fn settled(&self) -> bool {
-        self.in_flight.load(Ordering::Relaxed) == 0 && lock(&self.redelivery).is_empty()
+        self.in_flight.load(Ordering::Relaxed) == 0
+            && lock(&self.redelivery).is_empty()
+            && lock(&self.handing).is_empty()
     }
 
     /// No other stream holds unacknowledged elements and none waits for redelivery: for

@@ -117,8 +117,11 @@ fn read_chunk(reader: &Arc<Reader>, record: &Arc<StreamRecord>, next_seq: i64, w
             snapshots.snapshot(next_seq);
         }
         // A panic (a bug) ends this stream with INTERNAL naming the reader, and is counted.
-        let mut chunk = catch_decode_panic(reader.name(), || reader.next_chunk(wanted, CHUNK_BYTES))
-            .unwrap_or_else(|err| Chunk { error: Some(err), ..Chunk::default() });
+        let mut chunk =
+            catch_decode_panic(reader.name(), || reader.next_chunk(wanted, CHUNK_BYTES)).unwrap_or_else(|err| {
+                reader.fail_after_panic(err.clone());
+                Chunk { error: Some(err), ..Chunk::default() }
+            });
         let bytes = chunk.elements.iter().map(Element::payload_bytes).sum();
         let what = || format!("a chunk of {} elements of reader {}", chunk.elements.len(), reader.name());
         if let Err(err) = chunk.reserved.resize(bytes, what) {

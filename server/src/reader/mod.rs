@@ -342,6 +342,14 @@ impl Reader {
         self.producing.lock().unwrap_or_else(|p| p.into_inner()).remove(&first);
     }
 
+    /// A panic (a bug) interrupted taking a chunk: the reader fails with `err`, so that
+    /// none of its streams goes on past records taken and never handed out, and no chunk
+    /// counts as being produced any more.
+    pub fn fail_after_panic(&self, err: ServeError) {
+        self.lock().failed = Some(err);
+        self.producing.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// Marks the reader shared: it keeps snapshots for checkpoints from now on.
     pub fn set_shared(&self) {
         self.shared.store(true, Ordering::Relaxed);

@@ -87,9 +87,11 @@ impl MemoryBudget {
         self.unreserved.load(Ordering::Relaxed)
     }
 
-    /// The process holds `resident` bytes now (its resident set).
-    pub fn measured(&self, resident: usize) {
-        self.unreserved.store(resident.saturating_sub(self.reserved()), Ordering::Relaxed);
+    /// The process holds `resident` bytes now (its resident set), of which `excluded` are
+    /// bounded otherwise (the record cache, by `--cache-bytes`).
+    pub fn measured(&self, resident: usize, excluded: usize) {
+        let unreserved = resident.saturating_sub(self.reserved()).saturating_sub(excluded);
+        self.unreserved.store(unreserved, Ordering::Relaxed);
     }
 
     /// An empty reservation, to grow with [`Reservation::resize`].
@@ -164,10 +166,12 @@ impl Drop for Reservation {
 }
 
 /// Measures the process's resident memory every `period` on a thread of its own, for
-/// the budget's checks ([`MemoryBudget::measured`]); above the budget it has the allocator
-/// give free memory back (at most once a second). Does nothing without a budget or where
-/// `/proc/self/status` cannot be read.
-pub fn watch_resident_memory(period: std::time::Duration) {
+/// the budget's checks ([`MemoryBudget::measured`]; `excluded` says how much of it is
+/// bounded otherwise). When what is not reserved passes the quarter of the budget left
+/// for it, it has the allocator give free memory back first (at most once a second), so
+/// that memory freed after a burst is not counted against new reservations. Does nothing without a budget or where `/proc/self/status`
+/// cannot be read.
+pub fn watch_resident_memory(period: std::time::Duration, excluded: impl Fn() -> usize + Send + 'static) {
     let budget = server();
     if budget.limit() == 0 || resident_bytes().is_none() {
         return;
@@ -177,12 +181,16 @@ pub fn watch_resident_memory(period: std::time::Duration) {
         loop {
             std::thread::sleep(period);
             let Some(resident) = resident_bytes() else { continue };
-            budget.measured(resident);
+            let excluded = excluded();
             let recently = trimmed_at.is_some_and(|at| at.elapsed() < std::time::Duration::from_secs(1));
-            if resident > budget.limit() && !recently {
+            let limit = budget.limit();
+            let unreserved = resident.saturating_sub(excluded).saturating_sub(budget.reserved());
+            if unreserved > limit / 4 && !recently {
                 readerd_proto::allocator::release_free_memory();
                 trimmed_at = Some(std::time::Instant::now());
+                continue; // measured again next time, after the trim
             }
+            budget.measured(resident, excluded);
         }
     };
     let _ = std::thread::Builder::new().name("readerd-memory".into()).spawn(watch);

@@ -221,14 +221,16 @@ fn reader_registry(
     let decode_threads =
         config.decode_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let indexes = Arc::new(crate::state::StoredIndexes(store));
-    let pipeline = PipelineEnv { index_store: Some(indexes), cache: RecordCache::new(config.cache_bytes) };
+    let cache = RecordCache::new(config.cache_bytes);
+    let pipeline = PipelineEnv { index_store: Some(indexes), cache: cache.clone() };
     let settings = ReaderSettings::new(decode_threads, pipeline)?;
     let datasets = match &config.datasets {
         Some(path) => load_datasets(path, config.max_record_bytes)?,
         None => Default::default(),
     };
     crate::memory::server().set_limit(config.memory_budget());
-    crate::memory::watch_resident_memory(std::time::Duration::from_millis(100));
+    // The record cache is bounded by --cache-bytes, not by the budget: left out.
+    crate::memory::watch_resident_memory(std::time::Duration::from_millis(100), move || cache.used_bytes() as usize);
     let streams = || {
         let metrics = &crate::metrics::METRICS;
         use std::sync::atomic::Ordering::Relaxed;

@@ -27,6 +27,26 @@ fn spec() -> Value {
     })
 }
 
+/// What most tests here start from: a database of their own, the files of
+/// `write_lines(_, lines)` and [`spec`]'s file; `None` without PostgreSQL.
+struct LinesJob {
+    db: Database,
+    data: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    spec_path: String,
+}
+
+impl LinesJob {
+    fn new(lines: usize) -> Option<LinesJob> {
+        let db = Database::new()?;
+        let data = tempfile::tempdir().unwrap();
+        write_lines(data.path(), lines);
+        let dir = tempfile::tempdir().unwrap();
+        let spec_path = write_spec(&dir, &spec());
+        Some(LinesJob { db, data, dir, spec_path })
+    }
+}
+
 fn replica(db: &Database, data: &Path) -> (ServerProcess, tempfile::TempDir) {
     replica_with_grace(db, data, "30s")
 }
@@ -159,11 +179,7 @@ fn three_replicas_and_four_consumers_deliver_every_record_once_per_epoch() {
 
 #[test]
 fn a_replica_killed_mid_epoch_loses_nothing_and_repeats_nothing_for_consumers_of_every_replica() {
-    let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let Some(LinesJob { db, data, dir, spec_path }) = LinesJob::new(1000) else { return };
     let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
     let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
     let all_addrs = addrs.join(",");
@@ -234,11 +250,7 @@ fn assert_taken_over_once(ledger: &mut postgres::Client, held: &[(i64, i32)], pl
 
 #[test]
 fn a_replica_killed_inside_a_commit_has_its_splits_taken_over_once_their_leases_expire() {
-    let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let Some(LinesJob { db, data, dir, spec_path }) = LinesJob::new(1000) else { return };
     let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
     let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
     let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
@@ -318,11 +330,7 @@ fn a_replica_killed_inside_a_commit_has_its_splits_taken_over_once_their_leases_
 
 #[test]
 fn a_consumer_killed_mid_epoch_has_only_what_it_printed_unacknowledged_printed_again() {
-    let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let Some(LinesJob { db, data, dir, spec_path }) = LinesJob::new(1000) else { return };
     // The killed consumer's unacknowledged elements wait for the grace period (it might
     // have left a replica alive and re-sent them elsewhere) before they are delivered again.
     let replicas: Vec<_> = (0..3).map(|_| replica_with_grace(&db, data.path(), "3s")).collect();
@@ -422,11 +430,7 @@ fn resume_on_new_replicas(
 
 #[test]
 fn a_job_checkpointed_mid_epoch_resumes_exactly_on_fewer_replicas_and_consumers() {
-    let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let Some(LinesJob { db, data, dir, spec_path }) = LinesJob::new(1000) else { return };
     // 3 replicas, 4 consumers printing 100 batches each (3,200 of epoch 1's 8,000
     // records) and stopping: everything they printed is acknowledged.
     let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
@@ -601,11 +605,7 @@ fn a_consumer_that_stops_reading_holds_few_elements_and_the_others_read_the_rest
 
 #[test]
 fn a_replica_paused_past_its_leases_delivers_nothing_that_was_taken_over() {
-    let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let Some(LinesJob { db, data, dir, spec_path }) = LinesJob::new(1000) else { return };
     // Leases of 2 s, and 10 s of grace for a dead replica's consumers (the default): more
     // than a consumer takes to leave a silent replica and re-send elsewhere (a missed
     // ping, 2 s; an unanswered acknowledgement, 5 s).
@@ -1082,11 +1082,7 @@ fn a_finite_component_beside_an_endless_one_is_taken_over_when_its_replica_dies(
 fn a_checkpoint_taken_right_after_a_consumer_stopped_covers_everything_it_printed() {
     // The consumer's last acknowledgements are committed before it exits: a checkpoint
     // taken at once, through another replica, covers them (2,664 records came again).
-    let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 2000);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let Some(LinesJob { db, data, dir, spec_path }) = LinesJob::new(2000) else { return };
     let replicas: Vec<_> = (0..3).map(|_| replica(&db, data.path())).collect();
     let addrs: Vec<String> = replicas.iter().map(|(r, _)| r.addr.clone()).collect();
     let before = [dir.path().join("before.jsonl")];
@@ -1109,11 +1105,7 @@ fn a_checkpoint_taken_right_after_a_consumer_stopped_covers_everything_it_printe
 fn a_replica_paused_and_woken_three_times_loses_and_repeats_nothing() {
     // Held in hostile testing, kept so: 3 SIGSTOP / SIGCONT cycles of one replica, each
     // past its leases, while 4 consumers read from all three.
-    let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let Some(LinesJob { db, data, dir, spec_path }) = LinesJob::new(1000) else { return };
     let replicas: Vec<_> = (0..3).map(|_| replica_with_grace(&db, data.path(), "10s")).collect();
     let addrs: Vec<String> = replicas.iter().map(|(replica, _)| replica.addr.clone()).collect();
     let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
@@ -1132,11 +1124,7 @@ fn a_replica_paused_and_woken_three_times_loses_and_repeats_nothing() {
 #[test]
 fn two_of_three_replicas_killed_and_a_fourth_started_mid_job_lose_and_repeat_nothing() {
     // Held in hostile testing, kept so.
-    let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let Some(LinesJob { db, data, dir, spec_path }) = LinesJob::new(1000) else { return };
     let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path()))).collect();
     // The fourth listens where the consumers already look (it starts later).
     let fourth_addr = readerd_tests::free_address();

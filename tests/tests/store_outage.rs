@@ -23,12 +23,28 @@ fn spec() -> serde_json::Value {
     })
 }
 
-/// A replica (or single server) on `postgres`, with 2 s leases.
-fn replica(postgres: &OwnPostgres, data: &Path) -> (ServerProcess, tempfile::TempDir) {
+/// A replica (or single server) on `postgres`, with 2 s leases and `extra` flags.
+fn replica_with(postgres: &OwnPostgres, data: &Path, extra: &[&str]) -> (ServerProcess, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let url = postgres.url();
-    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"];
+    let args: Vec<&str> = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
     (ServerProcess::start_in(state.path(), &[data], &args), state)
+}
+
+fn replica(postgres: &OwnPostgres, data: &Path) -> (ServerProcess, tempfile::TempDir) {
+    replica_with(postgres, data, &[])
+}
+
+/// The last line a consumer printed is the error of a stream that ended past the outage
+/// limit, naming the split ledger.
+fn assert_ended_past_the_limit(status: std::process::ExitStatus, lines: &[serde_json::Value]) {
+    let last = lines.last().unwrap();
+    assert!(!status.success() && last["error"]["code"] == "UNAVAILABLE", "{last}");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(message.contains("split ledger") && message.contains("outage limit"), "{message}");
 }
 
 /// `replicas` servers on a PostgreSQL of the test's own and 4 consumers (each reading
@@ -92,10 +108,7 @@ fn past_the_outage_limit_a_stream_ends_unavailable_naming_the_store_and_its_toke
     write_lines(data.path(), LINES);
     let dir = tempfile::tempdir().unwrap();
     let spec_path = write_spec(&dir, &spec());
-    let state = tempfile::tempdir().unwrap();
-    let url = postgres.url();
-    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--store-outage-limit", "3s"];
-    let server = ServerProcess::start_in(state.path(), &[data.path()], &args);
+    let (server, _state) = replica_with(&postgres, data.path(), &["--store-outage-limit", "3s"]);
     let outputs = [dir.path().join("before.jsonl")];
     let consumer = spawn_consumers(&server.addr, &["--spec", &spec_path, "--checkpoint-every", "20"], &outputs);
     wait_until_printed(&outputs, 400);
@@ -105,11 +118,7 @@ fn past_the_outage_limit_a_stream_ends_unavailable_naming_the_store_and_its_toke
     postgres.start_again();
 
     let lines = readerd_tests::jsonl(&std::fs::read(&outputs[0]).unwrap());
-    let last = lines.last().unwrap();
-    assert!(!status.success(), "the read ended with an error: {last}");
-    assert_eq!(last["error"]["code"], "UNAVAILABLE", "{last}");
-    let message = last["error"]["message"].as_str().unwrap();
-    assert!(message.contains("split ledger") && message.contains("outage limit"), "{message}");
+    assert_ended_past_the_limit(status, &lines);
     // What was printed up to the last checkpoint, then the rest from its token.
     let at = lines.iter().rposition(|line| line["checkpoint"].is_string()).expect("a checkpoint before the outage");
     let token = lines[at]["checkpoint"].as_str().unwrap();
@@ -134,10 +143,7 @@ fn past_the_outage_limit_a_stream_in_the_middle_of_a_split_ends_unavailable_too(
     readerd_tests::write_file(data.path(), "part-0.txt", text.as_bytes());
     let dir = tempfile::tempdir().unwrap();
     let spec_path = write_spec(&dir, &spec());
-    let state = tempfile::tempdir().unwrap();
-    let url = postgres.url();
-    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--store-outage-limit", "3s"];
-    let server = ServerProcess::start_in(state.path(), &[data.path()], &args);
+    let (server, _state) = replica_with(&postgres, data.path(), &["--store-outage-limit", "3s"]);
     let outputs = [dir.path().join("consumer.jsonl")];
     let mut consumer = spawn_consumers(&server.addr, &["--spec", &spec_path], &outputs).pop().unwrap();
     wait_until_printed(&outputs, 200);
@@ -152,8 +158,5 @@ fn past_the_outage_limit_a_stream_in_the_middle_of_a_split_ends_unavailable_too(
     };
     postgres.start_again();
     let lines = readerd_tests::jsonl(&std::fs::read(&outputs[0]).unwrap());
-    let last = lines.last().unwrap();
-    assert!(!status.success() && last["error"]["code"] == "UNAVAILABLE", "{last}");
-    let message = last["error"]["message"].as_str().unwrap();
-    assert!(message.contains("split ledger") && message.contains("outage limit"), "{message}");
+    assert_ended_past_the_limit(status, &lines);
 }

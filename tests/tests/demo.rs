@@ -71,7 +71,7 @@ fn ci_runs_the_readmes_test_command_which_sets_up_everything_the_tests_need() {
     let ci = std::fs::read_to_string(repo_dir().join(".ci/run")).unwrap();
     let ci_commands: Vec<&str> =
         ci.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('#')).collect();
-    assert_eq!(ci_commands, ["set -euo pipefail", "exec bash \"$(dirname \"$0\")/../tests/run.sh\""]);
+    assert_eq!(ci_commands.last(), Some(&commands[1].as_str()), "CI's last command is the README's: {ci}");
     // The script provisions what a fresh machine lacks before it runs every test.
     let script = std::fs::read_to_string(repo_dir().join("tests/run.sh")).unwrap();
     for needed in [

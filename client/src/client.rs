@@ -231,17 +231,21 @@ impl Client {
     /// Returns how many of the stream's elements (those with a seq below it) have their
     /// acknowledgement committed (a replica commits to its split ledger within ~100 ms).
     pub async fn acknowledge(&mut self, stream_id: &str, up_to_seq: i64) -> Result<i64, tonic::Status> {
-        let request = pb::AcknowledgeRequest { stream_id: stream_id.to_owned(), up_to_seq, ..Default::default() };
-        Ok(self.service.acknowledge(request).await?.into_inner().committed_elements)
+        self.acknowledge_with(stream_id, up_to_seq, false).await
     }
 
-    /// Acknowledges every element up to `up_to_seq` and has the server commit the
-    /// stream's acknowledgements before it answers (on a replica, to the split ledger):
-    /// call it before a consumer of a shared reader stops, so that a checkpoint taken next,
+    /// [`Client::acknowledge`]; with `commit`, the server commits the stream's
+    /// acknowledgements before it answers (on a replica, to the split ledger): a consumer
+    /// of a shared reader about to stop asks for it, so that a checkpoint taken next,
     /// through any replica, covers what it consumed.
-    pub async fn acknowledge_committed(&mut self, stream_id: &str, up_to_seq: i64) -> Result<i64, tonic::Status> {
+    pub async fn acknowledge_with(
+        &mut self,
+        stream_id: &str,
+        up_to_seq: i64,
+        commit: bool,
+    ) -> Result<i64, tonic::Status> {
         let request =
-            pb::AcknowledgeRequest { stream_id: stream_id.to_owned(), up_to_seq, commit: true, ..Default::default() };
+            pb::AcknowledgeRequest { stream_id: stream_id.to_owned(), up_to_seq, commit, ..Default::default() };
         Ok(self.service.acknowledge(request).await?.into_inner().committed_elements)
     }
 

@@ -262,13 +262,7 @@ impl ResumingStream {
     /// Tells the server the trainer holds every element up to the last one returned
     /// (shared readers redeliver unacknowledged elements of a lost stream).
     pub async fn acknowledge(&mut self) -> Result<(), StreamError> {
-        let up_to = self.last_seq;
-        match self.connection.as_mut() {
-            Some((client, read)) if up_to >= read.first_seq => {
-                client.acknowledge(&read.stream_id, up_to).await.map(|_| ()).map_err(StreamError::Status)
-            }
-            _ => Ok(()),
-        }
+        self.acknowledge_returned(false).await
     }
 
     /// Acknowledges every element received and has the server commit the stream's
@@ -276,13 +270,17 @@ impl ResumingStream {
     /// before a consumer of a shared reader stops, so that a checkpoint taken next, through
     /// any replica, covers what it consumed.
     pub async fn close(&mut self) -> Result<(), StreamError> {
+        self.acknowledge_returned(true).await
+    }
+
+    /// Acknowledges up to the last element returned, committed before the answer when
+    /// `commit`.
+    async fn acknowledge_returned(&mut self, commit: bool) -> Result<(), StreamError> {
         let up_to = self.last_seq;
-        match self.connection.as_mut() {
-            Some((client, read)) if up_to >= read.first_seq => {
-                client.acknowledge_committed(&read.stream_id, up_to).await.map(|_| ()).map_err(StreamError::Status)
-            }
-            _ => Ok(()),
-        }
+        let Some((client, read)) = self.connection.as_mut().filter(|(_, read)| up_to >= read.first_seq) else {
+            return Ok(());
+        };
+        client.acknowledge_with(&read.stream_id, up_to, commit).await.map(|_| ()).map_err(StreamError::Status)
     }
 
     fn keep_checkpoint(&mut self, token: String, after_seq: i64) {

@@ -96,10 +96,7 @@ pub async fn read(
                 // going away. The stream goes on to its end either way. The last one before
                 // stopping is committed before the answer (on a replica, to the split
                 // ledger): a checkpoint taken next, through any replica, covers it.
-                let acknowledged = match done {
-                    true => client.acknowledge_committed(&stream_id, element.seq).await,
-                    false => client.acknowledge(&stream_id, element.seq).await,
-                };
+                let acknowledged = client.acknowledge_with(&stream_id, element.seq, done).await;
                 // Stopping, the commit must have gone through: what was printed would be
                 // delivered again after a checkpoint taken next.
                 if let Err(status) = acknowledged

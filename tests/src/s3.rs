@@ -118,6 +118,21 @@ impl S3Server {
         s3_env_for(&self.endpoint)
     }
 
+    /// The AWS SDKs' standard variables alone (no readerd-specific one) for this server:
+    /// its credentials, region, endpoint, and `AWS_ALLOW_HTTP=true` for plain http.
+    pub fn aws_env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY),
+            ("AWS_REGION", REGION),
+            ("AWS_ENDPOINT_URL", self.endpoint.as_str()),
+            ("AWS_ALLOW_HTTP", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
     /// A request to this server (see [`s3_request`]); panics on a connection error.
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> HttpResponse {
         s3_request(&self.endpoint, method, path, headers, body)

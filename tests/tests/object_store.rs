@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use readerd_client::v1::{self as pb, read_response::Kind};
 use readerd_client::{BearerToken, Client, ReadStream};
-use readerd_tests::s3::{self, FaultProxy, S3Server};
+use readerd_tests::s3::{FaultProxy, S3Server};
 use readerd_tests::{
     ServerBuilder, ServerProcess, binary, csv_decoder, framing_spec, free_address, golden_cases, golden_dir, jsonl,
     readerctl, scrape_metrics, write_tfrecord,
@@ -221,16 +221,7 @@ fn the_standard_aws_variables_alone_reach_an_s3_endpoint() {
     let s3 = moto();
     let records: Vec<Vec<u8>> = (0..20).map(|i| format!("record {i}").into_bytes()).collect();
     s3.put(BUCKET, "env/records.tfrecord", &tfrecord_bytes(&records).0);
-    let aws_only: Vec<(String, String)> = [
-        ("AWS_ACCESS_KEY_ID", s3::ACCESS_KEY_ID),
-        ("AWS_SECRET_ACCESS_KEY", s3::SECRET_ACCESS_KEY),
-        ("AWS_REGION", s3::REGION),
-        ("AWS_ENDPOINT_URL", s3.endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    let aws_only = s3.aws_env();
     let dir = tempfile::tempdir().unwrap();
     let spec_path = dir.path().join("spec.json");
     std::fs::write(&spec_path, json!({"source": {"files": ["records.tfrecord"], "format": "TFRECORD"}}).to_string())
@@ -267,13 +258,7 @@ fn readerctl_reaches_s3_with_the_standard_aws_variables_alone() {
         .args(["inspect", &format!("{}/records.tfrecord", root("tools")), "--raw"])
         .env_remove("READERD_S3_ENDPOINT")
         .env_remove("READERD_S3_ALLOW_HTTP")
-        .envs([
-            ("AWS_ACCESS_KEY_ID", s3::ACCESS_KEY_ID),
-            ("AWS_SECRET_ACCESS_KEY", s3::SECRET_ACCESS_KEY),
-            ("AWS_REGION", s3::REGION),
-            ("AWS_ENDPOINT_URL", s3.endpoint.as_str()),
-            ("AWS_ALLOW_HTTP", "true"),
-        ])
+        .envs(s3.aws_env())
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

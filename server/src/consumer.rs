@@ -143,9 +143,11 @@ impl Delivery {
         let mut queue = lock(&self.redelivery);
         let n = max.min(queue.len());
         let taken: Vec<Element> = queue.drain(..n).collect();
-        let mut handing = lock(&self.handing);
-        for element in &taken {
-            *handing.entry(element.index).or_default() += 1;
+        if !taken.is_empty() {
+            let mut handing = lock(&self.handing);
+            for element in &taken {
+                *handing.entry(element.index).or_default() += 1;
+            }
         }
         taken
     }

@@ -164,7 +164,7 @@ impl Streams {
     ) -> Arc<StreamRecord> {
         let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let id = format!("{:x}-{}", started.as_micros(), self.next_id.fetch_add(1, Ordering::Relaxed));
-        let consumer = reader.delivery.attach(id.clone());
+        let consumer = reader.delivery().attach(id.clone());
         let record = Arc::new(StreamRecord {
             lineage: lineage.unwrap_or_else(|| id.clone()),
             id: id.clone(),
@@ -251,7 +251,7 @@ impl Streams {
     pub fn remove(&self, id: &str) {
         let record = self.records.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
         if let Some(record) = record {
-            record.reader.delivery.detach(&record.consumer);
+            record.reader.delivery().detach(&record.consumer);
         }
     }
 }

@@ -22,14 +22,7 @@ pub struct Element {
     pub records: Vec<RecordId>,
 }
 
-/// A record as the split ledger knows it: its epoch, file (an index into the reader's
-/// files) and number in the file (`Record::number`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecordId {
-    pub epoch: u64,
-    pub file: u32,
-    pub number: u64,
-}
+pub use crate::source::RecordId;
 
 /// The keys of an element's records, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,12 +104,7 @@ impl Keys {
 impl Element {
     /// Payload bytes, for sizing messages.
     pub fn payload_bytes(&self) -> usize {
-        fn dense(d: &Dense) -> usize {
-            match &d.values {
-                Values::Bytes(b) => b.len(),
-                Values::Strings(s) => s.iter().map(|b| b.len()).sum(),
-            }
-        }
+        let dense = Dense::payload_bytes;
         self.features
             .iter()
             .map(|(_, tensor)| match tensor {

@@ -518,6 +518,6 @@ impl JobFeed {
             });
         }
         state.held.insert((epoch, file), held);
-        Ok(Some(FedFile { file, epoch, leave_out: lease.acked }))
+        Ok(Some(FedFile { file, split: file as u32, epoch, leave_out: lease.acked }))
     }
 }

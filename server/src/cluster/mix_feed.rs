@@ -1,7 +1,9 @@
 //! A mixture served by replicas: one job in the ledger whose files are its components'
 //! files one after the other (component `i`'s file `f` is the job's file `first[i] + f`),
 //! so that each epoch's splits are every component's splits of that epoch, and each
-//! component's pipeline leases only its own ([`ComponentFeed`]). Acknowledgements,
+//! component's pipeline leases only its own ([`ComponentFeed`]): the feed keeps the
+//! job's number of each split it hands over (`FedFile::split`, which its records carry)
+//! and gives the component's pipeline its own index of the file. Acknowledgements,
 //! takeovers, checkpoints and the job's end are the job's, as for any shared reader.
 
 use std::ops::Range;
@@ -12,8 +14,8 @@ use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::{PipelineConfig, RecordPipeline};
 use crate::source::SourceError;
 
-/// One component's view of its mixture's job: the splits of its files, numbered as the
-/// component numbers them.
+/// One component's view of its mixture's job: the splits of its files, each file
+/// indexed as the component indexes it.
 #[derive(Debug)]
 pub struct ComponentFeed {
     job: Arc<JobFeed>,
@@ -41,8 +43,8 @@ impl FileFeed for ComponentFeed {
         }
     }
 
-    fn file_read(&self, epoch: u64, file: usize, records: u64) {
-        self.job.file_read(epoch, file + self.files.start as usize, records);
+    fn file_read(&self, epoch: u64, split: usize, records: u64) {
+        self.job.file_read(epoch, split, records);
     }
 }
 

@@ -128,6 +128,14 @@ impl Dense {
         self.shape.iter().product()
     }
 
+    /// Bytes of its values (a string tensor's: its strings').
+    pub fn payload_bytes(&self) -> usize {
+        match &self.values {
+            Values::Bytes(b) => b.len(),
+            Values::Strings(s) => s.iter().map(|b| b.len()).sum(),
+        }
+    }
+
     pub fn strings(shape: Vec<usize>, values: Vec<Bytes>) -> Self {
         Self { dtype: DType::String, shape, values: Values::Strings(values) }
     }

@@ -220,7 +220,7 @@ impl pb::data_service_server::DataService for DataService {
         let request = request.into_inner();
         let stream = self.streams.get(&request.stream_id)?;
         caller.check(&stream.container, Access::Read)?;
-        stream.reader.delivery.acknowledge(&stream.consumer, request.up_to_seq);
+        stream.reader.delivery().acknowledge(&stream.consumer, request.up_to_seq);
         if let Some(job) = stream.reader.cluster_job().cloned()
             && (!request.records.is_empty() || request.flushed || request.commit)
         {
@@ -241,7 +241,7 @@ impl pb::data_service_server::DataService for DataService {
             })
             .await?;
         }
-        let committed_elements = stream.reader.delivery.committed_elements(&stream.consumer);
+        let committed_elements = stream.reader.delivery().committed_elements(&stream.consumer);
         let unreachable = stream.reader.cluster_job().and_then(|job| job.ledger_unreachable_for());
         let ledger_unreachable_ms = unreachable.map_or(0, |waited| waited.as_millis().max(1) as i64);
         Ok(Response::new(pb::AcknowledgeResponse { committed_elements, ledger_unreachable_ms }))

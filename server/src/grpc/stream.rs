@@ -293,7 +293,7 @@ impl ElementStream {
         if self.reader.cluster_job().is_some() {
             return self.wait_for_the_job(tx).await;
         }
-        if !self.shared || self.reader.delivery.settled_for(&self.record.consumer) {
+        if !self.shared || self.reader.delivery().settled_for(&self.record.consumer) {
             return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
         }
         self.wait_for_delivery_change(tx).await
@@ -348,7 +348,7 @@ impl ElementStream {
     /// reading the next chunk ahead when that pays.
     async fn take_elements(&mut self, free: usize, least: usize) -> ControlFlow<Ended, (Vec<Outgoing>, Chunk)> {
         let mut elements: Vec<Outgoing> =
-            self.reader.delivery.take_redelivery(free).into_iter().map(|element| (element, true)).collect();
+            self.reader.delivery().take_redelivery(free).into_iter().map(|element| (element, true)).collect();
         let mut chunk = Chunk::default();
         if elements.len() < free && !self.exhausted {
             let reading = match self.ahead.take() {
@@ -387,7 +387,7 @@ impl ElementStream {
     /// longer being produced. (A private stream's end with it.)
     fn give_back(&self, elements: Vec<Outgoing>, chunk: &Chunk) {
         if self.shared && !elements.is_empty() {
-            self.reader.delivery.requeue(elements.into_iter().map(|(element, _)| element).collect());
+            self.reader.delivery().requeue(elements.into_iter().map(|(element, _)| element).collect());
         }
         if let Some(first) = chunk.first_index {
             self.reader.chunk_delivered(first);
@@ -409,7 +409,7 @@ impl ElementStream {
     fn send_elements(&mut self, permits: PermitIterator<'_, Message>, elements: Vec<Outgoing>) {
         for (permit, (element, redelivered)) in permits.zip(elements) {
             if self.shared {
-                self.reader.delivery.delivered(&self.record.consumer, self.seq, element.clone(), redelivered);
+                self.reader.delivery().delivered(&self.record.consumer, self.seq, element.clone(), redelivered);
             }
             METRICS.element_sent(element.keys.len(), element.payload_bytes());
             permit.send(Ok(pb::ReadResponse {
@@ -448,7 +448,7 @@ impl ElementStream {
     /// this stream holds as many as a consumer session's may (`stream/session_bound.rs`).
     async fn wait_for_delivery_change(&self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
         tokio::select! {
-            _ = self.reader.delivery.changed() => Continue(()),
+            _ = self.reader.delivery().changed() => Continue(()),
             _ = tokio::time::sleep(Duration::from_millis(100)) => Continue(()),
             _ = tx.closed() => Break(Ended::TrainerGone),
             _ = self.reader.released() => self.reader_deleted(),
@@ -462,7 +462,7 @@ impl ElementStream {
     async fn wait_for_the_job(&mut self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
         let reader = self.reader.clone();
         match tokio::task::spawn_blocking(move || reader.job_finished_or_look_again()).await {
-            Ok(Ok(true)) if self.reader.delivery.settled_for(&self.record.consumer) => {
+            Ok(Ok(true)) if self.reader.delivery().settled_for(&self.record.consumer) => {
                 return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
             }
             Ok(Ok(true)) => return self.wait_for_delivery_change(tx).await,
@@ -578,7 +578,7 @@ async fn linger(stream: &StreamRecord, max: Duration, drain: &CancellationToken,
             }
         };
         tokio::select! {
-            _ = stream.reader.delivery.changed() => {}
+            _ = stream.reader.delivery().changed() => {}
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             _ = gone => return,
             _ = drain.cancelled() => return,

@@ -10,12 +10,14 @@
 use super::record_set::RecordSet;
 use crate::source::SourceError;
 
-/// A file to read next: an index into the source's files, the epoch it is read for (the
-/// one asked for, or an earlier one whose reader died), and the records (by
-/// `Record::number`) not to produce.
+/// A file to read next: an index into the source's files, its split's number in the
+/// ledger (the same index, except for a mixture's component: its index among the job's
+/// files), the epoch it is read for (the one asked for, or an earlier one whose reader
+/// died), and the records (by `Record::number`) not to produce.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FedFile {
     pub file: usize,
+    pub split: u32,
     pub epoch: u64,
     pub leave_out: RecordSet,
 }
@@ -25,8 +27,8 @@ pub trait FileFeed: Send + Sync {
     /// when there is none now. Blocking.
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError>;
 
-    /// The pipeline has read `file` of `epoch` to its end (or to an error that ends it),
-    /// taking `records` records from it (those left out not counted). Its records may
-    /// still be in the shuffle buffer.
-    fn file_read(&self, _epoch: u64, _file: usize, _records: u64) {}
+    /// The pipeline has read split `split` (`FedFile::split`) of `epoch` to its end (or to
+    /// an error that ends it), taking `records` records from it (those left out not
+    /// counted). Its records may still be in the shuffle buffer.
+    fn file_read(&self, _epoch: u64, _split: usize, _records: u64) {}
 }

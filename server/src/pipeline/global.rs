@@ -231,7 +231,7 @@ impl RandomAccess {
                         RecordBytes::Span(span) => window.freeze().slice(span),
                         RecordBytes::Owned(value) => Bytes::from(value),
                     };
-                    return Ok(Record { file: self.file.name.clone(), key, number: start.record, epoch: 0, value });
+                    return Ok(Record { file: self.file.name.clone(), split: 0, key, number: start.record, epoch: 0, value });
                 }
                 Framed::NeedMore { at_least } if !at_eof => want = at_least,
                 Framed::Skip { consume } => {
@@ -256,6 +256,8 @@ pub struct GlobalShuffle {
     indexes: Vec<Arc<RecordIndex>>,
     /// `starts[f]`: the global number of file f's first record.
     starts: Vec<u64>,
+    /// `splits[f]`: file f's index among the reader's files.
+    splits: Vec<u32>,
     permutation: Vec<u64>,
     cursor: usize,
     /// The errors of the epoch's files indexed only up to one, not yet reported.
@@ -263,9 +265,11 @@ pub struct GlobalShuffle {
 }
 
 impl GlobalShuffle {
-    /// The epoch's permutation over the records of `files` (in the epoch's file order).
+    /// The epoch's permutation over the records of `files` (in the epoch's file order;
+    /// `splits`: their indexes among the reader's files).
     pub fn new(
         files: &[DataFile],
+        splits: Vec<u32>,
         indexes: Vec<Arc<RecordIndex>>,
         source: Arc<SourceConfig>,
         rng: SplitMix64,
@@ -288,7 +292,7 @@ impl GlobalShuffle {
                 Some(SourceError::Format { file: file.name.to_string(), source })
             })
             .collect();
-        Ok(Self { source, readers, indexes, starts, permutation, cursor: 0, cut_short })
+        Ok(Self { source, readers, indexes, starts, splits, permutation, cursor: 0, cut_short })
     }
 
     /// The error of the next file of the epoch that was indexed only up to one (once each,
@@ -316,6 +320,7 @@ impl GlobalShuffle {
         let file = self.starts.partition_point(|&start| start <= global) - 1;
         let i = (global - self.starts[file]) as usize;
         let index = &self.indexes[file];
-        self.readers[file].read(&self.source, index.positions[i], index.positions[i + 1]).map(Some)
+        let record = self.readers[file].read(&self.source, index.positions[i], index.positions[i + 1])?;
+        Ok(Some(Record { split: self.splits[file], ..record }))
     }
 }

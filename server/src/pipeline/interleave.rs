@@ -77,6 +77,8 @@ pub struct Interleave {
     /// The epoch of each fed file, in `order`'s order (a feed may hand over a file of an
     /// earlier epoch: a split taken over from a replica that died).
     fed_epochs: Vec<u64>,
+    /// The split of each fed file (`FedFile::split`), in `order`'s order.
+    fed_splits: Vec<u32>,
     /// Records of fed files to leave out, by epoch and file (an index into `files`).
     leave_out: HashMap<(u64, usize), RecordSet>,
     /// The epoch read (records of unfed files are of this one).
@@ -116,6 +118,7 @@ impl Interleave {
             feed: None,
             feed_exhausted: false,
             fed_epochs: Vec::new(),
+            fed_splits: Vec::new(),
             leave_out: HashMap::new(),
             epoch: 0,
             config,
@@ -155,6 +158,11 @@ impl Interleave {
         self.fed_epochs.get(index).copied().unwrap_or(self.epoch)
     }
 
+    /// The split of the file at `index` of the order: the feed's, else the file's index.
+    fn split_of(&self, index: usize) -> u32 {
+        self.fed_splits.get(index).copied().unwrap_or(self.order[index] as u32)
+    }
+
     /// Takes the feed's next file into the order; false when it has none (and then it is
     /// not asked again: the epoch's input ends with the files already fed).
     fn feed_more(&mut self) -> Result<bool, SourceError> {
@@ -168,6 +176,7 @@ impl Interleave {
         }
         self.order.push(fed.file);
         self.fed_epochs.push(fed.epoch);
+        self.fed_splits.push(fed.split);
         Ok(true)
     }
 
@@ -224,13 +233,15 @@ impl Interleave {
                     }
                 }
                 match slot.pending.pop_front() {
-                    Some((record, position)) => {
+                    Some((mut record, position)) => {
                         let start = slot.position.unwrap_or_default();
                         slot.position = Some(position);
                         let (file, epoch) = (self.order[slot.file], slot.epoch);
                         if self.leave_out.get(&(epoch, file)).is_some_and(|left| left.contains(record.number)) {
                             continue;
                         }
+                        // `split_of`, with `slot` borrowed.
+                        record.split = self.fed_splits.get(slot.file).copied().unwrap_or(file as u32);
                         slot.taken += 1;
                         self.block_index += 1;
                         if self.block_index == self.block_length {
@@ -257,7 +268,7 @@ impl Interleave {
 
     fn close_current(&mut self) {
         if let (Some(slot), Some(feed)) = (self.slots[self.cycle_index].take(), &self.feed) {
-            feed.file_read(slot.epoch, self.order[slot.file], slot.taken);
+            feed.file_read(slot.epoch, self.split_of(slot.file) as usize, slot.taken);
         }
         self.files_completed += 1;
     }

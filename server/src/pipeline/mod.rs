@@ -486,7 +486,8 @@ impl RecordPipeline {
         }
         let files: Vec<DataFile> = order.iter().map(|&f| self.files[f].clone()).collect();
         let rng = SplitMix64::for_epoch(self.config.seed, self.epoch, GLOBAL_SHUFFLE_STREAM);
-        GlobalShuffle::new(&files, indexes, self.source.clone(), rng)
+        let splits = order.iter().map(|&f| f as u32).collect();
+        GlobalShuffle::new(&files, splits, indexes, self.source.clone(), rng)
     }
 
     fn start_epoch(&mut self, epoch: u64) {
@@ -617,7 +618,7 @@ mod tests {
                 let order = RecordPipeline::epoch_order(files.len(), &config, epoch);
                 (
                     epoch,
-                    order.into_iter().map(|file| feed::FedFile { file, epoch, leave_out: leave_out(file) }).collect(),
+                    order.into_iter().map(|file| feed::FedFile { file, split: file as u32, epoch, leave_out: leave_out(file) }).collect(),
                 )
             });
             Arc::new(FixedFeed::new(orders.collect::<Vec<_>>()))
@@ -648,7 +649,7 @@ mod tests {
         // Fed nothing of an epoch, a pipeline goes on to the next (others read that one).
         let config = PipelineConfig { num_epochs: Some(2), ..PipelineConfig::default() };
         let only_second =
-            Arc::new(FixedFeed::new([(2, vec![feed::FedFile { file: 1, epoch: 2, ..Default::default() }])]));
+            Arc::new(FixedFeed::new([(2, vec![feed::FedFile { file: 1, split: 1, epoch: 2, ..Default::default() }])]));
         let mut fed = RecordPipeline::fed(
             tfrecord_files(dir.path(), &[1, 2], (usize::MAX, 0)),
             source(),

@@ -6,11 +6,11 @@
 //! at its first exhausted component ends where its own choice found one
 //! ([`Reader::job_finished_or_look_again`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Reader;
 use super::in_component;
+use super::mix::Mixture;
 use super::records::ReaderState;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
 use crate::cluster::{EpochOrder, JobFeed};
@@ -31,7 +31,7 @@ impl Reader {
         if self.spec.unbatch {
             return self.refused("unbatch");
         }
-        for (i, component) in self.components.iter().enumerate() {
+        for (i, component) in self.mixture.iter().flat_map(|mixture| &mixture.components).enumerate() {
             component.check_for_cluster().map_err(|err| in_component(i, err))?;
         }
         if self.spec.pipeline.global_shuffle {
@@ -59,17 +59,17 @@ impl Reader {
                 self.end_mixture();
             }
         }
-        if self.spec.mix.is_some() {
-            for (component, files) in self.components.iter().zip(self.component_ranges()) {
-                component.read_fed(Arc::new(ComponentFeed::new(job.clone(), files.clone())), files.start);
+        if let Some(mixture) = &self.mixture {
+            for (component, files) in mixture.components.iter().zip(self.component_ranges()) {
+                component.read_fed(Arc::new(ComponentFeed::new(job.clone(), files.clone())));
             }
         } else {
-            self.read_fed(job.clone(), 0);
+            self.read_fed(job.clone());
         }
-        self.delivery.commit_to(job.clone());
+        self.books.delivery.commit_to(job.clone());
         let reader = Arc::downgrade(self);
         job.report_usage(Box::new(move || {
-            reader.upgrade().map_or((0, 0), |reader| (reader.delivery.in_flight(), reader.stream_count() as u64))
+            reader.upgrade().map_or((0, 0), |reader| (reader.books.delivery.in_flight(), reader.stream_count() as u64))
         }));
         let _ = self.job.set(job);
         Ok(())
@@ -80,9 +80,8 @@ impl Reader {
         self.spec.mix.as_ref().is_some_and(|mix| mix.stop_on_empty)
     }
 
-    /// Reads the files `feed` gives from now on; its files are numbered in the ledger from
-    /// `first` on (a mixture's component's follow the components before it).
-    fn read_fed(&self, feed: Arc<dyn FileFeed>, first: u32) {
+    /// Reads the files `feed` gives from now on (their records carry their splits).
+    fn read_fed(&self, feed: Arc<dyn FileFeed>) {
         let pipeline = RecordPipeline::fed(
             self.files.clone(),
             self.source.clone(),
@@ -91,9 +90,6 @@ impl Reader {
             feed,
         );
         *self.lock() = ReaderState::new(pipeline);
-        let index: HashMap<Arc<str>, u32> =
-            self.files.iter().enumerate().map(|(i, file)| (file.name.clone(), first + i as u32)).collect();
-        let _ = self.file_index.set(index);
     }
 
     /// `INVALID_ARGUMENT`: replicas do not serve `what` yet.
@@ -128,13 +124,13 @@ impl Reader {
             pipeline: reader.spec.pipeline.clone(),
             planned: *weight > 0.0,
         };
-        self.components.iter().zip(&weights).map(component).collect()
+        self.mixture.iter().flat_map(|mixture| &mixture.components).zip(&weights).map(component).collect()
     }
 
     /// The epochs the job reads: a mixture's, its chosen components' most (`None`:
     /// forever).
     fn job_epochs(&self) -> Option<u64> {
-        if self.components.is_empty() {
+        if self.mixture.is_none() {
             return self.spec.pipeline.num_epochs;
         }
         self.mixture_files()
@@ -148,7 +144,7 @@ impl Reader {
     /// pipelines look at the ledger again) at most once every [`LOOK_AGAIN_EVERY`] while
     /// it goes on: splits of a replica that died are then taken over although other
     /// components still run. The caller holds the mixture's lock.
-    pub(super) fn look_again_while_mixing(&self, progress: &mut MixProgress) {
+    pub(super) fn look_again_while_mixing(&self, mixture: &Mixture, progress: &mut MixProgress) {
         if self.job.get().is_none() || !progress.choice.any_exhausted() {
             return;
         }
@@ -156,18 +152,19 @@ impl Reader {
             return;
         }
         progress.looked_again_at = Some(std::time::Instant::now());
-        self.take_back_exhausted(progress);
+        mixture.take_back_exhausted(progress);
     }
 
-    /// The components a mixture found exhausted look at the ledger again, and its choice
-    /// takes them back. The caller holds the mixture's lock.
-    fn take_back_exhausted(&self, progress: &mut MixProgress) {
-        for (i, component) in self.components.iter().enumerate() {
-            if progress.choice.is_exhausted(i) {
-                component.lock().pipeline.look_again();
-            }
+    /// Whether the mixture's choice ended (nothing chosen yet: not ended).
+    fn mixture_ended(&self) -> bool {
+        Mixture::ended(&self.lock())
+    }
+
+    /// Ends the mixture before its next choice: it reads nothing more.
+    fn end_mixture(&self) {
+        if let Some(mixture) = &self.mixture {
+            mixture.end(&mut self.lock());
         }
-        progress.choice.look_again();
     }
 
     /// `UNIMPLEMENTED` for `verb` on a reader served by replicas: its position is the
@@ -187,12 +184,13 @@ impl Reader {
         self.job.get()
     }
 
-    /// The ledger's names of `batch`'s records (empty outside a cluster).
-    pub(super) fn record_ids(&self, batch: &[Record]) -> Vec<RecordId> {
-        if self.file_index.get().is_none() {
+    /// The ledger's names of `records` (empty outside a cluster, without looking at
+    /// them).
+    pub(super) fn ledger_ids<'a>(&self, records: impl IntoIterator<Item = &'a Record>) -> Vec<RecordId> {
+        if self.job.get().is_none() {
             return Vec::new();
         }
-        batch.iter().filter_map(|record| self.record_id(record)).collect()
+        records.into_iter().map(Record::id).collect()
     }
 
     /// Records taken but never handed out (a remainder that `dropRemainder` drops, a batch
@@ -204,12 +202,6 @@ impl Reader {
         {
             job.acknowledge(records.iter().map(|r| (r.epoch, r.file as usize, r.number)));
         }
-    }
-
-    /// The ledger's name of `record` (`None` outside a cluster).
-    pub(super) fn record_id(&self, record: &Record) -> Option<RecordId> {
-        let file = *self.file_index.get()?.get(&record.file)?;
-        Some(RecordId { epoch: record.epoch, file, number: record.number })
     }
 
     /// At the end of this replica's sequence (blocking): whether the job is done on every
@@ -245,8 +237,7 @@ impl Reader {
     /// and acknowledged (or it has no stream left to deliver through): it is marked ended
     /// in the job (blocking).
     fn end_here_if_delivered(&self, job: &JobFeed) -> Result<()> {
-        let delivered =
-            || self.delivery.settled() && self.producing.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        let delivered = || self.books.all_delivered();
         // The mixture's lock last: a chunk being taken holds it (the renewal thread would
         // wait for it).
         if (self.stream_count() == 0 || delivered()) && self.mixture_ended() {
@@ -277,8 +268,8 @@ impl Reader {
     fn look_again(&self) {
         let mut state = self.lock();
         state.pipeline.look_again();
-        if let Some(progress) = &mut state.mix {
-            self.take_back_exhausted(progress);
+        if let (Some(mixture), Some(progress)) = (&self.mixture, &mut state.mix) {
+            mixture.take_back_exhausted(progress);
         }
     }
 }

@@ -12,6 +12,12 @@ use crate::source::Record;
 /// Decoded features by name, and the indices of the values they hold.
 pub(super) type DecodedValues = (Vec<(String, Tensor)>, Vec<usize>);
 
+/// Batches as taken: each one's number and items.
+pub(super) type Batches<T> = Vec<(u64, Vec<T>)>;
+
+/// Each element's number and what decoding made of it, in order, up to the first error.
+pub(super) type DecodedElements = Vec<(u64, Result<Option<Element>>)>;
+
 /// Panics caught while reading, decoding or cutting an element into messages
 /// (`readerd_decode_panics_total` in `crate::metrics`).
 pub static DECODE_PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -34,30 +40,20 @@ pub fn catch_decode_panic<T>(reader: &str, work: impl FnOnce() -> T) -> Result<T
 }
 
 impl Reader {
-    /// Decodes batch `index`; a panic is caught (see [`catch_decode_panic`]).
-    pub(super) fn decode_numbered(&self, batch: (u64, Vec<Record>)) -> Result<Option<Element>> {
-        catch_decode_panic(&self.name, || self.decode_batch(batch))?
-    }
-
-    fn decode_batch(&self, (index, batch): (u64, Vec<Record>)) -> Result<Option<Element>> {
-        // Every record of the batch, those a decoder drops included: acknowledging the
-        // element settles them all.
-        let records = self.record_ids(&batch);
-        match self.decode(batch)? {
-            Some(element) => Ok(Some(Element { index, records, ..element })),
-            None => {
-                self.settle(&records);
-                Ok(None)
-            }
-        }
-    }
-
-    /// Decodes one batch. With `onError: SKIP`, records that do not decode are dropped
-    /// and counted (`None` when none is left); otherwise the first error fails the reader.
-    fn decode(&self, batch: Vec<Record>) -> Result<Option<Element>> {
-        let keys = Keys::of_records(&batch);
-        let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
-        self.decode_keyed(&values, keys, self.spec.batch_size > 0)
+    /// Decodes a set of batches (`chunks.rs` hands a reader of files one at a time), each
+    /// into its element (unnumbered). With `onError: SKIP`, records that do not decode are
+    /// dropped and counted (`None` when none is left); otherwise the first error fails the
+    /// reader. A panic is caught (see [`catch_decode_panic`]) and fails the set.
+    pub(super) fn decode_set(&self, set: Batches<Record>) -> DecodedElements {
+        let first = set.first().map_or(0, |(index, _)| *index);
+        let batched = self.spec.batch_size > 0;
+        let decode = |batch: Vec<Record>| {
+            let keys = Keys::of_records(&batch);
+            let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
+            self.decode_keyed(&values, keys, batched)
+        };
+        catch_decode_panic(&self.name, || set.into_iter().map(|(index, batch)| (index, decode(batch))).collect())
+            .unwrap_or_else(|err| vec![(first, Err(err))])
     }
 
     /// `values` named by `keys` decoded as one element (see `decode`), unnumbered.

@@ -1,12 +1,14 @@
-//! A mixture's reader: one private reader per component (each with its own pipeline and
-//! decoder, unbatched), records taken from them as the choice says
-//! ([`crate::pipeline::mix::MixChoice`]), batched and decoded (`mix_decode.rs`). Its
-//! state is every component's state plus the choice's; keys are the component's keys
-//! with `<component index>/` in front (`1/tabular/part-0.csv:12`).
+//! A mixture's records: a [`Mixture`] holds one private reader per component (each with
+//! its own pipeline and decoder, unbatched); [`MixedRecords`], the batcher's source,
+//! takes records from them as the choice says ([`crate::pipeline::mix::MixChoice`]), and
+//! `mix_decode.rs` decodes them. Its state is every component's state plus the choice's;
+//! keys are the component's keys with `<component index>/` in front
+//! (`1/tabular/part-0.csv:12`).
 
-use super::mix_decode::TakenBatches;
+use super::batcher::{RecordSource, Step};
 use super::records::ReaderState;
-use super::{Chunk, Reader, in_component};
+use super::mix_gather::Layout;
+use super::{Reader, in_component};
 use crate::decode::Decoder;
 use crate::error::{Result, ServeError};
 use crate::pipeline::Next;
@@ -15,13 +17,19 @@ use crate::source::{DataRoots, Record};
 use crate::spec::{MixSpec, ReaderSpec};
 use readerd_proto::v1 as pb;
 
-/// A mixture at its first record: the choice from the outer seed, nothing taken.
-fn start(mix: &MixSpec, seed: u64) -> MixProgress {
-    MixProgress {
-        choice: MixChoice::new(mix.weights.clone(), mix.choice.clone(), seed, mix.stop_on_empty),
-        taken: vec![0; mix.weights.len()],
-        looked_again_at: None,
-    }
+/// A mixture of specs: its components' readers, and how their batches are decoded.
+pub(super) struct Mixture {
+    /// The mixture's reader's name, for messages.
+    pub(super) name: String,
+    pub(super) mix: std::sync::Arc<MixSpec>,
+    /// The mixture's batch size (0: unbatched) and seed (its choice's).
+    pub(super) batch_size: usize,
+    seed: u64,
+    /// A reader per component, in the spec's order.
+    pub(super) components: Vec<Reader>,
+    /// The mixture's features and where each component's decoder puts them
+    /// (`mix_gather.rs`).
+    pub(super) layout: Layout,
 }
 
 /// Opens each component's reader and checks that they decode to the same features
@@ -29,12 +37,12 @@ fn start(mix: &MixSpec, seed: u64) -> MixProgress {
 /// differ; batched mixtures of components that decode differently refuse dense features
 /// of varying length (`fixedLenSequence`). The outer spec takes
 /// the first component's decoder (its CSV columns named from the headers).
-pub(super) fn open_components(
+pub(super) fn open_mixture(
     name: &str,
     spec: &mut ReaderSpec,
     roots: &DataRoots,
     settings: &super::ReaderSettings,
-) -> Result<Vec<Reader>> {
+) -> Result<Mixture> {
     let mix = spec.mix.clone().expect("a mixture");
     let mut components = Vec::with_capacity(mix.components.len());
     for (i, component) in mix.components.iter().enumerate() {
@@ -87,173 +95,61 @@ pub(super) fn open_components(
         }
     }
     spec.decoder = components[0].spec.decoder.clone();
-    Ok(components)
+    let layout = Layout::of(&components);
+    Ok(Mixture { name: name.to_owned(), mix, batch_size: spec.batch_size, seed: spec.pipeline.seed, components, layout })
 }
 
 fn mismatch(component: usize, what: &str) -> ServeError {
     ServeError::InvalidSpec(format!("mix.datasets[{component}] {what}: components must decode to the same features"))
 }
 
-impl Reader {
-    /// `next_chunk` for a mixture: records chosen from the components and batched under
-    /// the reader's lock, in sets (`elements_decoded_together`) decoded (`mix_decode.rs`)
-    /// on the server's decoding threads while the next are taken, as `next_chunk` does.
-    pub(super) fn next_mixed_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
-        let decoded = std::sync::Mutex::new(Vec::new());
-        let decode = |set: TakenBatches| {
-            let elements = self.decode_mixed_set(set);
-            decoded.lock().unwrap_or_else(|p| p.into_inner()).extend(elements);
-        };
-        let taken = match &self.settings.decode_pool {
-            Some(pool) if max_elements > 1 => pool.in_place_scope(|scope| {
-                self.take_mixed_sets(max_elements, max_bytes, |set| {
-                    let decode = &decode;
-                    scope.spawn(move |_| decode(set));
-                })
-            }),
-            _ => {
-                let mut sets = Vec::new();
-                let taken = self.take_mixed_sets(max_elements, max_bytes, |set| sets.push(set));
-                sets.into_iter().for_each(decode);
-                taken
-            }
-        };
-        let mut decoded = decoded.into_inner().unwrap_or_else(|p| p.into_inner());
-        decoded.sort_unstable_by_key(|(index, _)| *index);
-        let (first_index, error, end) = taken;
-        let chunk = Chunk { error, end_of_sequence: end, first_index, ..Chunk::default() };
-        self.chunk_of(decoded.into_iter().map(|(_, result)| result), chunk)
-    }
+/// A mixture's records, chosen among its components: `(component, record)`. A
+/// component's epochs follow one another unseen (as a repeated dataset's do). A
+/// component's lock is taken the first time the choice falls on it and kept for the
+/// batch. Holding several is safe: everywhere else a component's lock is taken alone,
+/// under the mixture's or with no other lock held.
+pub(super) struct MixedRecords<'a> {
+    mixture: &'a Mixture,
+    /// The mixture's state (its lock held).
+    state: &'a mut ReaderState,
+    locked: Vec<Option<std::sync::MutexGuard<'a, ReaderState>>>,
+    /// Called before each batch, with the choice (on replicas: takes back components
+    /// exhausted for a while, `cluster_job.rs`).
+    before_batch: &'a dyn Fn(&mut MixProgress),
+}
 
-    /// `take_mixed_batches`, handing the batches to `on_set` in sets of
-    /// `elements_decoded_together` (the last one maybe smaller).
-    fn take_mixed_sets(
-        &self,
-        max_elements: usize,
-        max_bytes: usize,
-        mut on_set: impl FnMut(TakenBatches),
-    ) -> (Option<u64>, Option<ServeError>, bool) {
-        let set_size = self.elements_decoded_together();
-        let mut set = Vec::with_capacity(set_size);
-        let taken = self.take_mixed_batches(max_elements, max_bytes, |batch| {
-            set.push(batch);
-            if set.len() == set_size {
-                on_set(std::mem::replace(&mut set, Vec::with_capacity(set_size)));
-            }
-        });
-        if !set.is_empty() {
-            on_set(set);
-        }
-        taken
+impl<'a> MixedRecords<'a> {
+    pub fn new(mixture: &'a Mixture, state: &'a mut ReaderState, before_batch: &'a dyn Fn(&mut MixProgress)) -> Self {
+        let locked = mixture.components.iter().map(|_| None).collect();
+        Self { mixture, state, locked, before_batch }
     }
+}
 
-    /// Elements one decoding thread takes at once: 1, or for a batched mixture whose
-    /// components decode differently a set of as many batches as it has components (up to
-    /// 4), so that each component decodes about a whole batch's worth at once
-    /// (`mix_decode.rs`).
-    pub fn elements_decoded_together(&self) -> usize {
-        if self.spec.batch_size > 0 && !self.mix_layout.alike { self.components.len().clamp(1, 4) } else { 1 }
-    }
+impl RecordSource for MixedRecords<'_> {
+    type Item = (usize, Record);
+    const ITEMS: &'static str = "records of the mixture";
 
-    /// Takes batches of `(component, record)` for up to `max_elements` elements (about
-    /// `max_bytes` of records), handing each to `on_batch` with its number as soon as it
-    /// is whole. Returns, for a shared reader, the number of the first (marked as being
-    /// handed to a stream while the lock is held, as `take_batches` does, so that a
-    /// checkpoint meanwhile replays from before it), then the error or the end of the
-    /// sequence that stopped it early.
-    fn take_mixed_batches(
-        &self,
-        max_elements: usize,
-        max_bytes: usize,
-        on_batch: impl FnMut((u64, Vec<(usize, Record)>)),
-    ) -> (Option<u64>, Option<ServeError>, bool) {
-        let mut state = self.lock();
-        self.keep_snapshot(&state);
-        let first = state.elements_produced;
-        let (error, end) = self.take_mixed_batches_locked(&mut state, max_elements, max_bytes, on_batch);
-        let first_index = (self.shared.load(std::sync::atomic::Ordering::Relaxed) && state.elements_produced > first)
-            .then(|| {
-                self.producing.lock().unwrap_or_else(|p| p.into_inner()).insert(first);
-                first
-            });
-        (first_index, error, end)
-    }
-
-    fn take_mixed_batches_locked(
-        &self,
-        state: &mut ReaderState,
-        max_elements: usize,
-        max_bytes: usize,
-        mut on_batch: impl FnMut((u64, Vec<(usize, Record)>)),
-    ) -> (Option<ServeError>, bool) {
-        let batch_size = self.spec.batch_size.max(1);
-        let max_element_bytes = self.spec.source.max_record_bytes as usize;
-        let (mut batches, mut bytes) = (0, 0);
-        while batches < max_elements && bytes < max_bytes {
-            let mut taken = Vec::with_capacity(batch_size.min(1024));
-            let mut batch_bytes = 0;
-            let last_of_sequence = match self.take_mixed(state, &mut taken, batch_size, &mut batch_bytes) {
-                Ok(end) => end,
-                Err(err) => return fail(state, err),
-            };
-            if batch_bytes > max_element_bytes {
-                let err = ServeError::ResourceExhausted(format!(
-                    "a batch of {} records of the mixture reached {batch_bytes} bytes, above the limit of \
-                     {max_element_bytes} bytes per element (--max-record-bytes); lower pipeline.batchSize",
-                    taken.len()
-                ));
-                return fail(state, err);
-            }
-            bytes += batch_bytes;
-            if !taken.is_empty() && (taken.len() == batch_size || !self.spec.drop_remainder) {
-                on_batch((state.elements_produced, taken));
-                state.elements_produced += 1;
-                batches += 1;
-            } else if !taken.is_empty() {
-                self.settle(&self.mixed_record_ids(&taken));
-            }
-            if last_of_sequence {
-                return (None, true);
-            }
-        }
-        (None, false)
-    }
-
-    /// Takes up to `want` records of the mixture into `taken` with their components,
-    /// adding their sizes to `bytes` and stopping early once that passes the limit per
-    /// element; `true` at the end. A component's epochs follow one another unseen (as a
-    /// repeated dataset's do). A component's lock is taken the first time the choice falls
-    /// on it and kept for the batch. Holding several is safe: everywhere else a component's
-    /// lock is taken alone, under the mixture's or with no other lock held.
-    fn take_mixed(
-        &self,
-        state: &mut ReaderState,
-        taken: &mut Vec<(usize, Record)>,
-        want: usize,
-        bytes: &mut usize,
-    ) -> Result<bool> {
-        if let Some(err) = &state.failed {
+    fn start_batch(&mut self) -> Result<()> {
+        self.locked.iter_mut().for_each(|guard| *guard = None);
+        if let Some(err) = &self.state.failed {
             return Err(err.clone());
         }
-        let mix = self.spec.mix.as_ref().expect("a mixture");
-        let progress = state.mix.get_or_insert_with(|| start(mix, self.spec.pipeline.seed));
-        self.look_again_while_mixing(progress);
-        let mut locked: Vec<Option<std::sync::MutexGuard<'_, ReaderState>>> =
-            self.components.iter().map(|_| None).collect();
-        let max_bytes = self.spec.source.max_record_bytes as usize;
-        let mut left = want;
-        while left > 0 && *bytes <= max_bytes {
-            let Some(i) = progress.choice.choose() else { return Ok(true) };
-            let component = &self.components[i];
-            let component_state = locked[i].get_or_insert_with(|| component.lock());
+        let progress = self.state.mix.get_or_insert_with(|| self.mixture.start());
+        (self.before_batch)(progress);
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<Step<(usize, Record)>> {
+        let progress = self.state.mix.as_mut().expect("started by start_batch");
+        loop {
+            let Some(i) = progress.choice.choose() else { return Ok(Step::End) };
+            let component = &self.mixture.components[i];
+            let component_state = self.locked[i].get_or_insert_with(|| component.lock());
             loop {
                 match component_state.next_selected(&component.spec) {
                     Ok(Next::Record(record)) => {
                         progress.taken[i] += 1;
-                        *bytes += record.value.len();
-                        taken.push((i, record));
-                        left -= 1;
-                        break;
+                        return Ok(Step::Item((i, record)));
                     }
                     Ok(Next::EndOfEpoch) => continue,
                     Ok(Next::End) => {
@@ -264,23 +160,56 @@ impl Reader {
                 }
             }
         }
-        Ok(false)
+    }
+
+    fn bytes((_, record): &(usize, Record)) -> usize {
+        record.value.len()
+    }
+}
+
+impl Mixture {
+    /// The mixture at its first record: the choice from the outer seed, nothing taken.
+    fn start(&self) -> MixProgress {
+        let mix = &self.mix;
+        MixProgress {
+            choice: MixChoice::new(mix.weights.clone(), mix.choice.clone(), self.seed, mix.stop_on_empty),
+            taken: vec![0; mix.weights.len()],
+            looked_again_at: None,
+        }
+    }
+
+    /// The same mixture, its components at their first records (to replay from a state).
+    pub(super) fn replica(&self) -> Mixture {
+        Mixture {
+            name: self.name.clone(),
+            mix: self.mix.clone(),
+            batch_size: self.batch_size,
+            seed: self.seed,
+            components: self.components.iter().map(Reader::replica).collect(),
+            layout: self.layout.clone(),
+        }
+    }
+
+    /// Elements one decoding thread takes at once: 1, or for a batched mixture whose
+    /// components decode differently a set of as many batches as it has components (up to
+    /// 4), so that each component decodes about a whole batch's worth at once
+    /// (`mix_decode.rs`).
+    pub(super) fn elements_decoded_together(&self) -> usize {
+        if self.batch_size > 0 && !self.layout.alike { self.components.len().clamp(1, 4) } else { 1 }
     }
 
     /// Whether the mixture's choice ended (nothing chosen yet: not ended).
-    pub(super) fn mixture_ended(&self) -> bool {
-        self.lock().mix.as_ref().is_some_and(|progress| progress.choice.ended())
+    pub(super) fn ended(state: &ReaderState) -> bool {
+        state.mix.as_ref().is_some_and(|progress| progress.choice.ended())
     }
 
     /// Ends the mixture before its next choice: it reads nothing more.
-    pub(super) fn end_mixture(&self) {
-        let mix = self.spec.mix.as_ref().expect("a mixture");
-        let mut state = self.lock();
-        state.mix.get_or_insert_with(|| start(mix, self.spec.pipeline.seed)).choice.end();
+    pub(super) fn end(&self, state: &mut ReaderState) {
+        state.mix.get_or_insert_with(|| self.start()).choice.end();
     }
 
     /// The mixture's state: its components', and the choice's.
-    pub(super) fn mix_state(&self, state: &ReaderState) -> Result<pb::MixState> {
+    pub(super) fn state(&self, state: &ReaderState) -> Result<pb::MixState> {
         let mut components = Vec::with_capacity(self.components.len());
         for component in &self.components {
             components.push(component.state_bytes(&component.lock())?.into());
@@ -288,8 +217,7 @@ impl Reader {
         let (choice, taken) = match &state.mix {
             Some(progress) => (progress.choice.state(), progress.taken.clone()),
             None => {
-                let mix = self.spec.mix.as_ref().expect("a mixture");
-                let fresh = start(mix, self.spec.pipeline.seed);
+                let fresh = self.start();
                 (fresh.choice.state(), fresh.taken)
             }
         };
@@ -298,8 +226,8 @@ impl Reader {
 
     /// Restores the components and the choice from `saved` (of this mixture's spec); the
     /// caller holds the mixture's lock.
-    pub(super) fn restore_mix(&self, saved: &pb::MixState) -> Result<MixProgress> {
-        let mix = self.spec.mix.as_ref().expect("a mixture");
+    pub(super) fn restore(&self, saved: &pb::MixState) -> Result<MixProgress> {
+        let mix = &self.mix;
         let n = self.components.len();
         if saved.components.len() != n || saved.taken.len() != n {
             return Err(ServeError::InvalidArgument(format!("the state is not of a mixture of {n} components")));
@@ -341,10 +269,15 @@ impl Reader {
             })
             .collect()
     }
-}
 
-/// The error that fails the reader (and stops the chunk).
-fn fail(state: &mut ReaderState, err: ServeError) -> (Option<ServeError>, bool) {
-    state.failed = Some(err.clone());
-    (Some(err), false)
+    /// The components the choice found exhausted look at the ledger again, and the
+    /// choice takes them back. The caller holds the mixture's lock.
+    pub(super) fn take_back_exhausted(&self, progress: &mut MixProgress) {
+        for (i, component) in self.components.iter().enumerate() {
+            if progress.choice.is_exhausted(i) {
+                component.lock().pipeline.look_again();
+            }
+        }
+        progress.choice.look_again();
+    }
 }

@@ -1,7 +1,7 @@
 //! Where a mixture's records are decoded: by their own component's decoder, or together
 //! when the components decode alike.
 //!
-//! Batched, consecutive batches are decoded as a set (`next_mixed_chunk` makes sets of as
+//! Batched, consecutive batches are decoded as a set (`next_chunk` makes sets of as
 //! many batches as there are components): each component's records of the set as one
 //! batch, about a whole batch's worth (the size that component decodes at when read
 //! alone, not its share of one mixed batch); then each batch is gathered from them in the
@@ -20,23 +20,21 @@ use bytes::Bytes;
 
 use super::mix_gather::{Decoded, Layout, RowIndex, gather, mixed_keys};
 use super::mix_placed::{PlacedRows, PlacedSet};
-use super::{Reader, in_component};
+use super::decoding::{Batches, DecodedElements};
+use super::in_component;
+use super::mix::Mixture;
 use crate::decode::{Dense, PlacedBuffers, Placement, Tensor, Values};
-use crate::element::{Element, Keys, RecordId};
+use crate::element::{Element, Keys};
 use crate::error::Result;
 use crate::source::Record;
 
 /// Batches as taken: each one's number and `(component, record)`s.
-pub(super) type TakenBatches = Vec<(u64, Vec<(usize, Record)>)>;
+pub(super) type TakenBatches = Batches<(usize, Record)>;
 
-/// Each element's number and what decoding made of it, in order, up to the first error.
-pub(super) type DecodedElements = Vec<(u64, Result<Option<Element>>)>;
-
-/// A batch of a set: its number, its records' ledger ids and keys, and for each row its
-/// component and its row in that component's records of the set.
+/// A batch of a set: its number, its records' keys, and for each row its component and
+/// its row in that component's records of the set.
 struct Batch {
     index: u64,
-    records: Vec<RecordId>,
     keys: Keys,
     rows: Vec<(usize, usize)>,
 }
@@ -67,21 +65,21 @@ impl DecodedGroup {
     }
 }
 
-impl Reader {
+impl Mixture {
     /// Decodes a set of batches (a batched mixture's, together; an unbatched one's
     /// records one by one). A panic fails the set at its first element (and the reader).
     pub(super) fn decode_mixed_set(&self, set: TakenBatches) -> DecodedElements {
         let first = set.first().map_or(0, |(index, _)| *index);
         super::decoding::catch_decode_panic(&self.name, || {
-            if self.spec.batch_size > 0 && self.mix_layout.alike {
-                return set.into_iter().map(|(index, taken)| (index, self.decode_mixed_alike(index, taken))).collect();
+            if self.batch_size > 0 && self.layout.alike {
+                return set.into_iter().map(|(index, taken)| (index, self.decode_mixed_alike(taken))).collect();
             }
-            if self.spec.batch_size > 0 {
+            if self.batch_size > 0 {
                 return self.decode_mixed_batches(set);
             }
             let decode_one = |(index, mut taken): (u64, Vec<(usize, Record)>)| {
                 let record = taken.pop().expect("a record a batch");
-                (index, self.decode_mixed_record(index, record))
+                (index, self.decode_mixed_record(record))
             };
             set.into_iter().map(decode_one).collect()
         })
@@ -103,9 +101,6 @@ impl Reader {
         let mut set = Vec::with_capacity(batches.len());
         let mut total = 0;
         for (index, taken) in batches {
-            // Every record taken, those a decoder drops included: acknowledging the
-            // element settles them all (on replicas).
-            let records = self.mixed_record_ids(&taken);
             let keys = mixed_keys(taken.iter().map(|(component, record)| (*component, record)));
             let mut rows = Vec::with_capacity(taken.len());
             for (component, record) in taken {
@@ -115,7 +110,7 @@ impl Reader {
                 group.places.push(total);
                 total += 1;
             }
-            set.push(Batch { index, records, keys, rows });
+            set.push(Batch { index, keys, rows });
         }
         let placed = self.decode_placed_set(&mut groups, total);
         for (component, group) in groups.iter_mut().enumerate() {
@@ -153,23 +148,18 @@ impl Reader {
     /// first component's decoder: what a single spec's batch of these records gives (its
     /// errors and `onError: SKIP` included; records skipped are counted by that component,
     /// and a message names the record by its key, `<component>/<file>:<n>`).
-    fn decode_mixed_alike(&self, index: u64, taken: Vec<(usize, Record)>) -> Result<Option<Element>> {
-        let records = self.mixed_record_ids(&taken);
+    fn decode_mixed_alike(&self, taken: Vec<(usize, Record)>) -> Result<Option<Element>> {
         let keys = mixed_keys(taken.iter().map(|(component, record)| (*component, record)));
         let values: Vec<Bytes> = taken.into_iter().map(|(_, record)| record.value).collect();
-        let element = self.components[0].decode_keyed(&values, keys, true)?;
-        Ok(self.numbered_mixed(index, records, element))
+        self.components[0].decode_keyed(&values, keys, true)
     }
 
     /// A record of an unbatched mixture, decoded alone by its component.
-    fn decode_mixed_record(&self, index: u64, taken: (usize, Record)) -> Result<Option<Element>> {
-        let records = self.mixed_record_ids([&taken]);
-        let (component, record) = taken;
+    fn decode_mixed_record(&self, (component, record): (usize, Record)) -> Result<Option<Element>> {
         let keys = mixed_keys(std::iter::once((component, &record)));
-        let element = self.components[component]
+        self.components[component]
             .decode_keyed(std::slice::from_ref(&record.value), keys, false)
-            .map_err(|err| in_component(component, err))?;
-        Ok(self.numbered_mixed(index, records, element))
+            .map_err(|err| in_component(component, err))
     }
 
     /// Every group of a set decoded with its numeric fixed-shape rows placed in the set's
@@ -186,9 +176,9 @@ impl Reader {
             }
             let mut place = Placement { rows: &group.places, total, buffers: &mut buffers };
             let features = self.components[component].spec.decoder.decode_placed(&group.values, &mut place).ok()?;
-            decoded.push((component, Decoded::placed(features, &self.mix_layout, component)));
+            decoded.push((component, Decoded::placed(features, &self.layout, component)));
         }
-        let set = merge_placed(&self.mix_layout, decoded.iter().map(|(_, d)| d), total, &mut buffers)?;
+        let set = merge_placed(&self.layout, decoded.iter().map(|(_, d)| d), total, &mut buffers)?;
         for (component, features) in decoded {
             groups[component].decoded = Ok(Some(DecodedGroup { features, rows: None }));
         }
@@ -211,7 +201,7 @@ impl Reader {
                 kept.iter().enumerate().for_each(|(n, &at)| rows[at] = Some(n));
                 rows
             });
-            DecodedGroup { features: Decoded::new(features, &self.mix_layout, component), rows }
+            DecodedGroup { features: Decoded::new(features, &self.layout, component), rows }
         }))
     }
 
@@ -257,35 +247,12 @@ impl Reader {
             kept.push(i);
         }
         if kept.is_empty() {
-            return Ok(self.numbered_mixed(batch.index, batch.records, None));
+            return Ok(None);
         }
         let keys = if kept.len() == batch.keys.len() { batch.keys } else { batch.keys.select(&kept) };
         let decoded: Vec<&Decoded> = used.iter().filter_map(|&c| decoded_of(c).map(|(d, _)| &d.features)).collect();
-        let features = gather(&self.mix_layout, &decoded, &sources, placed)?;
-        let element = Element { index: 0, keys, features, records: Vec::new() };
-        Ok(self.numbered_mixed(batch.index, batch.records, Some(element)))
-    }
-
-    /// A decoded mixed element numbered `index` with its records' ledger ids; when the
-    /// decoders dropped every record, they are settled at once (no element acknowledges
-    /// them).
-    fn numbered_mixed(&self, index: u64, records: Vec<RecordId>, element: Option<Element>) -> Option<Element> {
-        match element {
-            Some(element) => Some(Element { index, records, ..element }),
-            None => {
-                self.settle(&records);
-                None
-            }
-        }
-    }
-
-    /// The ledger's names of a mixture's records (empty outside a cluster, without
-    /// looking at them).
-    pub(super) fn mixed_record_ids<'a>(&self, taken: impl IntoIterator<Item = &'a (usize, Record)>) -> Vec<RecordId> {
-        if self.job.get().is_none() {
-            return Vec::new();
-        }
-        taken.into_iter().filter_map(|(component, record)| self.components[*component].record_id(record)).collect()
+        let features = gather(&self.layout, &decoded, &sources, placed)?;
+        Ok(Some(Element { index: 0, keys, features, records: Vec::new() }))
     }
 }
 

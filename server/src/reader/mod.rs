@@ -12,19 +12,22 @@
 //!   [`ReaderStats`].
 //! - `records.rs`: where records come from. `ReaderState`, the state behind the reader's
 //!   lock, takes the pipeline's next record, skips corrupt ones (`onError: SKIP`) and
-//!   applies the spec's selection (`skip`, `take`, filters).
-//! - `chunks.rs`: where records are batched. [`Reader::next_chunk`] takes batches of
-//!   records (or, with `unbatch`, batches of examples) and has them decoded, on the
-//!   server's decoding threads when it has them; a shared reader keeps a snapshot of its
-//!   state before each chunk.
+//!   applies the spec's selection (`skip`, `take`, filters); its record sources (selected
+//!   records, unbatched examples) feed the batcher, as `mix.rs`'s does a mixture's.
+//! - `batcher.rs`: where records are batched, one loop for every source: batch size,
+//!   `dropRemainder`, epoch ends, the limit per element.
+//! - `chunks.rs`: where batches become a chunk. [`Reader::next_chunk`] takes batches
+//!   under the lock and has them decoded, on the server's decoding threads when it has
+//!   them, in order; a shared reader keeps a snapshot of its state before each chunk.
 //! - `decoding.rs`: where a batch is decoded into an element, dropping undecodable
 //!   records with `onError: SKIP`.
 //! - `unbatch.rs`: records split into examples, and examples stacked into batches.
 //! - `state.rs`: where a reader is checkpointed: its state as bytes
-//!   ([`Reader::serialize_state`], [`Reader::restore_state`]) and the pipeline state's
-//!   proto.
-//! - `shared_checkpoint.rs`: a shared reader's checkpoint, from those snapshots, restored
-//!   by replay ([`Reader::shared_checkpoint`], [`Reader::restore_shared`]).
+//!   ([`Reader::serialize_state`], [`Reader::restore_state`]), the pipeline state's
+//!   proto, and a shared reader's checkpoint, restored by replay.
+//! - `shared_books.rs`: where a shared reader keeps its books: delivery to its streams,
+//!   chunks being handed out, and snapshots of its state, which its checkpoints
+//!   (`state.rs`) replay from.
 //! - `csv_header.rs`: CSV columns named from the files' header lines when a reader opens.
 //! - `mix.rs`: a mixture: a reader per component, records chosen among them (by weight
 //!   or in a fixed order) and batched, their states kept together; `mix_decode.rs` decodes
@@ -38,12 +41,13 @@
 //!   ends when the whole job is done.
 //!
 //! Each file adds to `impl Reader` what it holds. Dependencies between them go one way,
-//! each using only those after it: `shared_checkpoint`, `chunks`, `state`, `decoding`,
-//! `records`, `unbatch`; `mix` (then `mix_decode`, `mix_gather`, `mix_placed`) uses the reader's
+//! each using only those after it: `chunks`, `state`, `shared_books`, `decoding`,
+//! `records`, `batcher`, `unbatch`; `mix` (then `mix_decode`, `mix_gather`, `mix_placed`) uses the reader's
 //! chunks and state; `cluster_job` (which sets the reader's state up for a cluster, and
 //! settles in the ledger records never handed out) and `csv_header` stand alone. A
 //! mixture's component errors are named by `in_component`, here.
 
+mod batcher;
 mod chunks;
 mod cluster_job;
 mod csv_header;
@@ -54,11 +58,11 @@ mod mix_decode;
 mod mix_gather;
 mod mix_placed;
 mod records;
-mod shared_checkpoint;
+mod shared_books;
+pub use shared_books::SharedBooks;
 mod state;
 mod unbatch;
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -124,30 +128,18 @@ pub struct Reader {
     /// Cancelled when the reader is deleted: its streams end.
     released: CancellationToken,
     settings: ReaderSettings,
-    /// Which stream was given which element (shared readers).
-    pub delivery: Delivery,
-    /// A shared reader (several streams): keeps snapshots for checkpoints.
-    shared: std::sync::atomic::AtomicBool,
-    /// `(number of the chunk's first element, state before it)`, oldest first.
-    snapshots: Mutex<VecDeque<(u64, Vec<u8>)>>,
-    /// First numbers of chunks taken but not yet handed out by their streams.
-    producing: Mutex<std::collections::BTreeSet<u64>>,
+    /// A shared reader's books: delivery, chunks being handed out, snapshots.
+    books: SharedBooks,
     /// Its share of the open-file budget.
     files_held: Mutex<Option<crate::limits::FileReservation>>,
     /// Its per-file state's share of the memory budget.
     _state_reserved: crate::memory::Reservation,
     /// The cluster job it serves with other replicas (`cluster_job.rs`).
     job: std::sync::OnceLock<Arc<crate::cluster::JobFeed>>,
-    /// The index of each file by name, for the ledger's record ids (cluster only).
-    file_index: std::sync::OnceLock<std::collections::HashMap<Arc<str>, u32>>,
-    /// A mixture's component readers (`mix.rs`); empty for a reader of files.
-    components: Vec<Reader>,
-    /// A mixture's features and where each component's decoder puts them (`mix_gather.rs`).
-    mix_layout: mix_gather::Layout,
+    /// A mixture's component readers and its decoding (`mix.rs`); `None` for a reader of
+    /// files.
+    mixture: Option<mix::Mixture>,
 }
-
-/// Snapshots a shared reader keeps.
-const SHARED_SNAPSHOTS: usize = 256;
 
 /// Server settings every reader uses.
 #[derive(Clone, Debug)]
@@ -191,11 +183,11 @@ impl Reader {
         let state_reserved =
             crate::memory::server().reserve(state_bytes, || format!("the {} files of reader {name}", files.len()))?;
         let files: Arc<[DataFile]> = files.into();
-        let components = match spec.mix {
-            Some(_) => mix::open_components(&name, &mut spec, roots, settings)?,
+        let mixture = match spec.mix {
+            Some(_) => Some(mix::open_mixture(&name, &mut spec, roots, settings)?),
             None => {
                 name_csv_columns_from_headers(&mut spec, &files)?;
-                Vec::new()
+                None
             }
         };
         if spec.pipeline.global_shuffle {
@@ -232,16 +224,11 @@ impl Reader {
             last_used_ms: AtomicU64::new(now_ms()),
             released: CancellationToken::new(),
             settings: settings.clone(),
-            delivery: Delivery::default(),
-            shared: Default::default(),
-            snapshots: Mutex::default(),
-            producing: Mutex::default(),
+            books: SharedBooks::default(),
             files_held: Mutex::default(),
             _state_reserved: state_reserved,
             job: Default::default(),
-            file_index: Default::default(),
-            mix_layout: mix_gather::Layout::of(&components),
-            components,
+            mixture,
         })
     }
 
@@ -253,6 +240,11 @@ impl Reader {
     /// Threads a chunk's elements decode on at once.
     pub fn decode_threads(&self) -> usize {
         self.settings.decode_pool.as_ref().map_or(1, |pool| pool.current_num_threads())
+    }
+
+    /// Elements one decoding thread takes at once (a mixture's sets, `mix.rs`).
+    pub fn elements_decoded_together(&self) -> usize {
+        self.mixture.as_ref().map_or(1, mix::Mixture::elements_decoded_together)
     }
 
     /// Streams attached now.
@@ -285,11 +277,12 @@ impl Reader {
     }
 
     pub fn stats(&self) -> ReaderStats {
-        let (consumers, elements_in_flight, elements_awaiting_redelivery) = self.delivery.stats();
+        let (consumers, elements_in_flight, elements_awaiting_redelivery) = self.books.delivery.stats();
         let state = self.lock();
-        let components = self.component_stats(&state);
-        let of_components =
-            |stat: fn(&ReaderStats) -> u64| self.components.iter().map(|c| stat(&c.stats())).sum::<u64>();
+        let components = self.mixture.as_ref().map(|mixture| mixture.component_stats(&state)).unwrap_or_default();
+        let of_components = |stat: fn(&ReaderStats) -> u64| {
+            self.mixture.iter().flat_map(|mixture| &mixture.components).map(|c| stat(&c.stats())).sum::<u64>()
+        };
         ReaderStats {
             consumers,
             elements_in_flight,
@@ -323,23 +316,23 @@ impl Reader {
             last_used_ms: AtomicU64::new(now_ms()),
             released: CancellationToken::new(),
             settings: self.settings.clone(),
-            delivery: Delivery::default(),
-            shared: Default::default(),
-            snapshots: Mutex::default(),
-            producing: Mutex::default(),
+            books: SharedBooks::default(),
             // Short-lived (a checkpoint's replay): counted in its original's reservations.
             files_held: Mutex::default(),
             _state_reserved: crate::memory::Reservation::default(),
             job: Default::default(),
-            file_index: Default::default(),
-            components: self.components.iter().map(Reader::replica).collect(),
-            mix_layout: self.mix_layout.clone(),
+            mixture: self.mixture.as_ref().map(mix::Mixture::replica),
         }
     }
 
     /// The stream has handed every element of the chunk starting at `first` out.
     pub fn chunk_delivered(&self, first: u64) {
-        self.producing.lock().unwrap_or_else(|p| p.into_inner()).remove(&first);
+        self.books.chunk_delivered(first);
+    }
+
+    /// Which stream was given which element (shared readers).
+    pub fn delivery(&self) -> &Delivery {
+        &self.books.delivery
     }
 
     /// A panic (a bug) interrupted taking a chunk: the reader fails with `err`, so that
@@ -347,17 +340,17 @@ impl Reader {
     /// counts as being produced any more.
     pub fn fail_after_panic(&self, err: ServeError) {
         self.lock().failed = Some(err);
-        self.producing.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.books.forget_producing();
     }
 
     /// Marks the reader shared: it keeps snapshots for checkpoints from now on.
     pub fn set_shared(&self) {
-        self.shared.store(true, Ordering::Relaxed);
+        self.books.set_shared();
     }
 
     /// Whether a stream of a shared reader has attached (its elements are acknowledged).
     pub fn is_shared(&self) -> bool {
-        self.shared.load(Ordering::Relaxed)
+        self.books.is_shared()
     }
 
     /// Back to the first record of the first epoch, counters zeroed.
@@ -369,7 +362,7 @@ impl Reader {
             self.settings.pipeline.clone(),
         );
         *self.lock() = ReaderState::new(pipeline);
-        self.components.iter().for_each(Reader::reset);
+        self.mixture.iter().flat_map(|mixture| &mixture.components).for_each(Reader::reset);
     }
 
     /// Epochs read to their end.

@@ -2,14 +2,59 @@
 //! lock, takes the pipeline's next record (skipping corrupt ones with `onError: SKIP`),
 //! keeps those the spec's selection keeps (`skip`, `take`, key and feature filters), and
 //! for `unbatch` hands out their examples one by one. A failure sticks until a reset.
+//! [`SelectedRecords`] and [`Examples`] are the batcher's sources of a reader of files
+//! (a mixture's is in `mix.rs`).
 
 use std::collections::VecDeque;
 
-use super::unbatch::{Example, ExampleStep, unbatch_record};
+use super::batcher::{RecordSource, Step};
+use super::unbatch::{Example, unbatch_record};
 use crate::error::{Result, ServeError};
 use crate::pipeline::{Next, RecordPipeline};
-use crate::source::SourceError;
+use crate::source::{Record, SourceError};
 use crate::spec::ReaderSpec;
+
+/// A reader's records as its selection keeps them.
+pub(super) struct SelectedRecords<'a> {
+    pub state: &'a mut ReaderState,
+    pub spec: &'a ReaderSpec,
+}
+
+impl RecordSource for SelectedRecords<'_> {
+    type Item = Record;
+    const ITEMS: &'static str = "records";
+
+    fn next(&mut self) -> Result<Step<Record>> {
+        Ok(match self.state.next_selected(self.spec)? {
+            Next::Record(record) => Step::Item(record),
+            Next::EndOfEpoch => Step::EndOfEpoch,
+            Next::End => Step::End,
+        })
+    }
+
+    fn bytes(record: &Record) -> usize {
+        record.value.len()
+    }
+}
+
+/// An unbatching reader's examples, its selected records split.
+pub(super) struct Examples<'a> {
+    pub state: &'a mut ReaderState,
+    pub spec: &'a ReaderSpec,
+}
+
+impl RecordSource for Examples<'_> {
+    type Item = Example;
+    const ITEMS: &'static str = "examples";
+
+    fn next(&mut self) -> Result<Step<Example>> {
+        self.state.next_example(self.spec)
+    }
+
+    fn bytes(example: &Example) -> usize {
+        example.payload_bytes()
+    }
+}
 
 /// The state behind a reader's lock: its pipeline, what it holds back, its counters and
 /// its failure.
@@ -46,15 +91,15 @@ impl ReaderState {
     }
 
     /// The next example of an unbatched record, or an epoch boundary or the end.
-    pub(super) fn next_example(&mut self, spec: &ReaderSpec) -> Result<ExampleStep> {
+    fn next_example(&mut self, spec: &ReaderSpec) -> Result<Step<Example>> {
         loop {
             if let Some(example) = self.pending_examples.pop_front() {
-                return Ok(ExampleStep::Example(example));
+                return Ok(Step::Item(example));
             }
             let record = match self.next_selected(spec)? {
                 Next::Record(record) => record,
-                Next::EndOfEpoch => return Ok(ExampleStep::EndOfEpoch),
-                Next::End => return Ok(ExampleStep::End),
+                Next::EndOfEpoch => return Ok(Step::EndOfEpoch),
+                Next::End => return Ok(Step::End),
             };
             match unbatch_record(spec, &record) {
                 Ok(examples) => self.pending_examples.extend(examples),

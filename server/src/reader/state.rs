@@ -1,9 +1,11 @@
-//! A reader's state as bytes (`pb::ReaderState`: positions, seeds and counters, never
-//! record bytes): TensorFlow's `ReaderSerializeState` and `ReaderRestoreState`, which every
-//! checkpoint holds, and the conversions of the pipeline's state to and from its proto,
-//! which check a (possibly forged) state before it is used. The checkpoints themselves are
-//! [`crate::checkpoint`]'s (and `shared_checkpoint.rs`'s); the store that keeps them
-//! is [`crate::state`].
+//! Where a reader is checkpointed. Its state as bytes (`pb::ReaderState`: positions,
+//! seeds and counters, never record bytes): TensorFlow's `ReaderSerializeState` and
+//! `ReaderRestoreState`, which every checkpoint holds, and the conversions of the
+//! pipeline's state to and from its proto, which check a (possibly forged) state before it
+//! is used. A shared reader's checkpoint is taken from the snapshots in its books
+//! (`shared_books.rs`) and restored by replay ([`Reader::shared_checkpoint`],
+//! [`Reader::restore_shared`]). Private streams' checkpoints are [`crate::checkpoint`]'s;
+//! the store that keeps them is [`crate::state`].
 
 use super::Reader;
 use super::records::ReaderState;
@@ -41,8 +43,8 @@ impl Reader {
             records_skipped: state.records_skipped,
             files_cut_short: state.files_cut_short,
             file_versions: self.file_versions(),
-            mix: match self.spec.mix {
-                Some(_) => Some(self.mix_state(state)?),
+            mix: match &self.mixture {
+                Some(mixture) => Some(mixture.state(state)?),
                 None => None,
             },
         };
@@ -102,9 +104,9 @@ impl Reader {
         )?;
         // A mixture's components are restored under its lock: no read sees them half done.
         let mut state = self.lock();
-        let mix = match (&self.spec.mix, &saved.mix) {
+        let mix = match (&self.mixture, &saved.mix) {
             (None, _) => None,
-            (Some(_), Some(saved)) => Some(self.restore_mix(saved)?),
+            (Some(mixture), Some(saved)) => Some(mixture.restore(saved)?),
             (Some(_), None) => return Err(ServeError::InvalidArgument("the state is not of a mixture".into())),
         };
         *state = ReaderState::new(pipeline);
@@ -114,6 +116,47 @@ impl Reader {
         state.elements_produced = saved.elements_produced;
         state.records_skipped = saved.records_skipped;
         state.files_cut_short = saved.files_cut_short;
+        Ok(())
+    }
+
+    /// A shared reader's checkpoint (blocking): the state before the oldest element not
+    /// yet acknowledged, how many elements had been produced, and which of those were
+    /// acknowledged. Restoring replays from that state and delivers the others again
+    /// (also those taken from the reader but not yet handed to a stream).
+    pub fn shared_checkpoint(&self) -> Result<pb::SharedCheckpoint> {
+        self.refuse_in_cluster("A checkpoint")?;
+        // Read `produced` first: whatever is produced after is not in the checkpoint.
+        let produced = self.lock().elements_produced;
+        let oldest = self.books.oldest_unacknowledged(produced);
+        let (from, state) = self.books.snapshot_before(oldest).ok_or_else(|| {
+            ServeError::FailedPrecondition("no state of the reader before its oldest unacknowledged element is kept".into())
+        })?;
+        let acknowledged = self.books.delivery.acknowledged_since(from).into_iter().filter(|&i| i < produced).collect();
+        Ok(pb::SharedCheckpoint { reader_state: state.into(), from_index: from, produced, acknowledged })
+    }
+
+    /// Continues a shared reader from its checkpoint (blocking): replays to where it was
+    /// and queues the unacknowledged elements for delivery.
+    pub fn restore_shared(&self, checkpoint: &pb::SharedCheckpoint) -> Result<()> {
+        self.refuse_in_cluster("Resuming a single server's checkpoint")?;
+        self.restore_state(&checkpoint.reader_state)?;
+        let acknowledged: std::collections::BTreeSet<u64> = checkpoint.acknowledged.iter().copied().collect();
+        let mut requeued = Vec::new();
+        while self.lock().elements_produced < checkpoint.produced {
+            let left = (checkpoint.produced - self.lock().elements_produced) as usize;
+            let chunk = self.next_chunk(left.min(64), usize::MAX);
+            if let Some(err) = chunk.error {
+                return Err(err);
+            }
+            if let Some(first) = chunk.first_index {
+                self.books.chunk_delivered(first);
+            }
+            requeued.extend(chunk.elements.into_iter().filter(|e| !acknowledged.contains(&e.index)));
+            if chunk.end_of_sequence {
+                break;
+            }
+        }
+        self.books.delivery.requeue(requeued);
         Ok(())
     }
 }

@@ -15,11 +15,11 @@ pub(super) struct Example {
     features: Vec<(String, Dense)>,
 }
 
-/// What the next step of an unbatching reader found.
-pub(super) enum ExampleStep {
-    Example(Example),
-    EndOfEpoch,
-    End,
+impl Example {
+    /// Its features' bytes (as they count in a stacked element's payload).
+    pub(super) fn payload_bytes(&self) -> usize {
+        self.features.iter().map(|(_, dense)| dense.payload_bytes()).sum()
+    }
 }
 
 /// Decodes a record on its own and splits every feature along its first dimension.

@@ -129,6 +129,10 @@ impl DataFile {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     pub file: Arc<str>,
+    /// The file's number in its job's split ledger, which with `epoch` names the split the
+    /// record belongs to: its index among the reader's files (for a mixture's component
+    /// on replicas, among the job's files). Set by the pipeline; read, never looked up.
+    pub split: u32,
     pub key: u64,
     /// The record's number in its file: the framer's record counter where it starts
     /// (records framed before it; for text and CSV, lines). Unique within the file and
@@ -140,10 +144,24 @@ pub struct Record {
 }
 
 impl Record {
+    /// The record as the split ledger knows it.
+    pub fn id(&self) -> RecordId {
+        RecordId { epoch: self.epoch, file: self.split, number: self.number }
+    }
+
     /// `<file>:<n>`, as TensorFlow's reader ops make keys.
     pub fn key_string(&self) -> String {
         readerd_proto::keys::key(&self.file, self.key)
     }
+}
+
+/// A record as the split ledger knows it: its epoch, file (its split's number,
+/// [`Record::split`]) and number in the file (`Record::number`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordId {
+    pub epoch: u64,
+    pub file: u32,
+    pub number: u64,
 }
 
 /// How a source's files are framed and decompressed.

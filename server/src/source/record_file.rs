@@ -162,7 +162,7 @@ impl RecordFile {
                             Bytes::from(value)
                         }
                     };
-                    return Ok(Some(Record { file: self.name.clone(), key, number, epoch: 0, value }));
+                    return Ok(Some(Record { file: self.name.clone(), split: 0, key, number, epoch: 0, value }));
                 }
                 Framed::Skip { consume } => self.window.advance(consume),
                 Framed::NeedMore { .. } if let Some(compression) = truncated => {

@@ -13,7 +13,7 @@ use readerd_proto::v1 as pb;
 use crate::cluster::{Cluster, JobSnapshot};
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
-use crate::reader::{Reader, ReaderSettings};
+use crate::reader::{Reader, ReaderSettings, ReplicaJob};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
 
@@ -28,16 +28,23 @@ pub struct ReaderRegistry {
 
 struct Inner {
     readers: RwLock<BTreeMap<ReaderKey, Arc<Reader>>>,
-    roots: DataRoots,
-    max_record_bytes: u64,
-    settings: ReaderSettings,
+    setup: RegistrySetup,
+}
+
+/// What every reader of a registry is made with and bounded by.
+pub struct RegistrySetup {
+    pub roots: DataRoots,
+    pub max_record_bytes: u64,
+    pub settings: ReaderSettings,
     /// Specs the configuration names.
-    datasets: BTreeMap<String, pb::DatasetSpec>,
-    limits: Limits,
-    files: Arc<FileBudget>,
+    pub datasets: BTreeMap<String, pb::DatasetSpec>,
+    /// Readers, streams and batches.
+    pub limits: Limits,
+    /// Open files.
+    pub files: Arc<FileBudget>,
     /// This replica's cluster (a `postgres://` state store): shared readers are jobs in
     /// its split ledger.
-    cluster: Option<Arc<Cluster>>,
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 fn display_name(container: &str, shared_name: &str) -> String {
@@ -45,23 +52,13 @@ fn display_name(container: &str, shared_name: &str) -> String {
 }
 
 impl ReaderRegistry {
-    /// An empty registry; `limits` and `files` bound readers, streams, batches and open files.
-    pub fn new(
-        roots: DataRoots,
-        max_record_bytes: u64,
-        settings: ReaderSettings,
-        datasets: BTreeMap<String, pb::DatasetSpec>,
-        limits: Limits,
-        files: Arc<FileBudget>,
-        cluster: Option<Arc<Cluster>>,
-    ) -> Self {
-        let inner =
-            Inner { readers: RwLock::default(), roots, max_record_bytes, settings, datasets, limits, files, cluster };
-        Self { inner: Arc::new(inner) }
+    /// An empty registry.
+    pub fn new(setup: RegistrySetup) -> Self {
+        Self { inner: Arc::new(Inner { readers: RwLock::default(), setup }) }
     }
 
     pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+        &self.inner.setup.limits
     }
 
     /// The spec a request means: its own, or the configuration's dataset of that name.
@@ -71,7 +68,7 @@ impl ReaderRegistry {
             (Some(_), _) => Err(ServeError::InvalidArgument("give a spec or a dataset name, not both".into())),
             (None, name) => self
                 .inner
-                .datasets
+                .setup.datasets
                 .get(name)
                 .cloned()
                 .map(Some)
@@ -80,7 +77,7 @@ impl ReaderRegistry {
     }
 
     pub fn datasets(&self) -> &BTreeMap<String, pb::DatasetSpec> {
-        &self.inner.datasets
+        &self.inner.setup.datasets
     }
 
     /// The reader `container/shared_name`; created from `spec` when absent (then the
@@ -109,16 +106,16 @@ impl ReaderRegistry {
         let name = display_name(container, shared_name);
         let spec = spec.ok_or_else(|| ServeError::ReaderNotFound(name.clone()))?;
         let in_container = self.read_lock().keys().filter(|(c, _)| c == container).count();
-        self.inner.limits.check_readers(container, in_container)?;
+        self.inner.setup.limits.check_readers(container, in_container)?;
         let reader = Arc::new(self.open(name, spec)?);
-        if let Some(cluster) = &self.inner.cluster {
+        if let Some(cluster) = &self.inner.setup.cluster {
             let spec = reader.spec();
             // Refused before the job is made: a corrected spec may take the name.
-            reader.check_for_cluster()?;
-            let order = reader.job_order();
+            ReplicaJob::check(&reader)?;
+            let order = ReplicaJob::order(&reader);
             let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
             let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;
-            reader.join_cluster(job)?;
+            ReplicaJob::join(&reader, job)?;
         }
         let mut readers = self.inner.readers.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = readers.get(&key) {
@@ -134,7 +131,7 @@ impl ReaderRegistry {
     /// with every acknowledgement this replica has received committed first (blocking).
     /// `None` on a single server.
     pub fn job_snapshot(&self, container: &str, shared_name: &str) -> Result<Option<JobSnapshot>> {
-        let Some(cluster) = &self.inner.cluster else { return Ok(None) };
+        let Some(cluster) = &self.inner.setup.cluster else { return Ok(None) };
         let local = self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned();
         if let Some(job) = local.as_ref().and_then(|reader| reader.cluster_job()) {
             job.commit()?;
@@ -147,7 +144,7 @@ impl ReaderRegistry {
     /// checkpoint holds (once per checkpoint, `restore_id`: a later resume with the same
     /// token joins the job as it went on). `FAILED_PRECONDITION` on a single server.
     pub fn restore_job(&self, container: &str, shared_name: &str, restore_id: &str, job: &JobSnapshot) -> Result<()> {
-        let Some(cluster) = &self.inner.cluster else {
+        let Some(cluster) = &self.inner.setup.cluster else {
             return Err(ServeError::FailedPrecondition(format!(
                 "the token checkpoints {}, served by replicas: resume it on a replica (a postgres:// state store)",
                 display_name(container, shared_name)
@@ -162,7 +159,7 @@ impl ReaderRegistry {
     /// forgets it when it lost a lease (its streams end `UNAVAILABLE`), so that the next
     /// stream reads the job on through a new one.
     fn forget_deleted_job(&self, key: &ReaderKey) -> Result<()> {
-        let Some(cluster) = &self.inner.cluster else { return Ok(()) };
+        let Some(cluster) = &self.inner.setup.cluster else { return Ok(()) };
         let Some(job) = self.read_lock().get(key).and_then(|reader| reader.cluster_job().cloned()) else {
             return Ok(());
         };
@@ -208,7 +205,7 @@ impl ReaderRegistry {
     /// job leaves the split ledger too (the next reader of that name starts afresh).
     pub fn delete(&self, container: &str, shared_name: &str) -> Result<()> {
         let removed = self.write_lock().remove(&(container.to_owned(), shared_name.to_owned()));
-        let in_ledger = match &self.inner.cluster {
+        let in_ledger = match &self.inner.setup.cluster {
             Some(cluster) => cluster.ledger().delete_job(container, shared_name)?,
             None => false,
         };
@@ -261,19 +258,19 @@ impl ReaderRegistry {
     }
 
     fn open(&self, name: String, spec: pb::DatasetSpec) -> Result<Reader> {
-        let spec = ReaderSpec::from_proto(spec, self.inner.max_record_bytes)?;
-        self.inner.limits.check_spec(&spec)?;
+        let spec = ReaderSpec::from_proto(spec, self.inner.setup.max_record_bytes)?;
+        self.inner.setup.limits.check_spec(&spec)?;
         // A mixture reads its components' files: each component's cycle at once.
         let components = spec.mix.as_ref().map(|mix| mix.components.as_slice()).unwrap_or_default();
         for component in components {
-            self.inner.limits.check_spec(component)?;
+            self.inner.setup.limits.check_spec(component)?;
         }
         let files = match components {
             [] => spec.pipeline.cycle_length.max(1),
             _ => components.iter().map(|c| c.pipeline.cycle_length.max(1)).sum(),
         };
-        let reservation = self.inner.files.reserve(files)?;
-        let reader = Reader::open(name, spec, &self.inner.roots, &self.inner.settings)?;
+        let reservation = self.inner.setup.files.reserve(files)?;
+        let reader = Reader::open(name, spec, &self.inner.setup.roots, &self.inner.setup.settings)?;
         reader.hold_files(reservation);
         Ok(reader)
     }

@@ -28,7 +28,7 @@ use crate::limits::{FileBudget, Limits, RateLimiter};
 use crate::pipeline::PipelineEnv;
 use crate::pipeline::cache::RecordCache;
 use crate::reader::ReaderSettings;
-use crate::registry::ReaderRegistry;
+use crate::registry::{ReaderRegistry, RegistrySetup};
 use crate::source::DataRoots;
 use crate::state::StateStore;
 
@@ -243,7 +243,8 @@ fn reader_registry(
         batch_bytes: config.max_batch_bytes,
     };
     let files = FileBudget::new(config.max_open_files);
-    Ok(ReaderRegistry::new(roots, config.max_record_bytes, settings, datasets, limits, files, cluster))
+    let max_record_bytes = config.max_record_bytes;
+    Ok(ReaderRegistry::new(RegistrySetup { roots, max_record_bytes, settings, datasets, limits, files, cluster }))
 }
 
 /// readerd.v1 and the Arrow Flight plane over `data`, behind `check` (tokens and the

@@ -43,7 +43,11 @@ impl Reader {
             let take = |emit: &mut dyn FnMut(TakenBatches)| {
                 self.take_chunk(|state, first| {
                     let mut set = Vec::with_capacity(set_size);
-                    let look_again = |progress: &mut _| self.look_again_while_mixing(mixture, progress);
+                    let look_again = |progress: &mut _| {
+                        if let Some(job) = self.job.get() {
+                            job.look_again_while_mixing(mixture, progress);
+                        }
+                    };
                     let mut source = MixedRecords::new(mixture, state, &look_again);
                     let on_batch = |index, batch| {
                         set.push((index, batch));
@@ -74,7 +78,7 @@ impl Reader {
                     take_batches(&mut source, rule, first, budgets, on_batch, settle)
                 })
             };
-            let decode = |set| self.with_ledger_ids(set, |record| record, |set| self.decode_set(set));
+            let decode = |set| self.with_ledger_ids(set, |record| record, |set| self.decoding.decode_set(set));
             decode_while_taking(pool, take, decode)
         };
         let (first_index, error, end_of_sequence) = taken;
@@ -110,6 +114,18 @@ impl Reader {
                 (index, element)
             })
             .collect()
+    }
+
+    /// The ledger's names of `records` (empty outside a cluster, without looking at them).
+    fn ledger_ids<'a>(&self, records: impl IntoIterator<Item = &'a Record>) -> Vec<RecordId> {
+        self.job.get().map(|job| job.ledger_ids(records)).unwrap_or_default()
+    }
+
+    /// Settles records never handed out in the ledger (`ReplicaJob::settle`).
+    fn settle(&self, records: &[RecordId]) {
+        if let Some(job) = self.job.get() {
+            job.settle(records);
+        }
     }
 
     /// `chunk` with the decoded batches' elements, in order, up to the first that failed

@@ -1,13 +1,17 @@
-//! Where a batch of records is decoded into an element: the spec's decoder over the whole
-//! batch, and with `onError: SKIP` the records at fault found, counted and dropped.
+//! Where a batch of records is decoded into an element: a reader's [`Decoding`], the
+//! spec's decoder over the whole batch, and with `onError: SKIP` the records at fault
+//! found, counted and dropped. A panic while decoding is caught here too.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
-use super::Reader;
-use crate::decode::Tensor;
+use crate::decode::{Decoder, Tensor};
 use crate::element::{Element, Keys};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
+use crate::spec::ReaderSpec;
 
 /// Decoded features by name, and the indices of the values they hold.
 pub(super) type DecodedValues = (Vec<(String, Tensor)>, Vec<usize>);
@@ -39,20 +43,63 @@ pub fn catch_decode_panic<T>(reader: &str, work: impl FnOnce() -> T) -> Result<T
     })
 }
 
-impl Reader {
+/// A reader's decoding stage: its spec's decoder and `onError`, batched or not.
+pub(super) struct Decoding {
+    /// The reader's name, for messages.
+    reader: String,
+    decoder: Arc<Decoder>,
+    skip_errors: bool,
+    /// `pipeline.batchSize` > 0: elements are batches.
+    batched: bool,
+    /// Records that did not decode and were dropped (`onError: SKIP`) since the reader's
+    /// state was last set (they count among its `records_skipped`).
+    skipped: AtomicU64,
+}
+
+impl Decoding {
+    pub(super) fn of(reader: &str, spec: &ReaderSpec) -> Self {
+        Self {
+            reader: reader.to_owned(),
+            decoder: spec.decoder.clone(),
+            skip_errors: spec.skip_errors,
+            batched: spec.batch_size > 0,
+            skipped: AtomicU64::new(0),
+        }
+    }
+
+    /// The same decoding, nothing dropped yet.
+    pub(super) fn fresh(&self) -> Self {
+        Self {
+            reader: self.reader.clone(),
+            decoder: self.decoder.clone(),
+            skip_errors: self.skip_errors,
+            batched: self.batched,
+            skipped: AtomicU64::new(0),
+        }
+    }
+
+    /// Records dropped since the reader's state was last set.
+    pub(super) fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    /// The reader's state was set (restored or reset): its count holds what was dropped.
+    pub(super) fn forget_skipped(&self) {
+        self.skipped.store(0, Ordering::Relaxed);
+    }
+
     /// Decodes a set of batches (`chunks.rs` hands a reader of files one at a time), each
     /// into its element (unnumbered). With `onError: SKIP`, records that do not decode are
     /// dropped and counted (`None` when none is left); otherwise the first error fails the
     /// reader. A panic is caught (see [`catch_decode_panic`]) and fails the set.
     pub(super) fn decode_set(&self, set: Batches<Record>) -> DecodedElements {
         let first = set.first().map_or(0, |(index, _)| *index);
-        let batched = self.spec.batch_size > 0;
         let decode = |batch: Vec<Record>| {
             let keys = Keys::of_records(&batch);
             let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
-            self.decode_keyed(&values, keys, batched)
+            self.decode_keyed(&values, keys, self.batched)
         };
-        catch_decode_panic(&self.name, || set.into_iter().map(|(index, batch)| (index, decode(batch))).collect())
+        catch_decode_panic(&self.reader, || set.into_iter().map(|(index, batch)| (index, decode(batch))).collect())
             .unwrap_or_else(|err| vec![(first, Err(err))])
     }
 
@@ -76,7 +123,7 @@ impl Reader {
         key_strings: &dyn Fn() -> Vec<String>,
         batched: bool,
     ) -> Result<Option<DecodedValues>> {
-        let decoder = &self.spec.decoder;
+        let decoder = &self.decoder;
         let all = || (0..values.len()).collect();
         if let Ok(features) = decoder.decode(values, &[], batched) {
             return Ok(Some((features, all())));
@@ -86,7 +133,7 @@ impl Reader {
             Ok(features) => return Ok(Some((features, all()))),
             Err(err) => err,
         };
-        if !self.spec.skip_errors {
+        if !self.skip_errors {
             return Err(ServeError::Decode(match err.record.and_then(|i| names.get(i)) {
                 Some(key) => format!("{} (record {key})", err.message),
                 None => err.message,
@@ -102,8 +149,8 @@ impl Reader {
                     good_values.push(value.clone());
                 }
                 Err(err) => {
-                    tracing::warn!(reader = %self.name, record = %name, error = %err, "undecodable record skipped");
-                    self.lock().records_skipped += 1;
+                    tracing::warn!(reader = %self.reader, record = %name, error = %err, "undecodable record skipped");
+                    self.skipped.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }

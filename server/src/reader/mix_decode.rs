@@ -151,13 +151,14 @@ impl Mixture {
     fn decode_mixed_alike(&self, taken: Vec<(usize, Record)>) -> Result<Option<Element>> {
         let keys = mixed_keys(taken.iter().map(|(component, record)| (*component, record)));
         let values: Vec<Bytes> = taken.into_iter().map(|(_, record)| record.value).collect();
-        self.components[0].decode_keyed(&values, keys, true)
+        self.components[0].decoding.decode_keyed(&values, keys, true)
     }
 
     /// A record of an unbatched mixture, decoded alone by its component.
     fn decode_mixed_record(&self, (component, record): (usize, Record)) -> Result<Option<Element>> {
         let keys = mixed_keys(std::iter::once((component, &record)));
         self.components[component]
+            .decoding
             .decode_keyed(std::slice::from_ref(&record.value), keys, false)
             .map_err(|err| in_component(component, err))
     }
@@ -193,6 +194,7 @@ impl Mixture {
         key_strings: &dyn Fn() -> Vec<String>,
     ) -> Result<Option<DecodedGroup>> {
         let decoded = self.components[component]
+            .decoding
             .decode_values(values, key_strings, true)
             .map_err(|err| in_component(component, err))?;
         Ok(decoded.map(|(features, kept)| {

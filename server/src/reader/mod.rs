@@ -50,6 +50,7 @@
 mod batcher;
 mod chunks;
 mod cluster_job;
+pub use cluster_job::ReplicaJob;
 mod csv_header;
 mod decoding;
 pub use decoding::{DECODE_PANICS, catch_decode_panic};
@@ -135,10 +136,12 @@ pub struct Reader {
     /// Its per-file state's share of the memory budget.
     _state_reserved: crate::memory::Reservation,
     /// The cluster job it serves with other replicas (`cluster_job.rs`).
-    job: std::sync::OnceLock<Arc<crate::cluster::JobFeed>>,
+    job: std::sync::OnceLock<ReplicaJob>,
     /// A mixture's component readers and its decoding (`mix.rs`); `None` for a reader of
     /// files.
     mixture: Option<mix::Mixture>,
+    /// Its decoding stage (`decoding.rs`).
+    decoding: decoding::Decoding,
 }
 
 /// Server settings every reader uses.
@@ -213,6 +216,7 @@ impl Reader {
             }
             hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
         };
+        let decoding = decoding::Decoding::of(&name, &spec);
         Ok(Self {
             name,
             spec,
@@ -229,6 +233,7 @@ impl Reader {
             _state_reserved: state_reserved,
             job: Default::default(),
             mixture,
+            decoding,
         })
     }
 
@@ -245,6 +250,29 @@ impl Reader {
     /// Elements one decoding thread takes at once (a mixture's sets, `mix.rs`).
     pub fn elements_decoded_together(&self) -> usize {
         self.mixture.as_ref().map_or(1, mix::Mixture::elements_decoded_together)
+    }
+
+    /// `UNIMPLEMENTED` for `verb` on a reader served by replicas: its position is the
+    /// job's in the ledger, not this replica's pipeline state.
+    pub fn refuse_in_cluster(&self, verb: &str) -> Result<()> {
+        match self.job.get() {
+            Some(_) => Err(ServeError::Unimplemented(format!(
+                "{verb} of reader {}, served by replicas through the split ledger, is not built yet",
+                self.name
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The job this reader serves with other replicas, if it does (`cluster_job.rs`).
+    pub fn cluster_job(&self) -> Option<&Arc<crate::cluster::JobFeed>> {
+        self.job.get().map(ReplicaJob::feed)
+    }
+
+    /// At the end of this replica's sequence (blocking): whether every replica is done
+    /// ([`ReplicaJob::finished_or_look_again`]); a reader not served by replicas is.
+    pub fn job_finished_or_look_again(&self) -> Result<bool> {
+        self.job.get().map_or(Ok(true), |job| job.finished_or_look_again(self))
     }
 
     /// Streams attached now.
@@ -290,7 +318,7 @@ impl Reader {
             records_produced: state.records_produced + of_components(|s| s.records_produced),
             work_units_completed: state.pipeline.files_completed() + of_components(|s| s.work_units_completed),
             elements_produced: state.elements_produced,
-            records_skipped: state.records_skipped + of_components(|s| s.records_skipped),
+            records_skipped: state.records_skipped + self.decoding.skipped() + of_components(|s| s.records_skipped),
             files_cut_short: state.files_cut_short + of_components(|s| s.files_cut_short),
             active_streams: self.active_streams.load(Ordering::Relaxed).max(0) as u64,
             components,
@@ -322,6 +350,7 @@ impl Reader {
             _state_reserved: crate::memory::Reservation::default(),
             job: Default::default(),
             mixture: self.mixture.as_ref().map(mix::Mixture::replica),
+            decoding: self.decoding.fresh(),
         }
     }
 
@@ -362,6 +391,7 @@ impl Reader {
             self.settings.pipeline.clone(),
         );
         *self.lock() = ReaderState::new(pipeline);
+        self.decoding.forget_skipped();
         self.mixture.iter().flat_map(|mixture| &mixture.components).for_each(Reader::reset);
     }
 

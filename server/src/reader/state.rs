@@ -40,7 +40,7 @@ impl Reader {
             selected_in_epoch: state.selected_in_epoch,
             records_produced: state.records_produced,
             elements_produced: state.elements_produced,
-            records_skipped: state.records_skipped,
+            records_skipped: state.records_skipped + self.decoding.skipped(),
             files_cut_short: state.files_cut_short,
             file_versions: self.file_versions(),
             mix: match &self.mixture {
@@ -115,6 +115,7 @@ impl Reader {
         state.records_produced = saved.records_produced;
         state.elements_produced = saved.elements_produced;
         state.records_skipped = saved.records_skipped;
+        self.decoding.forget_skipped();
         state.files_cut_short = saved.files_cut_short;
         Ok(())
     }

@@ -12,7 +12,8 @@
 //!   [`convert`] (CSV → TFRecord of Examples) and [`demo`] (the benchmark workloads), the
 //!   file tools of `readerctl`; [`progress`]: its progress line;
 //! - `object_url` (cargo feature `object-store`, on by default): `s3://`, `gs://`, `az://`
-//!   and `http(s)://` objects read and written by those tools;
+//!   and `http(s)://` objects read and written by those tools, their stores built by
+//!   `readerd_common::object` as the server builds its data roots;
 //! - [`bench`](mod@bench): the load generator of `readerctl bench`; [`echo`]: its
 //!   reference line, tonic's own loopback streaming rate;
 //! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`); [`status_code`] and

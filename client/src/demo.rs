@@ -49,7 +49,7 @@ impl Default for Sizes {
 
 /// The generator of one file of one workload.
 fn file_rng(seed: u64, workload: u64, file: u64) -> SplitMix64 {
-    let mut rng = SplitMix64(seed ^ (workload << 48) ^ (file << 32));
+    let mut rng = SplitMix64 { state: seed ^ (workload << 48) ^ (file << 32) };
     rng.next_u64();
     rng
 }
@@ -116,7 +116,7 @@ fn tabular_row(rng: &mut SplitMix64) -> (i64, [f32; 13], [i64; 26]) {
     let ids = std::array::from_fn(|column| {
         // Zipf-like: small ranks far more often; then hashed to 32 bits.
         let rank = (CARDINALITIES[column] as f64).powf(rng.unit().powi(3)) as u64;
-        let mut hash = SplitMix64(rank ^ ((column as u64) << 40));
+        let mut hash = SplitMix64 { state: rank ^ ((column as u64) << 40) };
         (hash.next_u64() & 0xFFFF_FFFF) as i64
     });
     (label, floats, ids)

@@ -12,7 +12,8 @@
 //!   [`convert`] (CSV → TFRecord of Examples) and [`demo`] (the benchmark workloads), the
 //!   file tools of `readerctl`; [`progress`]: its progress line;
 //! - `object_url` (cargo feature `object-store`, on by default): `s3://`, `gs://`, `az://`
-//!   and `http(s)://` objects read and written by those tools;
+//!   and `http(s)://` objects read and written by those tools, their stores built by
+//!   `readerd_common::object` as the server builds its data roots;
 //! - [`bench`](mod@bench): the load generator of `readerctl bench`; [`echo`]: its
 //!   reference line, tonic's own loopback streaming rate;
 //! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`); [`status_code`] and
@@ -24,8 +25,10 @@
 //! Modules depend one way: the tools above use the private `client` ([`Client`],
 //! [`ReadStream`]; its `Read` calls are made by `read_call`, which decodes messages from
 //! the received HTTP/2 frames without copying them), `status` (the status helpers),
-//! `payload` (an element's tensor bytes) and `rng` modules, which use none of them; this
-//! root only declares and re-exports.
+//! `payload` (an element's tensor bytes) and `rng` (`readerd_common`'s SplitMix64)
+//! modules, which use none of them; this root only declares and re-exports. What the
+//! client must agree on with the server byte for byte (the generator, TFRecord's masked
+//! CRC) is `readerd_common`'s.
 
 pub mod bench;
 pub mod convert;

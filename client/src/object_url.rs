@@ -4,17 +4,22 @@
 //! [`ObjectUrl::upload_file`]: a multipart upload once past [`PART_BYTES`]) and a folder
 //! uploaded under a prefix ([`upload_dir`]).
 //!
-//! Stores are built as readerd builds its data roots: the cloud's standard environment
-//! and credential chain (`AWS_*`, `GOOGLE_*`, `AZURE_*`, `AZURITE_BLOB_STORAGE_URL`), plus
-//! readerd's variables ([`Settings::from_env`]): `READERD_S3_ENDPOINT` (an S3-compatible
-//! endpoint, path-style requests), `READERD_S3_REGION`, `READERD_S3_ALLOW_HTTP` and
-//! `READERD_OBJECT_OPTIONS` (`key=value,...` settings of `object_store`). Credentials never
-//! come from the URL (one with a user or password is refused) and every message names the
-//! URL without them ([`redact`]). The calls are async: `readerctl` runs them on its runtime.
+//! A URL's store and key are the server's, from the one builder of both
+//! (`readerd_common::object`): the cloud's standard environment and credential chain
+//! (`AWS_*`, `GOOGLE_*`, `AZURE_*`, `AZURITE_BLOB_STORAGE_URL`), plus readerd's variables
+//! ([`settings_from_env`]): `READERD_S3_ENDPOINT` (an S3-compatible endpoint, path-style
+//! requests), `READERD_S3_REGION`, `READERD_S3_ALLOW_HTTP` and `READERD_OBJECT_OPTIONS`
+//! (`key=value,...` settings of `object_store`). Credentials never come from the URL (one
+//! with a user or password is refused) and every message names the URL without them
+//! ([`redact`]). The calls are async: `readerctl` runs them on its runtime.
 //!
-//! The rules are the server's: no redirect is followed (a URL reaches only its own server),
-//! and the cloud's variables (`AWS_ALLOW_HTTP`, `AWS_TIMEOUT`, ...) hold unless one of
-//! readerd's variables says otherwise (`READERD_S3_ALLOW_HTTP=true` wins).
+//! The rules are the server's: percent-escapes in the URL are decoded (`my%20data` is the
+//! key `my data`), no redirect is followed (a URL reaches only its own server), a request
+//! may take 60 s unless the cloud's variable says otherwise (`AWS_TIMEOUT`, ...), and each
+//! read, write or upload is retried as the server retries a request (5 more times, with
+//! jittered backoff, when the failure is one a retry may fix). The cloud's variables
+//! (`AWS_ALLOW_HTTP`, ...) hold unless one of readerd's says otherwise
+//! (`READERD_S3_ALLOW_HTTP=true` wins).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -22,17 +27,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::buffered::BufWriter;
-use object_store::client::ClientConfigKey;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+pub use readerd_common::object::redact_url as redact;
+use readerd_common::object::{self, BadAnswer, StoreSettings, first_line, with_retries};
 use tokio::io::AsyncWriteExt;
-
-/// The server's HTTP client of object stores (redirects off, `object_store`'s client
-/// options applied to reqwest), compiled into readerctl as well so that both follow the
-/// same rules. Of its answers checked, readerctl meets only the redirect.
-#[path = "../../server/src/source/object/client.rs"]
-#[allow(dead_code)]
-mod http_client;
 
 /// Bytes buffered before an upload turns multipart, and the size of each part.
 pub const PART_BYTES: usize = 10 << 20;
@@ -41,8 +40,8 @@ const PARTS_IN_FLIGHT: usize = 4;
 /// Files of [`upload_dir`] uploaded at once.
 const FILES_IN_FLIGHT: usize = 2;
 
-/// A URL that could not be used, or a request on it that failed (after object_store's
-/// retries). `url` carries no credentials.
+/// A URL that could not be used, or a request on it that failed (after its retries).
+/// `url` carries no credentials.
 #[derive(Debug, thiserror::Error)]
 #[error("{url}: {reason}")]
 pub struct ObjectUrlError {
@@ -60,58 +59,26 @@ pub fn is_url(arg: &str) -> bool {
     })
 }
 
-/// `url` without the user and password it may carry, for messages.
-pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
-            let _ = parsed.set_username("");
-            let _ = parsed.set_password(None);
-            parsed.to_string()
-        }
-        Ok(_) => url.to_owned(),
-        Err(_) if url.contains('@') => "<a URL that does not parse>".to_owned(),
-        Err(_) => url.to_owned(),
+/// The settings readerd reads from the same variables (its `--s3-endpoint`,
+/// `--s3-region`, `--s3-allow-http` and `--object-option`); the retries and time limit
+/// are the server's defaults.
+pub fn settings_from_env() -> Result<StoreSettings, String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    // As clap reads a flag from the environment: these words and "" are false.
+    let allow_http = var("READERD_S3_ALLOW_HTTP")
+        .is_some_and(|v| !matches!(v.to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off" | "n" | "f"));
+    let mut options = Vec::new();
+    for pair in var("READERD_OBJECT_OPTIONS").unwrap_or_default().split(',').filter(|p| !p.trim().is_empty()) {
+        let (key, value) = pair.split_once('=').ok_or("READERD_OBJECT_OPTIONS: expected KEY=VALUE,...")?;
+        options.push((key.trim().to_owned(), value.to_owned()));
     }
-}
-
-/// readerd's own settings of object stores, beside each cloud's standard environment.
-#[derive(Clone, Debug, Default)]
-pub struct Settings {
-    /// `READERD_S3_ENDPOINT`: an S3-compatible endpoint, addressed path-style.
-    pub s3_endpoint: Option<String>,
-    /// `READERD_S3_REGION` (default: `AWS_REGION`, else us-east-1).
-    pub s3_region: Option<String>,
-    /// `READERD_S3_ALLOW_HTTP`: plain `http://` endpoints are allowed.
-    pub allow_http: bool,
-    /// `READERD_OBJECT_OPTIONS`: `object_store` keys (`aws_...`, `google_...`,
-    /// `azure_...`) and values. Values are never shown.
-    pub options: Vec<(String, String)>,
-}
-
-impl Settings {
-    /// The settings readerd reads from the same variables (its `--s3-endpoint`,
-    /// `--s3-region`, `--s3-allow-http` and `--object-option`).
-    pub fn from_env() -> Result<Self, String> {
-        let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-        // As clap reads a flag from the environment: these words and "" are false.
-        let allow_http = var("READERD_S3_ALLOW_HTTP")
-            .is_some_and(|v| !matches!(v.to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off" | "n" | "f"));
-        let mut options = Vec::new();
-        for pair in var("READERD_OBJECT_OPTIONS").unwrap_or_default().split(',').filter(|p| !p.trim().is_empty()) {
-            let (key, value) = pair.split_once('=').ok_or("READERD_OBJECT_OPTIONS: expected KEY=VALUE,...")?;
-            options.push((key.trim().to_owned(), value.to_owned()));
-        }
-        Ok(Self { s3_endpoint: var("READERD_S3_ENDPOINT"), s3_region: var("READERD_S3_REGION"), allow_http, options })
-    }
-
-    /// The options whose keys start with `prefix`, parsed as `Key`s of a builder.
-    fn options_for<K>(&self, prefix: &str) -> Result<Vec<(K, &str)>, String>
-    where
-        K: std::str::FromStr<Err = object_store::Error>,
-    {
-        let mine = self.options.iter().filter(|(key, _)| key.starts_with(prefix));
-        mine.map(|(key, value)| Ok((key.parse().map_err(|err| first_line(&err))?, value.as_str()))).collect()
-    }
+    Ok(StoreSettings {
+        s3_endpoint: var("READERD_S3_ENDPOINT"),
+        s3_region: var("READERD_S3_REGION"),
+        allow_http,
+        options,
+        ..StoreSettings::default()
+    })
 }
 
 /// One object (or a prefix, for [`upload_dir`]) in a store built for its URL.
@@ -121,30 +88,23 @@ pub struct ObjectUrl {
     shown: String,
     store: Arc<dyn ObjectStore>,
     path: ObjectPath,
+    /// Retries of each read, write or upload.
+    retries: usize,
 }
 
 impl ObjectUrl {
     /// The object `url` names, in a store built from the environment.
     pub fn parse(url: &str) -> Result<Self, ObjectUrlError> {
-        let settings = Settings::from_env().map_err(|reason| ObjectUrlError { url: redact(url), reason })?;
+        let settings = settings_from_env().map_err(|reason| ObjectUrlError { url: redact(url), reason })?;
         Self::with_settings(url, &settings)
     }
 
     /// The object `url` names, in a store built from `settings` and the cloud's
     /// standard environment.
-    pub fn with_settings(url: &str, settings: &Settings) -> Result<Self, ObjectUrlError> {
-        let bad = |reason: String| ObjectUrlError { url: redact(url), reason };
-        let parsed = url::Url::parse(url).map_err(|err| bad(err.to_string()))?;
-        if !parsed.username().is_empty() || parsed.password().is_some() {
-            return Err(bad("credentials do not belong in the URL: give them in the environment".into()));
-        }
-        let store = build_store(&parsed, settings).map_err(bad)?;
-        let path = ObjectPath::from_url_path(parsed.path()).map_err(|err| bad(first_line(&err)))?;
-        Ok(Self::new(url.trim_end_matches('/').to_owned(), store, path))
-    }
-
-    fn new(shown: String, store: Arc<dyn ObjectStore>, path: ObjectPath) -> Self {
-        Self { shown, store, path }
+    pub fn with_settings(url: &str, settings: &StoreSettings) -> Result<Self, ObjectUrlError> {
+        let (store, path) = object::parse_url(url, settings)
+            .map_err(|err| ObjectUrlError { url: redact(url), reason: err.to_string() })?;
+        Ok(Self { shown: url.trim_end_matches('/').to_owned(), store, path, retries: settings.retries })
     }
 
     /// The URL, for messages (without credentials).
@@ -154,56 +114,60 @@ impl ObjectUrl {
 
     /// The object `relative` (`a/b.txt`) names under this one, taken as a prefix.
     pub fn join(&self, relative: &str) -> Self {
-        let path = self.path.parts().chain(ObjectPath::from(relative).parts()).collect();
-        Self::new(format!("{}/{}", self.shown, relative.trim_start_matches('/')), self.store.clone(), path)
+        Self {
+            shown: format!("{}/{}", self.shown, relative.trim_start_matches('/')),
+            store: self.store.clone(),
+            path: object::join(&self.path, relative),
+            retries: self.retries,
+        }
     }
 
     /// `err` as a failure of this URL: a redirect refused names where it pointed.
-    fn error(&self, err: &(dyn std::error::Error + 'static)) -> ObjectUrlError {
-        let mut source = Some(err);
-        while let Some(current) = source {
-            if let Some(answer) = current.downcast_ref::<http_client::BadAnswer>() {
-                return ObjectUrlError { url: self.shown.clone(), reason: answer.to_string() };
-            }
-            source = current.source();
-        }
-        ObjectUrlError { url: self.shown.clone(), reason: first_line(err) }
+    fn error(&self, err: &object_store::Error) -> ObjectUrlError {
+        let reason = BadAnswer::find(err).map_or_else(|| first_line(err), BadAnswer::to_string);
+        ObjectUrlError { url: self.shown.clone(), reason }
     }
 
     /// The whole object, in memory.
     pub async fn read_all(&self) -> Result<Bytes, ObjectUrlError> {
-        let got = self.store.get(&self.path).await.map_err(|err| self.error(&err))?;
-        got.bytes().await.map_err(|err| self.error(&err))
+        let read = || async { self.store.get(&self.path).await?.bytes().await };
+        with_retries(self.retries, read).await.map_err(|err| self.error(&err))
     }
 
     /// Writes `bytes` as the object (replacing it): one PUT, or a multipart upload of
     /// [`PART_BYTES`] parts when larger.
     pub async fn write(&self, bytes: Bytes) -> Result<(), ObjectUrlError> {
+        with_retries(self.retries, || self.write_once(bytes.clone())).await.map_err(|err| self.error(&err))
+    }
+
+    async fn write_once(&self, bytes: Bytes) -> object_store::Result<()> {
         let mut writer = self.writer();
         if let Err(err) = writer.put(bytes).await {
             let _ = writer.abort().await;
-            return Err(self.error(&err));
+            return Err(err);
         }
-        writer.shutdown().await.map_err(|err| self.error(&err))
+        writer.shutdown().await.map_err(store_error)
     }
 
     /// Uploads the local file `file` as the object; its size.
     pub async fn upload_file(&self, file: &Path) -> Result<u64, ObjectUrlError> {
-        let local = |err: std::io::Error| ObjectUrlError {
-            url: self.shown.clone(),
-            reason: format!("{}: {err}", file.display()),
-        };
-        let mut input = tokio::fs::File::open(file).await.map_err(local)?;
+        // A file that cannot be opened is named as such, and not retried.
+        if let Err(err) = tokio::fs::File::open(file).await {
+            return Err(ObjectUrlError { url: self.shown.clone(), reason: format!("{}: {err}", file.display()) });
+        }
+        with_retries(self.retries, || self.upload_once(file)).await.map_err(|err| self.error(&err))
+    }
+
+    async fn upload_once(&self, file: &Path) -> object_store::Result<u64> {
+        let mut input = tokio::fs::File::open(file).await.map_err(store_error)?;
         let mut writer = self.writer();
-        let copied = match tokio::io::copy(&mut input, &mut writer).await {
-            Ok(copied) => copied,
+        match tokio::io::copy(&mut input, &mut writer).await {
+            Ok(copied) => writer.shutdown().await.map(|()| copied).map_err(store_error),
             Err(err) => {
                 let _ = writer.abort().await;
-                return Err(self.error(&err));
+                Err(store_error(err))
             }
-        };
-        writer.shutdown().await.map_err(|err| self.error(&err))?;
-        Ok(copied)
+        }
     }
 
     fn writer(&self) -> BufWriter {
@@ -220,6 +184,17 @@ pub async fn read_all(url: &str) -> Result<Bytes, ObjectUrlError> {
 /// Writes `bytes` as the object at `url`.
 pub async fn write(url: &str, bytes: Bytes) -> Result<(), ObjectUrlError> {
     ObjectUrl::parse(url)?.write(bytes).await
+}
+
+/// An upload's I/O error as the store's error it carries (`BufWriter` wraps them in
+/// `std::io::Error`), so that [`with_retries`] sees what failed; another one (reading the
+/// local file) as a generic store error.
+fn store_error(err: std::io::Error) -> object_store::Error {
+    if err.get_ref().is_some_and(|inner| inner.is::<object_store::Error>()) {
+        let inner = err.into_inner().expect("an inner error").downcast::<object_store::Error>();
+        return *inner.expect("an object_store error");
+    }
+    object_store::Error::Generic { store: "local file", source: Box::new(err) }
 }
 
 /// What [`upload_dir`] uploaded.
@@ -264,105 +239,18 @@ fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Client settings added to a store's own (its builder's `from_env()`, which reads the
-/// cloud's variables), as the server adds them: `READERD_S3_ALLOW_HTTP=true` wins over
-/// `AWS_ALLOW_HTTP`; the time limits apply where the variables set none.
-fn client_settings(settings: &Settings, is_set: impl Fn(ClientConfigKey) -> bool) -> Vec<(ClientConfigKey, String)> {
-    let mut keys = Vec::new();
-    if settings.allow_http {
-        keys.push((ClientConfigKey::AllowHttp, "true".to_owned()));
-    }
-    if !is_set(ClientConfigKey::Timeout) {
-        keys.push((ClientConfigKey::Timeout, "300s".to_owned()));
-    }
-    if !is_set(ClientConfigKey::ConnectTimeout) {
-        keys.push((ClientConfigKey::ConnectTimeout, "10s".to_owned()));
-    }
-    keys
-}
-
-/// The store of `url`'s bucket (container, host), reached through [`http_client`].
-fn build_store(url: &url::Url, settings: &Settings) -> Result<Arc<dyn ObjectStore>, String> {
-    let bucket = url.host_str().unwrap_or_default();
-    let built: object_store::Result<Arc<dyn ObjectStore>> = match url.scheme() {
-        "s3" => {
-            use object_store::aws::AmazonS3ConfigKey as Key;
-            let mut builder = object_store::aws::AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .with_http_connector(http_client::Connector);
-            let is_set = |key| builder.get_config_value(&Key::Client(key)).is_some();
-            for (key, value) in client_settings(settings, is_set) {
-                builder = builder.with_config(Key::Client(key), value);
-            }
-            if let Some(endpoint) = &settings.s3_endpoint {
-                builder = builder.with_endpoint(endpoint).with_virtual_hosted_style_request(false);
-            }
-            if let Some(region) = &settings.s3_region {
-                builder = builder.with_region(region);
-            }
-            for (key, value) in settings.options_for("aws_")? {
-                builder = builder.with_config(key, value);
-            }
-            builder.build().map(|store| Arc::new(store) as _)
-        }
-        "gs" => {
-            use object_store::gcp::GoogleConfigKey as Key;
-            let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                .with_bucket_name(bucket)
-                .with_http_connector(http_client::Connector);
-            let is_set = |key| builder.get_config_value(&Key::Client(key)).is_some();
-            for (key, value) in client_settings(settings, is_set) {
-                builder = builder.with_config(Key::Client(key), value);
-            }
-            for (key, value) in settings.options_for("google_")? {
-                builder = builder.with_config(key, value);
-            }
-            builder.build().map(|store| Arc::new(store) as _)
-        }
-        "az" | "azure" => {
-            use object_store::azure::AzureConfigKey as Key;
-            let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_container_name(bucket)
-                .with_http_connector(http_client::Connector);
-            let is_set = |key| builder.get_config_value(&Key::Client(key)).is_some();
-            for (key, value) in client_settings(settings, is_set) {
-                builder = builder.with_config(Key::Client(key), value);
-            }
-            for (key, value) in settings.options_for("azure_")? {
-                builder = builder.with_config(key, value);
-            }
-            builder.build().map(|store| Arc::new(store) as _)
-        }
-        // The URL names its scheme: plain HTTP is allowed.
-        "http" | "https" => {
-            let mut client = object_store::ClientOptions::new().with_allow_http(true);
-            for (key, value) in client_settings(settings, |_| false) {
-                client = client.with_config(key, value);
-            }
-            object_store::http::HttpBuilder::new()
-                .with_url(url.origin().ascii_serialization())
-                .with_client_options(client)
-                .with_http_connector(http_client::Connector)
-                .build()
-                .map(|store| Arc::new(store) as _)
-        }
-        other => return Err(format!("unknown scheme {other}: expected s3, gs, az, http or https")),
-    };
-    built.map_err(|err| first_line(&err))
-}
-
-/// The first line of an error's message (object_store's run on with their sources).
-fn first_line(err: &dyn std::error::Error) -> String {
-    err.to_string().lines().next().unwrap_or_default().to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn local_s3() -> StoreSettings {
+        StoreSettings { s3_endpoint: Some("http://127.0.0.1:9".into()), allow_http: true, ..StoreSettings::default() }
+    }
+
+    /// The object `url` names, in a store in memory.
     fn memory(url: &str) -> ObjectUrl {
-        let path = ObjectPath::from_url_path(url::Url::parse(url).unwrap().path()).unwrap();
-        ObjectUrl::new(url.to_owned(), Arc::new(object_store::memory::InMemory::new()), path)
+        let object = ObjectUrl::with_settings(url, &local_s3()).unwrap();
+        ObjectUrl { store: Arc::new(object_store::memory::InMemory::new()), ..object }
     }
 
     #[test]
@@ -376,19 +264,18 @@ mod tests {
 
     #[test]
     fn credentials_in_a_url_and_unknown_schemes_are_refused() {
-        let err = ObjectUrl::with_settings("s3://key:secret@bucket/x", &Settings::default()).unwrap_err();
+        let err = ObjectUrl::with_settings("s3://key:secret@bucket/x", &StoreSettings::default()).unwrap_err();
         assert!(err.to_string().contains("credentials do not belong") && !err.to_string().contains("secret@"), "{err}");
-        let err = ObjectUrl::with_settings("ftp://host/x", &Settings::default()).unwrap_err();
+        let err = ObjectUrl::with_settings("ftp://host/x", &StoreSettings::default()).unwrap_err();
         assert_eq!(err.to_string(), "ftp://host/x: unknown scheme ftp: expected s3, gs, az, http or https");
-        let bad = Settings { options: vec![("aws_nope".into(), "SECRET".into())], ..Settings::default() };
+        let bad = StoreSettings { options: vec![("aws_nope".into(), "SECRET".into())], ..StoreSettings::default() };
         let err = ObjectUrl::with_settings("s3://bucket/x", &bad).unwrap_err();
         assert!(!err.to_string().contains("SECRET"), "{err}");
     }
 
     #[test]
     fn a_url_names_its_bucket_and_key() {
-        let settings =
-            Settings { s3_endpoint: Some("http://127.0.0.1:9".into()), allow_http: true, ..Settings::default() };
+        let settings = local_s3();
         let object = ObjectUrl::with_settings("s3://bucket/a/my%20file.csv", &settings).unwrap();
         assert_eq!(object.path.as_ref(), "a/my file.csv");
         let joined = ObjectUrl::with_settings("s3://bucket/demo/", &settings).unwrap().join("specs/x.json");

@@ -2,13 +2,12 @@
 //! them back record by record (`inspect`). The framing is TensorFlow's: a little-endian
 //! u64 length, the masked CRC-32C of those 8 bytes, the data, the masked CRC-32C of the
 //! data. The reader checks both CRCs and never allocates a length it has not checked
-//! against what remains of the file.
+//! against what remains of the file. The masked CRC is the server's
+//! (`readerd_common::tfrecord_crc`).
 
 use std::io::{self, Read, Write};
 
-fn masked_crc(data: &[u8]) -> u32 {
-    crc32c::crc32c(data).rotate_right(15).wrapping_add(0xa282_ead8)
-}
+use readerd_common::tfrecord_crc::masked_crc32c;
 
 /// Writes records with TFRecord framing.
 #[derive(Debug)]
@@ -26,9 +25,9 @@ impl<W: Write> TfRecordWriter<W> {
     pub fn write_record(&mut self, record: &[u8]) -> io::Result<()> {
         let len = (record.len() as u64).to_le_bytes();
         self.out.write_all(&len)?;
-        self.out.write_all(&masked_crc(&len).to_le_bytes())?;
+        self.out.write_all(&masked_crc32c(&len).to_le_bytes())?;
         self.out.write_all(record)?;
-        self.out.write_all(&masked_crc(record).to_le_bytes())?;
+        self.out.write_all(&masked_crc32c(record).to_le_bytes())?;
         self.offset += 16 + record.len() as u64;
         Ok(())
     }
@@ -64,7 +63,7 @@ impl<R: Read> TfRecordReader<R> {
         let mut header = [0u8; 12];
         self.input.read_exact(&mut header).map_err(|_| bad("truncated record"))?;
         let len_bytes: [u8; 8] = header[..8].try_into().expect("8 bytes");
-        if masked_crc(&len_bytes) != u32::from_le_bytes(header[8..].try_into().expect("4 bytes")) {
+        if masked_crc32c(&len_bytes) != u32::from_le_bytes(header[8..].try_into().expect("4 bytes")) {
             return Err(bad("corrupted record"));
         }
         let len = u64::from_le_bytes(len_bytes);
@@ -77,7 +76,7 @@ impl<R: Read> TfRecordReader<R> {
             .read_exact(&mut data)
             .and_then(|_| self.input.read_exact(&mut crc))
             .map_err(|_| bad("truncated record"))?;
-        if masked_crc(&data) != u32::from_le_bytes(crc) {
+        if masked_crc32c(&data) != u32::from_le_bytes(crc) {
             return Err(bad("corrupted record"));
         }
         self.offset = start + 16 + len;
@@ -119,7 +118,7 @@ mod tests {
         let mut huge = file[..21].to_vec();
         let len = (1u64 << 40).to_le_bytes();
         huge.extend_from_slice(&len);
-        huge.extend_from_slice(&masked_crc(&len).to_le_bytes());
+        huge.extend_from_slice(&masked_crc32c(&len).to_le_bytes());
         let mut reader = TfRecordReader::new(huge.as_slice(), huge.len() as u64);
         reader.next_record().unwrap();
         assert_eq!(reader.next_record().unwrap_err().to_string(), "truncated record at 21");

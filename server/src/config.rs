@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use readerd_common::object::StoreSettings;
+
 use crate::source::RootLocation;
 use crate::source::object::ObjectSettings;
 
@@ -177,14 +179,16 @@ impl Config {
     /// How object-store roots are reached and read.
     pub fn object_settings(&self) -> ObjectSettings {
         ObjectSettings {
-            s3_endpoint: self.s3_endpoint.clone(),
-            s3_region: self.s3_region.clone(),
-            allow_http: self.s3_allow_http,
-            options: self.object_options.clone(),
+            store: StoreSettings {
+                s3_endpoint: self.s3_endpoint.clone(),
+                s3_region: self.s3_region.clone(),
+                allow_http: self.s3_allow_http,
+                options: self.object_options.clone(),
+                retries: self.object_retries,
+                timeout: self.object_timeout,
+            },
             block_bytes: self.object_block_bytes,
             read_ahead: self.object_read_ahead,
-            retries: self.object_retries,
-            timeout: self.object_timeout,
         }
     }
 

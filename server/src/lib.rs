@@ -4,14 +4,18 @@
 //! # Layout: the path of a record
 //!
 //! - [`format`]: framing, bytes → records (TFRecord, fixed length, text lines). No I/O,
-//!   no tokio: each format is a [`format::Framer`] over byte windows.
+//!   no tokio: each format is a [`format::Framer`] over byte windows. TFRecord's masked
+//!   CRC is `readerd_common::tfrecord_crc`, the client's too.
 //! - [`source`]: files → bytes: data roots, GZIP/ZLIB, the driver that feeds framers and
-//!   slices records out of its read buffer without copying. Blocking I/O.
+//!   slices records out of its read buffer without copying. Blocking I/O. An object-store
+//!   root's URL becomes its store and key prefix in `readerd_common::object`, as
+//!   readerctl's URLs do (one HTTP client, one set of path rules, retries and time limits).
 //! - [`decode`]: records → tensors as TensorFlow's ops decode them. No I/O, no tokio.
 //! - [`spec`]: a `pb::DatasetSpec` checked into the settings the server acts on (a
 //!   mixture's components and weights in `spec/mix.rs`).
 //! - [`pipeline`]: records in order: epochs, file shuffling, sharding, parallel
-//!   interleave, the shuffle buffer. Deterministic for a spec and seed.
+//!   interleave, the shuffle buffer. Deterministic for a spec and seed: its generator is
+//!   `readerd_common::rng`'s SplitMix64 (re-exported as `pipeline::rng`).
 //! - [`reader`]: a reader resource: the pipeline, batching and decoding, shared by its
 //!   streams, with TensorFlow's counters. `reader/records.rs` takes and selects records,
 //!   `reader/chunks.rs` batches them, `reader/decoding.rs` decodes a batch,

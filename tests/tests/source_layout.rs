@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 const MAX_FILE_LINES: usize = 600;
 const MAX_FN_LINES: usize = 100;
-const CRATES: [&str; 4] = ["server/src", "client/src", "client/python/src", "proto/src"];
+const CRATES: [&str; 5] = ["common/src", "server/src", "client/src", "client/python/src", "proto/src"];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

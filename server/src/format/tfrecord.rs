@@ -6,17 +6,13 @@
 //! crashes on a length of 2^40), a claimed length larger than what remains of the file or
 //! than `max_record_bytes` is `Truncated` before anything of that size is allocated.
 
+use readerd_common::tfrecord_crc::masked_crc32c;
+
 use super::{FormatError, Framed, Framer, Position, RecordBytes, WorkUnit};
 
 const LENGTH_BYTES: usize = 8;
 const HEADER_BYTES: usize = LENGTH_BYTES + 4;
 const FOOTER_BYTES: usize = 4;
-
-/// CRC-32C as TFRecord stores it: rotated and offset so that CRCs of CRCs stay useful.
-pub fn masked_crc32c(data: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(data);
-    crc.rotate_right(15).wrapping_add(0xa282_ead8)
-}
 
 /// Appends one TFRecord holding `data` to `out` (used by tests and demo data).
 pub fn write_record(out: &mut Vec<u8>, data: &[u8]) {

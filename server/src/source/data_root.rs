@@ -30,7 +30,7 @@ impl std::fmt::Display for RootLocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RootLocation::Local(path) => write!(f, "{}", path.display()),
-            RootLocation::Url(url) => f.write_str(&super::object::redact_url(url)),
+            RootLocation::Url(url) => f.write_str(&readerd_common::object::redact_url(url)),
         }
     }
 }

@@ -1,7 +1,8 @@
-//! The HTTP client of every object-store root (S3, GCS, Azure, `http(s)://`), given to
-//! `object_store`'s builders as their connector, for two rules its own client lacks:
+//! The HTTP client of every object store (S3, GCS, Azure, `http(s)://`; the server's data
+//! roots and readerctl's URLs alike), given to `object_store`'s builders as their
+//! connector, for two rules its own client lacks:
 //!
-//! - **no redirect is followed**: a root reaches only its own server, whatever that server
+//! - **no redirect is followed**: a URL reaches only its own server, whatever that server
 //!   answers. A 3xx (but 304) ends the request with [`BadAnswer::Redirect`], naming where it
 //!   pointed; nothing is sent there. Credential endpoints (instance metadata, token
 //!   services) go through this client too, under the same rule;
@@ -11,9 +12,6 @@
 //! Every other setting is `object_store`'s own (`ClientOptions`: readerd's flags, the
 //! `AWS_*` / `GOOGLE_*` / `AZURE_*` variables, `--object-option`), applied here to a
 //! reqwest client as `object_store` applies them to its own.
-//!
-//! readerctl compiles this file too (`client/src/object_url.rs`, by `#[path]`), for the
-//! same rules: it uses nothing of the server crate, and must not.
 
 use std::time::Duration;
 
@@ -22,8 +20,9 @@ use object_store::client::{
     HttpService,
 };
 
-/// An answer of an object server that no retry changes: the request's error carries it,
-/// and it ends the stream `FAILED_PRECONDITION` (see `SourceError::BadAnswer`).
+/// An answer of an object server that no retry changes: the request's error carries it.
+/// The server ends the stream `FAILED_PRECONDITION` (its `SourceError::BadAnswer`);
+/// readerctl names it as the URL's failure.
 #[derive(Debug, thiserror::Error)]
 pub enum BadAnswer {
     #[error(
@@ -44,8 +43,8 @@ pub enum BadAnswer {
 
 impl BadAnswer {
     /// The `BadAnswer` somewhere in `err`'s chain of sources.
-    pub fn find(err: &object_store::Error) -> Option<&BadAnswer> {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a BadAnswer> {
+        let mut source = Some(err);
         while let Some(current) = source {
             if let Some(found) = current.downcast_ref::<BadAnswer>() {
                 return Some(found);

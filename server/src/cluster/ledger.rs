@@ -121,6 +121,8 @@ pub struct ReplicaReport {
 }
 
 /// How long leases last and how long a dead replica's consumers may take to come back.
+/// By default a lease lasts [`readerd_proto::REPLICA_LEASE`], the time clients size their
+/// patience with a replica by.
 #[derive(Clone, Copy, Debug)]
 pub struct LeaseTimes {
     /// A lease not renewed for this long may be taken over.
@@ -133,7 +135,15 @@ pub struct LeaseTimes {
 
 impl Default for LeaseTimes {
     fn default() -> Self {
-        Self { ttl: Duration::from_secs(10), grace: Duration::from_secs(10) }
+        Self { ttl: readerd_proto::REPLICA_LEASE, grace: Duration::from_secs(10) }
+    }
+}
+
+impl LeaseTimes {
+    /// How often a replica renews its leases: every third of a lease time, so that one
+    /// renewal may fail (or come late) without any lease expiring.
+    pub fn renew_every(&self) -> Duration {
+        self.ttl / 3
     }
 }
 

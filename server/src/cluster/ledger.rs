@@ -1,8 +1,9 @@
 //! The split ledger in PostgreSQL: replicas and their heartbeats, each epoch's splits
 //! with their leases and acknowledged records, and the consumer sessions attached to each
 //! replica (the jobs themselves: `super::job_ledger`). Every rule about who may produce
-//! what is a SQL statement here; the rest of the cluster only calls these. Blocking: call
-//! from blocking threads.
+//! what is a SQL statement run here (each one named in `crate::state::ledger::queries`,
+//! next to the tables' migrations); the rest of the cluster only calls these. Blocking:
+//! call from blocking threads.
 //!
 //! Time is PostgreSQL's (`now()`): leases expire by the database's clock, never by a
 //! replica's, so replicas need no synchronized clocks.
@@ -13,6 +14,7 @@ use postgres::Client;
 
 use crate::pipeline::record_set::{BadRecordSet, RecordSet};
 use crate::state::StateError;
+use crate::state::ledger::queries;
 use crate::state::session::{Session, SessionError, Unreachable, postgres_message};
 
 #[derive(Debug, thiserror::Error)]
@@ -182,11 +184,7 @@ impl Ledger {
         let connect = Box::new(move || Self::connect(&url, schema.as_deref(), times));
         let ledger = Self { session: Session::open("split ledger", connect)?, replica: replica.to_owned(), times };
         ledger.run(|client| {
-            client.execute(
-                "INSERT INTO readerd_replicas (id, address) VALUES ($1, $2)
-                 ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now(), steady_since = now()",
-                &[&replica, &address],
-            )?;
+            client.execute(queries::REGISTER_REPLICA, &[&replica, &address])?;
             Ok(())
         })?;
         Ok(ledger)
@@ -205,12 +203,8 @@ impl Ledger {
     /// retried).
     fn connect(url: &str, schema: Option<&str>, times: LeaseTimes) -> Result<Client, postgres::Error> {
         let mut client = crate::state::postgres::connect(url, schema)?;
-        let millis = |duration: Duration| duration.as_millis().max(1);
-        client.batch_execute(&format!(
-            "SET idle_in_transaction_session_timeout = {}; SET lock_timeout = {}",
-            millis(times.ttl),
-            millis(times.ttl / 4)
-        ))?;
+        let millis = |duration: Duration| duration.as_millis().max(1).to_string();
+        client.execute(queries::SESSION_LIMITS, &[&millis(times.ttl), &millis(times.ttl / 4)])?;
         Ok(client)
     }
 
@@ -241,11 +235,7 @@ impl Ledger {
     /// from this one: `flushed` for it.
     pub fn flushed_sessions(&self, job: Job, sessions: &[String]) -> Result<Vec<String>, LedgerError> {
         self.run(|client| {
-            let rows = client.query(
-                "SELECT session FROM readerd_sessions
-                 WHERE job = $1 AND replica = $2 AND session = ANY($3) AND flushed",
-                &[&job.id, &self.replica, &sessions],
-            )?;
+            let rows = client.query(queries::FLUSHED_SESSIONS, &[&job.id, &self.replica, &sessions])?;
             Ok(rows.iter().map(|row| row.get(0)).collect())
         })
     }
@@ -253,16 +243,14 @@ impl Ledger {
     /// The acknowledged records of splits `(epoch, position)`.
     pub fn acked_sets(&self, job: Job, splits: &[(u64, u32)]) -> Result<Vec<(u64, u32, RecordSet)>, LedgerError> {
         self.run(|client| {
-            let keys: Vec<(i64, u64, u32)> = splits.iter().map(|&(epoch, position)| (job.id, epoch, position)).collect();
+            let keys: Vec<(i64, u64, u32)> =
+                splits.iter().map(|&(epoch, position)| (job.id, epoch, position)).collect();
             let (jobs, epochs, positions) = split_keys(&keys);
-            let rows = client.query(
-                "SELECT split.epoch, split.position, split.acked
-                 FROM readerd_splits AS split, unnest($1::int8[], $2::int8[], $3::int4[]) AS wanted (job, epoch, position)
-                 WHERE (split.job, split.epoch, split.position) = (wanted.job, wanted.epoch, wanted.position)",
-                &[&jobs, &epochs, &positions],
-            )?;
+            let rows = client.query(queries::ACKED_SETS, &[&jobs, &epochs, &positions])?;
             rows.iter()
-                .map(|row| Ok((row.get::<_, i64>(0) as u64, row.get::<_, i32>(1) as u32, RecordSet::decode(row.get(2))?)))
+                .map(|row| {
+                    Ok((row.get::<_, i64>(0) as u64, row.get::<_, i32>(1) as u32, RecordSet::decode(row.get(2))?))
+                })
                 .collect()
         })
     }
@@ -280,24 +268,13 @@ impl Ledger {
         self.run(|client| {
             // A heartbeat a lease time or more after the one before (an outage, PostgreSQL
             // or this replica paused) starts a new steady run: see `lease_next`.
-            client.execute(
-                "UPDATE readerd_replicas SET heartbeat_at = now(), steady_since = CASE
-                     WHEN heartbeat_at < now() - make_interval(secs => $2) THEN now() ELSE steady_since END
-                 WHERE id = $1",
-                &[&self.replica, &seconds(self.times.ttl)],
-            )?;
+            client.execute(queries::HEARTBEAT, &[&self.replica, &seconds(self.times.ttl)])?;
             if held.is_empty() {
                 return Ok(Vec::new());
             }
             let (jobs, epochs, positions) = split_keys(held);
-            let rows = client.query(
-                "UPDATE readerd_splits AS split SET lease_expires = now() + make_interval(secs => $2)
-                 FROM unnest($3::int8[], $4::int8[], $5::int4[]) AS held (job, epoch, position)
-                 WHERE (split.job, split.epoch, split.position) = (held.job, held.epoch, held.position)
-                   AND split.owner = $1
-                 RETURNING split.job, split.epoch, split.position",
-                &[&self.replica, &seconds(self.times.ttl), &jobs, &epochs, &positions],
-            )?;
+            let rows = client
+                .query(queries::RENEW_LEASES, &[&self.replica, &seconds(self.times.ttl), &jobs, &epochs, &positions])?;
             Ok(rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1) as u64, row.get::<_, i32>(2) as u32)).collect())
         })
     }
@@ -310,13 +287,7 @@ impl Ledger {
                 return Ok(());
             }
             let (jobs, epochs, positions) = split_keys(splits);
-            client.execute(
-                "UPDATE readerd_splits AS split SET lease_expires = now() - interval '1 millisecond', released = true
-                 FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS given_up (job, epoch, position)
-                 WHERE (split.job, split.epoch, split.position) = (given_up.job, given_up.epoch, given_up.position)
-                   AND split.owner = $1 AND NOT split.done",
-                &[&self.replica, &jobs, &epochs, &positions],
-            )?;
+            client.execute(queries::RELEASE_LEASES, &[&self.replica, &jobs, &epochs, &positions])?;
             Ok(())
         })
     }
@@ -328,12 +299,7 @@ impl Ledger {
         self.run(|client| {
             let positions: Vec<i32> = (0..order.len() as i32).collect();
             let files: Vec<i32> = order.iter().map(|&file| file as i32).collect();
-            client.execute(
-                "INSERT INTO readerd_splits (job, epoch, position, file)
-                 SELECT $1, $2, position, file FROM unnest($3::int4[], $4::int4[]) AS planned (position, file)
-                 ON CONFLICT DO NOTHING",
-                &[&job.id, &(epoch as i64), &positions, &files],
-            )?;
+            client.execute(queries::PLAN_EPOCH, &[&job.id, &(epoch as i64), &positions, &files])?;
             Ok(())
         })
     }
@@ -366,26 +332,7 @@ impl Ledger {
             let held_epochs: Vec<i64> = held.iter().map(|split| split.0 as i64).collect();
             let held_positions: Vec<i32> = held.iter().map(|split| split.1 as i32).collect();
             let row = client.query_opt(
-                "UPDATE readerd_splits SET owner = $3, lease_expires = now() + make_interval(secs => $4),
-                        leases = leases + 1, released = false
-                 WHERE (job, epoch, position) = (
-                     SELECT job, epoch, position FROM readerd_splits AS split
-                     WHERE job = $1 AND epoch <= $2 AND NOT done AND file >= $8 AND file < $9
-                       AND (epoch, position) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
-                       AND (
-                         ($10 AND owner = $3 AND NOT released AND lease_expires > now()) OR
-                         owner IS NULL OR ((released OR EXISTS (
-                             SELECT 1 FROM readerd_replicas
-                             WHERE id = $3 AND steady_since < now() - make_interval(secs => $4))) AND
-                             lease_expires < now() AND (
-                                 lease_expires < now() - make_interval(secs => $5)
-                                 OR NOT EXISTS (
-                                     SELECT 1 FROM readerd_sessions AS session
-                                     WHERE session.job = split.job AND session.replica = split.owner
-                                       AND NOT session.flushed))))
-                     ORDER BY ($10 AND owner IS NOT DISTINCT FROM $3) DESC, epoch, position
-                     LIMIT 1 FOR UPDATE SKIP LOCKED)
-                 RETURNING epoch, position, file, acked, leases",
+                queries::LEASE_NEXT,
                 &[
                     &job.id,
                     &(epoch as i64),
@@ -414,14 +361,10 @@ impl Ledger {
     /// of its splits produced and acknowledged in full).
     pub fn job_finished(&self, job: Job, epochs: u64) -> Result<bool, LedgerError> {
         self.run(|client| {
-            if client.query_opt("SELECT 1 FROM readerd_jobs WHERE id = $1", &[&job.id])?.is_none() {
+            if client.query_opt(queries::JOB_EXISTS, &[&job.id])?.is_none() {
                 return Err(LedgerError::Deleted(format!("job {}", job.id)));
             }
-            let row = client.query_one(
-                "SELECT count(DISTINCT epoch), coalesce(bool_and(done), true)
-                 FROM readerd_splits WHERE job = $1 AND epoch <= $2",
-                &[&job.id, &(epochs as i64)],
-            )?;
+            let row = client.query_one(queries::EPOCHS_DONE, &[&job.id, &(epochs as i64)])?;
             Ok(row.get::<_, i64>(0) as u64 == epochs && row.get::<_, bool>(1))
         })
     }
@@ -438,12 +381,7 @@ impl Ledger {
             for commit in commits {
                 let key: [&(dyn postgres::types::ToSql + Sync); 3] =
                     [&job.id, &(commit.epoch as i64), &(commit.position as i32)];
-                let Some(row) = transaction.query_opt(
-                    "SELECT acked, owner, done FROM readerd_splits WHERE job = $1 AND epoch = $2 AND position = $3
-                     FOR UPDATE",
-                    &key,
-                )?
-                else {
+                let Some(row) = transaction.query_opt(queries::SPLIT_TO_COMMIT, &key)? else {
                     continue;
                 };
                 let mut acked = RecordSet::decode(row.get(0))?;
@@ -457,11 +395,7 @@ impl Ledger {
                 if commit.acked.is_empty() && !now_done {
                     continue;
                 }
-                transaction.execute(
-                    "UPDATE readerd_splits SET acked = $4, done = done OR $5
-                     WHERE job = $1 AND epoch = $2 AND position = $3",
-                    &[key[0], key[1], key[2], &acked.encode(), &now_done],
-                )?;
+                transaction.execute(queries::COMMIT_SPLIT, &[key[0], key[1], key[2], &acked.encode(), &now_done])?;
             }
             transaction.commit()?;
             Ok(done)
@@ -470,11 +404,7 @@ impl Ledger {
 
     pub fn epoch_progress(&self, job: Job, epoch: u64) -> Result<EpochProgress, LedgerError> {
         self.run(|client| {
-            let row = client.query_one(
-                "SELECT count(*), count(*) FILTER (WHERE leases = 0), count(*) FILTER (WHERE done)
-                 FROM readerd_splits WHERE job = $1 AND epoch = $2",
-                &[&job.id, &(epoch as i64)],
-            )?;
+            let row = client.query_one(queries::EPOCH_PROGRESS, &[&job.id, &(epoch as i64)])?;
             Ok(EpochProgress {
                 splits: row.get::<_, i64>(0) as u64,
                 never_leased: row.get::<_, i64>(1) as u64,
@@ -486,11 +416,7 @@ impl Ledger {
     /// A consumer session now reads the job through this replica.
     pub fn attach_session(&self, job: Job, session: &str) -> Result<(), LedgerError> {
         self.run(|client| {
-            client.execute(
-                "INSERT INTO readerd_sessions (job, session, replica) VALUES ($1, $2, $3)
-                 ON CONFLICT (job, session, replica) DO UPDATE SET flushed = false",
-                &[&job.id, &session, &self.replica],
-            )?;
+            client.execute(queries::ATTACH_SESSION, &[&job.id, &session, &self.replica])?;
             Ok(())
         })
     }
@@ -500,10 +426,7 @@ impl Ledger {
     /// there, or its stream there ended with everything acknowledged.
     pub fn session_flushed(&self, job: Job, session: &str, replica: &str) -> Result<(), LedgerError> {
         self.run(|client| {
-            client.execute(
-                "UPDATE readerd_sessions SET flushed = true WHERE job = $1 AND session = $2 AND replica = $3",
-                &[&job.id, &session, &replica],
-            )?;
+            client.execute(queries::FLUSH_SESSION, &[&job.id, &session, &replica])?;
             Ok(())
         })
     }
@@ -512,11 +435,8 @@ impl Ledger {
     /// the splits go to others as soon as this replica's consumer sessions are flushed.
     pub fn release_all(&self) -> Result<(), LedgerError> {
         self.run(|client| {
-            client.execute(
-                "UPDATE readerd_splits SET lease_expires = now() - interval '1 millisecond', released = true WHERE owner = $1 AND NOT done",
-                &[&self.replica],
-            )?;
-            client.execute("DELETE FROM readerd_replicas WHERE id = $1", &[&self.replica])?;
+            client.execute(queries::RELEASE_ALL_LEASES, &[&self.replica])?;
+            client.execute(queries::UNREGISTER_REPLICA, &[&self.replica])?;
             Ok(())
         })
     }
@@ -526,10 +446,7 @@ impl Ledger {
     pub fn report(&self, job: Job, elements_in_flight: u64, consumers: u64) -> Result<bool, LedgerError> {
         self.run(|client| {
             let row = client.query_opt(
-                "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (job, replica) DO UPDATE
-                 SET in_flight = EXCLUDED.in_flight, consumers = EXCLUDED.consumers, reported_at = now()
-                 RETURNING (SELECT stopped FROM readerd_jobs WHERE id = $1)",
+                queries::REPORT,
                 &[&job.id, &self.replica, &(elements_in_flight as i64), &(consumers as i32)],
             )?;
             Ok(row.and_then(|row| row.get::<_, Option<bool>>(0)).unwrap_or(false))
@@ -539,21 +456,7 @@ impl Ledger {
     /// Every replica that reported on `job` or holds an unfinished split of it, by id.
     pub fn replica_reports(&self, job: Job) -> Result<Vec<ReplicaReport>, LedgerError> {
         self.run(|client| {
-            let rows = client.query(
-                "SELECT replica.id, replica.address,
-                        replica.heartbeat_at > now() - make_interval(secs => $2),
-                        (SELECT count(*) FROM readerd_splits AS split
-                         WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done
-                           AND split.lease_expires > now()),
-                        coalesce(report.in_flight, 0), coalesce(report.consumers, 0)
-                 FROM readerd_replicas AS replica
-                 LEFT JOIN readerd_job_replicas AS report ON report.job = $1 AND report.replica = replica.id
-                 WHERE report.replica IS NOT NULL OR EXISTS (
-                     SELECT 1 FROM readerd_splits AS split
-                     WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done)
-                 ORDER BY replica.id",
-                &[&job.id, &seconds(self.times.ttl)],
-            )?;
+            let rows = client.query(queries::REPLICA_REPORTS, &[&job.id, &seconds(self.times.ttl)])?;
             Ok(rows
                 .iter()
                 .map(|row| ReplicaReport {
@@ -571,11 +474,7 @@ impl Ledger {
     /// Replicas that sent a heartbeat within a lease's lifetime: `(id, address)`.
     pub fn live_replicas(&self) -> Result<Vec<(String, String)>, LedgerError> {
         self.run(|client| {
-            let rows = client.query(
-                "SELECT id, address FROM readerd_replicas WHERE heartbeat_at > now() - make_interval(secs => $1)
-                 ORDER BY id",
-                &[&seconds(self.times.ttl)],
-            )?;
+            let rows = client.query(queries::LIVE_REPLICAS, &[&seconds(self.times.ttl)])?;
             Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
         })
     }

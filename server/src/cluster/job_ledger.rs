@@ -4,7 +4,9 @@
 //! that stops at its first exhausted component, with each replica's end of it. Blocking,
 //! as the rest of the ledger.
 
-use super::ledger::{Job, JobSnapshot, Ledger, LedgerError, SplitSnapshot};
+use super::ledger::{
+    Job, JobSnapshot, JobToSnapshot, Ledger, LedgerError, NamedJob, RestoringJob, SnapshotArrays, SplitSnapshot,
+};
 use crate::state::ledger::queries;
 
 impl Ledger {
@@ -12,11 +14,11 @@ impl Ledger {
     pub fn job(&self, container: &str, shared_name: &str, fingerprint: &str, spec: &[u8]) -> Result<Job, LedgerError> {
         self.run(|client| {
             client.execute(queries::CREATE_JOB, &[&container, &shared_name, &fingerprint, &spec])?;
-            let row = client.query_one(queries::JOB, &[&container, &shared_name])?;
-            if row.get::<_, &str>(1) != fingerprint {
+            let named = NamedJob::from_row(&client.query_one(queries::JOB, &[&container, &shared_name])?);
+            if named.fingerprint != fingerprint {
                 return Err(LedgerError::OtherSpec(format!("{container}/{shared_name}")));
             }
-            Ok(Job { id: row.get(0), generation: row.get(2) })
+            Ok(named.job)
         })
     }
 
@@ -99,31 +101,18 @@ impl Ledger {
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()?;
-            let Some(job) = transaction.query_opt(queries::JOB_TO_SNAPSHOT, &[&container, &shared_name])? else {
+            let Some(row) = transaction.query_opt(queries::JOB_TO_SNAPSHOT, &[&container, &shared_name])? else {
                 return Ok(None);
             };
+            let job = JobToSnapshot::from_row(&row);
             // Stopped only once over: a replica still mixing, or elements still unacknowledged,
             // would be lost to a restore that reads nothing.
-            let stopped: bool = transaction
-                .query_one(queries::STOPPED_JOB_OVER, &[&job.get::<_, i64>(0), &self.lease_time().as_secs_f64()])?
-                .get(0);
-            let splits = transaction.query(queries::SPLITS_TO_SNAPSHOT, &[&job.get::<_, i64>(0)])?;
+            let stopped: bool =
+                transaction.query_one(queries::STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64()])?.get(0);
+            let splits = transaction.query(queries::SPLITS_TO_SNAPSHOT, &[&job.id])?;
             transaction.commit()?;
-            Ok(Some(JobSnapshot {
-                fingerprint: job.get(1),
-                spec: job.get(2),
-                stopped,
-                splits: splits
-                    .iter()
-                    .map(|row| SplitSnapshot {
-                        epoch: row.get::<_, i64>(0) as u64,
-                        position: row.get::<_, i32>(1) as u32,
-                        file: row.get::<_, i32>(2) as u32,
-                        acked: row.get(3),
-                        done: row.get(4),
-                    })
-                    .collect(),
-            }))
+            let splits = splits.iter().map(SplitSnapshot::from_row).collect::<Result<_, _>>()?;
+            Ok(Some(JobSnapshot { fingerprint: job.fingerprint, spec: job.spec, stopped, splits }))
         })
     }
 
@@ -142,14 +131,14 @@ impl Ledger {
             let mut transaction = client.transaction()?;
             transaction.batch_execute(queries::LOCK_JOBS)?;
             let existing = transaction.query_opt(queries::JOB_TO_RESTORE, &[&container, &shared_name])?;
-            if let Some(row) = &existing
-                && row.get::<_, Option<&str>>(2) == Some(restore_id)
+            let existing = existing.as_ref().map(RestoringJob::from_row);
+            if let Some(existing) = &existing
+                && existing.restored_from.as_deref() == Some(restore_id)
             {
-                let job = Job { id: row.get(0), generation: row.get(1) };
                 transaction.commit()?;
-                return Ok(job);
+                return Ok(existing.job);
             }
-            let generation = existing.as_ref().map_or(1, |row| row.get::<_, i64>(1) + 1);
+            let generation = existing.map_or(1, |existing| existing.job.generation + 1);
             transaction.execute(queries::DELETE_JOB, &[&container, &shared_name])?;
             let id: i64 = transaction
                 .query_one(
@@ -165,13 +154,11 @@ impl Ledger {
                     ],
                 )?
                 .get(0);
-            let splits = &snapshot.splits;
-            let epochs: Vec<i64> = splits.iter().map(|split| split.epoch as i64).collect();
-            let positions: Vec<i32> = splits.iter().map(|split| split.position as i32).collect();
-            let files: Vec<i32> = splits.iter().map(|split| split.file as i32).collect();
-            let acked: Vec<&[u8]> = splits.iter().map(|split| split.acked.as_slice()).collect();
-            let done: Vec<bool> = splits.iter().map(|split| split.done).collect();
-            transaction.execute(queries::INSERT_RESTORED_SPLITS, &[&id, &epochs, &positions, &files, &acked, &done])?;
+            let splits = SnapshotArrays::new(&snapshot.splits)?;
+            transaction.execute(
+                queries::INSERT_RESTORED_SPLITS,
+                &[&id, &splits.epochs, &splits.positions, &splits.files, &splits.acked, &splits.done],
+            )?;
             transaction.commit()?;
             Ok(Job { id, generation })
         })

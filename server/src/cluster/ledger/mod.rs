@@ -8,10 +8,15 @@
 //! Time is PostgreSQL's (`now()`): leases expire by the database's clock, never by a
 //! replica's, so replicas need no synchronized clocks.
 
+mod row;
+
 use std::time::Duration;
 
 use postgres::Client;
 
+pub use self::row::OutOfRange;
+use self::row::{AckedSplit, EpochsDone, SplitArrays, SplitKey, SplitToCommit, checked};
+pub(super) use self::row::{JobToSnapshot, NamedJob, RestoringJob, SnapshotArrays};
 use crate::pipeline::record_set::{BadRecordSet, RecordSet};
 use crate::state::StateError;
 use crate::state::ledger::queries;
@@ -27,6 +32,8 @@ pub enum LedgerError {
     State(#[from] StateError),
     #[error("split ledger: {0}")]
     BadRecordSet(#[from] BadRecordSet),
+    #[error("split ledger: {0}")]
+    OutOfRange(#[from] OutOfRange),
     /// The job exists with another spec.
     #[error("shared reader {0} exists in the cluster with a different spec")]
     OtherSpec(String),
@@ -164,11 +171,8 @@ fn seconds(duration: Duration) -> f64 {
 }
 
 /// `(job, epoch, position)` keys as the three arrays a statement unnests.
-fn split_keys(keys: &[(i64, u64, u32)]) -> (Vec<i64>, Vec<i64>, Vec<i32>) {
-    let jobs = keys.iter().map(|key| key.0).collect();
-    let epochs = keys.iter().map(|key| key.1 as i64).collect();
-    let positions = keys.iter().map(|key| key.2 as i32).collect();
-    (jobs, epochs, positions)
+fn split_arrays(keys: &[(i64, u64, u32)]) -> Result<SplitArrays, OutOfRange> {
+    SplitArrays::new(keys.iter().copied().map(SplitKey::from))
 }
 
 impl Ledger {
@@ -243,14 +247,11 @@ impl Ledger {
     /// The acknowledged records of splits `(epoch, position)`.
     pub fn acked_sets(&self, job: Job, splits: &[(u64, u32)]) -> Result<Vec<(u64, u32, RecordSet)>, LedgerError> {
         self.run(|client| {
-            let keys: Vec<(i64, u64, u32)> =
-                splits.iter().map(|&(epoch, position)| (job.id, epoch, position)).collect();
-            let (jobs, epochs, positions) = split_keys(&keys);
-            let rows = client.query(queries::ACKED_SETS, &[&jobs, &epochs, &positions])?;
+            let keys = splits.iter().map(|&(epoch, position)| SplitKey { job: job.id, epoch, position });
+            let keys = SplitArrays::new(keys)?;
+            let rows = client.query(queries::ACKED_SETS, &[&keys.jobs, &keys.epochs, &keys.positions])?;
             rows.iter()
-                .map(|row| {
-                    Ok((row.get::<_, i64>(0) as u64, row.get::<_, i32>(1) as u32, RecordSet::decode(row.get(2))?))
-                })
+                .map(|row| AckedSplit::from_row(row).map(|split| (split.epoch, split.position, split.acked)))
                 .collect()
         })
     }
@@ -272,10 +273,12 @@ impl Ledger {
             if held.is_empty() {
                 return Ok(Vec::new());
             }
-            let (jobs, epochs, positions) = split_keys(held);
-            let rows = client
-                .query(queries::RENEW_LEASES, &[&self.replica, &seconds(self.times.ttl), &jobs, &epochs, &positions])?;
-            Ok(rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1) as u64, row.get::<_, i32>(2) as u32)).collect())
+            let held = split_arrays(held)?;
+            let rows = client.query(
+                queries::RENEW_LEASES,
+                &[&self.replica, &seconds(self.times.ttl), &held.jobs, &held.epochs, &held.positions],
+            )?;
+            Ok(rows.iter().map(|row| SplitKey::from_row(row).map(Into::into)).collect::<Result<_, _>>()?)
         })
     }
 
@@ -286,8 +289,9 @@ impl Ledger {
             if splits.is_empty() {
                 return Ok(());
             }
-            let (jobs, epochs, positions) = split_keys(splits);
-            client.execute(queries::RELEASE_LEASES, &[&self.replica, &jobs, &epochs, &positions])?;
+            let splits = split_arrays(splits)?;
+            client
+                .execute(queries::RELEASE_LEASES, &[&self.replica, &splits.jobs, &splits.epochs, &splits.positions])?;
             Ok(())
         })
     }
@@ -297,9 +301,9 @@ impl Ledger {
     /// plan an epoch writes it, the others find it there.
     pub fn plan_epoch(&self, job: Job, epoch: u64, order: &[usize]) -> Result<(), LedgerError> {
         self.run(|client| {
-            let positions: Vec<i32> = (0..order.len() as i32).collect();
-            let files: Vec<i32> = order.iter().map(|&file| file as i32).collect();
-            client.execute(queries::PLAN_EPOCH, &[&job.id, &(epoch as i64), &positions, &files])?;
+            let positions: Vec<i32> = (0..checked("split count", order.len())?).collect();
+            let files = order.iter().map(|&file| checked("file", file)).collect::<Result<Vec<i32>, _>>()?;
+            client.execute(queries::PLAN_EPOCH, &[&job.id, &checked::<i64, _>("epoch", epoch)?, &positions, &files])?;
             Ok(())
         })
     }
@@ -329,31 +333,26 @@ impl Ledger {
             // taken first, rather than leasing a second split.
             attempts += 1;
             let again = attempts > 1;
-            let held_epochs: Vec<i64> = held.iter().map(|split| split.0 as i64).collect();
-            let held_positions: Vec<i32> = held.iter().map(|split| split.1 as i32).collect();
+            let held =
+                SplitArrays::new(held.iter().map(|&(epoch, position)| SplitKey { job: job.id, epoch, position }))?;
+            // File indices past the column's range are past every file: the range is cut there.
+            let file = |index: u32| i32::try_from(index).unwrap_or(i32::MAX);
             let row = client.query_opt(
                 queries::LEASE_NEXT,
                 &[
                     &job.id,
-                    &(epoch as i64),
+                    &checked::<i64, _>("epoch", epoch)?,
                     &self.replica,
                     &seconds(self.times.ttl),
                     &seconds(self.times.grace),
-                    &held_epochs,
-                    &held_positions,
-                    &(files.start.min(i32::MAX as u32) as i32),
-                    &(files.end.min(i32::MAX as u32) as i32),
+                    &held.epochs,
+                    &held.positions,
+                    &file(files.start),
+                    &file(files.end),
                     &again,
                 ],
             )?;
-            let Some(row) = row else { return Ok(None) };
-            Ok(Some(Lease {
-                epoch: row.get::<_, i64>(0) as u64,
-                position: row.get::<_, i32>(1) as u32,
-                file: row.get::<_, i32>(2) as u32,
-                acked: RecordSet::decode(row.get(3))?,
-                taken_over: row.get::<_, i32>(4) > 1,
-            }))
+            row.as_ref().map(Lease::from_row).transpose()
         })
     }
 
@@ -364,8 +363,9 @@ impl Ledger {
             if client.query_opt(queries::JOB_EXISTS, &[&job.id])?.is_none() {
                 return Err(LedgerError::Deleted(format!("job {}", job.id)));
             }
-            let row = client.query_one(queries::EPOCHS_DONE, &[&job.id, &(epochs as i64)])?;
-            Ok(row.get::<_, i64>(0) as u64 == epochs && row.get::<_, bool>(1))
+            let row = client.query_one(queries::EPOCHS_DONE, &[&job.id, &checked::<i64, _>("epoch", epochs)?])?;
+            let finished = EpochsDone::from_row(&row)?;
+            Ok(finished.planned == epochs && finished.done)
         })
     }
 
@@ -379,15 +379,15 @@ impl Ledger {
             let mut transaction = client.transaction()?;
             let mut done = Vec::new();
             for commit in commits {
-                let key: [&(dyn postgres::types::ToSql + Sync); 3] =
-                    [&job.id, &(commit.epoch as i64), &(commit.position as i32)];
+                let (epoch, position): (i64, i32) =
+                    (checked("epoch", commit.epoch)?, checked("position", commit.position)?);
+                let key: [&(dyn postgres::types::ToSql + Sync); 3] = [&job.id, &epoch, &position];
                 let Some(row) = transaction.query_opt(queries::SPLIT_TO_COMMIT, &key)? else {
                     continue;
                 };
-                let mut acked = RecordSet::decode(row.get(0))?;
+                let SplitToCommit { mut acked, owner, done: was_done } = SplitToCommit::from_row(&row)?;
                 acked.extend(&commit.acked);
-                let owner = row.get::<_, Option<&str>>(1) == Some(self.replica.as_str());
-                let was_done: bool = row.get(2);
+                let owner = owner.as_deref() == Some(self.replica.as_str());
                 let now_done = !was_done && owner && commit.records.is_some_and(|records| acked.len() >= records);
                 if now_done || (owner && was_done) {
                     done.push((commit.epoch, commit.position));
@@ -404,12 +404,8 @@ impl Ledger {
 
     pub fn epoch_progress(&self, job: Job, epoch: u64) -> Result<EpochProgress, LedgerError> {
         self.run(|client| {
-            let row = client.query_one(queries::EPOCH_PROGRESS, &[&job.id, &(epoch as i64)])?;
-            Ok(EpochProgress {
-                splits: row.get::<_, i64>(0) as u64,
-                never_leased: row.get::<_, i64>(1) as u64,
-                done: row.get::<_, i64>(2) as u64,
-            })
+            let row = client.query_one(queries::EPOCH_PROGRESS, &[&job.id, &checked::<i64, _>("epoch", epoch)?])?;
+            Ok(EpochProgress::from_row(&row)?)
         })
     }
 
@@ -445,10 +441,9 @@ impl Ledger {
     /// the job is stopped (`super::job_ledger`).
     pub fn report(&self, job: Job, elements_in_flight: u64, consumers: u64) -> Result<bool, LedgerError> {
         self.run(|client| {
-            let row = client.query_opt(
-                queries::REPORT,
-                &[&job.id, &self.replica, &(elements_in_flight as i64), &(consumers as i32)],
-            )?;
+            let in_flight: i64 = checked("elements in flight", elements_in_flight)?;
+            let consumers: i32 = checked("consumers", consumers)?;
+            let row = client.query_opt(queries::REPORT, &[&job.id, &self.replica, &in_flight, &consumers])?;
             Ok(row.and_then(|row| row.get::<_, Option<bool>>(0)).unwrap_or(false))
         })
     }
@@ -457,17 +452,7 @@ impl Ledger {
     pub fn replica_reports(&self, job: Job) -> Result<Vec<ReplicaReport>, LedgerError> {
         self.run(|client| {
             let rows = client.query(queries::REPLICA_REPORTS, &[&job.id, &seconds(self.times.ttl)])?;
-            Ok(rows
-                .iter()
-                .map(|row| ReplicaReport {
-                    replica: row.get(0),
-                    address: row.get(1),
-                    alive: row.get(2),
-                    splits_leased: row.get::<_, i64>(3) as u64,
-                    elements_in_flight: row.get::<_, i64>(4) as u64,
-                    consumers: row.get::<_, i32>(5) as u64,
-                })
-                .collect())
+            Ok(rows.iter().map(ReplicaReport::from_row).collect::<Result<_, _>>()?)
         })
     }
 

@@ -61,7 +61,7 @@ impl Ledger {
             let Some(row) = transaction.query_opt(queries::JOB_STOPPED, &[&job.id])? else {
                 return Err(LedgerError::Deleted(format!("job {}", job.id)));
             };
-            transaction.execute(queries::JOIN_JOB, &[&job.id, &self.replica()])?;
+            transaction.execute(queries::JOIN_JOB, &[&job.id, &self.replica(), &self.now()])?;
             transaction.commit()?;
             Ok(row.get(0))
         })
@@ -71,7 +71,7 @@ impl Ledger {
     /// element it delivered was acknowledged (or it has no stream to deliver them through).
     pub fn replica_ended(&self, job: Job) -> Result<(), LedgerError> {
         self.run(|client| {
-            let ended = client.execute(queries::REPLICA_ENDED, &[&job.id, &self.replica()]);
+            let ended = client.execute(queries::REPLICA_ENDED, &[&job.id, &self.replica(), &self.now()]);
             match ended {
                 Err(err) if err.code() == Some(&postgres::error::SqlState::FOREIGN_KEY_VIOLATION) => {
                     Err(LedgerError::Deleted(format!("job {}", job.id)))
@@ -87,7 +87,8 @@ impl Ledger {
     /// counts no more after a lease time.
     pub fn stopped_job_finished(&self, job: Job) -> Result<bool, LedgerError> {
         self.run(|client| {
-            let row = client.query_opt(queries::STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64()])?;
+            let row = client
+                .query_opt(queries::STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64(), &self.now()])?;
             row.map(|row| row.get(0)).ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
         })
     }
@@ -107,8 +108,9 @@ impl Ledger {
             let job = JobToSnapshot::from_row(&row);
             // Stopped only once over: a replica still mixing, or elements still unacknowledged,
             // would be lost to a restore that reads nothing.
-            let stopped: bool =
-                transaction.query_one(queries::STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64()])?.get(0);
+            let stopped: bool = transaction
+                .query_one(queries::STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64(), &self.now()])?
+                .get(0);
             let splits = transaction.query(queries::SPLITS_TO_SNAPSHOT, &[&job.id])?;
             transaction.commit()?;
             let splits = splits.iter().map(SplitSnapshot::from_row).collect::<Result<_, _>>()?;

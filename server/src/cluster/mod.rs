@@ -121,6 +121,7 @@ pub mod replica;
 pub use crate::pipeline::record_set::RecordSet;
 pub use job::{EpochOrder, JobFeed, Leases, Usage};
 pub use ledger::{
-    EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerError, ReplicaReport, SplitCommit, SplitSnapshot,
+    EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError, ReplicaReport, SplitCommit,
+    SplitSnapshot,
 };
 pub use replica::Cluster;

@@ -6,14 +6,17 @@
 //! call from blocking threads.
 //!
 //! Time is PostgreSQL's (`now()`): leases expire by the database's clock, never by a
-//! replica's, so replicas need no synchronized clocks.
+//! replica's, so replicas need no synchronized clocks. Tests go by a [`LedgerClock`] of
+//! their own, which they move instead of waiting for leases to expire.
 
+mod clock;
 mod row;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use postgres::Client;
 
+pub use self::clock::LedgerClock;
 pub use self::row::OutOfRange;
 use self::row::{AckedSplit, EpochsDone, SplitArrays, SplitKey, SplitToCommit, checked};
 pub(super) use self::row::{JobToSnapshot, NamedJob, RestoringJob, SnapshotArrays};
@@ -164,6 +167,7 @@ pub struct Ledger {
     /// one, and takes its previous life's splits over like any other's).
     replica: String,
     times: LeaseTimes,
+    clock: LedgerClock,
 }
 
 fn seconds(duration: Duration) -> f64 {
@@ -184,11 +188,24 @@ impl Ledger {
         address: &str,
         times: LeaseTimes,
     ) -> Result<Self, LedgerError> {
+        Self::open_with_clock(url, schema, replica, address, times, LedgerClock::default())
+    }
+
+    /// [`Ledger::open`], going by `clock` instead of PostgreSQL's (tests).
+    pub fn open_with_clock(
+        url: &str,
+        schema: Option<&str>,
+        replica: &str,
+        address: &str,
+        times: LeaseTimes,
+        clock: LedgerClock,
+    ) -> Result<Self, LedgerError> {
         let (url, schema) = (url.to_owned(), schema.map(str::to_owned));
         let connect = Box::new(move || Self::connect(&url, schema.as_deref(), times));
-        let ledger = Self { session: Session::open("split ledger", connect)?, replica: replica.to_owned(), times };
+        let session = Session::open("split ledger", connect)?;
+        let ledger = Self { session, replica: replica.to_owned(), times, clock };
         ledger.run(|client| {
-            client.execute(queries::REGISTER_REPLICA, &[&replica, &address])?;
+            client.execute(queries::REGISTER_REPLICA, &[&replica, &address, &ledger.now()])?;
             Ok(())
         })?;
         Ok(ledger)
@@ -214,6 +231,11 @@ impl Ledger {
 
     pub fn replica(&self) -> &str {
         &self.replica
+    }
+
+    /// The time statements go by, as their *now* parameter (`None`: PostgreSQL's `now()`).
+    pub(super) fn now(&self) -> Option<SystemTime> {
+        self.clock.now()
     }
 
     /// How long PostgreSQL has been unreachable for this replica's statements (`None`:
@@ -269,14 +291,15 @@ impl Ledger {
         self.run(|client| {
             // A heartbeat a lease time or more after the one before (an outage, PostgreSQL
             // or this replica paused) starts a new steady run: see `lease_next`.
-            client.execute(queries::HEARTBEAT, &[&self.replica, &seconds(self.times.ttl)])?;
+            let now = self.now();
+            client.execute(queries::HEARTBEAT, &[&self.replica, &seconds(self.times.ttl), &now])?;
             if held.is_empty() {
                 return Ok(Vec::new());
             }
             let held = split_arrays(held)?;
             let rows = client.query(
                 queries::RENEW_LEASES,
-                &[&self.replica, &seconds(self.times.ttl), &held.jobs, &held.epochs, &held.positions],
+                &[&self.replica, &seconds(self.times.ttl), &held.jobs, &held.epochs, &held.positions, &now],
             )?;
             Ok(rows.iter().map(|row| SplitKey::from_row(row).map(Into::into)).collect::<Result<_, _>>()?)
         })
@@ -290,8 +313,10 @@ impl Ledger {
                 return Ok(());
             }
             let splits = split_arrays(splits)?;
-            client
-                .execute(queries::RELEASE_LEASES, &[&self.replica, &splits.jobs, &splits.epochs, &splits.positions])?;
+            client.execute(
+                queries::RELEASE_LEASES,
+                &[&self.replica, &splits.jobs, &splits.epochs, &splits.positions, &self.now()],
+            )?;
             Ok(())
         })
     }
@@ -350,6 +375,7 @@ impl Ledger {
                     &file(files.start),
                     &file(files.end),
                     &again,
+                    &self.now(),
                 ],
             )?;
             row.as_ref().map(Lease::from_row).transpose()
@@ -431,7 +457,7 @@ impl Ledger {
     /// the splits go to others as soon as this replica's consumer sessions are flushed.
     pub fn release_all(&self) -> Result<(), LedgerError> {
         self.run(|client| {
-            client.execute(queries::RELEASE_ALL_LEASES, &[&self.replica])?;
+            client.execute(queries::RELEASE_ALL_LEASES, &[&self.replica, &self.now()])?;
             client.execute(queries::UNREGISTER_REPLICA, &[&self.replica])?;
             Ok(())
         })
@@ -443,7 +469,8 @@ impl Ledger {
         self.run(|client| {
             let in_flight: i64 = checked("elements in flight", elements_in_flight)?;
             let consumers: i32 = checked("consumers", consumers)?;
-            let row = client.query_opt(queries::REPORT, &[&job.id, &self.replica, &in_flight, &consumers])?;
+            let row =
+                client.query_opt(queries::REPORT, &[&job.id, &self.replica, &in_flight, &consumers, &self.now()])?;
             Ok(row.and_then(|row| row.get::<_, Option<bool>>(0)).unwrap_or(false))
         })
     }
@@ -451,7 +478,7 @@ impl Ledger {
     /// Every replica that reported on `job` or holds an unfinished split of it, by id.
     pub fn replica_reports(&self, job: Job) -> Result<Vec<ReplicaReport>, LedgerError> {
         self.run(|client| {
-            let rows = client.query(queries::REPLICA_REPORTS, &[&job.id, &seconds(self.times.ttl)])?;
+            let rows = client.query(queries::REPLICA_REPORTS, &[&job.id, &seconds(self.times.ttl), &self.now()])?;
             Ok(rows.iter().map(ReplicaReport::from_row).collect::<Result<_, _>>()?)
         })
     }
@@ -459,7 +486,7 @@ impl Ledger {
     /// Replicas that sent a heartbeat within a lease's lifetime: `(id, address)`.
     pub fn live_replicas(&self) -> Result<Vec<(String, String)>, LedgerError> {
         self.run(|client| {
-            let rows = client.query(queries::LIVE_REPLICAS, &[&seconds(self.times.ttl)])?;
+            let rows = client.query(queries::LIVE_REPLICAS, &[&seconds(self.times.ttl), &self.now()])?;
             Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
         })
     }

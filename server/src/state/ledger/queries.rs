@@ -2,6 +2,11 @@
 //! parameters (`$n`) are. Splits are keyed by `(job, epoch, position)`; statements on many
 //! splits take the keys as three arrays they unnest (`int8[]`, `int8[]`, `int4[]`).
 //! Durations are seconds (`make_interval(secs => $n)`).
+//!
+//! Statements that go by the time take it as their last parameter, *now*, and read it as
+//! `coalesce($n::timestamptz, now())`: `NULL` (always, but in tests) is PostgreSQL's own
+//! clock, so leases expire by the database's time, never a replica's; a test passes the
+//! time of a clock it moves (`crate::cluster::LedgerClock`) and waits for no lease.
 
 // The connection.
 
@@ -12,32 +17,36 @@ pub const SESSION_LIMITS: &str = "SELECT set_config('idle_in_transaction_session
 
 // Replicas.
 
-/// Registers replica `$1` at address `$2` (again, after a restart of its session).
-pub const REGISTER_REPLICA: &str = "INSERT INTO readerd_replicas (id, address) VALUES ($1, $2)
-     ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now(), steady_since = now()";
+/// Registers replica `$1` at address `$2` (again, after a restart of its session), live
+/// and steady from now (`$3`).
+pub const REGISTER_REPLICA: &str = "INSERT INTO readerd_replicas (id, address, heartbeat_at, steady_since)
+     VALUES ($1, $2, coalesce($3::timestamptz, now()), coalesce($3::timestamptz, now()))
+     ON CONFLICT (id) DO UPDATE
+     SET address = EXCLUDED.address, heartbeat_at = EXCLUDED.heartbeat_at, steady_since = EXCLUDED.steady_since";
 
-/// Replica `$1`'s heartbeat; one a lease time (`$2`) or more after the one before starts a
-/// new steady run.
-pub const HEARTBEAT: &str = "UPDATE readerd_replicas SET heartbeat_at = now(), steady_since = CASE
-         WHEN heartbeat_at < now() - make_interval(secs => $2) THEN now() ELSE steady_since END
+/// Replica `$1`'s heartbeat at `$3` (now); one a lease time (`$2`) or more after the one
+/// before starts a new steady run.
+pub const HEARTBEAT: &str = "UPDATE readerd_replicas SET heartbeat_at = coalesce($3::timestamptz, now()), steady_since = CASE
+         WHEN heartbeat_at < coalesce($3::timestamptz, now()) - make_interval(secs => $2) THEN coalesce($3::timestamptz, now()) ELSE steady_since END
      WHERE id = $1";
 
 /// Forgets replica `$1` (a clean shutdown).
 pub const UNREGISTER_REPLICA: &str = "DELETE FROM readerd_replicas WHERE id = $1";
 
-/// `id, address` of the replicas with a heartbeat within a lease time (`$1`), by id.
+/// `id, address` of the replicas with a heartbeat within a lease time (`$1`) of now
+/// (`$2`), by id.
 pub const LIVE_REPLICAS: &str =
-    "SELECT id, address FROM readerd_replicas WHERE heartbeat_at > now() - make_interval(secs => $1)
+    "SELECT id, address FROM readerd_replicas WHERE heartbeat_at > coalesce($2::timestamptz, now()) - make_interval(secs => $1)
      ORDER BY id";
 
 /// Every replica that reported on job `$1` or holds an unfinished split of it, by id: `id,
-/// address, alive` (a heartbeat within a lease time, `$2`), `splits leased, in flight,
-/// consumers`.
+/// address, alive` (a heartbeat within a lease time, `$2`, of now, `$3`), `splits leased,
+/// in flight, consumers`.
 pub const REPLICA_REPORTS: &str = "SELECT replica.id, replica.address,
-            replica.heartbeat_at > now() - make_interval(secs => $2),
+            replica.heartbeat_at > coalesce($3::timestamptz, now()) - make_interval(secs => $2),
             (SELECT count(*) FROM readerd_splits AS split
              WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done
-               AND split.lease_expires > now()),
+               AND split.lease_expires > coalesce($3::timestamptz, now())),
             coalesce(report.in_flight, 0), coalesce(report.consumers, 0)
      FROM readerd_replicas AS replica
      LEFT JOIN readerd_job_replicas AS report ON report.job = $1 AND report.replica = replica.id
@@ -57,20 +66,21 @@ pub const PLAN_EPOCH: &str = "INSERT INTO readerd_splits (job, epoch, position, 
 /// `$9` (excluded), not one of `($6[i], $7[i])`, that nobody holds: never leased, or given
 /// up, or expired (taken by a replica steady for a lease time, `$4`) once its owner's
 /// consumer sessions are flushed or the grace period (`$5`) passed; its own live lease
-/// first when `$10` (a retry). Returns `epoch, position, file, acked, leases`.
-pub const LEASE_NEXT: &str = "UPDATE readerd_splits SET owner = $3, lease_expires = now() + make_interval(secs => $4),
+/// first when `$10` (a retry). Now is `$11`. Returns `epoch, position, file, acked,
+/// leases`.
+pub const LEASE_NEXT: &str = "UPDATE readerd_splits SET owner = $3, lease_expires = coalesce($11::timestamptz, now()) + make_interval(secs => $4),
             leases = leases + 1, released = false
      WHERE (job, epoch, position) = (
          SELECT job, epoch, position FROM readerd_splits AS split
          WHERE job = $1 AND epoch <= $2 AND NOT done AND file >= $8 AND file < $9
            AND (epoch, position) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
            AND (
-             ($10 AND owner = $3 AND NOT released AND lease_expires > now()) OR
+             ($10 AND owner = $3 AND NOT released AND lease_expires > coalesce($11::timestamptz, now())) OR
              owner IS NULL OR ((released OR EXISTS (
                  SELECT 1 FROM readerd_replicas
-                 WHERE id = $3 AND steady_since < now() - make_interval(secs => $4))) AND
-                 lease_expires < now() AND (
-                     lease_expires < now() - make_interval(secs => $5)
+                 WHERE id = $3 AND steady_since < coalesce($11::timestamptz, now()) - make_interval(secs => $4))) AND
+                 lease_expires < coalesce($11::timestamptz, now()) AND (
+                     lease_expires < coalesce($11::timestamptz, now()) - make_interval(secs => $5)
                      OR NOT EXISTS (
                          SELECT 1 FROM readerd_sessions AS session
                          WHERE session.job = split.job AND session.replica = split.owner
@@ -79,23 +89,25 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits SET owner = $3, lease_expire
          LIMIT 1 FOR UPDATE SKIP LOCKED)
      RETURNING epoch, position, file, acked, leases";
 
-/// Renews replica `$1`'s leases of splits `($3, $4, $5)` for a lease time (`$2`); returns
-/// the keys of those still its own.
-pub const RENEW_LEASES: &str = "UPDATE readerd_splits AS split SET lease_expires = now() + make_interval(secs => $2)
+/// Renews replica `$1`'s leases of splits `($3, $4, $5)` for a lease time (`$2`) from now
+/// (`$6`); returns the keys of those still its own.
+pub const RENEW_LEASES: &str =
+    "UPDATE readerd_splits AS split SET lease_expires = coalesce($6::timestamptz, now()) + make_interval(secs => $2)
      FROM unnest($3::int8[], $4::int8[], $5::int4[]) AS held (job, epoch, position)
      WHERE (split.job, split.epoch, split.position) = (held.job, held.epoch, held.position)
        AND split.owner = $1
      RETURNING split.job, split.epoch, split.position";
 
-/// Replica `$1` gives up its leases of splits `($2, $3, $4)` not done: they expire now.
+/// Replica `$1` gives up its leases of splits `($2, $3, $4)` not done: they expire now
+/// (`$5`).
 pub const RELEASE_LEASES: &str =
-    "UPDATE readerd_splits AS split SET lease_expires = now() - interval '1 millisecond', released = true
+    "UPDATE readerd_splits AS split SET lease_expires = coalesce($5::timestamptz, now()) - interval '1 millisecond', released = true
      FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS given_up (job, epoch, position)
      WHERE (split.job, split.epoch, split.position) = (given_up.job, given_up.epoch, given_up.position)
        AND split.owner = $1 AND NOT split.done";
 
-/// Replica `$1` gives up every lease of a split not done: they expire now.
-pub const RELEASE_ALL_LEASES: &str = "UPDATE readerd_splits SET lease_expires = now() - interval '1 millisecond', released = true WHERE owner = $1 AND NOT done";
+/// Replica `$1` gives up every lease of a split not done: they expire now (`$2`).
+pub const RELEASE_ALL_LEASES: &str = "UPDATE readerd_splits SET lease_expires = coalesce($2::timestamptz, now()) - interval '1 millisecond', released = true WHERE owner = $1 AND NOT done";
 
 /// `epoch, position, acked` of the splits `($1, $2, $3)`.
 pub const ACKED_SETS: &str = "SELECT split.epoch, split.position, split.acked
@@ -161,29 +173,32 @@ pub const JOB_STOPPED: &str = "SELECT stopped FROM readerd_jobs WHERE id = $1 FO
 
 // What replicas report of the jobs they serve.
 
-/// Replica `$2` reports `$3` elements in flight and `$4` consumers of job `$1`; returns
-/// whether the job is stopped.
-pub const REPORT: &str = "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, $3, $4)
+/// Replica `$2` reports `$3` elements in flight and `$4` consumers of job `$1` at `$5`
+/// (now); returns whether the job is stopped.
+pub const REPORT: &str = "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, reported_at)
+     VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()))
      ON CONFLICT (job, replica) DO UPDATE
-     SET in_flight = EXCLUDED.in_flight, consumers = EXCLUDED.consumers, reported_at = now()
+     SET in_flight = EXCLUDED.in_flight, consumers = EXCLUDED.consumers, reported_at = EXCLUDED.reported_at
      RETURNING (SELECT stopped FROM readerd_jobs WHERE id = $1)";
 
-/// Replica `$2` serves job `$1`, not ended.
-pub const JOIN_JOB: &str = "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, 0, 0)
-     ON CONFLICT (job, replica) DO UPDATE SET ended = false, reported_at = now()";
+/// Replica `$2` serves job `$1` from now (`$3`), not ended.
+pub const JOIN_JOB: &str = "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, reported_at)
+     VALUES ($1, $2, 0, 0, coalesce($3::timestamptz, now()))
+     ON CONFLICT (job, replica) DO UPDATE SET ended = false, reported_at = EXCLUDED.reported_at";
 
-/// Replica `$2` ended in stopped job `$1`.
+/// Replica `$2` ended in stopped job `$1` (reporting at `$3`, now, if it had not).
 pub const REPLICA_ENDED: &str =
-    "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, ended) VALUES ($1, $2, 0, 0, true)
+    "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, ended, reported_at)
+     VALUES ($1, $2, 0, 0, true, coalesce($3::timestamptz, now()))
      ON CONFLICT (job, replica) DO UPDATE SET ended = true";
 
 /// Whether job `$1` is stopped and every replica that reported on it within a lease time
-/// (`$2`) ended.
+/// (`$2`) of now (`$3`) ended.
 pub const STOPPED_JOB_OVER: &str = "
     SELECT job.stopped AND NOT EXISTS (
         SELECT 1 FROM readerd_job_replicas AS report
         WHERE report.job = job.id AND NOT report.ended
-          AND report.reported_at > now() - make_interval(secs => $2))
+          AND report.reported_at > coalesce($3::timestamptz, now()) - make_interval(secs => $2))
     FROM readerd_jobs AS job WHERE job.id = $1";
 
 // Checkpoints of jobs.

@@ -143,11 +143,8 @@ impl EpochsDone {
 impl EpochProgress {
     /// A row of `splits, never leased, done` (`queries::EPOCH_PROGRESS`).
     pub(in crate::cluster) fn from_row(row: &Row) -> Result<Self, OutOfRange> {
-        Ok(Self {
-            splits: int8(row, 0, "split count")?,
-            never_leased: int8(row, 1, "split count")?,
-            done: int8(row, 2, "split count")?,
-        })
+        let count = |index| int8(row, index, "split count");
+        Ok(Self { splits: count(0)?, never_leased: count(1)?, done: count(2)? })
     }
 }
 

@@ -26,8 +26,10 @@ pub const REGISTER_REPLICA: &str = "INSERT INTO readerd_replicas (id, address, h
 
 /// Replica `$1`'s heartbeat at `$3` (now); one a lease time (`$2`) or more after the one
 /// before starts a new steady run.
-pub const HEARTBEAT: &str = "UPDATE readerd_replicas SET heartbeat_at = coalesce($3::timestamptz, now()), steady_since = CASE
-         WHEN heartbeat_at < coalesce($3::timestamptz, now()) - make_interval(secs => $2) THEN coalesce($3::timestamptz, now()) ELSE steady_since END
+pub const HEARTBEAT: &str = "UPDATE readerd_replicas SET heartbeat_at = coalesce($3::timestamptz, now()),
+         steady_since = CASE
+             WHEN heartbeat_at < coalesce($3::timestamptz, now()) - make_interval(secs => $2)
+             THEN coalesce($3::timestamptz, now()) ELSE steady_since END
      WHERE id = $1";
 
 /// Forgets replica `$1` (a clean shutdown).
@@ -35,8 +37,8 @@ pub const UNREGISTER_REPLICA: &str = "DELETE FROM readerd_replicas WHERE id = $1
 
 /// `id, address` of the replicas with a heartbeat within a lease time (`$1`) of now
 /// (`$2`), by id.
-pub const LIVE_REPLICAS: &str =
-    "SELECT id, address FROM readerd_replicas WHERE heartbeat_at > coalesce($2::timestamptz, now()) - make_interval(secs => $1)
+pub const LIVE_REPLICAS: &str = "SELECT id, address FROM readerd_replicas
+     WHERE heartbeat_at > coalesce($2::timestamptz, now()) - make_interval(secs => $1)
      ORDER BY id";
 
 /// Every replica that reported on job `$1` or holds an unfinished split of it, by id: `id,
@@ -68,8 +70,9 @@ pub const PLAN_EPOCH: &str = "INSERT INTO readerd_splits (job, epoch, position, 
 /// consumer sessions are flushed or the grace period (`$5`) passed; its own live lease
 /// first when `$10` (a retry). Now is `$11`. Returns `epoch, position, file, acked,
 /// leases`.
-pub const LEASE_NEXT: &str = "UPDATE readerd_splits SET owner = $3, lease_expires = coalesce($11::timestamptz, now()) + make_interval(secs => $4),
-            leases = leases + 1, released = false
+pub const LEASE_NEXT: &str = "UPDATE readerd_splits
+     SET owner = $3, lease_expires = coalesce($11::timestamptz, now()) + make_interval(secs => $4),
+         leases = leases + 1, released = false
      WHERE (job, epoch, position) = (
          SELECT job, epoch, position FROM readerd_splits AS split
          WHERE job = $1 AND epoch <= $2 AND NOT done AND file >= $8 AND file < $9
@@ -91,8 +94,8 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits SET owner = $3, lease_expire
 
 /// Renews replica `$1`'s leases of splits `($3, $4, $5)` for a lease time (`$2`) from now
 /// (`$6`); returns the keys of those still its own.
-pub const RENEW_LEASES: &str =
-    "UPDATE readerd_splits AS split SET lease_expires = coalesce($6::timestamptz, now()) + make_interval(secs => $2)
+pub const RENEW_LEASES: &str = "UPDATE readerd_splits AS split
+     SET lease_expires = coalesce($6::timestamptz, now()) + make_interval(secs => $2)
      FROM unnest($3::int8[], $4::int8[], $5::int4[]) AS held (job, epoch, position)
      WHERE (split.job, split.epoch, split.position) = (held.job, held.epoch, held.position)
        AND split.owner = $1
@@ -100,14 +103,16 @@ pub const RENEW_LEASES: &str =
 
 /// Replica `$1` gives up its leases of splits `($2, $3, $4)` not done: they expire now
 /// (`$5`).
-pub const RELEASE_LEASES: &str =
-    "UPDATE readerd_splits AS split SET lease_expires = coalesce($5::timestamptz, now()) - interval '1 millisecond', released = true
+pub const RELEASE_LEASES: &str = "UPDATE readerd_splits AS split
+     SET lease_expires = coalesce($5::timestamptz, now()) - interval '1 millisecond', released = true
      FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS given_up (job, epoch, position)
      WHERE (split.job, split.epoch, split.position) = (given_up.job, given_up.epoch, given_up.position)
        AND split.owner = $1 AND NOT split.done";
 
 /// Replica `$1` gives up every lease of a split not done: they expire now (`$2`).
-pub const RELEASE_ALL_LEASES: &str = "UPDATE readerd_splits SET lease_expires = coalesce($2::timestamptz, now()) - interval '1 millisecond', released = true WHERE owner = $1 AND NOT done";
+pub const RELEASE_ALL_LEASES: &str = "UPDATE readerd_splits
+     SET lease_expires = coalesce($2::timestamptz, now()) - interval '1 millisecond', released = true
+     WHERE owner = $1 AND NOT done";
 
 /// `epoch, position, acked` of the splits `($1, $2, $3)`.
 pub const ACKED_SETS: &str = "SELECT split.epoch, split.position, split.acked

@@ -16,6 +16,8 @@
 //!   split by the server and joined by clients.
 //! - [`keys`]: an element's record keys, as strings or as the table the server sends.
 //! - [`http2`]: the HTTP/2 settings both ends use for large streams.
+//! - [`REPLICA_LEASE`]: how long replicas' leases last by default, which clients' patience
+//!   with a silent replica is sized by.
 //!
 //! This is the only crate that runs code generation. Import it as
 //! `use readerd_proto::v1 as pb;` so the wire boundary stays visible at call sites.
@@ -60,6 +62,13 @@ pub mod http2 {
     /// Flow-control window of a connection (all its streams).
     pub const CONNECTION_WINDOW_BYTES: u32 = 64 << 20;
 }
+
+/// How long a replica's lease of a split lasts without renewal, by default (the server's
+/// `--lease-time`; replicas renew every third of it). Both sides use it: the server as its
+/// default lease time, clients to size how long a replica may stay silent before they leave
+/// it (`readerd_client::replicas`), which must be well within a lease plus the grace period
+/// replicas give a dead replica's consumers.
+pub const REPLICA_LEASE: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub mod tensorflow {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]

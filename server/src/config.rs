@@ -75,7 +75,9 @@ pub struct Config {
     #[arg(long, env = "READERD_ADVERTISE_ADDR")]
     pub advertise_addr: Option<String>,
     /// How long a replica's leases of splits last without renewal (renewed every third
-    /// of it): how soon a dead replica's work is taken over.
+    /// of it): how soon a dead replica's work is taken over. The default is
+    /// `readerd_proto::REPLICA_LEASE` (a test checks it), which clients size their patience
+    /// with a replica by.
     #[arg(long, env = "READERD_LEASE_TIME", default_value = "10s", value_parser = parse_duration)]
     pub lease_time: Duration,
     /// After a dead replica's leases expired, how long its consumers have to re-send
@@ -480,6 +482,12 @@ mod tests {
         // A variable that is set beats the file: the file's value is not used.
         let config = load(file, &[], &["READERD_STREAM_BUFFER"]).unwrap();
         assert_eq!(config.stream_buffer, 16, "the file's 32 is left out (the variable's own value is read by clap)");
+    }
+
+    #[test]
+    fn the_default_lease_time_is_the_one_clients_assume() {
+        let config = Config::try_parse_from(["readerd", "--data-root", "/d"]).unwrap();
+        assert_eq!(config.lease_time, readerd_proto::REPLICA_LEASE);
     }
 
     #[test]

@@ -128,7 +128,7 @@ async fn join_cluster(config: &Config, listener: &TcpListener) -> anyhow::Result
         .context("split ledger")?
         .with_outage_limit(outage_limit);
     tracing::info!(replica = %replica, "cluster replica: shared readers are served through the split ledger");
-    Ok(Some(Cluster::start(ledger, config.lease_time / 3)))
+    Ok(Some(Cluster::start(ledger, times.renew_every())))
 }
 
 fn host_name() -> String {

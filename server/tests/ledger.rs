@@ -1,17 +1,24 @@
 //! The split ledger against a real PostgreSQL (`READERD_TEST_POSTGRES_URL`; `.ci/run` sets
 //! it), each test in a schema of its own: leases in file order, no split held by two
 //! replicas, takeover only after the dead owner's consumers re-sent their
-//! acknowledgements (or the grace period), acknowledgements merged from anyone.
+//! acknowledgements (or the grace period), acknowledgements merged from anyone. Leases
+//! expire by a clock the tests move (`LedgerClock::manual`), shared by a test's replicas:
+//! no test waits for one.
 
 mod common;
 
 use std::time::Duration;
 
 use common::Schema;
-use readerd_server::cluster::{Job, LeaseTimes, Ledger, LedgerError, RecordSet, SplitCommit};
+use readerd_server::cluster::{Job, LeaseTimes, Ledger, LedgerClock, LedgerError, RecordSet, SplitCommit};
 
 fn replica(schema: &Schema, id: &str, times: LeaseTimes) -> Ledger {
-    Ledger::open(&schema.url, Some(&schema.name), id, &format!("http://{id}"), times).unwrap()
+    replica_at(schema, id, times, &LedgerClock::default())
+}
+
+/// A replica whose statements go by `clock`.
+fn replica_at(schema: &Schema, id: &str, times: LeaseTimes, clock: &LedgerClock) -> Ledger {
+    Ledger::open_with_clock(&schema.url, Some(&schema.name), id, &format!("http://{id}"), times, clock.clone()).unwrap()
 }
 
 fn set(records: impl IntoIterator<Item = u64>) -> RecordSet {
@@ -107,8 +114,9 @@ fn replicas_leasing_at_once_never_hold_the_same_split() {
 fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_acknowledged() {
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(600), grace: Duration::from_secs(60) };
-    let a = replica(&schema, "a", times);
-    let b = replica(&schema, "b", times);
+    let clock = LedgerClock::manual();
+    let a = replica_at(&schema, "a", times, &clock);
+    let b = replica_at(&schema, "b", times, &clock);
     let job = job(&a);
     a.plan_epoch(job, 1, &[7]).unwrap();
     let lease = a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
@@ -116,7 +124,7 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
     a.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([0, 1, 2]), records: None }]).unwrap();
     // A dies: no more heartbeats. Its lease expires, but consumer-1 may still hold
     // records it received from A and acknowledged there without A committing them.
-    std::thread::sleep(Duration::from_millis(900));
+    clock.advance(Duration::from_millis(900));
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "consumer-1 has not re-sent its acknowledgements");
     // consumer-1 moves to B and re-sends them (B commits them, anyone's count)...
     b.attach_session(job, "consumer-1").unwrap();
@@ -145,8 +153,9 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
 fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_period() {
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_millis(2000) };
-    let a = replica(&schema, "a", times);
-    let b = replica(&schema, "b", times);
+    let clock = LedgerClock::manual();
+    let a = replica_at(&schema, "a", times, &clock);
+    let b = replica_at(&schema, "b", times, &clock);
     let job = job(&a);
     a.plan_epoch(job, 1, &[0, 1]).unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
@@ -157,10 +166,10 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
         "the free split first"
     );
     b.heartbeat(&[(job.id, 1, 1)]).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    clock.advance(Duration::from_millis(500));
     b.heartbeat(&[(job.id, 1, 1)]).unwrap();
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "expired, but within the grace period");
-    std::thread::sleep(Duration::from_millis(2000));
+    clock.advance(Duration::from_millis(2000));
     let taken = b.lease_next(job, 1, &[], EVERY_FILE).unwrap().expect("taken over after the grace period");
     assert!(taken.taken_over && taken.position == 0);
     b.heartbeat(&[]).unwrap();
@@ -168,7 +177,7 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
     assert_eq!(live, ["b"], "A's heartbeat is older than a lease");
     // A clean shutdown gives leases up at once (no session holds anything here).
     b.release_all().unwrap();
-    let c = replica(&schema, "c", times);
+    let c = replica_at(&schema, "c", times, &clock);
     assert_eq!(c.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.position), Some(0));
 }
 
@@ -176,8 +185,9 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
 fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() {
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_secs(60) };
-    let a = replica(&schema, "a", times);
-    let b = replica(&schema, "b", times);
+    let clock = LedgerClock::manual();
+    let a = replica_at(&schema, "a", times, &clock);
+    let b = replica_at(&schema, "b", times, &clock);
     let job = job(&a);
     a.plan_epoch(job, 1, &[0, 1, 2]).unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
@@ -186,7 +196,7 @@ fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() 
     // renewed, and B takes it once its lease expired.
     for _ in 0..5 {
         assert_eq!(a.heartbeat(&[(job.id, 1, 0)]).unwrap(), [(job.id, 1, 0)]);
-        std::thread::sleep(Duration::from_millis(100));
+        clock.advance(Duration::from_millis(100));
     }
     // Split 1 is not leased again to A while A says it still reads it.
     let again = a.lease_next(job, 1, &[(1, 0), (1, 1)], EVERY_FILE).unwrap().map(|lease| lease.position);
@@ -206,8 +216,9 @@ fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() 
 fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_when_restored() {
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let short = LeaseTimes { ttl: Duration::from_millis(500), grace: Duration::ZERO };
-    let a = replica(&schema, "a", LeaseTimes::default());
-    let b = replica(&schema, "b", short);
+    let clock = LedgerClock::manual();
+    let a = replica_at(&schema, "a", LeaseTimes::default(), &clock);
+    let b = replica_at(&schema, "b", short, &clock);
     let job = job(&a);
     assert!(!a.join_stoppable(job).unwrap(), "a new job is not stopped");
     assert!(!b.report(job, 3, 1).unwrap());
@@ -230,10 +241,10 @@ fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_w
 
     // A replica that joins now finds it stopped, and serves it until it ends; one that
     // stops reporting (it died, or dropped its reader) counts no more after a lease time.
-    let c = replica(&schema, "c", short);
+    let c = replica_at(&schema, "c", short, &clock);
     assert!(c.join_stoppable(job).unwrap(), "joins a stopped job");
     assert!(!a.stopped_job_finished(job).unwrap(), "C did not end");
-    std::thread::sleep(Duration::from_millis(600));
+    clock.advance(Duration::from_millis(600));
     assert!(c.stopped_job_finished(job).unwrap(), "C's report is older than a lease time");
 
     let restored = b.restore_job("team", "train", "restore-1", &running).unwrap();
@@ -253,18 +264,19 @@ fn a_replica_just_connected_takes_over_a_given_up_split_at_once_and_an_expired_l
     // take their splits meanwhile (their consumers would get the records twice).
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(400), grace: Duration::ZERO };
-    let a = replica(&schema, "a", times);
+    let clock = LedgerClock::manual();
+    let a = replica_at(&schema, "a", times, &clock);
     let job = job(&a);
     a.plan_epoch(job, 1, &[0, 1]).unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.release(&[(job.id, 1, 1)]).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let c = replica(&schema, "c", times);
+    clock.advance(Duration::from_millis(500));
+    let c = replica_at(&schema, "c", times, &clock);
     let given_up = c.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.position);
     assert_eq!(given_up, Some(1), "a split given up goes at once");
     assert_eq!(c.lease_next(job, 1, &[(1, 1)], EVERY_FILE).unwrap(), None, "an expired lease, within a lease time");
-    std::thread::sleep(Duration::from_millis(450));
+    clock.advance(Duration::from_millis(450));
     let expired = c.lease_next(job, 1, &[(1, 1)], EVERY_FILE).unwrap().expect("taken over a lease time later");
     assert!(expired.taken_over && expired.position == 0);
 }

@@ -4,44 +4,28 @@
 //! that stops at its first exhausted component, with each replica's end of it. Blocking,
 //! as the rest of the ledger.
 
-use super::ledger::{Job, JobSnapshot, Ledger, LedgerError, SplitSnapshot};
-
-/// Whether job `$1` is stopped and every replica that reported on it within `$2` seconds
-/// (a lease time) ended.
-const STOPPED_JOB_OVER: &str = "
-    SELECT job.stopped AND NOT EXISTS (
-        SELECT 1 FROM readerd_job_replicas AS report
-        WHERE report.job = job.id AND NOT report.ended
-          AND report.reported_at > now() - make_interval(secs => $2))
-    FROM readerd_jobs AS job WHERE job.id = $1";
+use super::ledger::{
+    Job, JobSnapshot, JobToSnapshot, Ledger, LedgerError, NamedJob, RestoringJob, SnapshotArrays, SplitSnapshot,
+};
+use crate::state::ledger::queries;
 
 impl Ledger {
     /// The job of shared reader `container/shared_name`, created with `spec` if new.
     pub fn job(&self, container: &str, shared_name: &str, fingerprint: &str, spec: &[u8]) -> Result<Job, LedgerError> {
         self.run(|client| {
-            client.execute(
-                "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (container, shared_name) DO NOTHING",
-                &[&container, &shared_name, &fingerprint, &spec],
-            )?;
-            let row = client.query_one(
-                "SELECT id, fingerprint, generation FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-                &[&container, &shared_name],
-            )?;
-            if row.get::<_, &str>(1) != fingerprint {
+            client.execute(queries::CREATE_JOB, &[&container, &shared_name, &fingerprint, &spec])?;
+            let named = NamedJob::from_row(&client.query_one(queries::JOB, &[&container, &shared_name])?);
+            if named.fingerprint != fingerprint {
                 return Err(LedgerError::OtherSpec(format!("{container}/{shared_name}")));
             }
-            Ok(Job { id: row.get(0), generation: row.get(2) })
+            Ok(named.job)
         })
     }
 
     /// The id of shared reader `container/shared_name`'s job, if there is one.
     pub fn job_id(&self, container: &str, shared_name: &str) -> Result<Option<i64>, LedgerError> {
         self.run(|client| {
-            let row = client.query_opt(
-                "SELECT id FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-                &[&container, &shared_name],
-            )?;
+            let row = client.query_opt(queries::JOB_ID, &[&container, &shared_name])?;
             Ok(row.map(|row| row.get(0)))
         })
     }
@@ -50,10 +34,7 @@ impl Ledger {
     /// whether there was one.
     pub fn delete_job(&self, container: &str, shared_name: &str) -> Result<bool, LedgerError> {
         self.run(|client| {
-            let deleted = client.execute(
-                "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-                &[&container, &shared_name],
-            )?;
+            let deleted = client.execute(queries::DELETE_JOB, &[&container, &shared_name])?;
             Ok(deleted > 0)
         })
     }
@@ -63,7 +44,7 @@ impl Ledger {
     /// read nothing ([`Ledger::join_stoppable`]).
     pub fn stop_job(&self, job: Job) -> Result<(), LedgerError> {
         self.run(|client| {
-            client.execute("UPDATE readerd_jobs SET stopped = true WHERE id = $1", &[&job.id])?;
+            client.execute(queries::STOP_JOB, &[&job.id])?;
             Ok(())
         })
     }
@@ -77,16 +58,10 @@ impl Ledger {
             let mut transaction = client.transaction()?;
             // The job's row held until the report commits: a `stop_job` waits for it, so the
             // stop is either seen here or made after this replica counts as serving.
-            let Some(row) =
-                transaction.query_opt("SELECT stopped FROM readerd_jobs WHERE id = $1 FOR SHARE", &[&job.id])?
-            else {
+            let Some(row) = transaction.query_opt(queries::JOB_STOPPED, &[&job.id])? else {
                 return Err(LedgerError::Deleted(format!("job {}", job.id)));
             };
-            transaction.execute(
-                "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, 0, 0)
-                 ON CONFLICT (job, replica) DO UPDATE SET ended = false, reported_at = now()",
-                &[&job.id, &self.replica()],
-            )?;
+            transaction.execute(queries::JOIN_JOB, &[&job.id, &self.replica(), &self.now()])?;
             transaction.commit()?;
             Ok(row.get(0))
         })
@@ -96,11 +71,7 @@ impl Ledger {
     /// element it delivered was acknowledged (or it has no stream to deliver them through).
     pub fn replica_ended(&self, job: Job) -> Result<(), LedgerError> {
         self.run(|client| {
-            let ended = client.execute(
-                "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers, ended) VALUES ($1, $2, 0, 0, true)
-                 ON CONFLICT (job, replica) DO UPDATE SET ended = true",
-                &[&job.id, &self.replica()],
-            );
+            let ended = client.execute(queries::REPLICA_ENDED, &[&job.id, &self.replica(), &self.now()]);
             match ended {
                 Err(err) if err.code() == Some(&postgres::error::SqlState::FOREIGN_KEY_VIOLATION) => {
                     Err(LedgerError::Deleted(format!("job {}", job.id)))
@@ -116,7 +87,8 @@ impl Ledger {
     /// counts no more after a lease time.
     pub fn stopped_job_finished(&self, job: Job) -> Result<bool, LedgerError> {
         self.run(|client| {
-            let row = client.query_opt(STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64()])?;
+            let row = client
+                .query_opt(queries::STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64(), &self.now()])?;
             row.map(|row| row.get(0)).ok_or_else(|| LedgerError::Deleted(format!("job {}", job.id)))
         })
     }
@@ -130,38 +102,19 @@ impl Ledger {
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()?;
-            let Some(job) = transaction.query_opt(
-                "SELECT id, fingerprint, spec FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-                &[&container, &shared_name],
-            )?
-            else {
+            let Some(row) = transaction.query_opt(queries::JOB_TO_SNAPSHOT, &[&container, &shared_name])? else {
                 return Ok(None);
             };
+            let job = JobToSnapshot::from_row(&row);
             // Stopped only once over: a replica still mixing, or elements still unacknowledged,
             // would be lost to a restore that reads nothing.
             let stopped: bool = transaction
-                .query_one(STOPPED_JOB_OVER, &[&job.get::<_, i64>(0), &self.lease_time().as_secs_f64()])?
+                .query_one(queries::STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64(), &self.now()])?
                 .get(0);
-            let splits = transaction.query(
-                "SELECT epoch, position, file, acked, done FROM readerd_splits WHERE job = $1 ORDER BY epoch, position",
-                &[&job.get::<_, i64>(0)],
-            )?;
+            let splits = transaction.query(queries::SPLITS_TO_SNAPSHOT, &[&job.id])?;
             transaction.commit()?;
-            Ok(Some(JobSnapshot {
-                fingerprint: job.get(1),
-                spec: job.get(2),
-                stopped,
-                splits: splits
-                    .iter()
-                    .map(|row| SplitSnapshot {
-                        epoch: row.get::<_, i64>(0) as u64,
-                        position: row.get::<_, i32>(1) as u32,
-                        file: row.get::<_, i32>(2) as u32,
-                        acked: row.get(3),
-                        done: row.get(4),
-                    })
-                    .collect(),
-            }))
+            let splits = splits.iter().map(SplitSnapshot::from_row).collect::<Result<_, _>>()?;
+            Ok(Some(JobSnapshot { fingerprint: job.fingerprint, spec: job.spec, stopped, splits }))
         })
     }
 
@@ -178,28 +131,20 @@ impl Ledger {
     ) -> Result<Job, LedgerError> {
         self.run(|client| {
             let mut transaction = client.transaction()?;
-            // One restore at a time (they are rare); job creation waits for it.
-            transaction.batch_execute("LOCK TABLE readerd_jobs IN SHARE ROW EXCLUSIVE MODE")?;
-            let existing = transaction.query_opt(
-                "SELECT id, generation, restored_from FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-                &[&container, &shared_name],
-            )?;
-            if let Some(row) = &existing
-                && row.get::<_, Option<&str>>(2) == Some(restore_id)
+            transaction.batch_execute(queries::LOCK_JOBS)?;
+            let existing = transaction.query_opt(queries::JOB_TO_RESTORE, &[&container, &shared_name])?;
+            let existing = existing.as_ref().map(RestoringJob::from_row);
+            if let Some(existing) = &existing
+                && existing.restored_from.as_deref() == Some(restore_id)
             {
-                let job = Job { id: row.get(0), generation: row.get(1) };
                 transaction.commit()?;
-                return Ok(job);
+                return Ok(existing.job);
             }
-            let generation = existing.as_ref().map_or(1, |row| row.get::<_, i64>(1) + 1);
-            transaction.execute(
-                "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2",
-                &[&container, &shared_name],
-            )?;
+            let generation = existing.map_or(1, |existing| existing.job.generation + 1);
+            transaction.execute(queries::DELETE_JOB, &[&container, &shared_name])?;
             let id: i64 = transaction
                 .query_one(
-                    "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec, generation, restored_from, stopped)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                    queries::INSERT_RESTORED_JOB,
                     &[
                         &container,
                         &shared_name,
@@ -211,16 +156,10 @@ impl Ledger {
                     ],
                 )?
                 .get(0);
-            let splits = &snapshot.splits;
-            let epochs: Vec<i64> = splits.iter().map(|split| split.epoch as i64).collect();
-            let positions: Vec<i32> = splits.iter().map(|split| split.position as i32).collect();
-            let files: Vec<i32> = splits.iter().map(|split| split.file as i32).collect();
-            let acked: Vec<&[u8]> = splits.iter().map(|split| split.acked.as_slice()).collect();
-            let done: Vec<bool> = splits.iter().map(|split| split.done).collect();
+            let splits = SnapshotArrays::new(&snapshot.splits)?;
             transaction.execute(
-                "INSERT INTO readerd_splits (job, epoch, position, file, acked, done)
-                 SELECT $1, * FROM unnest($2::int8[], $3::int4[], $4::int4[], $5::bytea[], $6::bool[])",
-                &[&id, &epochs, &positions, &files, &acked, &done],
+                queries::INSERT_RESTORED_SPLITS,
+                &[&id, &splits.epochs, &splits.positions, &splits.files, &splits.acked, &splits.done],
             )?;
             transaction.commit()?;
             Ok(Job { id, generation })

@@ -5,7 +5,8 @@
 //! membership protocol of readerd's own.
 //!
 //! - [`ledger`]: every statement on the ledger: replicas, splits, leases, sessions; and
-//!   [`job_ledger`]: the jobs themselves (create, delete, snapshot, restore).
+//!   [`job_ledger`]: the jobs themselves (create, delete, snapshot, restore). Their SQL
+//!   and the tables' migrations are `crate::state::ledger`'s.
 //! - [`job`]: a shared reader's job on this replica: the feed its pipeline leases files
 //!   through (`pipeline::feed`) and the acknowledgements it commits.
 //! - [`replica`]: this replica's [`Cluster`] thread, which commits and renews for every
@@ -121,6 +122,7 @@ pub mod replica;
 pub use crate::pipeline::record_set::RecordSet;
 pub use job::{EpochOrder, JobFeed, Leases, Usage};
 pub use ledger::{
-    EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerError, ReplicaReport, SplitCommit, SplitSnapshot,
+    EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError, ReplicaReport, SplitCommit,
+    SplitSnapshot,
 };
 pub use replica::Cluster;

@@ -7,9 +7,11 @@
 //! - [`postgres`]: PostgreSQL, for replicas that share state; migrations run at open.
 //!   Its [`session`] (shared with the split ledger) reconnects after an outage and holds
 //!   statements until PostgreSQL is back, up to the outage limit.
+//! - [`ledger`]: the split ledger's tables (migrated with the store's) and statements.
 //!
 //! Stores are blocking: call them from blocking threads (dropping one is fine anywhere).
 
+pub mod ledger;
 pub mod postgres;
 pub mod session;
 pub mod sqlite;

@@ -23,74 +23,13 @@ const MIGRATIONS: &[&str] = &[
     "
     CREATE TABLE readerd_record_indexes (key TEXT PRIMARY KEY, value BYTEA NOT NULL);
 ",
-    // The split ledger of shared readers served by several replicas (`crate::cluster`).
-    "
-    CREATE TABLE readerd_replicas (
-        id TEXT PRIMARY KEY,
-        address TEXT NOT NULL,
-        started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-        heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now()
-    );
-    CREATE TABLE readerd_jobs (
-        id BIGSERIAL PRIMARY KEY,
-        container TEXT NOT NULL,
-        shared_name TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        spec BYTEA NOT NULL,
-        generation BIGINT NOT NULL DEFAULT 1,
-        UNIQUE (container, shared_name)
-    );
-    CREATE TABLE readerd_splits (
-        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
-        epoch BIGINT NOT NULL,
-        position INT NOT NULL,
-        file INT NOT NULL,
-        owner TEXT,
-        lease_expires TIMESTAMPTZ,
-        leases INT NOT NULL DEFAULT 0,
-        acked BYTEA NOT NULL DEFAULT '',
-        done BOOLEAN NOT NULL DEFAULT false,
-        PRIMARY KEY (job, epoch, position)
-    );
-    CREATE INDEX readerd_splits_by_owner ON readerd_splits (owner) WHERE NOT done;
-    CREATE TABLE readerd_sessions (
-        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
-        session TEXT NOT NULL,
-        replica TEXT NOT NULL,
-        attached_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-        flushed BOOLEAN NOT NULL DEFAULT false,
-        PRIMARY KEY (job, session, replica)
-    );
-",
-    // Jobs restored from a checkpoint, and what each replica reports of a job it serves.
-    "
-    ALTER TABLE readerd_jobs ADD COLUMN restored_from TEXT;
-    CREATE TABLE readerd_job_replicas (
-        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
-        replica TEXT NOT NULL,
-        in_flight BIGINT NOT NULL,
-        consumers INT NOT NULL,
-        reported_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-        PRIMARY KEY (job, replica)
-    );
-",
-    // A mixture that stops at its first exhausted component (`mix.stopOnEmptyDataset`):
-    // stopped once a replica's mixture ended there, and ended on each replica.
-    "
-    ALTER TABLE readerd_jobs ADD COLUMN stopped BOOLEAN NOT NULL DEFAULT false;
-    ALTER TABLE readerd_job_replicas ADD COLUMN ended BOOLEAN NOT NULL DEFAULT false;
-",
-    // A split whose owner gave it up (not merely let its lease expire): it may go to a
-    // replica that has just connected (`Ledger::lease_next`).
-    "
-    ALTER TABLE readerd_splits ADD COLUMN released BOOLEAN NOT NULL DEFAULT false;
-",
-    // Since when a replica has renewed steadily (heartbeats less than a lease time apart,
-    // by the database's clock): after a gap every lease may have expired unrenewed, so it
-    // takes nothing over for a lease time (`Ledger::lease_next`).
-    "
-    ALTER TABLE readerd_replicas ADD COLUMN steady_since TIMESTAMPTZ NOT NULL DEFAULT now();
-",
+    // The split ledger of shared readers served by several replicas (`crate::cluster`):
+    // versions 3 to 7, next to the ledger's statements.
+    super::ledger::schema::REPLICAS_JOBS_SPLITS_SESSIONS,
+    super::ledger::schema::RESTORES_AND_REPORTS,
+    super::ledger::schema::STOPPED_JOBS,
+    super::ledger::schema::RELEASED_SPLITS,
+    super::ledger::schema::STEADY_REPLICAS,
 ];
 
 /// A connection to `url`, with its tables in `schema` when given (tests keep each in a

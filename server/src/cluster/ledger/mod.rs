@@ -1,18 +1,28 @@
 //! The split ledger in PostgreSQL: replicas and their heartbeats, each epoch's splits
 //! with their leases and acknowledged records, and the consumer sessions attached to each
 //! replica (the jobs themselves: `super::job_ledger`). Every rule about who may produce
-//! what is a SQL statement here; the rest of the cluster only calls these. Blocking: call
-//! from blocking threads.
+//! what is a SQL statement run here (each one named in `crate::state::ledger::queries`,
+//! next to the tables' migrations); the rest of the cluster only calls these. Blocking:
+//! call from blocking threads.
 //!
 //! Time is PostgreSQL's (`now()`): leases expire by the database's clock, never by a
-//! replica's, so replicas need no synchronized clocks.
+//! replica's, so replicas need no synchronized clocks. Tests go by a [`LedgerClock`] of
+//! their own, which they move instead of waiting for leases to expire.
 
-use std::time::Duration;
+mod clock;
+mod row;
+
+use std::time::{Duration, SystemTime};
 
 use postgres::Client;
 
+pub use self::clock::LedgerClock;
+pub use self::row::OutOfRange;
+use self::row::{AckedSplit, EpochsDone, SplitArrays, SplitKey, SplitToCommit, checked};
+pub(super) use self::row::{JobToSnapshot, NamedJob, RestoringJob, SnapshotArrays};
 use crate::pipeline::record_set::{BadRecordSet, RecordSet};
 use crate::state::StateError;
+use crate::state::ledger::queries;
 use crate::state::session::{Session, SessionError, Unreachable, postgres_message};
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +35,8 @@ pub enum LedgerError {
     State(#[from] StateError),
     #[error("split ledger: {0}")]
     BadRecordSet(#[from] BadRecordSet),
+    #[error("split ledger: {0}")]
+    OutOfRange(#[from] OutOfRange),
     /// The job exists with another spec.
     #[error("shared reader {0} exists in the cluster with a different spec")]
     OtherSpec(String),
@@ -121,6 +133,8 @@ pub struct ReplicaReport {
 }
 
 /// How long leases last and how long a dead replica's consumers may take to come back.
+/// By default a lease lasts [`readerd_proto::REPLICA_LEASE`], the time clients size their
+/// patience with a replica by.
 #[derive(Clone, Copy, Debug)]
 pub struct LeaseTimes {
     /// A lease not renewed for this long may be taken over.
@@ -133,7 +147,15 @@ pub struct LeaseTimes {
 
 impl Default for LeaseTimes {
     fn default() -> Self {
-        Self { ttl: Duration::from_secs(10), grace: Duration::from_secs(10) }
+        Self { ttl: readerd_proto::REPLICA_LEASE, grace: Duration::from_secs(10) }
+    }
+}
+
+impl LeaseTimes {
+    /// How often a replica renews its leases: every third of a lease time, so that one
+    /// renewal may fail (or come late) without any lease expiring.
+    pub fn renew_every(&self) -> Duration {
+        self.ttl / 3
     }
 }
 
@@ -145,6 +167,7 @@ pub struct Ledger {
     /// one, and takes its previous life's splits over like any other's).
     replica: String,
     times: LeaseTimes,
+    clock: LedgerClock,
 }
 
 fn seconds(duration: Duration) -> f64 {
@@ -152,11 +175,8 @@ fn seconds(duration: Duration) -> f64 {
 }
 
 /// `(job, epoch, position)` keys as the three arrays a statement unnests.
-fn split_keys(keys: &[(i64, u64, u32)]) -> (Vec<i64>, Vec<i64>, Vec<i32>) {
-    let jobs = keys.iter().map(|key| key.0).collect();
-    let epochs = keys.iter().map(|key| key.1 as i64).collect();
-    let positions = keys.iter().map(|key| key.2 as i32).collect();
-    (jobs, epochs, positions)
+fn split_arrays(keys: &[(i64, u64, u32)]) -> Result<SplitArrays, OutOfRange> {
+    SplitArrays::new(keys.iter().copied().map(SplitKey::from))
 }
 
 impl Ledger {
@@ -168,15 +188,24 @@ impl Ledger {
         address: &str,
         times: LeaseTimes,
     ) -> Result<Self, LedgerError> {
+        Self::open_with_clock(url, schema, replica, address, times, LedgerClock::default())
+    }
+
+    /// [`Ledger::open`], going by `clock` instead of PostgreSQL's (tests).
+    pub fn open_with_clock(
+        url: &str,
+        schema: Option<&str>,
+        replica: &str,
+        address: &str,
+        times: LeaseTimes,
+        clock: LedgerClock,
+    ) -> Result<Self, LedgerError> {
         let (url, schema) = (url.to_owned(), schema.map(str::to_owned));
         let connect = Box::new(move || Self::connect(&url, schema.as_deref(), times));
-        let ledger = Self { session: Session::open("split ledger", connect)?, replica: replica.to_owned(), times };
+        let session = Session::open("split ledger", connect)?;
+        let ledger = Self { session, replica: replica.to_owned(), times, clock };
         ledger.run(|client| {
-            client.execute(
-                "INSERT INTO readerd_replicas (id, address) VALUES ($1, $2)
-                 ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address, heartbeat_at = now(), steady_since = now()",
-                &[&replica, &address],
-            )?;
+            client.execute(queries::REGISTER_REPLICA, &[&replica, &address, &ledger.now()])?;
             Ok(())
         })?;
         Ok(ledger)
@@ -195,17 +224,18 @@ impl Ledger {
     /// retried).
     fn connect(url: &str, schema: Option<&str>, times: LeaseTimes) -> Result<Client, postgres::Error> {
         let mut client = crate::state::postgres::connect(url, schema)?;
-        let millis = |duration: Duration| duration.as_millis().max(1);
-        client.batch_execute(&format!(
-            "SET idle_in_transaction_session_timeout = {}; SET lock_timeout = {}",
-            millis(times.ttl),
-            millis(times.ttl / 4)
-        ))?;
+        let millis = |duration: Duration| duration.as_millis().max(1).to_string();
+        client.execute(queries::SESSION_LIMITS, &[&millis(times.ttl), &millis(times.ttl / 4)])?;
         Ok(client)
     }
 
     pub fn replica(&self) -> &str {
         &self.replica
+    }
+
+    /// The time statements go by, as their *now* parameter (`None`: PostgreSQL's `now()`).
+    pub(super) fn now(&self) -> Option<SystemTime> {
+        self.clock.now()
     }
 
     /// How long PostgreSQL has been unreachable for this replica's statements (`None`:
@@ -231,11 +261,7 @@ impl Ledger {
     /// from this one: `flushed` for it.
     pub fn flushed_sessions(&self, job: Job, sessions: &[String]) -> Result<Vec<String>, LedgerError> {
         self.run(|client| {
-            let rows = client.query(
-                "SELECT session FROM readerd_sessions
-                 WHERE job = $1 AND replica = $2 AND session = ANY($3) AND flushed",
-                &[&job.id, &self.replica, &sessions],
-            )?;
+            let rows = client.query(queries::FLUSHED_SESSIONS, &[&job.id, &self.replica, &sessions])?;
             Ok(rows.iter().map(|row| row.get(0)).collect())
         })
     }
@@ -243,16 +269,11 @@ impl Ledger {
     /// The acknowledged records of splits `(epoch, position)`.
     pub fn acked_sets(&self, job: Job, splits: &[(u64, u32)]) -> Result<Vec<(u64, u32, RecordSet)>, LedgerError> {
         self.run(|client| {
-            let keys: Vec<(i64, u64, u32)> = splits.iter().map(|&(epoch, position)| (job.id, epoch, position)).collect();
-            let (jobs, epochs, positions) = split_keys(&keys);
-            let rows = client.query(
-                "SELECT split.epoch, split.position, split.acked
-                 FROM readerd_splits AS split, unnest($1::int8[], $2::int8[], $3::int4[]) AS wanted (job, epoch, position)
-                 WHERE (split.job, split.epoch, split.position) = (wanted.job, wanted.epoch, wanted.position)",
-                &[&jobs, &epochs, &positions],
-            )?;
+            let keys = splits.iter().map(|&(epoch, position)| SplitKey { job: job.id, epoch, position });
+            let keys = SplitArrays::new(keys)?;
+            let rows = client.query(queries::ACKED_SETS, &[&keys.jobs, &keys.epochs, &keys.positions])?;
             rows.iter()
-                .map(|row| Ok((row.get::<_, i64>(0) as u64, row.get::<_, i32>(1) as u32, RecordSet::decode(row.get(2))?)))
+                .map(|row| AckedSplit::from_row(row).map(|split| (split.epoch, split.position, split.acked)))
                 .collect()
         })
     }
@@ -270,25 +291,17 @@ impl Ledger {
         self.run(|client| {
             // A heartbeat a lease time or more after the one before (an outage, PostgreSQL
             // or this replica paused) starts a new steady run: see `lease_next`.
-            client.execute(
-                "UPDATE readerd_replicas SET heartbeat_at = now(), steady_since = CASE
-                     WHEN heartbeat_at < now() - make_interval(secs => $2) THEN now() ELSE steady_since END
-                 WHERE id = $1",
-                &[&self.replica, &seconds(self.times.ttl)],
-            )?;
+            let now = self.now();
+            client.execute(queries::HEARTBEAT, &[&self.replica, &seconds(self.times.ttl), &now])?;
             if held.is_empty() {
                 return Ok(Vec::new());
             }
-            let (jobs, epochs, positions) = split_keys(held);
+            let held = split_arrays(held)?;
             let rows = client.query(
-                "UPDATE readerd_splits AS split SET lease_expires = now() + make_interval(secs => $2)
-                 FROM unnest($3::int8[], $4::int8[], $5::int4[]) AS held (job, epoch, position)
-                 WHERE (split.job, split.epoch, split.position) = (held.job, held.epoch, held.position)
-                   AND split.owner = $1
-                 RETURNING split.job, split.epoch, split.position",
-                &[&self.replica, &seconds(self.times.ttl), &jobs, &epochs, &positions],
+                queries::RENEW_LEASES,
+                &[&self.replica, &seconds(self.times.ttl), &held.jobs, &held.epochs, &held.positions, &now],
             )?;
-            Ok(rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1) as u64, row.get::<_, i32>(2) as u32)).collect())
+            Ok(rows.iter().map(|row| SplitKey::from_row(row).map(Into::into)).collect::<Result<_, _>>()?)
         })
     }
 
@@ -299,13 +312,10 @@ impl Ledger {
             if splits.is_empty() {
                 return Ok(());
             }
-            let (jobs, epochs, positions) = split_keys(splits);
+            let splits = split_arrays(splits)?;
             client.execute(
-                "UPDATE readerd_splits AS split SET lease_expires = now() - interval '1 millisecond', released = true
-                 FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS given_up (job, epoch, position)
-                 WHERE (split.job, split.epoch, split.position) = (given_up.job, given_up.epoch, given_up.position)
-                   AND split.owner = $1 AND NOT split.done",
-                &[&self.replica, &jobs, &epochs, &positions],
+                queries::RELEASE_LEASES,
+                &[&self.replica, &splits.jobs, &splits.epochs, &splits.positions, &self.now()],
             )?;
             Ok(())
         })
@@ -316,14 +326,9 @@ impl Ledger {
     /// plan an epoch writes it, the others find it there.
     pub fn plan_epoch(&self, job: Job, epoch: u64, order: &[usize]) -> Result<(), LedgerError> {
         self.run(|client| {
-            let positions: Vec<i32> = (0..order.len() as i32).collect();
-            let files: Vec<i32> = order.iter().map(|&file| file as i32).collect();
-            client.execute(
-                "INSERT INTO readerd_splits (job, epoch, position, file)
-                 SELECT $1, $2, position, file FROM unnest($3::int4[], $4::int4[]) AS planned (position, file)
-                 ON CONFLICT DO NOTHING",
-                &[&job.id, &(epoch as i64), &positions, &files],
-            )?;
+            let positions: Vec<i32> = (0..checked("split count", order.len())?).collect();
+            let files = order.iter().map(|&file| checked("file", file)).collect::<Result<Vec<i32>, _>>()?;
+            client.execute(queries::PLAN_EPOCH, &[&job.id, &checked::<i64, _>("epoch", epoch)?, &positions, &files])?;
             Ok(())
         })
     }
@@ -353,50 +358,27 @@ impl Ledger {
             // taken first, rather than leasing a second split.
             attempts += 1;
             let again = attempts > 1;
-            let held_epochs: Vec<i64> = held.iter().map(|split| split.0 as i64).collect();
-            let held_positions: Vec<i32> = held.iter().map(|split| split.1 as i32).collect();
+            let held =
+                SplitArrays::new(held.iter().map(|&(epoch, position)| SplitKey { job: job.id, epoch, position }))?;
+            // File indices past the column's range are past every file: the range is cut there.
+            let file = |index: u32| i32::try_from(index).unwrap_or(i32::MAX);
             let row = client.query_opt(
-                "UPDATE readerd_splits SET owner = $3, lease_expires = now() + make_interval(secs => $4),
-                        leases = leases + 1, released = false
-                 WHERE (job, epoch, position) = (
-                     SELECT job, epoch, position FROM readerd_splits AS split
-                     WHERE job = $1 AND epoch <= $2 AND NOT done AND file >= $8 AND file < $9
-                       AND (epoch, position) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
-                       AND (
-                         ($10 AND owner = $3 AND NOT released AND lease_expires > now()) OR
-                         owner IS NULL OR ((released OR EXISTS (
-                             SELECT 1 FROM readerd_replicas
-                             WHERE id = $3 AND steady_since < now() - make_interval(secs => $4))) AND
-                             lease_expires < now() AND (
-                                 lease_expires < now() - make_interval(secs => $5)
-                                 OR NOT EXISTS (
-                                     SELECT 1 FROM readerd_sessions AS session
-                                     WHERE session.job = split.job AND session.replica = split.owner
-                                       AND NOT session.flushed))))
-                     ORDER BY ($10 AND owner IS NOT DISTINCT FROM $3) DESC, epoch, position
-                     LIMIT 1 FOR UPDATE SKIP LOCKED)
-                 RETURNING epoch, position, file, acked, leases",
+                queries::LEASE_NEXT,
                 &[
                     &job.id,
-                    &(epoch as i64),
+                    &checked::<i64, _>("epoch", epoch)?,
                     &self.replica,
                     &seconds(self.times.ttl),
                     &seconds(self.times.grace),
-                    &held_epochs,
-                    &held_positions,
-                    &(files.start.min(i32::MAX as u32) as i32),
-                    &(files.end.min(i32::MAX as u32) as i32),
+                    &held.epochs,
+                    &held.positions,
+                    &file(files.start),
+                    &file(files.end),
                     &again,
+                    &self.now(),
                 ],
             )?;
-            let Some(row) = row else { return Ok(None) };
-            Ok(Some(Lease {
-                epoch: row.get::<_, i64>(0) as u64,
-                position: row.get::<_, i32>(1) as u32,
-                file: row.get::<_, i32>(2) as u32,
-                acked: RecordSet::decode(row.get(3))?,
-                taken_over: row.get::<_, i32>(4) > 1,
-            }))
+            row.as_ref().map(Lease::from_row).transpose()
         })
     }
 
@@ -404,15 +386,12 @@ impl Ledger {
     /// of its splits produced and acknowledged in full).
     pub fn job_finished(&self, job: Job, epochs: u64) -> Result<bool, LedgerError> {
         self.run(|client| {
-            if client.query_opt("SELECT 1 FROM readerd_jobs WHERE id = $1", &[&job.id])?.is_none() {
+            if client.query_opt(queries::JOB_EXISTS, &[&job.id])?.is_none() {
                 return Err(LedgerError::Deleted(format!("job {}", job.id)));
             }
-            let row = client.query_one(
-                "SELECT count(DISTINCT epoch), coalesce(bool_and(done), true)
-                 FROM readerd_splits WHERE job = $1 AND epoch <= $2",
-                &[&job.id, &(epochs as i64)],
-            )?;
-            Ok(row.get::<_, i64>(0) as u64 == epochs && row.get::<_, bool>(1))
+            let row = client.query_one(queries::EPOCHS_DONE, &[&job.id, &checked::<i64, _>("epoch", epochs)?])?;
+            let finished = EpochsDone::from_row(&row)?;
+            Ok(finished.planned == epochs && finished.done)
         })
     }
 
@@ -426,20 +405,15 @@ impl Ledger {
             let mut transaction = client.transaction()?;
             let mut done = Vec::new();
             for commit in commits {
-                let key: [&(dyn postgres::types::ToSql + Sync); 3] =
-                    [&job.id, &(commit.epoch as i64), &(commit.position as i32)];
-                let Some(row) = transaction.query_opt(
-                    "SELECT acked, owner, done FROM readerd_splits WHERE job = $1 AND epoch = $2 AND position = $3
-                     FOR UPDATE",
-                    &key,
-                )?
-                else {
+                let (epoch, position): (i64, i32) =
+                    (checked("epoch", commit.epoch)?, checked("position", commit.position)?);
+                let key: [&(dyn postgres::types::ToSql + Sync); 3] = [&job.id, &epoch, &position];
+                let Some(row) = transaction.query_opt(queries::SPLIT_TO_COMMIT, &key)? else {
                     continue;
                 };
-                let mut acked = RecordSet::decode(row.get(0))?;
+                let SplitToCommit { mut acked, owner, done: was_done } = SplitToCommit::from_row(&row)?;
                 acked.extend(&commit.acked);
-                let owner = row.get::<_, Option<&str>>(1) == Some(self.replica.as_str());
-                let was_done: bool = row.get(2);
+                let owner = owner.as_deref() == Some(self.replica.as_str());
                 let now_done = !was_done && owner && commit.records.is_some_and(|records| acked.len() >= records);
                 if now_done || (owner && was_done) {
                     done.push((commit.epoch, commit.position));
@@ -447,11 +421,7 @@ impl Ledger {
                 if commit.acked.is_empty() && !now_done {
                     continue;
                 }
-                transaction.execute(
-                    "UPDATE readerd_splits SET acked = $4, done = done OR $5
-                     WHERE job = $1 AND epoch = $2 AND position = $3",
-                    &[key[0], key[1], key[2], &acked.encode(), &now_done],
-                )?;
+                transaction.execute(queries::COMMIT_SPLIT, &[key[0], key[1], key[2], &acked.encode(), &now_done])?;
             }
             transaction.commit()?;
             Ok(done)
@@ -460,27 +430,15 @@ impl Ledger {
 
     pub fn epoch_progress(&self, job: Job, epoch: u64) -> Result<EpochProgress, LedgerError> {
         self.run(|client| {
-            let row = client.query_one(
-                "SELECT count(*), count(*) FILTER (WHERE leases = 0), count(*) FILTER (WHERE done)
-                 FROM readerd_splits WHERE job = $1 AND epoch = $2",
-                &[&job.id, &(epoch as i64)],
-            )?;
-            Ok(EpochProgress {
-                splits: row.get::<_, i64>(0) as u64,
-                never_leased: row.get::<_, i64>(1) as u64,
-                done: row.get::<_, i64>(2) as u64,
-            })
+            let row = client.query_one(queries::EPOCH_PROGRESS, &[&job.id, &checked::<i64, _>("epoch", epoch)?])?;
+            Ok(EpochProgress::from_row(&row)?)
         })
     }
 
     /// A consumer session now reads the job through this replica.
     pub fn attach_session(&self, job: Job, session: &str) -> Result<(), LedgerError> {
         self.run(|client| {
-            client.execute(
-                "INSERT INTO readerd_sessions (job, session, replica) VALUES ($1, $2, $3)
-                 ON CONFLICT (job, session, replica) DO UPDATE SET flushed = false",
-                &[&job.id, &session, &self.replica],
-            )?;
+            client.execute(queries::ATTACH_SESSION, &[&job.id, &session, &self.replica])?;
             Ok(())
         })
     }
@@ -490,10 +448,7 @@ impl Ledger {
     /// there, or its stream there ended with everything acknowledged.
     pub fn session_flushed(&self, job: Job, session: &str, replica: &str) -> Result<(), LedgerError> {
         self.run(|client| {
-            client.execute(
-                "UPDATE readerd_sessions SET flushed = true WHERE job = $1 AND session = $2 AND replica = $3",
-                &[&job.id, &session, &replica],
-            )?;
+            client.execute(queries::FLUSH_SESSION, &[&job.id, &session, &replica])?;
             Ok(())
         })
     }
@@ -502,11 +457,8 @@ impl Ledger {
     /// the splits go to others as soon as this replica's consumer sessions are flushed.
     pub fn release_all(&self) -> Result<(), LedgerError> {
         self.run(|client| {
-            client.execute(
-                "UPDATE readerd_splits SET lease_expires = now() - interval '1 millisecond', released = true WHERE owner = $1 AND NOT done",
-                &[&self.replica],
-            )?;
-            client.execute("DELETE FROM readerd_replicas WHERE id = $1", &[&self.replica])?;
+            client.execute(queries::RELEASE_ALL_LEASES, &[&self.replica, &self.now()])?;
+            client.execute(queries::UNREGISTER_REPLICA, &[&self.replica])?;
             Ok(())
         })
     }
@@ -515,13 +467,10 @@ impl Ledger {
     /// the job is stopped (`super::job_ledger`).
     pub fn report(&self, job: Job, elements_in_flight: u64, consumers: u64) -> Result<bool, LedgerError> {
         self.run(|client| {
-            let row = client.query_opt(
-                "INSERT INTO readerd_job_replicas (job, replica, in_flight, consumers) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (job, replica) DO UPDATE
-                 SET in_flight = EXCLUDED.in_flight, consumers = EXCLUDED.consumers, reported_at = now()
-                 RETURNING (SELECT stopped FROM readerd_jobs WHERE id = $1)",
-                &[&job.id, &self.replica, &(elements_in_flight as i64), &(consumers as i32)],
-            )?;
+            let in_flight: i64 = checked("elements in flight", elements_in_flight)?;
+            let consumers: i32 = checked("consumers", consumers)?;
+            let row =
+                client.query_opt(queries::REPORT, &[&job.id, &self.replica, &in_flight, &consumers, &self.now()])?;
             Ok(row.and_then(|row| row.get::<_, Option<bool>>(0)).unwrap_or(false))
         })
     }
@@ -529,43 +478,15 @@ impl Ledger {
     /// Every replica that reported on `job` or holds an unfinished split of it, by id.
     pub fn replica_reports(&self, job: Job) -> Result<Vec<ReplicaReport>, LedgerError> {
         self.run(|client| {
-            let rows = client.query(
-                "SELECT replica.id, replica.address,
-                        replica.heartbeat_at > now() - make_interval(secs => $2),
-                        (SELECT count(*) FROM readerd_splits AS split
-                         WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done
-                           AND split.lease_expires > now()),
-                        coalesce(report.in_flight, 0), coalesce(report.consumers, 0)
-                 FROM readerd_replicas AS replica
-                 LEFT JOIN readerd_job_replicas AS report ON report.job = $1 AND report.replica = replica.id
-                 WHERE report.replica IS NOT NULL OR EXISTS (
-                     SELECT 1 FROM readerd_splits AS split
-                     WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done)
-                 ORDER BY replica.id",
-                &[&job.id, &seconds(self.times.ttl)],
-            )?;
-            Ok(rows
-                .iter()
-                .map(|row| ReplicaReport {
-                    replica: row.get(0),
-                    address: row.get(1),
-                    alive: row.get(2),
-                    splits_leased: row.get::<_, i64>(3) as u64,
-                    elements_in_flight: row.get::<_, i64>(4) as u64,
-                    consumers: row.get::<_, i32>(5) as u64,
-                })
-                .collect())
+            let rows = client.query(queries::REPLICA_REPORTS, &[&job.id, &seconds(self.times.ttl), &self.now()])?;
+            Ok(rows.iter().map(ReplicaReport::from_row).collect::<Result<_, _>>()?)
         })
     }
 
     /// Replicas that sent a heartbeat within a lease's lifetime: `(id, address)`.
     pub fn live_replicas(&self) -> Result<Vec<(String, String)>, LedgerError> {
         self.run(|client| {
-            let rows = client.query(
-                "SELECT id, address FROM readerd_replicas WHERE heartbeat_at > now() - make_interval(secs => $1)
-                 ORDER BY id",
-                &[&seconds(self.times.ttl)],
-            )?;
+            let rows = client.query(queries::LIVE_REPLICAS, &[&seconds(self.times.ttl), &self.now()])?;
             Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
         })
     }

@@ -1,0 +1,258 @@
+//! The ledger's rows as Rust values: every row a ledger statement returns is decoded here,
+//! and every integer crosses here between PostgreSQL's signed columns (`int8`, `int4`) and
+//! the ledger's unsigned numbers, checked ([`checked`]): a number out of range is an error,
+//! never wrapped.
+
+use postgres::Row;
+
+use super::{EpochProgress, Job, Lease, LedgerError, ReplicaReport, SplitSnapshot};
+use crate::pipeline::record_set::RecordSet;
+
+/// A number that does not fit where it goes: a column, or the ledger's Rust type.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} {value} is out of range")]
+pub struct OutOfRange {
+    what: &'static str,
+    value: String,
+}
+
+/// `value`, a `what`, as a `T`.
+pub fn checked<T: TryFrom<S>, S: Copy + std::fmt::Display>(what: &'static str, value: S) -> Result<T, OutOfRange> {
+    T::try_from(value).map_err(|_| OutOfRange { what, value: value.to_string() })
+}
+
+/// Column `index` of `row`, an `int8` (a `what`), as a `T`.
+fn int8<T: TryFrom<i64>>(row: &Row, index: usize, what: &'static str) -> Result<T, OutOfRange> {
+    checked(what, row.get::<_, i64>(index))
+}
+
+/// Column `index` of `row`, an `int4` (a `what`), as a `T`.
+fn int4<T: TryFrom<i32>>(row: &Row, index: usize, what: &'static str) -> Result<T, OutOfRange> {
+    checked(what, row.get::<_, i32>(index))
+}
+
+/// One split of one job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitKey {
+    pub job: i64,
+    pub epoch: u64,
+    /// Its place in the epoch's file order.
+    pub position: u32,
+}
+
+impl From<(i64, u64, u32)> for SplitKey {
+    fn from((job, epoch, position): (i64, u64, u32)) -> Self {
+        Self { job, epoch, position }
+    }
+}
+
+impl From<SplitKey> for (i64, u64, u32) {
+    fn from(key: SplitKey) -> Self {
+        (key.job, key.epoch, key.position)
+    }
+}
+
+impl SplitKey {
+    /// A row of `job, epoch, position` (`queries::RENEW_LEASES`).
+    pub fn from_row(row: &Row) -> Result<Self, OutOfRange> {
+        Ok(Self { job: row.get(0), epoch: int8(row, 1, "epoch")?, position: int4(row, 2, "position")? })
+    }
+}
+
+/// Splits as the three arrays statements unnest: jobs and epochs (`int8[]`), positions
+/// (`int4[]`).
+#[derive(Debug, Default)]
+pub struct SplitArrays {
+    pub jobs: Vec<i64>,
+    pub epochs: Vec<i64>,
+    pub positions: Vec<i32>,
+}
+
+impl SplitArrays {
+    pub fn new(keys: impl IntoIterator<Item = SplitKey>) -> Result<Self, OutOfRange> {
+        let mut arrays = Self::default();
+        for key in keys {
+            arrays.jobs.push(key.job);
+            arrays.epochs.push(checked("epoch", key.epoch)?);
+            arrays.positions.push(checked("position", key.position)?);
+        }
+        Ok(arrays)
+    }
+}
+
+impl Lease {
+    /// A row of `epoch, position, file, acked, leases` (`queries::LEASE_NEXT`).
+    pub(in crate::cluster) fn from_row(row: &Row) -> Result<Self, LedgerError> {
+        Ok(Self {
+            epoch: int8(row, 0, "epoch")?,
+            position: int4(row, 1, "position")?,
+            file: int4(row, 2, "file")?,
+            acked: RecordSet::decode(row.get(3))?,
+            taken_over: row.get::<_, i32>(4) > 1,
+        })
+    }
+}
+
+/// A split's acknowledged records.
+pub struct AckedSplit {
+    pub epoch: u64,
+    pub position: u32,
+    pub acked: RecordSet,
+}
+
+impl AckedSplit {
+    /// A row of `epoch, position, acked` (`queries::ACKED_SETS`).
+    pub fn from_row(row: &Row) -> Result<Self, LedgerError> {
+        Ok(Self {
+            epoch: int8(row, 0, "epoch")?,
+            position: int4(row, 1, "position")?,
+            acked: RecordSet::decode(row.get(2))?,
+        })
+    }
+}
+
+/// A split as a commit finds it.
+pub struct SplitToCommit {
+    pub acked: RecordSet,
+    pub owner: Option<String>,
+    pub done: bool,
+}
+
+impl SplitToCommit {
+    /// A row of `acked, owner, done` (`queries::SPLIT_TO_COMMIT`).
+    pub fn from_row(row: &Row) -> Result<Self, LedgerError> {
+        Ok(Self { acked: RecordSet::decode(row.get(0))?, owner: row.get(1), done: row.get(2) })
+    }
+}
+
+/// How a job's first epochs stand.
+pub struct EpochsDone {
+    /// How many of them are planned.
+    pub planned: u64,
+    /// Whether every split of theirs is done.
+    pub done: bool,
+}
+
+impl EpochsDone {
+    /// A row of `planned epochs, every split done` (`queries::EPOCHS_DONE`).
+    pub fn from_row(row: &Row) -> Result<Self, OutOfRange> {
+        Ok(Self { planned: int8(row, 0, "epoch count")?, done: row.get(1) })
+    }
+}
+
+impl EpochProgress {
+    /// A row of `splits, never leased, done` (`queries::EPOCH_PROGRESS`).
+    pub(in crate::cluster) fn from_row(row: &Row) -> Result<Self, OutOfRange> {
+        let count = |index| int8(row, index, "split count");
+        Ok(Self { splits: count(0)?, never_leased: count(1)?, done: count(2)? })
+    }
+}
+
+impl ReplicaReport {
+    /// A row of `id, address, alive, splits leased, in flight, consumers`
+    /// (`queries::REPLICA_REPORTS`).
+    pub(in crate::cluster) fn from_row(row: &Row) -> Result<Self, OutOfRange> {
+        Ok(Self {
+            replica: row.get(0),
+            address: row.get(1),
+            alive: row.get(2),
+            splits_leased: int8(row, 3, "split count")?,
+            elements_in_flight: int8(row, 4, "elements in flight")?,
+            consumers: int4(row, 5, "consumers")?,
+        })
+    }
+}
+
+/// A job found by its shared reader's name, with its spec's fingerprint.
+pub struct NamedJob {
+    pub job: Job,
+    pub fingerprint: String,
+}
+
+impl NamedJob {
+    /// A row of `id, fingerprint, generation` (`queries::JOB`).
+    pub fn from_row(row: &Row) -> Self {
+        Self { job: Job { id: row.get(0), generation: row.get(2) }, fingerprint: row.get(1) }
+    }
+}
+
+/// A job about to be restored, and the checkpoint it was last restored from.
+pub struct RestoringJob {
+    pub job: Job,
+    pub restored_from: Option<String>,
+}
+
+impl RestoringJob {
+    /// A row of `id, generation, restored_from` (`queries::JOB_TO_RESTORE`).
+    pub fn from_row(row: &Row) -> Self {
+        Self { job: Job { id: row.get(0), generation: row.get(1) }, restored_from: row.get(2) }
+    }
+}
+
+/// A job about to be snapshot.
+pub struct JobToSnapshot {
+    pub id: i64,
+    pub fingerprint: String,
+    pub spec: Vec<u8>,
+}
+
+impl JobToSnapshot {
+    /// A row of `id, fingerprint, spec` (`queries::JOB_TO_SNAPSHOT`).
+    pub fn from_row(row: &Row) -> Self {
+        Self { id: row.get(0), fingerprint: row.get(1), spec: row.get(2) }
+    }
+}
+
+impl SplitSnapshot {
+    /// A row of `epoch, position, file, acked, done` (`queries::SPLITS_TO_SNAPSHOT`).
+    pub(in crate::cluster) fn from_row(row: &Row) -> Result<Self, OutOfRange> {
+        Ok(Self {
+            epoch: int8(row, 0, "epoch")?,
+            position: int4(row, 1, "position")?,
+            file: int4(row, 2, "file")?,
+            acked: row.get(3),
+            done: row.get(4),
+        })
+    }
+}
+
+/// Snapshot splits as the arrays `queries::INSERT_RESTORED_SPLITS` unnests.
+#[derive(Debug, Default)]
+pub struct SnapshotArrays<'a> {
+    pub epochs: Vec<i64>,
+    pub positions: Vec<i32>,
+    pub files: Vec<i32>,
+    pub acked: Vec<&'a [u8]>,
+    pub done: Vec<bool>,
+}
+
+impl<'a> SnapshotArrays<'a> {
+    pub fn new(splits: &'a [SplitSnapshot]) -> Result<Self, OutOfRange> {
+        let mut arrays = Self::default();
+        for split in splits {
+            arrays.epochs.push(checked("epoch", split.epoch)?);
+            arrays.positions.push(checked("position", split.position)?);
+            arrays.files.push(checked("file", split.file)?);
+            arrays.acked.push(&split.acked);
+            arrays.done.push(split.done);
+        }
+        Ok(arrays)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_out_of_range_are_errors_not_wrapped() {
+        assert_eq!(checked::<i64, _>("epoch", 7u64).unwrap(), 7);
+        let err = checked::<i64, _>("epoch", u64::MAX).unwrap_err();
+        assert_eq!(err.to_string(), format!("epoch {} is out of range", u64::MAX));
+        assert!(checked::<u32, _>("position", -1i32).is_err());
+        assert!(checked::<i32, _>("file", usize::MAX).is_err());
+        let keys = SplitArrays::new([SplitKey { job: 1, epoch: 2, position: 3 }]).unwrap();
+        assert_eq!((keys.jobs, keys.epochs, keys.positions), (vec![1], vec![2], vec![3]));
+        assert!(SplitArrays::new([SplitKey { job: 1, epoch: 2, position: u32::MAX }]).is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! The split ledger's tables, as the migrations that create and change them: versions 3
+//! to 7 of the one schema version the database keeps, applied in order after the state
+//! store's own versions 1 and 2 (`MIGRATIONS` in `super::super::postgres`). A migration's
+//! text and place never change once released: a change to the tables is a new version.
+
+/// Version 3: the replicas, the jobs, each epoch's splits with their leases and
+/// acknowledged records, and the consumer sessions attached to each replica.
+pub const REPLICAS_JOBS_SPLITS_SESSIONS: &str = "
+    CREATE TABLE readerd_replicas (
+        id TEXT PRIMARY KEY,
+        address TEXT NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    CREATE TABLE readerd_jobs (
+        id BIGSERIAL PRIMARY KEY,
+        container TEXT NOT NULL,
+        shared_name TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        spec BYTEA NOT NULL,
+        generation BIGINT NOT NULL DEFAULT 1,
+        UNIQUE (container, shared_name)
+    );
+    CREATE TABLE readerd_splits (
+        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
+        epoch BIGINT NOT NULL,
+        position INT NOT NULL,
+        file INT NOT NULL,
+        owner TEXT,
+        lease_expires TIMESTAMPTZ,
+        leases INT NOT NULL DEFAULT 0,
+        acked BYTEA NOT NULL DEFAULT '',
+        done BOOLEAN NOT NULL DEFAULT false,
+        PRIMARY KEY (job, epoch, position)
+    );
+    CREATE INDEX readerd_splits_by_owner ON readerd_splits (owner) WHERE NOT done;
+    CREATE TABLE readerd_sessions (
+        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
+        session TEXT NOT NULL,
+        replica TEXT NOT NULL,
+        attached_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        flushed BOOLEAN NOT NULL DEFAULT false,
+        PRIMARY KEY (job, session, replica)
+    );
+";
+
+/// Version 4: jobs restored from a checkpoint, and what each replica reports of a job it
+/// serves.
+pub const RESTORES_AND_REPORTS: &str = "
+    ALTER TABLE readerd_jobs ADD COLUMN restored_from TEXT;
+    CREATE TABLE readerd_job_replicas (
+        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
+        replica TEXT NOT NULL,
+        in_flight BIGINT NOT NULL,
+        consumers INT NOT NULL,
+        reported_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (job, replica)
+    );
+";
+
+/// Version 5: a mixture that stops at its first exhausted component
+/// (`mix.stopOnEmptyDataset`): stopped once a replica's mixture ended there, and ended on
+/// each replica.
+pub const STOPPED_JOBS: &str = "
+    ALTER TABLE readerd_jobs ADD COLUMN stopped BOOLEAN NOT NULL DEFAULT false;
+    ALTER TABLE readerd_job_replicas ADD COLUMN ended BOOLEAN NOT NULL DEFAULT false;
+";
+
+/// Version 6: a split whose owner gave it up (not merely let its lease expire): it may go
+/// to a replica that has just connected (`Ledger::lease_next`).
+pub const RELEASED_SPLITS: &str = "
+    ALTER TABLE readerd_splits ADD COLUMN released BOOLEAN NOT NULL DEFAULT false;
+";
+
+/// Version 7: since when a replica has renewed steadily (heartbeats less than a lease time
+/// apart, by the ledger's clock): after a gap every lease may have expired unrenewed, so
+/// it takes nothing over for a lease time (`Ledger::lease_next`).
+pub const STEADY_REPLICAS: &str = "
+    ALTER TABLE readerd_replicas ADD COLUMN steady_since TIMESTAMPTZ NOT NULL DEFAULT now();
+";

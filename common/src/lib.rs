@@ -5,6 +5,8 @@
 //!   reproduce (the server's shuffles; the client's demo data and reconnection jitter);
 //! - [`tfrecord_crc`]: the masked CRC-32C of TFRecord framing (the server's framer, the
 //!   client's writer and `inspect`);
+//! - [`sync`]: locks taken whether or not a caught panic poisoned them (every lock of
+//!   the server and the Python binding);
 //! - `object` (cargo feature `object-store`): an object-store URL → its store and key
 //!   path, with one set of rules for paths, retries, time limits and redirects (the
 //!   server's data roots, readerctl's file tools).
@@ -16,4 +18,5 @@
 #[cfg(feature = "object-store")]
 pub mod object;
 pub mod rng;
+pub mod sync;
 pub mod tfrecord_crc;

@@ -29,6 +29,7 @@ use crate::metrics::METRICS;
 use crate::reader::Reader;
 use crate::registry::ReaderRegistry;
 use crate::state::{StateStore, StoredCheckpoint};
+use readerd_common::sync::MutexUnpoisoned;
 
 /// Snapshots a stream keeps (one per chunk; when full, see [`crate::snapshots::least_needed`]).
 const SNAPSHOTS_PER_STREAM: usize = 64;
@@ -95,7 +96,7 @@ impl StreamRecord {
     pub fn snapshot(&self, next_seq: i64) {
         // A reader inside an unbatched record or failed has no state to keep here.
         let Ok(state) = self.reader.serialize_state() else { return };
-        let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut snapshots = self.snapshots.lock_unpoisoned();
         if snapshots.len() == SNAPSHOTS_PER_STREAM {
             let seqs: Vec<i64> = snapshots.iter().map(|(seq, _)| *seq).collect();
             snapshots.remove(crate::snapshots::least_needed(&seqs, next_seq));
@@ -108,7 +109,7 @@ impl StreamRecord {
     pub fn state_after(&self, after_seq: i64) -> Result<Vec<u8>> {
         let next = after_seq + 1;
         let (first_seq, snapshot) = {
-            let snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            let snapshots = self.snapshots.lock_unpoisoned();
             snapshots.iter().rev().find(|(seq, _)| *seq <= next).cloned().ok_or_else(|| {
                 ServeError::FailedPrecondition(format!(
                     "no state of stream {} before element {next} is kept: checkpoint more often",
@@ -176,7 +177,7 @@ impl Streams {
             checkpointable,
             snapshots: Mutex::default(),
         });
-        self.records.lock().unwrap_or_else(|p| p.into_inner()).insert(id, record.clone());
+        self.records.lock_unpoisoned().insert(id, record.clone());
         record
     }
 
@@ -240,8 +241,7 @@ impl Streams {
 
     pub fn get(&self, id: &str) -> Result<Arc<StreamRecord>> {
         self.records
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_unpoisoned()
             .get(id)
             .cloned()
             .ok_or_else(|| ServeError::NotFound(format!("stream {id} is not open on this server")))
@@ -249,7 +249,7 @@ impl Streams {
 
     /// The stream is over: what it did not acknowledge goes to the reader's other streams.
     pub fn remove(&self, id: &str) {
-        let record = self.records.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let record = self.records.lock_unpoisoned().remove(id);
         if let Some(record) = record {
             record.reader.delivery().detach(&record.consumer);
         }

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use crate::element::Element;
+use readerd_common::sync::MutexUnpoisoned;
 
 /// One stream's view.
 #[derive(Debug)]
@@ -91,7 +92,7 @@ pub struct Delivery {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
+    mutex.lock_unpoisoned()
 }
 
 impl Delivery {

@@ -6,22 +6,24 @@
 //! - [`format`]: framing, bytes → records (TFRecord, fixed length, text lines). No I/O,
 //!   no tokio: each format is a [`format::Framer`] over byte windows. TFRecord's masked
 //!   CRC is `readerd_common::tfrecord_crc`, the client's too.
-//! - [`source`]: files → bytes: data roots, GZIP/ZLIB, the driver that feeds framers and
-//!   slices records out of its read buffer without copying. Blocking I/O. An object-store
-//!   root's URL becomes its store and key prefix in `readerd_common::object`, as
-//!   readerctl's URLs do (one HTTP client, one set of path rules, retries and time limits).
+//! - [`source`]: files → records: data roots, GZIP/ZLIB, the driver that feeds framers and
+//!   slices records out of its read buffer without copying, and `source::FileRecords`,
+//!   where every file's records come from (a new kind of source registers there).
+//!   Blocking I/O. An object-store root's URL becomes its store and key prefix in
+//!   `readerd_common::object`, as readerctl's URLs do (one HTTP client, one set of path
+//!   rules, retries and time limits).
 //! - [`decode`]: records → tensors as TensorFlow's ops decode them. No I/O, no tokio.
 //! - [`spec`]: a `pb::DatasetSpec` checked into the settings the server acts on (a
 //!   mixture's components and weights in `spec/mix.rs`).
 //! - [`pipeline`]: records in order: epochs, file shuffling, sharding, parallel
 //!   interleave, the shuffle buffer. Deterministic for a spec and seed: its generator is
 //!   `readerd_common::rng`'s SplitMix64 (re-exported as `pipeline::rng`).
-//! - [`reader`]: a reader resource: the pipeline, batching and decoding, shared by its
-//!   streams, with TensorFlow's counters. `reader/records.rs` takes and selects records,
-//!   `reader/chunks.rs` batches them, `reader/decoding.rs` decodes a batch,
-//!   `reader/state.rs` and `reader/shared_checkpoint.rs` save and restore its state;
-//!   `reader/mix.rs`, `reader/mix_decode.rs` and `reader/mix_gather.rs` read a mixture
-//!   of several specs.
+//! - [`reader`]: a reader resource, as stages: where records come from
+//!   (`reader/records.rs`, a mixture's in `reader/mix.rs`), where they are batched
+//!   (`reader/batcher.rs`, one loop for every source), where a batch is decoded
+//!   (`reader/decoding.rs`, ordered and parallel in `reader/chunks.rs`), where a shared
+//!   reader keeps its books (`reader/shared_books.rs`), where it is checkpointed
+//!   (`reader/state.rs`), and the adapter to a cluster job (`reader/cluster_job.rs`).
 //! - [`registry`]: the readers by `(container, shared_name)`.
 //! - [`element`]: records → `pb::Element` for the wire.
 //! - [`grpc`]: the thin `DataService` handlers, and in `grpc/stream.rs` the per-stream

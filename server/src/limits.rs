@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::error::{Result, ServeError};
 use crate::spec::ReaderSpec;
+use readerd_common::sync::MutexUnpoisoned;
 
 /// The configured limits (0: none).
 #[derive(Clone, Debug, Default)]
@@ -125,7 +126,7 @@ impl RateLimiter {
             return Ok(());
         }
         let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buckets = self.buckets.lock_unpoisoned();
         if buckets.len() > 100_000 {
             // Forget full buckets (idle callers) so the table stays bounded.
             let rate = self.rate;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::registry::ReaderRegistry;
+use readerd_common::sync::MutexUnpoisoned;
 
 /// Upper bounds (seconds) of the checkpoint commit latency histogram.
 const COMMIT_BUCKETS: [f64; 10] = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0];
@@ -68,7 +69,7 @@ impl Metrics {
 
     pub fn stream_failed(&self, code: tonic::Code) {
         let code = format!("{code:?}");
-        let mut errors = self.stream_errors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut errors = self.stream_errors.lock_unpoisoned();
         match errors.iter_mut().find(|(name, _)| *name == code) {
             Some((_, count)) => *count += 1,
             None => errors.push((code, 1)),
@@ -132,7 +133,7 @@ impl Metrics {
 
         let _ = writeln!(out, "# HELP readerd_stream_errors_total Streams that ended with an error, by gRPC code.");
         let _ = writeln!(out, "# TYPE readerd_stream_errors_total counter");
-        for (code, n) in self.stream_errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for (code, n) in self.stream_errors.lock_unpoisoned().iter() {
             let _ = writeln!(out, "readerd_stream_errors_total{{code=\"{code}\"}} {n}");
         }
 

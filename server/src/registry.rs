@@ -16,6 +16,7 @@ use crate::limits::{FileBudget, Limits};
 use crate::reader::{Reader, ReaderSettings, ReplicaJob};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
+use readerd_common::sync::RwLockUnpoisoned;
 
 const MAX_NAME_BYTES: usize = 512;
 
@@ -117,7 +118,7 @@ impl ReaderRegistry {
             let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;
             ReplicaJob::join(&reader, job)?;
         }
-        let mut readers = self.inner.readers.write().unwrap_or_else(|p| p.into_inner());
+        let mut readers = self.inner.readers.write_unpoisoned();
         if let Some(existing) = readers.get(&key) {
             // Created by a concurrent call while the files were resolved.
             check_same_spec(existing, requested.as_deref())?;
@@ -276,11 +277,11 @@ impl ReaderRegistry {
     }
 
     fn read_lock(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<ReaderKey, Arc<Reader>>> {
-        self.inner.readers.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.readers.read_unpoisoned()
     }
 
     fn write_lock(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<ReaderKey, Arc<Reader>>> {
-        self.inner.readers.write().unwrap_or_else(|p| p.into_inner())
+        self.inner.readers.write_unpoisoned()
     }
 }
 

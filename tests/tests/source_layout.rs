@@ -1,6 +1,7 @@
 //! The shape of the code a newcomer enters: in the crates' `src` folders (their unit
-//! tests aside) no file is longer than 600 lines, no function longer than 100, and no
-//! two modules import each other, directly or around a loop.
+//! tests aside) no file is longer than 600 lines, no function longer than 100, no two
+//! modules import each other, directly or around a loop, no type's own `impl` blocks
+//! are spread over more than 3 files, and no run of 6 lines of code is written twice.
 //!
 //! Modules are the top-level modules of each crate, and the files of each folder among
 //! themselves (a folder's `mod.rs` may use its files and they may use it, as Rust's
@@ -11,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 const MAX_FILE_LINES: usize = 600;
 const MAX_FN_LINES: usize = 100;
+const MAX_IMPL_FILES: usize = 3;
+const REPEAT_LINES: usize = 6;
 const CRATES: [&str; 5] = ["common/src", "server/src", "client/src", "client/python/src", "proto/src"];
 
 fn repo() -> PathBuf {
@@ -234,6 +237,78 @@ fn find_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
     edges.keys().find_map(|node| visit(node, edges, &mut Vec::new(), &mut done))
 }
 
+/// The types of `code`'s inherent `impl` blocks at the top level (`impl<'a> Foo<'a> {`
+/// is `Foo`'s; `impl Trait for Foo` is not one).
+fn inherent_impls(code: &str) -> Vec<String> {
+    let mut types = Vec::new();
+    for line in code.lines() {
+        let Some(mut rest) = line.strip_prefix("impl") else { continue };
+        if rest.starts_with('<') {
+            let mut depth = 0;
+            let end = rest.char_indices().find(|&(_, c)| {
+                depth += match c {
+                    '<' => 1,
+                    '>' => -1,
+                    _ => 0,
+                };
+                depth == 0
+            });
+            let Some((end, _)) = end else { continue };
+            rest = &rest[end + 1..];
+        } else if !rest.starts_with(' ') {
+            continue;
+        }
+        if rest.contains(" for ") {
+            continue;
+        }
+        let name: String = rest.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if !name.is_empty() {
+            types.push(name);
+        }
+    }
+    types
+}
+
+/// A line that says something: not blank, not punctuation alone, not an import, a
+/// module declaration or an attribute (those repeat by nature).
+fn significant(line: &str) -> bool {
+    let line = line.trim();
+    line.chars().any(char::is_alphanumeric)
+        && !["use ", "pub use ", "mod ", "pub mod ", "#["].iter().any(|p| line.starts_with(p))
+}
+
+/// Runs of [`REPEAT_LINES`] significant lines alike (trimmed) in two places of `files`
+/// (`(name, code)`): each place's name and line, once per pair of files.
+fn repeated_runs(files: &[(String, String)]) -> Vec<String> {
+    let mut first_seen: std::collections::HashMap<Vec<&str>, (&str, usize, usize)> = Default::default();
+    let mut pairs = BTreeSet::new();
+    for (name, code) in files {
+        let lines: Vec<(usize, &str)> =
+            code.lines().enumerate().map(|(n, l)| (n + 1, l.trim())).filter(|(_, l)| significant(l)).collect();
+        for (at, window) in lines.windows(REPEAT_LINES).enumerate() {
+            let key: Vec<&str> = window.iter().map(|(_, l)| *l).collect();
+            match first_seen.get(&key) {
+                None => {
+                    first_seen.insert(key, (name, window[0].0, at));
+                }
+                // The same file's overlapping windows are one run, not two.
+                Some(&(other, _, other_at)) if other == name && at < other_at + REPEAT_LINES => {}
+                Some(&(other, line, _)) => {
+                    pairs.insert((other.to_owned(), line, name.clone(), window[0].0));
+                }
+            }
+        }
+    }
+    let mut reported = BTreeSet::new();
+    let mut runs = Vec::new();
+    for (a, line_a, b, line_b) in pairs {
+        if reported.insert((a.clone(), b.clone())) {
+            runs.push(format!("{a}:{line_a} and {b}:{line_b}: {REPEAT_LINES} or more lines alike"));
+        }
+    }
+    runs
+}
+
 /// Module dependency graphs: each crate's top-level modules, and each folder's files.
 fn module_graphs(root: &Path, files: &[(PathBuf, String)]) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
@@ -269,6 +344,7 @@ fn module_graphs(root: &Path, files: &[(PathBuf, String)]) -> BTreeMap<String, B
 fn files_functions_and_module_dependencies_stay_small_and_one_way() {
     let repo = repo();
     let mut problems = Vec::new();
+    let mut all_files = Vec::new();
     for krate in CRATES {
         let root = repo.join(krate);
         let mut paths = Vec::new();
@@ -286,7 +362,18 @@ fn files_functions_and_module_dependencies_stay_small_and_one_way() {
             for function in long_functions(&code) {
                 problems.push(format!("{name}: fn {function} (at most {MAX_FN_LINES})"));
             }
+            all_files.push((name, code.clone()));
             files.push((path, code));
+        }
+        let mut impl_files: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (path, code) in &files {
+            for ty in inherent_impls(code) {
+                impl_files.entry(ty).or_default().insert(path.strip_prefix(&repo).unwrap().display().to_string());
+            }
+        }
+        for (ty, in_files) in impl_files.into_iter().filter(|(_, f)| f.len() > MAX_IMPL_FILES) {
+            let list: Vec<String> = in_files.into_iter().collect();
+            problems.push(format!("{krate}: impl {ty} spans {} files (at most {MAX_IMPL_FILES}): {}", list.len(), list.join(", ")));
         }
         for (graph, edges) in module_graphs(&root, &files) {
             if let Some(cycle) = find_cycle(&edges) {
@@ -295,6 +382,7 @@ fn files_functions_and_module_dependencies_stay_small_and_one_way() {
             }
         }
     }
+    problems.extend(repeated_runs(&all_files));
     assert!(problems.is_empty(), "the code's shape drifted:\n{}", problems.join("\n"));
 }
 
@@ -314,4 +402,10 @@ fn the_layout_checks_find_long_functions_and_cycles() {
     assert_eq!(find_cycle(&edges).unwrap(), ["a", "b", "c", "a"]);
     let one_way = BTreeMap::from([("a".into(), BTreeSet::from(["b".to_owned()])), ("b".into(), BTreeSet::new())]);
     assert_eq!(find_cycle(&one_way), None);
+    let impls = "impl Foo {\n}\nimpl<'a, T: Into<u8>> Bar<'a, T> {\n}\nimpl Display for Foo {\n}\n    impl Inner {}\n";
+    assert_eq!(inherent_impls(impls), ["Foo", "Bar"]);
+    let helper = "fn helper(x: u8) -> u8 {\n    let a = x + 1;\n\n    let b = a * 2;\n    }\n    let c = b - 3;\n    let d = c / 4;\n    d\n}\n";
+    let files = [("a.rs".to_owned(), helper.to_owned()), ("b.rs".to_owned(), format!("use x;\n{helper}"))];
+    assert_eq!(repeated_runs(&files), ["a.rs:1 and b.rs:2: 6 or more lines alike"]);
+    assert!(repeated_runs(&files[..1]).is_empty(), "a run is not alike itself");
 }

@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use tokio::task::JoinHandle;
+use readerd_common::sync::MutexUnpoisoned;
 
 static RUNTIME: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
 
 /// The runtime of this process.
 pub fn runtime() -> PyResult<Arc<tokio::runtime::Runtime>> {
     let pid = std::process::id();
-    let mut slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut slot = RUNTIME.lock_unpoisoned();
     if let Some((owner, runtime)) = slot.as_ref()
         && *owner == pid
     {

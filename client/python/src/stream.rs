@@ -28,6 +28,7 @@ use crate::arrays;
 use crate::calls::{Options, seconds};
 use crate::errors::{bad_json, from_stream, reader_error};
 use crate::runtime::{join, spawn, wait};
+use readerd_common::sync::MutexUnpoisoned;
 
 enum Source {
     One(Box<ResumingStream>),
@@ -67,7 +68,7 @@ pub struct Stream {
 
 impl Stream {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock_unpoisoned()
     }
 }
 

@@ -15,6 +15,7 @@ use super::ledger::{Job, Ledger, LedgerError, SplitCommit};
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::record_set::RecordSet;
 use crate::source::SourceError;
+use readerd_common::sync::MutexUnpoisoned;
 
 /// The file order of an epoch (from 1), the same on every replica: it comes from the spec
 /// and its seed.
@@ -170,7 +171,7 @@ impl JobFeed {
     /// the grace period passed), reading the ledger's acknowledged records of those
     /// splits ([`JobFeed::session_acked`]).
     pub fn watch_session(&self, session: &str, splits: impl IntoIterator<Item = (u64, usize)>) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.lock_unpoisoned();
         let watched = sessions.entry(session.to_owned()).or_insert_with(|| Watched {
             since: Instant::now(),
             splits: BTreeSet::new(),
@@ -183,7 +184,7 @@ impl JobFeed {
     /// Once session `session` is resolved: the ledger's acknowledged records of its
     /// elements' splits (the session is then forgotten).
     pub fn session_acked(&self, session: &str) -> Option<Arc<Acked>> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.lock_unpoisoned();
         let acked = sessions.get(session)?.acked.clone()?;
         sessions.remove(session);
         Some(acked)
@@ -193,7 +194,7 @@ impl JobFeed {
     /// grace period (blocking).
     pub(super) fn resolve_sessions(&self) -> Result<(), LedgerError> {
         let waiting: Vec<(String, bool)> = {
-            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let sessions = self.sessions.lock_unpoisoned();
             let grace = self.ledger.grace();
             sessions
                 .iter()
@@ -211,7 +212,7 @@ impl JobFeed {
                 continue;
             }
             let Some(splits) =
-                self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&session).map(|w| w.splits.clone())
+                self.sessions.lock_unpoisoned().get(&session).map(|w| w.splits.clone())
             else {
                 continue;
             };
@@ -230,7 +231,7 @@ impl JobFeed {
                     Some(((epoch, file), set))
                 })
                 .collect();
-            let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let mut sessions = self.sessions.lock_unpoisoned();
             if let Some(watched) = sessions.get_mut(&session)
                 && watched.splits == splits
             {
@@ -264,7 +265,7 @@ impl JobFeed {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, FeedState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     /// Plans `epoch`'s splits in the ledger, the first time this replica reaches it.
@@ -301,7 +302,7 @@ impl JobFeed {
     /// they are kept for the next one. When it returns `Ok`, every acknowledgement made
     /// before the call is committed.
     pub fn commit(&self) -> Result<(), LedgerError> {
-        let _one_at_a_time = self.committing.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_at_a_time = self.committing.lock_unpoisoned();
         let (commits, pending, taken) = {
             let mut state = self.state();
             let taken = self.tickets.load(std::sync::atomic::Ordering::Relaxed);

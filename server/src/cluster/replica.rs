@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::job::{EpochOrder, JobFeed};
 use super::ledger::{Ledger, LedgerError};
+use readerd_common::sync::MutexUnpoisoned;
 
 /// The jobs of this replica, committed and renewed by one thread.
 pub struct Cluster {
@@ -57,7 +58,7 @@ impl Cluster {
     ) -> Result<Arc<JobFeed>, LedgerError> {
         let job = self.ledger.job(container, shared_name, fingerprint, spec)?;
         let feed = Arc::new(JobFeed::new(self.ledger.clone(), job, order));
-        let mut feeds = self.feeds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut feeds = self.feeds.lock_unpoisoned();
         feeds.retain(|feed| feed.strong_count() > 0);
         feeds.push(Arc::downgrade(&feed));
         Ok(feed)
@@ -66,7 +67,7 @@ impl Cluster {
     /// Commits every job's acknowledgements, and renews the leases when `renew`.
     pub fn tick(&self, renew: bool) {
         let feeds: Vec<Arc<JobFeed>> =
-            self.feeds.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(std::sync::Weak::upgrade).collect();
+            self.feeds.lock_unpoisoned().iter().filter_map(std::sync::Weak::upgrade).collect();
         for feed in &feeds {
             if let Err(err) = feed.commit() {
                 tracing::warn!(error = %err, "acknowledgements not committed; retrying");

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::format::Position;
 use crate::source::{DataFile, Record, SourceConfig};
+use readerd_common::sync::MutexUnpoisoned;
 
 /// Records of one file, each with the position after it.
 pub type CachedRecords = Arc<Vec<(Record, Position)>>;
@@ -70,7 +71,7 @@ impl RecordCache {
             return None;
         }
         let key = Self::key(file, source)?;
-        let records = self.files.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned()?;
+        let records = self.files.lock_unpoisoned().get(&key).cloned()?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(records)
     }
@@ -90,7 +91,7 @@ impl RecordCache {
         if reserved.is_err() {
             return;
         }
-        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let mut files = self.files.lock_unpoisoned();
         if files.insert(key, Arc::new(records)).is_some() {
             // Another reader cached the same file meanwhile: give the bytes back.
             self.used.fetch_sub(bytes, Ordering::Relaxed);

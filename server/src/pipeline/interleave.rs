@@ -17,7 +17,7 @@ use super::cache::RecordCache;
 use super::feed::FileFeed;
 use super::record_set::RecordSet;
 use crate::format::Position;
-use crate::source::{DataFile, Record, RecordFile, SourceConfig, SourceError};
+use crate::source::{DataFile, FileRecords, Record, SourceConfig, SourceError};
 
 /// Blocks of records read ahead per open file (4 cost tabular with 16 streams about 15 MB
 /// more at the same rate).
@@ -322,8 +322,7 @@ fn read_file(
     cache: Option<&RecordCache>,
     record_tx: &SyncSender<Message>,
 ) {
-    let compression = config.compression_of(file);
-    let mut reader = match RecordFile::open(file, compression, &config.format, config.max_record_bytes, position) {
+    let mut reader = match FileRecords::open(file, config, position) {
         Ok(reader) => reader,
         Err(err) => {
             let _ = record_tx.send(Err(err));

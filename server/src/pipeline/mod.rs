@@ -36,7 +36,7 @@ use rng::SplitMix64;
 use shuffle::{ShuffleBuffer, ShuffleConfig};
 
 use crate::format::Position;
-use crate::source::{Compression, DataFile, Record, RecordFile, SourceConfig, SourceError};
+use crate::source::{Compression, DataFile, FileRecords, Record, SourceConfig, SourceError};
 
 /// Generator streams of an epoch, one per purpose.
 const FILE_ORDER_STREAM: u64 = 1;
@@ -132,13 +132,12 @@ fn read_records_at(files: &[DataFile], source: &SourceConfig, refs: &[RecordRef]
 /// Reads the one record at `at` by reading the file up to it.
 fn read_record_at(files: &[DataFile], source: &SourceConfig, at: RecordRef) -> Result<Record, SourceError> {
     let file = &files[at.file];
-    let compression = source.compression_of(file);
-    let mut reader = RecordFile::open(file, compression, &source.format, source.max_record_bytes, Some(at.start))?;
+    let mut reader = FileRecords::open(file, source, Some(at.start))?;
     reader.next_record()?.ok_or_else(|| SourceError::Format {
         file: file.name.to_string(),
         source: crate::format::FormatError::Truncated {
             offset: at.start.offset,
-            compressed: compression != Compression::None,
+            compressed: source.compression_of(file) != Compression::None,
         },
     })
 }
@@ -544,7 +543,7 @@ mod tests {
 
     impl feed::FileFeed for FixedFeed {
         fn next_file(&self, epoch: u64) -> Result<Option<feed::FedFile>, SourceError> {
-            let mut orders = self.orders.lock().unwrap_or_else(|p| p.into_inner());
+            let mut orders = self.orders.lock_unpoisoned();
             Ok(orders.get_mut(&epoch).and_then(std::collections::VecDeque::pop_front))
         }
     }

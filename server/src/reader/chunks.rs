@@ -17,6 +17,7 @@ use super::{Chunk, Reader};
 use crate::element::{Element, RecordId};
 use crate::source::Record;
 use crate::error::{Result, ServeError};
+use readerd_common::sync::{MutexUnpoisoned, into_inner_unpoisoned};
 
 impl Reader {
     /// Up to `max_elements` decoded elements (stopping early once `max_bytes` of payload
@@ -186,11 +187,11 @@ fn decode_while_taking<W: Send, R>(
                     scope.spawn(move |_| {
                         // A panic is caught there: this thread of the pool goes on.
                         let elements = decode(work);
-                        decoded.lock().unwrap_or_else(|p| p.into_inner()).extend(elements);
+                        decoded.lock_unpoisoned().extend(elements);
                     });
                 })
             });
-            (taken, decoded.into_inner().unwrap_or_else(|p| p.into_inner()))
+            (taken, into_inner_unpoisoned(decoded))
         }
         None => {
             let mut work = Vec::new();

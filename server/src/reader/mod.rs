@@ -7,45 +7,57 @@
 //!
 //! # Layout: the path of a record through a reader
 //!
+//! A reader is a chain of stages. `impl Reader` lives in three files (`mod.rs`,
+//! `chunks.rs`, `state.rs`); every other stage is a type of its own.
+//!
 //! - `mod.rs` (here): the resource [`Reader`] (opening, stats, reset, release, streams
 //!   attached, `ReadUpTo`), its [`ReaderSettings`], the [`Chunk`] it hands out and its
 //!   [`ReaderStats`].
 //! - `records.rs`: where records come from. `ReaderState`, the state behind the reader's
 //!   lock, takes the pipeline's next record, skips corrupt ones (`onError: SKIP`) and
-//!   applies the spec's selection (`skip`, `take`, filters); its record sources (selected
-//!   records, unbatched examples) feed the batcher, as `mix.rs`'s does a mixture's.
-//! - `batcher.rs`: where records are batched, one loop for every source: batch size,
-//!   `dropRemainder`, epoch ends, the limit per element.
+//!   applies the spec's selection (`skip`, `take`, filters); `SelectedRecords` and
+//!   `Examples` (`unbatch`) are the batcher's sources, as `mix.rs`'s `MixedRecords` is a
+//!   mixture's.
+//! - `batcher.rs`: where records are batched, one loop for every source (the
+//!   `RecordSource` trait): batch size, `dropRemainder`, epoch ends, the limit per element.
 //! - `chunks.rs`: where batches become a chunk. [`Reader::next_chunk`] takes batches
 //!   under the lock and has them decoded, on the server's decoding threads when it has
-//!   them, in order; a shared reader keeps a snapshot of its state before each chunk.
-//! - `decoding.rs`: where a batch is decoded into an element, dropping undecodable
-//!   records with `onError: SKIP`.
+//!   them, in order; it names each element's records for the ledger on replicas.
+//! - `decoding.rs`: where a batch is decoded into an element (`Decoding`), dropping and
+//!   counting undecodable records with `onError: SKIP`.
 //! - `unbatch.rs`: records split into examples, and examples stacked into batches.
 //! - `state.rs`: where a reader is checkpointed: its state as bytes
 //!   ([`Reader::serialize_state`], [`Reader::restore_state`]), the pipeline state's
 //!   proto, and a shared reader's checkpoint, restored by replay.
-//! - `shared_books.rs`: where a shared reader keeps its books: delivery to its streams,
-//!   chunks being handed out, and snapshots of its state, which its checkpoints
-//!   (`state.rs`) replay from.
+//! - `shared_books.rs`: where a shared reader keeps its books ([`SharedBooks`]): delivery
+//!   to its streams, chunks being handed out, and snapshots of its state, which its
+//!   checkpoints (`state.rs`) replay from.
 //! - `csv_header.rs`: CSV columns named from the files' header lines when a reader opens.
-//! - `mix.rs`: a mixture: a reader per component, records chosen among them (by weight
-//!   or in a fixed order) and batched, their states kept together; `mix_decode.rs` decodes
+//! - `mix.rs`: a mixture (`Mixture`): a reader per component, records chosen among them
+//!   (by weight or in a fixed order), their states kept together; `mix_decode.rs` decodes
 //!   each batch as one when the components decode alike, else by their components (a set
 //!   of batches at once, each component's records of them as one batch, the numeric
 //!   rows written at their places in the set's buffers, `mix_placed.rs` slicing each
 //!   batch's out of them), and `mix_gather.rs` gathers the rest of each such batch back
 //!   into the mixture's order.
-//! - `cluster_job.rs`: a shared reader served by replicas: its pipeline reads the splits
-//!   this replica leases (a mixture's components, each their own files'), and its sequence
-//!   ends when the whole job is done.
+//! - `cluster_job.rs`: the adapter of a shared reader served by replicas
+//!   ([`ReplicaJob`]): its pipeline reads the splits this replica leases (a mixture's
+//!   components, each their own files'), records never handed out are settled in the
+//!   ledger, and its sequence ends when the whole job is done.
 //!
-//! Each file adds to `impl Reader` what it holds. Dependencies between them go one way,
-//! each using only those after it: `chunks`, `state`, `shared_books`, `decoding`,
-//! `records`, `batcher`, `unbatch`; `mix` (then `mix_decode`, `mix_gather`, `mix_placed`) uses the reader's
-//! chunks and state; `cluster_job` (which sets the reader's state up for a cluster, and
-//! settles in the ledger records never handed out) and `csv_header` stand alone. A
-//! mixture's component errors are named by `in_component`, here.
+//! Dependencies between them go one way, each using only those after it: `chunks`,
+//! `state`, `shared_books`, `decoding`, `records`, `batcher`, `unbatch`; `mix` (then
+//! `mix_decode`, `mix_gather`, `mix_placed`) gives `chunks` its source and decoding;
+//! `cluster_job` and `csv_header` stand alone. A mixture's component errors are named by
+//! `in_component`, here.
+//!
+//! # Adding a pipeline stage
+//!
+//! A stage that changes which records a reader gives (a new selection, say) belongs in
+//! `records.rs` (`ReaderState::next_selected`), with its progress in `ReaderState`, saved
+//! by `state.rs` (and `state.proto`). One that regroups records is a `RecordSource`
+//! wrapped around another, handed to the batcher by `chunks.rs`. A stage replicas do not
+//! serve yet is refused by `ReplicaJob::check`, with its name.
 
 mod batcher;
 mod chunks;
@@ -77,6 +89,7 @@ use crate::source::{Compression, DataFile, DataRoots, Record, SourceConfig};
 use crate::spec::ReaderSpec;
 use csv_header::name_csv_columns_from_headers;
 use records::ReaderState;
+use readerd_common::sync::MutexUnpoisoned;
 
 /// What a chunk of reading produced.
 #[derive(Debug, Default)]
@@ -239,7 +252,7 @@ impl Reader {
 
     /// Keeps `reservation` (files of the open-file budget) for the reader's lifetime.
     pub fn hold_files(&self, reservation: crate::limits::FileReservation) {
-        *self.files_held.lock().unwrap_or_else(|p| p.into_inner()) = Some(reservation);
+        *self.files_held.lock_unpoisoned() = Some(reservation);
     }
 
     /// Threads a chunk's elements decode on at once.
@@ -437,7 +450,7 @@ impl Reader {
 
     fn lock(&self) -> MutexGuard<'_, ReaderState> {
         // A panic while reading leaves the state as it was before the record: go on.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock_unpoisoned()
     }
 }
 

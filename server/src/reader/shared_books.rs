@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::consumer::Delivery;
 use crate::error::Result;
+use readerd_common::sync::MutexUnpoisoned;
 
 /// Snapshots a shared reader keeps.
 const SHARED_SNAPSHOTS: usize = 256;
@@ -42,7 +43,7 @@ impl SharedBooks {
             return;
         }
         if let Ok(bytes) = state() {
-            let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            let mut snapshots = self.snapshots.lock_unpoisoned();
             if snapshots.len() == SHARED_SNAPSHOTS {
                 self.make_room(&mut snapshots, produced);
             }
@@ -71,7 +72,7 @@ impl SharedBooks {
 
     /// The last snapshot at or before element `oldest`.
     pub(super) fn snapshot_before(&self, oldest: u64) -> Option<(u64, Vec<u8>)> {
-        let snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+        let snapshots = self.snapshots.lock_unpoisoned();
         snapshots.iter().rev().find(|(first, _)| *first <= oldest).cloned()
     }
 
@@ -79,31 +80,31 @@ impl SharedBooks {
     /// reader: `None` otherwise, and nothing is marked).
     pub(super) fn producing(&self, first: u64) -> Option<u64> {
         self.is_shared().then(|| {
-            self.producing.lock().unwrap_or_else(|p| p.into_inner()).insert(first);
+            self.producing.lock_unpoisoned().insert(first);
             first
         })
     }
 
     /// The stream has handed every element of the chunk starting at `first` out.
     pub fn chunk_delivered(&self, first: u64) {
-        self.producing.lock().unwrap_or_else(|p| p.into_inner()).remove(&first);
+        self.producing.lock_unpoisoned().remove(&first);
     }
 
     /// No chunk counts as being produced any more (the reader failed).
     pub(super) fn forget_producing(&self) {
-        self.producing.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.producing.lock_unpoisoned().clear();
     }
 
     /// Every element taken was handed out and acknowledged.
     pub(super) fn all_delivered(&self) -> bool {
-        self.delivery.settled() && self.producing.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+        self.delivery.settled() && self.producing.lock_unpoisoned().is_empty()
     }
 
     /// The oldest element of the first `produced` not yet acknowledged: waiting for
     /// redelivery, held by a stream, or in a chunk being handed to one (`produced` when
     /// there is none).
     pub(super) fn oldest_unacknowledged(&self, produced: u64) -> u64 {
-        let producing = self.producing.lock().unwrap_or_else(|p| p.into_inner()).first().copied();
+        let producing = self.producing.lock_unpoisoned().first().copied();
         self.delivery.oldest_pending().into_iter().chain(producing).min().unwrap_or(produced).min(produced)
     }
 }

@@ -2,6 +2,12 @@
 //! (`crate::format`) with a file's bytes. Everything here is blocking I/O: call it from
 //! blocking threads, never from the async runtime.
 //!
+//! [`FileRecords`] is where a file's records come from, whatever its format: the
+//! pipeline opens every file through it. A source that is not a byte framing (a
+//! columnar file, say) is a module of its own here, giving `Record`s and the `Position`
+//! after each, registered as one variant of [`FileRecords`] (and of
+//! `crate::format::FormatConfig`, the spec and the proto's `Format`).
+//!
 //! - [`data_root`]: resolving spec file patterns inside the data roots (local folders
 //!   and object-store prefixes);
 //! - [`object`]: object-store roots (S3, GCS, Azure, HTTP) and reading an object with
@@ -24,7 +30,37 @@ pub use compression::Compression;
 pub use data_root::{DataRoots, RootLocation};
 pub use record_file::RecordFile;
 
-use crate::format::{FormatConfig, FormatError};
+use crate::format::{FormatConfig, FormatError, Position};
+
+/// One file read record by record, as its format reads it: one variant per kind of
+/// source.
+pub enum FileRecords {
+    /// Formats framed from a byte stream (`crate::format`).
+    Framed(RecordFile),
+}
+
+impl FileRecords {
+    /// Opens `file` at `position` (its start when `None`), as `config` reads it.
+    pub fn open(file: &DataFile, config: &SourceConfig, position: Option<Position>) -> Result<Self, SourceError> {
+        let compression = config.compression_of(file);
+        let framed = RecordFile::open(file, compression, &config.format, config.max_record_bytes, position)?;
+        Ok(Self::Framed(framed))
+    }
+
+    /// The next record, or `None` at the end of the file.
+    pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
+        match self {
+            Self::Framed(file) => file.next_record(),
+        }
+    }
+
+    /// Where the next record starts: what a checkpoint keeps and `open` takes.
+    pub fn position(&self) -> Position {
+        match self {
+            Self::Framed(file) => file.position(),
+        }
+    }
+}
 
 /// A file inside a data root.
 #[derive(Clone, Debug)]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use ::postgres::error::SqlState;
 use ::postgres::{Client, NoTls};
+use readerd_common::sync::MutexUnpoisoned;
 
 /// How long PostgreSQL may stay unreachable before statements fail, by default.
 pub const DEFAULT_OUTAGE_LIMIT: Duration = Duration::from_secs(60);
@@ -69,11 +70,11 @@ impl Session {
     /// How long PostgreSQL has been unreachable, as the statements run through this
     /// session saw it (`None`: the last one went through).
     pub fn unreachable_for(&self) -> Option<Duration> {
-        self.unreachable_since.lock().unwrap_or_else(|p| p.into_inner()).map(|since| since.elapsed())
+        self.unreachable_since.lock_unpoisoned().map(|since| since.elapsed())
     }
 
     fn set_unreachable(&self, since: Option<Instant>) {
-        let mut unreachable_since = self.unreachable_since.lock().unwrap_or_else(|p| p.into_inner());
+        let mut unreachable_since = self.unreachable_since.lock_unpoisoned();
         match since {
             Some(since) => *unreachable_since = Some(unreachable_since.unwrap_or(since)),
             None => *unreachable_since = None,
@@ -89,7 +90,7 @@ impl Session {
         loop {
             let (failure, outage) = {
                 let slot = self.client.as_ref().expect("the client is taken only when the session drops");
-                let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                let mut slot = slot.lock_unpoisoned();
                 match self.connected(&mut slot) {
                     Ok(client) => match statements(client) {
                         Ok(value) => {

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StateError, StateStore, StoredCheckpoint};
+use readerd_common::sync::MutexUnpoisoned;
 
 pub struct SqliteStore {
     connection: Mutex<Connection>,
@@ -40,7 +41,7 @@ impl SqliteStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.connection.lock().unwrap_or_else(|p| p.into_inner())
+        self.connection.lock_unpoisoned()
     }
 }
 

@@ -3,6 +3,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use readerd_common::sync::MutexUnpoisoned;
+
 /// The time the ledger's statements go by: PostgreSQL's own (`now()`, the default: leases
 /// expire by the database's clock, never by a replica's), or a clock of its own that stands
 /// still until it is moved ([`LedgerClock::manual`]). The ledgers of a test share one and
@@ -25,12 +27,12 @@ impl LedgerClock {
     /// On the database's clock, which only time moves.
     pub fn advance(&self, by: Duration) {
         let manual = self.manual.as_ref().expect("only a manual ledger clock can be moved");
-        *manual.lock().unwrap_or_else(|p| p.into_inner()) += by;
+        *manual.lock_unpoisoned() += by;
     }
 
     /// The time a statement goes by, as its *now* parameter (`crate::state::ledger::queries`):
     /// `None` is PostgreSQL's own `now()`.
     pub fn now(&self) -> Option<SystemTime> {
-        self.manual.as_ref().map(|manual| *manual.lock().unwrap_or_else(|p| p.into_inner()))
+        self.manual.as_ref().map(|manual| *manual.lock_unpoisoned())
     }
 }

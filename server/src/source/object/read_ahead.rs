@@ -28,6 +28,7 @@ use bytes::{Buf, Bytes};
 use super::{ObjectFile, io_runtime};
 use crate::memory::{self, Reservation};
 use crate::source::SourceError;
+use readerd_common::sync::MutexUnpoisoned;
 
 type Block = object_store::Result<Bytes>;
 
@@ -112,7 +113,7 @@ fn prefetch_key(object: &ObjectFile) -> String {
 /// Starts fetching `object`'s first window for a reader about to open it at offset 0.
 pub fn prefetch(object: &ObjectFile) {
     let key = prefetch_key(object);
-    let mut kept = prefetched().lock().unwrap_or_else(|p| p.into_inner());
+    let mut kept = prefetched().lock_unpoisoned();
     kept.retain(|_, (since, _)| since.elapsed() < PREFETCH_KEPT);
     if kept.contains_key(&key) || kept.len() >= MAX_PREFETCHED {
         return;
@@ -125,7 +126,7 @@ pub fn prefetch(object: &ObjectFile) {
     // even when no other prefetch comes to clear it.
     io_runtime().spawn(async move {
         tokio::time::sleep(PREFETCH_KEPT).await;
-        let mut kept = prefetched().lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = prefetched().lock_unpoisoned();
         if kept.get(&key).is_some_and(|(kept_since, _)| *kept_since == since) {
             kept.remove(&key);
         }
@@ -152,7 +153,7 @@ impl ObjectReader {
     /// nothing before it), with the blocks a [`prefetch`] requested when there are.
     pub fn open(object: ObjectFile, name: &str, offset: u64) -> Self {
         let adopted = (offset == 0)
-            .then(|| prefetched().lock().unwrap_or_else(|p| p.into_inner()).remove(&prefetch_key(&object)))
+            .then(|| prefetched().lock_unpoisoned().remove(&prefetch_key(&object)))
             .flatten();
         let fetches = match adopted {
             Some((_, fetches)) => fetches,

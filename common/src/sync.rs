@@ -1,0 +1,64 @@
+//! Locks that go on after a panic. readerd catches the panics of its decoding and reading
+//! threads (a bug, reported as INTERNAL, which fails the reader at fault), and a lock held
+//! at that moment is poisoned. What readerd keeps behind a lock is consistent between
+//! steps (a reader's state stays as it was before the record), so every lock is taken
+//! through these, which take a poisoned lock as it is instead of failing every later user.
+
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A mutex locked, or its value taken, whether or not a panic poisoned it.
+pub trait MutexUnpoisoned<T: ?Sized> {
+    fn lock_unpoisoned(&self) -> MutexGuard<'_, T>;
+}
+
+impl<T: ?Sized> MutexUnpoisoned<T> for Mutex<T> {
+    fn lock_unpoisoned(&self) -> MutexGuard<'_, T> {
+        self.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A read-write lock taken whether or not a panic poisoned it.
+pub trait RwLockUnpoisoned<T: ?Sized> {
+    fn read_unpoisoned(&self) -> RwLockReadGuard<'_, T>;
+    fn write_unpoisoned(&self) -> RwLockWriteGuard<'_, T>;
+}
+
+impl<T: ?Sized> RwLockUnpoisoned<T> for RwLock<T> {
+    fn read_unpoisoned(&self) -> RwLockReadGuard<'_, T> {
+        self.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_unpoisoned(&self) -> RwLockWriteGuard<'_, T> {
+        self.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A mutex's value, whether or not a panic poisoned it.
+pub fn into_inner_unpoisoned<T>(mutex: Mutex<T>) -> T {
+    mutex.into_inner().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poisoned_lock_is_taken_as_the_panic_left_it() {
+        let mutex = std::sync::Arc::new(Mutex::new(1));
+        let rwlock = std::sync::Arc::new(RwLock::new(1));
+        let (m, r) = (mutex.clone(), rwlock.clone());
+        let _ = std::thread::spawn(move || {
+            let (mut a, mut b) = (m.lock().unwrap(), r.write().unwrap());
+            (*a, *b) = (2, 2);
+            panic!("poison both");
+        })
+        .join();
+        assert!(mutex.is_poisoned() && rwlock.is_poisoned());
+        assert_eq!(*mutex.lock_unpoisoned(), 2);
+        assert_eq!(*rwlock.read_unpoisoned(), 2);
+        *rwlock.write_unpoisoned() = 3;
+        assert_eq!(*rwlock.read_unpoisoned(), 3);
+        let mutex = std::sync::Arc::into_inner(mutex).unwrap();
+        assert_eq!(into_inner_unpoisoned(mutex), 2);
+    }
+}

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::client::{Client, parse_spec};
 use crate::replicas::ReplicaSession;
-use crate::resume::Event;
+use crate::resume::{Event, Received, received};
 // Counted by `echo` too, so it lives in `payload`; kept here as `bench::element_bytes`.
 pub use crate::payload::element_bytes;
 
@@ -83,15 +83,15 @@ async fn consume(addr: &str, request: pb::ReadRequest, max_batches: Option<u64>)
     let mut run = ConsumerRun::new();
     let mut stream = client.read_with(request).await?;
     while let Some(response) = stream.message().await? {
-        match response.kind {
-            Some(pb::read_response::Kind::Element(element)) => {
+        match received(response) {
+            Some(Received::Element(element)) => {
                 run.element(&element);
                 if max_batches.is_some_and(|max| run.batches >= max) {
                     break;
                 }
             }
-            Some(pb::read_response::Kind::EndOfSequence(_)) => break,
-            _ => {}
+            Some(Received::EndOfSequence { .. }) => break,
+            Some(Received::Checkpoint { .. }) | None => {}
         }
     }
     Ok(run)
@@ -202,14 +202,14 @@ pub async fn first_batch_after_resume(
     let mut stream = client.read_with(request).await?;
     let (mut fresh, mut seen, mut last_seq) = (None, 0, -1);
     while seen < after_batches.max(1) {
-        match stream.message().await?.and_then(|r| r.kind) {
-            Some(pb::read_response::Kind::Element(element)) => {
+        match stream.message().await?.and_then(received) {
+            Some(Received::Element(element)) => {
                 fresh.get_or_insert_with(|| opened.elapsed());
                 seen += 1;
                 last_seq = element.seq;
             }
-            Some(pb::read_response::Kind::EndOfSequence(_)) | None => break,
-            _ => {}
+            Some(Received::EndOfSequence { .. }) | None => break,
+            Some(Received::Checkpoint { .. }) => {}
         }
     }
     anyhow::ensure!(last_seq >= 0, "the dataset is empty");

@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::client::{Client, MAX_MESSAGE_BYTES};
 use crate::payload::element_bytes;
+use crate::resume::{Received, received};
 
 type Reply<T> = Result<Response<T>, Status>;
 
@@ -113,7 +114,7 @@ pub async fn loopback_rate(size: usize, count: usize) -> anyhow::Result<f64> {
     let mut stream = client.service().read(pb::ReadRequest::default()).await?.into_inner();
     let mut bytes = 0usize;
     while let Some(message) = stream.message().await? {
-        if let Some(pb::read_response::Kind::Element(element)) = message.kind {
+        if let Some(Received::Element(element)) = received(message) {
             bytes += element_bytes(&element) as usize;
         }
     }

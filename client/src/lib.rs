@@ -8,6 +8,10 @@
 //!   and resumes from its newest checkpoint, and [`merge`] of streams from several servers;
 //! - [`replicas`]: [`replicas::ReplicaSession`], one consumer of a shared reader served
 //!   by replicas, reading from all of them at once and surviving a replica's death;
+//! - [`stream`](mod@stream): [`open_stream`], the stream `readerctl read` and the Python
+//!   client read: one [`ReaderStream`], a [`ResumingStream`] on one server or a
+//!   `ReplicaSession` on replicas; [`received`]: what each message of a stream asks its
+//!   reader to act on ([`Received`]);
 //! - [`tfrecord`]: TFRecord framing for local files; [`inspect`] (dump a local file),
 //!   [`convert`] (CSV → TFRecord of Examples) and [`demo`] (the benchmark workloads), the
 //!   file tools of `readerctl`; [`progress`]: its progress line;
@@ -41,6 +45,7 @@ pub mod object_url;
 pub mod progress;
 pub mod replicas;
 pub mod resume;
+pub mod stream;
 pub mod tfrecord;
 
 mod client;
@@ -54,5 +59,6 @@ pub use client::{
     SpecError, parse_spec, reader_ref,
 };
 pub use readerd_proto::v1;
-pub use resume::{Event, KEEP_ALIVE, Reconnect, ResumingStream, StreamError, merge};
+pub use resume::{Event, KEEP_ALIVE, Received, Reconnect, ResumingStream, StreamError, merge, received};
 pub use status::{code_name, connection_failed, error_message, status_code, status_message};
+pub use stream::{ReaderStream, open_stream};

@@ -37,14 +37,15 @@ use readerd_proto::v1 as pb;
 use tokio::sync::mpsc;
 
 use crate::client::{Client, ConnectOptions};
-use crate::resume::{Event, StreamError};
+use crate::resume::{Event, NO_END_MARKER, Received, StreamError, received};
 use crate::status::status_code;
 
 /// A replica that does not answer an acknowledgement, or confirm it committed, within this
-/// long is left as dead. Shorter than a lease plus the grace period that replicas give a
-/// dead replica's consumers (20 s by default), so that the session's acknowledgements are
-/// re-sent before the replica's splits go to others.
-pub const REPLICA_SILENT_FOR: Duration = Duration::from_secs(5);
+/// long is left as dead: half a lease (`readerd_proto::REPLICA_LEASE`, the server's), so
+/// shorter than a lease plus the grace period that replicas give a dead replica's
+/// consumers, and the session's acknowledgements are re-sent before the replica's splits
+/// go to others.
+pub const REPLICA_SILENT_FOR: Duration = Duration::from_secs(readerd_proto::REPLICA_LEASE.as_secs() / 2);
 
 /// HTTP/2 pings to each replica this often; one unanswered for twice as long closes its
 /// connection, and the session leaves it.
@@ -104,7 +105,7 @@ enum State {
 /// What a replica's stream task hands over.
 enum Arrival {
     Started { client: Client, stream_id: String, replica_id: String },
-    Message(pb::ReadResponse),
+    Received(Received),
     Closed(tonic::Status),
 }
 
@@ -126,6 +127,8 @@ pub struct ReplicaSession {
     /// The seq the next element gets.
     next_seq: i64,
     finished: bool,
+    /// The newest checkpoint taken: token and the last element it covers.
+    checkpoint: Option<(String, i64)>,
 }
 
 /// A session id no other consumer has: 16 random hex digits.
@@ -178,6 +181,7 @@ impl ReplicaSession {
             request,
             next_seq: 0,
             finished: false,
+            checkpoint: None,
         };
         for i in 0..session.replicas.len() {
             session.open_stream(i, Duration::ZERO);
@@ -188,6 +192,16 @@ impl ReplicaSession {
     /// This consumer's session id (the same on every replica).
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// The `seq` of the last element returned (-1 before the first).
+    pub fn last_seq(&self) -> i64 {
+        self.next_seq - 1
+    }
+
+    /// The newest checkpoint taken ([`checkpoint`](Self::checkpoint)) and the last element it covers.
+    pub fn last_checkpoint(&self) -> Option<(&str, i64)> {
+        self.checkpoint.as_ref().map(|(token, after)| (token.as_str(), *after))
     }
 
     /// Opens replica `i`'s stream after `pause`, as a new generation.
@@ -247,22 +261,19 @@ impl ReplicaSession {
                     let replica = &mut self.replicas[i];
                     (replica.client, replica.stream_id, replica.replica_id) = (Some(client), stream_id, replica_id);
                 }
-                Arrival::Message(message) => match message.kind {
-                    Some(pb::read_response::Kind::Element(mut element)) => {
-                        let replica = &mut self.replicas[i];
-                        replica.returned = Some(element.seq);
-                        if let Some(records) = element.records.take() {
-                            replica.unacknowledged.push((element.seq, records));
-                        }
-                        element.seq = self.next_seq;
-                        self.next_seq += 1;
-                        return Ok(Some(Event::Element(element)));
+                Arrival::Received(Received::Element(mut element)) => {
+                    let replica = &mut self.replicas[i];
+                    replica.returned = Some(element.seq);
+                    if let Some(records) = element.records.take() {
+                        replica.unacknowledged.push((element.seq, records));
                     }
-                    Some(pb::read_response::Kind::EndOfSequence(_)) => {
-                        self.replicas[i].state = State::EndOfSequence;
-                    }
-                    _ => {}
-                },
+                    element.seq = self.next_seq;
+                    self.next_seq += 1;
+                    return Ok(Some(Event::Element(element)));
+                }
+                Arrival::Received(Received::EndOfSequence { .. }) => self.replicas[i].state = State::EndOfSequence,
+                // In the replica's own seqs: the session's checkpoints are the whole job's.
+                Arrival::Received(Received::Checkpoint { .. }) => {}
                 Arrival::Closed(status) if status_code(&status) == tonic::Code::Unavailable => {
                     self.leave(i, status).await?;
                 }
@@ -272,7 +283,7 @@ impl ReplicaSession {
         // A replica left because its stream was gone (`NOT_FOUND` to an acknowledgement)
         // may have ended it with the end of the sequence, still waiting to be read.
         while let Ok(Tagged { replica: i, generation, arrival }) = self.arrivals.try_recv() {
-            let ended = matches!(&arrival, Arrival::Message(m) if matches!(m.kind, Some(pb::read_response::Kind::EndOfSequence(_))));
+            let ended = matches!(arrival, Arrival::Received(Received::EndOfSequence { .. }));
             if ended && generation == self.replicas[i].generation {
                 self.replicas[i].state = State::EndOfSequence;
             }
@@ -323,7 +334,8 @@ impl ReplicaSession {
         self.acknowledge_with(true).await
     }
 
-    async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
+    /// [`acknowledge`](Self::acknowledge), or [`close`](Self::close) with `commit`.
+    pub async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
         for i in 0..self.replicas.len() {
             let now = Instant::now();
             let replica = &mut self.replicas[i];
@@ -448,7 +460,11 @@ impl ReplicaSession {
             let Some(client) = replica.client.as_mut() else { continue };
             let request = pb::CheckpointRequest { stream_id: String::new(), after_seq: -1, reader: reader.clone() };
             match client.service().checkpoint(request).await {
-                Ok(response) => return Ok(response.into_inner().token),
+                Ok(response) => {
+                    let token = response.into_inner().token;
+                    self.checkpoint = Some((token.clone(), self.next_seq - 1));
+                    return Ok(token);
+                }
                 Err(status) if status_code(&status) == tonic::Code::Unavailable => last = status,
                 Err(status) => return Err(StreamError::Status(status)),
             }
@@ -549,15 +565,14 @@ async fn stream_arrivals(
     loop {
         let arrival = match stream.message().await {
             Ok(Some(message)) => {
-                let last = matches!(message.kind, Some(pb::read_response::Kind::EndOfSequence(_)));
-                if send(Arrival::Message(message)).await.is_err() || last {
+                let Some(received) = received(message) else { continue };
+                let last = matches!(received, Received::EndOfSequence { .. });
+                if send(Arrival::Received(received)).await.is_err() || last {
                     return;
                 }
                 continue;
             }
-            Ok(None) => {
-                Arrival::Closed(tonic::Status::unavailable("the stream ended without an end-of-sequence marker"))
-            }
+            Ok(None) => Arrival::Closed(tonic::Status::unavailable(NO_END_MARKER)),
             Err(status) => Arrival::Closed(status),
         };
         let _ = send(arrival).await;

@@ -11,7 +11,9 @@
 //! held unacknowledged, and a server that lost the reader altogether restores it from the
 //! request's own resume token (the stream's checkpoints do not replace it).
 //!
-//! [`merge`] reads one stream from each of several servers (replicas) as one.
+//! [`merge`] reads one stream from each of several servers (replicas) as one. What a
+//! stream yields is an [`Event`]; [`received`] reads each message of a stream into what
+//! its reader acts on ([`Received`]), for every reader of streams in this crate.
 
 use std::time::Duration;
 
@@ -20,7 +22,7 @@ use readerd_proto::v1 as pb;
 
 use crate::client::{Client, ConnectOptions, ReadStream};
 use crate::rng::SplitMix64;
-use crate::status::{code_name, status_code, status_message};
+use crate::status::{code_name, error_message, status_code, status_message};
 
 /// HTTP/2 pings on a stream's connection this often, unless its `ConnectOptions` set
 /// their own interval: a server that answers none for twice this long (stopped, frozen,
@@ -46,6 +48,13 @@ impl Default for Reconnect {
 }
 
 impl Reconnect {
+    /// No reconnection (`readerctl read`): the stream's first failure ends it, and a
+    /// failed checkpoint leaves the stream as it was. Opening tries each address once, in
+    /// turn, without waiting.
+    pub fn never() -> Self {
+        Self { attempts: 0, initial_delay: Duration::ZERO, max_delay: Duration::ZERO }
+    }
+
     /// The wait before attempt `attempt` (from 0): exponential, capped, with "equal
     /// jitter" (half fixed, half random) so clients of one failed server spread out.
     pub fn delay(&self, attempt: u32, random: u64) -> Duration {
@@ -87,6 +96,43 @@ pub enum Event {
     },
 }
 
+/// What a message of a stream asks its reader to act on: an [`Event`], or a checkpoint
+/// the server committed on its own (`checkpoint_every`, `checkpoint_interval_ms`, the
+/// final one of a drain).
+#[derive(Debug)]
+pub enum Received {
+    Element(pb::Element),
+    Checkpoint { token: String, after_seq: i64 },
+    EndOfSequence { after_seq: i64 },
+}
+
+impl From<Event> for Received {
+    fn from(event: Event) -> Self {
+        match event {
+            Event::Element(element) => Received::Element(element),
+            Event::EndOfSequence { after_seq } => Received::EndOfSequence { after_seq },
+        }
+    }
+}
+
+/// The one reading of a stream's message: what it asks its reader to act on, `None` for
+/// the stream's first message (`Started`, which `Client::read_with` reads) and an empty one.
+pub fn received(response: pb::ReadResponse) -> Option<Received> {
+    match response.kind? {
+        pb::read_response::Kind::Element(element) => Some(Received::Element(element)),
+        pb::read_response::Kind::Checkpoint(pb::CheckpointResponse { token, after_seq }) => {
+            Some(Received::Checkpoint { token, after_seq })
+        }
+        pb::read_response::Kind::EndOfSequence(pb::EndOfSequence { after_seq }) => {
+            Some(Received::EndOfSequence { after_seq })
+        }
+        pb::read_response::Kind::Started(_) => None,
+    }
+}
+
+/// The failure of a stream that closed before its end-of-sequence marker.
+pub(crate) const NO_END_MARKER: &str = "the stream ended without an end-of-sequence marker";
+
 /// Failures that a new connection may cure: the server went away (UNAVAILABLE, the final
 /// checkpoint of a drain kept before it) or the connection broke. An UNKNOWN or CANCELLED
 /// status the server sent is its answer, not retried.
@@ -106,6 +152,8 @@ pub struct ResumingStream {
     connection: Option<(Client, ReadStream)>,
     /// The `seq` of the last element handed to the trainer (-1: none yet).
     last_seq: i64,
+    /// The last `seq` acknowledged on the current connection (below its first: none).
+    acknowledged: i64,
     /// The newest checkpoint: token and the last element it covers.
     checkpoint: Option<(String, i64)>,
     finished: bool,
@@ -114,8 +162,8 @@ pub struct ResumingStream {
     options: ConnectOptions,
     /// Connections made again after a failure.
     reconnects: u64,
-    /// The next event, read ahead by a checkpoint that reconnected.
-    ahead: Option<Event>,
+    /// The next element or end, read ahead by a checkpoint that reconnected.
+    ahead: Option<Received>,
 }
 
 impl ResumingStream {
@@ -147,8 +195,9 @@ impl ResumingStream {
             current: 0,
             connection: None,
             last_seq: -1,
+            acknowledged: -1,
             finished: false,
-            jitter: SplitMix64(seed as u64),
+            jitter: SplitMix64 { state: seed as u64 },
             options,
             reconnects: 0,
             ahead: None,
@@ -190,43 +239,52 @@ impl ResumingStream {
 
     /// The next element, or the end of the data; `None` after the end was returned.
     pub async fn next(&mut self) -> Result<Option<Event>, StreamError> {
+        loop {
+            return Ok(match self.next_received().await? {
+                Some(Received::Element(element)) => Some(Event::Element(element)),
+                Some(Received::EndOfSequence { after_seq }) => Some(Event::EndOfSequence { after_seq }),
+                Some(Received::Checkpoint { .. }) => continue, // kept: `last_checkpoint`
+                None => None,
+            });
+        }
+    }
+
+    /// [`next`](Self::next), with the checkpoints the server sends on its own as they
+    /// arrive (kept as the newest checkpoint too).
+    pub async fn next_received(&mut self) -> Result<Option<Received>, StreamError> {
         if self.finished {
             return Ok(None);
         }
-        let event = match self.ahead.take() {
-            Some(event) => event,
+        let received = match self.ahead.take() {
+            Some(received) => received,
             None => self.receive().await?,
         };
-        match &event {
-            Event::Element(element) => self.last_seq = element.seq,
-            Event::EndOfSequence { .. } => self.finished = true,
+        match &received {
+            Received::Element(element) => self.last_seq = element.seq,
+            Received::EndOfSequence { .. } => self.finished = true,
+            Received::Checkpoint { .. } => {}
         }
-        Ok(Some(event))
+        Ok(Some(received))
     }
 
-    /// The next element the trainer does not have yet (or the end), reconnecting as needed.
-    async fn receive(&mut self) -> Result<Event, StreamError> {
+    /// The next element the trainer does not have yet, checkpoint or end, reconnecting as
+    /// needed.
+    async fn receive(&mut self) -> Result<Received, StreamError> {
         loop {
             let failure = match self.connection.as_mut() {
                 None => tonic::Status::unavailable("not connected"),
                 Some((_, read)) => match read.message().await {
-                    Ok(Some(response)) => match response.kind {
-                        Some(pb::read_response::Kind::Element(element)) => {
-                            if element.seq <= self.last_seq {
-                                continue; // replayed after a resume: the trainer has it
-                            }
-                            return Ok(Event::Element(element));
+                    Ok(Some(response)) => match received(response) {
+                        // Replayed after a resume: the trainer has it.
+                        Some(Received::Element(element)) if element.seq <= self.last_seq => continue,
+                        Some(Received::Checkpoint { token, after_seq }) => {
+                            self.keep_checkpoint(token.clone(), after_seq);
+                            return Ok(Received::Checkpoint { token, after_seq });
                         }
-                        Some(pb::read_response::Kind::Checkpoint(checkpoint)) => {
-                            self.keep_checkpoint(checkpoint.token, checkpoint.after_seq);
-                            continue;
-                        }
-                        Some(pb::read_response::Kind::EndOfSequence(end)) => {
-                            return Ok(Event::EndOfSequence { after_seq: end.after_seq });
-                        }
-                        Some(pb::read_response::Kind::Started(_)) | None => continue,
+                        Some(received) => return Ok(received),
+                        None => continue,
                     },
-                    Ok(None) => tonic::Status::unavailable("the stream closed without an end-of-sequence marker"),
+                    Ok(None) => tonic::Status::unavailable(NO_END_MARKER),
                     Err(status) if retryable(&status) => status,
                     Err(status) => return Err(StreamError::Status(status)),
                 },
@@ -236,9 +294,10 @@ impl ResumingStream {
     }
 
     /// Commits a checkpoint after the last element returned and returns its token. When
-    /// the server is gone it reconnects first, and reads ahead to the first element the
-    /// trainer does not have (kept for `next`): the new stream has then sent everything
-    /// the checkpoint covers.
+    /// the server is gone it reconnects first (unless it may not: then the failure is
+    /// returned, the stream left to end with its own), and reads ahead to the first
+    /// element the trainer does not have (kept for `next`): the new stream has then sent
+    /// everything the checkpoint covers.
     pub async fn checkpoint(&mut self) -> Result<String, StreamError> {
         let after_seq = self.last_seq;
         loop {
@@ -249,20 +308,25 @@ impl ResumingStream {
                         self.keep_checkpoint(token.clone(), after_seq);
                         return Ok(token);
                     }
-                    Err(status) if retryable(&status) => status,
+                    Err(status) if retryable(&status) && self.reconnect.attempts > 0 => status,
                     Err(status) => return Err(StreamError::Status(status)),
                 },
             };
             self.ahead = None;
             self.reopen(Some(failure)).await?;
-            self.ahead = Some(self.receive().await?);
+            self.ahead = loop {
+                match self.receive().await? {
+                    Received::Checkpoint { .. } => continue, // a replayed one, kept
+                    received => break Some(received),
+                }
+            };
         }
     }
 
     /// Tells the server the trainer holds every element up to the last one returned
     /// (shared readers redeliver unacknowledged elements of a lost stream).
     pub async fn acknowledge(&mut self) -> Result<(), StreamError> {
-        self.acknowledge_returned(false).await
+        self.acknowledge_with(false).await
     }
 
     /// Acknowledges every element received and has the server commit the stream's
@@ -270,17 +334,20 @@ impl ResumingStream {
     /// before a consumer of a shared reader stops, so that a checkpoint taken next, through
     /// any replica, covers what it consumed.
     pub async fn close(&mut self) -> Result<(), StreamError> {
-        self.acknowledge_returned(true).await
+        self.acknowledge_with(true).await
     }
 
     /// Acknowledges up to the last element returned, committed before the answer when
-    /// `commit`.
-    async fn acknowledge_returned(&mut self, commit: bool) -> Result<(), StreamError> {
+    /// `commit`. Without `commit`, what this connection acknowledged already is not sent again.
+    pub async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
         let up_to = self.last_seq;
-        let Some((client, read)) = self.connection.as_mut().filter(|(_, read)| up_to >= read.first_seq) else {
+        let Some((client, read)) = self.connection.as_mut() else { return Ok(()) };
+        if up_to < read.first_seq || (!commit && up_to <= self.acknowledged) {
             return Ok(());
-        };
-        client.acknowledge_with(&read.stream_id, up_to, commit).await.map(|_| ()).map_err(StreamError::Status)
+        }
+        client.acknowledge_with(&read.stream_id, up_to, commit).await.map_err(StreamError::Status)?;
+        self.acknowledged = up_to;
+        Ok(())
     }
 
     fn keep_checkpoint(&mut self, token: String, after_seq: i64) {
@@ -293,12 +360,16 @@ impl ResumingStream {
     }
 
     /// Connects again and reopens the stream from the newest checkpoint. With no
-    /// `failure` (the first open), a failure that retrying cannot fix is returned at once.
+    /// `failure` (the first open, which tries every address at least once), a failure
+    /// that retrying cannot fix is returned at once.
     async fn reopen(&mut self, failure: Option<tonic::Status>) -> Result<(), StreamError> {
         self.connection = None;
         let first_open = failure.is_none();
-        let mut last = failure.map(|status| status.to_string());
-        let attempts = if first_open { self.reconnect.attempts + 1 } else { self.reconnect.attempts };
+        let mut last = failure.map(|status| status_message(&status));
+        let attempts = match first_open {
+            true => (self.reconnect.attempts + 1).max(u32::try_from(self.addrs.len()).unwrap_or(u32::MAX)),
+            false => self.reconnect.attempts,
+        };
         for attempt in 0..attempts {
             if !(first_open && attempt == 0) {
                 self.current = (self.current + 1) % self.addrs.len();
@@ -310,7 +381,7 @@ impl ResumingStream {
             let mut client = match Client::connect_with(addr, &self.options).await {
                 Ok(client) => client,
                 Err(err) if err.is_unreachable() => {
-                    last = Some(err.to_string());
+                    last = Some(error_message(&err));
                     continue;
                 }
                 // A bad address or TLS setting: no retry changes it.
@@ -325,10 +396,11 @@ impl ResumingStream {
                             self.last_seq = read.first_seq - 1;
                         }
                     }
+                    self.acknowledged = read.first_seq - 1;
                     self.connection = Some((client, read));
                     return Ok(());
                 }
-                Err(status) if retryable(&status) => last = Some(status.to_string()),
+                Err(status) if retryable(&status) => last = Some(status_message(&status)),
                 Err(status) => return Err(StreamError::Status(status)),
             }
         }

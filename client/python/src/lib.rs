@@ -2,9 +2,9 @@
 //! wheel for every CPython ≥ 3.9) over the Rust client (`readerd_client`). The Python
 //! package (`python/readerd`) is its public face; this crate does the work.
 //!
-//! - [`stream`]: `Stream`, one reader stream: a private reader through
-//!   `ResumingStream` (reconnection and exact resume), a shared reader through
-//!   `ResumingStream` on one server or `ReplicaSession` across several replicas;
+//! - [`stream`]: `Stream`, one reader stream, the Rust client's `open_stream`:
+//!   reconnection and exact resume on one server, or a shared reader read from several
+//!   replicas at once;
 //! - [`arrays`]: an element's tensors as Python values without copying their bytes:
 //!   numeric tensors as read-only numpy arrays over the received buffers, strings as
 //!   `Strings`, a sequence of zero-copy byte values;

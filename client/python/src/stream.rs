@@ -1,12 +1,12 @@
-//! `Stream`: one reader stream as the Python `readerd.Stream` drives it.
+//! `Stream`: one reader stream as the Python `readerd.Stream` drives it, over
+//! `readerd_client::open_stream` (the stream `readerctl read` reads too):
 //!
-//! - A private reader reads through `ResumingStream` from the first address that answers:
-//!   a lost server is reconnected to (the next address, with backoff) and the stream
-//!   resumes from its newest checkpoint with nothing lost or repeated.
-//! - A shared reader on one address reads through `ResumingStream` too, reattaching by
-//!   name; asking for the next element acknowledges the one before.
-//! - A shared reader on several addresses (replicas of a cluster) reads through
-//!   `ReplicaSession`, from all of them at once, surviving a replica's death.
+//! - A private reader reads from the first address that answers: a lost server is
+//!   reconnected to (the next address, with backoff) and the stream resumes from its
+//!   newest checkpoint with nothing lost or repeated.
+//! - A shared reader on one address reattaches by name; one on several addresses
+//!   (replicas of a cluster) reads from all of them at once, surviving a replica's death.
+//!   Asking for the next element acknowledges the ones before.
 //!
 //! Every wait (the network, decoding) happens with the GIL released, and Ctrl-C ends it
 //! (`KeyboardInterrupt`, within [`crate::runtime::SIGNAL_TICK`]). A `next()` interrupted
@@ -20,8 +20,7 @@ use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use readerd_client::replicas::ReplicaSession;
-use readerd_client::{Event, Reconnect, ResumingStream, StreamError, status_code, v1 as pb};
+use readerd_client::{Event, ReaderStream, Reconnect, StreamError, open_stream, v1 as pb};
 use tokio::task::JoinHandle;
 
 use crate::arrays;
@@ -30,31 +29,23 @@ use crate::errors::{bad_json, from_stream, reader_error};
 use crate::runtime::{join, spawn, wait};
 use readerd_common::sync::MutexUnpoisoned;
 
-enum Source {
-    One(Box<ResumingStream>),
-    Replicas(Box<ReplicaSession>),
-}
-
-/// What [`next_event`] gives back: the source, the acknowledgement mark and the event.
-type NextEvent = (Source, Option<(String, i64)>, Result<Option<Event>, StreamError>);
+/// What [`next_event`] gives back: the stream and the event.
+type NextEvent = (ReaderStream, Result<Option<Event>, StreamError>);
 
 /// An element as Python receives it: `(seq, keys, {feature: tensor})`.
 type Item<'py> = (i64, Bound<'py, PyList>, Bound<'py, PyDict>);
 
 struct State {
     /// `None` once closed (the connections are dropped), or while `pending` has it.
-    source: Option<Source>,
-    /// The read of a `next()` that Ctrl-C interrupted: it holds the source until it ends.
+    stream: Option<ReaderStream>,
+    /// The read of a `next()` that Ctrl-C interrupted: it holds the stream until it ends.
     pending: Option<JoinHandle<NextEvent>>,
     closed: bool,
     /// The `seq` of the last element handed out (-1: none yet).
     seq: i64,
-    /// (stream id, seq) of the last acknowledgement of a shared reader on one server.
-    acknowledged: Option<(String, i64)>,
-    /// The newest checkpoint, where the source keeps none (a replicated shared reader's
-    /// whole-job checkpoints) or is gone (closed): (token, after seq).
+    /// The newest checkpoint (token, after seq) and the reconnections of the stream, as
+    /// it last said, for while it is gone (closed, or held by `pending`).
     kept_checkpoint: Option<(String, i64)>,
-    /// Reconnections of a closed stream's source.
     kept_reconnects: u64,
     ended: bool,
 }
@@ -73,12 +64,20 @@ impl Stream {
 }
 
 impl State {
-    fn source(&mut self) -> PyResult<&mut Source> {
+    fn stream(&mut self) -> PyResult<&mut ReaderStream> {
         if self.pending.is_some() {
             let message = "a next() interrupted while waiting for the server is still waiting: call next() again first";
             return Err(reader_error("FAILED_PRECONDITION", message));
         }
-        self.source.as_mut().ok_or_else(|| reader_error("FAILED_PRECONDITION", "the stream is closed"))
+        self.stream.as_mut().ok_or_else(|| reader_error("FAILED_PRECONDITION", "the stream is closed"))
+    }
+
+    /// Keeps what the stream says of its checkpoints and reconnections, for while it is gone.
+    fn keep(&mut self) {
+        if let Some(stream) = &self.stream {
+            self.kept_checkpoint = stream.last_checkpoint().map(|(token, after)| (token.to_owned(), after));
+            self.kept_reconnects = stream.reconnects();
+        }
     }
 }
 
@@ -88,46 +87,11 @@ fn closed_error() -> PyErr {
     pyo3::exceptions::PyValueError::new_err("stream is closed")
 }
 
-/// Acknowledges what a shared reader's stream on one server handed out. A connection that
-/// is gone (UNAVAILABLE) or a stream that ended there (NOT_FOUND) is no failure: the
-/// server redelivers what was not acknowledged.
-async fn acknowledge_one(
-    stream: &mut ResumingStream,
-    acknowledged: &mut Option<(String, i64)>,
-) -> Result<(), StreamError> {
-    let mark = (stream.stream_id().to_owned(), stream.last_seq());
-    if mark.1 < 0 || acknowledged.as_ref() == Some(&mark) {
-        return Ok(());
-    }
-    match stream.acknowledge().await {
-        Ok(()) => {
-            *acknowledged = Some(mark);
-            Ok(())
-        }
-        Err(StreamError::Status(status))
-            if matches!(status_code(&status), tonic::Code::Unavailable | tonic::Code::NotFound) =>
-        {
-            Ok(())
-        }
-        Err(err) => Err(err),
-    }
-}
-
-/// The next event of `source` (a shared reader's elements handed out before acknowledged
-/// first), with the source handed back: it runs as a task of the runtime, beside the
-/// connection it reads, so the frames' arrivals wake no other thread.
-async fn next_event(mut source: Source, mut acknowledged: Option<(String, i64)>, shared: bool) -> NextEvent {
-    let event = match &mut source {
-        Source::One(stream) => match shared {
-            true => match acknowledge_one(stream, &mut acknowledged).await {
-                Ok(()) => stream.next().await,
-                Err(err) => Err(err),
-            },
-            false => stream.next().await,
-        },
-        Source::Replicas(session) => session.next().await,
-    };
-    (source, acknowledged, event)
+/// The next event of `stream`, with the stream handed back: it runs as a task of the
+/// runtime, beside the connection it reads, so the frames' arrivals wake no other thread.
+async fn next_event(mut stream: ReaderStream) -> NextEvent {
+    let event = stream.next().await;
+    (stream, event)
 }
 
 impl Drop for Stream {
@@ -152,9 +116,6 @@ impl Stream {
         initial_delay: f64,
         max_delay: f64,
     ) -> PyResult<Self> {
-        if addrs.is_empty() {
-            return Err(reader_error("INVALID_ARGUMENT", "no server address"));
-        }
         let request: pb::ReadRequest = serde_json::from_str(request).map_err(|err| bad_json("ReadRequest", &err))?;
         let options = options.connect.clone();
         let reconnect = Reconnect {
@@ -162,29 +123,17 @@ impl Stream {
             initial_delay: seconds("delay", initial_delay)?,
             max_delay: seconds("delay", max_delay)?,
         };
-        let shared = request.reader.as_ref().is_some_and(|reader| !reader.shared_name.is_empty());
-        let source = wait(py, async move {
+        let stream = wait(py, async move {
             let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
-            if shared && addrs.len() > 1 {
-                // `ReplicaSession::open` starts its streams on this runtime.
-                Ok(Source::Replicas(Box::new(ReplicaSession::open(&addrs, request, options))))
-            } else {
-                ResumingStream::open_with(&addrs, request, reconnect, options)
-                    .await
-                    .map(|stream| Source::One(Box::new(stream)))
-            }
+            open_stream(&addrs, request, reconnect, options).await
         })?
         .map_err(|err| from_stream(&err))?;
-        let seq = match &source {
-            Source::One(stream) => stream.last_seq(),
-            Source::Replicas(_) => -1,
-        };
+        let shared = stream.is_shared();
         let state = State {
-            source: Some(source),
+            seq: stream.last_seq(),
+            stream: Some(stream),
             pending: None,
             closed: false,
-            seq,
-            acknowledged: None,
             kept_checkpoint: None,
             kept_reconnects: 0,
             ended: false,
@@ -207,11 +156,7 @@ impl Stream {
         }
         let mut task = match state.pending.take() {
             Some(task) => task,
-            None => {
-                let source = state.source.take().ok_or_else(closed_error)?;
-                let acknowledged = state.acknowledged.take();
-                spawn(next_event(source, acknowledged, self.shared))?
-            }
+            None => spawn(next_event(state.stream.take().ok_or_else(closed_error)?))?,
         };
         let joined = match join(py, &mut task) {
             Ok(joined) => joined,
@@ -220,15 +165,16 @@ impl Stream {
                 return Err(interrupted);
             }
         };
-        let (source, acknowledged, event) = match joined {
+        let (stream, event) = match joined {
             Ok(outcome) => outcome,
             Err(panicked) => {
-                // The task held the source: it is gone.
+                // The task held the stream: it is gone.
                 state.closed = true;
                 return Err(panicked);
             }
         };
-        (state.source, state.acknowledged) = (Some(source), acknowledged);
+        state.stream = Some(stream);
+        state.keep();
         let event = event.map_err(|err| from_stream(&err))?;
         let element = match event {
             Some(Event::Element(element)) => element,
@@ -255,20 +201,10 @@ impl Stream {
     fn checkpoint(&self, py: Python<'_>) -> PyResult<(String, i64)> {
         let mut guard = self.state();
         let state = &mut *guard;
-        let seq = state.seq;
-        let source = state.source()?;
-        let replicated = matches!(source, Source::Replicas(_));
-        let token = wait(py, async {
-            match source {
-                Source::One(stream) => stream.checkpoint().await,
-                Source::Replicas(session) => session.checkpoint().await,
-            }
-        })?
-        .map_err(|err| from_stream(&err))?;
-        if replicated {
-            state.kept_checkpoint = Some((token.clone(), seq));
-        }
-        Ok((token, seq))
+        let stream = state.stream()?;
+        let token = wait(py, stream.checkpoint())?.map_err(|err| from_stream(&err));
+        state.keep();
+        Ok((token?, state.seq))
     }
 
     /// Acknowledges every element handed out (shared readers; nothing for private ones).
@@ -277,45 +213,33 @@ impl Stream {
             return Ok(());
         }
         let mut guard = self.state();
-        let State { source, acknowledged, .. } = &mut *guard;
-        let Some(source) = source.as_mut() else { return Ok(()) };
-        wait(py, async {
-            match source {
-                Source::One(stream) => acknowledge_one(stream, acknowledged).await.map_err(|err| from_stream(&err)),
-                Source::Replicas(session) => session.acknowledge().await.map_err(|err| from_stream(&err)),
-            }
-        })?
+        let Some(stream) = guard.stream.as_mut() else { return Ok(()) };
+        wait(py, stream.acknowledge_with(false))?.map_err(|err| from_stream(&err))
     }
 
-    /// Acknowledges what was handed out (committed, on replicas) and ends the stream. A
-    /// failure is not raised: the server then redelivers those elements.
+    /// Acknowledges what was handed out (committed before the answer) and ends the stream.
+    /// A failure is not raised: the server then redelivers those elements.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let mut guard = self.state();
-        let State { source, pending, closed, ended, kept_checkpoint, kept_reconnects, .. } = &mut *guard;
-        *closed = true;
-        if let Some(task) = pending.take() {
-            // A read that Ctrl-C interrupted holds the source: it goes with it.
+        let state = &mut *guard;
+        state.closed = true;
+        if let Some(task) = state.pending.take() {
+            // A read that Ctrl-C interrupted holds the stream: it goes with it.
             task.abort();
         }
-        let Some(mut source) = source.take() else { return Ok(()) };
-        if let Source::One(stream) = &source {
-            *kept_checkpoint = stream.last_checkpoint().map(|(token, after)| (token.to_owned(), after));
-            *kept_reconnects = stream.reconnects();
-        }
+        state.keep();
+        let Some(mut stream) = state.stream.take() else { return Ok(()) };
         // The acknowledgement's failure is not raised; Ctrl-C while it waits is.
         let mut interrupted = Ok(());
-        if self.shared && !*ended {
+        if self.shared && !state.ended {
+            // Committed before the answer: a checkpoint taken next covers it.
             interrupted = wait(py, async {
-                let _ = match &mut source {
-                    // Committed before the answer: a checkpoint taken next covers it.
-                    Source::One(stream) => stream.close().await,
-                    Source::Replicas(session) => session.close().await,
-                };
+                let _ = stream.acknowledge_with(true).await;
             });
         }
-        *ended = true;
-        // Dropping the streams (inside the runtime: their tasks are aborted there).
-        let _ = wait(py, async move { drop(source) });
+        state.ended = true;
+        // Dropping the stream (inside the runtime: its tasks are aborted there).
+        let _ = wait(py, async move { drop(stream) });
         interrupted
     }
 
@@ -323,9 +247,9 @@ impl Stream {
     #[getter]
     fn last_checkpoint(&self) -> Option<(String, i64)> {
         let state = self.state();
-        match &state.source {
-            Some(Source::One(stream)) => stream.last_checkpoint().map(|(token, after)| (token.to_owned(), after)),
-            _ => state.kept_checkpoint.clone(),
+        match &state.stream {
+            Some(stream) => stream.last_checkpoint().map(|(token, after)| (token.to_owned(), after)),
+            None => state.kept_checkpoint.clone(),
         }
     }
 
@@ -339,19 +263,12 @@ impl Stream {
     /// The stream's id on its server (a replicated session's own id).
     #[getter]
     fn stream_id(&self) -> String {
-        match &self.state().source {
-            Some(Source::One(stream)) => stream.stream_id().to_owned(),
-            Some(Source::Replicas(session)) => session.session_id().to_owned(),
-            None => String::new(),
-        }
+        self.state().stream.as_ref().map_or_else(String::new, |stream| stream.stream_id().to_owned())
     }
 
     #[getter]
     fn reconnects(&self) -> u64 {
         let state = self.state();
-        match &state.source {
-            Some(Source::One(stream)) => stream.reconnects(),
-            _ => state.kept_reconnects,
-        }
+        state.stream.as_ref().map_or(state.kept_reconnects, ReaderStream::reconnects)
     }
 }

@@ -1,6 +1,6 @@
 //! The `readerctl` command line: its arguments ([`args`]) and [`run`], a dispatch that
-//! hands each subcommand to its handler: [`read`] (`read`; [`read_replicas`] reads a
-//! shared reader from several replicas at once), [`admin`] (the calls that
+//! hands each subcommand to its handler: [`read`] (`read`, from one server or from
+//! several replicas at once), [`admin`] (the calls that
 //! manage readers, `datasets`, `health`), [`files`] (`inspect`, `convert`, `gen-demo`,
 //! local files or object-store URLs through [`remote`]) and [`bench`](mod@bench) (`bench`).
 
@@ -9,7 +9,6 @@ mod args;
 mod bench;
 mod files;
 mod read;
-mod read_replicas;
 mod remote;
 
 use std::process::ExitCode;
@@ -48,30 +47,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Read { spec, dataset, container, shared_name, resume, max_batches, checkpoint_every, output } => {
             let request = read::request(spec.as_deref(), dataset, &container, &shared_name, resume)?;
             let addrs: Vec<&str> = addr.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
-            // Several replicas of a cluster: a shared reader is read from all of them at
-            // once, a private one from the first that answers.
-            if !shared_name.is_empty() && addrs.len() > 1 {
-                return read_replicas::read(&addrs, request, options, max_batches, output).await;
-            }
-            let mut clients = Vec::new();
-            let mut unreachable = None;
-            for addr in &addrs {
-                match Client::connect_with(addr, &options).await {
-                    Ok(client) => clients.push((addr.to_string(), client)),
-                    Err(err @ ClientError::Connect { .. }) => unreachable = Some(err),
-                    Err(err) => return Err(err.into()),
-                }
-                if shared_name.is_empty() && !clients.is_empty() {
-                    break;
-                }
-            }
-            if clients.is_empty() {
-                // No server there: the stream's error line of the contract.
-                let err = unreachable.ok_or_else(|| anyhow::anyhow!("--addr names no server"))?;
-                return Ok(read::unreachable(output, &err));
-            }
-            let (_, client) = clients.remove(0);
-            read::read(client, request, max_batches, checkpoint_every.filter(|&n| n > 0), output, quiet).await
+            anyhow::ensure!(!addrs.is_empty(), "--addr names no server");
+            let checkpoint_every = checkpoint_every.filter(|&n| n > 0);
+            read::read(&addrs, request, options, max_batches, checkpoint_every, output, quiet).await
         }
         Command::List { container, output } => admin::list(connect(addr, &options).await?, container, output).await,
         Command::Stats { container, shared_name } => {

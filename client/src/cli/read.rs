@@ -1,12 +1,21 @@
 //! `readerctl read`: streams a reader's elements to stdout, one line each (text, or the
 //! JSONL contract of DESIGN.md), with checkpoint lines and the stream's error as the last
 //! line.
+//!
+//! The stream is [`readerd_client::open_stream`]'s, without reconnection: a shared reader
+//! on several addresses (`--addr A,B,C`) is read from every replica at once, as one
+//! consumer session (DESIGN's contract), anything else from the first address that
+//! answers. Each element is printed, then acknowledged: what a replica's death makes the
+//! others deliver again is never what was printed here.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use readerd_client::{Client, ClientError, code_name, json, reader_ref, status_code, status_message, v1 as pb};
+use readerd_client::{
+    ConnectOptions, Received, Reconnect, StreamError, code_name, json, open_stream, reader_ref, status_code,
+    status_message, v1 as pb,
+};
 use serde_json::json;
 
 use super::args::Output;
@@ -36,99 +45,77 @@ pub fn request(
     })
 }
 
-/// No server at the address: the stream's error line of the contract, UNAVAILABLE.
-pub fn unreachable(output: Output, err: &ClientError) -> ExitCode {
-    print_error(output, tonic::Code::Unavailable, &readerd_client::error_message(err))
-}
-
-/// Streams a reader to stdout: one line per element; with `checkpoint_every`, a checkpoint
-/// after every N elements printed (and after the last one of `max_batches`); a line for
-/// each checkpoint the server sends on its own (the final one of a SIGTERM drain); the
-/// stream's error, a broken connection as UNAVAILABLE, as the last line.
+/// Streams a reader from `addrs` to stdout: one line per element; with `checkpoint_every`,
+/// a checkpoint after every N elements printed (and after the last one of `max_batches`);
+/// a line for each checkpoint the server sends on its own (the final one of a SIGTERM
+/// drain); the stream's error, a broken connection as UNAVAILABLE, as the last line.
 ///
 /// An acknowledgement or a checkpoint every N that fails with UNAVAILABLE (the server going
-/// away, the connection broken) or NOT_FOUND (the stream ended meanwhile) does not end the read: the stream still holds what the
-/// server sent before it went away, a final checkpoint included, and ends with the error.
+/// away, the connection broken) or NOT_FOUND (the stream ended meanwhile) does not end the
+/// read: the stream still holds what the server sent before it went away, a final
+/// checkpoint included, and ends with the error. Stopping at `max_batches`, the last
+/// acknowledgement is committed before the answer (on a replica, to the split ledger), and
+/// must go through: a checkpoint taken next, through any replica, covers what was printed.
 pub async fn read(
-    mut client: Client,
+    addrs: &[&str],
     request: pb::ReadRequest,
+    options: ConnectOptions,
     max_batches: Option<u64>,
     checkpoint_every: Option<u64>,
     output: Output,
     quiet: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut progress = readerd_client::progress::Progress::new("records", !quiet);
-    let mut stream = match client.read_with(request).await {
+    let mut stream = match open_stream(addrs, request, Reconnect::never(), options).await {
         Ok(stream) => stream,
-        Err(status) => return Ok(print_status(output, &status)),
+        Err(err) => return Ok(print_stream_error(output, &err)),
     };
-    let mut stdout = std::io::stdout().lock();
-    let stream_id = stream.stream_id.clone();
     if max_batches == Some(0) {
         return Ok(ExitCode::SUCCESS);
     }
+    let mut stdout = std::io::stdout().lock();
     let mut received: u64 = 0;
     loop {
-        let response = match stream.message().await {
-            Ok(Some(response)) => response,
-            Ok(None) => {
-                let message = "the stream ended without an end-of-sequence marker";
-                return Ok(print_error(output, tonic::Code::Unavailable, message));
+        let element = match stream.next_received().await {
+            Ok(Some(Received::Element(element))) => element,
+            Ok(Some(Received::Checkpoint { token, after_seq })) => {
+                print_checkpoint(&mut stdout, output, &token, after_seq)?;
+                continue;
             }
-            Err(status) => return Ok(print_status(output, &status)),
-        };
-        match response.kind {
-            Some(pb::read_response::Kind::Started(_)) => {}
-            Some(pb::read_response::Kind::Checkpoint(checkpoint)) => {
-                print_checkpoint(&mut stdout, output, &checkpoint.token, checkpoint.after_seq)?;
-            }
-            Some(pb::read_response::Kind::Element(element)) => {
-                match output {
-                    Output::Jsonl => writeln!(stdout, "{}", json::element_json(&element)?)?,
-                    Output::Text => writeln!(stdout, "{}", describe(&element))?,
-                }
-                stdout.flush()?;
-                received += 1;
-                progress.add(element.keys.len() as u64);
-                let done = max_batches.is_some_and(|max| received >= max);
-                // Printed: it is this process's now (a shared reader delivers it to nobody else).
-                // NOT_FOUND: the stream already ended on the server; UNAVAILABLE: the server is
-                // going away. The stream goes on to its end either way. The last one before
-                // stopping is committed before the answer (on a replica, to the split
-                // ledger): a checkpoint taken next, through any replica, covers it.
-                let acknowledged = client.acknowledge_with(&stream_id, element.seq, done).await;
-                // Stopping, the commit must have gone through: what was printed would be
-                // delivered again after a checkpoint taken next.
-                if let Err(status) = acknowledged
-                    && (done || !matches!(status_code(&status), tonic::Code::NotFound | tonic::Code::Unavailable))
-                {
-                    return Ok(print_status(output, &status));
-                }
-                if checkpoint_every.is_some_and(|n| received.is_multiple_of(n) || done) {
-                    match client.checkpoint(&stream_id, element.seq).await {
-                        Ok(token) => print_checkpoint(&mut stdout, output, &token, element.seq)?,
-                        // As for acknowledgements: the stream says how it ended.
-                        Err(status)
-                            if !done
-                                && matches!(status_code(&status), tonic::Code::NotFound | tonic::Code::Unavailable) => {
-                        }
-                        Err(status) => return Ok(print_status(output, &status)),
-                    }
-                }
-                if done {
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
-            Some(pb::read_response::Kind::EndOfSequence(end)) => {
+            Ok(Some(Received::EndOfSequence { after_seq })) => {
                 progress.finish();
-                let after_seq = end.after_seq;
                 match output {
                     Output::Jsonl => writeln!(stdout, "{}", json!({"end_of_sequence": true, "after_seq": after_seq}))?,
                     Output::Text => writeln!(stdout, "end of data after element {after_seq}")?,
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            None => anyhow::bail!("empty response from the server"),
+            // Only after the end of the sequence, returned above.
+            Ok(None) => return Ok(ExitCode::SUCCESS),
+            Err(err) => return Ok(print_stream_error(output, &err)),
+        };
+        match output {
+            Output::Jsonl => writeln!(stdout, "{}", json::element_json(&element)?)?,
+            Output::Text => writeln!(stdout, "{}", describe(&element))?,
+        }
+        stdout.flush()?;
+        received += 1;
+        progress.add(element.keys.len() as u64);
+        // Printed: it is this process's now (a shared reader delivers it to nobody else).
+        let done = max_batches.is_some_and(|max| received >= max);
+        if let Err(err) = stream.acknowledge_with(done).await {
+            return Ok(print_stream_error(output, &err));
+        }
+        if checkpoint_every.is_some_and(|n| received.is_multiple_of(n) || done) {
+            match stream.checkpoint().await {
+                Ok(token) => print_checkpoint(&mut stdout, output, &token, element.seq)?,
+                // As for acknowledgements: the stream says how it ended.
+                Err(err) if !done && matches!(err.code(), tonic::Code::NotFound | tonic::Code::Unavailable) => {}
+                Err(err) => return Ok(print_stream_error(output, &err)),
+            }
+        }
+        if done {
+            return Ok(ExitCode::SUCCESS);
         }
     }
 }
@@ -142,14 +129,23 @@ fn print_checkpoint(stdout: &mut impl Write, output: Output, token: &str, after_
     stdout.flush()
 }
 
+/// Prints a stream's failure as its last line: a failed call as [`print_status`], a
+/// stream that could not be opened again (or at all) as UNAVAILABLE with the last error.
+fn print_stream_error(output: Output, err: &StreamError) -> ExitCode {
+    match err {
+        StreamError::Status(status) => print_status(output, status),
+        StreamError::GaveUp { last, .. } => print_error(output, tonic::Code::Unavailable, last),
+    }
+}
+
 /// Prints a failed call as the stream's last line ([`print_error`]), a broken connection as
 /// UNAVAILABLE.
-pub(super) fn print_status(output: Output, status: &tonic::Status) -> ExitCode {
+fn print_status(output: Output, status: &tonic::Status) -> ExitCode {
     print_error(output, status_code(status), &status_message(status))
 }
 
 /// Prints a stream error as the last line (JSONL contract) and returns exit status 1.
-pub(super) fn print_error(output: Output, code: tonic::Code, message: &str) -> ExitCode {
+fn print_error(output: Output, code: tonic::Code, message: &str) -> ExitCode {
     match output {
         Output::Jsonl => println!("{}", json!({"error": {"code": code_name(code), "message": message}})),
         Output::Text => eprintln!("error: {}: {message}", code_name(code)),

@@ -507,6 +507,7 @@ mod tests {
     use super::*;
     use crate::format::FormatConfig;
     use crate::format::tfrecord::write_record;
+    use readerd_common::sync::MutexUnpoisoned;
     use crate::source::DataRoots;
 
     /// TFRecord files `f0.rec`, `f1.rec`... of `records` records `<file>/<n>`; in file

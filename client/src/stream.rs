@@ -1,0 +1,147 @@
+//! [`open_stream`]: a reader's stream for `readerctl read` and the Python client alike,
+//! one [`ReaderStream`] whether it reads from one server or from replicas.
+//!
+//! - A private reader, or a shared one on one address, is a [`ResumingStream`] on the
+//!   first of the addresses that answers (reconnecting as its [`Reconnect`] says).
+//! - A shared reader on several addresses (replicas of a cluster) is a [`ReplicaSession`]
+//!   reading from all of them at once, surviving a replica's death.
+//!
+//! Either way, asking a shared reader's stream for the next element acknowledges every
+//! element returned before it (as a trainer's `for batch in reader` loop means).
+
+use readerd_proto::v1 as pb;
+
+use crate::client::ConnectOptions;
+use crate::replicas::ReplicaSession;
+use crate::resume::{Event, Received, Reconnect, ResumingStream, StreamError};
+
+/// A reader's stream on one server or on replicas; see the module documentation.
+pub enum ReaderStream {
+    One(Box<ResumingStream>),
+    Replicas(Box<ReplicaSession>),
+}
+
+/// Opens `request` on `addrs`: a shared reader (`reader.shared_name` set) on several
+/// addresses on every one of them at once, anything else on the first that answers.
+/// A bad address, or none, is `INVALID_ARGUMENT` at once.
+pub async fn open_stream(
+    addrs: &[&str],
+    request: pb::ReadRequest,
+    reconnect: Reconnect,
+    options: ConnectOptions,
+) -> Result<ReaderStream, StreamError> {
+    if addrs.is_empty() {
+        return Err(StreamError::Status(tonic::Status::invalid_argument("no server address")));
+    }
+    let shared = request.reader.as_ref().is_some_and(|reader| !reader.shared_name.is_empty());
+    if shared && addrs.len() > 1 {
+        // `ReplicaSession::open` starts its streams on the runtime it is called on.
+        return Ok(ReaderStream::Replicas(Box::new(ReplicaSession::open(addrs, request, options))));
+    }
+    let stream = ResumingStream::open_with(addrs, request, reconnect, options).await?;
+    Ok(ReaderStream::One(Box::new(stream)))
+}
+
+impl ReaderStream {
+    /// The next element, or the end of the data; `None` after the end was returned.
+    pub async fn next(&mut self) -> Result<Option<Event>, StreamError> {
+        self.acknowledge_before_next().await?;
+        match self {
+            ReaderStream::One(stream) => stream.next().await,
+            ReaderStream::Replicas(session) => session.next().await,
+        }
+    }
+
+    /// [`next`](Self::next), with the checkpoints a server sends on its own as they arrive
+    /// (a drain's final one: what `readerctl read` prints).
+    pub async fn next_received(&mut self) -> Result<Option<Received>, StreamError> {
+        self.acknowledge_before_next().await?;
+        match self {
+            ReaderStream::One(stream) => stream.next_received().await,
+            ReaderStream::Replicas(session) => Ok(session.next().await?.map(Received::from)),
+        }
+    }
+
+    /// A shared reader's stream on one server acknowledges what it returned before it
+    /// reads on (a session on replicas does so itself).
+    async fn acknowledge_before_next(&mut self) -> Result<(), StreamError> {
+        match self {
+            ReaderStream::One(stream) if stream.is_shared() => acknowledge_one(stream, false).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Acknowledges every element returned so far; with `commit`, the servers commit the
+    /// acknowledgements before they answer (on replicas, to the split ledger): a consumer
+    /// of a shared reader asks for it before it stops, so that a checkpoint taken next,
+    /// through any replica, covers what it consumed.
+    ///
+    /// On one server, without `commit`, a connection that is gone (UNAVAILABLE) or a
+    /// stream that ended there (NOT_FOUND) is no failure: the server redelivers what was
+    /// not acknowledged, and the stream still ends with its own error or end.
+    pub async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
+        match self {
+            ReaderStream::One(stream) => acknowledge_one(stream, commit).await,
+            ReaderStream::Replicas(session) => session.acknowledge_with(commit).await,
+        }
+    }
+
+    /// Commits a checkpoint covering every element returned and returns its token; on
+    /// replicas, the whole job's (resumable on any number of replicas and consumers).
+    pub async fn checkpoint(&mut self) -> Result<String, StreamError> {
+        match self {
+            ReaderStream::One(stream) => stream.checkpoint().await,
+            ReaderStream::Replicas(session) => session.checkpoint().await,
+        }
+    }
+
+    /// The newest checkpoint (automatic or asked for) and the last element it covers.
+    pub fn last_checkpoint(&self) -> Option<(&str, i64)> {
+        match self {
+            ReaderStream::One(stream) => stream.last_checkpoint(),
+            ReaderStream::Replicas(session) => session.last_checkpoint(),
+        }
+    }
+
+    /// The `seq` of the last element returned (-1 before the first; a resumed token's
+    /// `after_seq` on one server until the first).
+    pub fn last_seq(&self) -> i64 {
+        match self {
+            ReaderStream::One(stream) => stream.last_seq(),
+            ReaderStream::Replicas(session) => session.last_seq(),
+        }
+    }
+
+    /// Whether the stream reads a shared reader (by name) rather than a private one.
+    pub fn is_shared(&self) -> bool {
+        match self {
+            ReaderStream::One(stream) => stream.is_shared(),
+            ReaderStream::Replicas(_) => true,
+        }
+    }
+
+    /// The stream's id on its server (empty while reconnecting); on replicas, the
+    /// session's own id.
+    pub fn stream_id(&self) -> &str {
+        match self {
+            ReaderStream::One(stream) => stream.stream_id(),
+            ReaderStream::Replicas(session) => session.session_id(),
+        }
+    }
+
+    /// How many times the stream connected again after a failure (replicas: 0).
+    pub fn reconnects(&self) -> u64 {
+        match self {
+            ReaderStream::One(stream) => stream.reconnects(),
+            ReaderStream::Replicas(_) => 0,
+        }
+    }
+}
+
+/// [`ReaderStream::acknowledge_with`] on one server.
+async fn acknowledge_one(stream: &mut ResumingStream, commit: bool) -> Result<(), StreamError> {
+    match stream.acknowledge_with(commit).await {
+        Err(err) if !commit && matches!(err.code(), tonic::Code::Unavailable | tonic::Code::NotFound) => Ok(()),
+        acknowledged => acknowledged,
+    }
+}

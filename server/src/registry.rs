@@ -69,7 +69,8 @@ impl ReaderRegistry {
             (Some(_), _) => Err(ServeError::InvalidArgument("give a spec or a dataset name, not both".into())),
             (None, name) => self
                 .inner
-                .setup.datasets
+                .setup
+                .datasets
                 .get(name)
                 .cloned()
                 .map(Some)

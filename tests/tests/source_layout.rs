@@ -373,7 +373,11 @@ fn files_functions_and_module_dependencies_stay_small_and_one_way() {
         }
         for (ty, in_files) in impl_files.into_iter().filter(|(_, f)| f.len() > MAX_IMPL_FILES) {
             let list: Vec<String> = in_files.into_iter().collect();
-            problems.push(format!("{krate}: impl {ty} spans {} files (at most {MAX_IMPL_FILES}): {}", list.len(), list.join(", ")));
+            problems.push(format!(
+                "{krate}: impl {ty} spans {} files (at most {MAX_IMPL_FILES}): {}",
+                list.len(),
+                list.join(", ")
+            ));
         }
         for (graph, edges) in module_graphs(&root, &files) {
             if let Some(cycle) = find_cycle(&edges) {

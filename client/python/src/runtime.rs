@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use tokio::task::JoinHandle;
 use readerd_common::sync::MutexUnpoisoned;
+use tokio::task::JoinHandle;
 
 static RUNTIME: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
 

@@ -211,9 +211,7 @@ impl JobFeed {
             if !waited && !flushed.contains(&session) {
                 continue;
             }
-            let Some(splits) =
-                self.sessions.lock_unpoisoned().get(&session).map(|w| w.splits.clone())
-            else {
+            let Some(splits) = self.sessions.lock_unpoisoned().get(&session).map(|w| w.splits.clone()) else {
                 continue;
             };
             let mut positions = Vec::new();

@@ -231,7 +231,14 @@ impl RandomAccess {
                         RecordBytes::Span(span) => window.freeze().slice(span),
                         RecordBytes::Owned(value) => Bytes::from(value),
                     };
-                    return Ok(Record { file: self.file.name.clone(), split: 0, key, number: start.record, epoch: 0, value });
+                    return Ok(Record {
+                        file: self.file.name.clone(),
+                        split: 0,
+                        key,
+                        number: start.record,
+                        epoch: 0,
+                        value,
+                    });
                 }
                 Framed::NeedMore { at_least } if !at_eof => want = at_least,
                 Framed::Skip { consume } => {

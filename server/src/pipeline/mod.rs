@@ -507,8 +507,8 @@ mod tests {
     use super::*;
     use crate::format::FormatConfig;
     use crate::format::tfrecord::write_record;
-    use readerd_common::sync::MutexUnpoisoned;
     use crate::source::DataRoots;
+    use readerd_common::sync::MutexUnpoisoned;
 
     /// TFRecord files `f0.rec`, `f1.rec`... of `records` records `<file>/<n>`; in file
     /// `corrupt.0`, the data of record `corrupt.1` is damaged (its CRC no longer matches).
@@ -618,7 +618,10 @@ mod tests {
                 let order = RecordPipeline::epoch_order(files.len(), &config, epoch);
                 (
                     epoch,
-                    order.into_iter().map(|file| feed::FedFile { file, split: file as u32, epoch, leave_out: leave_out(file) }).collect(),
+                    order
+                        .into_iter()
+                        .map(|file| feed::FedFile { file, split: file as u32, epoch, leave_out: leave_out(file) })
+                        .collect(),
                 )
             });
             Arc::new(FixedFeed::new(orders.collect::<Vec<_>>()))

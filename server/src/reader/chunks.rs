@@ -8,15 +8,15 @@
 use std::sync::Mutex;
 
 use super::batcher::{BatchRule, Taken, take_batches};
-use super::mix::MixedRecords;
 use super::decoding::{Batches, DecodedElements};
+use super::mix::MixedRecords;
 use super::mix_decode::TakenBatches;
 use super::records::{Examples, ReaderState, SelectedRecords};
 use super::unbatch::stack_examples;
 use super::{Chunk, Reader};
 use crate::element::{Element, RecordId};
-use crate::source::Record;
 use crate::error::{Result, ServeError};
+use crate::source::Record;
 use readerd_common::sync::{MutexUnpoisoned, into_inner_unpoisoned};
 
 impl Reader {
@@ -57,7 +57,8 @@ impl Reader {
                         }
                         Ok(())
                     };
-                    let settle = |dropped: Vec<(usize, Record)>| self.settle(&self.ledger_ids(dropped.iter().map(|(_, r)| r)));
+                    let settle =
+                        |dropped: Vec<(usize, Record)>| self.settle(&self.ledger_ids(dropped.iter().map(|(_, r)| r)));
                     let taken = take_batches(&mut source, rule, first, budgets, on_batch, settle);
                     if !set.is_empty() {
                         emit(set);

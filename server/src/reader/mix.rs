@@ -6,8 +6,8 @@
 //! (`1/tabular/part-0.csv:12`).
 
 use super::batcher::{RecordSource, Step};
-use super::records::ReaderState;
 use super::mix_gather::Layout;
+use super::records::ReaderState;
 use super::{Reader, in_component};
 use crate::decode::Decoder;
 use crate::error::{Result, ServeError};
@@ -96,7 +96,14 @@ pub(super) fn open_mixture(
     }
     spec.decoder = components[0].spec.decoder.clone();
     let layout = Layout::of(&components);
-    Ok(Mixture { name: name.to_owned(), mix, batch_size: spec.batch_size, seed: spec.pipeline.seed, components, layout })
+    Ok(Mixture {
+        name: name.to_owned(),
+        mix,
+        batch_size: spec.batch_size,
+        seed: spec.pipeline.seed,
+        components,
+        layout,
+    })
 }
 
 fn mismatch(component: usize, what: &str) -> ServeError {

@@ -18,11 +18,11 @@
 
 use bytes::Bytes;
 
-use super::mix_gather::{Decoded, Layout, RowIndex, gather, mixed_keys};
-use super::mix_placed::{PlacedRows, PlacedSet};
 use super::decoding::{Batches, DecodedElements};
 use super::in_component;
 use super::mix::Mixture;
+use super::mix_gather::{Decoded, Layout, RowIndex, gather, mixed_keys};
+use super::mix_placed::{PlacedRows, PlacedSet};
 use crate::decode::{Dense, PlacedBuffers, Placement, Tensor, Values};
 use crate::element::{Element, Keys};
 use crate::error::Result;

@@ -88,8 +88,8 @@ use crate::pipeline::{Next, PipelineEnv, RecordPipeline};
 use crate::source::{Compression, DataFile, DataRoots, Record, SourceConfig};
 use crate::spec::ReaderSpec;
 use csv_header::name_csv_columns_from_headers;
-use records::ReaderState;
 use readerd_common::sync::MutexUnpoisoned;
+use records::ReaderState;
 
 /// What a chunk of reading produced.
 #[derive(Debug, Default)]

@@ -130,7 +130,9 @@ impl Reader {
         let produced = self.lock().elements_produced;
         let oldest = self.books.oldest_unacknowledged(produced);
         let (from, state) = self.books.snapshot_before(oldest).ok_or_else(|| {
-            ServeError::FailedPrecondition("no state of the reader before its oldest unacknowledged element is kept".into())
+            ServeError::FailedPrecondition(
+                "no state of the reader before its oldest unacknowledged element is kept".into(),
+            )
         })?;
         let acknowledged = self.books.delivery.acknowledged_since(from).into_iter().filter(|&i| i < produced).collect();
         Ok(pb::SharedCheckpoint { reader_state: state.into(), from_index: from, produced, acknowledged })

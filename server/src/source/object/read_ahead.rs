@@ -152,9 +152,7 @@ impl ObjectReader {
     /// Starts reading `object` at `offset` (a ranged GET there: resuming mid-object reads
     /// nothing before it), with the blocks a [`prefetch`] requested when there are.
     pub fn open(object: ObjectFile, name: &str, offset: u64) -> Self {
-        let adopted = (offset == 0)
-            .then(|| prefetched().lock_unpoisoned().remove(&prefetch_key(&object)))
-            .flatten();
+        let adopted = (offset == 0).then(|| prefetched().lock_unpoisoned().remove(&prefetch_key(&object))).flatten();
         let fetches = match adopted {
             Some((_, fetches)) => fetches,
             None => Fetches::new(object, offset),

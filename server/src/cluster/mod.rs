@@ -50,7 +50,7 @@
 //! acknowledgements of what it received there (the session is then `flushed`), or after a
 //! grace period. Streams register their session (`ReadRequest.session_id`) with the
 //! replica; a client re-sends through `AcknowledgeRequest.records` with `from_replica` and
-//! `flushed` (readerctl's `read --addr A,B,C` does, `client/src/cli/read_replicas.rs`).
+//! `flushed` (readerctl's `read --addr A,B,C` does, through `readerd_client::open_stream`).
 //! A client knows which acknowledgements to re-send: those a replica did not confirm
 //! committed. Re-sent ones are committed before they are answered. The taker skips the split's acknowledged records and produces the rest:
 //! what a consumer received and acknowledged (before or after the death) is not produced

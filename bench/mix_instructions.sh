@@ -7,11 +7,15 @@
 #
 #   bash bench/mix_instructions.sh [SCALE]     # SCALE 0.5: 100,000 tabular records
 #
+# READERD_BENCH_EXE=PATH counts a bench executable built elsewhere (another revision's, from
+# its `cargo bench -p readerd-server --bench pipeline --no-run`) instead of building this one.
+#
 # Prints each workload's instructions a record and the two ratios of bench/README.md.
 set -euo pipefail
 scale=${1:-0.5}
 cd "$(dirname "$0")/.."
-bench=$(cargo bench -q -p readerd-server --bench pipeline --no-run --message-format json 2>/dev/null |
+bench=${READERD_BENCH_EXE:-}
+[ -n "$bench" ] || bench=$(cargo bench -q -p readerd-server --bench pipeline --no-run --message-format json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)

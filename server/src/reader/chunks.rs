@@ -97,6 +97,13 @@ impl Reader {
         record: impl Fn(&T) -> &Record,
         decode: impl FnOnce(Batches<T>) -> DecodedElements,
     ) -> DecodedElements {
+        if self.job.get().is_none() {
+            // Outside a cluster an element has no ledger ids: only its number.
+            let numbered = |(index, decoded): (u64, Result<Option<Element>>)| {
+                (index, decoded.map(|element| element.map(|element| Element { index, ..element })))
+            };
+            return decode(set).into_iter().map(numbered).collect();
+        }
         let ids: Vec<(u64, Vec<RecordId>)> =
             set.iter().map(|(index, batch)| (*index, self.ledger_ids(batch.iter().map(&record)))).collect();
         let mut ids = ids.into_iter();

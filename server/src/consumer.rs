@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::element::Element;
+use crate::element::{Element, RecordId};
 use readerd_common::sync::MutexUnpoisoned;
 
 /// One stream's view.
@@ -120,7 +120,7 @@ impl Delivery {
             // Still in flight until the job resolves the session (`take_redelivery`).
             tracing::info!(stream = %consumer.stream_id, elements = unacked.len(), "unacknowledged elements wait for their session");
             let elements: Vec<Element> = unacked.into_values().collect();
-            job.watch_session(session, elements.iter().flat_map(|e| &e.records).map(|r| (r.epoch, r.file as usize)));
+            job.watch_session(session, elements.iter().flat_map(|e| &e.records).map(RecordId::split));
             lock(&self.parked).push((session.clone(), elements));
             self.changed.notify_waiters();
             return;
@@ -181,10 +181,7 @@ impl Delivery {
             let Some(acked) = job.session_acked(&session) else { continue };
             let consumed = |element: &Element| {
                 !element.records.is_empty()
-                    && element
-                        .records
-                        .iter()
-                        .all(|r| acked.get(&(r.epoch, r.file as usize)).is_some_and(|set| set.contains(r.number)))
+                    && element.records.iter().all(|r| acked.get(&r.split()).is_some_and(|set| set.contains(r.number)))
             };
             for (_, elements) in parked.extract_if(.., |(parked_for, _)| *parked_for == session) {
                 // Out of flight: consumed, or waiting for redelivery.
@@ -218,8 +215,7 @@ impl Delivery {
             let done = std::mem::replace(&mut *unacked, keep);
             lock(&self.acknowledged).extend(done.values().map(|e| e.index));
             let ticket = match self.job.get() {
-                Some(job) => job
-                    .acknowledge(done.values().flat_map(|e| &e.records).map(|r| (r.epoch, r.file as usize, r.number))),
+                Some(job) => job.acknowledge(done.values().flat_map(|e| &e.records)),
                 None => 0,
             };
             lock(&consumer.commits).waiting.push_back((up_to_seq, ticket));

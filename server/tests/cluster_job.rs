@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,8 +70,8 @@ fn run_replica(schema: &Schema, id: &str, files: &Arc<[DataFile]>, times: LeaseT
     let n = files.len();
     let order = Box::new(move |epoch| RecordPipeline::epoch_order(n, &config(), epoch));
     let feed = cluster.job_feed("team", "train", "fingerprint", b"spec", order).unwrap();
-    let index: BTreeMap<String, usize> = files.iter().enumerate().map(|(i, f)| (f.name.to_string(), i)).collect();
-    let mut pipeline = RecordPipeline::fed(files.clone(), source(), config(), PipelineEnv::default(), feed.clone());
+    let mut pipeline = RecordPipeline::new(files.clone(), source(), config(), PipelineEnv::default());
+    pipeline.read_from(feed.clone());
     let mut produced = Produced::default();
     loop {
         match pipeline.next_step().unwrap() {
@@ -88,7 +87,7 @@ fn run_replica(schema: &Schema, id: &str, files: &Arc<[DataFile]>, times: LeaseT
                         }
                     }
                     _ => {
-                        feed.acknowledge([(record.epoch, index[&*record.file], record.number)]);
+                        feed.acknowledge([&record.id()]);
                         produced.acknowledged.push(entry);
                     }
                 }

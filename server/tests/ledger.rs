@@ -10,7 +10,9 @@ mod common;
 use std::time::Duration;
 
 use common::Schema;
-use readerd_server::cluster::{Job, LeaseTimes, Ledger, LedgerClock, LedgerError, RecordSet, SplitCommit};
+use readerd_server::cluster::{
+    Job, LeaseTimes, Ledger, LedgerClock, LedgerError, RecordSet, SplitCommit, SplitKey, SplitRef,
+};
 
 fn replica(schema: &Schema, id: &str, times: LeaseTimes) -> Ledger {
     replica_at(schema, id, times, &LedgerClock::default())
@@ -25,6 +27,16 @@ fn set(records: impl IntoIterator<Item = u64>) -> RecordSet {
     let mut set = RecordSet::new();
     records.into_iter().for_each(|r| set.insert(r));
     set
+}
+
+/// File `file`'s split in epoch `epoch`.
+fn split(epoch: u64, file: u32) -> SplitRef {
+    SplitRef { epoch, file }
+}
+
+/// File `file`'s split in epoch `epoch` of `job`.
+fn key(job: Job, epoch: u64, file: u32) -> SplitKey {
+    SplitKey { job: job.id, split: split(epoch, file) }
 }
 
 /// Splits of any file (a mixture's component leases its own files' only).
@@ -54,8 +66,11 @@ fn one_replica_leases_every_split_in_the_epochs_file_order() {
     let progress = a.epoch_progress(job, 1).unwrap();
     assert_eq!((progress.splits, progress.never_leased, progress.done), (4, 0, 0));
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "every split is held");
-    let held: Vec<(i64, u64, u32)> = (0..4).map(|position| (job.id, 1, position)).collect();
-    assert_eq!(a.heartbeat(&held).unwrap(), held, "the renewal returns the splits still held");
+    // Splits are named by their files, whatever their positions.
+    let held: Vec<SplitKey> = order.iter().map(|&file| key(job, 1, file as u32)).collect();
+    let mut renewed = a.heartbeat(&held).unwrap();
+    renewed.sort_by_key(|key| order.iter().position(|&file| file as u32 == key.split.file));
+    assert_eq!(renewed, held, "the renewal returns the splits still held");
     assert!(b.heartbeat(&held).unwrap().is_empty(), "none of them is B's");
 }
 
@@ -121,14 +136,14 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
     a.plan_epoch(job, 1, &[7]).unwrap();
     let lease = a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.attach_session(job, "consumer-1").unwrap();
-    a.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([0, 1, 2]), records: None }]).unwrap();
+    a.commit(job, &[SplitCommit { split: split(1, 7), acked: set([0, 1, 2]), records: None }]).unwrap();
     // A dies: no more heartbeats. Its lease expires, but consumer-1 may still hold
     // records it received from A and acknowledged there without A committing them.
     clock.advance(Duration::from_millis(900));
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "consumer-1 has not re-sent its acknowledgements");
     // consumer-1 moves to B and re-sends them (B commits them, anyone's count)...
     b.attach_session(job, "consumer-1").unwrap();
-    let done = b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([3, 5]), records: Some(7) }]).unwrap();
+    let done = b.commit(job, &[SplitCommit { split: split(1, 7), acked: set([3, 5]), records: Some(7) }]).unwrap();
     assert!(done.is_empty(), "not B's: not done by B's word");
     b.session_flushed(job, "consumer-1", "a").unwrap();
     // ...and B takes the split over, skipping what was acknowledged.
@@ -136,15 +151,15 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
     assert_eq!((taken.file, taken.position, taken.taken_over), (lease.file, 0, true));
     assert_eq!(taken.acked, set([0, 1, 2, 3, 5]));
     assert_eq!(a.epoch_progress(job, 1).unwrap().done, 0, "only the owner says a split is done");
-    assert!(a.heartbeat(&[(job.id, 1, 0)]).unwrap().is_empty(), "A, back, learns the split is no longer its own");
-    assert_eq!(b.heartbeat(&[(job.id, 1, 0)]).unwrap(), [(job.id, 1, 0)]);
-    let done = b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([4]), records: Some(7) }]).unwrap();
+    assert!(a.heartbeat(&[key(job, 1, 7)]).unwrap().is_empty(), "A, back, learns the split is no longer its own");
+    assert_eq!(b.heartbeat(&[key(job, 1, 7)]).unwrap(), [key(job, 1, 7)]);
+    let done = b.commit(job, &[SplitCommit { split: split(1, 7), acked: set([4]), records: Some(7) }]).unwrap();
     assert!(done.is_empty(), "record 6 is not acknowledged yet");
     // Record 6 comes through A (a consumer of B's that left it re-sends it there): B,
     // committing the split's count again, finds it done.
-    a.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([6]), records: None }]).unwrap();
-    let done = b.commit(job, &[SplitCommit { epoch: 1, position: 0, acked: set([]), records: Some(7) }]).unwrap();
-    assert_eq!(done, [(1, 0)]);
+    a.commit(job, &[SplitCommit { split: split(1, 7), acked: set([6]), records: None }]).unwrap();
+    let done = b.commit(job, &[SplitCommit { split: split(1, 7), acked: set([]), records: Some(7) }]).unwrap();
+    assert_eq!(done, [split(1, 7)]);
     assert_eq!(b.epoch_progress(job, 1).unwrap().done, 1);
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "a done split is never leased again");
 }
@@ -165,9 +180,9 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
         Some(1),
         "the free split first"
     );
-    b.heartbeat(&[(job.id, 1, 1)]).unwrap();
+    b.heartbeat(&[key(job, 1, 1)]).unwrap();
     clock.advance(Duration::from_millis(500));
-    b.heartbeat(&[(job.id, 1, 1)]).unwrap();
+    b.heartbeat(&[key(job, 1, 1)]).unwrap();
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "expired, but within the grace period");
     clock.advance(Duration::from_millis(2000));
     let taken = b.lease_next(job, 1, &[], EVERY_FILE).unwrap().expect("taken over after the grace period");
@@ -195,11 +210,11 @@ fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() 
     // A's reader holds split 0 only (the reader of split 1 was dropped): split 1 is not
     // renewed, and B takes it once its lease expired.
     for _ in 0..5 {
-        assert_eq!(a.heartbeat(&[(job.id, 1, 0)]).unwrap(), [(job.id, 1, 0)]);
+        assert_eq!(a.heartbeat(&[key(job, 1, 0)]).unwrap(), [key(job, 1, 0)]);
         clock.advance(Duration::from_millis(100));
     }
     // Split 1 is not leased again to A while A says it still reads it.
-    let again = a.lease_next(job, 1, &[(1, 0), (1, 1)], EVERY_FILE).unwrap().map(|lease| lease.position);
+    let again = a.lease_next(job, 1, &[split(1, 0), split(1, 1)], EVERY_FILE).unwrap().map(|lease| lease.position);
     assert_eq!(again, Some(2), "the free split, not A's own expired one");
     assert_eq!(
         b.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| (lease.position, lease.taken_over)),
@@ -207,9 +222,9 @@ fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() 
     );
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "split 0 is renewed, split 2 is A's");
     // A gives split 0 up (it lost another): B takes it at once.
-    a.release(&[(job.id, 1, 0)]).unwrap();
+    a.release(&[key(job, 1, 0)]).unwrap();
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.position), Some(0));
-    assert!(a.heartbeat(&[(job.id, 1, 0)]).unwrap().is_empty(), "not A's any more");
+    assert!(a.heartbeat(&[key(job, 1, 0)]).unwrap().is_empty(), "not A's any more");
 }
 
 #[test]
@@ -270,13 +285,17 @@ fn a_replica_just_connected_takes_over_a_given_up_split_at_once_and_an_expired_l
     a.plan_epoch(job, 1, &[0, 1]).unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
-    a.release(&[(job.id, 1, 1)]).unwrap();
+    a.release(&[key(job, 1, 1)]).unwrap();
     clock.advance(Duration::from_millis(500));
     let c = replica_at(&schema, "c", times, &clock);
     let given_up = c.lease_next(job, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.position);
     assert_eq!(given_up, Some(1), "a split given up goes at once");
-    assert_eq!(c.lease_next(job, 1, &[(1, 1)], EVERY_FILE).unwrap(), None, "an expired lease, within a lease time");
+    assert_eq!(
+        c.lease_next(job, 1, &[split(1, 1)], EVERY_FILE).unwrap(),
+        None,
+        "an expired lease, within a lease time"
+    );
     clock.advance(Duration::from_millis(450));
-    let expired = c.lease_next(job, 1, &[(1, 1)], EVERY_FILE).unwrap().expect("taken over a lease time later");
+    let expired = c.lease_next(job, 1, &[split(1, 1)], EVERY_FILE).unwrap().expect("taken over a lease time later");
     assert!(expired.taken_over && expired.position == 0);
 }

@@ -11,10 +11,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::ledger::{Job, Ledger, LedgerError, SplitCommit};
+use super::ledger::{Job, Ledger, LedgerError, SplitCommit, SplitKey};
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::record_set::RecordSet;
-use crate::source::SourceError;
+use crate::source::{RecordId, SourceError, SplitRef};
 use readerd_common::sync::MutexUnpoisoned;
 
 /// The file order of an epoch (from 1), the same on every replica: it comes from the spec
@@ -63,27 +63,26 @@ struct FeedState {
     void: Option<String>,
     /// Epochs planned in the ledger by this replica.
     planned: BTreeSet<u64>,
-    /// Splits this replica holds, by `(epoch, file)`.
-    held: HashMap<(u64, usize), Held>,
-    /// Acknowledged records not committed yet, by `(epoch, file)`.
-    pending: HashMap<(u64, usize), RecordSet>,
+    /// Splits this replica holds.
+    held: HashMap<SplitRef, Held>,
+    /// Acknowledged records not committed yet, by split.
+    pending: HashMap<SplitRef, RecordSet>,
 }
 
 /// A consumer session that left this replica with elements out.
 struct Watched {
     since: Instant,
-    /// The splits of its elements, by `(epoch, file)`.
-    splits: BTreeSet<(u64, usize)>,
+    /// The splits of its elements.
+    splits: BTreeSet<SplitRef>,
     /// Once resolved: the ledger's acknowledged records of those splits.
     acked: Option<Arc<Acked>>,
 }
 
-/// Acknowledged records by `(epoch, file)`.
-pub type Acked = HashMap<(u64, usize), RecordSet>;
+/// Acknowledged records by split.
+pub type Acked = HashMap<SplitRef, RecordSet>;
 
 #[derive(Debug)]
 struct Held {
-    position: u32,
     /// Records already acknowledged when it was leased (left out).
     left_out: u64,
     /// Records the pipeline took from the file, once it has read it to its end.
@@ -170,7 +169,7 @@ impl JobFeed {
     /// the cluster's thread resolves it once the session is flushed for this replica (or
     /// the grace period passed), reading the ledger's acknowledged records of those
     /// splits ([`JobFeed::session_acked`]).
-    pub fn watch_session(&self, session: &str, splits: impl IntoIterator<Item = (u64, usize)>) {
+    pub fn watch_session(&self, session: &str, splits: impl IntoIterator<Item = SplitRef>) {
         let mut sessions = self.sessions.lock_unpoisoned();
         let watched = sessions.entry(session.to_owned()).or_insert_with(|| Watched {
             since: Instant::now(),
@@ -214,21 +213,8 @@ impl JobFeed {
             let Some(splits) = self.sessions.lock_unpoisoned().get(&session).map(|w| w.splits.clone()) else {
                 continue;
             };
-            let mut positions = Vec::new();
-            for &(epoch, file) in &splits {
-                if let Some(position) = (self.order)(epoch).iter().position(|&f| f == file) {
-                    positions.push(((epoch, position as u32), file));
-                }
-            }
-            let keys: Vec<(u64, u32)> = positions.iter().map(|(key, _)| *key).collect();
-            let sets = self.ledger.acked_sets(self.job, &keys)?;
-            let acked: Acked = sets
-                .into_iter()
-                .filter_map(|(epoch, position, set)| {
-                    let file = positions.iter().find(|(key, _)| *key == (epoch, position))?.1;
-                    Some(((epoch, file), set))
-                })
-                .collect();
+            let keys: Vec<SplitRef> = splits.iter().copied().collect();
+            let acked: Acked = self.ledger.acked_sets(self.job, &keys)?.into_iter().collect();
             let mut sessions = self.sessions.lock_unpoisoned();
             if let Some(watched) = sessions.get_mut(&session)
                 && watched.splits == splits
@@ -276,13 +262,13 @@ impl JobFeed {
         Ok(())
     }
 
-    /// Records `(epoch, file, number)` were acknowledged by their consumer. Returns the
-    /// call's ticket: they are in the ledger once [`JobFeed::committed_ticket`] reaches it.
-    pub fn acknowledge(&self, records: impl IntoIterator<Item = (u64, usize, u64)>) -> u64 {
+    /// `records` were acknowledged by their consumer. Returns the call's ticket: they are
+    /// in the ledger once [`JobFeed::committed_ticket`] reaches it.
+    pub fn acknowledge<'a>(&self, records: impl IntoIterator<Item = &'a RecordId>) -> u64 {
         let mut state = self.state();
         let state = &mut *state;
-        for (epoch, file, number) in records {
-            state.pending.entry((epoch, file)).or_default().insert(number);
+        for record in records {
+            state.pending.entry(record.split()).or_default().insert(record.number);
         }
         // Under the state's lock: a commit that takes the pending records takes every
         // ticket issued before.
@@ -305,23 +291,18 @@ impl JobFeed {
             let mut state = self.state();
             let taken = self.tickets.load(std::sync::atomic::Ordering::Relaxed);
             let pending = std::mem::take(&mut state.pending);
-            let read: Vec<(u64, usize)> =
-                state.held.iter().filter(|(_, held)| held.read.is_some()).map(|(key, _)| *key).collect();
-            let mut keys: Vec<(u64, usize)> = pending.keys().chain(&read).copied().collect();
-            keys.sort_unstable();
-            keys.dedup();
-            let commits: Vec<SplitCommit> = keys
+            let read = state.held.iter().filter(|(_, held)| held.read.is_some()).map(|(split, _)| split);
+            let mut splits: Vec<SplitRef> = pending.keys().chain(read).copied().collect();
+            splits.sort_unstable();
+            splits.dedup();
+            // Also splits this replica does not hold: acknowledgements re-sent by a
+            // consumer that left the replica which produced them.
+            let commits: Vec<SplitCommit> = splits
                 .into_iter()
-                .filter_map(|(epoch, file)| {
-                    let held = state.held.get(&(epoch, file));
-                    // A split's position is its file's place in the epoch's order (the
-                    // same on every replica), also for splits this replica does not hold.
-                    let position = match held {
-                        Some(held) => held.position,
-                        None => (self.order)(epoch).iter().position(|&f| f == file)? as u32,
-                    };
-                    let acked = pending.get(&(epoch, file)).cloned().unwrap_or_default();
-                    Some(SplitCommit { epoch, position, acked, records: held.and_then(Held::records) })
+                .map(|split| SplitCommit {
+                    split,
+                    acked: pending.get(&split).cloned().unwrap_or_default(),
+                    records: state.held.get(&split).and_then(Held::records),
                 })
                 .collect();
             (commits, pending, taken)
@@ -337,7 +318,7 @@ impl JobFeed {
             Ok(done) => {
                 committed();
                 // Splits done are this replica's no more.
-                self.state().held.retain(|(epoch, _), held| !done.contains(&(*epoch, held.position)));
+                self.state().held.retain(|split, _| !done.contains(split));
                 Ok(())
             }
             Err(err) => {
@@ -350,39 +331,40 @@ impl JobFeed {
         }
     }
 
-    /// The splits to renew, as `(job, epoch, position)`: those this replica holds.
-    pub fn to_renew(&self) -> Vec<(i64, u64, u32)> {
+    /// The splits to renew: those this replica holds.
+    pub fn to_renew(&self) -> Vec<SplitKey> {
         let state = self.state();
         if state.void.is_some() {
             // Given up at the next renewal (`renewed`), never renewed again.
             return Vec::new();
         }
-        state.held.iter().map(|((epoch, _), held)| (self.job.id, *epoch, held.position)).collect()
+        state.held.keys().map(|&split| SplitKey { job: self.job.id, split }).collect()
     }
 
     /// A renewal that started at `started` asked for `asked` (from [`JobFeed::to_renew`])
     /// and got `owned` back: the splits missing from it were taken over by another
     /// replica. Returns the splits to give up, when one was: this replica's work on the
     /// job is void from now on ([`Leases::Void`]).
-    pub fn renewed(&self, started: Instant, asked: &[(i64, u64, u32)], owned: &[(i64, u64, u32)]) -> Vec<(u64, u32)> {
+    pub fn renewed(&self, started: Instant, asked: &[SplitKey], owned: &[SplitKey]) -> Vec<SplitKey> {
         let mut state = self.state();
         if state.void.is_none()
-            && let Some(&(_, epoch, position)) = asked.iter().find(|split| !owned.contains(split))
+            && let Some(SplitKey { split: SplitRef { epoch, file }, .. }) =
+                asked.iter().find(|key| !owned.contains(key))
         {
             tracing::warn!(
                 job = self.job.id,
                 epoch,
-                position,
+                file,
                 "a split was taken over: this replica stops serving the job"
             );
             let replica = self.replica();
             state.void = Some(format!(
-                "replica {replica} lost its lease of split {position} of epoch {epoch} to another replica"
+                "replica {replica} lost its lease of the split of file {file} of epoch {epoch} to another replica"
             ));
         }
         if state.void.is_some() {
             // Nothing is committed done, nor renewed, from now on.
-            return state.held.drain().map(|((epoch, _), held)| (epoch, held.position)).collect();
+            return state.held.drain().map(|(split, _)| SplitKey { job: self.job.id, split }).collect();
         }
         state.leases_valid_until = state.leases_valid_until.max(started + self.lease_time);
         Vec::new()
@@ -467,8 +449,8 @@ impl FileFeed for JobFeed {
         self.next_file_in(epoch, 0..u32::MAX)
     }
 
-    fn file_read(&self, epoch: u64, file: usize, records: u64) {
-        if let Some(held) = self.state().held.get_mut(&(epoch, file)) {
+    fn file_read(&self, split: SplitRef, records: u64) {
+        if let Some(held) = self.state().held.get_mut(&split) {
             held.read = Some(records);
         }
     }
@@ -488,35 +470,34 @@ impl JobFeed {
             return Err(SourceError::Ledger { epoch, reason });
         }
         self.plan(epoch).map_err(ledger_error)?;
-        let held: Vec<(u64, u32)> =
-            self.state().held.iter().map(|((epoch, _), held)| (*epoch, held.position)).collect();
+        let held: Vec<SplitRef> = self.state().held.keys().copied().collect();
         let Some(lease) = self.ledger.lease_next(self.job, epoch, &held, files).map_err(ledger_error)? else {
             return Ok(None);
         };
-        let (file, epoch) = (lease.file as usize, lease.epoch);
+        let split = SplitRef { epoch: lease.epoch, file: lease.file };
         if lease.taken_over {
-            let (position, acked) = (lease.position, lease.acked.len());
+            let (epoch, file, acked) = (split.epoch, split.file, lease.acked.len());
             tracing::info!(
                 replica = self.replica(),
                 job = self.job.id,
                 epoch,
-                position,
+                file,
                 acked,
                 "took a split over from another replica"
             );
         }
-        let held = Held { position: lease.position, left_out: lease.acked.len(), read: None };
+        let held = Held { left_out: lease.acked.len(), read: None };
         let mut state = self.state();
         if state.void.is_some() {
             drop(state);
             // Lost meanwhile: given up at once, as the others were.
-            self.ledger.release(&[(self.job.id, epoch, lease.position)]).map_err(ledger_error)?;
+            self.ledger.release(&[SplitKey { job: self.job.id, split }]).map_err(ledger_error)?;
             return Err(SourceError::Ledger {
-                epoch,
+                epoch: split.epoch,
                 reason: "another of this replica's splits was taken over".into(),
             });
         }
-        state.held.insert((epoch, file), held);
-        Ok(Some(FedFile { file, split: file as u32, epoch, leave_out: lease.acked }))
+        state.held.insert(split, held);
+        Ok(Some(FedFile { file: split.file as usize, split: split.file, epoch: split.epoch, leave_out: lease.acked }))
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::job::{EpochOrder, JobFeed};
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::{PipelineConfig, RecordPipeline};
-use crate::source::SourceError;
+use crate::source::{SourceError, SplitRef};
 
 /// One component's view of its mixture's job: the splits of its files, each file
 /// indexed as the component indexes it.
@@ -43,8 +43,8 @@ impl FileFeed for ComponentFeed {
         }
     }
 
-    fn file_read(&self, epoch: u64, split: usize, records: u64) {
-        self.job.file_read(epoch, split, records);
+    fn file_read(&self, split: SplitRef, records: u64) {
+        self.job.file_read(split, records);
     }
 }
 

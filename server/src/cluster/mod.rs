@@ -120,9 +120,10 @@ pub mod mix_feed;
 pub mod replica;
 
 pub use crate::pipeline::record_set::RecordSet;
+pub use crate::source::SplitRef;
 pub use job::{EpochOrder, JobFeed, Leases, Usage};
 pub use ledger::{
     EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError, ReplicaReport, SplitCommit,
-    SplitSnapshot,
+    SplitKey, SplitSnapshot,
 };
 pub use replica::Cluster;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::job::{EpochOrder, JobFeed};
-use super::ledger::{Ledger, LedgerError};
+use super::ledger::{Ledger, LedgerError, SplitKey};
 use readerd_common::sync::MutexUnpoisoned;
 
 /// The jobs of this replica, committed and renewed by one thread.
@@ -78,13 +78,11 @@ impl Cluster {
         }
         if renew {
             let started = Instant::now();
-            let asked: Vec<Vec<(i64, u64, u32)>> = feeds.iter().map(|feed| feed.to_renew()).collect();
+            let asked: Vec<Vec<SplitKey>> = feeds.iter().map(|feed| feed.to_renew()).collect();
             match self.ledger.heartbeat(&asked.concat()) {
                 Ok(owned) => {
                     for (feed, asked) in feeds.iter().zip(&asked) {
                         let give_up = feed.renewed(started, asked, &owned);
-                        let give_up: Vec<(i64, u64, u32)> =
-                            give_up.into_iter().map(|(epoch, position)| (feed.job().id, epoch, position)).collect();
                         if let Err(err) = self.ledger.release(&give_up) {
                             tracing::warn!(error = %err, "leases not given up; they expire");
                         }

@@ -232,7 +232,7 @@ impl pb::data_service_server::DataService for DataService {
             let records: Vec<_> = request.records.iter().flat_map(crate::element::record_ids_from_pb).collect();
             let (session, from, flushed) = (request.session_id, request.from_replica, request.flushed);
             self.blocking(move |_| {
-                job.acknowledge(records.iter().map(|r| (r.epoch, r.file as usize, r.number)));
+                job.acknowledge(&records);
                 job.commit()?;
                 if flushed && !from.is_empty() && !session.is_empty() {
                     job.session_flushed(&session, &from)?;

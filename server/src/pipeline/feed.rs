@@ -8,7 +8,7 @@
 //! exactly the sequence of one that knew the order up front.
 
 use super::record_set::RecordSet;
-use crate::source::SourceError;
+use crate::source::{SourceError, SplitRef};
 
 /// A file to read next: an index into the source's files, its split's number in the
 /// ledger (the same index, except for a mixture's component: its index among the job's
@@ -27,8 +27,8 @@ pub trait FileFeed: Send + Sync {
     /// when there is none now. Blocking.
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError>;
 
-    /// The pipeline has read split `split` (`FedFile::split`) of `epoch` to its end (or to
-    /// an error that ends it), taking `records` records from it (those left out not
-    /// counted). Its records may still be in the shuffle buffer.
-    fn file_read(&self, _epoch: u64, _split: usize, _records: u64) {}
+    /// The pipeline has read split `split` (`FedFile::split` of `FedFile::epoch`) to its
+    /// end (or to an error that ends it), taking `records` records from it (those left out
+    /// not counted). Its records may still be in the shuffle buffer.
+    fn file_read(&self, _split: SplitRef, _records: u64) {}
 }

@@ -17,7 +17,7 @@ use super::cache::RecordCache;
 use super::feed::FileFeed;
 use super::record_set::RecordSet;
 use crate::format::Position;
-use crate::source::{DataFile, FileRecords, Record, SourceConfig, SourceError};
+use crate::source::{DataFile, FileRecords, Record, SourceConfig, SourceError, SplitRef};
 
 /// Blocks of records read ahead per open file (4 cost tabular with 16 streams about 15 MB
 /// more at the same rate).
@@ -268,7 +268,7 @@ impl Interleave {
 
     fn close_current(&mut self) {
         if let (Some(slot), Some(feed)) = (self.slots[self.cycle_index].take(), &self.feed) {
-            feed.file_read(slot.epoch, self.split_of(slot.file) as usize, slot.taken);
+            feed.file_read(SplitRef { epoch: slot.epoch, file: self.split_of(slot.file) }, slot.taken);
         }
         self.files_completed += 1;
     }

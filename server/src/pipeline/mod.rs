@@ -215,21 +215,16 @@ impl RecordPipeline {
         }
     }
 
-    /// A pipeline whose files `feed` hands over one at a time, epoch by epoch (a cluster
-    /// replica's). The sequence of an epoch is the one its fed files give; an epoch this
-    /// pipeline was fed nothing of does not end the sequence (others read it). No global
-    /// shuffle or sharding by record: the feed's splits are the sharding.
-    pub fn fed(
-        files: Arc<[DataFile]>,
-        source: Arc<SourceConfig>,
-        config: PipelineConfig,
-        env: PipelineEnv,
-        feed: Arc<dyn feed::FileFeed>,
-    ) -> Self {
-        let mut pipeline = Self::new(files, source, config, env);
-        pipeline.feed = Some(feed);
-        pipeline.interleave = pipeline.interleave_for(1);
-        pipeline
+    /// From now on the files come from `feed`, one at a time, epoch by epoch (a cluster
+    /// replica's leased splits), instead of from each epoch's order: the pipeline is the
+    /// same, only where its files come from changes. Called before it produced anything.
+    /// The sequence of an epoch is the one its fed files give; an epoch this pipeline was
+    /// fed nothing of does not end the sequence (others read it). No global shuffle or
+    /// sharding by record: the feed's splits are the sharding.
+    pub fn read_from(&mut self, feed: Arc<dyn feed::FileFeed>) {
+        debug_assert!(self.ordinal == 0 && self.epoch == 1, "a pipeline is fed from its start");
+        self.feed = Some(feed);
+        self.interleave = self.interleave_for(self.epoch);
     }
 
     /// The files of an epoch, in reading order: this shard's (when there are at least as
@@ -630,7 +625,8 @@ mod tests {
         let expected = steps(&mut known);
         assert_eq!(expected.len(), 2 * 22 + 1, "{expected:?}");
         let nothing = fed_in_order(&|_| record_set::RecordSet::new());
-        let mut fed = RecordPipeline::fed(files.clone(), source(), config.clone(), PipelineEnv::default(), nothing);
+        let mut fed = RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default());
+        fed.read_from(nothing);
         assert_eq!(steps(&mut fed), expected);
 
         // Records 1 and 2 of file 2 (`2/1`, `2/2`, by their number in the file) were
@@ -638,7 +634,8 @@ mod tests {
         let mut acknowledged = record_set::RecordSet::new();
         acknowledged.insert_range(1, 3);
         let some = fed_in_order(&|file| if file == 2 { acknowledged.clone() } else { record_set::RecordSet::new() });
-        let mut fed = RecordPipeline::fed(files, source(), config, PipelineEnv::default(), some);
+        let mut fed = RecordPipeline::new(files, source(), config, PipelineEnv::default());
+        fed.read_from(some);
         let all = steps(&mut fed);
         for epoch in all.split(|step| step == "<epoch>") {
             let mut records = epoch.to_vec();
@@ -653,13 +650,9 @@ mod tests {
         let config = PipelineConfig { num_epochs: Some(2), ..PipelineConfig::default() };
         let only_second =
             Arc::new(FixedFeed::new([(2, vec![feed::FedFile { file: 1, split: 1, epoch: 2, ..Default::default() }])]));
-        let mut fed = RecordPipeline::fed(
-            tfrecord_files(dir.path(), &[1, 2], (usize::MAX, 0)),
-            source(),
-            config,
-            PipelineEnv::default(),
-            only_second,
-        );
+        let files = tfrecord_files(dir.path(), &[1, 2], (usize::MAX, 0));
+        let mut fed = RecordPipeline::new(files, source(), config, PipelineEnv::default());
+        fed.read_from(only_second);
         assert_eq!(steps(&mut fed), ["<epoch>", "1/0", "1/1"]);
     }
 }

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use super::Reader;
 use super::in_component;
 use super::mix::Mixture;
-use super::records::ReaderState;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
 use crate::cluster::{EpochOrder, JobFeed};
 use crate::element::RecordId;
@@ -107,7 +106,7 @@ impl ReplicaJob {
     /// no replica produces them again, and their splits can be done.
     pub(super) fn settle(&self, records: &[RecordId]) {
         if !records.is_empty() {
-            self.feed.acknowledge(records.iter().map(|r| (r.epoch, r.file as usize, r.number)));
+            self.feed.acknowledge(records);
         }
     }
 
@@ -190,16 +189,10 @@ fn stops_on_empty(reader: &Reader) -> bool {
     reader.spec.mix.as_ref().is_some_and(|mix| mix.stop_on_empty)
 }
 
-/// `reader` reads the files `feed` gives from now on (their records carry their splits).
+/// `reader` reads the files `feed` gives from now on (their records carry their splits):
+/// its pipeline, as `Reader::open` built it, takes its files from the feed.
 fn read_fed(reader: &Reader, feed: Arc<dyn FileFeed>) {
-    let pipeline = RecordPipeline::fed(
-        reader.files.clone(),
-        reader.source.clone(),
-        reader.spec.pipeline.clone(),
-        reader.settings.pipeline.clone(),
-        feed,
-    );
-    *reader.lock() = ReaderState::new(pipeline);
+    reader.lock().pipeline.read_from(feed);
 }
 
 /// `INVALID_ARGUMENT`: replicas do not serve `what` yet.

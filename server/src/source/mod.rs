@@ -200,6 +200,23 @@ pub struct RecordId {
     pub number: u64,
 }
 
+impl RecordId {
+    /// The split the record belongs to.
+    pub fn split(&self) -> SplitRef {
+        SplitRef { epoch: self.epoch, file: self.file }
+    }
+}
+
+/// A split of a job in the split ledger: one file of one epoch, by the file's number in
+/// the job ([`Record::split`]). What a lease hands over, what a replica holds and renews,
+/// and what acknowledgements are committed to: from the lease to each record, the same
+/// two numbers, never looked up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SplitRef {
+    pub epoch: u64,
+    pub file: u32,
+}
+
 /// How a source's files are framed and decompressed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceConfig {

@@ -18,9 +18,11 @@ use postgres::Client;
 
 pub use self::clock::LedgerClock;
 pub use self::row::OutOfRange;
-use self::row::{AckedSplit, EpochsDone, SplitArrays, SplitKey, SplitToCommit, checked};
+pub use self::row::SplitKey;
+use self::row::{AckedSplit, EpochsDone, SplitArrays, SplitToCommit, checked};
 pub(super) use self::row::{JobToSnapshot, NamedJob, RestoringJob, SnapshotArrays};
 use crate::pipeline::record_set::{BadRecordSet, RecordSet};
+use crate::source::SplitRef;
 use crate::state::StateError;
 use crate::state::ledger::queries;
 use crate::state::session::{Session, SessionError, Unreachable, postgres_message};
@@ -89,8 +91,7 @@ pub struct EpochProgress {
 /// Acknowledgements of one split to merge into the ledger.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitCommit {
-    pub epoch: u64,
-    pub position: u32,
+    pub split: SplitRef,
     pub acked: RecordSet,
     /// The committing owner read the split's file to its end and found this many records
     /// in it (those it left out counted): the split is done once that many are
@@ -172,11 +173,6 @@ pub struct Ledger {
 
 fn seconds(duration: Duration) -> f64 {
     duration.as_secs_f64()
-}
-
-/// `(job, epoch, position)` keys as the three arrays a statement unnests.
-fn split_arrays(keys: &[(i64, u64, u32)]) -> Result<SplitArrays, OutOfRange> {
-    SplitArrays::new(keys.iter().copied().map(SplitKey::from))
 }
 
 impl Ledger {
@@ -266,15 +262,12 @@ impl Ledger {
         })
     }
 
-    /// The acknowledged records of splits `(epoch, position)`.
-    pub fn acked_sets(&self, job: Job, splits: &[(u64, u32)]) -> Result<Vec<(u64, u32, RecordSet)>, LedgerError> {
+    /// The acknowledged records of `splits`.
+    pub fn acked_sets(&self, job: Job, splits: &[SplitRef]) -> Result<Vec<(SplitRef, RecordSet)>, LedgerError> {
         self.run(|client| {
-            let keys = splits.iter().map(|&(epoch, position)| SplitKey { job: job.id, epoch, position });
-            let keys = SplitArrays::new(keys)?;
-            let rows = client.query(queries::ACKED_SETS, &[&keys.jobs, &keys.epochs, &keys.positions])?;
-            rows.iter()
-                .map(|row| AckedSplit::from_row(row).map(|split| (split.epoch, split.position, split.acked)))
-                .collect()
+            let keys = SplitArrays::of_job(job, splits)?;
+            let rows = client.query(queries::ACKED_SETS, &[&keys.jobs, &keys.epochs, &keys.files])?;
+            rows.iter().map(|row| AckedSplit::from_row(row).map(|split| (split.split, split.acked))).collect()
         })
     }
 
@@ -283,11 +276,12 @@ impl Ledger {
         self.times.ttl
     }
 
-    /// Says the replica is alive and renews its leases of `held` (`(job, epoch,
-    /// position)`: the splits its readers hold); returns those still its own (also when
-    /// done meanwhile; one missing was taken over, or its job deleted: stop producing it). A split no reader holds any more (its reader was
-    /// dropped) is not renewed, and goes to another replica once its lease expires.
-    pub fn heartbeat(&self, held: &[(i64, u64, u32)]) -> Result<Vec<(i64, u64, u32)>, LedgerError> {
+    /// Says the replica is alive and renews its leases of `held` (the splits its readers
+    /// hold); returns those still its own (also when done meanwhile; one missing was taken
+    /// over, or its job deleted: stop producing it). A split no reader holds any more (its
+    /// reader was dropped) is not renewed, and goes to another replica once its lease
+    /// expires.
+    pub fn heartbeat(&self, held: &[SplitKey]) -> Result<Vec<SplitKey>, LedgerError> {
         self.run(|client| {
             // A heartbeat a lease time or more after the one before (an outage, PostgreSQL
             // or this replica paused) starts a new steady run: see `lease_next`.
@@ -296,26 +290,26 @@ impl Ledger {
             if held.is_empty() {
                 return Ok(Vec::new());
             }
-            let held = split_arrays(held)?;
+            let held = SplitArrays::new(held.iter().copied())?;
             let rows = client.query(
                 queries::RENEW_LEASES,
-                &[&self.replica, &seconds(self.times.ttl), &held.jobs, &held.epochs, &held.positions, &now],
+                &[&self.replica, &seconds(self.times.ttl), &held.jobs, &held.epochs, &held.files, &now],
             )?;
-            Ok(rows.iter().map(|row| SplitKey::from_row(row).map(Into::into)).collect::<Result<_, _>>()?)
+            Ok(rows.iter().map(SplitKey::from_row).collect::<Result<_, _>>()?)
         })
     }
 
-    /// Gives up this replica's leases of `splits` (`(job, epoch, position)`) now: they go
-    /// to others as soon as this replica's consumer sessions are flushed.
-    pub fn release(&self, splits: &[(i64, u64, u32)]) -> Result<(), LedgerError> {
+    /// Gives up this replica's leases of `splits` now: they go to others as soon as this
+    /// replica's consumer sessions are flushed.
+    pub fn release(&self, splits: &[SplitKey]) -> Result<(), LedgerError> {
         self.run(|client| {
             if splits.is_empty() {
                 return Ok(());
             }
-            let splits = split_arrays(splits)?;
+            let splits = SplitArrays::new(splits.iter().copied())?;
             client.execute(
                 queries::RELEASE_LEASES,
-                &[&self.replica, &splits.jobs, &splits.epochs, &splits.positions, &self.now()],
+                &[&self.replica, &splits.jobs, &splits.epochs, &splits.files, &self.now()],
             )?;
             Ok(())
         })
@@ -337,7 +331,7 @@ impl Ledger {
     /// one that nobody holds: never leased, or whose lease expired and whose owner's
     /// consumer sessions have all re-sent their acknowledgements elsewhere (or had the
     /// grace period to). Splits of earlier epochs come first: those are taken over from
-    /// replicas that died. Never one of `held` (`(epoch, position)`, the caller's own
+    /// replicas that died. Never one of `held` (the caller's own
     /// splits: one whose lease expired while it stalled is still being read). A lease that
     /// merely expired is taken over only by a replica that has renewed steadily for a lease
     /// time (`readerd_replicas.steady_since`): after an outage or a stall every lease
@@ -348,7 +342,7 @@ impl Ledger {
         &self,
         job: Job,
         epoch: u64,
-        held: &[(u64, u32)],
+        held: &[SplitRef],
         files: std::ops::Range<u32>,
     ) -> Result<Option<Lease>, LedgerError> {
         let mut attempts = 0;
@@ -358,8 +352,7 @@ impl Ledger {
             // taken first, rather than leasing a second split.
             attempts += 1;
             let again = attempts > 1;
-            let held =
-                SplitArrays::new(held.iter().map(|&(epoch, position)| SplitKey { job: job.id, epoch, position }))?;
+            let held = SplitArrays::of_job(job, held)?;
             // File indices past the column's range are past every file: the range is cut there.
             let file = |index: u32| i32::try_from(index).unwrap_or(i32::MAX);
             let row = client.query_opt(
@@ -371,7 +364,7 @@ impl Ledger {
                     &seconds(self.times.ttl),
                     &seconds(self.times.grace),
                     &held.epochs,
-                    &held.positions,
+                    &held.files,
                     &file(files.start),
                     &file(files.end),
                     &again,
@@ -399,15 +392,15 @@ impl Ledger {
     /// each split whose owner is committing it with its record count and whose records
     /// are now all acknowledged. Anyone's acknowledgements count (a consumer re-sending
     /// through another replica); only the owner says how many records a split has.
-    /// Returns the splits it marked done, as `(epoch, position)`.
-    pub fn commit(&self, job: Job, commits: &[SplitCommit]) -> Result<Vec<(u64, u32)>, LedgerError> {
+    /// Returns the splits it marked done.
+    pub fn commit(&self, job: Job, commits: &[SplitCommit]) -> Result<Vec<SplitRef>, LedgerError> {
         self.run(|client| {
             let mut transaction = client.transaction()?;
             let mut done = Vec::new();
             for commit in commits {
-                let (epoch, position): (i64, i32) =
-                    (checked("epoch", commit.epoch)?, checked("position", commit.position)?);
-                let key: [&(dyn postgres::types::ToSql + Sync); 3] = [&job.id, &epoch, &position];
+                let (epoch, file): (i64, i32) =
+                    (checked("epoch", commit.split.epoch)?, checked("file", commit.split.file)?);
+                let key: [&(dyn postgres::types::ToSql + Sync); 3] = [&job.id, &epoch, &file];
                 let Some(row) = transaction.query_opt(queries::SPLIT_TO_COMMIT, &key)? else {
                     continue;
                 };
@@ -416,7 +409,7 @@ impl Ledger {
                 let owner = owner.as_deref() == Some(self.replica.as_str());
                 let now_done = !was_done && owner && commit.records.is_some_and(|records| acked.len() >= records);
                 if now_done || (owner && was_done) {
-                    done.push((commit.epoch, commit.position));
+                    done.push(commit.split);
                 }
                 if commit.acked.is_empty() && !now_done {
                     continue;

@@ -7,6 +7,7 @@ use postgres::Row;
 
 use super::{EpochProgress, Job, Lease, LedgerError, ReplicaReport, SplitSnapshot};
 use crate::pipeline::record_set::RecordSet;
+use crate::source::SplitRef;
 
 /// A number that does not fit where it goes: a column, or the ledger's Rust type.
 #[derive(Debug, thiserror::Error)]
@@ -31,41 +32,29 @@ fn int4<T: TryFrom<i32>>(row: &Row, index: usize, what: &'static str) -> Result<
     checked(what, row.get::<_, i32>(index))
 }
 
-/// One split of one job.
+/// One split of one job: the job's id and the split (its epoch, and its file's number in
+/// the job), as leases are renewed and given up across jobs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SplitKey {
     pub job: i64,
-    pub epoch: u64,
-    /// Its place in the epoch's file order.
-    pub position: u32,
-}
-
-impl From<(i64, u64, u32)> for SplitKey {
-    fn from((job, epoch, position): (i64, u64, u32)) -> Self {
-        Self { job, epoch, position }
-    }
-}
-
-impl From<SplitKey> for (i64, u64, u32) {
-    fn from(key: SplitKey) -> Self {
-        (key.job, key.epoch, key.position)
-    }
+    pub split: SplitRef,
 }
 
 impl SplitKey {
-    /// A row of `job, epoch, position` (`queries::RENEW_LEASES`).
+    /// A row of `job, epoch, file` (`queries::RENEW_LEASES`).
     pub fn from_row(row: &Row) -> Result<Self, OutOfRange> {
-        Ok(Self { job: row.get(0), epoch: int8(row, 1, "epoch")?, position: int4(row, 2, "position")? })
+        let split = SplitRef { epoch: int8(row, 1, "epoch")?, file: int4(row, 2, "file")? };
+        Ok(Self { job: row.get(0), split })
     }
 }
 
-/// Splits as the three arrays statements unnest: jobs and epochs (`int8[]`), positions
+/// Splits as the three arrays statements unnest: jobs and epochs (`int8[]`), files
 /// (`int4[]`).
 #[derive(Debug, Default)]
 pub struct SplitArrays {
     pub jobs: Vec<i64>,
     pub epochs: Vec<i64>,
-    pub positions: Vec<i32>,
+    pub files: Vec<i32>,
 }
 
 impl SplitArrays {
@@ -73,10 +62,15 @@ impl SplitArrays {
         let mut arrays = Self::default();
         for key in keys {
             arrays.jobs.push(key.job);
-            arrays.epochs.push(checked("epoch", key.epoch)?);
-            arrays.positions.push(checked("position", key.position)?);
+            arrays.epochs.push(checked("epoch", key.split.epoch)?);
+            arrays.files.push(checked("file", key.split.file)?);
         }
         Ok(arrays)
+    }
+
+    /// The splits `splits` of job `job`.
+    pub fn of_job(job: Job, splits: &[SplitRef]) -> Result<Self, OutOfRange> {
+        Self::new(splits.iter().map(|&split| SplitKey { job: job.id, split }))
     }
 }
 
@@ -95,19 +89,15 @@ impl Lease {
 
 /// A split's acknowledged records.
 pub struct AckedSplit {
-    pub epoch: u64,
-    pub position: u32,
+    pub split: SplitRef,
     pub acked: RecordSet,
 }
 
 impl AckedSplit {
-    /// A row of `epoch, position, acked` (`queries::ACKED_SETS`).
+    /// A row of `epoch, file, acked` (`queries::ACKED_SETS`).
     pub fn from_row(row: &Row) -> Result<Self, LedgerError> {
-        Ok(Self {
-            epoch: int8(row, 0, "epoch")?,
-            position: int4(row, 1, "position")?,
-            acked: RecordSet::decode(row.get(2))?,
-        })
+        let split = SplitRef { epoch: int8(row, 0, "epoch")?, file: int4(row, 1, "file")? };
+        Ok(Self { split, acked: RecordSet::decode(row.get(2))? })
     }
 }
 
@@ -251,8 +241,9 @@ mod tests {
         assert_eq!(err.to_string(), format!("epoch {} is out of range", u64::MAX));
         assert!(checked::<u32, _>("position", -1i32).is_err());
         assert!(checked::<i32, _>("file", usize::MAX).is_err());
-        let keys = SplitArrays::new([SplitKey { job: 1, epoch: 2, position: 3 }]).unwrap();
-        assert_eq!((keys.jobs, keys.epochs, keys.positions), (vec![1], vec![2], vec![3]));
-        assert!(SplitArrays::new([SplitKey { job: 1, epoch: 2, position: u32::MAX }]).is_err());
+        let key = |file| SplitKey { job: 1, split: SplitRef { epoch: 2, file } };
+        let keys = SplitArrays::new([key(3)]).unwrap();
+        assert_eq!((keys.jobs, keys.epochs, keys.files), (vec![1], vec![2], vec![3]));
+        assert!(SplitArrays::new([key(u32::MAX)]).is_err());
     }
 }

@@ -1,6 +1,8 @@
 //! Every statement the split ledger runs (`crate::cluster::ledger`), named, with what its
-//! parameters (`$n`) are. Splits are keyed by `(job, epoch, position)`; statements on many
-//! splits take the keys as three arrays they unnest (`int8[]`, `int8[]`, `int4[]`).
+//! parameters (`$n`) are. A split is named by `(job, epoch, file)` (`crate::source::SplitRef`
+//! and its job); its `position` in the epoch's order is the order splits are leased in.
+//! Statements on many splits take the keys as three arrays they unnest (`int8[]`,
+//! `int8[]`, `int4[]`).
 //! Durations are seconds (`make_interval(secs => $n)`).
 //!
 //! Statements that go by the time take it as their last parameter, *now*, and read it as
@@ -65,7 +67,7 @@ pub const PLAN_EPOCH: &str = "INSERT INTO readerd_splits (job, epoch, position, 
      ON CONFLICT DO NOTHING";
 
 /// Leases replica `$3` the first split of job `$1` in epochs up to `$2`, of files `$8` to
-/// `$9` (excluded), not one of `($6[i], $7[i])`, that nobody holds: never leased, or given
+/// `$9` (excluded), not one of (epoch, file) `($6[i], $7[i])`, that nobody holds: never leased, or given
 /// up, or expired (taken by a replica steady for a lease time, `$4`) once its owner's
 /// consumer sessions are flushed or the grace period (`$5`) passed; its own live lease
 /// first when `$10` (a retry). Now is `$11`. Returns `epoch, position, file, acked,
@@ -76,7 +78,7 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits
      WHERE (job, epoch, position) = (
          SELECT job, epoch, position FROM readerd_splits AS split
          WHERE job = $1 AND epoch <= $2 AND NOT done AND file >= $8 AND file < $9
-           AND (epoch, position) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
+           AND (epoch, file) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
            AND (
              ($10 AND owner = $3 AND NOT released AND lease_expires > coalesce($11::timestamptz, now())) OR
              owner IS NULL OR ((released OR EXISTS (
@@ -92,21 +94,21 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits
          LIMIT 1 FOR UPDATE SKIP LOCKED)
      RETURNING epoch, position, file, acked, leases";
 
-/// Renews replica `$1`'s leases of splits `($3, $4, $5)` for a lease time (`$2`) from now
-/// (`$6`); returns the keys of those still its own.
+/// Renews replica `$1`'s leases of splits `($3, $4, $5)` (job, epoch, file) for a lease
+/// time (`$2`) from now (`$6`); returns the keys of those still its own.
 pub const RENEW_LEASES: &str = "UPDATE readerd_splits AS split
      SET lease_expires = coalesce($6::timestamptz, now()) + make_interval(secs => $2)
-     FROM unnest($3::int8[], $4::int8[], $5::int4[]) AS held (job, epoch, position)
-     WHERE (split.job, split.epoch, split.position) = (held.job, held.epoch, held.position)
+     FROM unnest($3::int8[], $4::int8[], $5::int4[]) AS held (job, epoch, file)
+     WHERE (split.job, split.epoch, split.file) = (held.job, held.epoch, held.file)
        AND split.owner = $1
-     RETURNING split.job, split.epoch, split.position";
+     RETURNING split.job, split.epoch, split.file";
 
-/// Replica `$1` gives up its leases of splits `($2, $3, $4)` not done: they expire now
-/// (`$5`).
+/// Replica `$1` gives up its leases of splits `($2, $3, $4)` (job, epoch, file) not done:
+/// they expire now (`$5`).
 pub const RELEASE_LEASES: &str = "UPDATE readerd_splits AS split
      SET lease_expires = coalesce($5::timestamptz, now()) - interval '1 millisecond', released = true
-     FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS given_up (job, epoch, position)
-     WHERE (split.job, split.epoch, split.position) = (given_up.job, given_up.epoch, given_up.position)
+     FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS given_up (job, epoch, file)
+     WHERE (split.job, split.epoch, split.file) = (given_up.job, given_up.epoch, given_up.file)
        AND split.owner = $1 AND NOT split.done";
 
 /// Replica `$1` gives up every lease of a split not done: they expire now (`$2`).
@@ -114,19 +116,21 @@ pub const RELEASE_ALL_LEASES: &str = "UPDATE readerd_splits
      SET lease_expires = coalesce($2::timestamptz, now()) - interval '1 millisecond', released = true
      WHERE owner = $1 AND NOT done";
 
-/// `epoch, position, acked` of the splits `($1, $2, $3)`.
-pub const ACKED_SETS: &str = "SELECT split.epoch, split.position, split.acked
-     FROM readerd_splits AS split, unnest($1::int8[], $2::int8[], $3::int4[]) AS wanted (job, epoch, position)
-     WHERE (split.job, split.epoch, split.position) = (wanted.job, wanted.epoch, wanted.position)";
+/// `epoch, file, acked` of the splits `($1, $2, $3)` (job, epoch, file).
+pub const ACKED_SETS: &str = "SELECT split.epoch, split.file, split.acked
+     FROM readerd_splits AS split, unnest($1::int8[], $2::int8[], $3::int4[]) AS wanted (job, epoch, file)
+     WHERE (split.job, split.epoch, split.file) = (wanted.job, wanted.epoch, wanted.file)";
 
-/// `acked, owner, done` of split `($1, $2, $3)`, locked until the transaction ends.
+/// `acked, owner, done` of split `($1, $2, $3)` (job, epoch, file), locked until the
+/// transaction ends.
 pub const SPLIT_TO_COMMIT: &str =
-    "SELECT acked, owner, done FROM readerd_splits WHERE job = $1 AND epoch = $2 AND position = $3
+    "SELECT acked, owner, done FROM readerd_splits WHERE job = $1 AND epoch = $2 AND file = $3
      FOR UPDATE";
 
-/// Sets split `($1, $2, $3)`'s acknowledged records to `$4`, and marks it done if `$5`.
+/// Sets split `($1, $2, $3)`'s (job, epoch, file) acknowledged records to `$4`, and marks
+/// it done if `$5`.
 pub const COMMIT_SPLIT: &str = "UPDATE readerd_splits SET acked = $4, done = done OR $5
-     WHERE job = $1 AND epoch = $2 AND position = $3";
+     WHERE job = $1 AND epoch = $2 AND file = $3";
 
 /// Of job `$1`'s epochs up to `$2`: how many are planned, and whether every split is done.
 pub const EPOCHS_DONE: &str = "SELECT count(DISTINCT epoch), coalesce(bool_and(done), true)

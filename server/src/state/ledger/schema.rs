@@ -1,5 +1,5 @@
 //! The split ledger's tables, as the migrations that create and change them: versions 3
-//! to 7 of the one schema version the database keeps, applied in order after the state
+//! to 8 of the one schema version the database keeps, applied in order after the state
 //! store's own versions 1 and 2 (`MIGRATIONS` in `super::super::postgres`). A migration's
 //! text and place never change once released: a change to the tables is a new version.
 
@@ -77,4 +77,11 @@ pub const RELEASED_SPLITS: &str = "
 /// it takes nothing over for a lease time (`Ledger::lease_next`).
 pub const STEADY_REPLICAS: &str = "
     ALTER TABLE readerd_replicas ADD COLUMN steady_since TIMESTAMPTZ NOT NULL DEFAULT now();
+";
+
+/// Version 8: a split is named by its file in its epoch, `(job, epoch, file)`, from its
+/// lease to its records' acknowledgements (`crate::source::SplitRef`); its position is
+/// only the order splits are leased in. An epoch's order names each file once.
+pub const SPLITS_BY_FILE: &str = "
+    CREATE UNIQUE INDEX readerd_splits_by_file ON readerd_splits (job, epoch, file);
 ";

@@ -1,5 +1,6 @@
-//! Compiles `proto/readerd/v1/*.proto` and `proto/tensorflow/example.proto` with the vendored `protoc` (no system protoc needed),
-//! then generates the proto3 JSON mapping (serde) of readerd.v1 with pbjson.
+//! Compiles `proto/readerd/v1/*.proto`, `proto/tensorflow/example.proto` and
+//! `proto/arrow/flight/protocol.proto` with the vendored `protoc` (no system protoc
+//! needed), then generates the proto3 JSON mapping (serde) of readerd.v1 with pbjson.
 
 use std::path::PathBuf;
 
@@ -9,6 +10,7 @@ const PROTOS: &[&str] = &[
     "proto/readerd/v1/state.proto",
     "proto/readerd/v1/tensor.proto",
     "proto/tensorflow/example.proto",
+    "proto/arrow/flight/protocol.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -6,6 +6,8 @@
 //! - [`v1::FILE_DESCRIPTOR_SET`]: for gRPC server reflection.
 //! - [`tensorflow`]: `tf.train.Example` / `SequenceExample` (TensorFlow's field numbers),
 //!   for building Examples in tests, benchmarks and tools.
+//! - [`flight`]: the calls of Arrow Flight's `FlightService` that readerd serves (DoGet,
+//!   DoAction, ListActions), with Flight's own package and field numbers.
 //!
 //! - [`allocator`]: glibc's allocator tuned for large batches (both binaries, trainers).
 //! - [`codec`]: the gRPC codec of the generated services (prost, large messages encoded
@@ -73,6 +75,11 @@ pub const REPLICA_LEASE: std::time::Duration = std::time::Duration::from_secs(10
 pub mod tensorflow {
     #![allow(clippy::all, clippy::pedantic, missing_docs)]
     include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
+}
+
+pub mod flight {
+    #![allow(clippy::all, clippy::pedantic, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/arrow.flight.protocol.rs"));
 }
 
 #[cfg(test)]

@@ -19,19 +19,16 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use arrow_flight::flight_service_server::FlightService;
-use arrow_flight::{
-    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest, HandshakeResponse,
-    PollInfo, PutResult, SchemaAsIpc, SchemaResult, Ticket,
-};
-use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
+use arrow_ipc::writer::{DictionaryTracker, EncodedData, IpcDataGenerator, IpcWriteContext, IpcWriteOptions};
 use futures::Stream;
+use readerd_proto::flight::flight_service_server::FlightService;
+use readerd_proto::flight::{Action, ActionType, Empty, FlightData, Ticket};
 use readerd_proto::v1 as pb;
 use readerd_proto::v1::data_service_server::DataService as _;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Response, Status};
 
 use crate::auth;
 use crate::columns::BatchEncoder;
@@ -74,9 +71,19 @@ fn json_request<T: serde::de::DeserializeOwned>(what: &str, body: &[u8]) -> Resu
         .map_err(|err| Status::invalid_argument(format!("{what}: not the JSON expected: {err}")))
 }
 
-fn json_reply<T: serde::Serialize>(reply: Response<T>) -> Result<arrow_flight::Result, Status> {
+fn json_reply<T: serde::Serialize>(reply: Response<T>) -> Result<readerd_proto::flight::Result, Status> {
     let body = serde_json::to_vec(reply.get_ref()).map_err(|err| Status::internal(err.to_string()))?;
-    Ok(arrow_flight::Result::new(body))
+    Ok(readerd_proto::flight::Result { body: body.into() })
+}
+
+/// An Arrow IPC message as Flight data, with `app_metadata`.
+fn flight_data(encoded: EncodedData, app_metadata: impl Into<bytes::Bytes>) -> FlightData {
+    FlightData {
+        flight_descriptor: None,
+        data_header: encoded.ipc_message.into(),
+        app_metadata: app_metadata.into(),
+        data_body: encoded.arrow_data.into(),
+    }
 }
 
 /// The Flight messages of one stream: the IPC encoder and the columns' layout.
@@ -89,8 +96,11 @@ struct FlightEncoder {
 }
 
 impl FlightEncoder {
+    /// The schema, as Flight's first message (no dictionaries: none is encoded).
     fn schema_message(&self) -> FlightData {
-        SchemaAsIpc::new(&self.columns.schema(), &self.options).into()
+        let mut tracker = DictionaryTracker::new(false);
+        let schema = self.columns.schema();
+        flight_data(self.generator.schema_to_bytes_with_dictionary_tracker(&schema, &mut tracker, &self.options), "")
     }
 
     /// The messages `response` becomes: the schema before the first batch, a record
@@ -112,18 +122,18 @@ impl FlightEncoder {
                     .generator
                     .encode(&batch, &mut self.tracker, &self.options, &mut self.context)
                     .map_err(|err| Status::internal(format!("arrow ipc: {err}")))?;
-                messages.push(FlightData::from(encoded).with_app_metadata(metadata));
+                messages.push(flight_data(encoded, metadata));
             }
             Some(Kind::Checkpoint(checkpoint)) => {
                 let metadata = serde_json::json!({"checkpoint": checkpoint.token, "after_seq": checkpoint.after_seq});
-                messages.push(FlightData::new().with_app_metadata(metadata.to_string()));
+                messages.push(FlightData { app_metadata: metadata.to_string().into(), ..FlightData::default() });
             }
             Some(Kind::EndOfSequence(end)) => {
                 if !self.columns.has_schema() {
                     messages.push(self.schema_message());
                 }
                 let metadata = serde_json::json!({"end_of_sequence": true, "after_seq": end.after_seq});
-                messages.push(FlightData::new().with_app_metadata(metadata.to_string()));
+                messages.push(FlightData { app_metadata: metadata.to_string().into(), ..FlightData::default() });
             }
             Some(Kind::Started(_)) | None => {}
         }
@@ -133,12 +143,8 @@ impl FlightEncoder {
 
 #[tonic::async_trait]
 impl FlightService for FlightPlane {
-    type HandshakeStream = BoxStream<HandshakeResponse>;
-    type ListFlightsStream = BoxStream<FlightInfo>;
     type DoGetStream = ReceiverStream<Result<FlightData, Status>>;
-    type DoPutStream = BoxStream<PutResult>;
-    type DoExchangeStream = BoxStream<FlightData>;
-    type DoActionStream = BoxStream<arrow_flight::Result>;
+    type DoActionStream = BoxStream<readerd_proto::flight::Result>;
     type ListActionsStream = BoxStream<ActionType>;
 
     #[tracing::instrument(skip_all, fields(container, shared_name))]
@@ -226,36 +232,5 @@ impl FlightService for FlightPlane {
             Ok(ActionType { r#type: (*name).to_owned(), description: (*description).to_owned() })
         });
         Ok(Response::new(Box::pin(tokio_stream::iter(actions))))
-    }
-
-    async fn handshake(
-        &self,
-        _: Request<Streaming<HandshakeRequest>>,
-    ) -> Result<Response<Self::HandshakeStream>, Status> {
-        Err(Status::unimplemented("readerd's Flight plane needs no handshake"))
-    }
-
-    async fn list_flights(&self, _: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
-        Err(Status::unimplemented("list readers with the ListReaders action"))
-    }
-
-    async fn get_flight_info(&self, _: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
-        Err(Status::unimplemented("DoGet takes a ReadRequest ticket directly"))
-    }
-
-    async fn poll_flight_info(&self, _: Request<FlightDescriptor>) -> Result<Response<PollInfo>, Status> {
-        Err(Status::unimplemented("DoGet takes a ReadRequest ticket directly"))
-    }
-
-    async fn get_schema(&self, _: Request<FlightDescriptor>) -> Result<Response<SchemaResult>, Status> {
-        Err(Status::unimplemented("the schema is the first message of DoGet"))
-    }
-
-    async fn do_put(&self, _: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
-        Err(Status::unimplemented("readerd serves data; it does not take any"))
-    }
-
-    async fn do_exchange(&self, _: Request<Streaming<FlightData>>) -> Result<Response<Self::DoExchangeStream>, Status> {
-        Err(Status::unimplemented("readerd serves data with DoGet"))
     }
 }

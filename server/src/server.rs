@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use arrow_flight::flight_service_server::FlightServiceServer;
+use readerd_proto::flight::flight_service_server::FlightServiceServer;
 use readerd_proto::{http2, v1 as pb};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;

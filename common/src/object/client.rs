@@ -115,6 +115,9 @@ fn reqwest_client(options: &ClientOptions) -> object_store::Result<reqwest::Clie
         text.parse().map(Some).map_err(|err| config_error(format!("{} {text:?}: {err}", key.as_ref())))
     };
 
+    // rustls's crypto is ring's in every readerd process (the server's TLS too); the first
+    // to install it wins, and it is the same provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::ClientBuilder::new()
         .redirect(reqwest::redirect::Policy::none())
         // As object_store: sizes come from Content-Length, which compression would change.

@@ -14,16 +14,14 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
 use sha2::{Digest, Sha256};
 
 use super::rng::SplitMix64;
-use crate::format::{FormatError, Framed, Position, RecordBytes, WorkUnit};
-use crate::source::{Compression, DataFile, FileLocation, Record, RecordFile, SourceConfig, SourceError};
+use crate::format::{FormatError, Position};
+use crate::source::{Compression, DataFile, FileRecords, Record, RecordsAt, SourceConfig, SourceError};
 
 /// The positions of a file's records, and where the last one ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +44,8 @@ impl RecordIndex {
 
     /// Reads the file once, framing every record up to the end or a framing error.
     pub fn build(file: &DataFile, source: &SourceConfig) -> Result<Self, SourceError> {
-        let mut reader = RecordFile::open(file, Compression::None, &source.format, source.max_record_bytes, None)?;
+        let uncompressed = SourceConfig { compression: Some(Compression::None), ..source.clone() };
+        let mut reader = FileRecords::open(file, &uncompressed, None)?;
         // Each position is where the framer stood before a record: reading from it skips
         // what precedes the record (a header, a gap) exactly as the sequential read did.
         let mut positions = vec![reader.position()];
@@ -163,103 +162,9 @@ pub fn load_index(
     Ok(index)
 }
 
-/// Reads single records at known positions of an uncompressed file.
-pub(crate) struct RandomAccess {
-    file: DataFile,
-    handle: Handle,
-    len: u64,
-}
-
-/// An open local file, or an object read with one ranged GET per record.
-enum Handle {
-    Local(File),
-    Object(crate::source::object::ObjectFile),
-}
-
-impl RandomAccess {
-    pub(crate) fn open(file: &DataFile) -> Result<Self, SourceError> {
-        let open_error = |source| SourceError::Open { file: file.name.to_string(), source };
-        let handle = match &file.location {
-            FileLocation::Local(path) => Handle::Local(File::open(path).map_err(open_error)?),
-            FileLocation::Object(object) => Handle::Object(object.clone()),
-        };
-        Ok(Self { file: file.clone(), handle, len: file.byte_len()? })
-    }
-
-    /// `window.len()` bytes at `offset`.
-    fn read_at(&self, window: &mut [u8], offset: u64) -> Result<(), SourceError> {
-        match &self.handle {
-            Handle::Local(file) => file
-                .read_exact_at(window, offset)
-                .map_err(|source| SourceError::Read { file: self.file.name.to_string(), source }),
-            Handle::Object(object) => {
-                let object = object.clone();
-                let range = offset..offset + window.len() as u64;
-                let bytes = crate::source::object::block_on(async move { object.get_retried(range).await })
-                    .map_err(|err| self.object_error(offset, &err))?;
-                window.copy_from_slice(&bytes);
-                Ok(())
-            }
-        }
-    }
-
-    fn object_error(&self, offset: u64, err: &object_store::Error) -> SourceError {
-        match &self.handle {
-            Handle::Object(object) => object.error(&self.file.name, offset, err),
-            Handle::Local(_) => unreachable!("local files have no object errors"),
-        }
-    }
-
-    /// The record the framer finds from `start` (skipping what precedes it, such as a
-    /// file's header lines), expected to end by `end`; more is read if the framer asks.
-    pub(crate) fn read(&self, source: &SourceConfig, start: Position, end: Position) -> Result<Record, SourceError> {
-        let mut framer =
-            source.format.framer(&WorkUnit { name: &self.file.name, len: Some(self.len) }, source.max_record_bytes);
-        framer.seek(start);
-        let format_error = |source| SourceError::Format { file: self.file.name.to_string(), source };
-        let mut offset = start.offset;
-        let mut want = (end.offset.saturating_sub(offset) as usize).max(1);
-        loop {
-            let available = self.len.saturating_sub(offset) as usize;
-            let size = want.min(available);
-            let mut window = BytesMut::zeroed(size);
-            self.read_at(&mut window, offset)?;
-            let at_eof = size == available;
-            match framer.frame(&window, at_eof).map_err(format_error)? {
-                Framed::Record { key, bytes, .. } => {
-                    let value = match bytes {
-                        RecordBytes::Span(span) => window.freeze().slice(span),
-                        RecordBytes::Owned(value) => Bytes::from(value),
-                    };
-                    return Ok(Record {
-                        file: self.file.name.clone(),
-                        split: 0,
-                        key,
-                        number: start.record,
-                        epoch: 0,
-                        value,
-                    });
-                }
-                Framed::NeedMore { at_least } if !at_eof => want = at_least,
-                Framed::Skip { consume } => {
-                    offset += consume as u64;
-                    want = (end.offset.saturating_sub(offset) as usize).max(1);
-                }
-                Framed::NeedMore { .. } | Framed::End => {
-                    return Err(format_error(crate::format::FormatError::Truncated {
-                        offset: start.offset,
-                        compressed: false,
-                    }));
-                }
-            }
-        }
-    }
-}
-
 /// One epoch of a global shuffle.
 pub struct GlobalShuffle {
-    source: Arc<SourceConfig>,
-    readers: Vec<RandomAccess>,
+    readers: Vec<RecordsAt>,
     indexes: Vec<Arc<RecordIndex>>,
     /// `starts[f]`: the global number of file f's first record.
     starts: Vec<u64>,
@@ -278,10 +183,10 @@ impl GlobalShuffle {
         files: &[DataFile],
         splits: Vec<u32>,
         indexes: Vec<Arc<RecordIndex>>,
-        source: Arc<SourceConfig>,
+        source: &SourceConfig,
         rng: SplitMix64,
     ) -> Result<Self, SourceError> {
-        let readers = files.iter().map(RandomAccess::open).collect::<Result<Vec<_>, _>>()?;
+        let readers = files.iter().map(|file| RecordsAt::open(file, source)).collect::<Result<Vec<_>, _>>()?;
         let mut starts = Vec::with_capacity(indexes.len());
         let mut total = 0u64;
         for index in &indexes {
@@ -299,7 +204,7 @@ impl GlobalShuffle {
                 Some(SourceError::Format { file: file.name.to_string(), source })
             })
             .collect();
-        Ok(Self { source, readers, indexes, starts, splits, permutation, cursor: 0, cut_short })
+        Ok(Self { readers, indexes, starts, splits, permutation, cursor: 0, cut_short })
     }
 
     /// The error of the next file of the epoch that was indexed only up to one (once each,
@@ -327,7 +232,7 @@ impl GlobalShuffle {
         let file = self.starts.partition_point(|&start| start <= global) - 1;
         let i = (global - self.starts[file]) as usize;
         let index = &self.indexes[file];
-        let record = self.readers[file].read(&self.source, index.positions[i], index.positions[i + 1])?;
+        let record = self.readers[file].read(index.positions[i], index.positions[i + 1])?;
         Ok(Some(Record { split: self.splits[file], ..record }))
     }
 }

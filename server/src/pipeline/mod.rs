@@ -36,7 +36,7 @@ use rng::SplitMix64;
 use shuffle::{ShuffleBuffer, ShuffleConfig};
 
 use crate::format::Position;
-use crate::source::{Compression, DataFile, FileRecords, Record, SourceConfig, SourceError};
+use crate::source::{Compression, DataFile, FileRecords, Record, RecordsAt, SourceConfig, SourceError};
 
 /// Generator streams of an epoch, one per purpose.
 const FILE_ORDER_STREAM: u64 = 1;
@@ -108,7 +108,7 @@ pub struct PipelineState {
 /// Reads the records at `refs` (to refill a restored shuffle buffer): uncompressed files by
 /// positioned reads of just those records, compressed ones by decompressing up to them.
 fn read_records_at(files: &[DataFile], source: &SourceConfig, refs: &[RecordRef]) -> Result<Vec<Record>, SourceError> {
-    let mut open: std::collections::HashMap<usize, global::RandomAccess> = std::collections::HashMap::new();
+    let mut open: std::collections::HashMap<usize, RecordsAt> = std::collections::HashMap::new();
     let mut records = Vec::with_capacity(refs.len());
     for &at in refs {
         let file = &files[at.file];
@@ -119,12 +119,12 @@ fn read_records_at(files: &[DataFile], source: &SourceConfig, refs: &[RecordRef]
         }
         let reader = match open.entry(at.file) {
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(global::RandomAccess::open(file)?),
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(RecordsAt::open(file, source)?),
         };
         // A guess at the record's end; the framer asks for more when it needs it. (The
         // position comes from a restored state: saturate rather than trust it.)
         let end = Position { offset: at.start.offset.saturating_add(512), record: at.start.record };
-        records.push(reader.read(source, at.start, end)?);
+        records.push(reader.read(at.start, end)?);
     }
     Ok(records)
 }
@@ -481,7 +481,7 @@ impl RecordPipeline {
         let files: Vec<DataFile> = order.iter().map(|&f| self.files[f].clone()).collect();
         let rng = SplitMix64::for_epoch(self.config.seed, self.epoch, GLOBAL_SHUFFLE_STREAM);
         let splits = order.iter().map(|&f| f as u32).collect();
-        GlobalShuffle::new(&files, splits, indexes, self.source.clone(), rng)
+        GlobalShuffle::new(&files, splits, indexes, &self.source, rng)
     }
 
     fn start_epoch(&mut self, epoch: u64) {

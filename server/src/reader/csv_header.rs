@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::decode::Decoder;
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
-use crate::source::{DataFile, RecordFile};
+use crate::source::{DataFile, FileRecords};
 use crate::spec::ReaderSpec;
 
 /// With `format: CSV` and `header: true`, each file's first record names the columns the
@@ -21,9 +21,7 @@ pub(super) fn name_csv_columns_from_headers(spec: &mut ReaderSpec, files: &[Data
     };
     let mut header_names: Option<(Vec<String>, &str)> = None;
     for file in files {
-        let compression = spec.source.compression_of(file);
-        let mut record_file =
-            RecordFile::open(file, compression, &spec.source.format, spec.source.max_record_bytes, None)?;
+        let mut record_file = FileRecords::open(file, &spec.source, None)?;
         record_file.next_record()?;
         let Some(header) = record_file.header() else { continue };
         let these = config

@@ -13,10 +13,16 @@
 //! - [`object`]: object-store roots (S3, GCS, Azure, HTTP) and reading an object with
 //!   ranged GETs fetched ahead;
 //! - [`compression`]: GZIP / ZLIB streams as TensorFlow reads them;
-//! - [`record_file`]: one file, record by record, payloads sliced out of the read buffer.
+//! - [`record_file`]: one file, record by record, payloads sliced out of the read buffer;
+//! - [`framed_at`]: single records of an uncompressed file at known positions.
+//!
+//! [`RecordsAt`] is where single records at known positions come from (the global
+//! shuffle, a restored shuffle buffer), one variant per kind of source as for
+//! [`FileRecords`].
 
 pub mod compression;
 pub mod data_root;
+pub mod framed_at;
 pub mod object;
 pub mod record_file;
 
@@ -58,6 +64,34 @@ impl FileRecords {
     pub fn position(&self) -> Position {
         match self {
             Self::Framed(file) => file.position(),
+        }
+    }
+
+    /// The header line the framer skipped at the file's start (CSV with `header: true`),
+    /// once it was read.
+    pub fn header(&self) -> Option<&[u8]> {
+        match self {
+            Self::Framed(file) => file.header(),
+        }
+    }
+}
+
+/// Single records of one file read at known positions (`Position`s its [`FileRecords`]
+/// gave): one variant per kind of source.
+pub enum RecordsAt {
+    /// Uncompressed framed files ([`framed_at`]).
+    Framed(framed_at::FramedAt),
+}
+
+impl RecordsAt {
+    pub fn open(file: &DataFile, config: &SourceConfig) -> Result<Self, SourceError> {
+        Ok(Self::Framed(framed_at::FramedAt::open(file, config)?))
+    }
+
+    /// The record at `start`, expected to end by `end` (the next record's position).
+    pub fn read(&self, start: Position, end: Position) -> Result<Record, SourceError> {
+        match self {
+            Self::Framed(file) => file.read(start, end),
         }
     }
 }

@@ -362,6 +362,11 @@ fn files_functions_and_module_dependencies_stay_small_and_one_way() {
             for function in long_functions(&code) {
                 problems.push(format!("{name}: fn {function} (at most {MAX_FN_LINES})"));
             }
+            // A file's records come from `source/` (FileRecords, RecordsAt), whatever
+            // its format: nothing else opens a framed file itself.
+            if code.contains("RecordFile::open(") && !name.starts_with("server/src/source/") {
+                problems.push(format!("{name}: opens a RecordFile (read files through source::FileRecords)"));
+            }
             all_files.push((name, code.clone()));
             files.push((path, code));
         }

@@ -20,6 +20,7 @@ impl SplitMix64 {
         Self { state: b ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03) }
     }
 
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.state;
@@ -29,6 +30,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in `0..n` without bias (Lemire's multiply-and-reject). `n` must be positive.
+    #[inline]
     pub fn below(&mut self, n: u64) -> u64 {
         debug_assert!(n > 0);
         let threshold = n.wrapping_neg() % n;
@@ -41,6 +43,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in `[0, 1)`: the top 53 bits of the next value.
+    #[inline]
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }

@@ -2,6 +2,8 @@
 //! server's framer checks it and the client's writer and `inspect` write and check it.
 
 /// CRC-32C as TFRecord stores it: rotated and offset so that CRCs of CRCs stay useful.
+/// Inlined into the framer across the crate boundary, as it was when it lived there.
+#[inline]
 pub fn masked_crc32c(data: &[u8]) -> u32 {
     let crc = crc32c::crc32c(data);
     crc.rotate_right(15).wrapping_add(0xa282_ead8)

@@ -217,6 +217,12 @@ def test_bad_requests_map_to_their_codes(server: Server, data_root: Path) -> Non
     with pytest.raises(pa.ArrowInvalid) as refused:  # INVALID_ARGUMENT, as pyarrow raises it
         pa_flight.connect(f"grpc://{server.addr}").do_get(ticket).read_all()
     assert "maxMessageBytes" in str(refused.value)
+    # ListActions names the DoAction calls; the Flight calls readerd does not serve (it
+    # declares only DoGet, DoAction and ListActions) answer UNIMPLEMENTED.
+    flight_client = pa_flight.connect(f"grpc://{server.addr}")
+    assert "Checkpoint" in [action.type for action in flight_client.list_actions()]
+    with pytest.raises(pa.ArrowNotImplementedError):
+        flight_client.get_flight_info(pa_flight.FlightDescriptor.for_path("labels.tfrecord"))
     # An existing shared reader with another spec.
     client.read(spec(), container="c", shared_name="r").close()
     with pytest.raises(readerd.ReaderdError) as failure:

@@ -38,9 +38,9 @@ type DataServiceServer = pb::data_service_server::DataServiceServer<DataService>
 /// Everything the configuration names (tokens, data roots, the state store, datasets, TLS
 /// files) is checked and opened first; `ready` is called only then, as the server starts
 /// accepting requests, so nothing can stop the server at start after it.
-/// TLS uses rustls with *ring*, as tonic's `tls-ring` asks. `object_store`'s HTTP client
-/// brings rustls' aws-lc-rs provider too, and with two providers built in rustls cannot
-/// choose one for the server's TLS config by itself: the process default is set here.
+/// TLS uses rustls with *ring*, as tonic's `tls-ring` asks, and so does the object
+/// stores' HTTP client (`readerd_common::object`): *ring* is installed as rustls' process
+/// default here, before anything builds a TLS config.
 fn use_ring_for_tls() {
     // Err: a default is already installed (an earlier run in this process).
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -60,7 +60,7 @@ fn one_replica_leases_every_split_in_the_epochs_file_order() {
     let mut files = Vec::new();
     while let Some(lease) = a.lease_next(job, 1, &[], EVERY_FILE).unwrap() {
         assert!(!lease.taken_over && lease.acked.is_empty());
-        files.push(lease.file as usize);
+        files.push(lease.split.file as usize);
     }
     assert_eq!(files, order, "planned once, leased in order");
     let progress = a.epoch_progress(job, 1).unwrap();
@@ -83,8 +83,9 @@ fn a_component_of_a_mixture_leases_only_its_own_files_splits_and_earlier_epochs_
     // numbers them; component 1's epoch 1 is planned after component 0's.
     a.plan_epoch(job, 1, &[1, 0, 4, 2, 3]).unwrap();
     a.plan_epoch(job, 2, &[0, 1, 3, 4, 2]).unwrap();
-    let lease =
-        |files: std::ops::Range<u32>| a.lease_next(job, 2, &[], files).unwrap().map(|lease| (lease.epoch, lease.file));
+    let lease = |files: std::ops::Range<u32>| {
+        a.lease_next(job, 2, &[], files).unwrap().map(|lease| (lease.split.epoch, lease.split.file))
+    };
     assert_eq!(lease(2..5), Some((1, 4)), "component 1's first split, not component 0's");
     assert_eq!(lease(2..5), Some((1, 2)));
     assert_eq!(lease(0..2), Some((1, 1)));
@@ -148,7 +149,7 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
     b.session_flushed(job, "consumer-1", "a").unwrap();
     // ...and B takes the split over, skipping what was acknowledged.
     let taken = b.lease_next(job, 1, &[], EVERY_FILE).unwrap().expect("taken over once flushed");
-    assert_eq!((taken.file, taken.position, taken.taken_over), (lease.file, 0, true));
+    assert_eq!((taken.split, taken.position, taken.taken_over), (lease.split, 0, true));
     assert_eq!(taken.acked, set([0, 1, 2, 3, 5]));
     assert_eq!(a.epoch_progress(job, 1).unwrap().done, 0, "only the owner says a split is done");
     assert!(a.heartbeat(&[key(job, 1, 7)]).unwrap().is_empty(), "A, back, learns the split is no longer its own");

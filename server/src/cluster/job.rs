@@ -474,7 +474,7 @@ impl JobFeed {
         let Some(lease) = self.ledger.lease_next(self.job, epoch, &held, files).map_err(ledger_error)? else {
             return Ok(None);
         };
-        let split = SplitRef { epoch: lease.epoch, file: lease.file };
+        let split = lease.split;
         if lease.taken_over {
             let (epoch, file, acked) = (split.epoch, split.file, lease.acked.len());
             tracing::info!(

@@ -183,7 +183,7 @@ impl GlobalShuffle {
         files: &[DataFile],
         splits: Vec<u32>,
         indexes: Vec<Arc<RecordIndex>>,
-        source: &SourceConfig,
+        source: &Arc<SourceConfig>,
         rng: SplitMix64,
     ) -> Result<Self, SourceError> {
         let readers = files.iter().map(|file| RecordsAt::open(file, source)).collect::<Result<Vec<_>, _>>()?;

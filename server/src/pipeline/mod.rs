@@ -107,7 +107,11 @@ pub struct PipelineState {
 
 /// Reads the records at `refs` (to refill a restored shuffle buffer): uncompressed files by
 /// positioned reads of just those records, compressed ones by decompressing up to them.
-fn read_records_at(files: &[DataFile], source: &SourceConfig, refs: &[RecordRef]) -> Result<Vec<Record>, SourceError> {
+fn read_records_at(
+    files: &[DataFile],
+    source: &Arc<SourceConfig>,
+    refs: &[RecordRef],
+) -> Result<Vec<Record>, SourceError> {
     let mut open: std::collections::HashMap<usize, RecordsAt> = std::collections::HashMap::new();
     let mut records = Vec::with_capacity(refs.len());
     for &at in refs {

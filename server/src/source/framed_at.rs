@@ -16,7 +16,7 @@ pub struct FramedAt {
     file: DataFile,
     handle: Handle,
     len: u64,
-    source: SourceConfig,
+    source: std::sync::Arc<SourceConfig>,
 }
 
 /// An open local file, or an object read with one ranged GET per record.
@@ -26,13 +26,13 @@ enum Handle {
 }
 
 impl FramedAt {
-    pub fn open(file: &DataFile, source: &SourceConfig) -> Result<Self, SourceError> {
+    pub fn open(file: &DataFile, source: &std::sync::Arc<SourceConfig>) -> Result<Self, SourceError> {
         let open_error = |source| SourceError::Open { file: file.name.to_string(), source };
         let handle = match &file.location {
             FileLocation::Local(path) => Handle::Local(File::open(path).map_err(open_error)?),
             FileLocation::Object(object) => Handle::Object(object.clone()),
         };
-        Ok(Self { file: file.clone(), handle, len: file.byte_len()?, source: source.clone() })
+        Ok(Self { file: file.clone(), handle, len: file.byte_len()?, source: std::sync::Arc::clone(source) })
     }
 
     /// `window.len()` bytes at `offset`.

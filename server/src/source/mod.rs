@@ -84,7 +84,7 @@ pub enum RecordsAt {
 }
 
 impl RecordsAt {
-    pub fn open(file: &DataFile, config: &SourceConfig) -> Result<Self, SourceError> {
+    pub fn open(file: &DataFile, config: &Arc<SourceConfig>) -> Result<Self, SourceError> {
         Ok(Self::Framed(framed_at::FramedAt::open(file, config)?))
     }
 

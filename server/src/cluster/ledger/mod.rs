@@ -69,11 +69,10 @@ pub struct Job {
 /// A split this replica leased: one file of one epoch, and what of it is acknowledged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
-    pub epoch: u64,
-    /// The split's place in the epoch's file order.
+    /// The split: its epoch, and its file (an index into the job's files).
+    pub split: SplitRef,
+    /// The split's place in the epoch's file order (the order splits are leased in).
     pub position: u32,
-    /// The file, an index into the reader's files.
-    pub file: u32,
     /// Records (by their number in the file) already acknowledged: not produced again.
     pub acked: RecordSet,
     /// Another replica held it before (it died, or let it go).

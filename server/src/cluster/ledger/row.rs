@@ -78,9 +78,8 @@ impl Lease {
     /// A row of `epoch, position, file, acked, leases` (`queries::LEASE_NEXT`).
     pub(in crate::cluster) fn from_row(row: &Row) -> Result<Self, LedgerError> {
         Ok(Self {
-            epoch: int8(row, 0, "epoch")?,
+            split: SplitRef { epoch: int8(row, 0, "epoch")?, file: int4(row, 2, "file")? },
             position: int4(row, 1, "position")?,
-            file: int4(row, 2, "file")?,
             acked: RecordSet::decode(row.get(3))?,
             taken_over: row.get::<_, i32>(4) > 1,
         })

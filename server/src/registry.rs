@@ -114,7 +114,7 @@ impl ReaderRegistry {
             let spec = reader.spec();
             // Refused before the job is made: a corrected spec may take the name.
             ReplicaJob::check(&reader)?;
-            let order = ReplicaJob::order(&reader);
+            let order = ReplicaJob::order(&reader)?;
             let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
             let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;
             ReplicaJob::join(&reader, job)?;

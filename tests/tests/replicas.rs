@@ -131,11 +131,12 @@ fn one_replica_and_one_consumer_read_exactly_what_a_single_server_reads() {
     assert_eq!(read_shared(&replica.addr, &spec_path), expected, "the same sequence through the split ledger");
 
     // What replicas do not serve yet is refused, not done wrong.
-    let mut global = spec();
-    global["pipeline"]["shuffle"] = json!({"global": true});
+    let mut unbatched = spec();
+    unbatched["pipeline"]["unbatch"] = json!(true);
     let other = tempfile::tempdir().unwrap();
-    let global_path = write_spec(&other, &global);
-    let args = ["read", "--spec", &global_path, "--container", "team", "--shared-name", "global", "--output", "jsonl"];
+    let unbatched_path = write_spec(&other, &unbatched);
+    let args =
+        ["read", "--spec", &unbatched_path, "--container", "team", "--shared-name", "unbatched", "--output", "jsonl"];
     let lines = jsonl(&readerctl(&replica.addr, &args).stdout);
     assert_eq!(lines.last().unwrap()["error"]["code"], "INVALID_ARGUMENT", "{lines:?}");
 }

@@ -48,7 +48,8 @@ impl FileFeed for ComponentFeed {
     }
 }
 
-/// A component as the job's file order sees it: its file count, its pipeline (file
+/// A component as the job's file order sees it: its file count (its splits: with the
+/// global shuffle, ranges of its permutation, `RecordPipeline::ledger_splits`), its pipeline (file
 /// shuffling, sharding, epochs), and whether its splits are planned at all (not for a
 /// component the choice never picks: they would never be done).
 pub struct ComponentFiles {
@@ -75,7 +76,7 @@ pub fn mixture_order(components: Vec<ComponentFiles>) -> (Vec<Range<u32>>, Epoch
             if !component.planned || component.pipeline.num_epochs.is_some_and(|epochs| epoch > epochs) {
                 continue;
             }
-            let files = RecordPipeline::epoch_order(component.files, &component.pipeline, epoch);
+            let files = RecordPipeline::ledger_order(component.files, &component.pipeline, epoch);
             order.extend(files.into_iter().map(|file| first + file));
         }
         order

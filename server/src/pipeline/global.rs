@@ -8,6 +8,9 @@
 //! permutation is drawn from the seed, so a checkpoint needs only the epoch and how far
 //! into the permutation the reader is.
 //!
+//! On replicas, an epoch's splits in the ledger are ranges of its permutation
+//! ([`FedGlobal`]), so that replicas together give the single server's permutation.
+//!
 //! A file whose framing fails part way (a bad CRC) is indexed up to the failure, as a
 //! sequential read delivers its records up to there and drops the rest: the epoch reports
 //! the error once, before its first record, and goes on with the records indexed.
@@ -19,9 +22,11 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use super::feed::FileFeed;
+use super::record_set::RecordSet;
 use super::rng::SplitMix64;
 use crate::format::{FormatError, Position};
-use crate::source::{Compression, DataFile, FileRecords, Record, RecordsAt, SourceConfig, SourceError};
+use crate::source::{Compression, DataFile, FileRecords, Record, RecordsAt, SourceConfig, SourceError, SplitRef};
 
 /// The positions of a file's records, and where the last one ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,12 +232,121 @@ impl GlobalShuffle {
 
     /// The next record of the permutation, `None` at the end of the epoch.
     pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
-        let Some(&global) = self.permutation.get(self.cursor) else { return Ok(None) };
+        if self.cursor >= self.permutation.len() {
+            return Ok(None);
+        }
         self.cursor += 1;
+        self.record_at(self.cursor - 1).map(Some)
+    }
+
+    /// The epoch's records: the permutation's length.
+    pub fn len(&self) -> u64 {
+        self.permutation.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.permutation.is_empty()
+    }
+
+    /// The record at `position` of the permutation (below [`GlobalShuffle::len`]), read
+    /// where its file's index says it is.
+    fn record_at(&mut self, position: usize) -> Result<Record, SourceError> {
+        let global = self.permutation[position];
         let file = self.starts.partition_point(|&start| start <= global) - 1;
         let i = (global - self.starts[file]) as usize;
         let index = &self.indexes[file];
         let record = self.readers[file].read(index.positions[i], index.positions[i + 1])?;
-        Ok(Some(Record { split: self.splits[file], ..record }))
+        Ok(Record { split: self.splits[file], ..record })
+    }
+}
+
+/// Records of an epoch's permutation in one split of a cluster's ledger, at least (a
+/// small epoch has fewer, larger splits than [`SPLITS_PER_EPOCH`]) and at most.
+const MIN_SPLIT_RECORDS: u64 = 64;
+const MAX_SPLIT_RECORDS: u64 = 65_536;
+/// The splits an epoch of a global shuffle is cut into on replicas, when its records
+/// allow: enough for many replicas to share an epoch, few enough that leasing them costs
+/// little.
+const SPLITS_PER_EPOCH: u64 = 256;
+
+/// Records of an epoch of `records` in each of its splits on replicas (the last may
+/// have fewer): a function of the epoch's size alone, so every replica cuts it alike.
+pub fn split_records(records: u64) -> u64 {
+    (records / SPLITS_PER_EPOCH).clamp(MIN_SPLIT_RECORDS, MAX_SPLIT_RECORDS)
+}
+
+/// The splits an epoch of `records` has on replicas.
+pub fn split_count(records: u64) -> usize {
+    usize::try_from(records.div_ceil(split_records(records))).unwrap_or(usize::MAX)
+}
+
+/// A global shuffle on a replica: the splits its feed leases are ranges of their epoch's
+/// permutation (split `k` holds positions `k * split_records` on), read by position. A
+/// record's number in the ledger is its position in the permutation. One replica fed
+/// every split in order reads exactly the single server's sequence.
+#[derive(Default)]
+pub struct FedGlobal {
+    /// `(epoch, its permutation)`, of the split being read: a split of an earlier epoch
+    /// (taken over from a replica that died) builds that epoch's again.
+    permutation: Option<(u64, GlobalShuffle)>,
+    split: Option<FedSplit>,
+}
+
+/// The split being read.
+struct FedSplit {
+    split: SplitRef,
+    /// The next position to read, and the end of the split's range.
+    next: u64,
+    end: u64,
+    /// Positions already acknowledged when it was leased.
+    leave_out: RecordSet,
+    /// Records read from it.
+    taken: u64,
+}
+
+impl FedGlobal {
+    /// The next record of the splits `feed` gives for `epoch` (or an earlier one), `None`
+    /// when it has none now. `permutation_of` builds an epoch's permutation. An error is
+    /// about one record (or, once per permutation built, a file indexed only up to a
+    /// framing error); calling again goes on.
+    pub fn next_record(
+        &mut self,
+        feed: &dyn FileFeed,
+        epoch: u64,
+        mut permutation_of: impl FnMut(u64) -> Result<GlobalShuffle, SourceError>,
+    ) -> Result<Option<Record>, SourceError> {
+        loop {
+            let Some(split) = &mut self.split else {
+                let Some(fed) = feed.next_file(epoch)? else { return Ok(None) };
+                if self.permutation.as_ref().is_none_or(|(built, _)| *built != fed.epoch) {
+                    self.permutation = Some((fed.epoch, permutation_of(fed.epoch)?));
+                }
+                let (_, permutation) = self.permutation.as_ref().expect("just built");
+                let per_split = split_records(permutation.len());
+                let next = (fed.file as u64).saturating_mul(per_split).min(permutation.len());
+                let end = next.saturating_add(per_split).min(permutation.len());
+                let split = SplitRef { epoch: fed.epoch, file: fed.split };
+                self.split = Some(FedSplit { split, next, end, leave_out: fed.leave_out, taken: 0 });
+                continue;
+            };
+            let (_, permutation) = self.permutation.as_mut().expect("built with its split");
+            if let Some(err) = permutation.next_cut_short() {
+                return Err(err);
+            }
+            if split.next == split.end {
+                feed.file_read(split.split, split.taken);
+                self.split = None;
+                continue;
+            }
+            let position = split.next;
+            split.next += 1;
+            if split.leave_out.contains(position) {
+                continue;
+            }
+            let record = permutation.record_at(position as usize)?;
+            split.taken += 1;
+            let SplitRef { epoch, file } = split.split;
+            return Ok(Some(Record { split: file, number: position, epoch, ..record }));
+        }
     }
 }

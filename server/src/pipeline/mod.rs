@@ -30,7 +30,7 @@ pub mod shuffle;
 use std::sync::Arc;
 
 use cache::RecordCache;
-use global::{GlobalShuffle, RecordIndex};
+use global::{FedGlobal, GlobalShuffle, RecordIndex};
 use interleave::{Interleave, InterleaveState};
 use rng::SplitMix64;
 use shuffle::{ShuffleBuffer, ShuffleConfig};
@@ -184,6 +184,8 @@ pub struct RecordPipeline {
     interleave: Interleave,
     /// The epoch's permutation, with the global shuffle (built when the epoch starts).
     global: Option<GlobalShuffle>,
+    /// A fed pipeline's global shuffle: the permutation's ranges its feed gives.
+    fed_global: FedGlobal,
     shuffle: Option<ShuffleBuffer<(Record, RecordRef)>>,
     /// Records this epoch's interleave produced (before sharding by record).
     ordinal: u64,
@@ -210,6 +212,7 @@ impl RecordPipeline {
             epoch: 1,
             interleave,
             global: None,
+            fed_global: FedGlobal::default(),
             shuffle,
             ordinal: 0,
             emitted: 0,
@@ -223,12 +226,37 @@ impl RecordPipeline {
     /// replica's leased splits), instead of from each epoch's order: the pipeline is the
     /// same, only where its files come from changes. Called before it produced anything.
     /// The sequence of an epoch is the one its fed files give; an epoch this pipeline was
-    /// fed nothing of does not end the sequence (others read it). No global shuffle or
-    /// sharding by record: the feed's splits are the sharding.
+    /// fed nothing of does not end the sequence (others read it). No sharding by record:
+    /// the feed's splits are the sharding. With the global shuffle, the feed's splits are
+    /// ranges of each epoch's permutation ([`RecordPipeline::ledger_splits`]).
     pub fn read_from(&mut self, feed: Arc<dyn feed::FileFeed>) {
         debug_assert!(self.ordinal == 0 && self.epoch == 1, "a pipeline is fed from its start");
         self.feed = Some(feed);
         self.interleave = self.interleave_for(self.epoch);
+    }
+
+    /// What a cluster's split ledger cuts each epoch of this pipeline into (blocking: the
+    /// global shuffle loads its files' record indexes): its files, or with the global
+    /// shuffle ranges of the epoch's permutation (`global::split_records`). Every epoch
+    /// has as many.
+    pub fn ledger_splits(&mut self) -> Result<usize, SourceError> {
+        if !self.config.global_shuffle {
+            return Ok(self.files.len());
+        }
+        let mut records = 0;
+        for file in Self::epoch_order(self.files.len(), &self.config, 1) {
+            records += self.index_of(file)?.len() as u64;
+        }
+        Ok(global::split_count(records))
+    }
+
+    /// The ledger's order of epoch `epoch`'s `splits` ([`RecordPipeline::ledger_splits`]):
+    /// the epoch's file order, or the permutation's ranges in order.
+    pub fn ledger_order(splits: usize, config: &PipelineConfig, epoch: u64) -> Vec<usize> {
+        if config.global_shuffle {
+            return (0..splits).collect();
+        }
+        Self::epoch_order(splits, config, epoch)
     }
 
     /// The files of an epoch, in reading order: this shard's (when there are at least as
@@ -341,7 +369,7 @@ impl RecordPipeline {
             pipeline.shuffle = Some(ShuffleBuffer::restore(config, SplitMix64 { state: *rng }, items));
         }
         if let Some(cursor) = state.global_cursor {
-            let mut global = pipeline.epoch_permutation()?;
+            let mut global = pipeline.permutation_of(state.epoch)?;
             global.seek(cursor);
             pipeline.global = Some(global);
         }
@@ -400,7 +428,10 @@ impl RecordPipeline {
         }
         let record_shard = self.record_shard();
         if self.config.global_shuffle {
-            return self.next_global(record_shard);
+            return match self.feed.clone() {
+                Some(feed) => self.next_fed_global(&*feed),
+                None => self.next_global(record_shard),
+            };
         }
         loop {
             if !self.input_done && self.shuffle.as_ref().is_none_or(ShuffleBuffer::wants_more) {
@@ -452,7 +483,7 @@ impl RecordPipeline {
                 return Ok(self.end_epoch());
             }
             if self.global.is_none() {
-                self.global = Some(self.epoch_permutation()?);
+                self.global = Some(self.permutation_of(self.epoch)?);
             }
             let global = self.global.as_mut().expect("just built");
             if let Some(err) = global.next_cut_short() {
@@ -471,19 +502,40 @@ impl RecordPipeline {
         }
     }
 
-    /// The permutation of the current epoch's records (indexing files on first use).
-    fn epoch_permutation(&mut self) -> Result<GlobalShuffle, SourceError> {
-        let order = Self::epoch_order(self.files.len(), &self.config, self.epoch);
-        let mut indexes = Vec::with_capacity(order.len());
-        for &file in &order {
-            if self.indexes[file].is_none() {
-                let index = global::load_index(&self.files[file], &self.source, self.env.index_store.as_deref())?;
-                self.indexes[file] = Some(Arc::new(index));
+    /// A fed pipeline's global shuffle: the records of the permutation ranges its feed
+    /// gives, each with the epoch it was read for.
+    fn next_fed_global(&mut self, feed: &dyn feed::FileFeed) -> Result<Next, SourceError> {
+        if !self.input_done {
+            let mut fed = std::mem::take(&mut self.fed_global);
+            let next = fed.next_record(feed, self.epoch, |epoch| self.permutation_of(epoch));
+            self.fed_global = fed;
+            match next? {
+                Some(record) => {
+                    self.emitted += 1;
+                    return Ok(Next::Record(record));
+                }
+                None => self.input_done = true,
             }
-            indexes.push(self.indexes[file].clone().expect("loaded"));
         }
+        Ok(self.end_epoch())
+    }
+
+    /// File `file`'s record index (loaded or built on first use).
+    fn index_of(&mut self, file: usize) -> Result<Arc<RecordIndex>, SourceError> {
+        if let Some(index) = &self.indexes[file] {
+            return Ok(index.clone());
+        }
+        let index = Arc::new(global::load_index(&self.files[file], &self.source, self.env.index_store.as_deref())?);
+        self.indexes[file] = Some(index.clone());
+        Ok(index)
+    }
+
+    /// The permutation of epoch `epoch`'s records (indexing files on first use).
+    fn permutation_of(&mut self, epoch: u64) -> Result<GlobalShuffle, SourceError> {
+        let order = Self::epoch_order(self.files.len(), &self.config, epoch);
+        let indexes = order.iter().map(|&file| self.index_of(file)).collect::<Result<Vec<_>, _>>()?;
         let files: Vec<DataFile> = order.iter().map(|&f| self.files[f].clone()).collect();
-        let rng = SplitMix64::for_epoch(self.config.seed, self.epoch, GLOBAL_SHUFFLE_STREAM);
+        let rng = SplitMix64::for_epoch(self.config.seed, epoch, GLOBAL_SHUFFLE_STREAM);
         let splits = order.iter().map(|&f| f as u32).collect();
         GlobalShuffle::new(&files, splits, indexes, &self.source, rng)
     }

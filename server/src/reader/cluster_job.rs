@@ -39,9 +39,6 @@ impl ReplicaJob {
         for (i, component) in reader.mixture.iter().flat_map(|mixture| &mixture.components).enumerate() {
             Self::check(component).map_err(|err| in_component(i, err))?;
         }
-        if reader.spec.pipeline.global_shuffle {
-            return refused(reader, "pipeline.shuffle.global");
-        }
         if !reader.spec.select.is_empty() {
             return refused(reader, "a selection (skip, take, filters)");
         }
@@ -67,7 +64,7 @@ impl ReplicaJob {
             }
         }
         if let Some(mixture) = &reader.mixture {
-            for (component, files) in mixture.components.iter().zip(component_ranges(reader)) {
+            for (component, files) in mixture.components.iter().zip(component_ranges(reader)?) {
                 read_fed(component, Arc::new(ComponentFeed::new(feed.clone(), files.clone())));
             }
         } else {
@@ -82,14 +79,17 @@ impl ReplicaJob {
         Ok(())
     }
 
-    /// The ledger's file order of each epoch of `reader`'s job: its own files', or a
-    /// mixture's components' one after the other (`crate::cluster::mix_feed`).
-    pub fn order(reader: &Reader) -> EpochOrder {
+    /// The ledger's split order of each epoch of `reader`'s job: its own files' (or, with
+    /// the global shuffle, its permutation's ranges), or a mixture's components' one after
+    /// the other (`crate::cluster::mix_feed`). Blocking: the global shuffle loads its
+    /// files' record indexes to count the epoch's records.
+    pub fn order(reader: &Reader) -> Result<EpochOrder> {
         if reader.spec.mix.is_some() {
-            return mixture_order(mixture_files(reader)).1;
+            return Ok(mixture_order(mixture_files(reader)?).1);
         }
-        let (files, pipeline) = (reader.files.len(), reader.spec.pipeline.clone());
-        Box::new(move |epoch| RecordPipeline::epoch_order(files, &pipeline, epoch))
+        let splits = ledger_splits(reader)?;
+        let pipeline = reader.spec.pipeline.clone();
+        Ok(Box::new(move |epoch| RecordPipeline::ledger_order(splits, &pipeline, epoch)))
     }
 
     pub fn feed(&self) -> &Arc<JobFeed> {
@@ -203,19 +203,27 @@ fn refused(reader: &Reader, what: &str) -> Result<()> {
     )))
 }
 
-/// Each component's files among the mixture job's.
-fn component_ranges(reader: &Reader) -> Vec<std::ops::Range<u32>> {
-    mixture_order(mixture_files(reader)).0
+/// Each component's splits among the mixture job's.
+fn component_ranges(reader: &Reader) -> Result<Vec<std::ops::Range<u32>>> {
+    Ok(mixture_order(mixture_files(reader)?).0)
+}
+
+/// The splits of each epoch of `reader`'s own files in the ledger (its pipeline keeps the
+/// record indexes it loads for them).
+fn ledger_splits(reader: &Reader) -> Result<usize> {
+    Ok(reader.lock().pipeline.ledger_splits()?)
 }
 
 /// A mixture's components as its job plans them: a component of weight 0 is never
 /// chosen, so it has no splits (they would never be done).
-fn mixture_files(reader: &Reader) -> Vec<ComponentFiles> {
+fn mixture_files(reader: &Reader) -> Result<Vec<ComponentFiles>> {
     let weights = reader.spec.mix.as_ref().map(|mix| mix.weights.clone()).unwrap_or_default();
-    let component = |(component, weight): (&Reader, &f64)| ComponentFiles {
-        files: component.files.len(),
-        pipeline: component.spec.pipeline.clone(),
-        planned: *weight > 0.0,
+    let component = |(component, weight): (&Reader, &f64)| {
+        Ok(ComponentFiles {
+            files: ledger_splits(component)?,
+            pipeline: component.spec.pipeline.clone(),
+            planned: *weight > 0.0,
+        })
     };
     reader.mixture.iter().flat_map(|mixture| &mixture.components).zip(&weights).map(component).collect()
 }
@@ -225,10 +233,14 @@ fn job_epochs(reader: &Reader) -> Option<u64> {
     if reader.mixture.is_none() {
         return reader.spec.pipeline.num_epochs;
     }
-    mixture_files(reader)
-        .into_iter()
-        .filter(|component| component.planned)
-        .map(|component| component.pipeline.num_epochs)
+    let weights = reader.spec.mix.as_ref().map(|mix| mix.weights.as_slice()).unwrap_or_default();
+    reader
+        .mixture
+        .iter()
+        .flat_map(|mixture| &mixture.components)
+        .zip(weights)
+        .filter(|(_, weight)| **weight > 0.0)
+        .map(|(component, _)| component.spec.pipeline.num_epochs)
         .try_fold(0, |most, epochs| epochs.map(|epochs| most.max(epochs)))
 }
 

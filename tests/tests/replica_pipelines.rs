@@ -1,0 +1,101 @@
+//! What a single server's pipeline does, on replicas too: the exact global shuffle (the
+//! ledger's splits are ranges of each epoch's permutation), selections and their
+//! settling in the ledger. Real readerd processes on the real PostgreSQL
+//! (`READERD_TEST_POSTGRES_URL`), a database per test, `readerctl` consumers.
+
+use std::path::Path;
+
+use readerd_tests::postgres::Database;
+use readerd_tests::shared_reads::{
+    assert_every_key_twice, lines_printed, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
+};
+use readerd_tests::{ServerProcess, jsonl, readerctl, write_spec};
+use serde_json::{Value, json};
+
+/// The global shuffle of `write_lines`' 8 files, two epochs, batches of 8.
+fn global_spec() -> Value {
+    json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 11, "shuffle": {"global": true}, "numEpochs": 2, "batchSize": 8}
+    })
+}
+
+/// A replica with short leases, started with `args` besides its state store.
+fn replica(db: &Database, data: &Path, args: &[&str]) -> (ServerProcess, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let url = db.url();
+    let args: Vec<&str> = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    (ServerProcess::start_in(state.path(), &[data], &args), state)
+}
+
+/// What one `readerctl read` of shared reader `team/train` through `addr` printed: the
+/// keys of its elements, in order (it must end at the end of the sequence).
+fn read_shared(addr: &str, spec_path: &str) -> Vec<String> {
+    let args = ["read", "--spec", spec_path, "--container", "team", "--shared-name", "train", "--output", "jsonl"];
+    let output = readerctl(addr, &args);
+    let lines = jsonl(&output.stdout);
+    assert!(output.status.success(), "readerctl failed: {lines:?}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(lines.last().unwrap()["end_of_sequence"], true, "{:?}", lines.last());
+    lines.iter().filter_map(|line| line["keys"].as_array()).flatten().map(|key| key.as_str().unwrap().to_owned()).collect()
+}
+
+/// Splits of the job's first epoch in the ledger.
+fn splits_of_epoch_one(db: &Database) -> i64 {
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    ledger.query_one("SELECT count(*) FROM readerd_splits WHERE epoch = 1", &[]).unwrap().get(0)
+}
+
+/// Splits replica `addr` holds that are not done.
+fn unfinished_splits_of(db: &Database, addr: &str) -> i64 {
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let held = "SELECT count(*) FROM readerd_splits
+                WHERE owner = (SELECT id FROM readerd_replicas WHERE address = $1) AND NOT done";
+    ledger.query_one(held, &[&addr]).unwrap().get(0)
+}
+
+#[test]
+fn one_replica_reads_the_single_servers_global_shuffle_sequence() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 300);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &global_spec());
+    let single = ServerProcess::start(&[data.path()]);
+    let expected = read_shared(&single.addr, &spec_path);
+    assert_eq!(expected.len(), 2 * 8 * 300);
+    let (replica, _state) = replica(&db, data.path(), &[]);
+    let read = read_shared(&replica.addr, &spec_path);
+    assert_eq!(read.len(), expected.len());
+    assert!(read == expected, "the single server's permutation, split by split through the ledger");
+    // 2,400 records an epoch: splits of 64 records (the least), so 38 of them.
+    assert_eq!(splits_of_epoch_one(&db), 38);
+}
+
+#[test]
+fn three_replicas_deliver_a_global_shuffle_exactly_once_per_epoch_through_a_replica_kill() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &global_spec());
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path(), &[]))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    // Mid-epoch one (a sixth of the 2,000 batches printed), replica 1 is killed.
+    wait_until_printed(&outputs, 330);
+    let (killed, _state) = replicas[1].take().unwrap();
+    killed.kill();
+    let before_kill = lines_printed(&outputs);
+    let held = unfinished_splits_of(&db, &addrs[1]);
+    assert!(held > 0, "the killed replica held splits ({before_kill} lines printed)");
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    println!("{before_kill} lines printed when replica 1 was killed");
+    assert_every_key_twice(&all, 1000);
+    // The permutation of 8,000 records is cut into 125 ranges of 64.
+    assert_eq!(splits_of_epoch_one(&db), 125);
+}

@@ -120,3 +120,24 @@ pub fn wait_for_consumers(consumers: Vec<std::process::Child>, outputs: &[PathBu
     }
     all
 }
+
+/// `all` holds every key of `write_lines(_, lines)` at least twice (two epochs), and a
+/// key more often only if `killed_keys` (what a consumer killed mid-read printed) holds
+/// it: the killed consumer printed it and died before its acknowledgement was answered,
+/// `most_again` keys at most (its last batch).
+pub fn assert_every_key_twice_but_the_killeds_last(all: &[String], killed_keys: &[String], lines: usize, most_again: usize) {
+    let mut counts = std::collections::BTreeMap::new();
+    for key in all {
+        *counts.entry(key.as_str()).or_insert(0usize) += 1;
+    }
+    let expected = every_key_twice(lines);
+    let missing: Vec<&String> =
+        expected.iter().step_by(2).filter(|key| counts.get(key.as_str()).copied().unwrap_or(0) < 2).collect();
+    assert!(missing.is_empty(), "lost: {:?}", &missing[..missing.len().min(5)]);
+    let again: Vec<&str> = counts.iter().filter(|(_, n)| **n > 2).map(|(k, _)| *k).collect();
+    assert!(again.len() <= most_again, "printed again: {again:?}");
+    assert!(
+        again.iter().all(|key| killed_keys.iter().any(|k| k == key)),
+        "printed again but not by the killed consumer: {again:?}"
+    );
+}

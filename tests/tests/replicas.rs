@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use readerd_tests::postgres::Database;
 use readerd_tests::shared_reads::{
-    assert_every_key_twice, every_key_twice, keys_and_end, lines_printed, spawn_consumers, wait_for_consumers,
+    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, every_key_twice, keys_and_end, lines_printed, spawn_consumers, wait_for_consumers,
     wait_until_printed, write_lines,
 };
 use readerd_tests::{ServerProcess, jsonl, readerctl, write_file, write_spec};
@@ -347,24 +347,7 @@ fn a_consumer_killed_mid_epoch_has_only_what_it_printed_unacknowledged_printed_a
     all.extend(wait_for_consumers(consumers, &outputs[1..], true));
     // Every record at least once per epoch; printed more often only if the killed consumer
     // printed it and died before its acknowledgement was answered: one batch at most.
-    let mut counts = std::collections::BTreeMap::new();
-    for key in &all {
-        *counts.entry(key.as_str()).or_insert(0usize) += 1;
-    }
-    let expected = every_key_twice(1000);
-    let mut wanted = std::collections::BTreeMap::new();
-    for key in &expected {
-        *wanted.entry(key.as_str()).or_insert(0usize) += 1;
-    }
-    let missing: Vec<&&str> =
-        wanted.iter().filter(|(k, n)| counts.get(*k).copied().unwrap_or(0) < **n).map(|(k, _)| k).collect();
-    assert!(missing.is_empty(), "lost: {:?}", &missing[..missing.len().min(5)]);
-    let again: Vec<&str> = counts.iter().filter(|(k, n)| **n > wanted[*k]).map(|(k, _)| *k).collect();
-    assert!(again.len() <= 8, "printed again: {again:?}");
-    assert!(
-        again.iter().all(|key| killed_keys.iter().any(|k| k == key)),
-        "printed again but not by the killed consumer: {again:?}"
-    );
+    assert_every_key_twice_but_the_killeds_last(&all, &killed_keys, 1000, 8);
 }
 
 /// A consumer of the shared reader through `addr` alone that acknowledges nothing: the

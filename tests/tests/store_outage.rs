@@ -8,7 +8,8 @@ use std::path::Path;
 
 use readerd_tests::postgres::OwnPostgres;
 use readerd_tests::shared_reads::{
-    assert_every_key_twice, lines_printed, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
+    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, keys_and_end, lines_printed,
+    spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
 };
 use readerd_tests::{ServerProcess, write_spec};
 use serde_json::json;
@@ -23,12 +24,23 @@ fn spec() -> serde_json::Value {
     })
 }
 
-/// A replica (or single server) on `postgres`, with 2 s leases and `extra` flags.
+/// The exact global shuffle of the same files.
+fn global_spec() -> serde_json::Value {
+    json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 3, "shuffle": {"global": true}, "numEpochs": 2, "batchSize": 8}
+    })
+}
+
+/// A replica (or single server) on `postgres`, with 2 s leases, a 30 s grace for the
+/// consumers of a replica that died (unless `extra` sets another) and `extra` flags.
 fn replica_with(postgres: &OwnPostgres, data: &Path, extra: &[&str]) -> (ServerProcess, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let url = postgres.url();
-    let args: Vec<&str> = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"]
+    let grace: &[&str] = if extra.contains(&"--failover-grace") { &[] } else { &["--failover-grace", "30s"] };
+    let args: Vec<&str> = ["--state-url", url.as_str(), "--lease-time", "2s"]
         .into_iter()
+        .chain(grace.iter().copied())
         .chain(extra.iter().copied())
         .collect();
     (ServerProcess::start_in(state.path(), &[data], &args), state)
@@ -48,15 +60,15 @@ fn assert_ended_past_the_limit(status: std::process::ExitStatus, lines: &[serde_
 }
 
 /// `replicas` servers on a PostgreSQL of the test's own and 4 consumers (each reading
-/// from all of them, with `consumer_args`); once they printed a tenth of the job,
-/// `outage` is done to PostgreSQL. Every record must then come exactly once per epoch, and
-/// every consumer end with the end of the sequence.
-fn read_through(replicas: usize, consumer_args: &[&str], outage: impl FnOnce(&OwnPostgres)) {
+/// from all of them, with `consumer_args`) of `spec`; once they printed a tenth of the
+/// job, `outage` is done to PostgreSQL. Every record must then come exactly once per
+/// epoch, and every consumer end with the end of the sequence.
+fn read_through(spec: serde_json::Value, replicas: usize, consumer_args: &[&str], outage: impl FnOnce(&OwnPostgres)) {
     let postgres = OwnPostgres::start();
     let data = tempfile::tempdir().unwrap();
     write_lines(data.path(), LINES);
     let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let spec_path = write_spec(&dir, &spec);
     let servers: Vec<_> = (0..replicas).map(|_| replica(&postgres, data.path())).collect();
     let addrs = servers.iter().map(|(server, _)| server.addr.clone()).collect::<Vec<_>>().join(",");
     let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
@@ -87,18 +99,23 @@ fn restarted(postgres: &OwnPostgres) {
 
 #[test]
 fn three_replicas_wait_out_a_15_s_postgres_outage_and_deliver_every_record_once() {
-    read_through(3, &[], fifteen_seconds_down);
+    read_through(spec(), 3, &[], fifteen_seconds_down);
+}
+
+#[test]
+fn three_replicas_serving_a_global_shuffle_wait_out_a_15_s_outage_and_deliver_every_record_once() {
+    read_through(global_spec(), 3, &[], fifteen_seconds_down);
 }
 
 #[test]
 fn three_replicas_carry_on_after_a_postgres_restart_and_deliver_every_record_once() {
-    read_through(3, &[], restarted);
+    read_through(spec(), 3, &[], restarted);
 }
 
 #[test]
 fn a_single_server_on_postgres_waits_out_a_15_s_outage_while_checkpointing() {
     // Checkpoints every 20 elements: the state store's own session must come back too.
-    read_through(1, &["--checkpoint-every", "20"], fifteen_seconds_down);
+    read_through(spec(), 1, &["--checkpoint-every", "20"], fifteen_seconds_down);
 }
 
 #[test]
@@ -159,4 +176,35 @@ fn past_the_outage_limit_a_stream_in_the_middle_of_a_split_ends_unavailable_too(
     postgres.start_again();
     let lines = readerd_tests::jsonl(&std::fs::read(&outputs[0]).unwrap());
     assert_ended_past_the_limit(status, &lines);
+}
+
+#[test]
+fn elements_taken_for_a_stream_that_stops_before_sending_them_go_to_another_consumer() {
+    // PostgreSQL stops: once the replica's leases are a lease time (2 s) unconfirmed, a
+    // stream takes its next chunk and waits for a renewal before sending it. Its consumer
+    // is killed there. The chunk's elements must go back to the reader, for the next
+    // consumer: else they were never delivered, and the job never ended.
+    let postgres = OwnPostgres::start();
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 300);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let (server, _state) = replica_with(&postgres, data.path(), &["--failover-grace", "1s"]);
+    let first = [dir.path().join("first.jsonl")];
+    let mut consumer = spawn_consumers(&server.addr, &["--spec", &spec_path], &first).pop().unwrap();
+    wait_until_printed(&first, 40);
+    postgres.stop();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let printed = lines_printed(&first);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(lines_printed(&first), printed, "the stream waits for its leases, nothing is sent");
+    consumer.kill().unwrap();
+    consumer.wait().unwrap();
+    postgres.start_again();
+    let (killed_keys, _) = keys_and_end(&std::fs::read(&first[0]).unwrap());
+    let next = [dir.path().join("next.jsonl")];
+    let consumer = spawn_consumers(&server.addr, &["--spec", &spec_path], &next);
+    let mut all = killed_keys.clone();
+    all.extend(wait_for_consumers(consumer, &next, true));
+    assert_every_key_twice_but_the_killeds_last(&all, &killed_keys, 300, 8);
 }

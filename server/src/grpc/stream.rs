@@ -102,15 +102,74 @@ impl AutoCheckpoints {
     }
 }
 
+/// Elements taken for a stream and not sent yet, and the chunk they came from while it
+/// counts as being produced. However the stream stops before sending them (the trainer
+/// left while a replica waited for its leases, a batch above the limit, the server
+/// draining, the stream's task dropped while it waited for the chunk), a shared
+/// reader's go back to its queue for its other streams, and the chunk no longer counts
+/// as being produced: nothing taken is lost. A private stream's end with it.
+struct Unsent {
+    reader: Arc<Reader>,
+    shared: bool,
+    elements: Vec<Outgoing>,
+    /// `Chunk::first_index` of the chunk taken, until it is handed out.
+    producing: Option<u64>,
+}
+
+impl Unsent {
+    fn new(reader: &Arc<Reader>, shared: bool) -> Self {
+        Self { reader: reader.clone(), shared, elements: Vec::new(), producing: None }
+    }
+
+    /// Takes `chunk`'s elements, and its mark as being produced.
+    fn take_from(&mut self, chunk: &mut Chunk) {
+        self.elements.extend(chunk.elements.drain(..).map(|element| (element, false)));
+        debug_assert!(self.producing.is_none() || chunk.first_index.is_none(), "one chunk at a time");
+        self.producing = self.producing.or(chunk.first_index.take());
+    }
+
+    /// Takes `other`'s elements after its own, and its chunk's mark.
+    fn join(&mut self, mut other: Unsent) {
+        self.elements.append(&mut other.elements);
+        debug_assert!(self.producing.is_none() || other.producing.is_none(), "one chunk at a time");
+        self.producing = self.producing.or(other.producing.take());
+    }
+
+    /// Everything was sent: the chunk is handed out.
+    fn sent(mut self) {
+        debug_assert!(self.elements.is_empty());
+        if let Some(first) = self.producing.take() {
+            self.reader.chunk_delivered(first);
+        }
+    }
+}
+
+impl Drop for Unsent {
+    fn drop(&mut self) {
+        if self.shared && !self.elements.is_empty() {
+            self.reader.delivery().requeue(self.elements.drain(..).map(|(element, _)| element).collect());
+        }
+        if let Some(first) = self.producing.take() {
+            self.reader.chunk_delivered(first);
+        }
+    }
+}
+
 /// Reads the next chunk of up to `wanted` elements, the first of which will be the
-/// stream's element `next_seq`, on a blocking thread. The chunk's bytes are reserved
-/// from the memory budget until the transport takes its elements from the stream's
-/// buffer; when the budget
-/// cannot hold them the chunk still goes out (it is made), and the stream then ends
-/// with `RESOURCE_EXHAUSTED`.
-fn read_chunk(reader: &Arc<Reader>, record: &Arc<StreamRecord>, next_seq: i64, wanted: usize) -> JoinHandle<Chunk> {
+/// stream's element `next_seq`, on a blocking thread; its elements come in an [`Unsent`]
+/// (when the stream no longer waits for them, they go back at once), the chunk without
+/// them. The chunk's bytes are reserved from the memory budget until the transport takes
+/// its elements from the stream's buffer; when the budget cannot hold them the chunk
+/// still goes out (it is made), and the stream then ends with `RESOURCE_EXHAUSTED`.
+fn read_chunk(
+    reader: &Arc<Reader>,
+    record: &Arc<StreamRecord>,
+    next_seq: i64,
+    wanted: usize,
+) -> JoinHandle<(Unsent, Chunk)> {
     let reader = reader.clone();
     let snapshots = record.checkpointable.then(|| record.clone());
+    let shared = !record.checkpointable;
     tokio::task::spawn_blocking(move || {
         // Checkpoints rebuild the state after any element from the state before its chunk.
         if let Some(snapshots) = snapshots {
@@ -128,7 +187,9 @@ fn read_chunk(reader: &Arc<Reader>, record: &Arc<StreamRecord>, next_seq: i64, w
             chunk.error = Some(err.into());
             chunk.end_of_sequence = false;
         }
-        chunk
+        let mut unsent = Unsent::new(&reader, shared);
+        unsent.take_from(&mut chunk);
+        (unsent, chunk)
     })
 }
 
@@ -218,7 +279,7 @@ struct ElementStream {
     /// takes long enough that reading ahead only holds more memory.
     reads_ahead: bool,
     /// `(elements asked for, the chunk being read)`.
-    ahead: Option<(usize, JoinHandle<Chunk>)>,
+    ahead: Option<(usize, JoinHandle<(Unsent, Chunk)>)>,
     buffer: BufferMemory,
 }
 
@@ -269,18 +330,14 @@ impl ElementStream {
         }
         let (free, least) = self.room(tx);
         let permits = self.reserve(tx, free).await?;
-        let (elements, mut chunk) = self.take_elements(free, least).await?;
-        if let Break(ended) = self.ready_to_send(&elements, tx).await {
-            self.give_back(elements, &chunk);
-            return Break(ended);
-        }
-        let sent_any = !elements.is_empty();
+        // Unsent elements go back if this turn stops before sending them (`Unsent`).
+        let (mut unsent, mut chunk) = self.take_elements(free, least).await?;
+        self.ready_to_send(&unsent.elements, tx).await?;
+        let sent_any = !unsent.elements.is_empty();
         // The chunk's reservation now covers its elements in the stream's buffer.
-        self.buffer.hold(&elements, std::mem::take(&mut chunk.reserved));
-        self.send_elements(permits, elements);
-        if let Some(first) = chunk.first_index {
-            self.reader.chunk_delivered(first);
-        }
+        self.buffer.hold(&unsent.elements, std::mem::take(&mut chunk.reserved));
+        self.send_elements(permits, std::mem::take(&mut unsent.elements));
+        unsent.sent();
         self.checkpoint_if_due(tx).await?;
         if let Some(err) = chunk.error {
             tracing::warn!(reader = self.reader.name(), error = %err, "stream failed");
@@ -344,31 +401,36 @@ impl ElementStream {
 
     /// Up to `free` elements: first those other streams left unacknowledged, then those
     /// of a chunk (the one read ahead, or one read now). The chunk comes along without its
-    /// elements, for its reservation, error, end of sequence and first index. Starts
-    /// reading the next chunk ahead when that pays.
-    async fn take_elements(&mut self, free: usize, least: usize) -> ControlFlow<Ended, (Vec<Outgoing>, Chunk)> {
-        let mut elements: Vec<Outgoing> =
-            self.reader.delivery().take_redelivery(free).into_iter().map(|element| (element, true)).collect();
+    /// elements, for its reservation, error and end of sequence. Starts reading the next
+    /// chunk ahead when that pays.
+    async fn take_elements(&mut self, free: usize, least: usize) -> ControlFlow<Ended, (Unsent, Chunk)> {
+        let mut unsent = Unsent::new(&self.reader, self.shared);
+        let redelivered = self.reader.delivery().take_redelivery(free).into_iter().map(|element| (element, true));
+        unsent.elements.extend(redelivered);
         let mut chunk = Chunk::default();
-        if elements.len() < free && !self.exhausted {
+        let taken = unsent.elements.len();
+        if taken < free && !self.exhausted {
             let reading = match self.ahead.take() {
                 Some((_, reading)) => reading,
-                None => read_chunk(&self.reader, &self.record, self.seq + elements.len() as i64, free - elements.len()),
+                None => read_chunk(&self.reader, &self.record, self.seq + taken as i64, free - taken),
             };
-            chunk = match reading.await {
-                Ok(chunk) => chunk,
+            let read = match reading.await {
+                Ok((read, rest)) => {
+                    chunk = rest;
+                    read
+                }
                 Err(err) => {
                     return stop(ServeError::Internal(format!("reader {}: reading failed: {err}", self.reader.name())));
                 }
             };
-            elements.extend(chunk.elements.drain(..).map(|element| (element, false)));
-            let small = elements.iter().map(|(e, _)| e.payload_bytes()).sum::<usize>() < CHUNK_BYTES;
+            unsent.join(read);
+            let small = unsent.elements.iter().map(|(e, _)| e.payload_bytes()).sum::<usize>() < CHUNK_BYTES;
             if self.reads_ahead && small && chunk.error.is_none() && !chunk.end_of_sequence {
-                let next_seq = self.seq + elements.len() as i64;
+                let next_seq = self.seq + unsent.elements.len() as i64;
                 self.ahead = Some((least, read_chunk(&self.reader, &self.record, next_seq, least)));
             }
         }
-        Continue((elements, chunk))
+        Continue((unsent, chunk))
     }
 
     /// Whether `elements` may go out now: none is above the batch limit, and on a replica
@@ -379,19 +441,6 @@ impl ElementStream {
             self.wait_for_leases(tx).await?;
         }
         Continue(())
-    }
-
-    /// Elements taken for this stream that it ends without sending (the trainer left while
-    /// a replica waited for its leases, the batch is above the limit, the server drains):
-    /// a shared reader's go back to its queue for its other streams, and their chunk is no
-    /// longer being produced. (A private stream's end with it.)
-    fn give_back(&self, elements: Vec<Outgoing>, chunk: &Chunk) {
-        if self.shared && !elements.is_empty() {
-            self.reader.delivery().requeue(elements.into_iter().map(|(element, _)| element).collect());
-        }
-        if let Some(first) = chunk.first_index {
-            self.reader.chunk_delivered(first);
-        }
     }
 
     /// Ends the stream at an element above the batch limit (`--max-batch-bytes`).

@@ -6,9 +6,7 @@
 use std::path::Path;
 
 use readerd_tests::postgres::Database;
-use readerd_tests::shared_reads::{
-    assert_every_key_twice, lines_printed, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
-};
+use readerd_tests::shared_reads::{lines_printed, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines};
 use readerd_tests::{ServerProcess, jsonl, readerctl, write_spec};
 use serde_json::{Value, json};
 
@@ -56,20 +54,60 @@ fn unfinished_splits_of(db: &Database, addr: &str) -> i64 {
     ledger.query_one(held, &[&addr]).unwrap().get(0)
 }
 
+/// `spec` with a key-hash selection: 8 buckets of 10 (about 80% of the records).
+fn with_key_buckets(mut spec: Value) -> Value {
+    spec["pipeline"]["select"] = json!({"keyBuckets": {"buckets": 10, "keep": [0, 1, 2, 3, 4, 5, 6, 7]}});
+    spec
+}
+
+/// `spec` (of the files of `write_lines(_, lines)`), read by a single server and by one
+/// replica: the same sequence. Returns it.
+fn assert_one_replica_reads_the_single_servers_sequence(db: &Database, spec: &Value, lines: usize) -> Vec<String> {
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), lines);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, spec);
+    let single = ServerProcess::start(&[data.path()]);
+    let expected = read_shared(&single.addr, &spec_path);
+    let (replica, _state) = replica(db, data.path(), &[]);
+    let read = read_shared(&replica.addr, &spec_path);
+    assert_eq!(read.len(), expected.len());
+    assert!(read == expected, "the single server's sequence, split by split through the ledger");
+    expected
+}
+
+/// `spec` (of the files of `write_lines(_, lines)`) read by 4 consumers from 3 replicas,
+/// one of which is killed once `kill_at` lines were printed: every record the single
+/// server gives, exactly as often (once per epoch).
+fn assert_exactly_once_through_a_replica_kill(db: &Database, spec: &Value, lines: usize, kill_at: usize) {
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), lines);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, spec);
+    let mut expected = read_shared(&ServerProcess::start(&[data.path()]).addr, &spec_path);
+    expected.sort();
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(db, data.path(), &[]))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    wait_until_printed(&outputs, kill_at);
+    let (killed, _state) = replicas[1].take().unwrap();
+    killed.kill();
+    let before_kill = lines_printed(&outputs);
+    let held = unfinished_splits_of(db, &addrs[1]);
+    assert!(held > 0, "the killed replica held splits ({before_kill} lines printed)");
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    println!("{before_kill} lines printed when replica 1 was killed");
+    assert_eq!(all.len(), expected.len(), "{} records printed, {} expected", all.len(), expected.len());
+    assert!(all == expected, "every record exactly once per epoch");
+}
+
 #[test]
 fn one_replica_reads_the_single_servers_global_shuffle_sequence() {
     let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 300);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &global_spec());
-    let single = ServerProcess::start(&[data.path()]);
-    let expected = read_shared(&single.addr, &spec_path);
+    let expected = assert_one_replica_reads_the_single_servers_sequence(&db, &global_spec(), 300);
     assert_eq!(expected.len(), 2 * 8 * 300);
-    let (replica, _state) = replica(&db, data.path(), &[]);
-    let read = read_shared(&replica.addr, &spec_path);
-    assert_eq!(read.len(), expected.len());
-    assert!(read == expected, "the single server's permutation, split by split through the ledger");
     // 2,400 records an epoch: splits of 64 records (the least), so 38 of them.
     assert_eq!(splits_of_epoch_one(&db), 38);
 }
@@ -77,25 +115,30 @@ fn one_replica_reads_the_single_servers_global_shuffle_sequence() {
 #[test]
 fn three_replicas_deliver_a_global_shuffle_exactly_once_per_epoch_through_a_replica_kill() {
     let Some(db) = Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &global_spec());
-    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path(), &[]))).collect();
-    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
-    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
-    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
-    // Mid-epoch one (a sixth of the 2,000 batches printed), replica 1 is killed.
-    wait_until_printed(&outputs, 330);
-    let (killed, _state) = replicas[1].take().unwrap();
-    killed.kill();
-    let before_kill = lines_printed(&outputs);
-    let held = unfinished_splits_of(&db, &addrs[1]);
-    assert!(held > 0, "the killed replica held splits ({before_kill} lines printed)");
-    let mut all = wait_for_consumers(consumers, &outputs, true);
-    all.sort();
-    println!("{before_kill} lines printed when replica 1 was killed");
-    assert_every_key_twice(&all, 1000);
+    // Killed mid-epoch one: a sixth of the 2,000 batches printed.
+    assert_exactly_once_through_a_replica_kill(&db, &global_spec(), 1000, 330);
     // The permutation of 8,000 records is cut into 125 ranges of 64.
     assert_eq!(splits_of_epoch_one(&db), 125);
+}
+
+#[test]
+fn one_replica_reads_the_single_servers_key_hash_selection() {
+    let Some(db) = Database::new() else { return };
+    let expected = assert_one_replica_reads_the_single_servers_sequence(&db, &with_key_buckets(global_spec()), 300);
+    let share = expected.len() as f64 / (2.0 * 8.0 * 300.0);
+    assert!((0.7..0.9).contains(&share), "the selection keeps {share} of the records");
+}
+
+#[test]
+fn three_replicas_deliver_a_key_hash_selection_exactly_once_per_epoch_through_a_replica_kill() {
+    let Some(db) = Database::new() else { return };
+    // Files, not the global shuffle: the records the selection drops are settled in the
+    // ledger, or their splits are never done and the job never ends.
+    let mut spec = with_key_buckets(global_spec());
+    spec["pipeline"]["shuffle"] = json!({"bufferSize": 32});
+    spec["pipeline"]["cycleLength"] = json!(2);
+    assert_exactly_once_through_a_replica_kill(&db, &spec, 1000, 270);
+    let global = with_key_buckets(global_spec());
+    let Some(db) = Database::new() else { return };
+    assert_exactly_once_through_a_replica_kill(&db, &global, 1000, 270);
 }

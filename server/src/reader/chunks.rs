@@ -169,6 +169,7 @@ impl Reader {
         }
         let first = state.elements_produced;
         let taken = take(&mut state, first);
+        self.settle(&state.take_dropped());
         if let Some(err) = &taken.error {
             state.failed = Some(err.clone());
         }

@@ -39,8 +39,9 @@ impl ReplicaJob {
         for (i, component) in reader.mixture.iter().flat_map(|mixture| &mixture.components).enumerate() {
             Self::check(component).map_err(|err| in_component(i, err))?;
         }
-        if !reader.spec.select.is_empty() {
-            return refused(reader, "a selection (skip, take, filters)");
+        let select = &reader.spec.select;
+        if select.skip > 0 || select.take.is_some() {
+            return refused(reader, "pipeline.select.skip and pipeline.select.take");
         }
         Ok(())
     }
@@ -67,6 +68,8 @@ impl ReplicaJob {
             for (component, files) in mixture.components.iter().zip(component_ranges(reader)?) {
                 read_fed(component, Arc::new(ComponentFeed::new(feed.clone(), files.clone())));
             }
+            // Its components' dropped records are settled with the mixture's chunks.
+            reader.lock().dropped = Some(Vec::new());
         } else {
             read_fed(reader, feed.clone());
         }
@@ -190,9 +193,12 @@ fn stops_on_empty(reader: &Reader) -> bool {
 }
 
 /// `reader` reads the files `feed` gives from now on (their records carry their splits):
-/// its pipeline, as `Reader::open` built it, takes its files from the feed.
+/// its pipeline, as `Reader::open` built it, takes its files from the feed, and the
+/// records its selection drops are kept to be settled in the ledger.
 fn read_fed(reader: &Reader, feed: Arc<dyn FileFeed>) {
-    reader.lock().pipeline.read_from(feed);
+    let mut state = reader.lock();
+    state.pipeline.read_from(feed);
+    state.dropped = Some(Vec::new());
 }
 
 /// `INVALID_ARGUMENT`: replicas do not serve `what` yet.

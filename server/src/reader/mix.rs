@@ -153,7 +153,11 @@ impl RecordSource for MixedRecords<'_> {
             let component = &self.mixture.components[i];
             let component_state = self.locked[i].get_or_insert_with(|| component.lock());
             loop {
-                match component_state.next_selected(&component.spec) {
+                let next = component_state.next_selected(&component.spec);
+                if let Some(dropped) = &mut self.state.dropped {
+                    dropped.extend(component_state.take_dropped());
+                }
+                match next {
                     Ok(Next::Record(record)) => {
                         progress.taken[i] += 1;
                         return Ok(Step::Item((i, record)));

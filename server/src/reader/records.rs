@@ -11,7 +11,7 @@ use super::batcher::{RecordSource, Step};
 use super::unbatch::{Example, unbatch_record};
 use crate::error::{Result, ServeError};
 use crate::pipeline::{Next, RecordPipeline};
-use crate::source::{Record, SourceError};
+use crate::source::{Record, RecordId, SourceError};
 use crate::spec::ReaderSpec;
 
 /// A reader's records as its selection keeps them.
@@ -73,6 +73,9 @@ pub(super) struct ReaderState {
     pub(super) failed: Option<ServeError>,
     /// A mixture's choice and counts (`mix.rs`), from its first element on.
     pub(super) mix: Option<crate::pipeline::mix::MixProgress>,
+    /// On replicas: the records the selection dropped since they were last taken, to be
+    /// settled in the ledger (`cluster_job.rs`); `None` elsewhere (nothing is kept).
+    pub(super) dropped: Option<Vec<RecordId>>,
 }
 
 impl ReaderState {
@@ -87,7 +90,21 @@ impl ReaderState {
             files_cut_short: 0,
             failed: None,
             mix: None,
+            dropped: None,
         }
+    }
+
+    /// `record` is not handed out (the selection dropped it): on replicas, kept to be
+    /// settled.
+    fn drop_record(&mut self, record: &Record) {
+        if let Some(dropped) = &mut self.dropped {
+            dropped.push(record.id());
+        }
+    }
+
+    /// The records dropped since the last call (on replicas), to be settled.
+    pub(super) fn take_dropped(&mut self) -> Vec<RecordId> {
+        self.dropped.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// The next example of an unbatched record, or an epoch boundary or the end.
@@ -136,6 +153,7 @@ impl ReaderState {
             };
             let key = record.key_string();
             if !select.keeps_key(&key) {
+                self.drop_record(&record);
                 continue;
             }
             if select.needs_features() {
@@ -146,13 +164,17 @@ impl ReaderState {
                     Err(err) if spec.skip_errors => {
                         tracing::warn!(record = %key, error = %err, "undecodable record skipped");
                         self.records_skipped += 1;
+                        self.drop_record(&record);
                         continue;
                     }
                     Err(err) => Err(ServeError::Decode(format!("{} (record {key})", err.message))),
                 };
                 match kept {
                     Ok(true) => {}
-                    Ok(false) => continue,
+                    Ok(false) => {
+                        self.drop_record(&record);
+                        continue;
+                    }
                     Err(err) => {
                         self.failed = Some(err.clone());
                         return Err(err);
@@ -161,9 +183,11 @@ impl ReaderState {
             }
             self.selected_in_epoch += 1;
             if self.selected_in_epoch <= select.skip {
+                self.drop_record(&record);
                 continue;
             }
             if select.take.is_some_and(|take| self.selected_in_epoch > select.skip + take) {
+                self.drop_record(&record);
                 self.pipeline.skip_rest_of_epoch();
                 continue;
             }

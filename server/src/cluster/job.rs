@@ -50,6 +50,8 @@ pub struct JobFeed {
     /// `acknowledge` calls so far, and how many of the first of them are committed.
     tickets: std::sync::atomic::AtomicU64,
     committed_tickets: std::sync::atomic::AtomicU64,
+    /// The job unbatches: its ledger counts examples ([`JobFeed::count_examples`]).
+    counts_examples: std::sync::atomic::AtomicBool,
 }
 
 struct FeedState {
@@ -87,12 +89,31 @@ struct Held {
     left_out: u64,
     /// Records the pipeline took from the file, once it has read it to its end.
     read: Option<u64>,
+    /// Of a job that unbatches, whose ledger counts examples (`RecordId::example`).
+    examples: Option<HeldExamples>,
+}
+
+/// A split of a job that unbatches: the pipeline reads each of its records again (none is
+/// left out: a record may have been acknowledged in part), and the reader counts their
+/// examples here, leaving out those already acknowledged.
+#[derive(Debug, Default)]
+struct HeldExamples {
+    /// Examples acknowledged when it was leased.
+    acked: RecordSet,
+    /// Records unbatched so far, and their examples.
+    records: u64,
+    examples: u64,
 }
 
 impl Held {
-    /// The file's records, once it was read to its end.
+    /// The split's records (examples, for a job that unbatches), once its file was read
+    /// to its end (and each of its records unbatched).
     fn records(&self) -> Option<u64> {
-        self.read.map(|read| read + self.left_out)
+        let read = self.read?;
+        match &self.examples {
+            None => Some(read + self.left_out),
+            Some(examples) => (examples.records == read).then_some(examples.examples),
+        }
     }
 }
 
@@ -136,7 +157,36 @@ impl JobFeed {
             sessions: Mutex::default(),
             tickets: Default::default(),
             committed_tickets: Default::default(),
+            counts_examples: Default::default(),
         }
+    }
+
+    /// The job unbatches: from now on (before any split is leased) its ledger names and
+    /// counts examples (`RecordId::example`), which the reader reports with
+    /// [`JobFeed::record_unbatched`]. Its pipeline reads every record of a split again.
+    pub fn count_examples(&self) {
+        self.counts_examples.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Of a job that counts examples: record `record` was split into `examples` examples
+    /// (0: the selection dropped it, or it failed to unbatch with `onError: SKIP`).
+    /// Returns the ledger numbers of those already acknowledged when its split was leased
+    /// (to leave out).
+    pub fn record_unbatched(&self, record: &RecordId, examples: u64) -> Vec<u64> {
+        let mut state = self.state();
+        let Some(held) = state.held.get_mut(&record.split()).and_then(|held| held.examples.as_mut()) else {
+            return Vec::new();
+        };
+        held.records += 1;
+        held.examples += examples;
+        if held.acked.is_empty() {
+            return Vec::new();
+        }
+        (0..examples)
+            .filter_map(|i| record.example(i))
+            .map(|example| example.number)
+            .filter(|number| held.acked.contains(*number))
+            .collect()
     }
 
     pub fn job(&self) -> Job {
@@ -486,7 +536,13 @@ impl JobFeed {
                 "took a split over from another replica"
             );
         }
-        let held = Held { left_out: lease.acked.len(), read: None };
+        let counts_examples = self.counts_examples.load(std::sync::atomic::Ordering::Relaxed);
+        let (held, leave_out) = if counts_examples {
+            let examples = HeldExamples { acked: lease.acked, ..HeldExamples::default() };
+            (Held { left_out: 0, read: None, examples: Some(examples) }, RecordSet::new())
+        } else {
+            (Held { left_out: lease.acked.len(), read: None, examples: None }, lease.acked)
+        };
         let mut state = self.state();
         if state.void.is_some() {
             drop(state);
@@ -498,6 +554,6 @@ impl JobFeed {
             });
         }
         state.held.insert(split, held);
-        Ok(Some(FedFile { file: split.file as usize, split: split.file, epoch: split.epoch, leave_out: lease.acked }))
+        Ok(Some(FedFile { file: split.file as usize, split: split.file, epoch: split.epoch, leave_out }))
     }
 }

@@ -12,7 +12,7 @@ use super::decoding::{Batches, DecodedElements};
 use super::mix::MixedRecords;
 use super::mix_decode::TakenBatches;
 use super::records::{Examples, ReaderState, SelectedRecords};
-use super::unbatch::stack_examples;
+use super::unbatch::{Example, stack_examples};
 use super::{Chunk, Reader};
 use crate::element::{Element, RecordId};
 use crate::error::{Result, ServeError};
@@ -36,7 +36,11 @@ impl Reader {
                     elements.push(Ok(Some(Element { index, ..stack_examples(examples, batched)? })));
                     Ok(())
                 };
-                take_batches(&mut source, rule, first, budgets, stack, |_| {})
+                // Examples taken and never handed out (`dropRemainder`) are settled.
+                let settle = |dropped: Vec<Example>| {
+                    self.settle(&dropped.iter().filter_map(|example| example.id).collect::<Vec<_>>());
+                };
+                take_batches(&mut source, rule, first, budgets, stack, settle)
             });
             (taken, elements)
         } else if let Some(mixture) = &self.mixture {

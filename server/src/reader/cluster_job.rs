@@ -33,9 +33,6 @@ impl ReplicaJob {
     /// `INVALID_ARGUMENT` for what replicas do not serve yet in `reader`'s spec; checked
     /// before the job is made in the ledger.
     pub fn check(reader: &Reader) -> Result<()> {
-        if reader.spec.unbatch {
-            return refused(reader, "unbatch");
-        }
         for (i, component) in reader.mixture.iter().flat_map(|mixture| &mixture.components).enumerate() {
             Self::check(component).map_err(|err| in_component(i, err))?;
         }
@@ -71,6 +68,10 @@ impl ReplicaJob {
             // Its components' dropped records are settled with the mixture's chunks.
             reader.lock().dropped = Some(Vec::new());
         } else {
+            if reader.spec.unbatch {
+                feed.count_examples();
+                reader.lock().examples_ledger = Some(feed.clone());
+            }
             read_fed(reader, feed.clone());
         }
         reader.books.delivery.commit_to(feed.clone());

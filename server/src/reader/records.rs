@@ -6,9 +6,11 @@
 //! (a mixture's is in `mix.rs`).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::batcher::{RecordSource, Step};
 use super::unbatch::{Example, unbatch_record};
+use crate::cluster::JobFeed;
 use crate::error::{Result, ServeError};
 use crate::pipeline::{Next, RecordPipeline};
 use crate::source::{Record, RecordId, SourceError};
@@ -76,6 +78,9 @@ pub(super) struct ReaderState {
     /// On replicas: the records the selection dropped since they were last taken, to be
     /// settled in the ledger (`cluster_job.rs`); `None` elsewhere (nothing is kept).
     pub(super) dropped: Option<Vec<RecordId>>,
+    /// On replicas, with `unbatch`: the job, whose ledger counts examples. Each record's
+    /// examples are counted there, and those already acknowledged left out.
+    pub(super) examples_ledger: Option<Arc<JobFeed>>,
 }
 
 impl ReaderState {
@@ -91,15 +96,45 @@ impl ReaderState {
             failed: None,
             mix: None,
             dropped: None,
+            examples_ledger: None,
         }
     }
 
     /// `record` is not handed out (the selection dropped it): on replicas, kept to be
-    /// settled.
+    /// settled (with `unbatch`, counted as a record of no examples: nothing to settle).
     fn drop_record(&mut self, record: &Record) {
-        if let Some(dropped) = &mut self.dropped {
+        if let Some(job) = &self.examples_ledger {
+            job.record_unbatched(&record.id(), 0);
+        } else if let Some(dropped) = &mut self.dropped {
             dropped.push(record.id());
         }
+    }
+
+    /// On replicas, `record`'s `examples` named by their ledger ids and counted in the
+    /// job, those already acknowledged (when its split was leased) left out. Elsewhere,
+    /// all of them as they are.
+    fn examples_of(&self, record: &Record, mut examples: Vec<Example>) -> Result<Vec<Example>> {
+        let Some(job) = &self.examples_ledger else { return Ok(examples) };
+        let id = record.id();
+        let n = examples.len() as u64;
+        if n > 0 && id.example(n - 1).is_none() {
+            return Err(ServeError::InvalidArgument(format!(
+                "unbatch on replicas: record {} ({n} examples, record number {}) is past what the split ledger \
+                 numbers (2^{} examples a record, records below 2^{})",
+                record.key_string(),
+                id.number,
+                crate::source::EXAMPLE_BITS,
+                64 - crate::source::EXAMPLE_BITS
+            )));
+        }
+        let acked = job.record_unbatched(&id, n);
+        for (i, example) in examples.iter_mut().enumerate() {
+            example.id = id.example(i as u64);
+        }
+        if !acked.is_empty() {
+            examples.retain(|example| example.id.is_none_or(|id| !acked.contains(&id.number)));
+        }
+        Ok(examples)
     }
 
     /// The records dropped since the last call (on replicas), to be settled.
@@ -118,11 +153,12 @@ impl ReaderState {
                 Next::EndOfEpoch => return Ok(Step::EndOfEpoch),
                 Next::End => return Ok(Step::End),
             };
-            match unbatch_record(spec, &record) {
+            match unbatch_record(spec, &record).and_then(|examples| self.examples_of(&record, examples)) {
                 Ok(examples) => self.pending_examples.extend(examples),
                 Err(err) if spec.skip_errors => {
                     tracing::warn!(record = %record.key_string(), error = %err, "record not unbatched, skipped");
                     self.records_skipped += 1;
+                    self.drop_record(&record);
                 }
                 Err(err) => {
                     self.failed = Some(err.clone());

@@ -3,7 +3,7 @@
 //! spec's batches ([`stack_examples`]).
 
 use crate::decode::{Dense, Tensor};
-use crate::element::{Element, Keys};
+use crate::element::{Element, Keys, RecordId};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
 use crate::spec::ReaderSpec;
@@ -13,6 +13,8 @@ use crate::spec::ReaderSpec;
 pub(super) struct Example {
     key: String,
     features: Vec<(String, Dense)>,
+    /// On replicas, its name in the ledger (`RecordId::example`).
+    pub(super) id: Option<RecordId>,
 }
 
 impl Example {
@@ -53,18 +55,20 @@ pub(super) fn unbatch_record(spec: &ReaderSpec, record: &Record) -> Result<Vec<E
         .map(|i| Example {
             key: format!("{key}[{i}]"),
             features: columns.iter().map(|(name, parts)| (name.clone(), parts[i].clone())).collect(),
+            id: None,
         })
         .collect())
 }
 
 /// Examples as one element: stacked into `[B, ...]` tensors (`batched`), or the one
-/// example as it is.
+/// example as it is. On replicas it is named by its examples' ledger ids.
 pub(super) fn stack_examples(examples: Vec<Example>, batched: bool) -> Result<Element> {
     let keys = Keys::Strings(examples.iter().map(|e| e.key.clone()).collect());
+    let records: Vec<RecordId> = examples.iter().filter_map(|e| e.id).collect();
     if !batched {
         let example = examples.into_iter().next().expect("one example");
         let features = example.features.into_iter().map(|(name, dense)| (name, Tensor::Dense(dense))).collect();
-        return Ok(Element { index: 0, keys, features, records: Vec::new() });
+        return Ok(Element { index: 0, keys, features, records });
     }
     let mut features = Vec::with_capacity(examples[0].features.len());
     for (j, (name, _)) in examples[0].features.iter().enumerate() {
@@ -74,5 +78,5 @@ pub(super) fn stack_examples(examples: Vec<Example>, batched: bool) -> Result<El
         })?;
         features.push((name.clone(), Tensor::Dense(stacked)));
     }
-    Ok(Element { index: 0, keys, features, records: Vec::new() })
+    Ok(Element { index: 0, keys, features, records })
 }

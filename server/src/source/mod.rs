@@ -234,10 +234,24 @@ pub struct RecordId {
     pub number: u64,
 }
 
+/// Bits of a ledger number that number an example within its record, for a job that
+/// unbatches: its ledger counts examples, not records ([`RecordId::example`]).
+pub const EXAMPLE_BITS: u32 = 20;
+
 impl RecordId {
     /// The split the record belongs to.
     pub fn split(&self) -> SplitRef {
         SplitRef { epoch: self.epoch, file: self.file }
+    }
+
+    /// The ledger's name of example `i` of this record, for a job that unbatches: the
+    /// record's number shifted by [`EXAMPLE_BITS`], and `i`. `None` out of that range (an
+    /// example past the 2^20th of its record, a record number past 2^44).
+    pub fn example(&self, i: u64) -> Option<RecordId> {
+        if i >> EXAMPLE_BITS != 0 || self.number >> (64 - EXAMPLE_BITS) != 0 {
+            return None;
+        }
+        Some(RecordId { number: self.number << EXAMPLE_BITS | i, ..*self })
     }
 }
 

@@ -22,7 +22,7 @@ use hmac::{Hmac, Mac};
 use readerd_proto::v1 as pb;
 use sha2::Sha256;
 
-use crate::cluster::{JobSnapshot, SplitSnapshot};
+use crate::cluster::{EpochSelection, JobSnapshot, SplitSnapshot};
 use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::metrics::METRICS;
@@ -270,11 +270,17 @@ fn job_snapshot(spec: pb::DatasetSpec, job: &pb::JobCheckpoint) -> JobSnapshot {
             done: split.done,
         })
         .collect();
+    let selections = job
+        .selections
+        .iter()
+        .map(|s| EpochSelection { epoch: s.epoch, skipped: s.skipped, taken: s.taken })
+        .collect();
     JobSnapshot {
         fingerprint: crate::spec::fingerprint(&spec),
         spec: prost::Message::encode_to_vec(&spec),
         stopped: job.stopped,
         splits,
+        selections,
     }
 }
 
@@ -363,6 +369,11 @@ impl Checkpointer {
                 done: split.done,
             })
             .collect();
+        let selections = job
+            .selections
+            .iter()
+            .map(|s| pb::EpochSelection { epoch: s.epoch, skipped: s.skipped, taken: s.taken })
+            .collect();
         // `job_snapshot` reads them back.
         let state = pb::CheckpointState {
             container: container.to_owned(),
@@ -372,7 +383,7 @@ impl Checkpointer {
             lineage: lineage.unwrap_or_else(|| format!("reader:{shared_name}")),
             shared: None,
             shared_name: shared_name.to_owned(),
-            job: Some(pb::JobCheckpoint { restore_id, splits, stopped: job.stopped }),
+            job: Some(pb::JobCheckpoint { restore_id, splits, stopped: job.stopped, selections }),
         };
         self.commit(&state, &job.fingerprint)
     }

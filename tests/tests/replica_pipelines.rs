@@ -171,3 +171,91 @@ fn three_replicas_deliver_every_example_exactly_once_through_a_replica_kill() {
     let Some(db) = Database::new() else { return };
     assert_exactly_once_through_a_replica_kill(&db, &unbatched(global_spec()), 400, 160);
 }
+
+/// `spec` skipping the first 500 records of each epoch and taking the next 5,000 (of
+/// `write_lines(_, 1000)`'s 8,000).
+fn skipping_and_taking(mut spec: Value) -> Value {
+    spec["pipeline"]["select"] = json!({"skip": 500, "take": 5000});
+    spec
+}
+
+/// Every key at most twice (once per epoch), and `per_epoch` of them per epoch in all.
+fn assert_taken_once_per_epoch(all: &[String], per_epoch: usize) {
+    let mut counts = std::collections::BTreeMap::new();
+    for key in all {
+        *counts.entry(key.as_str()).or_insert(0usize) += 1;
+    }
+    let thrice: Vec<_> = counts.iter().filter(|(_, n)| **n > 2).take(5).collect();
+    assert!(thrice.is_empty(), "printed more often than once per epoch: {thrice:?}");
+    assert_eq!(all.len(), 2 * per_epoch, "skip and take counted per job");
+}
+
+/// The job's selection counts per epoch, as the ledger holds them.
+fn selection_counts(db: &Database) -> Vec<(i64, i64, i64)> {
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let rows = ledger.query("SELECT epoch, skipped, taken FROM readerd_selections ORDER BY epoch", &[]).unwrap();
+    rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))).collect()
+}
+
+#[test]
+fn one_replica_reads_the_single_servers_skip_and_take() {
+    let Some(db) = Database::new() else { return };
+    let mut spec = skipping_and_taking(global_spec());
+    spec["pipeline"]["select"] = json!({"skip": 100, "take": 1000});
+    let expected = assert_one_replica_reads_the_single_servers_sequence(&db, &spec, 300);
+    assert_eq!(expected.len(), 2 * 1000);
+    assert_eq!(selection_counts(&db), [(1, 100, 1000), (2, 100, 1000)]);
+}
+
+#[test]
+fn three_replicas_skip_and_take_per_job_through_a_replica_kill() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = skipping_and_taking(global_spec());
+    spec["pipeline"]["shuffle"] = json!({"bufferSize": 32});
+    spec["pipeline"]["cycleLength"] = json!(2);
+    let spec_path = write_spec(&dir, &spec);
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path(), &[]))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    // 625 batches an epoch: killed a third into the first.
+    wait_until_printed(&outputs, 200);
+    let (killed, _state) = replicas[1].take().unwrap();
+    killed.kill();
+    let before_kill = lines_printed(&outputs);
+    let all = wait_for_consumers(consumers, &outputs, true);
+    println!("{before_kill} lines printed when replica 1 was killed");
+    // Not 3 x 5,000 (each replica taking its own), nor fewer (places granted to the killed
+    // replica's records lost with it).
+    assert_taken_once_per_epoch(&all, 5000);
+    assert_eq!(selection_counts(&db), [(1, 500, 5000), (2, 500, 5000)]);
+}
+
+#[test]
+fn a_checkpoint_keeps_the_jobs_skip_and_take_counts() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &skipping_and_taking(global_spec()));
+    let (first, _state) = replica(&db, data.path(), &[]);
+    // 100 batches consumed and acknowledged, then the job checkpointed.
+    let before = [dir.path().join("before.jsonl")];
+    let consumer = spawn_consumers(&first.addr, &["--spec", &spec_path, "--max-batches", "100"], &before);
+    let mut all = wait_for_consumers(consumer, &before, false);
+    assert_eq!(all.len(), 800);
+    let checkpoint = readerctl(&first.addr, &["checkpoint", "--container", "team", "--shared-name", "train"]);
+    assert!(checkpoint.status.success(), "{}", String::from_utf8_lossy(&checkpoint.stderr));
+    let token = jsonl(&checkpoint.stdout)[0]["checkpoint"].as_str().unwrap().to_owned();
+    first.kill();
+    // On a new replica, the job resumes from the token: epoch one goes on from 800 of its
+    // 5,000 taken, not from none.
+    let (second, _state) = replica(&db, data.path(), &[]);
+    let after = [dir.path().join("after.jsonl")];
+    let consumer = spawn_consumers(&second.addr, &["--resume", &token], &after);
+    all.extend(wait_for_consumers(consumer, &after, true));
+    assert_taken_once_per_epoch(&all, 5000);
+}

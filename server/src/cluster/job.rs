@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::ledger::{Job, Ledger, LedgerError, SplitCommit, SplitKey};
+use super::selection_ledger::{Fate, SelectionLimits};
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::record_set::RecordSet;
 use crate::source::{RecordId, SourceError, SplitRef};
@@ -166,6 +167,17 @@ impl JobFeed {
     /// [`JobFeed::record_unbatched`]. Its pipeline reads every record of a split again.
     pub fn count_examples(&self) {
         self.counts_examples.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The fates of `records` (kept by the job's filters, in the order this replica read
+    /// them) under its selection's `skip` and `take`, counted across replicas
+    /// (`super::selection_ledger`; blocking). A ledger error (past the outage limit)
+    /// voids this replica's work on the job, as when leasing.
+    pub fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
+        self.ledger.claim_selected(self.job, limits, records).map_err(|err| {
+            self.void(err.to_string());
+            SourceError::Ledger { epoch: records.first().map_or(0, |record| record.epoch), reason: err.to_string() }
+        })
     }
 
     /// Of a job that counts examples: record `record` was split into `examples` examples

@@ -112,9 +112,10 @@ impl Ledger {
                 .query_one(queries::STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64(), &self.now()])?
                 .get(0);
             let splits = transaction.query(queries::SPLITS_TO_SNAPSHOT, &[&job.id])?;
+            let selections = Ledger::selections_to_snapshot(&mut transaction, job.id)?;
             transaction.commit()?;
             let splits = splits.iter().map(SplitSnapshot::from_row).collect::<Result<_, _>>()?;
-            Ok(Some(JobSnapshot { fingerprint: job.fingerprint, spec: job.spec, stopped, splits }))
+            Ok(Some(JobSnapshot { fingerprint: job.fingerprint, spec: job.spec, stopped, splits, selections }))
         })
     }
 
@@ -161,6 +162,7 @@ impl Ledger {
                 queries::INSERT_RESTORED_SPLITS,
                 &[&id, &splits.epochs, &splits.positions, &splits.files, &splits.acked, &splits.done],
             )?;
+            Ledger::restore_selections(&mut transaction, id, &snapshot.selections)?;
             transaction.commit()?;
             Ok(Job { id, generation })
         })

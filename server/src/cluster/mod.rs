@@ -118,12 +118,13 @@ pub mod job_ledger;
 pub mod ledger;
 pub mod mix_feed;
 pub mod replica;
+pub mod selection_ledger;
 
 pub use crate::pipeline::record_set::RecordSet;
 pub use crate::source::SplitRef;
 pub use job::{EpochOrder, JobFeed, Leases, Usage};
 pub use ledger::{
-    EpochProgress, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError, ReplicaReport, SplitCommit,
+    EpochProgress, EpochSelection, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError, ReplicaReport, SplitCommit,
     SplitKey, SplitSnapshot,
 };
 pub use replica::Cluster;

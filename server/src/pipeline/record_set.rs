@@ -61,6 +61,22 @@ impl RecordSet {
         }
     }
 
+    /// How many of this set's records `other` does not hold.
+    pub fn count_not_in(&self, other: &RecordSet) -> u64 {
+        let mut outside = 0;
+        for &(start, end) in &self.ranges {
+            // `other`'s ranges that overlap `start..end`, from the first ending after `start`.
+            let first = other.ranges.partition_point(|&(_, e)| e <= start);
+            let inside: u64 = other.ranges[first..]
+                .iter()
+                .take_while(|&&(s, _)| s < end)
+                .map(|&(s, e)| e.min(end) - s.max(start))
+                .sum();
+            outside += (end - start) - inside;
+        }
+        outside
+    }
+
     /// The ranges, ascending.
     pub fn ranges(&self) -> &[(u64, u64)] {
         &self.ranges
@@ -120,6 +136,21 @@ fn take_varint(bytes: &mut &[u8]) -> Result<u64, BadRecordSet> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_the_records_another_set_lacks() {
+        let set = |ranges: &[(u64, u64)]| {
+            let mut set = RecordSet::new();
+            ranges.iter().for_each(|&(start, end)| set.insert_range(start, end));
+            set
+        };
+        let granted = set(&[(0, 10), (20, 30)]);
+        assert_eq!(granted.count_not_in(&RecordSet::new()), 20);
+        assert_eq!(granted.count_not_in(&granted), 0);
+        assert_eq!(granted.count_not_in(&set(&[(5, 25)])), 10);
+        assert_eq!(granted.count_not_in(&set(&[(0, 1), (9, 21), (29, 40)])), 16);
+        assert_eq!(RecordSet::new().count_not_in(&granted), 0);
+    }
 
     #[test]
     fn records_join_into_ranges_whatever_their_order() {

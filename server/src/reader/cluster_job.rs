@@ -33,12 +33,19 @@ impl ReplicaJob {
     /// `INVALID_ARGUMENT` for what replicas do not serve yet in `reader`'s spec; checked
     /// before the job is made in the ledger.
     pub fn check(reader: &Reader) -> Result<()> {
+        Self::check_spec(reader, false)
+    }
+
+    /// [`ReplicaJob::check`] of `reader`, a mixture's component or not.
+    fn check_spec(reader: &Reader, component: bool) -> Result<()> {
         for (i, component) in reader.mixture.iter().flat_map(|mixture| &mixture.components).enumerate() {
-            Self::check(component).map_err(|err| in_component(i, err))?;
+            Self::check_spec(component, true).map_err(|err| in_component(i, err))?;
         }
         let select = &reader.spec.select;
-        if select.skip > 0 || select.take.is_some() {
-            return refused(reader, "pipeline.select.skip and pipeline.select.take");
+        let counts = select.skip > 0 || select.take.is_some();
+        if counts && (reader.spec.unbatch || component || reader.mixture.is_some()) {
+            // Counted per job in the ledger by record, per plain reader (`selection_ledger`).
+            return refused(reader, "pipeline.select.skip or take with unbatch or in a mixture");
         }
         Ok(())
     }
@@ -71,6 +78,10 @@ impl ReplicaJob {
             if reader.spec.unbatch {
                 feed.count_examples();
                 reader.lock().examples_ledger = Some(feed.clone());
+            }
+            let select = &reader.spec.select;
+            if select.skip > 0 || select.take.is_some() {
+                reader.lock().selection_ledger = Some(feed.clone());
             }
             read_fed(reader, feed.clone());
         }

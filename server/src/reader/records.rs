@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::batcher::{RecordSource, Step};
 use super::unbatch::{Example, unbatch_record};
 use crate::cluster::JobFeed;
+use crate::cluster::selection_ledger::{Fate, SelectionLimits};
 use crate::error::{Result, ServeError};
 use crate::pipeline::{Next, RecordPipeline};
 use crate::source::{Record, RecordId, SourceError};
@@ -81,7 +82,18 @@ pub(super) struct ReaderState {
     /// On replicas, with `unbatch`: the job, whose ledger counts examples. Each record's
     /// examples are counted there, and those already acknowledged left out.
     pub(super) examples_ledger: Option<Arc<JobFeed>>,
+    /// On replicas, with `skip` or `take`: the job, which counts them across replicas
+    /// ([`ReaderState::next_claimed`]).
+    pub(super) selection_ledger: Option<Arc<JobFeed>>,
+    /// The records the job took of the last group claimed, and the step that ended the
+    /// group (an epoch's end, the end), to hand out after them.
+    claimed: VecDeque<Record>,
+    claimed_then: Option<Next>,
 }
+
+/// Records a replica claims their fates for at once (`skip`, `take`): one ledger
+/// transaction each.
+const CLAIM_GROUP: usize = 64;
 
 impl ReaderState {
     pub(super) fn new(pipeline: RecordPipeline) -> Self {
@@ -97,6 +109,9 @@ impl ReaderState {
             mix: None,
             dropped: None,
             examples_ledger: None,
+            selection_ledger: None,
+            claimed: VecDeque::new(),
+            claimed_then: None,
         }
     }
 
@@ -174,6 +189,68 @@ impl ReaderState {
         if select.is_empty() {
             return self.next(spec);
         }
+        if let Some(job) = self.selection_ledger.clone() {
+            return self.next_claimed(spec, &job);
+        }
+        loop {
+            let record = match self.next_filtered(spec)? {
+                Next::Record(record) => record,
+                other => return Ok(other),
+            };
+            if self.selected_in_epoch <= select.skip {
+                self.drop_record(&record);
+                continue;
+            }
+            if select.take.is_some_and(|take| self.selected_in_epoch > select.skip + take) {
+                self.drop_record(&record);
+                self.pipeline.skip_rest_of_epoch();
+                continue;
+            }
+            return Ok(Next::Record(record));
+        }
+    }
+
+    /// On replicas, the next record of those `job` took: the records the filters keep are
+    /// claimed in groups ([`CLAIM_GROUP`]), each epoch's `skip` and `take` counted across
+    /// replicas (`crate::cluster::selection_ledger`, which settles those skipped and
+    /// dropped). An epoch's end or the end comes after the group it ended.
+    fn next_claimed(&mut self, spec: &ReaderSpec, job: &JobFeed) -> Result<Next> {
+        loop {
+            if let Some(record) = self.claimed.pop_front() {
+                return Ok(Next::Record(record));
+            }
+            if let Some(step) = self.claimed_then.take() {
+                return Ok(step);
+            }
+            let mut group = Vec::new();
+            while group.len() < CLAIM_GROUP {
+                match self.next_filtered(spec)? {
+                    Next::Record(record) => group.push(record),
+                    step => {
+                        self.claimed_then = Some(step);
+                        break;
+                    }
+                }
+            }
+            if group.is_empty() {
+                continue;
+            }
+            let ids: Vec<RecordId> = group.iter().map(Record::id).collect();
+            let limits = SelectionLimits { skip: spec.select.skip, take: spec.select.take };
+            let fates = job.claim_selected(limits, &ids).map_err(|err| {
+                let err = ServeError::from(err);
+                self.failed = Some(err.clone());
+                err
+            })?;
+            let taken = group.into_iter().zip(fates).filter(|(_, fate)| *fate == Fate::Taken);
+            self.claimed.extend(taken.map(|(record, _)| record));
+        }
+    }
+
+    /// The next record the selection's filters (key buckets, predicates) keep, counted in
+    /// `selected_in_epoch`, or an epoch boundary or the end.
+    fn next_filtered(&mut self, spec: &ReaderSpec) -> Result<Next> {
+        let select = &spec.select;
         loop {
             let record = match self.next(spec)? {
                 Next::Record(record) => record,
@@ -218,15 +295,6 @@ impl ReaderState {
                 }
             }
             self.selected_in_epoch += 1;
-            if self.selected_in_epoch <= select.skip {
-                self.drop_record(&record);
-                continue;
-            }
-            if select.take.is_some_and(|take| self.selected_in_epoch > select.skip + take) {
-                self.drop_record(&record);
-                self.pipeline.skip_rest_of_epoch();
-                continue;
-            }
             return Ok(Next::Record(record));
         }
     }

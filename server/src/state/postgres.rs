@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     super::ledger::schema::RELEASED_SPLITS,
     super::ledger::schema::STEADY_REPLICAS,
     super::ledger::schema::SPLITS_BY_FILE,
+    super::ledger::schema::SELECTION_COUNTS,
 ];
 
 /// A connection to `url`, with its tables in `schema` when given (tests keep each in a

@@ -19,7 +19,8 @@ use postgres::Client;
 pub use self::clock::LedgerClock;
 pub use self::row::OutOfRange;
 pub use self::row::SplitKey;
-use self::row::{AckedSplit, EpochsDone, SplitArrays, SplitToCommit, checked};
+pub(in crate::cluster) use self::row::checked;
+use self::row::{AckedSplit, EpochsDone, SplitArrays, SplitToCommit};
 pub(super) use self::row::{JobToSnapshot, NamedJob, RestoringJob, SnapshotArrays};
 use crate::pipeline::record_set::{BadRecordSet, RecordSet};
 use crate::source::SplitRef;
@@ -118,6 +119,17 @@ pub struct JobSnapshot {
     /// A mixture that stops at its first exhausted component ended (`Ledger::stop_job`).
     pub stopped: bool,
     pub splits: Vec<SplitSnapshot>,
+    /// A selection's skip and take counted so far, per epoch (`super::selection_ledger`).
+    pub selections: Vec<EpochSelection>,
+}
+
+/// How many records an epoch of a job skipped and took so far (its places in `take`
+/// granted to records not acknowledged given back).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EpochSelection {
+    pub epoch: u64,
+    pub skipped: u64,
+    pub taken: u64,
 }
 
 /// What the ledger knows of one replica serving a job.
@@ -354,7 +366,8 @@ impl Ledger {
             let held = SplitArrays::of_job(job, held)?;
             // File indices past the column's range are past every file: the range is cut there.
             let file = |index: u32| i32::try_from(index).unwrap_or(i32::MAX);
-            let row = client.query_opt(
+            let mut transaction = client.transaction()?;
+            let row = transaction.query_opt(
                 queries::LEASE_NEXT,
                 &[
                     &job.id,
@@ -370,7 +383,15 @@ impl Ledger {
                     &self.now(),
                 ],
             )?;
-            row.as_ref().map(Lease::from_row).transpose()
+            let lease = row.as_ref().map(Lease::from_row).transpose()?;
+            if let (Some(lease), Some(row)) = (&lease, &row)
+                && lease.taken_over
+            {
+                let granted = RecordSet::decode(row.get(5))?;
+                super::selection_ledger::return_grants(&mut transaction, job, lease.split, &granted, &lease.acked)?;
+            }
+            transaction.commit()?;
+            Ok(lease)
         })
     }
 

@@ -92,7 +92,7 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits
                            AND NOT session.flushed))))
          ORDER BY ($10 AND owner IS NOT DISTINCT FROM $3) DESC, epoch, position
          LIMIT 1 FOR UPDATE SKIP LOCKED)
-     RETURNING epoch, position, file, acked, leases";
+     RETURNING epoch, position, file, acked, leases, granted";
 
 /// Renews replica `$1`'s leases of splits `($3, $4, $5)` (job, epoch, file) for a lease
 /// time (`$2`) from now (`$6`); returns the keys of those still its own.
@@ -115,6 +115,48 @@ pub const RELEASE_LEASES: &str = "UPDATE readerd_splits AS split
 pub const RELEASE_ALL_LEASES: &str = "UPDATE readerd_splits
      SET lease_expires = coalesce($2::timestamptz, now()) - interval '1 millisecond', released = true
      WHERE owner = $1 AND NOT done";
+
+// A selection's skip and take across replicas (`crate::cluster::selection_ledger`).
+
+/// Job `$1`'s epoch `$2` gets its selection counts, at 0, if new.
+pub const CREATE_SELECTION: &str =
+    "INSERT INTO readerd_selections (job, epoch) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+
+/// `skipped, taken` of job `$1`'s epoch `$2`, locked until the transaction ends.
+pub const SELECTION_TO_CLAIM: &str =
+    "SELECT skipped, taken FROM readerd_selections WHERE job = $1 AND epoch = $2 FOR UPDATE";
+
+/// Sets job `$1`'s epoch `$2`'s counts to `$3` skipped and `$4` taken.
+pub const COUNT_SELECTION: &str = "UPDATE readerd_selections SET skipped = $3, taken = $4 WHERE job = $1 AND epoch = $2";
+
+/// `acked, granted` of split `($1, $2, $3)` (job, epoch, file), locked until the
+/// transaction ends.
+pub const SPLIT_TO_CLAIM: &str =
+    "SELECT acked, granted FROM readerd_splits WHERE job = $1 AND epoch = $2 AND file = $3 FOR UPDATE";
+
+/// Sets split `($1, $2, $3)`'s (job, epoch, file) acknowledged records to `$4` and its
+/// records granted a place in `take` to `$5`.
+pub const CLAIM_SPLIT: &str =
+    "UPDATE readerd_splits SET acked = $4, granted = $5 WHERE job = $1 AND epoch = $2 AND file = $3";
+
+/// Job `$1`'s epoch `$2` takes back `$3` places in `take` (granted to records of a split
+/// taken over, never acknowledged).
+pub const RETURN_GRANTS: &str =
+    "UPDATE readerd_selections SET taken = greatest(taken - $3, 0) WHERE job = $1 AND epoch = $2";
+
+/// Split `($1, $2, $3)` (job, epoch, file) holds no grant any more.
+pub const CLEAR_GRANTS: &str = "UPDATE readerd_splits SET granted = '' WHERE job = $1 AND epoch = $2 AND file = $3";
+
+/// `epoch, skipped, taken` of job `$1`'s epochs, with the places in `take` still granted to
+/// records not acknowledged (the splits' `granted`, `acked`, to subtract).
+pub const SELECTIONS_TO_SNAPSHOT: &str = "SELECT epoch, skipped, taken FROM readerd_selections WHERE job = $1";
+
+/// `epoch, granted, acked` of job `$1`'s splits holding grants.
+pub const GRANTS_TO_SNAPSHOT: &str = "SELECT epoch, granted, acked FROM readerd_splits WHERE job = $1 AND granted <> ''";
+
+/// Restored job `$1`'s selection counts: epochs `$2`, skipped `$3`, taken `$4`.
+pub const INSERT_RESTORED_SELECTIONS: &str = "INSERT INTO readerd_selections (job, epoch, skipped, taken)
+     SELECT $1, * FROM unnest($2::int8[], $3::int8[], $4::int8[])";
 
 /// `epoch, file, acked` of the splits `($1, $2, $3)` (job, epoch, file).
 pub const ACKED_SETS: &str = "SELECT split.epoch, split.file, split.acked

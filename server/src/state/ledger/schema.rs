@@ -1,5 +1,5 @@
 //! The split ledger's tables, as the migrations that create and change them: versions 3
-//! to 8 of the one schema version the database keeps, applied in order after the state
+//! to 9 of the one schema version the database keeps, applied in order after the state
 //! store's own versions 1 and 2 (`MIGRATIONS` in `super::super::postgres`). A migration's
 //! text and place never change once released: a change to the tables is a new version.
 
@@ -84,4 +84,20 @@ pub const STEADY_REPLICAS: &str = "
 /// only the order splits are leased in. An epoch's order names each file once.
 pub const SPLITS_BY_FILE: &str = "
     CREATE UNIQUE INDEX readerd_splits_by_file ON readerd_splits (job, epoch, file);
+";
+
+/// Version 9: a selection's `skip` and `take` counted per job and epoch across replicas
+/// (`super::super::super::cluster::selection_ledger`): how many records each epoch
+/// skipped and took so far, and on each split the records granted a place in `take`
+/// (encoded as `acked` is), returned when the split is taken over with them not
+/// acknowledged.
+pub const SELECTION_COUNTS: &str = "
+    CREATE TABLE readerd_selections (
+        job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
+        epoch BIGINT NOT NULL,
+        skipped BIGINT NOT NULL DEFAULT 0,
+        taken BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (job, epoch)
+    );
+    ALTER TABLE readerd_splits ADD COLUMN granted BYTEA NOT NULL DEFAULT '';
 ";

@@ -13,13 +13,16 @@
 //!   job it serves.
 //! - [`mix_feed`]: a mixture's job: its components' files numbered one after the other,
 //!   each component's pipeline leasing only its own files' splits.
+//! - [`selection_ledger`]: a selection's `skip` and `take`, counted per job and epoch.
 //!
 //! # The design
 //!
 //! **Jobs and splits.** A shared reader `(container, shared_name)` is a job in the
 //! ledger, keyed by its spec's fingerprint. Each epoch is cut into splits, one per file,
 //! in the epoch's file order (from the seed, the same on every replica: the first replica
-//! to reach an epoch writes its splits, the others find them). A split is the unit of
+//! to reach an epoch writes its splits, the others find them); with the exact global
+//! shuffle, one per range of the epoch's permutation (`pipeline::global::FedGlobal`). A
+//! job that unbatches counts examples instead of records (`source::RecordId::example`). A split is the unit of
 //! work, of lease and of takeover; its row holds its owner, the owner's lease expiry, the
 //! records acknowledged so far (by their number in the file, as a `pipeline::record_set::RecordSet`) and
 //! whether it is done.

@@ -5,24 +5,30 @@
 # them, today's single server (SQLite state store) at the same cap and the same consumers:
 # the ledger's cost in the common case.
 #
-#   [CAP=0.5] [CONSUMERS=4] [EPOCHS=4] [ROUNDS=1] bench/replicas.sh DATA_DIR [WORKLOADS]
+#   [CAP=0.25] [CONSUMERS=4] [EPOCHS=4] [ROUNDS=1] [SPEC_PIPELINE=JSON] bench/replicas.sh DATA_DIR [WORKLOADS]
 #
 # DATA_DIR: written here by `readerctl gen-demo` when it has no specs yet (WORKLOADS,
 # default "tabular,images"). CPU caps: cgroup v1 `cpu.cfs_quota_us` under
-# /sys/fs/cgroup/cpu (root); without it the script stops (taskset cannot give half a core).
-# PostgreSQL: postgres://postgres@127.0.0.1:5432, a database per run (dropped after).
+# /sys/fs/cgroup/cpu (root); without it the script stops (taskset cannot give a quarter of
+# a core). At the default 0.25 core, 3 replicas use at most 0.75 core of the machine's 2,
+# beside the client and PostgreSQL. SPEC_PIPELINE: JSON merged into each spec's
+# `pipeline` (say '{"shuffle": {"global": true}}').
+# PostgreSQL: a cluster of the script's own (initdb from the installed binaries, port
+# 5499, as user postgres), with pg_stat_statements loaded to count the ledger's statements;
+# a database per run.
 # Prints one row per workload and replica count: records/s, the ratio to one replica and
-# to the single server, and PostgreSQL's load per 1M records (transactions committed and
-# rows written, from pg_stat_database) with the ledger's rows (splits).
+# to the single server, the cores used, records per server core-second, and PostgreSQL's
+# load per 1M records (statements, transactions committed, rows written) with the
+# ledger's rows (splits).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:?usage: bench/replicas.sh DATA_DIR [WORKLOADS]}
 workloads=${2:-tabular,images}
-cap=${CAP:-0.5}
+cap=${CAP:-0.25}
 consumers=${CONSUMERS:-4}
 epochs=${EPOCHS:-4}
 rounds=${ROUNDS:-1}
-pg=postgres://postgres@127.0.0.1:5432
+pg=postgres://postgres@127.0.0.1:5499
 cgroups=/sys/fs/cgroup/cpu
 
 [ -w "$cgroups" ] || { echo "no writable $cgroups (cgroup v1 cpu controller, as root): cannot cap CPU" >&2; exit 1; }
@@ -34,13 +40,34 @@ for workload in "${names[@]}"; do
     only=""
     [ -d "$data/$workload" ] && only=--specs-only
     $ctl --quiet gen-demo --out "$data" --workloads "$workload" --epochs "$epochs" $only
+    if [ -n "${SPEC_PIPELINE:-}" ]; then
+        python3 - "$data/specs/$workload.json" "$SPEC_PIPELINE" <<'PY'
+import json, sys
+path, extra = sys.argv[1], json.loads(sys.argv[2])
+spec = json.load(open(path))
+spec.setdefault("pipeline", {}).update(extra)
+json.dump(spec, open(path, "w"), indent=2)
+PY
+    fi
 done
+
+# PostgreSQL of the script's own, with pg_stat_statements.
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+pgdir=$(mktemp -d)
+chown postgres "$pgdir"
+as_postgres() { runuser -u postgres -- "$@"; }
+as_postgres "$pgbin/initdb" -D "$pgdir/data" -A trust -U postgres --no-sync -E UTF8 > /dev/null
+as_postgres "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w start -o "-p 5499 -c listen_addresses=127.0.0.1 \
+    -c unix_socket_directories='' -c shared_preload_libraries=pg_stat_statements -c max_connections=100" > /dev/null
+psql "$pg/postgres" -qc "CREATE EXTENSION pg_stat_statements" > /dev/null
 
 quota=$(python3 -c "print(int($cap * 100000))")
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
     for i in 0 1 2 3; do rmdir "$cgroups/readerd-bench-$i" 2>/dev/null || true; done
+    as_postgres "$pgbin/pg_ctl" -D "$pgdir/data" -m fast -w stop > /dev/null 2>&1 || true
+    rm -rf "$pgdir"
 }
 trap cleanup EXIT
 
@@ -95,44 +122,48 @@ run = json.loads(sys.argv[1])['runs'][0]
 print(run['records_per_s'], run['records'], run['client_cores'], ($after - $before) / run['seconds'])" "$run"
 }
 
+# Statements run, transactions committed and rows written in database $1 so far.
 pg_counters() {
-    psql "$pg/$1" -Atc "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = '$1'"
+    psql "$pg/postgres" -Atc "SELECT (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+        WHERE dbid = (SELECT oid FROM pg_database WHERE datname = '$1')), xact_commit,
+        tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = '$1'"
 }
 
 echo "cap ${cap} cores per server, ${consumers} consumers, ${epochs} epochs, best of ${rounds}"
-printf "%-8s %-14s %12s %9s %9s %11s %11s %11s %11s %7s\n" workload servers records/s x1-replica x-single \
-    "srv cores" "cli cores" "PG xact/1M" "PG rows/1M" splits
+printf "%-8s %-14s %10s %9s %8s %9s %9s %10s %10s %10s %10s %6s\n" workload servers records/s x1-replica x-single \
+    "srv cores" "cli cores" "rec/core-s" "PG stmt/1M" "PG xact/1M" "PG rows/1M" splits
 for workload in "${names[@]}"; do
     best() { sort -g -r | head -1; }
     # Today's single server, SQLite state store.
     results=$(for _ in $(seq "$rounds"); do start 0; rate "$workload" http://127.0.0.1:7300; stop_all; done | best)
     read -r single _ client_cores server_cores <<< "$results"
-    printf "%-8s %-14s %12.0f %9s %9.2f %11.2f %11.2f %11s %11s %7s\n" "$workload" "single server" "$single" - 1.00 \
-        "$server_cores" "$client_cores" - - -
+    printf "%-8s %-14s %10.0f %9s %8.2f %9.2f %9.2f %10.0f %10s %10s %10s %6s\n" "$workload" "single server" \
+        "$single" - 1.00 "$server_cores" "$client_cores" "$(python3 -c "print($single / $server_cores)")" - - - -
     one=""
     for n in 1 2 3; do
         results=$(for _ in $(seq "$rounds"); do
             db="readerd_scale_$$_$n"
-            psql "$pg/test" -qc "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" > /dev/null
+            psql "$pg/postgres" -qc "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" > /dev/null
             addrs=""
             for i in $(seq "$n"); do
                 start "$i" --state-url "$pg/$db"
                 addrs="$addrs${addrs:+,}http://127.0.0.1:$((7300 + i))"
             done
-            read -r xact0 rows0 < <(pg_counters "$db" | tr '|' ' ')
+            read -r stmt0 xact0 rows0 < <(pg_counters "$db" | tr '|' ' ')
             read -r per_s records client_cores server_cores < <(rate "$workload" "$addrs")
             sleep 1 # pg_stat_database is updated at most every 500 ms
-            read -r xact1 rows1 < <(pg_counters "$db" | tr '|' ' ')
+            read -r stmt1 xact1 rows1 < <(pg_counters "$db" | tr '|' ' ')
             splits=$(psql "$pg/$db" -Atc "SELECT count(*) FROM readerd_splits")
             stop_all
-            psql "$pg/test" -qc "DROP DATABASE $db WITH (FORCE)" > /dev/null
-            python3 -c "print($per_s, $server_cores, $client_cores, ($xact1 - $xact0) * 1e6 / $records,
-                ($rows1 - $rows0) * 1e6 / $records, $splits)"
+            psql "$pg/postgres" -qc "DROP DATABASE $db WITH (FORCE)" > /dev/null
+            python3 -c "print($per_s, $server_cores, $client_cores, ($stmt1 - $stmt0) * 1e6 / $records,
+                ($xact1 - $xact0) * 1e6 / $records, ($rows1 - $rows0) * 1e6 / $records, $splits)"
         done | sort -g -r | head -1)
-        read -r per_s server_cores client_cores xact rows splits <<< "$results"
+        read -r per_s server_cores client_cores stmt xact rows splits <<< "$results"
         one=${one:-$per_s}
-        printf "%-8s %-14s %12.0f %9.2f %9.2f %11.2f %11.2f %11.0f %11.0f %7s\n" "$workload" "$n replica(s)" "$per_s" \
-            "$(python3 -c "print($per_s / $one)")" "$(python3 -c "print($per_s / $single)")" "$server_cores" \
-            "$client_cores" "$xact" "$rows" "$splits"
+        printf "%-8s %-14s %10.0f %9.2f %8.2f %9.2f %9.2f %10.0f %10.0f %10.0f %10.0f %6s\n" "$workload" \
+            "$n replica(s)" "$per_s" "$(python3 -c "print($per_s / $one)")" "$(python3 -c "print($per_s / $single)")" \
+            "$server_cores" "$client_cores" "$(python3 -c "print($per_s / $server_cores)")" "$stmt" "$xact" "$rows" \
+            "$splits"
     done
 done

@@ -133,12 +133,15 @@ fn one_replica_and_one_consumer_read_exactly_what_a_single_server_reads() {
     // What replicas do not serve yet is refused, not done wrong.
     let mut unbatched = spec();
     unbatched["pipeline"]["unbatch"] = json!(true);
+    unbatched["pipeline"]["select"] = json!({"take": 10});
     let other = tempfile::tempdir().unwrap();
     let unbatched_path = write_spec(&other, &unbatched);
     let args =
         ["read", "--spec", &unbatched_path, "--container", "team", "--shared-name", "unbatched", "--output", "jsonl"];
     let lines = jsonl(&readerctl(&replica.addr, &args).stdout);
     assert_eq!(lines.last().unwrap()["error"]["code"], "INVALID_ARGUMENT", "{lines:?}");
+    let message = lines.last().unwrap()["error"]["message"].as_str().unwrap();
+    assert!(message.contains("pipeline.select.skip or take with unbatch"), "{message}");
 }
 
 #[test]

@@ -5,7 +5,8 @@
 # them, today's single server (SQLite state store) at the same cap and the same consumers:
 # the ledger's cost in the common case.
 #
-#   [CAP=0.25] [CONSUMERS=4] [EPOCHS=4] [ROUNDS=1] [SPEC_PIPELINE=JSON] bench/replicas.sh DATA_DIR [WORKLOADS]
+#   [CAP=0.25] [CONSUMERS=4] [EPOCHS=4] [ROUNDS=1] [SPEC_PIPELINE=JSON] [PROFILE=1] \
+#       bench/replicas.sh DATA_DIR [WORKLOADS]
 #
 # DATA_DIR: written here by `readerctl gen-demo` when it has no specs yet (WORKLOADS,
 # default "tabular,images"). CPU caps: cgroup v1 `cpu.cfs_quota_us` under
@@ -19,7 +20,9 @@
 # Prints one row per workload and replica count: records/s, the ratio to one replica and
 # to the single server, the cores used, records per server core-second, and PostgreSQL's
 # load per 1M records (statements, transactions committed, rows written) with the
-# ledger's rows (splits).
+# ledger's rows (splits). PROFILE=1: the single server and the first replica of each run
+# are sampled with `perf record -e cpu-clock -g` into DATA_DIR/perf-WORKLOAD-single.data
+# and DATA_DIR/perf-WORKLOAD-N.data (N replicas); the profiler slows what it samples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:?usage: bench/replicas.sh DATA_DIR [WORKLOADS]}
@@ -135,7 +138,17 @@ printf "%-8s %-14s %10s %9s %8s %9s %9s %10s %10s %10s %10s %6s\n" workload serv
 for workload in "${names[@]}"; do
     best() { sort -g -r | head -1; }
     # Today's single server, SQLite state store.
-    results=$(for _ in $(seq "$rounds"); do start 0; rate "$workload" http://127.0.0.1:7300; stop_all; done | best)
+    results=$(for _ in $(seq "$rounds"); do
+        start 0
+        profiler=""
+        if [ -n "${PROFILE:-}" ]; then
+            perf record -q -e cpu-clock -F 499 -g -p "${pids[0]}" -o "$data/perf-$workload-single.data" > /dev/null 2>&1 &
+            profiler=$!
+        fi
+        rate "$workload" http://127.0.0.1:7300
+        if [ -n "$profiler" ]; then kill -INT "$profiler"; wait "$profiler" || true; fi
+        stop_all
+    done | best)
     read -r single _ client_cores server_cores <<< "$results"
     printf "%-8s %-14s %10.0f %9s %8.2f %9.2f %9.2f %10.0f %10s %10s %10s %6s\n" "$workload" "single server" \
         "$single" - 1.00 "$server_cores" "$client_cores" "$(python3 -c "print($single / $server_cores)")" - - - -
@@ -150,7 +163,14 @@ for workload in "${names[@]}"; do
                 addrs="$addrs${addrs:+,}http://127.0.0.1:$((7300 + i))"
             done
             read -r stmt0 xact0 rows0 < <(pg_counters "$db" | tr '|' ' ')
+            profiler=""
+            if [ -n "${PROFILE:-}" ]; then
+                perf record -q -e cpu-clock -F 499 -g -p "${pids[0]}" -o "$data/perf-$workload-$n.data" \
+                    > /dev/null 2>&1 &
+                profiler=$!
+            fi
             read -r per_s records client_cores server_cores < <(rate "$workload" "$addrs")
+            if [ -n "$profiler" ]; then kill -INT "$profiler"; wait "$profiler" || true; fi
             sleep 1 # pg_stat_database is updated at most every 500 ms
             read -r stmt1 xact1 rows1 < <(pg_counters "$db" | tr '|' ' ')
             splits=$(psql "$pg/$db" -Atc "SELECT count(*) FROM readerd_splits")

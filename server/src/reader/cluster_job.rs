@@ -20,6 +20,7 @@ use crate::pipeline::RecordPipeline;
 use crate::pipeline::feed::FileFeed;
 use crate::pipeline::mix::MixProgress;
 use crate::source::Record;
+use readerd_common::sync::MutexUnpoisoned;
 
 /// How often a mixture on replicas takes back components that had no free split.
 const LOOK_AGAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -27,7 +28,14 @@ const LOOK_AGAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// A shared reader's job in the split ledger, which it serves with other replicas.
 pub struct ReplicaJob {
     feed: Arc<JobFeed>,
+    /// When [`ReplicaJob::finished_or_look_again`] last asked the ledger, and its answer:
+    /// every stream at its end asks, but the ledger is asked once per [`POLL_EVERY`].
+    polled: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
 }
+
+/// How often a replica asks the ledger whether a job it is done with is done everywhere
+/// (and looks for splits of replicas that died), however many of its streams wait.
+const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl ReplicaJob {
     /// `INVALID_ARGUMENT` for what replicas do not serve yet in `reader`'s spec; checked
@@ -90,7 +98,7 @@ impl ReplicaJob {
         feed.report_usage(Box::new(move || {
             weak.upgrade().map_or((0, 0), |reader| (reader.books.delivery.in_flight(), reader.stream_count() as u64))
         }));
-        let _ = reader.job.set(ReplicaJob { feed });
+        let _ = reader.job.set(ReplicaJob { feed, polled: Default::default() });
         Ok(())
     }
 
@@ -153,6 +161,19 @@ impl ReplicaJob {
     /// serving it ended: an end of the sequence still means that nothing more comes from
     /// any replica, as consumers reading from all of them expect.
     pub fn finished_or_look_again(&self, reader: &Reader) -> Result<bool> {
+        let mut polled = self.polled.lock_unpoisoned();
+        if let Some((at, finished)) = *polled
+            && (finished || at.elapsed() < POLL_EVERY)
+        {
+            return Ok(finished);
+        }
+        let finished = self.poll(reader)?;
+        *polled = Some((std::time::Instant::now(), finished));
+        Ok(finished)
+    }
+
+    /// [`ReplicaJob::finished_or_look_again`], asking the ledger.
+    fn poll(&self, reader: &Reader) -> Result<bool> {
         let job = &self.feed;
         if stops_on_empty(reader) && mixture_ended(reader) {
             job.stop()?;

@@ -273,7 +273,7 @@ fn job_snapshot(spec: pb::DatasetSpec, job: &pb::JobCheckpoint) -> JobSnapshot {
     let selections = job
         .selections
         .iter()
-        .map(|s| EpochSelection { epoch: s.epoch, skipped: s.skipped, taken: s.taken })
+        .map(|s| EpochSelection { scope: s.scope, epoch: s.epoch, skipped: s.skipped, taken: s.taken })
         .collect();
     JobSnapshot {
         fingerprint: crate::spec::fingerprint(&spec),
@@ -372,7 +372,7 @@ impl Checkpointer {
         let selections = job
             .selections
             .iter()
-            .map(|s| pb::EpochSelection { epoch: s.epoch, skipped: s.skipped, taken: s.taken })
+            .map(|s| pb::EpochSelection { scope: s.scope, epoch: s.epoch, skipped: s.skipped, taken: s.taken })
             .collect();
         // `job_snapshot` reads them back.
         let state = pb::CheckpointState {

@@ -190,11 +190,11 @@ fn assert_taken_once_per_epoch(all: &[String], per_epoch: usize) {
     assert_eq!(all.len(), 2 * per_epoch, "skip and take counted per job");
 }
 
-/// The job's selection counts per epoch, as the ledger holds them.
-fn selection_counts(db: &Database) -> Vec<(i64, i64, i64)> {
+/// The job's selection counts `(scope, epoch, skipped, taken)`, as the ledger holds them.
+fn selection_counts(db: &Database) -> Vec<(i32, i64, i64, i64)> {
     let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
-    let rows = ledger.query("SELECT epoch, skipped, taken FROM readerd_selections ORDER BY epoch", &[]).unwrap();
-    rows.iter().map(|row| (row.get(0), row.get(1), row.get(2))).collect()
+    let counts = "SELECT scope, epoch, skipped, taken FROM readerd_selections ORDER BY scope, epoch";
+    ledger.query(counts, &[]).unwrap().iter().map(|row| (row.get(0), row.get(1), row.get(2), row.get(3))).collect()
 }
 
 #[test]
@@ -204,7 +204,7 @@ fn one_replica_reads_the_single_servers_skip_and_take() {
     spec["pipeline"]["select"] = json!({"skip": 100, "take": 1000});
     let expected = assert_one_replica_reads_the_single_servers_sequence(&db, &spec, 300);
     assert_eq!(expected.len(), 2 * 1000);
-    assert_eq!(selection_counts(&db), [(1, 100, 1000), (2, 100, 1000)]);
+    assert_eq!(selection_counts(&db), [(0, 1, 100, 1000), (0, 2, 100, 1000)]);
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn three_replicas_skip_and_take_per_job_through_a_replica_kill() {
     // Not 3 x 5,000 (each replica taking its own), nor fewer (places granted to the killed
     // replica's records lost with it).
     assert_taken_once_per_epoch(&all, 5000);
-    assert_eq!(selection_counts(&db), [(1, 500, 5000), (2, 500, 5000)]);
+    assert_eq!(selection_counts(&db), [(0, 1, 500, 5000), (0, 2, 500, 5000)]);
 }
 
 #[test]
@@ -258,4 +258,62 @@ fn a_checkpoint_keeps_the_jobs_skip_and_take_counts() {
     let consumer = spawn_consumers(&second.addr, &["--resume", &token], &after);
     all.extend(wait_for_consumers(consumer, &after, true));
     assert_taken_once_per_epoch(&all, 5000);
+}
+
+/// A mixture of `write_lines`' first four files and its last four, the first component
+/// taking 300 records of each of its 2 epochs (after skipping 20), batched by 8.
+fn mixture_with_take() -> Value {
+    json!({
+        "mix": {
+            "datasets": [
+                {"source": {"files": ["part-[0-3].txt"], "format": "TEXT_LINE"},
+                 "pipeline": {"seed": 1, "shuffleFiles": true, "cycleLength": 2, "numEpochs": 2,
+                              "select": {"skip": 20, "take": 300}}},
+                {"source": {"files": ["part-[4-7].txt"], "format": "TEXT_LINE"},
+                 "pipeline": {"cycleLength": 2, "numEpochs": 1}}
+            ],
+            "weights": [0.5, 0.5]
+        },
+        "pipeline": {"seed": 9, "batchSize": 8}
+    })
+}
+
+#[test]
+fn one_replica_reads_the_single_servers_mixture_with_a_components_take() {
+    let Some(db) = Database::new() else { return };
+    let expected = assert_one_replica_reads_the_single_servers_sequence(&db, &mixture_with_take(), 200);
+    // Component 0: 300 records of each of its 2 epochs; component 1: its 800 once.
+    assert_eq!(expected.len(), 2 * 300 + 800);
+    // Counted in component 0's scope (1), not the reader's (0).
+    assert_eq!(selection_counts(&db), [(1, 1, 20, 300), (1, 2, 20, 300)]);
+}
+
+#[test]
+fn three_replicas_count_a_components_take_per_job_through_a_replica_kill() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 200);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &mixture_with_take());
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path(), &[]))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    // 175 batches in all: killed a third of the way.
+    wait_until_printed(&outputs, 60);
+    let (killed, _state) = replicas[1].take().unwrap();
+    killed.kill();
+    let all = wait_for_consumers(consumers, &outputs, true);
+    // A mixture's keys name the component: `0/part-0.txt:5`.
+    let (first, second): (Vec<&String>, Vec<&String>) = all.iter().partition(|key| key.starts_with("0/"));
+    // The second component's 800 records once each; the first's 300 an epoch, none twice
+    // in an epoch (so none three times).
+    let mut second: Vec<&String> = second;
+    second.sort();
+    second.dedup();
+    assert_eq!(second.len(), 800);
+    assert_eq!(all.len() - first.len(), 800, "the second component's records once each");
+    let first: Vec<String> = first.into_iter().cloned().collect();
+    assert_taken_once_per_epoch(&first, 300);
+    assert_eq!(selection_counts(&db), [(1, 1, 20, 300), (1, 2, 20, 300)]);
 }

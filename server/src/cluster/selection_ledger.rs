@@ -1,4 +1,5 @@
-//! A selection's `skip` and `take` on replicas, counted per job and epoch in the ledger
+//! A selection's `skip` and `take` on replicas, counted per job, selection (its scope: a
+//! reader of files, or one of a mixture's components) and epoch in the ledger
 //! (`readerd_selections`), not per replica: a single server skips the first `skip` records
 //! its filters keep in an epoch and takes the next `take`; a job on replicas skips and
 //! takes as many, the records being those the replicas claim first
@@ -21,12 +22,14 @@ use crate::pipeline::record_set::RecordSet;
 use crate::source::{RecordId, SplitRef};
 use crate::state::ledger::queries;
 
-/// A selection's `skip` and `take`, per epoch.
+/// A selection's `skip` and `take`, per epoch, and whose selection it is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SelectionLimits {
     pub skip: u64,
     /// `None`: every record after those skipped.
     pub take: Option<u64>,
+    /// 0 for a reader of files, 1 + i for a mixture's component i: each counts apart.
+    pub scope: u32,
 }
 
 /// What the job does with a record its filters kept.
@@ -63,11 +66,12 @@ impl Ledger {
                     rows.insert(split, (RecordSet::decode(row.get(0))?, RecordSet::decode(row.get(1))?));
                 }
             }
+            let scope: i32 = checked("selection scope", limits.scope)?;
             let mut counts = BTreeMap::new();
             for epoch in records.iter().map(|record| record.epoch).collect::<BTreeSet<_>>() {
                 let epoch_param: i64 = checked("epoch", epoch)?;
-                transaction.execute(queries::CREATE_SELECTION, &[&job.id, &epoch_param])?;
-                let row = transaction.query_one(queries::SELECTION_TO_CLAIM, &[&job.id, &epoch_param])?;
+                transaction.execute(queries::CREATE_SELECTION, &[&job.id, &scope, &epoch_param])?;
+                let row = transaction.query_one(queries::SELECTION_TO_CLAIM, &[&job.id, &scope, &epoch_param])?;
                 counts.insert(epoch, (row.get::<_, i64>(0).max(0) as u64, row.get::<_, i64>(1).max(0) as u64));
             }
             let mut fates = Vec::with_capacity(records.len());
@@ -92,13 +96,14 @@ impl Ledger {
                 fates.push(fate);
             }
             for (epoch, (skipped, taken)) in counts {
-                let params = [epoch, skipped, taken].map(|n| i64::try_from(n).unwrap_or(i64::MAX));
-                transaction.execute(queries::COUNT_SELECTION, &[&job.id, &params[0], &params[1], &params[2]])?;
+                let [epoch, skipped, taken] = [epoch, skipped, taken].map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+                transaction.execute(queries::COUNT_SELECTION, &[&job.id, &scope, &epoch, &skipped, &taken])?;
             }
             for (split, (acked, granted)) in rows {
                 let key = split_key(job, split)?;
                 let [id, epoch, file] = key.params();
-                transaction.execute(queries::CLAIM_SPLIT, &[id, epoch, file, &acked.encode(), &granted.encode()])?;
+                let (acked, granted) = (acked.encode(), granted.encode());
+                transaction.execute(queries::CLAIM_SPLIT, &[id, epoch, file, &acked, &granted, &scope])?;
             }
             transaction.commit()?;
             Ok(fates)
@@ -112,22 +117,23 @@ impl Ledger {
         transaction: &mut Transaction<'_>,
         job: i64,
     ) -> Result<Vec<EpochSelection>, LedgerError> {
-        let mut outstanding: BTreeMap<i64, u64> = BTreeMap::new();
+        let mut outstanding: BTreeMap<(i32, i64), u64> = BTreeMap::new();
         for row in transaction.query(queries::GRANTS_TO_SNAPSHOT, &[&job])? {
-            let (granted, acked) = (RecordSet::decode(row.get(1))?, RecordSet::decode(row.get(2))?);
-            *outstanding.entry(row.get(0)).or_default() += granted.count_not_in(&acked);
+            let (granted, acked) = (RecordSet::decode(row.get(2))?, RecordSet::decode(row.get(3))?);
+            *outstanding.entry((row.get(0), row.get(1))).or_default() += granted.count_not_in(&acked);
         }
         let mut selections = Vec::new();
         for row in transaction.query(queries::SELECTIONS_TO_SNAPSHOT, &[&job])? {
-            let epoch: i64 = row.get(0);
-            let taken = (row.get::<_, i64>(2).max(0) as u64).saturating_sub(outstanding.get(&epoch).copied().unwrap_or(0));
+            let (scope, epoch): (i32, i64) = (row.get(0), row.get(1));
+            let given_back = outstanding.get(&(scope, epoch)).copied().unwrap_or(0);
             selections.push(EpochSelection {
+                scope: scope.max(0) as u32,
                 epoch: epoch.max(0) as u64,
-                skipped: row.get::<_, i64>(1).max(0) as u64,
-                taken,
+                skipped: row.get::<_, i64>(2).max(0) as u64,
+                taken: (row.get::<_, i64>(3).max(0) as u64).saturating_sub(given_back),
             });
         }
-        selections.sort_by_key(|selection| selection.epoch);
+        selections.sort_by_key(|selection| (selection.scope, selection.epoch));
         Ok(selections)
     }
 
@@ -138,22 +144,24 @@ impl Ledger {
         selections: &[EpochSelection],
     ) -> Result<(), LedgerError> {
         let number = |n: u64| checked::<i64, _>("selection count", n);
+        let scopes = selections.iter().map(|s| checked::<i32, _>("selection scope", s.scope)).collect::<Result<Vec<_>, _>>()?;
         let epochs = selections.iter().map(|s| number(s.epoch)).collect::<Result<Vec<_>, _>>()?;
         let skipped = selections.iter().map(|s| number(s.skipped)).collect::<Result<Vec<_>, _>>()?;
         let taken = selections.iter().map(|s| number(s.taken)).collect::<Result<Vec<_>, _>>()?;
-        transaction.execute(queries::INSERT_RESTORED_SELECTIONS, &[&job, &epochs, &skipped, &taken])?;
+        transaction.execute(queries::INSERT_RESTORED_SELECTIONS, &[&job, &scopes, &epochs, &skipped, &taken])?;
         Ok(())
     }
 }
 
 /// A split taken over (in the transaction of its lease): the places in `take` its
 /// records hold but never got acknowledged for (`granted`, minus `acked`) go back to its
-/// epoch's count, so that the new owner's claims for them find room again.
+/// epoch's count in their selection (`scope`), so that the new owner's claims for them
+/// find room again.
 pub(super) fn return_grants(
     transaction: &mut Transaction<'_>,
     job: Job,
     split: SplitRef,
-    granted: &RecordSet,
+    (granted, scope): (&RecordSet, i32),
     acked: &RecordSet,
 ) -> Result<(), LedgerError> {
     if granted.is_empty() {
@@ -162,7 +170,7 @@ pub(super) fn return_grants(
     let key = split_key(job, split)?;
     let outstanding = i64::try_from(granted.count_not_in(acked)).unwrap_or(i64::MAX);
     let [id, epoch, _] = key.params();
-    transaction.execute(queries::RETURN_GRANTS, &[id, epoch, &outstanding])?;
+    transaction.execute(queries::RETURN_GRANTS, &[id, &scope, epoch, &outstanding])?;
     transaction.execute(queries::CLEAR_GRANTS, &key.params())?;
     Ok(())
 }

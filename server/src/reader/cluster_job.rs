@@ -41,19 +41,17 @@ impl ReplicaJob {
     /// `INVALID_ARGUMENT` for what replicas do not serve yet in `reader`'s spec; checked
     /// before the job is made in the ledger.
     pub fn check(reader: &Reader) -> Result<()> {
-        Self::check_spec(reader, false)
+        Self::check_spec(reader)
     }
 
-    /// [`ReplicaJob::check`] of `reader`, a mixture's component or not.
-    fn check_spec(reader: &Reader, component: bool) -> Result<()> {
+    /// [`ReplicaJob::check`] of `reader` or of one of its components.
+    fn check_spec(reader: &Reader) -> Result<()> {
         for (i, component) in reader.mixture.iter().flat_map(|mixture| &mixture.components).enumerate() {
-            Self::check_spec(component, true).map_err(|err| in_component(i, err))?;
+            Self::check_spec(component).map_err(|err| in_component(i, err))?;
         }
-        let select = &reader.spec.select;
-        let counts = select.skip > 0 || select.take.is_some();
-        if counts && (reader.spec.unbatch || component || reader.mixture.is_some()) {
-            // Counted per job in the ledger by record, per plain reader (`selection_ledger`).
-            return refused(reader, "pipeline.select.skip or take with unbatch or in a mixture");
+        if counts_selection(reader) && reader.spec.unbatch {
+            // Counted in the ledger by record, where a job that unbatches names examples.
+            return refused(reader, "pipeline.select.skip or take with unbatch");
         }
         Ok(())
     }
@@ -77,8 +75,11 @@ impl ReplicaJob {
             }
         }
         if let Some(mixture) = &reader.mixture {
-            for (component, files) in mixture.components.iter().zip(component_ranges(reader)?) {
+            for (i, (component, files)) in mixture.components.iter().zip(component_ranges(reader)?).enumerate() {
                 read_fed(component, Arc::new(ComponentFeed::new(feed.clone(), files.clone())));
+                if counts_selection(component) {
+                    component.lock().selection_ledger = Some((feed.clone(), 1 + i as u32));
+                }
             }
             // Its components' dropped records are settled with the mixture's chunks.
             reader.lock().dropped = Some(Vec::new());
@@ -87,9 +88,8 @@ impl ReplicaJob {
                 feed.count_examples();
                 reader.lock().examples_ledger = Some(feed.clone());
             }
-            let select = &reader.spec.select;
-            if select.skip > 0 || select.take.is_some() {
-                reader.lock().selection_ledger = Some(feed.clone());
+            if counts_selection(reader) {
+                reader.lock().selection_ledger = Some((feed.clone(), 0));
             }
             read_fed(reader, feed.clone());
         }
@@ -218,6 +218,11 @@ impl ReplicaJob {
             tracing::warn!(reader = %reader.name, error = %err, "not marked ended in the stopped job");
         }
     }
+}
+
+/// `reader`'s selection has a `skip` or a `take` (counted per job in the ledger).
+fn counts_selection(reader: &Reader) -> bool {
+    reader.spec.select.skip > 0 || reader.spec.select.take.is_some()
 }
 
 /// A mixture that ends at its first exhausted component (`mix.stopOnEmptyDataset`).

@@ -83,8 +83,9 @@ pub(super) struct ReaderState {
     /// examples are counted there, and those already acknowledged left out.
     pub(super) examples_ledger: Option<Arc<JobFeed>>,
     /// On replicas, with `skip` or `take`: the job, which counts them across replicas
-    /// ([`ReaderState::next_claimed`]).
-    pub(super) selection_ledger: Option<Arc<JobFeed>>,
+    /// ([`ReaderState::next_claimed`]), and the scope they count in there (0; a mixture's
+    /// component i: 1 + i).
+    pub(super) selection_ledger: Option<(Arc<JobFeed>, u32)>,
     /// The records the job took of the last group claimed, and the step that ended the
     /// group (an epoch's end, the end), to hand out after them.
     claimed: VecDeque<Record>,
@@ -189,8 +190,8 @@ impl ReaderState {
         if select.is_empty() {
             return self.next(spec);
         }
-        if let Some(job) = self.selection_ledger.clone() {
-            return self.next_claimed(spec, &job);
+        if let Some((job, scope)) = self.selection_ledger.clone() {
+            return self.next_claimed(spec, &job, scope);
         }
         loop {
             let record = match self.next_filtered(spec)? {
@@ -214,7 +215,7 @@ impl ReaderState {
     /// claimed in groups ([`CLAIM_GROUP`]), each epoch's `skip` and `take` counted across
     /// replicas (`crate::cluster::selection_ledger`, which settles those skipped and
     /// dropped). An epoch's end or the end comes after the group it ended.
-    fn next_claimed(&mut self, spec: &ReaderSpec, job: &JobFeed) -> Result<Next> {
+    fn next_claimed(&mut self, spec: &ReaderSpec, job: &JobFeed, scope: u32) -> Result<Next> {
         loop {
             if let Some(record) = self.claimed.pop_front() {
                 return Ok(Next::Record(record));
@@ -236,7 +237,7 @@ impl ReaderState {
                 continue;
             }
             let ids: Vec<RecordId> = group.iter().map(Record::id).collect();
-            let limits = SelectionLimits { skip: spec.select.skip, take: spec.select.take };
+            let limits = SelectionLimits { skip: spec.select.skip, take: spec.select.take, scope };
             let fates = job.claim_selected(limits, &ids).map_err(|err| {
                 let err = ServeError::from(err);
                 self.failed = Some(err.clone());

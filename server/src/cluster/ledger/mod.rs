@@ -127,6 +127,8 @@ pub struct JobSnapshot {
 /// granted to records not acknowledged given back).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EpochSelection {
+    /// 0 for a reader of files, 1 + i for a mixture's component i.
+    pub scope: u32,
     pub epoch: u64,
     pub skipped: u64,
     pub taken: u64,
@@ -387,8 +389,8 @@ impl Ledger {
             if let (Some(lease), Some(row)) = (&lease, &row)
                 && lease.taken_over
             {
-                let granted = RecordSet::decode(row.get(5))?;
-                super::selection_ledger::return_grants(&mut transaction, job, lease.split, &granted, &lease.acked)?;
+                let granted = (&RecordSet::decode(row.get(5))?, row.get::<_, i32>(6));
+                super::selection_ledger::return_grants(&mut transaction, job, lease.split, granted, &lease.acked)?;
             }
             transaction.commit()?;
             Ok(lease)

@@ -92,7 +92,7 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits
                            AND NOT session.flushed))))
          ORDER BY ($10 AND owner IS NOT DISTINCT FROM $3) DESC, epoch, position
          LIMIT 1 FOR UPDATE SKIP LOCKED)
-     RETURNING epoch, position, file, acked, leases, granted";
+     RETURNING epoch, position, file, acked, leases, granted, grant_scope";
 
 /// Renews replica `$1`'s leases of splits `($3, $4, $5)` (job, epoch, file) for a lease
 /// time (`$2`) from now (`$6`); returns the keys of those still its own.
@@ -118,16 +118,18 @@ pub const RELEASE_ALL_LEASES: &str = "UPDATE readerd_splits
 
 // A selection's skip and take across replicas (`crate::cluster::selection_ledger`).
 
-/// Job `$1`'s epoch `$2` gets its selection counts, at 0, if new.
+/// Job `$1`'s selection `$2` (its scope) gets counts for epoch `$3`, at 0, if new.
 pub const CREATE_SELECTION: &str =
-    "INSERT INTO readerd_selections (job, epoch) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+    "INSERT INTO readerd_selections (job, scope, epoch) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
 
-/// `skipped, taken` of job `$1`'s epoch `$2`, locked until the transaction ends.
+/// `skipped, taken` of job `$1`'s selection `$2` in epoch `$3`, locked until the
+/// transaction ends.
 pub const SELECTION_TO_CLAIM: &str =
-    "SELECT skipped, taken FROM readerd_selections WHERE job = $1 AND epoch = $2 FOR UPDATE";
+    "SELECT skipped, taken FROM readerd_selections WHERE job = $1 AND scope = $2 AND epoch = $3 FOR UPDATE";
 
-/// Sets job `$1`'s epoch `$2`'s counts to `$3` skipped and `$4` taken.
-pub const COUNT_SELECTION: &str = "UPDATE readerd_selections SET skipped = $3, taken = $4 WHERE job = $1 AND epoch = $2";
+/// Sets job `$1`'s selection `$2`'s counts in epoch `$3` to `$4` skipped and `$5` taken.
+pub const COUNT_SELECTION: &str =
+    "UPDATE readerd_selections SET skipped = $4, taken = $5 WHERE job = $1 AND scope = $2 AND epoch = $3";
 
 /// `acked, granted` of split `($1, $2, $3)` (job, epoch, file), locked until the
 /// transaction ends.
@@ -135,28 +137,29 @@ pub const SPLIT_TO_CLAIM: &str =
     "SELECT acked, granted FROM readerd_splits WHERE job = $1 AND epoch = $2 AND file = $3 FOR UPDATE";
 
 /// Sets split `($1, $2, $3)`'s (job, epoch, file) acknowledged records to `$4` and its
-/// records granted a place in `take` to `$5`.
-pub const CLAIM_SPLIT: &str =
-    "UPDATE readerd_splits SET acked = $4, granted = $5 WHERE job = $1 AND epoch = $2 AND file = $3";
+/// records granted a place in `take` to `$5`, counted in selection `$6`.
+pub const CLAIM_SPLIT: &str = "UPDATE readerd_splits SET acked = $4, granted = $5, grant_scope = $6
+     WHERE job = $1 AND epoch = $2 AND file = $3";
 
-/// Job `$1`'s epoch `$2` takes back `$3` places in `take` (granted to records of a split
-/// taken over, never acknowledged).
-pub const RETURN_GRANTS: &str =
-    "UPDATE readerd_selections SET taken = greatest(taken - $3, 0) WHERE job = $1 AND epoch = $2";
+/// Job `$1`'s selection `$2` takes back `$4` places in `take` in epoch `$3` (granted to
+/// records of a split taken over, never acknowledged).
+pub const RETURN_GRANTS: &str = "UPDATE readerd_selections SET taken = greatest(taken - $4, 0)
+     WHERE job = $1 AND scope = $2 AND epoch = $3";
 
 /// Split `($1, $2, $3)` (job, epoch, file) holds no grant any more.
 pub const CLEAR_GRANTS: &str = "UPDATE readerd_splits SET granted = '' WHERE job = $1 AND epoch = $2 AND file = $3";
 
-/// `epoch, skipped, taken` of job `$1`'s epochs, with the places in `take` still granted to
-/// records not acknowledged (the splits' `granted`, `acked`, to subtract).
-pub const SELECTIONS_TO_SNAPSHOT: &str = "SELECT epoch, skipped, taken FROM readerd_selections WHERE job = $1";
+/// `scope, epoch, skipped, taken` of job `$1`'s selections.
+pub const SELECTIONS_TO_SNAPSHOT: &str = "SELECT scope, epoch, skipped, taken FROM readerd_selections WHERE job = $1";
 
-/// `epoch, granted, acked` of job `$1`'s splits holding grants.
-pub const GRANTS_TO_SNAPSHOT: &str = "SELECT epoch, granted, acked FROM readerd_splits WHERE job = $1 AND granted <> ''";
+/// `grant_scope, epoch, granted, acked` of job `$1`'s splits holding grants (the places
+/// still granted to records not acknowledged, to subtract).
+pub const GRANTS_TO_SNAPSHOT: &str =
+    "SELECT grant_scope, epoch, granted, acked FROM readerd_splits WHERE job = $1 AND granted <> ''";
 
-/// Restored job `$1`'s selection counts: epochs `$2`, skipped `$3`, taken `$4`.
-pub const INSERT_RESTORED_SELECTIONS: &str = "INSERT INTO readerd_selections (job, epoch, skipped, taken)
-     SELECT $1, * FROM unnest($2::int8[], $3::int8[], $4::int8[])";
+/// Restored job `$1`'s selection counts: scopes `$2`, epochs `$3`, skipped `$4`, taken `$5`.
+pub const INSERT_RESTORED_SELECTIONS: &str = "INSERT INTO readerd_selections (job, scope, epoch, skipped, taken)
+     SELECT $1, * FROM unnest($2::int4[], $3::int8[], $4::int8[], $5::int8[])";
 
 /// `epoch, file, acked` of the splits `($1, $2, $3)` (job, epoch, file).
 pub const ACKED_SETS: &str = "SELECT split.epoch, split.file, split.acked

@@ -86,18 +86,20 @@ pub const SPLITS_BY_FILE: &str = "
     CREATE UNIQUE INDEX readerd_splits_by_file ON readerd_splits (job, epoch, file);
 ";
 
-/// Version 9: a selection's `skip` and `take` counted per job and epoch across replicas
-/// (`super::super::super::cluster::selection_ledger`): how many records each epoch
-/// skipped and took so far, and on each split the records granted a place in `take`
-/// (encoded as `acked` is), returned when the split is taken over with them not
-/// acknowledged.
+/// Version 9: a selection's `skip` and `take` counted per job, selection and epoch across
+/// replicas (`crate::cluster::selection_ledger`): how many records each epoch skipped and
+/// took so far (`scope`: 0 for a reader of files, 1 + i for a mixture's component i), and
+/// on each split the records granted a place in `take` (encoded as `acked` is) with the
+/// scope they count in, returned when the split is taken over with them not acknowledged.
 pub const SELECTION_COUNTS: &str = "
     CREATE TABLE readerd_selections (
         job BIGINT NOT NULL REFERENCES readerd_jobs (id) ON DELETE CASCADE,
+        scope INT NOT NULL,
         epoch BIGINT NOT NULL,
         skipped BIGINT NOT NULL DEFAULT 0,
         taken BIGINT NOT NULL DEFAULT 0,
-        PRIMARY KEY (job, epoch)
+        PRIMARY KEY (job, scope, epoch)
     );
     ALTER TABLE readerd_splits ADD COLUMN granted BYTEA NOT NULL DEFAULT '';
+    ALTER TABLE readerd_splits ADD COLUMN grant_scope INT NOT NULL DEFAULT 0;
 ";

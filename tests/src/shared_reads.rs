@@ -141,3 +141,15 @@ pub fn assert_every_key_twice_but_the_killeds_last(all: &[String], killed_keys: 
         "printed again but not by the killed consumer: {again:?}"
     );
 }
+
+/// What one `readerctl read` of shared reader `team/train` of the spec at `spec_path`
+/// through `addr` printed: its elements' record keys, in order. It must end at the end of
+/// the sequence.
+pub fn read_shared(addr: &str, spec_path: &str) -> Vec<String> {
+    let args = ["read", "--spec", spec_path, "--container", "team", "--shared-name", "train", "--output", "jsonl"];
+    let output = crate::readerctl(addr, &args);
+    let lines = jsonl(&output.stdout);
+    assert!(output.status.success(), "readerctl failed: {lines:?}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(lines.last().unwrap()["end_of_sequence"], true, "{:?}", lines.last());
+    keys_and_end(&output.stdout).0
+}

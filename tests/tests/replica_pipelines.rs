@@ -6,7 +6,9 @@
 use std::path::Path;
 
 use readerd_tests::postgres::Database;
-use readerd_tests::shared_reads::{lines_printed, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines};
+use readerd_tests::shared_reads::{
+    lines_printed, read_shared, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
+};
 use readerd_tests::{ServerProcess, jsonl, readerctl, write_spec};
 use serde_json::{Value, json};
 
@@ -27,17 +29,6 @@ fn replica(db: &Database, data: &Path, args: &[&str]) -> (ServerProcess, tempfil
         .chain(args.iter().copied())
         .collect();
     (ServerProcess::start_in(state.path(), &[data], &args), state)
-}
-
-/// What one `readerctl read` of shared reader `team/train` through `addr` printed: the
-/// keys of its elements, in order (it must end at the end of the sequence).
-fn read_shared(addr: &str, spec_path: &str) -> Vec<String> {
-    let args = ["read", "--spec", spec_path, "--container", "team", "--shared-name", "train", "--output", "jsonl"];
-    let output = readerctl(addr, &args);
-    let lines = jsonl(&output.stdout);
-    assert!(output.status.success(), "readerctl failed: {lines:?}\n{}", String::from_utf8_lossy(&output.stderr));
-    assert_eq!(lines.last().unwrap()["end_of_sequence"], true, "{:?}", lines.last());
-    lines.iter().filter_map(|line| line["keys"].as_array()).flatten().map(|key| key.as_str().unwrap().to_owned()).collect()
 }
 
 /// Splits of the job's first epoch in the ledger.
@@ -86,21 +77,29 @@ fn assert_exactly_once_through_a_replica_kill(db: &Database, spec: &Value, lines
     let spec_path = write_spec(&dir, spec);
     let mut expected = read_shared(&ServerProcess::start(&[data.path()]).addr, &spec_path);
     expected.sort();
-    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(db, data.path(), &[]))).collect();
+    let mut all = read_through_a_replica_kill(db, data.path(), &spec_path, kill_at);
+    all.sort();
+    assert_eq!(all.len(), expected.len(), "{} records printed, {} expected", all.len(), expected.len());
+    assert!(all == expected, "every record exactly once per epoch");
+}
+
+/// The spec at `spec_path` (of files in `data`) read to its end by 4 consumers from 3
+/// replicas, one of which is killed holding splits once `kill_at` lines were printed:
+/// every key the consumers printed.
+fn read_through_a_replica_kill(db: &Database, data: &Path, spec_path: &str, kill_at: usize) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(db, data, &[]))).collect();
     let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
     let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
-    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", spec_path], &outputs);
     wait_until_printed(&outputs, kill_at);
     let (killed, _state) = replicas[1].take().unwrap();
     killed.kill();
     let before_kill = lines_printed(&outputs);
     let held = unfinished_splits_of(db, &addrs[1]);
     assert!(held > 0, "the killed replica held splits ({before_kill} lines printed)");
-    let mut all = wait_for_consumers(consumers, &outputs, true);
-    all.sort();
     println!("{before_kill} lines printed when replica 1 was killed");
-    assert_eq!(all.len(), expected.len(), "{} records printed, {} expected", all.len(), expected.len());
-    assert!(all == expected, "every record exactly once per epoch");
+    wait_for_consumers(consumers, &outputs, true)
 }
 
 #[test]
@@ -217,17 +216,8 @@ fn three_replicas_skip_and_take_per_job_through_a_replica_kill() {
     spec["pipeline"]["shuffle"] = json!({"bufferSize": 32});
     spec["pipeline"]["cycleLength"] = json!(2);
     let spec_path = write_spec(&dir, &spec);
-    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path(), &[]))).collect();
-    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
-    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
-    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
     // 625 batches an epoch: killed a third into the first.
-    wait_until_printed(&outputs, 200);
-    let (killed, _state) = replicas[1].take().unwrap();
-    killed.kill();
-    let before_kill = lines_printed(&outputs);
-    let all = wait_for_consumers(consumers, &outputs, true);
-    println!("{before_kill} lines printed when replica 1 was killed");
+    let all = read_through_a_replica_kill(&db, data.path(), &spec_path, 200);
     // Not 3 x 5,000 (each replica taking its own), nor fewer (places granted to the killed
     // replica's records lost with it).
     assert_taken_once_per_epoch(&all, 5000);
@@ -295,15 +285,8 @@ fn three_replicas_count_a_components_take_per_job_through_a_replica_kill() {
     write_lines(data.path(), 200);
     let dir = tempfile::tempdir().unwrap();
     let spec_path = write_spec(&dir, &mixture_with_take());
-    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica(&db, data.path(), &[]))).collect();
-    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
-    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
-    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
     // 175 batches in all: killed a third of the way.
-    wait_until_printed(&outputs, 60);
-    let (killed, _state) = replicas[1].take().unwrap();
-    killed.kill();
-    let all = wait_for_consumers(consumers, &outputs, true);
+    let all = read_through_a_replica_kill(&db, data.path(), &spec_path, 60);
     // A mixture's keys name the component: `0/part-0.txt:5`.
     let (first, second): (Vec<&String>, Vec<&String>) = all.iter().partition(|key| key.starts_with("0/"));
     // The second component's 800 records once each; the first's 300 an epoch, none twice

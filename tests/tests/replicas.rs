@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use readerd_tests::postgres::Database;
 use readerd_tests::shared_reads::{
-    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, every_key_twice, keys_and_end, lines_printed, spawn_consumers, wait_for_consumers,
+    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, every_key_twice, read_shared, keys_and_end, lines_printed, spawn_consumers, wait_for_consumers,
     wait_until_printed, write_lines,
 };
 use readerd_tests::{ServerProcess, jsonl, readerctl, write_file, write_spec};
@@ -99,22 +99,6 @@ fn assert_released_once_idle(addr: &str, every: std::time::Duration) {
         }
         assert!(std::time::Instant::now() < deadline, "the idle reader is still there after 40 s");
     }
-}
-
-/// What a `readerctl read` of the shared reader printed: its elements' record keys, in
-/// order.
-fn read_shared(addr: &str, spec_path: &str) -> Vec<String> {
-    let args = ["read", "--spec", spec_path, "--container", "team", "--shared-name", "train", "--output", "jsonl"];
-    let output = readerctl(addr, &args);
-    let lines = jsonl(&output.stdout);
-    assert!(output.status.success(), "readerctl failed: {lines:?}\n{}", String::from_utf8_lossy(&output.stderr));
-    assert_eq!(lines.last().unwrap()["end_of_sequence"], true, "{:?}", lines.last());
-    lines
-        .iter()
-        .filter_map(|line| line["keys"].as_array())
-        .flatten()
-        .map(|key| key.as_str().unwrap().to_owned())
-        .collect()
 }
 
 #[test]

@@ -300,3 +300,48 @@ fn a_replica_just_connected_takes_over_a_given_up_split_at_once_and_an_expired_l
     let expired = c.lease_next(job, 1, &[split(1, 1)], EVERY_FILE).unwrap().expect("taken over a lease time later");
     assert!(expired.taken_over && expired.position == 0);
 }
+
+#[test]
+fn skip_and_take_count_per_job_and_a_takeover_gives_back_the_places_never_acknowledged() {
+    use readerd_server::cluster::selection_ledger::{Fate, SelectionLimits};
+    use readerd_server::source::RecordId;
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_millis(0) };
+    let clock = LedgerClock::manual();
+    let (a, b) = (replica_at(&schema, "a", times, &clock), replica_at(&schema, "b", times, &clock));
+    let job = job(&a);
+    a.plan_epoch(job, 1, &[0, 1]).unwrap();
+    a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
+    b.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
+    let records = |file: u32, numbers: std::ops::Range<u64>| -> Vec<RecordId> {
+        numbers.map(|number| RecordId { epoch: 1, file, number }).collect()
+    };
+    let limits = SelectionLimits { skip: 3, take: Some(4), scope: 0 };
+    // A claims first: the job's first 3 are skipped, the next 2 taken.
+    let fates = a.claim_selected(job, limits, &records(0, 0..5)).unwrap();
+    assert_eq!(fates, [Fate::Skipped, Fate::Skipped, Fate::Skipped, Fate::Taken, Fate::Taken]);
+    // B's records come after A's, in the same counts: 2 places left, then dropped.
+    let fates = b.claim_selected(job, limits, &records(1, 0..3)).unwrap();
+    assert_eq!(fates, [Fate::Taken, Fate::Taken, Fate::Dropped]);
+    // Skipped and dropped records are settled in their splits at once.
+    let acked = a.acked_sets(job, &[split(1, 0), split(1, 1)]).unwrap();
+    assert_eq!(acked, [(split(1, 0), set(0..3)), (split(1, 1), set([2]))]);
+    // A consumer acknowledged A's record 3, not 4; then A dies and B takes its split over:
+    // the place of record 4 goes back, so B, reading it again, takes it.
+    let commit = SplitCommit { split: split(1, 0), acked: set([3]), records: None };
+    a.commit(job, &[commit]).unwrap();
+    // B renews steadily (every 100 ms) while A's lease expires.
+    for _ in 0..8 {
+        clock.advance(Duration::from_millis(100));
+        b.heartbeat(&[key(job, 1, 1)]).unwrap();
+    }
+    let lease = b.lease_next(job, 1, &[split(1, 1)], EVERY_FILE).unwrap().expect("A's split, taken over");
+    assert!(lease.taken_over && lease.split == split(1, 0));
+    assert_eq!(lease.acked, set(0..4));
+    let fates = b.claim_selected(job, limits, &records(0, 4..6)).unwrap();
+    assert_eq!(fates, [Fate::Taken, Fate::Dropped], "one place came back, for record 4");
+    // Another epoch, and another scope (a mixture's component), count apart.
+    let component = SelectionLimits { scope: 1, ..limits };
+    let fates = b.claim_selected(job, component, &records(1, 0..1)).unwrap();
+    assert_eq!(fates, [Fate::Skipped]);
+}

@@ -320,6 +320,10 @@ fn skip_and_take_count_per_job_and_a_takeover_gives_back_the_places_never_acknow
     // A claims first: the job's first 3 are skipped, the next 2 taken.
     let fates = a.claim_selected(job, limits, &records(0, 0..5)).unwrap();
     assert_eq!(fates, [Fate::Skipped, Fate::Skipped, Fate::Skipped, Fate::Taken, Fate::Taken]);
+    // The same claim again (a retry whose first answer an outage lost) counts nothing more:
+    // the taken stay taken, the skipped are not delivered.
+    let again = a.claim_selected(job, limits, &records(0, 0..5)).unwrap();
+    assert_eq!(again, [Fate::Dropped, Fate::Dropped, Fate::Dropped, Fate::Taken, Fate::Taken]);
     // B's records come after A's, in the same counts: 2 places left, then dropped.
     let fates = b.claim_selected(job, limits, &records(1, 0..3)).unwrap();
     assert_eq!(fates, [Fate::Taken, Fate::Taken, Fate::Dropped]);
@@ -342,6 +346,6 @@ fn skip_and_take_count_per_job_and_a_takeover_gives_back_the_places_never_acknow
     assert_eq!(fates, [Fate::Taken, Fate::Dropped], "one place came back, for record 4");
     // Another epoch, and another scope (a mixture's component), count apart.
     let component = SelectionLimits { scope: 1, ..limits };
-    let fates = b.claim_selected(job, component, &records(1, 0..1)).unwrap();
+    let fates = b.claim_selected(job, component, &records(1, 3..4)).unwrap();
     assert_eq!(fates, [Fate::Skipped]);
 }

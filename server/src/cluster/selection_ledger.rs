@@ -17,7 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use postgres::Transaction;
 
-use super::ledger::{EpochSelection, Job, Ledger, LedgerError, checked};
+use super::ledger::{
+    EpochSelection, GrantsRow, Job, Ledger, LedgerError, SelectionCounts, SelectionRow, SplitToClaim, checked,
+};
 use crate::pipeline::record_set::RecordSet;
 use crate::source::{RecordId, SplitRef};
 use crate::state::ledger::queries;
@@ -63,7 +65,7 @@ impl Ledger {
             for &split in &splits {
                 let key = split_key(job, split)?;
                 if let Some(row) = transaction.query_opt(queries::SPLIT_TO_CLAIM, &key.params())? {
-                    rows.insert(split, (RecordSet::decode(row.get(0))?, RecordSet::decode(row.get(1))?));
+                    rows.insert(split, SplitToClaim::from_row(&row)?);
                 }
             }
             let scope: i32 = checked("selection scope", limits.scope)?;
@@ -72,37 +74,40 @@ impl Ledger {
                 let epoch_param: i64 = checked("epoch", epoch)?;
                 transaction.execute(queries::CREATE_SELECTION, &[&job.id, &scope, &epoch_param])?;
                 let row = transaction.query_one(queries::SELECTION_TO_CLAIM, &[&job.id, &scope, &epoch_param])?;
-                counts.insert(epoch, (row.get::<_, i64>(0).max(0) as u64, row.get::<_, i64>(1).max(0) as u64));
+                counts.insert(epoch, SelectionCounts::from_row(&row)?);
             }
             let mut fates = Vec::with_capacity(records.len());
             for record in records {
-                let (skipped, taken) = counts.get_mut(&record.epoch).expect("counted above");
-                let fate = if *skipped < limits.skip {
-                    *skipped += 1;
-                    Fate::Skipped
-                } else if limits.take.is_none_or(|take| *taken < take) {
-                    *taken += 1;
-                    Fate::Taken
-                } else {
-                    Fate::Dropped
-                };
+                let counts = counts.get_mut(&record.epoch).expect("counted above");
                 // A split this replica no longer finds (its job deleted) has nothing to keep.
-                if let Some((acked, granted)) = rows.get_mut(&record.split()) {
-                    match fate {
-                        Fate::Taken => granted.insert(record.number),
-                        Fate::Skipped | Fate::Dropped => acked.insert(record.number),
+                let split = rows.get_mut(&record.split());
+                let fate = match split.as_deref().map(|split| claimed(split, record.number)) {
+                    // Claimed already, by an attempt whose answer an outage lost: the same
+                    // fate, counted once.
+                    Some(Some(fate)) => fate,
+                    _ => {
+                        let fate = limits.fate_of_next(counts);
+                        if let Some(split) = split {
+                            match fate {
+                                Fate::Taken => split.granted.insert(record.number),
+                                Fate::Skipped | Fate::Dropped => split.acked.insert(record.number),
+                            }
+                        }
+                        fate
                     }
-                }
+                };
                 fates.push(fate);
             }
-            for (epoch, (skipped, taken)) in counts {
-                let [epoch, skipped, taken] = [epoch, skipped, taken].map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+            for (epoch, counts) in counts {
+                let epoch: i64 = checked("epoch", epoch)?;
+                let (skipped, taken): (i64, i64) =
+                    (checked("records skipped", counts.skipped)?, checked("records taken", counts.taken)?);
                 transaction.execute(queries::COUNT_SELECTION, &[&job.id, &scope, &epoch, &skipped, &taken])?;
             }
-            for (split, (acked, granted)) in rows {
+            for (split, claim) in rows {
                 let key = split_key(job, split)?;
                 let [id, epoch, file] = key.params();
-                let (acked, granted) = (acked.encode(), granted.encode());
+                let (acked, granted) = (claim.acked.encode(), claim.granted.encode());
                 transaction.execute(queries::CLAIM_SPLIT, &[id, epoch, file, &acked, &granted, &scope])?;
             }
             transaction.commit()?;
@@ -117,21 +122,17 @@ impl Ledger {
         transaction: &mut Transaction<'_>,
         job: i64,
     ) -> Result<Vec<EpochSelection>, LedgerError> {
-        let mut outstanding: BTreeMap<(i32, i64), u64> = BTreeMap::new();
+        let mut outstanding: BTreeMap<(u32, u64), u64> = BTreeMap::new();
         for row in transaction.query(queries::GRANTS_TO_SNAPSHOT, &[&job])? {
-            let (granted, acked) = (RecordSet::decode(row.get(2))?, RecordSet::decode(row.get(3))?);
-            *outstanding.entry((row.get(0), row.get(1))).or_default() += granted.count_not_in(&acked);
+            let grants = GrantsRow::from_row(&row)?;
+            *outstanding.entry((grants.scope, grants.epoch)).or_default() += grants.outstanding;
         }
         let mut selections = Vec::new();
         for row in transaction.query(queries::SELECTIONS_TO_SNAPSHOT, &[&job])? {
-            let (scope, epoch): (i32, i64) = (row.get(0), row.get(1));
+            let SelectionRow { scope, epoch, counts } = SelectionRow::from_row(&row)?;
             let given_back = outstanding.get(&(scope, epoch)).copied().unwrap_or(0);
-            selections.push(EpochSelection {
-                scope: scope.max(0) as u32,
-                epoch: epoch.max(0) as u64,
-                skipped: row.get::<_, i64>(2).max(0) as u64,
-                taken: (row.get::<_, i64>(3).max(0) as u64).saturating_sub(given_back),
-            });
+            let (skipped, taken) = (counts.skipped, counts.taken.saturating_sub(given_back));
+            selections.push(EpochSelection { scope, epoch, skipped, taken });
         }
         selections.sort_by_key(|selection| (selection.scope, selection.epoch));
         Ok(selections)
@@ -150,6 +151,36 @@ impl Ledger {
         let taken = selections.iter().map(|s| number(s.taken)).collect::<Result<Vec<_>, _>>()?;
         transaction.execute(queries::INSERT_RESTORED_SELECTIONS, &[&job, &scopes, &epochs, &skipped, &taken])?;
         Ok(())
+    }
+}
+
+impl SelectionLimits {
+    /// The fate of the next record an epoch's filters keep, with `counts` so far (counted
+    /// in).
+    fn fate_of_next(&self, counts: &mut SelectionCounts) -> Fate {
+        if counts.skipped < self.skip {
+            counts.skipped += 1;
+            Fate::Skipped
+        } else if self.take.is_none_or(|take| counts.taken < take) {
+            counts.taken += 1;
+            Fate::Taken
+        } else {
+            Fate::Dropped
+        }
+    }
+}
+
+/// The fate record `number` of `split` was given by an earlier claim, if any: granted,
+/// taken; settled, not delivered (skipped or dropped: which of them no longer matters).
+/// A record claimed again is one a claim's retry finds (records settled before a lease
+/// are left out of the split's read, and a takeover clears the grants it gives back).
+fn claimed(split: &SplitToClaim, number: u64) -> Option<Fate> {
+    if split.granted.contains(number) {
+        Some(Fate::Taken)
+    } else if split.acked.contains(number) {
+        Some(Fate::Dropped)
+    } else {
+        None
     }
 }
 

@@ -21,7 +21,9 @@ pub use self::row::OutOfRange;
 pub use self::row::SplitKey;
 pub(in crate::cluster) use self::row::checked;
 use self::row::{AckedSplit, EpochsDone, SplitArrays, SplitToCommit};
-pub(super) use self::row::{JobToSnapshot, NamedJob, RestoringJob, SnapshotArrays};
+pub(super) use self::row::{
+    GrantsRow, JobToSnapshot, NamedJob, RestoringJob, SelectionCounts, SelectionRow, SnapshotArrays, SplitToClaim,
+};
 use crate::pipeline::record_set::{BadRecordSet, RecordSet};
 use crate::source::SplitRef;
 use crate::state::StateError;

@@ -114,6 +114,71 @@ impl SplitToCommit {
     }
 }
 
+/// A split as a selection's claim finds it (`crate::cluster::selection_ledger`).
+pub struct SplitToClaim {
+    pub acked: RecordSet,
+    /// Records granted a place in `take`.
+    pub granted: RecordSet,
+}
+
+impl SplitToClaim {
+    /// A row of `acked, granted` (`queries::SPLIT_TO_CLAIM`).
+    pub fn from_row(row: &Row) -> Result<Self, LedgerError> {
+        Ok(Self { acked: RecordSet::decode(row.get(0))?, granted: RecordSet::decode(row.get(1))? })
+    }
+}
+
+/// How many records a selection skipped and took in one epoch so far.
+pub struct SelectionCounts {
+    pub skipped: u64,
+    pub taken: u64,
+}
+
+impl SelectionCounts {
+    /// A row of `skipped, taken` (`queries::SELECTION_TO_CLAIM`).
+    pub fn from_row(row: &Row) -> Result<Self, OutOfRange> {
+        Ok(Self { skipped: int8(row, 0, "records skipped")?, taken: int8(row, 1, "records taken")? })
+    }
+}
+
+/// A selection's counts as a job snapshot reads them, before the places still granted are
+/// given back.
+pub struct SelectionRow {
+    pub scope: u32,
+    pub epoch: u64,
+    pub counts: SelectionCounts,
+}
+
+impl SelectionRow {
+    /// A row of `scope, epoch, skipped, taken` (`queries::SELECTIONS_TO_SNAPSHOT`).
+    pub fn from_row(row: &Row) -> Result<Self, OutOfRange> {
+        Ok(Self {
+            scope: int4(row, 0, "selection scope")?,
+            epoch: int8(row, 1, "epoch")?,
+            counts: SelectionCounts { skipped: int8(row, 2, "records skipped")?, taken: int8(row, 3, "records taken")? },
+        })
+    }
+}
+
+/// A split's places in `take` not acknowledged yet, as a job snapshot reads them.
+pub struct GrantsRow {
+    pub scope: u32,
+    pub epoch: u64,
+    pub outstanding: u64,
+}
+
+impl GrantsRow {
+    /// A row of `grant_scope, epoch, granted, acked` (`queries::GRANTS_TO_SNAPSHOT`).
+    pub fn from_row(row: &Row) -> Result<Self, LedgerError> {
+        let (granted, acked) = (RecordSet::decode(row.get(2))?, RecordSet::decode(row.get(3))?);
+        Ok(Self {
+            scope: int4(row, 0, "selection scope")?,
+            epoch: int8(row, 1, "epoch")?,
+            outstanding: granted.count_not_in(&acked),
+        })
+    }
+}
+
 /// How a job's first epochs stand.
 pub struct EpochsDone {
     /// How many of them are planned.

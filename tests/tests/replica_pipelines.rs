@@ -300,3 +300,12 @@ fn three_replicas_count_a_components_take_per_job_through_a_replica_kill() {
     assert_taken_once_per_epoch(&first, 300);
     assert_eq!(selection_counts(&db), [(1, 1, 20, 300), (1, 2, 20, 300)]);
 }
+
+#[test]
+fn an_empty_epoch_of_a_global_shuffle_ends_on_a_replica_as_on_a_single_server() {
+    let Some(db) = Database::new() else { return };
+    // 8 empty files: each epoch's permutation is empty, and still has a split to be done.
+    let expected = assert_one_replica_reads_the_single_servers_sequence(&db, &global_spec(), 0);
+    assert!(expected.is_empty());
+    assert_eq!(splits_of_epoch_one(&db), 1);
+}

@@ -275,9 +275,10 @@ pub fn split_records(records: u64) -> u64 {
     (records / SPLITS_PER_EPOCH).clamp(MIN_SPLIT_RECORDS, MAX_SPLIT_RECORDS)
 }
 
-/// The splits an epoch of `records` has on replicas.
+/// The splits an epoch of `records` has on replicas: at least one, so that an empty epoch
+/// is planned in the ledger and done (its one split empty), as a single server's ends.
 pub fn split_count(records: u64) -> usize {
-    usize::try_from(records.div_ceil(split_records(records))).unwrap_or(usize::MAX)
+    usize::try_from(records.div_ceil(split_records(records)).max(1)).unwrap_or(usize::MAX)
 }
 
 /// A global shuffle on a replica: the splits its feed leases are ranges of their epoch's

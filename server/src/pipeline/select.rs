@@ -85,6 +85,11 @@ impl Selection {
         *self == Selection::default()
     }
 
+    /// Whether it counts records (`skip`, `take`), not only tests each one.
+    pub fn counts(&self) -> bool {
+        self.skip > 0 || self.take.is_some()
+    }
+
     /// Whether the key's bucket is kept.
     pub fn keeps_key(&self, key: &str) -> bool {
         match &self.key_buckets {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::Reader;
 use super::in_component;
 use super::mix::Mixture;
+use super::records::InLedger;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
 use crate::cluster::{EpochOrder, JobFeed};
 use crate::element::RecordId;
@@ -49,7 +50,7 @@ impl ReplicaJob {
         for (i, component) in reader.mixture.iter().flat_map(|mixture| &mixture.components).enumerate() {
             Self::check_spec(component).map_err(|err| in_component(i, err))?;
         }
-        if counts_selection(reader) && reader.spec.unbatch {
+        if reader.spec.select.counts() && reader.spec.unbatch {
             // Counted in the ledger by record, where a job that unbatches names examples.
             return refused(reader, "pipeline.select.skip or take with unbatch");
         }
@@ -76,22 +77,16 @@ impl ReplicaJob {
         }
         if let Some(mixture) = &reader.mixture {
             for (i, (component, files)) in mixture.components.iter().zip(component_ranges(reader)?).enumerate() {
-                read_fed(component, Arc::new(ComponentFeed::new(feed.clone(), files.clone())));
-                if counts_selection(component) {
-                    component.lock().selection_ledger = Some((feed.clone(), 1 + i as u32));
-                }
+                let component_feed = Arc::new(ComponentFeed::new(feed.clone(), files.clone()));
+                read_fed(component, component_feed, InLedger::new(feed.clone(), 1 + i as u32));
             }
             // Its components' dropped records are settled with the mixture's chunks.
-            reader.lock().dropped = Some(Vec::new());
+            reader.lock().ledger = Some(InLedger::new(feed.clone(), 0));
         } else {
             if reader.spec.unbatch {
                 feed.count_examples();
-                reader.lock().examples_ledger = Some(feed.clone());
             }
-            if counts_selection(reader) {
-                reader.lock().selection_ledger = Some((feed.clone(), 0));
-            }
-            read_fed(reader, feed.clone());
+            read_fed(reader, feed.clone(), InLedger::new(feed.clone(), 0));
         }
         reader.books.delivery.commit_to(feed.clone());
         let weak = Arc::downgrade(reader);
@@ -220,23 +215,18 @@ impl ReplicaJob {
     }
 }
 
-/// `reader`'s selection has a `skip` or a `take` (counted per job in the ledger).
-fn counts_selection(reader: &Reader) -> bool {
-    reader.spec.select.skip > 0 || reader.spec.select.take.is_some()
-}
-
 /// A mixture that ends at its first exhausted component (`mix.stopOnEmptyDataset`).
 fn stops_on_empty(reader: &Reader) -> bool {
     reader.spec.mix.as_ref().is_some_and(|mix| mix.stop_on_empty)
 }
 
 /// `reader` reads the files `feed` gives from now on (their records carry their splits):
-/// its pipeline, as `Reader::open` built it, takes its files from the feed, and the
-/// records its selection drops are kept to be settled in the ledger.
-fn read_fed(reader: &Reader, feed: Arc<dyn FileFeed>) {
+/// its pipeline, as `Reader::open` built it, takes its files from the feed, and its
+/// records answer to the job's ledger (`ledger`).
+fn read_fed(reader: &Reader, feed: Arc<dyn FileFeed>, ledger: InLedger) {
     let mut state = reader.lock();
     state.pipeline.read_from(feed);
-    state.dropped = Some(Vec::new());
+    state.ledger = Some(ledger);
 }
 
 /// `INVALID_ARGUMENT`: replicas do not serve `what` yet.

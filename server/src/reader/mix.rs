@@ -154,8 +154,8 @@ impl RecordSource for MixedRecords<'_> {
             let component_state = self.locked[i].get_or_insert_with(|| component.lock());
             loop {
                 let next = component_state.next_selected(&component.spec);
-                if let Some(dropped) = &mut self.state.dropped {
-                    dropped.extend(component_state.take_dropped());
+                if let Some(ledger) = &mut self.state.ledger {
+                    ledger.settle_later(component_state.take_dropped());
                 }
                 match next {
                     Ok(Next::Record(record)) => {

@@ -76,20 +76,36 @@ pub(super) struct ReaderState {
     pub(super) failed: Option<ServeError>,
     /// A mixture's choice and counts (`mix.rs`), from its first element on.
     pub(super) mix: Option<crate::pipeline::mix::MixProgress>,
-    /// On replicas: the records the selection dropped since they were last taken, to be
-    /// settled in the ledger (`cluster_job.rs`); `None` elsewhere (nothing is kept).
-    pub(super) dropped: Option<Vec<RecordId>>,
-    /// On replicas, with `unbatch`: the job, whose ledger counts examples. Each record's
-    /// examples are counted there, and those already acknowledged left out.
-    pub(super) examples_ledger: Option<Arc<JobFeed>>,
-    /// On replicas, with `skip` or `take`: the job, which counts them across replicas
-    /// ([`ReaderState::next_claimed`]), and the scope they count in there (0; a mixture's
-    /// component i: 1 + i).
-    pub(super) selection_ledger: Option<(Arc<JobFeed>, u32)>,
+    /// On replicas: what its records owe the job's ledger; `None` elsewhere.
+    pub(super) ledger: Option<InLedger>,
     /// The records the job took of the last group claimed, and the step that ended the
-    /// group (an epoch's end, the end), to hand out after them.
+    /// group (an epoch's end, the end), to hand out after them (`skip`, `take` on replicas).
     claimed: VecDeque<Record>,
     claimed_then: Option<Next>,
+}
+
+/// On replicas, a reader's records in its job's ledger (`cluster_job.rs`). What it does
+/// there follows from the spec: records its selection drops are settled; with `unbatch`,
+/// each record's examples are counted in the job (which names examples) and those already
+/// acknowledged left out; with `skip` or `take`, records are claimed from the job
+/// ([`ReaderState::next_claimed`]).
+pub(super) struct InLedger {
+    pub(super) job: Arc<JobFeed>,
+    /// Where `skip` and `take` count in the job: 0; a mixture's component i: 1 + i.
+    pub(super) scope: u32,
+    /// Records dropped since they were last taken, to be settled.
+    dropped: Vec<RecordId>,
+}
+
+impl InLedger {
+    pub(super) fn new(job: Arc<JobFeed>, scope: u32) -> Self {
+        Self { job, scope, dropped: Vec::new() }
+    }
+
+    /// A mixture settles its components' dropped records with its own chunks.
+    pub(super) fn settle_later(&mut self, records: Vec<RecordId>) {
+        self.dropped.extend(records);
+    }
 }
 
 /// Records a replica claims their fates for at once (`skip`, `take`): one ledger
@@ -108,9 +124,7 @@ impl ReaderState {
             files_cut_short: 0,
             failed: None,
             mix: None,
-            dropped: None,
-            examples_ledger: None,
-            selection_ledger: None,
+            ledger: None,
             claimed: VecDeque::new(),
             claimed_then: None,
         }
@@ -118,11 +132,11 @@ impl ReaderState {
 
     /// `record` is not handed out (the selection dropped it): on replicas, kept to be
     /// settled (with `unbatch`, counted as a record of no examples: nothing to settle).
-    fn drop_record(&mut self, record: &Record) {
-        if let Some(job) = &self.examples_ledger {
-            job.record_unbatched(&record.id(), 0);
-        } else if let Some(dropped) = &mut self.dropped {
-            dropped.push(record.id());
+    fn drop_record(&mut self, spec: &ReaderSpec, record: &Record) {
+        match &mut self.ledger {
+            Some(ledger) if spec.unbatch => _ = ledger.job.record_unbatched(&record.id(), 0),
+            Some(ledger) => ledger.dropped.push(record.id()),
+            None => {}
         }
     }
 
@@ -130,7 +144,7 @@ impl ReaderState {
     /// job, those already acknowledged (when its split was leased) left out. Elsewhere,
     /// all of them as they are.
     fn examples_of(&self, record: &Record, mut examples: Vec<Example>) -> Result<Vec<Example>> {
-        let Some(job) = &self.examples_ledger else { return Ok(examples) };
+        let Some(InLedger { job, .. }) = &self.ledger else { return Ok(examples) };
         let id = record.id();
         let n = examples.len() as u64;
         if n > 0 && id.example(n - 1).is_none() {
@@ -155,7 +169,7 @@ impl ReaderState {
 
     /// The records dropped since the last call (on replicas), to be settled.
     pub(super) fn take_dropped(&mut self) -> Vec<RecordId> {
-        self.dropped.as_mut().map(std::mem::take).unwrap_or_default()
+        self.ledger.as_mut().map(|ledger| std::mem::take(&mut ledger.dropped)).unwrap_or_default()
     }
 
     /// The next example of an unbatched record, or an epoch boundary or the end.
@@ -174,7 +188,7 @@ impl ReaderState {
                 Err(err) if spec.skip_errors => {
                     tracing::warn!(record = %record.key_string(), error = %err, "record not unbatched, skipped");
                     self.records_skipped += 1;
-                    self.drop_record(&record);
+                    self.drop_record(spec, &record);
                 }
                 Err(err) => {
                     self.failed = Some(err.clone());
@@ -190,7 +204,10 @@ impl ReaderState {
         if select.is_empty() {
             return self.next(spec);
         }
-        if let Some((job, scope)) = self.selection_ledger.clone() {
+        if let Some(InLedger { job, scope, .. }) = &self.ledger
+            && select.counts()
+        {
+            let (job, scope) = (job.clone(), *scope);
             return self.next_claimed(spec, &job, scope);
         }
         loop {
@@ -199,11 +216,11 @@ impl ReaderState {
                 other => return Ok(other),
             };
             if self.selected_in_epoch <= select.skip {
-                self.drop_record(&record);
+                self.drop_record(spec, &record);
                 continue;
             }
             if select.take.is_some_and(|take| self.selected_in_epoch > select.skip + take) {
-                self.drop_record(&record);
+                self.drop_record(spec, &record);
                 self.pipeline.skip_rest_of_epoch();
                 continue;
             }
@@ -267,7 +284,7 @@ impl ReaderState {
             };
             let key = record.key_string();
             if !select.keeps_key(&key) {
-                self.drop_record(&record);
+                self.drop_record(spec, &record);
                 continue;
             }
             if select.needs_features() {
@@ -278,7 +295,7 @@ impl ReaderState {
                     Err(err) if spec.skip_errors => {
                         tracing::warn!(record = %key, error = %err, "undecodable record skipped");
                         self.records_skipped += 1;
-                        self.drop_record(&record);
+                        self.drop_record(spec, &record);
                         continue;
                     }
                     Err(err) => Err(ServeError::Decode(format!("{} (record {key})", err.message))),
@@ -286,7 +303,7 @@ impl ReaderState {
                 match kept {
                     Ok(true) => {}
                     Ok(false) => {
-                        self.drop_record(&record);
+                        self.drop_record(spec, &record);
                         continue;
                     }
                     Err(err) => {

@@ -112,8 +112,6 @@ impl ReaderRegistry {
         let reader = Arc::new(self.open(name, spec)?);
         if let Some(cluster) = &self.inner.setup.cluster {
             let spec = reader.spec();
-            // Refused before the job is made: a corrected spec may take the name.
-            ReplicaJob::check(&reader)?;
             let order = ReplicaJob::order(&reader)?;
             let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
             let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;

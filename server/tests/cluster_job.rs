@@ -69,7 +69,7 @@ fn run_replica(schema: &Schema, id: &str, files: &Arc<[DataFile]>, times: LeaseT
     let cluster = Cluster::start(ledger, times.ttl / 3);
     let n = files.len();
     let order = Box::new(move |epoch| RecordPipeline::epoch_order(n, &config(), epoch));
-    let feed = cluster.job_feed("team", "train", "fingerprint", b"spec", order).unwrap();
+    let feed = cluster.job_feed("team", "train", "fingerprint", &[], order).unwrap();
     let mut pipeline = RecordPipeline::new(files.clone(), source(), config(), PipelineEnv::default());
     pipeline.read_from(feed.clone());
     let mut produced = Produced::default();

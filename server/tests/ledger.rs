@@ -43,7 +43,7 @@ fn key(job: Job, epoch: u64, file: u32) -> SplitKey {
 const EVERY_FILE: std::ops::Range<u32> = 0..u32::MAX;
 
 fn job(ledger: &Ledger) -> Job {
-    ledger.job("team", "train", "fingerprint-1", b"spec").unwrap()
+    ledger.job("team", "train", "fingerprint-1", &[]).unwrap()
 }
 
 #[test]
@@ -52,7 +52,7 @@ fn one_replica_leases_every_split_in_the_epochs_file_order() {
     let a = replica(&schema, "a", LeaseTimes::default());
     let b = replica(&schema, "b", LeaseTimes::default());
     let job = job(&a);
-    assert_eq!(b.job("team", "train", "fingerprint-1", b"spec").unwrap(), job, "one job for every replica");
+    assert_eq!(b.job("team", "train", "fingerprint-1", &[]).unwrap(), job, "one job for every replica");
     assert!(matches!(b.job("team", "train", "fingerprint-2", b"other"), Err(LedgerError::OtherSpec(_))));
     let order = [3, 0, 2, 1];
     a.plan_epoch(job, 1, &order).unwrap();
@@ -348,4 +348,51 @@ fn skip_and_take_count_per_job_and_a_takeover_gives_back_the_places_never_acknow
     let component = SelectionLimits { scope: 1, ..limits };
     let fates = b.claim_selected(job, component, &records(1, 3..4)).unwrap();
     assert_eq!(fates, [Fate::Skipped]);
+}
+
+#[test]
+fn a_job_that_unbatches_settles_tombstones_and_a_record_delivered_in_part_keeps_its_place() {
+    use readerd_server::cluster::EpochSelection;
+    use readerd_server::cluster::selection_ledger::{Fate, LedgerNames, SelectionLimits};
+    use readerd_server::source::RecordId;
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_millis(0) };
+    let clock = LedgerClock::manual();
+    let (a, b) = (replica_at(&schema, "a", times, &clock), replica_at(&schema, "b", times, &clock));
+    let pipeline = readerd_proto::v1::Pipeline { unbatch: true, ..Default::default() };
+    let spec = readerd_proto::v1::DatasetSpec { pipeline: Some(pipeline), ..Default::default() };
+    let job = a.job("team", "train", "fingerprint-u", &prost::Message::encode_to_vec(&spec)).unwrap();
+    assert_eq!(job.names, LedgerNames::Examples, "named from the job's spec");
+    a.plan_epoch(job, 1, &[0, 1]).unwrap();
+    a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
+    b.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
+    let records = |numbers: std::ops::Range<u64>| -> Vec<RecordId> {
+        numbers.map(|number| RecordId { epoch: 1, file: 0, number }).collect()
+    };
+    // Example i of record r is named r << 20 | i; a record as a whole, r << 20 | 0xFFFFF.
+    let example = |record: u64, i: u64| record << 20 | i;
+    let tombstone = |record: u64| record << 20 | 0xF_FFFF;
+    let limits = SelectionLimits { skip: 1, take: Some(3), scope: 0 };
+    let fates = a.claim_selected(job, limits, &records(0..4)).unwrap();
+    assert_eq!(fates, [Fate::Skipped, Fate::Taken, Fate::Taken, Fate::Taken]);
+    // The skipped record is settled under its tombstone: one example of its split.
+    assert_eq!(a.acked_sets(job, &[split(1, 0)]).unwrap(), [(split(1, 0), set([tombstone(0)]))]);
+    // Record 1 delivered in part, record 2 not at all, record 3 whole; then A dies.
+    let delivered = set([example(1, 1), example(3, 0), example(3, 1)]);
+    a.commit(job, &[SplitCommit { split: split(1, 0), acked: delivered, records: None }]).unwrap();
+    for _ in 0..8 {
+        clock.advance(Duration::from_millis(100));
+        b.heartbeat(&[key(job, 1, 1)]).unwrap();
+    }
+    let lease = b.lease_next(job, 1, &[split(1, 1)], EVERY_FILE).unwrap().expect("A's split, taken over");
+    assert!(lease.taken_over && lease.split == split(1, 0));
+    // B reads the split again and claims every record: the skipped one stays settled, the
+    // ones delivered (in part or whole) stay taken without counting again, record 2's
+    // place came back and it takes it, and the take is full for record 4.
+    let fates = b.claim_selected(job, limits, &records(0..5)).unwrap();
+    assert_eq!(fates, [Fate::Dropped, Fate::Taken, Fate::Taken, Fate::Taken, Fate::Dropped]);
+    // A checkpoint now counts record 2's place as outstanding (none of its examples
+    // acknowledged): given back, so a restore reads and takes it again. Record 1's is not.
+    let snapshot = b.snapshot_job("team", "train").unwrap().unwrap();
+    assert_eq!(snapshot.selections, [EpochSelection { scope: 0, epoch: 1, skipped: 1, taken: 2 }]);
 }

@@ -125,7 +125,12 @@ pub fn wait_for_consumers(consumers: Vec<std::process::Child>, outputs: &[PathBu
 /// key more often only if `killed_keys` (what a consumer killed mid-read printed) holds
 /// it: the killed consumer printed it and died before its acknowledgement was answered,
 /// `most_again` keys at most (its last batch).
-pub fn assert_every_key_twice_but_the_killeds_last(all: &[String], killed_keys: &[String], lines: usize, most_again: usize) {
+pub fn assert_every_key_twice_but_the_killeds_last(
+    all: &[String],
+    killed_keys: &[String],
+    lines: usize,
+    most_again: usize,
+) {
     let mut counts = std::collections::BTreeMap::new();
     for key in all {
         *counts.entry(key.as_str()).or_insert(0usize) += 1;

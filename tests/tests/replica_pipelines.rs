@@ -250,6 +250,60 @@ fn a_checkpoint_keeps_the_jobs_skip_and_take_counts() {
     assert_taken_once_per_epoch(&all, 5000);
 }
 
+/// Unbatched examples (`part-F.txt:L[i]`) of records taken whole: each record's examples
+/// are all of its line's bytes, each as often as the others (once per epoch it was taken
+/// in), and `per_epoch` records were taken in each of the 2 epochs.
+fn assert_whole_records_taken(all: &[String], per_epoch: usize) {
+    let mut records: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for key in all {
+        let (record, i) = key.strip_suffix(']').and_then(|key| key.split_once('[')).expect("an example's key");
+        let counts = records.entry(record).or_default();
+        let i: usize = i.parse().unwrap();
+        if counts.len() <= i {
+            counts.resize(i + 1, 0);
+        }
+        counts[i] += 1;
+    }
+    let mut taken = 0;
+    for (record, counts) in &records {
+        // `part-F.txt:L` holds line L - 1 of file F, "F-(L-1)".
+        let (file, line) = record.strip_prefix("part-").and_then(|r| r.split_once(".txt:")).unwrap();
+        let bytes = format!("{file}-{}", line.parse::<usize>().unwrap() - 1).len();
+        assert_eq!(counts.len(), bytes, "every example of {record} delivered: {counts:?}");
+        assert!(counts.iter().all(|n| *n == counts[0] && (1..=2).contains(n)), "{record}'s examples: {counts:?}");
+        taken += counts[0];
+    }
+    assert_eq!(taken, 2 * per_epoch, "records taken, counted per job and epoch");
+}
+
+#[test]
+fn one_replica_reads_the_single_servers_unbatched_skip_and_take() {
+    let Some(db) = Database::new() else { return };
+    let mut spec = unbatched(global_spec());
+    spec["pipeline"]["select"] = json!({"skip": 100, "take": 1000});
+    let expected = assert_one_replica_reads_the_single_servers_sequence(&db, &spec, 300);
+    assert_whole_records_taken(&expected, 1000);
+    assert_eq!(selection_counts(&db), [(0, 1, 100, 1000), (0, 2, 100, 1000)]);
+}
+
+#[test]
+fn three_replicas_skip_and_take_unbatched_records_per_job_through_a_replica_kill() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = skipping_and_taking(unbatched(global_spec()));
+    spec["pipeline"]["shuffle"] = json!({"bufferSize": 32});
+    spec["pipeline"]["cycleLength"] = json!(2);
+    let spec_path = write_spec(&dir, &spec);
+    // About 5,000 x 5 examples an epoch in batches of 16, 1,500 batches: killed a third of
+    // the way into the first. Records delivered in part when it died are neither lost nor
+    // taken twice, and their places are not given back.
+    let all = read_through_a_replica_kill(&db, data.path(), &spec_path, 500);
+    assert_whole_records_taken(&all, 5000);
+    assert_eq!(selection_counts(&db), [(0, 1, 500, 5000), (0, 2, 500, 5000)]);
+}
+
 /// A mixture of `write_lines`' first four files and its last four, the first component
 /// taking 300 records of each of its 2 epochs (after skipping 20), batched by 8.
 fn mixture_with_take() -> Value {

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use readerd_tests::postgres::Database;
 use readerd_tests::shared_reads::{
-    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, every_key_twice, read_shared, keys_and_end, lines_printed, spawn_consumers, wait_for_consumers,
-    wait_until_printed, write_lines,
+    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, every_key_twice, keys_and_end, lines_printed,
+    read_shared, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
 };
 use readerd_tests::{ServerProcess, jsonl, readerctl, write_file, write_spec};
 use serde_json::{Value, json};
@@ -114,18 +114,16 @@ fn one_replica_and_one_consumer_read_exactly_what_a_single_server_reads() {
     let (replica, _state) = replica(&db, data.path());
     assert_eq!(read_shared(&replica.addr, &spec_path), expected, "the same sequence through the split ledger");
 
-    // What replicas do not serve yet is refused, not done wrong.
-    let mut unbatched = spec();
-    unbatched["pipeline"]["unbatch"] = json!(true);
-    unbatched["pipeline"]["select"] = json!({"take": 10});
+    // A mixture inside a mixture is refused, here as on a single server, naming it.
+    let inner = json!({"mix": {"datasets": [spec(), spec()], "weights": [0.5, 0.5]}});
+    let nested = json!({"mix": {"datasets": [inner, spec()], "weights": [0.5, 0.5]}, "pipeline": {"batchSize": 8}});
     let other = tempfile::tempdir().unwrap();
-    let unbatched_path = write_spec(&other, &unbatched);
-    let args =
-        ["read", "--spec", &unbatched_path, "--container", "team", "--shared-name", "unbatched", "--output", "jsonl"];
+    let nested_path = write_spec(&other, &nested);
+    let args = ["read", "--spec", &nested_path, "--container", "team", "--shared-name", "nested", "--output", "jsonl"];
     let lines = jsonl(&readerctl(&replica.addr, &args).stdout);
     assert_eq!(lines.last().unwrap()["error"]["code"], "INVALID_ARGUMENT", "{lines:?}");
     let message = lines.last().unwrap()["error"]["message"].as_str().unwrap();
-    assert!(message.contains("pipeline.select.skip or take with unbatch"), "{message}");
+    assert!(message.contains("a mixture inside a mixture"), "{message}");
 }
 
 #[test]

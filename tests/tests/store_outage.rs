@@ -8,8 +8,8 @@ use std::path::Path;
 
 use readerd_tests::postgres::OwnPostgres;
 use readerd_tests::shared_reads::{
-    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, keys_and_end, lines_printed,
-    spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
+    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, keys_and_end, lines_printed, spawn_consumers,
+    wait_for_consumers, wait_until_printed, write_lines,
 };
 use readerd_tests::{ServerProcess, write_spec};
 use serde_json::json;

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::ledger::{Job, Ledger, LedgerError, SplitCommit, SplitKey};
-use super::selection_ledger::{Fate, SelectionLimits};
+use super::selection_ledger::{Fate, LedgerNames, SelectionLimits};
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::record_set::RecordSet;
 use crate::source::{RecordId, SourceError, SplitRef};
@@ -51,8 +51,6 @@ pub struct JobFeed {
     /// `acknowledge` calls so far, and how many of the first of them are committed.
     tickets: std::sync::atomic::AtomicU64,
     committed_tickets: std::sync::atomic::AtomicU64,
-    /// The job unbatches: its ledger counts examples ([`JobFeed::count_examples`]).
-    counts_examples: std::sync::atomic::AtomicBool,
 }
 
 struct FeedState {
@@ -158,15 +156,7 @@ impl JobFeed {
             sessions: Mutex::default(),
             tickets: Default::default(),
             committed_tickets: Default::default(),
-            counts_examples: Default::default(),
         }
-    }
-
-    /// The job unbatches: from now on (before any split is leased) its ledger names and
-    /// counts examples (`RecordId::example`), which the reader reports with
-    /// [`JobFeed::record_unbatched`]. Its pipeline reads every record of a split again.
-    pub fn count_examples(&self) {
-        self.counts_examples.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The fates of `records` (kept by the job's filters, in the order this replica read
@@ -178,6 +168,16 @@ impl JobFeed {
             self.void(err.to_string());
             SourceError::Ledger { epoch: records.first().map_or(0, |record| record.epoch), reason: err.to_string() }
         })
+    }
+
+    /// Of a job that counts examples and skips or takes: record `record` was left out by
+    /// the selection, or taken and gave no example, and is settled under its tombstone
+    /// (`RecordId::tombstone`): it counts as one example of its split.
+    pub fn record_settled(&self, record: &RecordId) {
+        if let Some(held) = self.state().held.get_mut(&record.split()).and_then(|held| held.examples.as_mut()) {
+            held.records += 1;
+            held.examples += 1;
+        }
     }
 
     /// Of a job that counts examples: record `record` was split into `examples` examples
@@ -548,8 +548,7 @@ impl JobFeed {
                 "took a split over from another replica"
             );
         }
-        let counts_examples = self.counts_examples.load(std::sync::atomic::Ordering::Relaxed);
-        let (held, leave_out) = if counts_examples {
+        let (held, leave_out) = if self.job.names == LedgerNames::Examples {
             let examples = HeldExamples { acked: lease.acked, ..HeldExamples::default() };
             (Held { left_out: 0, read: None, examples: Some(examples) }, RecordSet::new())
         } else {

@@ -7,6 +7,7 @@
 use super::ledger::{
     Job, JobSnapshot, JobToSnapshot, Ledger, LedgerError, NamedJob, RestoringJob, SnapshotArrays, SplitSnapshot,
 };
+use super::selection_ledger::LedgerNames;
 use crate::state::ledger::queries;
 
 impl Ledger {
@@ -18,7 +19,7 @@ impl Ledger {
             if named.fingerprint != fingerprint {
                 return Err(LedgerError::OtherSpec(format!("{container}/{shared_name}")));
             }
-            Ok(named.job)
+            Ok(Job { id: named.id, generation: named.generation, names: LedgerNames::of_spec(spec)? })
         })
     }
 
@@ -112,7 +113,8 @@ impl Ledger {
                 .query_one(queries::STOPPED_JOB_OVER, &[&job.id, &self.lease_time().as_secs_f64(), &self.now()])?
                 .get(0);
             let splits = transaction.query(queries::SPLITS_TO_SNAPSHOT, &[&job.id])?;
-            let selections = Ledger::selections_to_snapshot(&mut transaction, job.id)?;
+            let names = LedgerNames::of_spec(&job.spec)?;
+            let selections = Ledger::selections_to_snapshot(&mut transaction, job.id, names)?;
             transaction.commit()?;
             let splits = splits.iter().map(SplitSnapshot::from_row).collect::<Result<_, _>>()?;
             Ok(Some(JobSnapshot { fingerprint: job.fingerprint, spec: job.spec, stopped, splits, selections }))
@@ -134,7 +136,8 @@ impl Ledger {
             let mut transaction = client.transaction()?;
             transaction.batch_execute(queries::LOCK_JOBS)?;
             let existing = transaction.query_opt(queries::JOB_TO_RESTORE, &[&container, &shared_name])?;
-            let existing = existing.as_ref().map(RestoringJob::from_row);
+            let names = LedgerNames::of_spec(&snapshot.spec)?;
+            let existing = existing.as_ref().map(|row| RestoringJob::from_row(row, names));
             if let Some(existing) = &existing
                 && existing.restored_from.as_deref() == Some(restore_id)
             {
@@ -164,7 +167,7 @@ impl Ledger {
             )?;
             Ledger::restore_selections(&mut transaction, id, &snapshot.selections)?;
             transaction.commit()?;
-            Ok(Job { id, generation })
+            Ok(Job { id, generation, names })
         })
     }
 }

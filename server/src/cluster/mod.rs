@@ -127,7 +127,7 @@ pub use crate::pipeline::record_set::RecordSet;
 pub use crate::source::SplitRef;
 pub use job::{EpochOrder, JobFeed, Leases, Usage};
 pub use ledger::{
-    EpochProgress, EpochSelection, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError, ReplicaReport, SplitCommit,
-    SplitKey, SplitSnapshot,
+    EpochProgress, EpochSelection, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError,
+    ReplicaReport, SplitCommit, SplitKey, SplitSnapshot,
 };
 pub use replica::Cluster;

@@ -12,16 +12,24 @@
 //! when that split is taken over the places of its records not acknowledged go back to
 //! the epoch's count ([`return_grants`]): the records the next owner reads again are
 //! claimed again. Counts and outstanding grants go into job checkpoints.
+//!
+//! A job that unbatches names examples in the ledger ([`LedgerNames::Examples`]): a record
+//! left out is settled under its tombstone (`RecordId::tombstone`, one example of its
+//! split), a taken one granted under its first example's name, and its grant is
+//! outstanding until any of its examples is acknowledged. A record read again after a
+//! takeover with examples acknowledged was taken: claimed again, it stays taken, counted
+//! once.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use postgres::Transaction;
 
 use super::ledger::{
-    EpochSelection, GrantsRow, Job, Ledger, LedgerError, SelectionCounts, SelectionRow, SplitToClaim, checked,
+    EpochSelection, GrantsRow, Job, Ledger, LedgerError, OutOfRange, SelectionCounts, SelectionRow, SplitToClaim,
+    checked,
 };
 use crate::pipeline::record_set::RecordSet;
-use crate::source::{RecordId, SplitRef};
+use crate::source::{EXAMPLE_BITS, RecordId, SplitRef};
 use crate::state::ledger::queries;
 
 /// A selection's `skip` and `take`, per epoch, and whose selection it is.
@@ -32,6 +40,75 @@ pub struct SelectionLimits {
     pub take: Option<u64>,
     /// 0 for a reader of files, 1 + i for a mixture's component i: each counts apart.
     pub scope: u32,
+}
+
+/// How a job's ledger names what its consumers acknowledge: records, or, for a job that
+/// unbatches, examples (`RecordId::example`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LedgerNames {
+    #[default]
+    Records,
+    Examples,
+}
+
+impl LedgerNames {
+    pub fn of(unbatch: bool) -> Self {
+        if unbatch { Self::Examples } else { Self::Records }
+    }
+
+    /// The names of the job whose spec is `spec` (`readerd.v1.DatasetSpec`, encoded): a
+    /// mixture's are records (its components are not unbatched).
+    pub(in crate::cluster) fn of_spec(spec: &[u8]) -> Result<Self, LedgerError> {
+        let spec = <readerd_proto::v1::DatasetSpec as prost::Message>::decode(spec)?;
+        Ok(Self::of(spec.mix.is_none() && spec.pipeline.is_some_and(|pipeline| pipeline.unbatch)))
+    }
+
+    /// The name `record` is granted its place in `take` under.
+    fn granted(self, record: &RecordId) -> Result<u64, OutOfRange> {
+        match self {
+            Self::Records => Ok(record.number),
+            Self::Examples => record.example(0).map(|id| id.number).ok_or_else(|| too_large(record)),
+        }
+    }
+
+    /// The name `record` is settled under when the selection leaves it out.
+    fn settled(self, record: &RecordId) -> Result<u64, OutOfRange> {
+        match self {
+            Self::Records => Ok(record.number),
+            Self::Examples => record.tombstone().map(|id| id.number).ok_or_else(|| too_large(record)),
+        }
+    }
+
+    /// Whether `acked` holds an example of the record granted under `grant`.
+    fn delivered(self, grant: u64, acked: &RecordSet) -> bool {
+        match self {
+            Self::Records => acked.contains(grant),
+            Self::Examples => acked.overlaps(grant, grant.saturating_add(EXAMPLE_SPAN - 1)),
+        }
+    }
+
+    /// How many of the records `granted` names were never acknowledged (none of their
+    /// examples, for a job that unbatches) in `acked`: their places in `take` are
+    /// outstanding.
+    pub(super) fn outstanding(self, granted: &RecordSet, acked: &RecordSet) -> u64 {
+        match self {
+            Self::Records => granted.count_not_in(acked),
+            // Grants are multiples of the span, one a record.
+            Self::Examples => granted
+                .ranges()
+                .iter()
+                .flat_map(|&(start, end)| (start.next_multiple_of(EXAMPLE_SPAN)..end).step_by(EXAMPLE_SPAN as usize))
+                .filter(|&grant| !self.delivered(grant, acked))
+                .count() as u64,
+        }
+    }
+}
+
+/// The ledger names of one record's examples, for a job that unbatches.
+const EXAMPLE_SPAN: u64 = 1 << EXAMPLE_BITS;
+
+fn too_large(record: &RecordId) -> OutOfRange {
+    OutOfRange::new("record number of a job that unbatches (below 2^44)", record.number)
 }
 
 /// What the job does with a record its filters kept.
@@ -76,21 +153,24 @@ impl Ledger {
                 let row = transaction.query_one(queries::SELECTION_TO_CLAIM, &[&job.id, &scope, &epoch_param])?;
                 counts.insert(epoch, SelectionCounts::from_row(&row)?);
             }
+            let names = job.names;
             let mut fates = Vec::with_capacity(records.len());
             for record in records {
                 let counts = counts.get_mut(&record.epoch).expect("counted above");
                 // A split this replica no longer finds (its job deleted) has nothing to keep.
                 let split = rows.get_mut(&record.split());
-                let fate = match split.as_deref().map(|split| claimed(split, record.number)) {
-                    // Claimed already, by an attempt whose answer an outage lost: the same
-                    // fate, counted once.
+                let (granted, settled) = (names.granted(record)?, names.settled(record)?);
+                let fate = match split.as_deref().map(|split| claimed(split, names, granted, settled)) {
+                    // Claimed already, by an attempt whose answer an outage lost (or, for a
+                    // job that unbatches, by a replica that died): the same fate, counted
+                    // once.
                     Some(Some(fate)) => fate,
                     _ => {
                         let fate = limits.fate_of_next(counts);
                         if let Some(split) = split {
                             match fate {
-                                Fate::Taken => split.granted.insert(record.number),
-                                Fate::Skipped | Fate::Dropped => split.acked.insert(record.number),
+                                Fate::Taken => split.granted.insert(granted),
+                                Fate::Skipped | Fate::Dropped => split.acked.insert(settled),
                             }
                         }
                         fate
@@ -121,11 +201,13 @@ impl Ledger {
     pub(super) fn selections_to_snapshot(
         transaction: &mut Transaction<'_>,
         job: i64,
+        names: LedgerNames,
     ) -> Result<Vec<EpochSelection>, LedgerError> {
         let mut outstanding: BTreeMap<(u32, u64), u64> = BTreeMap::new();
         for row in transaction.query(queries::GRANTS_TO_SNAPSHOT, &[&job])? {
             let grants = GrantsRow::from_row(&row)?;
-            *outstanding.entry((grants.scope, grants.epoch)).or_default() += grants.outstanding;
+            *outstanding.entry((grants.scope, grants.epoch)).or_default() +=
+                names.outstanding(&grants.granted, &grants.acked);
         }
         let mut selections = Vec::new();
         for row in transaction.query(queries::SELECTIONS_TO_SNAPSHOT, &[&job])? {
@@ -145,7 +227,8 @@ impl Ledger {
         selections: &[EpochSelection],
     ) -> Result<(), LedgerError> {
         let number = |n: u64| checked::<i64, _>("selection count", n);
-        let scopes = selections.iter().map(|s| checked::<i32, _>("selection scope", s.scope)).collect::<Result<Vec<_>, _>>()?;
+        let scopes =
+            selections.iter().map(|s| checked::<i32, _>("selection scope", s.scope)).collect::<Result<Vec<_>, _>>()?;
         let epochs = selections.iter().map(|s| number(s.epoch)).collect::<Result<Vec<_>, _>>()?;
         let skipped = selections.iter().map(|s| number(s.skipped)).collect::<Result<Vec<_>, _>>()?;
         let taken = selections.iter().map(|s| number(s.taken)).collect::<Result<Vec<_>, _>>()?;
@@ -170,14 +253,16 @@ impl SelectionLimits {
     }
 }
 
-/// The fate record `number` of `split` was given by an earlier claim, if any: granted,
-/// taken; settled, not delivered (skipped or dropped: which of them no longer matters).
-/// A record claimed again is one a claim's retry finds (records settled before a lease
-/// are left out of the split's read, and a takeover clears the grants it gives back).
-fn claimed(split: &SplitToClaim, number: u64) -> Option<Fate> {
-    if split.granted.contains(number) {
+/// The fate a record of `split` (granted under `granted`, settled under `settled`) was
+/// given by an earlier claim, if any: granted, or delivered in part, taken; settled, not
+/// delivered (skipped or dropped: which of them no longer matters). A record claimed
+/// again is one a claim's retry finds, or one of a job that unbatches read again after a
+/// takeover (records settled before a lease are otherwise left out of the split's read,
+/// and a takeover clears the grants it gives back).
+fn claimed(split: &SplitToClaim, names: LedgerNames, granted: u64, settled: u64) -> Option<Fate> {
+    if split.granted.contains(granted) || (names == LedgerNames::Examples && names.delivered(granted, &split.acked)) {
         Some(Fate::Taken)
-    } else if split.acked.contains(number) {
+    } else if split.acked.contains(settled) {
         Some(Fate::Dropped)
     } else {
         None
@@ -199,7 +284,7 @@ pub(super) fn return_grants(
         return Ok(());
     }
     let key = split_key(job, split)?;
-    let outstanding = i64::try_from(granted.count_not_in(acked)).unwrap_or(i64::MAX);
+    let outstanding = i64::try_from(job.names.outstanding(granted, acked)).unwrap_or(i64::MAX);
     let [id, epoch, _] = key.params();
     transaction.execute(queries::RETURN_GRANTS, &[id, &scope, epoch, &outstanding])?;
     transaction.execute(queries::CLEAR_GRANTS, &key.params())?;

@@ -77,6 +77,12 @@ impl RecordSet {
         outside
     }
 
+    /// Whether the set holds any record of `start..end`.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        let i = self.ranges.partition_point(|&(_, e)| e <= start);
+        self.ranges.get(i).is_some_and(|&(s, _)| s < end)
+    }
+
     /// The ranges, ascending.
     pub fn ranges(&self) -> &[(u64, u64)] {
         &self.ranges
@@ -150,6 +156,16 @@ mod tests {
         assert_eq!(granted.count_not_in(&set(&[(5, 25)])), 10);
         assert_eq!(granted.count_not_in(&set(&[(0, 1), (9, 21), (29, 40)])), 16);
         assert_eq!(RecordSet::new().count_not_in(&granted), 0);
+    }
+
+    #[test]
+    fn overlaps_a_range_only_when_it_holds_one_of_its_records() {
+        let mut set = RecordSet::new();
+        set.insert_range(10, 20);
+        set.insert(30);
+        assert!(set.overlaps(0, 11) && set.overlaps(19, 25) && set.overlaps(12, 13) && set.overlaps(30, 31));
+        assert!(!set.overlaps(0, 10) && !set.overlaps(20, 30) && !set.overlaps(31, u64::MAX) && !set.overlaps(15, 15));
+        assert!(!RecordSet::new().overlaps(0, u64::MAX));
     }
 
     #[test]

@@ -10,13 +10,12 @@
 use std::sync::Arc;
 
 use super::Reader;
-use super::in_component;
 use super::mix::Mixture;
 use super::records::InLedger;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
 use crate::cluster::{EpochOrder, JobFeed};
 use crate::element::RecordId;
-use crate::error::{Result, ServeError};
+use crate::error::Result;
 use crate::pipeline::RecordPipeline;
 use crate::pipeline::feed::FileFeed;
 use crate::pipeline::mix::MixProgress;
@@ -39,26 +38,8 @@ pub struct ReplicaJob {
 const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl ReplicaJob {
-    /// `INVALID_ARGUMENT` for what replicas do not serve yet in `reader`'s spec; checked
-    /// before the job is made in the ledger.
-    pub fn check(reader: &Reader) -> Result<()> {
-        Self::check_spec(reader)
-    }
-
-    /// [`ReplicaJob::check`] of `reader` or of one of its components.
-    fn check_spec(reader: &Reader) -> Result<()> {
-        for (i, component) in reader.mixture.iter().flat_map(|mixture| &mixture.components).enumerate() {
-            Self::check_spec(component).map_err(|err| in_component(i, err))?;
-        }
-        if reader.spec.select.counts() && reader.spec.unbatch {
-            // Counted in the ledger by record, where a job that unbatches names examples.
-            return refused(reader, "pipeline.select.skip or take with unbatch");
-        }
-        Ok(())
-    }
-
     /// Makes new shared reader `reader` read through `feed`'s job (before any stream reads
-    /// it); the caller refused what [`ReplicaJob::check`] refuses before it made the job.
+    /// it).
     /// A mixture that stops at its first exhausted component joins a job stopped elsewhere
     /// ended (blocking: asks the ledger).
     pub fn join(reader: &Arc<Reader>, feed: Arc<JobFeed>) -> Result<()> {
@@ -83,9 +64,6 @@ impl ReplicaJob {
             // Its components' dropped records are settled with the mixture's chunks.
             reader.lock().ledger = Some(InLedger::new(feed.clone(), 0));
         } else {
-            if reader.spec.unbatch {
-                feed.count_examples();
-            }
             read_fed(reader, feed.clone(), InLedger::new(feed.clone(), 0));
         }
         reader.books.delivery.commit_to(feed.clone());
@@ -230,13 +208,6 @@ fn read_fed(reader: &Reader, feed: Arc<dyn FileFeed>, ledger: InLedger) {
 }
 
 /// `INVALID_ARGUMENT`: replicas do not serve `what` yet.
-fn refused(reader: &Reader, what: &str) -> Result<()> {
-    Err(ServeError::InvalidSpec(format!(
-        "{what} is not served by replicas yet: read {} from a server without a postgres:// state store",
-        reader.name
-    )))
-}
-
 /// Each component's splits among the mixture job's.
 fn component_ranges(reader: &Reader) -> Result<Vec<std::ops::Range<u32>>> {
     Ok(mixture_order(mixture_files(reader)?).0)

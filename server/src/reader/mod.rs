@@ -57,8 +57,8 @@
 //! A stage that changes which records a reader gives (a new selection, say) belongs in
 //! `records.rs` (`ReaderState::next_selected`), with its progress in `ReaderState`, saved
 //! by `state.rs` (and `state.proto`). One that regroups records is a `RecordSource`
-//! wrapped around another, handed to the batcher by `chunks.rs`. A stage replicas do not
-//! serve yet is refused by `ReplicaJob::check`, with its name.
+//! wrapped around another, handed to the batcher by `chunks.rs`. On replicas, what a stage's
+//! records owe the job's ledger (settled, counted, claimed) is `InLedger`'s, in `records.rs`.
 
 mod batcher;
 mod chunks;

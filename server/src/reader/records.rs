@@ -140,6 +140,20 @@ impl ReaderState {
         }
     }
 
+    /// `record`, selected, gives no example: none in it, or it failed to unbatch with
+    /// `onError: SKIP`. On replicas, a record taken in its job's `skip` / `take` is
+    /// settled under its tombstone, so that its place is kept through a takeover.
+    fn no_examples(&mut self, spec: &ReaderSpec, record: &Record) {
+        match &mut self.ledger {
+            Some(ledger) if spec.select.counts() => {
+                let id = record.id();
+                ledger.job.record_settled(&id);
+                ledger.dropped.extend(id.tombstone());
+            }
+            _ => self.drop_record(spec, record),
+        }
+    }
+
     /// On replicas, `record`'s `examples` named by their ledger ids and counted in the
     /// job, those already acknowledged (when its split was leased) left out. Elsewhere,
     /// all of them as they are.
@@ -150,7 +164,7 @@ impl ReaderState {
         if n > 0 && id.example(n - 1).is_none() {
             return Err(ServeError::InvalidArgument(format!(
                 "unbatch on replicas: record {} ({n} examples, record number {}) is past what the split ledger \
-                 numbers (2^{} examples a record, records below 2^{})",
+                 numbers (2^{} - 1 examples a record, records below 2^{})",
                 record.key_string(),
                 id.number,
                 crate::source::EXAMPLE_BITS,
@@ -183,12 +197,19 @@ impl ReaderState {
                 Next::EndOfEpoch => return Ok(Step::EndOfEpoch),
                 Next::End => return Ok(Step::End),
             };
-            match unbatch_record(spec, &record).and_then(|examples| self.examples_of(&record, examples)) {
+            let unbatched = match unbatch_record(spec, &record) {
+                Ok(examples) if examples.is_empty() => {
+                    self.no_examples(spec, &record);
+                    continue;
+                }
+                unbatched => unbatched.and_then(|examples| self.examples_of(&record, examples)),
+            };
+            match unbatched {
                 Ok(examples) => self.pending_examples.extend(examples),
                 Err(err) if spec.skip_errors => {
                     tracing::warn!(record = %record.key_string(), error = %err, "record not unbatched, skipped");
                     self.records_skipped += 1;
-                    self.drop_record(spec, &record);
+                    self.no_examples(spec, &record);
                 }
                 Err(err) => {
                     self.failed = Some(err.clone());
@@ -260,8 +281,14 @@ impl ReaderState {
                 self.failed = Some(err.clone());
                 err
             })?;
-            let taken = group.into_iter().zip(fates).filter(|(_, fate)| *fate == Fate::Taken);
-            self.claimed.extend(taken.map(|(record, _)| record));
+            for (record, fate) in group.into_iter().zip(fates) {
+                match fate {
+                    Fate::Taken => self.claimed.push_back(record),
+                    // Settled under its tombstone, for a job that unbatches.
+                    Fate::Skipped | Fate::Dropped if spec.unbatch => job.record_settled(&record.id()),
+                    Fate::Skipped | Fate::Dropped => {}
+                }
+            }
         }
     }
 

@@ -238,6 +238,9 @@ pub struct RecordId {
 /// unbatches: its ledger counts examples, not records ([`RecordId::example`]).
 pub const EXAMPLE_BITS: u32 = 20;
 
+/// The low bits of a record's [`RecordId::tombstone`]: past its examples'.
+const TOMBSTONE: u64 = (1 << EXAMPLE_BITS) - 1;
+
 impl RecordId {
     /// The split the record belongs to.
     pub fn split(&self) -> SplitRef {
@@ -246,12 +249,27 @@ impl RecordId {
 
     /// The ledger's name of example `i` of this record, for a job that unbatches: the
     /// record's number shifted by [`EXAMPLE_BITS`], and `i`. `None` out of that range (an
-    /// example past the 2^20th of its record, a record number past 2^44).
+    /// example past the (2^20 - 1)th of its record, a record number past 2^44): the last
+    /// name of a record is its [`RecordId::tombstone`].
     pub fn example(&self, i: u64) -> Option<RecordId> {
-        if i >> EXAMPLE_BITS != 0 || self.number >> (64 - EXAMPLE_BITS) != 0 {
+        if i >= TOMBSTONE {
             return None;
         }
-        Some(RecordId { number: self.number << EXAMPLE_BITS | i, ..*self })
+        self.record_name(i)
+    }
+
+    /// For a job that unbatches and skips or takes: the ledger's name of this record as
+    /// a whole, settled when the selection leaves it out (it counts as one example of its
+    /// split; `crate::cluster::selection_ledger`). `None` for a record number past 2^44.
+    pub fn tombstone(&self) -> Option<RecordId> {
+        self.record_name(TOMBSTONE)
+    }
+
+    fn record_name(&self, low: u64) -> Option<RecordId> {
+        if self.number >> (64 - EXAMPLE_BITS) != 0 {
+            return None;
+        }
+        Some(RecordId { number: self.number << EXAMPLE_BITS | low, ..*self })
     }
 }
 

@@ -24,6 +24,7 @@ use self::row::{AckedSplit, EpochsDone, SplitArrays, SplitToCommit};
 pub(super) use self::row::{
     GrantsRow, JobToSnapshot, NamedJob, RestoringJob, SelectionCounts, SelectionRow, SnapshotArrays, SplitToClaim,
 };
+use super::selection_ledger::LedgerNames;
 use crate::pipeline::record_set::{BadRecordSet, RecordSet};
 use crate::source::SplitRef;
 use crate::state::StateError;
@@ -42,6 +43,8 @@ pub enum LedgerError {
     BadRecordSet(#[from] BadRecordSet),
     #[error("split ledger: {0}")]
     OutOfRange(#[from] OutOfRange),
+    #[error("split ledger: a job's spec does not decode: {0}")]
+    BadSpec(#[from] prost::DecodeError),
     /// The job exists with another spec.
     #[error("shared reader {0} exists in the cluster with a different spec")]
     OtherSpec(String),
@@ -67,6 +70,8 @@ pub struct Job {
     /// Bumped when the job is restored from a checkpoint: work of an older generation is
     /// void.
     pub generation: i64,
+    /// What its ledger names, from its spec: records, or examples for a job that unbatches.
+    pub names: LedgerNames,
 }
 
 /// A split this replica leased: one file of one epoch, and what of it is acknowledged.
@@ -352,7 +357,8 @@ impl Ledger {
     /// time (`readerd_replicas.steady_since`): after an outage or a stall every lease
     /// expired unrenewed, and the live owners renew theirs first. `None` when there is none
     /// now (every split is done or held). Only splits of `files` (a range of file indices:
-    /// a mixture's component leases its own files' splits).
+    /// a mixture's component leases its own files' splits). A split taken over gives back
+    /// its outstanding places in a selection's `take`.
     pub fn lease_next(
         &self,
         job: Job,

@@ -6,6 +6,7 @@
 use postgres::Row;
 
 use super::{EpochProgress, Job, Lease, LedgerError, ReplicaReport, SplitSnapshot};
+use crate::cluster::selection_ledger::LedgerNames;
 use crate::pipeline::record_set::RecordSet;
 use crate::source::SplitRef;
 
@@ -15,6 +16,12 @@ use crate::source::SplitRef;
 pub struct OutOfRange {
     what: &'static str,
     value: String,
+}
+
+impl OutOfRange {
+    pub fn new(what: &'static str, value: impl std::fmt::Display) -> Self {
+        Self { what, value: value.to_string() }
+    }
 }
 
 /// `value`, a `what`, as a `T`.
@@ -155,7 +162,10 @@ impl SelectionRow {
         Ok(Self {
             scope: int4(row, 0, "selection scope")?,
             epoch: int8(row, 1, "epoch")?,
-            counts: SelectionCounts { skipped: int8(row, 2, "records skipped")?, taken: int8(row, 3, "records taken")? },
+            counts: SelectionCounts {
+                skipped: int8(row, 2, "records skipped")?,
+                taken: int8(row, 3, "records taken")?,
+            },
         })
     }
 }
@@ -164,17 +174,18 @@ impl SelectionRow {
 pub struct GrantsRow {
     pub scope: u32,
     pub epoch: u64,
-    pub outstanding: u64,
+    pub granted: RecordSet,
+    pub acked: RecordSet,
 }
 
 impl GrantsRow {
     /// A row of `grant_scope, epoch, granted, acked` (`queries::GRANTS_TO_SNAPSHOT`).
     pub fn from_row(row: &Row) -> Result<Self, LedgerError> {
-        let (granted, acked) = (RecordSet::decode(row.get(2))?, RecordSet::decode(row.get(3))?);
         Ok(Self {
             scope: int4(row, 0, "selection scope")?,
             epoch: int8(row, 1, "epoch")?,
-            outstanding: granted.count_not_in(&acked),
+            granted: RecordSet::decode(row.get(2))?,
+            acked: RecordSet::decode(row.get(3))?,
         })
     }
 }
@@ -219,14 +230,15 @@ impl ReplicaReport {
 
 /// A job found by its shared reader's name, with its spec's fingerprint.
 pub struct NamedJob {
-    pub job: Job,
+    pub id: i64,
+    pub generation: i64,
     pub fingerprint: String,
 }
 
 impl NamedJob {
     /// A row of `id, fingerprint, generation` (`queries::JOB`).
     pub fn from_row(row: &Row) -> Self {
-        Self { job: Job { id: row.get(0), generation: row.get(2) }, fingerprint: row.get(1) }
+        Self { id: row.get(0), generation: row.get(2), fingerprint: row.get(1) }
     }
 }
 
@@ -237,9 +249,10 @@ pub struct RestoringJob {
 }
 
 impl RestoringJob {
-    /// A row of `id, generation, restored_from` (`queries::JOB_TO_RESTORE`).
-    pub fn from_row(row: &Row) -> Self {
-        Self { job: Job { id: row.get(0), generation: row.get(1) }, restored_from: row.get(2) }
+    /// A row of `id, generation, restored_from` (`queries::JOB_TO_RESTORE`), of a job
+    /// whose ledger names `names`.
+    pub fn from_row(row: &Row, names: LedgerNames) -> Self {
+        Self { job: Job { id: row.get(0), generation: row.get(1), names }, restored_from: row.get(2) }
     }
 }
 

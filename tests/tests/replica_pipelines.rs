@@ -248,6 +248,12 @@ fn a_checkpoint_keeps_the_jobs_skip_and_take_counts() {
     let consumer = spawn_consumers(&second.addr, &["--resume", &token], &after);
     all.extend(wait_for_consumers(consumer, &after, true));
     assert_taken_once_per_epoch(&all, 5000);
+    // `readerctl stats` shows the job's counts, over every replica.
+    let stats = readerctl(&second.addr, &["stats", "--container", "team", "--shared-name", "train"]);
+    let stats = String::from_utf8_lossy(&stats.stdout);
+    for epoch in [1, 2] {
+        assert!(stats.contains(&format!("selection epoch {epoch}: skipped 500 taken 5000\n")), "{stats}");
+    }
 }
 
 /// Unbatched examples (`part-F.txt:L[i]`) of records taken whole: each record's examples

@@ -82,6 +82,14 @@ pub async fn stats(mut client: Client, container: &str, shared_name: &str) -> an
             replica.consumers
         );
     }
+    // Its job's skip and take, counted over every replica.
+    for selection in stats.selections {
+        let whose = match selection.scope {
+            0 => String::new(),
+            scope => format!(" of component {}", scope - 1),
+        };
+        println!("selection{whose} epoch {}: skipped {} taken {}", selection.epoch, selection.skipped, selection.taken);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -299,6 +299,11 @@ impl JobFeed {
         self.ledger.replica_reports(self.job)
     }
 
+    /// The job's selection counts per epoch, over every replica (`skip`, `take`).
+    pub fn selection_counts(&self) -> Result<Vec<super::EpochSelection>, LedgerError> {
+        self.ledger.selection_counts(self.job)
+    }
+
     /// Reports this replica's usage; when the job is stopped, runs [`OnStopped`].
     pub(super) fn report(&self) -> Result<(), LedgerError> {
         let (in_flight, consumers) = self.usage.get().map_or((0, 0), |usage| usage());

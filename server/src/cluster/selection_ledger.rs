@@ -195,6 +195,20 @@ impl Ledger {
         })
     }
 
+    /// Job `job`'s selection counts per epoch, as they stand (places granted to records
+    /// not yet delivered included), by scope and epoch.
+    pub fn selection_counts(&self, job: Job) -> Result<Vec<EpochSelection>, LedgerError> {
+        self.run(|client| {
+            let mut selections = Vec::new();
+            for row in client.query(queries::SELECTIONS_TO_SNAPSHOT, &[&job.id])? {
+                let SelectionRow { scope, epoch, counts } = SelectionRow::from_row(&row)?;
+                selections.push(EpochSelection { scope, epoch, skipped: counts.skipped, taken: counts.taken });
+            }
+            selections.sort_by_key(|selection| (selection.scope, selection.epoch));
+            Ok(selections)
+        })
+    }
+
     /// Job `job`'s selection counts per epoch, with the places still granted to records
     /// not acknowledged given back (a restore starts with no lease: those records are
     /// read and claimed again). Read in `transaction` with the job's splits.

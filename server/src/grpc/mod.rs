@@ -137,6 +137,7 @@ fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
         active_streams: stats.active_streams as i64,
         replicas: Vec::new(),
         components: stats.components,
+        selections: Vec::new(),
     }
 }
 
@@ -320,7 +321,17 @@ impl pb::data_service_server::DataService for DataService {
         let reader = self.registry.get(&container, &shared_name)?;
         let mut stats = stats_to_pb(reader.stats());
         if let Some(job) = reader.cluster_job().cloned() {
-            let replicas = self.blocking(move |_| Ok(job.replica_reports()?)).await?;
+            let (replicas, selections) =
+                self.blocking(move |_| Ok((job.replica_reports()?, job.selection_counts()?))).await?;
+            stats.selections = selections
+                .into_iter()
+                .map(|selection| pb::SelectionStats {
+                    scope: selection.scope,
+                    epoch: selection.epoch as i64,
+                    skipped: selection.skipped as i64,
+                    taken: selection.taken as i64,
+                })
+                .collect();
             stats.replicas = replicas
                 .into_iter()
                 .map(|replica| pb::ReplicaStats {

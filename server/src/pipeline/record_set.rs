@@ -80,7 +80,7 @@ impl RecordSet {
     /// Whether the set holds any record of `start..end`.
     pub fn overlaps(&self, start: u64, end: u64) -> bool {
         let i = self.ranges.partition_point(|&(_, e)| e <= start);
-        self.ranges.get(i).is_some_and(|&(s, _)| s < end)
+        start < end && self.ranges.get(i).is_some_and(|&(s, _)| s < end)
     }
 
     /// The ranges, ascending.

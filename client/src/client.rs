@@ -244,8 +244,20 @@ impl Client {
         up_to_seq: i64,
         commit: bool,
     ) -> Result<i64, tonic::Status> {
-        let request =
-            pb::AcknowledgeRequest { stream_id: stream_id.to_owned(), up_to_seq, commit, ..Default::default() };
+        self.acknowledge_reporting(stream_id, up_to_seq, commit, None).await
+    }
+
+    /// [`Client::acknowledge_with`], with the trainer's time since its last report
+    /// (`crate::consumer_clock`); `up_to_seq` -1 acknowledges nothing.
+    pub async fn acknowledge_reporting(
+        &mut self,
+        stream_id: &str,
+        up_to_seq: i64,
+        commit: bool,
+        consumer_time: Option<pb::ConsumerTime>,
+    ) -> Result<i64, tonic::Status> {
+        let stream_id = stream_id.to_owned();
+        let request = pb::AcknowledgeRequest { stream_id, up_to_seq, commit, consumer_time, ..Default::default() };
         Ok(self.service.acknowledge(request).await?.into_inner().committed_elements)
     }
 

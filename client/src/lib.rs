@@ -35,6 +35,7 @@
 //! CRC) is `readerd_common`'s.
 
 pub mod bench;
+pub mod consumer_clock;
 pub mod convert;
 pub mod demo;
 pub mod echo;

@@ -129,6 +129,8 @@ pub struct ReplicaSession {
     finished: bool,
     /// The newest checkpoint taken: token and the last element it covers.
     checkpoint: Option<(String, i64)>,
+    /// The trainer's time, for the acknowledgements of the next round.
+    time_to_report: Option<pb::ConsumerTime>,
 }
 
 /// A session id no other consumer has: 16 random hex digits.
@@ -182,6 +184,7 @@ impl ReplicaSession {
             next_seq: 0,
             finished: false,
             checkpoint: None,
+            time_to_report: None,
         };
         for i in 0..session.replicas.len() {
             session.open_stream(i, Duration::ZERO);
@@ -334,8 +337,15 @@ impl ReplicaSession {
         self.acknowledge_with(true).await
     }
 
+    /// Reports the trainer's time (`crate::consumer_clock`) with the acknowledgements of
+    /// the next round, to each replica acknowledged then.
+    pub fn report_time(&mut self, time: pb::ConsumerTime) {
+        self.time_to_report = Some(time);
+    }
+
     /// [`acknowledge`](Self::acknowledge), or [`close`](Self::close) with `commit`.
     pub async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
+        let mut reported = false;
         for i in 0..self.replicas.len() {
             let now = Instant::now();
             let replica = &mut self.replicas[i];
@@ -363,6 +373,10 @@ impl ReplicaSession {
                 continue;
             }
             self.send_acknowledgement(i, up_to, commit).await?;
+            reported = true;
+        }
+        if reported {
+            self.time_to_report = None;
         }
         Ok(())
     }
@@ -390,6 +404,7 @@ impl ReplicaSession {
             stream_id: replica.stream_id.clone(),
             up_to_seq: up_to,
             commit,
+            consumer_time: self.time_to_report,
             ..Default::default()
         };
         // A commit waits for a ledger that is down (up to the server's outage limit).
@@ -497,6 +512,7 @@ impl ReplicaSession {
                 records: records.clone(),
                 flushed: true,
                 commit: true,
+                consumer_time: None,
             };
             let wait = if live.ledger_down { STORE_OUTAGE_WAIT } else { REPLICA_SILENT_FOR };
             match tokio::time::timeout(wait, client.service().acknowledge(request)).await {

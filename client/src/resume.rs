@@ -164,6 +164,8 @@ pub struct ResumingStream {
     reconnects: u64,
     /// The next element or end, read ahead by a checkpoint that reconnected.
     ahead: Option<Received>,
+    /// The trainer's time, for the next acknowledgement of a shared reader's stream.
+    time_to_report: Option<pb::ConsumerTime>,
 }
 
 impl ResumingStream {
@@ -196,6 +198,7 @@ impl ResumingStream {
             connection: None,
             last_seq: -1,
             acknowledged: -1,
+            time_to_report: None,
             finished: false,
             jitter: SplitMix64 { state: seed as u64 },
             options,
@@ -342,12 +345,31 @@ impl ResumingStream {
     pub async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
         let up_to = self.last_seq;
         let Some((client, read)) = self.connection.as_mut() else { return Ok(()) };
-        if up_to < read.first_seq || (!commit && up_to <= self.acknowledged) {
+        let nothing_new = up_to < read.first_seq || (!commit && up_to <= self.acknowledged);
+        if nothing_new && self.time_to_report.is_none() {
             return Ok(());
         }
-        client.acknowledge_with(&read.stream_id, up_to, commit).await.map_err(StreamError::Status)?;
-        self.acknowledged = up_to;
+        // A report alone acknowledges nothing new.
+        let up_to = if nothing_new { -1 } else { up_to };
+        let time = self.time_to_report.take();
+        client.acknowledge_reporting(&read.stream_id, up_to, commit, time).await.map_err(StreamError::Status)?;
+        self.acknowledged = self.acknowledged.max(up_to);
         Ok(())
+    }
+
+    /// Reports the trainer's time (`crate::consumer_clock`): with the next
+    /// acknowledgement of a shared reader's stream; a private one's at once, on its own
+    /// and in the background (the trainer waits for no answer; one lost is no loss).
+    pub fn report_time(&mut self, time: pb::ConsumerTime) {
+        if self.is_shared() {
+            self.time_to_report = Some(time);
+            return;
+        }
+        let Some((client, read)) = self.connection.as_ref() else { return };
+        let (mut client, stream_id) = (client.clone(), read.stream_id.clone());
+        tokio::spawn(async move {
+            let _ = client.acknowledge_reporting(&stream_id, -1, false, Some(time)).await;
+        });
     }
 
     fn keep_checkpoint(&mut self, token: String, after_seq: i64) {

@@ -7,16 +7,25 @@
 //!   reading from all of them at once, surviving a replica's death.
 //!
 //! Either way, asking a shared reader's stream for the next element acknowledges every
-//! element returned before it (as a trainer's `for batch in reader` loop means).
+//! element returned before it (as a trainer's `for batch in reader` loop means), and the
+//! stream measures where the trainer's time goes around `next()` (`ConsumerClock`),
+//! reporting it to the servers about once a second.
 
 use readerd_proto::v1 as pb;
 
 use crate::client::ConnectOptions;
+use crate::consumer_clock::ConsumerClock;
 use crate::replicas::ReplicaSession;
 use crate::resume::{Event, Received, Reconnect, ResumingStream, StreamError};
 
 /// A reader's stream on one server or on replicas; see the module documentation.
-pub enum ReaderStream {
+pub struct ReaderStream {
+    on: On,
+    clock: ConsumerClock,
+}
+
+/// What a [`ReaderStream`] reads from.
+enum On {
     One(Box<ResumingStream>),
     Replicas(Box<ReplicaSession>),
 }
@@ -36,37 +45,58 @@ pub async fn open_stream(
     let shared = request.reader.as_ref().is_some_and(|reader| !reader.shared_name.is_empty());
     if shared && addrs.len() > 1 {
         // `ReplicaSession::open` starts its streams on the runtime it is called on.
-        return Ok(ReaderStream::Replicas(Box::new(ReplicaSession::open(addrs, request, options))));
+        let session = ReplicaSession::open(addrs, request, options);
+        return Ok(ReaderStream { on: On::Replicas(Box::new(session)), clock: ConsumerClock::default() });
     }
     let stream = ResumingStream::open_with(addrs, request, reconnect, options).await?;
-    Ok(ReaderStream::One(Box::new(stream)))
+    Ok(ReaderStream { on: On::One(Box::new(stream)), clock: ConsumerClock::default() })
 }
 
 impl ReaderStream {
     /// The next element, or the end of the data; `None` after the end was returned.
     pub async fn next(&mut self) -> Result<Option<Event>, StreamError> {
-        self.acknowledge_before_next().await?;
-        match self {
-            ReaderStream::One(stream) => stream.next().await,
-            ReaderStream::Replicas(session) => session.next().await,
-        }
+        self.before_next().await?;
+        let next = match &mut self.on {
+            On::One(stream) => stream.next().await,
+            On::Replicas(session) => session.next().await,
+        };
+        self.clock.next_returned(matches!(next, Ok(Some(Event::Element(_)))));
+        next
     }
 
     /// [`next`](Self::next), with the checkpoints a server sends on its own as they arrive
     /// (a drain's final one: what `readerctl read` prints).
     pub async fn next_received(&mut self) -> Result<Option<Received>, StreamError> {
-        self.acknowledge_before_next().await?;
-        match self {
-            ReaderStream::One(stream) => stream.next_received().await,
-            ReaderStream::Replicas(session) => Ok(session.next().await?.map(Received::from)),
-        }
+        self.before_next().await?;
+        let next = match &mut self.on {
+            On::One(stream) => stream.next_received().await,
+            On::Replicas(session) => Ok(session.next().await?.map(Received::from)),
+        };
+        // A checkpoint is no element: the trainer goes on waiting, and the next call
+        // counts from its return.
+        self.clock.next_returned(matches!(next, Ok(Some(Received::Element(_)))));
+        next
     }
 
-    /// A shared reader's stream on one server acknowledges what it returned before it
-    /// reads on (a session on replicas does so itself).
-    async fn acknowledge_before_next(&mut self) -> Result<(), StreamError> {
-        match self {
-            ReaderStream::One(stream) if stream.is_shared() => acknowledge_one(stream, false).await,
+    /// The element `next()` returned reached the trainer only now (a binding converted
+    /// it): that time counts as waiting, not as the trainer's step.
+    pub fn handed_out(&mut self) {
+        self.clock.handed_out();
+    }
+
+    /// At each `next()`: the trainer's step ends; its time is reported when due; a shared
+    /// reader's stream on one server acknowledges what it returned before it reads on (a
+    /// session on replicas does so itself).
+    async fn before_next(&mut self) -> Result<(), StreamError> {
+        self.clock.next_called();
+        if let Some(time) = self.clock.report_due() {
+            match &mut self.on {
+                On::One(stream) => stream.report_time(time),
+                On::Replicas(session) => session.report_time(time),
+            }
+        }
+        match &mut self.on {
+            On::One(stream) if stream.is_shared() => acknowledge_one(stream, false).await,
             _ => Ok(()),
         }
     }
@@ -80,60 +110,60 @@ impl ReaderStream {
     /// stream that ended there (NOT_FOUND) is no failure: the server redelivers what was
     /// not acknowledged, and the stream still ends with its own error or end.
     pub async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
-        match self {
-            ReaderStream::One(stream) => acknowledge_one(stream, commit).await,
-            ReaderStream::Replicas(session) => session.acknowledge_with(commit).await,
+        match &mut self.on {
+            On::One(stream) => acknowledge_one(stream, commit).await,
+            On::Replicas(session) => session.acknowledge_with(commit).await,
         }
     }
 
     /// Commits a checkpoint covering every element returned and returns its token; on
     /// replicas, the whole job's (resumable on any number of replicas and consumers).
     pub async fn checkpoint(&mut self) -> Result<String, StreamError> {
-        match self {
-            ReaderStream::One(stream) => stream.checkpoint().await,
-            ReaderStream::Replicas(session) => session.checkpoint().await,
+        match &mut self.on {
+            On::One(stream) => stream.checkpoint().await,
+            On::Replicas(session) => session.checkpoint().await,
         }
     }
 
     /// The newest checkpoint (automatic or asked for) and the last element it covers.
     pub fn last_checkpoint(&self) -> Option<(&str, i64)> {
-        match self {
-            ReaderStream::One(stream) => stream.last_checkpoint(),
-            ReaderStream::Replicas(session) => session.last_checkpoint(),
+        match &self.on {
+            On::One(stream) => stream.last_checkpoint(),
+            On::Replicas(session) => session.last_checkpoint(),
         }
     }
 
     /// The `seq` of the last element returned (-1 before the first; a resumed token's
     /// `after_seq` on one server until the first).
     pub fn last_seq(&self) -> i64 {
-        match self {
-            ReaderStream::One(stream) => stream.last_seq(),
-            ReaderStream::Replicas(session) => session.last_seq(),
+        match &self.on {
+            On::One(stream) => stream.last_seq(),
+            On::Replicas(session) => session.last_seq(),
         }
     }
 
     /// Whether the stream reads a shared reader (by name) rather than a private one.
     pub fn is_shared(&self) -> bool {
-        match self {
-            ReaderStream::One(stream) => stream.is_shared(),
-            ReaderStream::Replicas(_) => true,
+        match &self.on {
+            On::One(stream) => stream.is_shared(),
+            On::Replicas(_) => true,
         }
     }
 
     /// The stream's id on its server (empty while reconnecting); on replicas, the
     /// session's own id.
     pub fn stream_id(&self) -> &str {
-        match self {
-            ReaderStream::One(stream) => stream.stream_id(),
-            ReaderStream::Replicas(session) => session.session_id(),
+        match &self.on {
+            On::One(stream) => stream.stream_id(),
+            On::Replicas(session) => session.session_id(),
         }
     }
 
     /// How many times the stream connected again after a failure (replicas: 0).
     pub fn reconnects(&self) -> u64 {
-        match self {
-            ReaderStream::One(stream) => stream.reconnects(),
-            ReaderStream::Replicas(_) => 0,
+        match &self.on {
+            On::One(stream) => stream.reconnects(),
+            On::Replicas(_) => 0,
         }
     }
 }

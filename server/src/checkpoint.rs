@@ -247,6 +247,11 @@ impl Streams {
             .ok_or_else(|| ServeError::NotFound(format!("stream {id} is not open on this server")))
     }
 
+    /// Every stream known now (open, or lingering after its end).
+    pub fn all(&self) -> Vec<Arc<StreamRecord>> {
+        self.records.lock_unpoisoned().values().cloned().collect()
+    }
+
     /// The stream is over: what it did not acknowledge goes to the reader's other streams.
     pub fn remove(&self, id: &str) {
         let record = self.records.lock_unpoisoned().remove(id);

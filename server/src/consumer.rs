@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use crate::element::{Element, RecordId};
+use crate::watch::consumer_time::{ConsumerTime, TimeSpent};
 use readerd_common::sync::MutexUnpoisoned;
 
 /// One stream's view.
@@ -32,6 +33,8 @@ pub struct Consumer {
     commits: Mutex<Commits>,
     /// On a replica: the consumer session the stream belongs to (`ReadRequest.session_id`).
     session: std::sync::OnceLock<String>,
+    /// Where its trainer's time goes, as its client reports it.
+    pub time: ConsumerTime,
 }
 
 /// Which of a stream's acknowledgements are committed: each `(up_to_seq, ticket)` waits
@@ -49,6 +52,8 @@ pub struct ConsumerStats {
     pub delivered: u64,
     pub acknowledged: u64,
     pub redelivered: u64,
+    /// Its trainer's time over its last reports (`None` before the first).
+    pub time: Option<TimeSpent>,
 }
 
 impl Consumer {
@@ -105,6 +110,7 @@ impl Delivery {
             redelivered: AtomicU64::new(0),
             commits: Mutex::default(),
             session: Default::default(),
+            time: ConsumerTime::default(),
         });
         lock(&self.consumers).push(consumer.clone());
         consumer
@@ -311,6 +317,7 @@ impl Delivery {
                 delivered: c.delivered.load(Ordering::Relaxed),
                 acknowledged: c.acknowledged.load(Ordering::Relaxed),
                 redelivered: c.redelivered.load(Ordering::Relaxed),
+                time: c.time.recent(),
             })
             .collect();
         let parked: usize = lock(&self.parked).iter().map(|(_, elements)| elements.len()).sum();
@@ -352,6 +359,9 @@ mod tests {
         assert!(delivery.settled_for(&b));
         let (stats, in_flight, waiting) = delivery.stats();
         assert_eq!((in_flight, waiting), (0, 0));
-        assert_eq!(stats, vec![ConsumerStats { stream_id: "b".into(), delivered: 2, acknowledged: 2, redelivered: 2 }]);
+        assert_eq!(
+            stats,
+            vec![ConsumerStats { stream_id: "b".into(), delivered: 2, acknowledged: 2, redelivered: 2, time: None }]
+        );
     }
 }

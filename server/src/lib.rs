@@ -46,6 +46,10 @@
 //! - [`snapshots`]: which snapshots of a reader's state a full list drops (private
 //!   streams' and shared readers' alike).
 //! - [`auth`]: bearer tokens and the containers and verbs each may use.
+//! - [`watch`]: is a trainer input-bound, and where the time goes: consumers' wait and
+//!   step, readers' time by stage.
+//! - [`status`]: what the server shows of it: `/status.json`, the status page, the last
+//!   15 minutes, and the listener (`--metrics-listen`) that serves them with `/metrics`.
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
 pub mod auth;
@@ -73,7 +77,9 @@ pub mod snapshots;
 pub mod source;
 pub mod spec;
 pub mod state;
+pub mod status;
 pub mod telemetry;
+pub mod watch;
 
 pub use config::Config;
 pub use server::run;

@@ -1,13 +1,11 @@
-//! Prometheus metrics: process-wide counters kept in atomics, the shared readers' own
-//! counters read at scrape time, and a plain-HTTP `/metrics` endpoint
-//! (`--metrics-listen`) in the text exposition format.
+//! Prometheus metrics: process-wide counters kept in atomics, and the shared readers' own
+//! counters read at scrape time, in the text exposition format (served at `/metrics` by
+//! `crate::status::http`).
 
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::registry::ReaderRegistry;
 use readerd_common::sync::MutexUnpoisoned;
@@ -173,7 +171,36 @@ impl Metrics {
             }
         }
         render_components(&mut out, &readers);
+        render_watch(&mut out, &registry.all());
         out
+    }
+}
+
+/// Where each shared reader's time goes (`crate::watch`): its consumers' input-bound
+/// fraction and elements per second over their last reports, and its seconds by stage.
+fn render_watch(out: &mut String, readers: &[(String, String, std::sync::Arc<crate::reader::Reader>)]) {
+    let labels = |container: &str, shared_name: &str| {
+        format!("container=\"{}\",reader=\"{}\"", escape(container), escape(shared_name))
+    };
+    let _ = writeln!(
+        out,
+        "# HELP readerd_reader_input_bound Share of its consumers' time spent waiting inside next() (0: the data is always there, 1: they only wait), over their last 10 s.\n# TYPE readerd_reader_input_bound gauge"
+    );
+    for (container, shared_name, reader) in readers {
+        if let Some(fraction) = reader.input_bound() {
+            let _ = writeln!(out, "readerd_reader_input_bound{{{}}} {fraction}", labels(container, shared_name));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP readerd_reader_stage_seconds_total Time a reader spent in each stage (reading, framing, decoding, sendWait, queueing).\n# TYPE readerd_reader_stage_seconds_total counter"
+    );
+    for (container, shared_name, reader) in readers {
+        for (stage, seconds) in reader.watch().stages.seconds() {
+            let labels = labels(container, shared_name);
+            let _ =
+                writeln!(out, "readerd_reader_stage_seconds_total{{{labels},stage=\"{}\"}} {seconds}", stage.name());
+        }
     }
 }
 
@@ -213,29 +240,4 @@ type ReaderMetric = (&'static str, &'static str, &'static str, fn(&crate::reader
 /// A label value with `\`, `"` and newlines escaped.
 fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-/// Serves `GET /metrics` (anything else: 404) until the process ends.
-pub async fn serve(listener: tokio::net::TcpListener, registry: ReaderRegistry) {
-    loop {
-        let Ok((mut socket, _)) = listener.accept().await else { continue };
-        let registry = registry.clone();
-        tokio::spawn(async move {
-            let mut request = vec![0u8; 4096];
-            let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut request)).await else {
-                return;
-            };
-            let line = String::from_utf8_lossy(&request[..n]);
-            let (status, body) = if line.starts_with("GET /metrics ") || line.starts_with("GET /metrics?") {
-                ("200 OK", METRICS.render(&registry))
-            } else {
-                ("404 Not Found", "only /metrics lives here\n".to_owned())
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = socket.write_all(response.as_bytes()).await;
-        });
-    }
 }

@@ -69,15 +69,19 @@ pub async fn run(
     let data =
         DataService::new(registry.clone(), std::sync::Arc::new(checkpointer), drain.clone(), config.stream_buffer);
     let rate = std::sync::Arc::new(RateLimiter::new(config.max_requests_per_second));
-    let check = auth::interceptor(std::sync::Arc::new(policy), rate);
+    let policy = std::sync::Arc::new(policy);
+    let streams = data.streams();
+    let check = auth::interceptor(policy.clone(), rate);
     let (data_service, flight_service) = data_and_flight_services(&config, data, check);
 
     if !config.idle_reader_timeout.is_zero() {
         tokio::spawn(release_idle_readers(registry.clone(), config.idle_reader_timeout, drain.clone()));
     }
     if let Some(listener) = metrics {
-        tracing::info!(addr = %listener.local_addr()?, "metrics at /metrics");
-        tokio::spawn(crate::metrics::serve(listener, registry.clone()));
+        tracing::info!(addr = %listener.local_addr()?, "status at /, /status.json and /metrics");
+        let history = crate::status::history::History::default();
+        let watch = crate::status::http::Watch { registry: registry.clone(), streams, policy, history };
+        tokio::spawn(crate::status::http::serve(listener, std::sync::Arc::new(watch)));
     }
     let on_shutdown = drain_on(shutdown, health, drain.clone());
     let router = server_builder(&config)?

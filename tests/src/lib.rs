@@ -446,6 +446,45 @@ pub fn csv_decoder(inputs: &Value, named: bool) -> Value {
 }
 
 /// `GET /metrics` from the server's metrics listener at `addr`: the whole response.
+/// `GET path` on the HTTP listener at `addr`, with `headers`: the status code and body.
+pub fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    http_call(addr, "GET", path, headers, "")
+}
+
+/// A request on the HTTP listener at `addr` (one connection, closed after): the status code
+/// and body. The response's headers are dropped.
+pub fn http_call(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let (status, head, body) = http_exchange(addr, method, path, headers, body);
+    drop(head);
+    (status, body)
+}
+
+/// A request on the HTTP listener at `addr`: the status code, the response's headers (as
+/// text) and its body.
+pub fn http_exchange(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    socket.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    socket.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
+    (status, head.to_owned(), body.to_owned())
+}
+
 pub fn scrape_metrics(addr: &str) -> String {
     use std::io::{Read, Write};
     let mut socket = std::net::TcpStream::connect(addr).unwrap();

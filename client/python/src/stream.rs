@@ -192,6 +192,10 @@ impl Stream {
             })?;
             features.set_item(&feature.name, arrays::tensor(py, &feature.name, tensor)?)?;
         }
+        // The conversion to numpy was waiting too, not the trainer's step.
+        if let Some(stream) = state.stream.as_mut() {
+            stream.handed_out();
+        }
         Ok(Some((element.seq, keys, features)))
     }
 

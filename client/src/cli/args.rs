@@ -65,6 +65,10 @@ pub enum Command {
         /// Checkpoint after every N elements.
         #[arg(long)]
         checkpoint_every: Option<u64>,
+        /// Sleep this many milliseconds after each element, as a trainer's step would
+        /// (to see the server's input-bound figures move).
+        #[arg(long, default_value_t = 0)]
+        step_ms: u64,
         #[arg(long, value_enum, default_value = "text")]
         output: Output,
     },

@@ -44,12 +44,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Completions { shell } => Ok(completions(shell)),
         // Calls of the data service, on a connection made first.
-        Command::Read { spec, dataset, container, shared_name, resume, max_batches, checkpoint_every, output } => {
+        Command::Read {
+            spec,
+            dataset,
+            container,
+            shared_name,
+            resume,
+            max_batches,
+            checkpoint_every,
+            step_ms,
+            output,
+        } => {
             let request = read::request(spec.as_deref(), dataset, &container, &shared_name, resume)?;
             let addrs: Vec<&str> = addr.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
             anyhow::ensure!(!addrs.is_empty(), "--addr names no server");
-            let checkpoint_every = checkpoint_every.filter(|&n| n > 0);
-            read::read(&addrs, request, options, max_batches, checkpoint_every, output, quiet).await
+            let step = (step_ms > 0).then(|| std::time::Duration::from_millis(step_ms));
+            let how = read::HowToRead { max_batches, checkpoint_every: checkpoint_every.filter(|&n| n > 0), step };
+            read::read(&addrs, request, options, how, output, quiet).await
         }
         Command::List { container, output } => admin::list(connect(addr, &options).await?, container, output).await,
         Command::Stats { container, shared_name } => {

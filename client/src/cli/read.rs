@@ -45,6 +45,14 @@ pub fn request(
     })
 }
 
+/// How `readerctl read` reads: when it stops, how often it checkpoints, and the step it
+/// takes after each element, as a trainer would.
+pub struct HowToRead {
+    pub max_batches: Option<u64>,
+    pub checkpoint_every: Option<u64>,
+    pub step: Option<std::time::Duration>,
+}
+
 /// Streams a reader from `addrs` to stdout: one line per element; with `checkpoint_every`,
 /// a checkpoint after every N elements printed (and after the last one of `max_batches`);
 /// a line for each checkpoint the server sends on its own (the final one of a SIGTERM
@@ -60,11 +68,11 @@ pub async fn read(
     addrs: &[&str],
     request: pb::ReadRequest,
     options: ConnectOptions,
-    max_batches: Option<u64>,
-    checkpoint_every: Option<u64>,
+    how: HowToRead,
     output: Output,
     quiet: bool,
 ) -> anyhow::Result<ExitCode> {
+    let HowToRead { max_batches, checkpoint_every, step } = how;
     let mut progress = readerd_client::progress::Progress::new("records", !quiet);
     let mut stream = match open_stream(addrs, request, Reconnect::never(), options).await {
         Ok(stream) => stream,
@@ -99,6 +107,9 @@ pub async fn read(
             Output::Text => writeln!(stdout, "{}", describe(&element))?,
         }
         stdout.flush()?;
+        if let Some(step) = step {
+            tokio::time::sleep(step).await;
+        }
         received += 1;
         progress.add(element.keys.len() as u64);
         // Printed: it is this process's now (a shared reader delivers it to nobody else).

@@ -299,6 +299,11 @@ impl JobFeed {
         self.ledger.replica_reports(self.job)
     }
 
+    /// The job's splits per epoch: `(epoch, progress)`, over every replica.
+    pub fn epoch_progress(&self) -> Result<Vec<(u64, super::EpochProgress)>, LedgerError> {
+        self.ledger.job_epochs(self.job)
+    }
+
     /// The job's selection counts per epoch, over every replica (`skip`, `take`).
     pub fn selection_counts(&self) -> Result<Vec<super::EpochSelection>, LedgerError> {
         self.ledger.selection_counts(self.job)

@@ -48,6 +48,11 @@ impl DataService {
         Self { registry, streams: Arc::default(), checkpointer, drain, stream_buffer: stream_buffer.max(1) }
     }
 
+    /// The streams open (and lingering) on this server.
+    pub fn streams(&self) -> Arc<Streams> {
+        self.streams.clone()
+    }
+
     /// Runs `work` (registry and file-system calls) on a blocking thread.
     async fn blocking<T: Send + 'static>(
         &self,
@@ -130,6 +135,8 @@ fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
                 delivered: c.delivered as i64,
                 acknowledged: c.acknowledged as i64,
                 redelivered: c.redelivered as i64,
+                input_bound: c.time.and_then(|time| time.input_bound()),
+                elements_per_second: c.time.and_then(|time| time.elements_per_second()),
             })
             .collect(),
         elements_in_flight: stats.elements_in_flight as i64,
@@ -221,6 +228,9 @@ impl pb::data_service_server::DataService for DataService {
         let request = request.into_inner();
         let stream = self.streams.get(&request.stream_id)?;
         caller.check(&stream.container, Access::Read)?;
+        if let Some(time) = &request.consumer_time {
+            stream.consumer.time.report(crate::watch::consumer_time::TimeSpent::from_pb(time));
+        }
         stream.reader.delivery().acknowledge(&stream.consumer, request.up_to_seq);
         if let Some(job) = stream.reader.cluster_job().cloned()
             && (!request.records.is_empty() || request.flushed || request.commit)

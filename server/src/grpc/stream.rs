@@ -23,6 +23,7 @@ use crate::error::{Result, ServeError};
 use crate::limits::Limits;
 use crate::metrics::METRICS;
 use crate::reader::{Chunk, Reader, catch_decode_panic};
+use crate::watch::stages::Stage;
 
 mod buffer_memory;
 mod session_bound;
@@ -119,7 +120,10 @@ fn read_chunk(
     let reader = reader.clone();
     let snapshots = record.checkpointable.then(|| record.clone());
     let shared = !record.checkpointable;
+    let asked = Instant::now();
     tokio::task::spawn_blocking(move || {
+        // Waiting for a blocking thread is queueing.
+        reader.watch().stages.add(Stage::Queueing, asked.elapsed());
         // Checkpoints rebuild the state after any element from the state before its chunk.
         if let Some(snapshots) = snapshots {
             snapshots.snapshot(next_seq);
@@ -278,7 +282,9 @@ impl ElementStream {
             return self.wait_for_delivery_change(tx).await;
         }
         let (free, least) = self.room(tx);
+        let waiting = Instant::now();
         let permits = self.reserve(tx, free).await?;
+        self.reader.watch().stages.add(Stage::SendWait, waiting.elapsed());
         // Unsent elements go back if this turn stops before sending them (`Unsent`).
         let (mut unsent, mut chunk) = self.take_elements(free, least).await?;
         self.ready_to_send(&unsent.elements, tx).await?;
@@ -410,6 +416,7 @@ impl ElementStream {
                 self.reader.delivery().delivered(&self.record.consumer, self.seq, element.clone(), redelivered);
             }
             METRICS.element_sent(element.keys.len(), element.payload_bytes());
+            self.reader.watch().sent(element.payload_bytes());
             permit.send(Ok(pb::ReadResponse {
                 kind: Some(pb::read_response::Kind::Element(element_to_pb(self.seq, element))),
             }));

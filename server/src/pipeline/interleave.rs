@@ -18,6 +18,7 @@ use super::feed::FileFeed;
 use super::record_set::RecordSet;
 use crate::format::Position;
 use crate::source::{DataFile, FileRecords, Record, SourceConfig, SourceError, SplitRef};
+use crate::watch::stages;
 
 /// Blocks of records read ahead per open file (4 cost tabular with 16 streams about 15 MB
 /// more at the same rate).
@@ -222,7 +223,7 @@ impl Interleave {
             if let Some(slot) = &mut self.slots[self.cycle_index] {
                 if slot.pending.is_empty() {
                     // A reading thread that ended without a last message panicked.
-                    match slot.records.recv().unwrap_or(Ok(None)) {
+                    match stages::waiting(|| slot.records.recv()).unwrap_or(Ok(None)) {
                         Ok(Some(block)) => slot.pending.extend(block),
                         Ok(None) => {}
                         Err(err) => {
@@ -299,9 +300,15 @@ impl Interleave {
         }
         let config = self.config.clone();
         let cache = (position.is_none() && self.cache.is_enabled()).then(|| self.cache.clone());
-        let spawned = std::thread::Builder::new()
-            .name("readerd-file".into())
-            .spawn(move || read_file(&data_file, &config, position, cache.as_deref(), &record_tx));
+        // The file's thread does the reader's work: its reading and framing count there.
+        let working_for = stages::current();
+        let spawned = std::thread::Builder::new().name("readerd-file".into()).spawn(move || {
+            let read = || read_file(&data_file, &config, position, cache.as_deref(), &record_tx);
+            match working_for {
+                Some(times) => times.working_on_this_thread(read),
+                None => read(),
+            }
+        });
         if let Err(err) = spawned {
             // No thread: report it as the file's error.
             let (record_tx, records) = sync_channel(1);
@@ -322,7 +329,7 @@ fn read_file(
     cache: Option<&RecordCache>,
     record_tx: &SyncSender<Message>,
 ) {
-    let mut reader = match FileRecords::open(file, config, position) {
+    let mut reader = match stages::counted(|| FileRecords::open(file, config, position)) {
         Ok(reader) => reader,
         Err(err) => {
             let _ = record_tx.send(Err(err));
@@ -334,7 +341,7 @@ fn read_file(
     // The whole file, for the cache, while it may still fit.
     let mut kept: Option<(Vec<(Record, Position)>, u64)> = cache.map(|_| (Vec::new(), 0));
     loop {
-        let last = match reader.next_record() {
+        let last = match stages::counted(|| reader.next_record()) {
             Ok(Some(record)) => {
                 bytes += record.value.len();
                 let entry = (record, reader.position());

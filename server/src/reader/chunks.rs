@@ -17,6 +17,7 @@ use super::{Chunk, Reader};
 use crate::element::{Element, RecordId};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
+use crate::watch::stages::{self, Stage};
 use readerd_common::sync::{MutexUnpoisoned, into_inner_unpoisoned};
 
 impl Reader {
@@ -70,7 +71,10 @@ impl Reader {
                     taken
                 })
             };
-            let decode = |set: TakenBatches| self.with_ledger_ids(set, |(_, r)| r, |set| mixture.decode_mixed_set(set));
+            let decode = |set: TakenBatches| {
+                let decode = || self.with_ledger_ids(set, |(_, r)| r, |set| mixture.decode_mixed_set(set));
+                self.watch.stages.time(Stage::Decoding, decode)
+            };
             decode_while_taking(pool, take, decode)
         } else {
             let take = |emit: &mut dyn FnMut(Batches<Record>)| {
@@ -84,7 +88,10 @@ impl Reader {
                     take_batches(&mut source, rule, first, budgets, on_batch, settle)
                 })
             };
-            let decode = |set| self.with_ledger_ids(set, |record| record, |set| self.decoding.decode_set(set));
+            let decode = |set| {
+                let decode = || self.with_ledger_ids(set, |record| record, |set| self.decoding.decode_set(set));
+                self.watch.stages.time(Stage::Decoding, decode)
+            };
             decode_while_taking(pool, take, decode)
         };
         let (first_index, error, end_of_sequence) = taken;
@@ -166,13 +173,14 @@ impl Reader {
     /// Returns the number of the chunk's first element for a shared reader, and the error
     /// or the end of the sequence that stopped it early.
     fn take_chunk(&self, take: impl FnOnce(&mut ReaderState, u64) -> Taken) -> (Option<u64>, Option<ServeError>, bool) {
-        let mut state = self.lock();
+        // Waiting for another stream's chunk of this reader is queueing.
+        let mut state = self.watch.stages.time(Stage::Queueing, || self.lock());
         // One served by replicas is checkpointed in the ledger instead.
         if self.job.get().is_none() {
             self.books.keep_snapshot(state.elements_produced, || self.state_bytes(&state));
         }
         let first = state.elements_produced;
-        let taken = take(&mut state, first);
+        let taken = self.watch.stages.working_on_this_thread(|| stages::counted(|| take(&mut state, first)));
         self.settle(&state.take_dropped());
         if let Some(err) = &taken.error {
             state.failed = Some(err.clone());

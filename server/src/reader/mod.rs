@@ -156,6 +156,8 @@ pub struct Reader {
     mixture: Option<mix::Mixture>,
     /// Its decoding stage (`decoding.rs`).
     decoding: decoding::Decoding,
+    /// Its time by stage and what its streams sent, for watching it.
+    watch: crate::watch::ReaderWatch,
 }
 
 /// Server settings every reader uses.
@@ -248,6 +250,7 @@ impl Reader {
             job: Default::default(),
             mixture,
             decoding,
+            watch: Default::default(),
         })
     }
 
@@ -279,6 +282,21 @@ impl Reader {
     }
 
     /// The job this reader serves with other replicas, if it does (`cluster_job.rs`).
+    /// Its time by stage and what its streams sent.
+    pub fn watch(&self) -> &crate::watch::ReaderWatch {
+        &self.watch
+    }
+
+    /// The share of its consumers' time spent waiting inside `next()`, over their last
+    /// reports (`crate::watch::consumer_time`); `None` before any.
+    pub fn input_bound(&self) -> Option<f64> {
+        let mut together = crate::watch::consumer_time::TimeSpent::default();
+        for time in self.books.delivery.stats().0.iter().filter_map(|consumer| consumer.time) {
+            together.add(&time);
+        }
+        together.input_bound()
+    }
+
     pub fn cluster_job(&self) -> Option<&Arc<crate::cluster::JobFeed>> {
         self.job.get().map(ReplicaJob::feed)
     }
@@ -365,6 +383,7 @@ impl Reader {
             job: Default::default(),
             mixture: self.mixture.as_ref().map(mix::Mixture::replica),
             decoding: self.decoding.fresh(),
+            watch: Default::default(),
         }
     }
 

@@ -37,6 +37,7 @@ pub use data_root::{DataRoots, RootLocation};
 pub use record_file::RecordFile;
 
 use crate::format::{FormatConfig, FormatError, Position};
+use crate::watch::stages::TimedRead;
 
 /// One file read record by record, as its format reads it: one variant per kind of
 /// source.
@@ -137,7 +138,8 @@ impl DataFile {
         SourceError::Open { file: self.name.to_string(), source }
     }
 
-    /// The file's bytes from `offset` on.
+    /// The file's bytes from `offset` on, each read timed as the reading stage of the
+    /// reader whose chunk takes them (`crate::watch::stages`).
     pub fn open_read(&self, offset: u64) -> Result<Box<dyn Read + Send>, SourceError> {
         match &self.location {
             FileLocation::Local(path) => {
@@ -145,10 +147,11 @@ impl DataFile {
                 if offset > 0 {
                     file.seek(SeekFrom::Start(offset)).map_err(|err| self.open_error(err))?;
                 }
-                Ok(Box::new(file))
+                Ok(Box::new(TimedRead::new(file)))
             }
             FileLocation::Object(object) => {
-                Ok(Box::new(object::read_ahead::ObjectReader::open(object.clone(), &self.name, offset)))
+                let object = object::read_ahead::ObjectReader::open(object.clone(), &self.name, offset);
+                Ok(Box::new(TimedRead::new(object)))
             }
         }
     }

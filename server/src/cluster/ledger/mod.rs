@@ -93,6 +93,8 @@ pub struct EpochProgress {
     pub splits: u64,
     pub never_leased: u64,
     pub done: u64,
+    /// Held by a live lease and not done (0 where not asked: `Ledger::epoch_progress`).
+    pub leased: u64,
 }
 
 /// Acknowledgements of one split to merge into the ledger.
@@ -455,6 +457,15 @@ impl Ledger {
         self.run(|client| {
             let row = client.query_one(queries::EPOCH_PROGRESS, &[&job.id, &checked::<i64, _>("epoch", epoch)?])?;
             Ok(EpochProgress::from_row(&row)?)
+        })
+    }
+
+    /// Every planned epoch of `job`, with its splits' progress (leased: held by a lease
+    /// that has not expired).
+    pub fn job_epochs(&self, job: Job) -> Result<Vec<(u64, EpochProgress)>, LedgerError> {
+        self.run(|client| {
+            let rows = client.query(queries::JOB_EPOCHS, &[&job.id, &self.now()])?;
+            Ok(rows.iter().map(EpochProgress::from_epochs_row).collect::<Result<_, _>>()?)
         })
     }
 

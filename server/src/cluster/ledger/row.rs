@@ -209,7 +209,14 @@ impl EpochProgress {
     /// A row of `splits, never leased, done` (`queries::EPOCH_PROGRESS`).
     pub(in crate::cluster) fn from_row(row: &Row) -> Result<Self, OutOfRange> {
         let count = |index| int8(row, index, "split count");
-        Ok(Self { splits: count(0)?, never_leased: count(1)?, done: count(2)? })
+        Ok(Self { splits: count(0)?, never_leased: count(1)?, done: count(2)?, leased: 0 })
+    }
+
+    /// A row of `epoch, splits, never leased, done, leased` (`queries::JOB_EPOCHS`).
+    pub(in crate::cluster) fn from_epochs_row(row: &Row) -> Result<(u64, Self), OutOfRange> {
+        let count = |index| int8(row, index, "split count");
+        let progress = Self { splits: count(1)?, never_leased: count(2)?, done: count(3)?, leased: count(4)? };
+        Ok((int8(row, 0, "epoch")?, progress))
     }
 }
 

@@ -185,6 +185,12 @@ pub const EPOCHS_DONE: &str = "SELECT count(DISTINCT epoch), coalesce(bool_and(d
 pub const EPOCH_PROGRESS: &str = "SELECT count(*), count(*) FILTER (WHERE leases = 0), count(*) FILTER (WHERE done)
      FROM readerd_splits WHERE job = $1 AND epoch = $2";
 
+/// `epoch, splits, never leased, done, leased now` of each planned epoch of job `$1`.
+pub const JOB_EPOCHS: &str = "SELECT epoch, count(*), count(*) FILTER (WHERE leases = 0), count(*) FILTER (WHERE done),
+            count(*) FILTER (WHERE NOT done AND owner IS NOT NULL
+                             AND lease_expires > coalesce($2::timestamptz, now()))
+     FROM readerd_splits WHERE job = $1 GROUP BY epoch ORDER BY epoch";
+
 // Consumer sessions.
 
 /// Session `$2` reads job `$1` through replica `$3` (again: not flushed).

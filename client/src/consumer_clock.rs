@@ -1,0 +1,111 @@
+//! Where a trainer's time goes, measured on its side of `next()`: the time it waits
+//! inside `next()` for an element, and the time it spends between calls (its own step).
+//! [`ConsumerClock`] adds them up and hands them out as reports for the server
+//! (`AcknowledgeRequest.consumer_time`) about once a second; the server tells from them
+//! whether the trainer is input-bound.
+
+use std::time::{Duration, Instant};
+
+use readerd_proto::v1 as pb;
+
+/// How often a stream reports its trainer's time.
+pub const REPORT_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug)]
+pub struct ConsumerClock {
+    /// When the pending `next()` was called.
+    called: Option<Instant>,
+    /// When the last element reached the trainer.
+    returned: Option<Instant>,
+    /// Not reported yet.
+    wait: Duration,
+    step: Duration,
+    elements: u64,
+    last_report: Instant,
+}
+
+impl Default for ConsumerClock {
+    fn default() -> Self {
+        Self {
+            called: None,
+            returned: None,
+            wait: Duration::ZERO,
+            step: Duration::ZERO,
+            elements: 0,
+            last_report: Instant::now(),
+        }
+    }
+}
+
+impl ConsumerClock {
+    /// The trainer called `next()`: the time since it got its last element was its step.
+    pub fn next_called(&mut self) {
+        let now = Instant::now();
+        if let Some(returned) = self.returned.take() {
+            self.step += now - returned;
+        }
+        self.called = Some(now);
+    }
+
+    /// `next()` returns, with an element or not: the time since it was called was
+    /// waiting.
+    pub fn next_returned(&mut self, element: bool) {
+        let now = Instant::now();
+        if let Some(called) = self.called.take() {
+            self.wait += now - called;
+        }
+        self.elements += u64::from(element);
+        self.returned = Some(now);
+    }
+
+    /// The element `next()` returned reached the trainer only now (a binding converted it
+    /// first): that time was waiting too, not the trainer's step.
+    pub fn handed_out(&mut self) {
+        let now = Instant::now();
+        if let Some(returned) = self.returned.replace(now) {
+            self.wait += now - returned;
+        }
+    }
+
+    /// The time since the last report, once [`REPORT_EVERY`] passed (and the trainer
+    /// took an element or waited since).
+    pub fn report_due(&mut self) -> Option<pb::ConsumerTime> {
+        if self.last_report.elapsed() < REPORT_EVERY || (self.wait.is_zero() && self.step.is_zero()) {
+            return None;
+        }
+        self.last_report = Instant::now();
+        let micros = |spent: Duration| i64::try_from(spent.as_micros()).unwrap_or(i64::MAX);
+        let report = pb::ConsumerTime {
+            wait_us: micros(std::mem::take(&mut self.wait)),
+            step_us: micros(std::mem::take(&mut self.step)),
+            elements: i64::try_from(std::mem::take(&mut self.elements)).unwrap_or(i64::MAX),
+        };
+        Some(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_and_steps_add_up_and_are_reported_once() {
+        let mut clock = ConsumerClock::default();
+        clock.next_called();
+        std::thread::sleep(Duration::from_millis(30));
+        clock.next_returned(true);
+        std::thread::sleep(Duration::from_millis(50));
+        clock.next_called();
+        clock.next_returned(true);
+        // Not a second yet since the clock started.
+        assert_eq!(clock.report_due(), None);
+        clock.last_report -= REPORT_EVERY;
+        let report = clock.report_due().unwrap();
+        assert_eq!(report.elements, 2);
+        // Each sleep counted where it belongs (had one counted as the other, one would
+        // be short).
+        assert!(report.wait_us >= 30_000 && report.step_us >= 50_000, "{report:?}");
+        clock.last_report -= REPORT_EVERY;
+        assert_eq!(clock.report_due(), None, "nothing since");
+    }
+}

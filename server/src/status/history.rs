@@ -1,0 +1,101 @@
+//! The last 15 minutes of every reader, for the status page's plots: a point every
+//! [`SAMPLE_EVERY`] ([`History::sample`], run by the watch's task), [`POINTS`] of them
+//! per reader in a ring. A point holds the rates over its interval: elements and bytes
+//! sent per second, the consumers' input-bound fraction then, and the seconds each
+//! stage took.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::reader::Reader;
+use crate::watch::stages::Stage;
+use readerd_common::sync::MutexUnpoisoned;
+
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
+/// 15 minutes of points.
+pub const POINTS: usize = 180;
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Point {
+    /// Seconds since the Unix epoch.
+    pub time: u64,
+    pub elements_per_second: f64,
+    pub bytes_per_second: f64,
+    pub input_bound: Option<f64>,
+    /// Seconds spent in each stage over the interval, in `Stage::ALL`'s order.
+    pub stages: [f64; Stage::ALL.len()],
+    /// Bytes of the server's memory budget reserved then.
+    pub memory_reserved: u64,
+}
+
+/// A reader's totals when last sampled, and its points.
+struct Ring {
+    /// Holds the reader's allocation (not the reader), so that its address, the ring's
+    /// key, is no other reader's while the ring lives.
+    _reader: Weak<Reader>,
+    at: Instant,
+    elements: u64,
+    bytes: u64,
+    stages: [f64; Stage::ALL.len()],
+    points: VecDeque<Point>,
+}
+
+/// Every watched reader's ring, by the reader (a reader gone is dropped at the next
+/// sample).
+#[derive(Default)]
+pub struct History {
+    rings: Mutex<HashMap<usize, Ring>>,
+}
+
+/// A reader's key in the history: the address of its allocation (its ring's `Weak`
+/// keeps it from being reused).
+fn key(reader: &Arc<Reader>) -> usize {
+    Arc::as_ptr(reader) as usize
+}
+
+impl History {
+    /// Adds a point for each of `readers` (with `input_bound` its consumers' fraction
+    /// now), and forgets the readers not among them.
+    pub fn sample(&self, readers: &[(Arc<Reader>, Option<f64>)]) {
+        let now = Instant::now();
+        let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
+        let memory_reserved = crate::memory::server().reserved() as u64;
+        let mut rings = self.rings.lock_unpoisoned();
+        rings.retain(|k, _| readers.iter().any(|(reader, _)| key(reader) == *k));
+        for (reader, input_bound) in readers {
+            let watch = reader.watch();
+            let (elements, bytes) = (watch.elements_sent(), watch.bytes_sent());
+            let stages = watch.stages.seconds().map(|(_, seconds)| seconds);
+            let Some(ring) = rings.get_mut(&key(reader)) else {
+                let ring =
+                    Ring { _reader: Arc::downgrade(reader), at: now, elements, bytes, stages, points: VecDeque::new() };
+                rings.insert(key(reader), ring);
+                continue;
+            };
+            let seconds = now.duration_since(ring.at).as_secs_f64().max(1e-3);
+            let point = Point {
+                time,
+                elements_per_second: elements.saturating_sub(ring.elements) as f64 / seconds,
+                bytes_per_second: bytes.saturating_sub(ring.bytes) as f64 / seconds,
+                input_bound: *input_bound,
+                stages: std::array::from_fn(|i| (stages[i] - ring.stages[i]).max(0.0)),
+                memory_reserved,
+            };
+            if ring.points.len() == POINTS {
+                ring.points.pop_front();
+            }
+            ring.points.push_back(point);
+            (ring.at, ring.elements, ring.bytes, ring.stages) = (now, elements, bytes, stages);
+        }
+    }
+
+    /// `reader`'s points, oldest first.
+    pub fn points(&self, reader: &Arc<Reader>) -> Vec<Point> {
+        let rings = self.rings.lock_unpoisoned();
+        rings.get(&key(reader)).map(|ring| ring.points.iter().cloned().collect()).unwrap_or_default()
+    }
+}

@@ -1,0 +1,208 @@
+//! The watch listener (`--metrics-listen`): `GET /metrics` (Prometheus' text format),
+//! `GET /status.json` (`super::Status`), `GET /` (the status page, `page.html`, embedded
+//! in the binary and fetching nothing from another host), and `POST /login` /
+//! `POST /logout`, which set and clear the token cookie.
+//!
+//! With `--auth-tokens`, the page and the JSON need a token: `authorization: Bearer` or
+//! the `readerd_token` cookie the login form sets (`HttpOnly`, `SameSite=Strict`; a token
+//! never goes in a URL). Each shows only the containers its token may read. `/metrics`
+//! stays open, as before (its labels name containers and readers, no data).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+use super::history::{History, SAMPLE_EVERY};
+use super::{Status, watched};
+use crate::auth::{Access, AccessPolicy, Caller};
+use crate::checkpoint::Streams;
+use crate::metrics::METRICS;
+use crate::registry::ReaderRegistry;
+
+const PAGE: &str = include_str!("page.html");
+const COOKIE: &str = "readerd_token";
+/// A login form's body is a token and its name.
+const MOST_LOGIN_BYTES: usize = 4096;
+
+/// What the listener serves from.
+pub struct Watch {
+    pub registry: ReaderRegistry,
+    pub streams: Arc<Streams>,
+    pub policy: Arc<AccessPolicy>,
+    pub history: History,
+}
+
+/// Serves the watch listener until the process ends, and samples the history every
+/// [`SAMPLE_EVERY`].
+pub async fn serve(listener: TcpListener, watch: Arc<Watch>) {
+    tokio::spawn(sample_history(watch.clone()));
+    loop {
+        let Ok((socket, _)) = listener.accept().await else { continue };
+        let watch = watch.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| answer(watch.clone(), request));
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(5))
+                .serve_connection(TokioIo::new(socket), service);
+            if let Err(err) = connection.await {
+                tracing::debug!(error = %err, "watch listener: connection ended");
+            }
+        });
+    }
+}
+
+/// Every [`SAMPLE_EVERY`], a point of every reader's history (blocking: gathering asks
+/// the ledger of a cluster's readers).
+async fn sample_history(watch: Arc<Watch>) {
+    let mut ticks = tokio::time::interval(SAMPLE_EVERY);
+    loop {
+        ticks.tick().await;
+        let watch = watch.clone();
+        let sampled = tokio::task::spawn_blocking(move || {
+            let readers = watched(&watch.registry, &watch.streams, &|_| true);
+            let input_bound = readers.iter().map(|watched| {
+                let status = watched.reader.input_bound();
+                (watched.reader.clone(), status)
+            });
+            watch.history.sample(&input_bound.collect::<Vec<_>>());
+        });
+        let _ = sampled.await;
+    }
+}
+
+type Answer = Response<Full<Bytes>>;
+
+async fn answer(watch: Arc<Watch>, request: Request<Incoming>) -> Result<Answer, Infallible> {
+    let path = request.uri().path().to_owned();
+    Ok(match (request.method(), path.as_str()) {
+        (&Method::GET, "/metrics") => {
+            let registry = watch.registry.clone();
+            match tokio::task::spawn_blocking(move || METRICS.render(&registry)).await {
+                Ok(text) => body(StatusCode::OK, "text/plain; version=0.0.4", text),
+                Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "metrics failed\n"),
+            }
+        }
+        (&Method::GET, "/status.json") => match caller(&watch.policy, &request) {
+            Ok(caller) => status_json(watch, caller).await,
+            Err(message) => plain(StatusCode::UNAUTHORIZED, &message),
+        },
+        // The page holds no data: it asks /status.json, and shows the login form when
+        // that needs a token.
+        (&Method::GET, "/") => body(StatusCode::OK, "text/html; charset=utf-8", PAGE.to_owned()),
+        (&Method::POST, "/login") => login(&watch.policy, request).await,
+        (&Method::POST, "/logout") => {
+            let mut answer = redirect_home();
+            let clear = format!("{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
+            answer.headers_mut().insert(header::SET_COOKIE, clear.parse().expect("a header value"));
+            answer
+        }
+        _ => plain(StatusCode::NOT_FOUND, "this listener serves /, /status.json and /metrics\n"),
+    })
+}
+
+/// The caller of `request`: by its bearer token, else its cookie, else none (served only
+/// with `--allow-unauthenticated`).
+fn caller(policy: &AccessPolicy, request: &Request<Incoming>) -> Result<Caller, String> {
+    let headers = request.headers();
+    let bearer = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).map(str::to_owned);
+    let from_cookie = || {
+        let cookies = headers.get_all(header::COOKIE).iter().filter_map(|value| value.to_str().ok());
+        cookies
+            .flat_map(|line| line.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(name, _)| *name == COOKIE)
+            .map(|(_, token)| format!("Bearer {token}"))
+    };
+    policy.authenticate(bearer.or_else(from_cookie).as_deref()).map_err(|err| format!("{err}\n"))
+}
+
+async fn status_json(watch: Arc<Watch>, caller: Caller) -> Answer {
+    let gathered = tokio::task::spawn_blocking(move || {
+        let visible = |container: &str| caller.check(container, Access::Read).is_ok();
+        let readers = watched(&watch.registry, &watch.streams, &visible);
+        Status::gather(&readers, &watch.history)
+    })
+    .await;
+    match gathered.map(|status| serde_json::to_string(&status)) {
+        Ok(Ok(json)) => body(StatusCode::OK, "application/json", json),
+        _ => plain(StatusCode::INTERNAL_SERVER_ERROR, "the status could not be gathered\n"),
+    }
+}
+
+/// `POST /login` with a form's `token`: a token the server knows is set as the cookie.
+async fn login(policy: &AccessPolicy, request: Request<Incoming>) -> Answer {
+    let Ok(form) = Limited::new(request.into_body(), MOST_LOGIN_BYTES).collect().await else {
+        return plain(StatusCode::PAYLOAD_TOO_LARGE, "a login form holds a token only\n");
+    };
+    let form = form.to_bytes();
+    let token = form_value(&form, "token").unwrap_or_default();
+    let usable = !token.is_empty()
+        && token.bytes().all(|byte| byte.is_ascii_graphic() && byte != b';')
+        && policy.authenticate(Some(&format!("Bearer {token}"))).is_ok();
+    if !usable {
+        return plain(StatusCode::UNAUTHORIZED, "this server knows no such token\n");
+    }
+    let mut answer = redirect_home();
+    let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
+    answer.headers_mut().insert(header::SET_COOKIE, cookie.parse().expect("checked: printable ASCII"));
+    answer
+}
+
+/// Field `name` of an `application/x-www-form-urlencoded` body, decoded.
+fn form_value(form: &[u8], name: &str) -> Option<String> {
+    let form = std::str::from_utf8(form).ok()?;
+    let value = form.split('&').filter_map(|pair| pair.split_once('=')).find(|(key, _)| *key == name)?.1;
+    let mut bytes = Vec::with_capacity(value.len());
+    let mut rest = value.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        match byte {
+            b'+' => bytes.push(b' '),
+            b'%' if tail.len() >= 2 => {
+                let hex = std::str::from_utf8(&tail[..2]).ok()?;
+                bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                rest = &tail[2..];
+                continue;
+            }
+            _ => bytes.push(byte),
+        }
+        rest = tail;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+fn redirect_home() -> Answer {
+    let mut answer = plain(StatusCode::SEE_OTHER, "");
+    answer.headers_mut().insert(header::LOCATION, "/".parse().expect("a header value"));
+    answer
+}
+
+fn plain(status: StatusCode, text: &str) -> Answer {
+    body(status, "text/plain; charset=utf-8", text.to_owned())
+}
+
+fn body(status: StatusCode, content_type: &str, text: String) -> Answer {
+    let mut answer = Response::new(Full::new(Bytes::from(text)));
+    *answer.status_mut() = status;
+    answer.headers_mut().insert(header::CONTENT_TYPE, content_type.parse().expect("a header value"));
+    answer.headers_mut().insert(header::CACHE_CONTROL, "no-store".parse().expect("a header value"));
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::form_value;
+
+    #[test]
+    fn a_forms_fields_decode() {
+        assert_eq!(form_value(b"token=abc%2Bdef+g&x=1", "token").as_deref(), Some("abc+def g"));
+        assert_eq!(form_value(b"x=1", "token"), None);
+        assert_eq!(form_value(b"token=%zz", "token"), None);
+    }
+}

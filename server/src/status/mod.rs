@@ -1,0 +1,228 @@
+//! The status of the server, as `/status.json`, the status page and `readerctl top`
+//! show it: every reader this server holds (shared readers by name, private ones by
+//! stream), its consumers and where their time goes (`crate::watch`), its stages, the
+//! memory budget, and on a cluster the replicas and splits of each job. Built on demand
+//! from the registry and the open streams ([`Status::gather`], blocking on a cluster: the
+//! ledger is asked), plus the history's points.
+//!
+//! - [`history`]: the last 15 minutes of each reader, a point every 5 s.
+//! - [`http`]: the listener of `--metrics-listen`: `/metrics`, `/status.json`, and `/`,
+//!   the status page (`page.html`).
+
+pub mod history;
+pub mod http;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::checkpoint::Streams;
+use crate::reader::Reader;
+use crate::registry::ReaderRegistry;
+use crate::watch::consumer_time::TimeSpent;
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub readers: Vec<ReaderStatus>,
+    /// On a cluster: each replica serving a job of these readers (once per job).
+    pub replicas: Vec<ReplicaStatus>,
+    pub memory: MemoryStatus,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReaderStatus {
+    pub container: String,
+    /// Empty for a private reader (one stream's own).
+    pub shared_name: String,
+    /// The private reader's stream; empty for a shared reader.
+    pub stream: String,
+    /// Elements its consumers took per second, over their last reports.
+    pub elements_per_second: Option<f64>,
+    /// Its consumers' wait over their wait and step together.
+    pub input_bound: Option<f64>,
+    pub records_produced: u64,
+    pub elements_produced: u64,
+    pub elements_sent: u64,
+    pub bytes_sent: u64,
+    pub consumers: Vec<ConsumerStatus>,
+    /// Seconds in each stage so far (`crate::watch::stages`).
+    pub stages: BTreeMap<&'static str, f64>,
+    /// Served by replicas: its job's splits per epoch, as the ledger has them.
+    pub epochs: Vec<EpochStatus>,
+    /// Its last 15 minutes (`history`).
+    pub history: Vec<history::Point>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerStatus {
+    pub id: String,
+    /// The job it reads for (`default` until jobs exist).
+    pub job: &'static str,
+    pub elements_per_second: Option<f64>,
+    pub input_bound: Option<f64>,
+    /// Seconds waited and stepped over its last reports.
+    pub wait_seconds: Option<f64>,
+    pub step_seconds: Option<f64>,
+    pub delivered: u64,
+    pub acknowledged: u64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpochStatus {
+    pub epoch: u64,
+    pub splits: u64,
+    pub leased: u64,
+    pub done: u64,
+    pub free: u64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaStatus {
+    pub container: String,
+    pub shared_name: String,
+    pub id: String,
+    pub address: String,
+    pub alive: bool,
+    pub splits_leased: u64,
+    pub consumers: u64,
+    pub elements_in_flight: u64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryStatus {
+    /// `--memory-budget` (0: none).
+    pub budget_bytes: u64,
+    pub reserved_bytes: u64,
+}
+
+/// A reader as the status finds it: its names and itself.
+pub struct Watched {
+    pub container: String,
+    pub shared_name: String,
+    pub stream: String,
+    pub reader: Arc<Reader>,
+}
+
+/// Every reader the server holds: the registry's shared readers, and the private reader
+/// of each open stream; those of containers `visible` does not let through left out.
+pub fn watched(registry: &ReaderRegistry, streams: &Streams, visible: &dyn Fn(&str) -> bool) -> Vec<Watched> {
+    let mut readers: Vec<Watched> = registry
+        .all()
+        .into_iter()
+        .filter(|(container, _, _)| visible(container))
+        .map(|(container, shared_name, reader)| Watched { container, shared_name, stream: String::new(), reader })
+        .collect();
+    for record in streams.all() {
+        if record.shared_name.is_empty() && visible(&record.container) {
+            let (container, stream, reader) = (record.container.clone(), record.id.clone(), record.reader.clone());
+            readers.push(Watched { container, shared_name: String::new(), stream, reader });
+        }
+    }
+    readers.sort_by(|a, b| (&a.container, &a.shared_name, &a.stream).cmp(&(&b.container, &b.shared_name, &b.stream)));
+    readers
+}
+
+impl Status {
+    /// The status of `readers` (blocking: asks the ledger of those served by replicas).
+    pub fn gather(readers: &[Watched], history: &history::History) -> Status {
+        let mut replicas = Vec::new();
+        let readers = readers
+            .iter()
+            .map(|watched| {
+                let mut status = reader_status(watched, history);
+                if let Some(job) = watched.reader.cluster_job() {
+                    status.epochs = job_epochs(job);
+                    replicas.extend(job_replicas(watched, job));
+                }
+                status
+            })
+            .collect();
+        let memory = crate::memory::server();
+        let memory = MemoryStatus { budget_bytes: memory.limit() as u64, reserved_bytes: memory.reserved() as u64 };
+        Status { readers, replicas, memory }
+    }
+}
+
+fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus {
+    let stats = watched.reader.stats();
+    let mut together = TimeSpent::default();
+    let mut reported = false;
+    let consumers = stats
+        .consumers
+        .iter()
+        .map(|consumer| {
+            let recent = consumer.time;
+            if let Some(recent) = &recent {
+                together.add(recent);
+                reported = true;
+            }
+            ConsumerStatus {
+                id: consumer.stream_id.clone(),
+                job: "default",
+                elements_per_second: recent.and_then(|r| r.elements_per_second()),
+                input_bound: recent.and_then(|r| r.input_bound()),
+                wait_seconds: recent.map(|r| r.wait.as_secs_f64()),
+                step_seconds: recent.map(|r| r.step.as_secs_f64()),
+                delivered: consumer.delivered,
+                acknowledged: consumer.acknowledged,
+            }
+        })
+        .collect::<Vec<_>>();
+    let elements_per_second: Option<f64> =
+        reported.then(|| consumers.iter().filter_map(|consumer| consumer.elements_per_second).sum());
+    let watch = watched.reader.watch();
+    ReaderStatus {
+        container: watched.container.clone(),
+        shared_name: watched.shared_name.clone(),
+        stream: watched.stream.clone(),
+        elements_per_second,
+        input_bound: reported.then(|| together.input_bound()).flatten(),
+        records_produced: stats.records_produced,
+        elements_produced: stats.elements_produced,
+        elements_sent: watch.elements_sent(),
+        bytes_sent: watch.bytes_sent(),
+        consumers,
+        stages: watch.stages.seconds().into_iter().map(|(stage, seconds)| (stage.name(), seconds)).collect(),
+        epochs: Vec::new(),
+        history: history.points(&watched.reader),
+    }
+}
+
+/// A job's splits per epoch (a ledger that does not answer: none).
+fn job_epochs(job: &crate::cluster::JobFeed) -> Vec<EpochStatus> {
+    job.epoch_progress()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(epoch, progress)| EpochStatus {
+            epoch,
+            splits: progress.splits,
+            leased: progress.leased,
+            done: progress.done,
+            free: progress.splits.saturating_sub(progress.leased + progress.done),
+        })
+        .collect()
+}
+
+fn job_replicas(watched: &Watched, job: &crate::cluster::JobFeed) -> Vec<ReplicaStatus> {
+    job.replica_reports()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|replica| ReplicaStatus {
+            container: watched.container.clone(),
+            shared_name: watched.shared_name.clone(),
+            id: replica.replica,
+            address: replica.address,
+            alive: replica.alive,
+            splits_leased: replica.splits_leased,
+            consumers: replica.consumers,
+            elements_in_flight: replica.elements_in_flight,
+        })
+        .collect()
+}

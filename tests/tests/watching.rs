@@ -1,0 +1,143 @@
+//! "Is my trainer input-bound?", answered by a real server: `readerctl read` consumers
+//! report where their time goes, and `/status.json` and `/metrics` (on
+//! `--metrics-listen`) say how much of it they spend waiting, and in which stage the
+//! server's time goes. A consumer slower than the server is not input-bound; a server
+//! slowed by its object store (a proxy delaying each request by 20 ms in front of moto)
+//! makes its consumer input-bound, with the reading stage dominant.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use readerd_tests::s3::{FaultProxy, S3Server};
+use readerd_tests::{ServerProcess, binary, free_address, http_get, scrape_metrics, write_file};
+use serde_json::Value;
+
+/// A `readerctl read` of `spec` on `addr` with `args`, its output dropped.
+fn consumer(addr: &str, spec: &Path, args: &[&str]) -> Child {
+    Command::new(binary("readerctl"))
+        .args(["--addr", addr, "read", "--spec", spec.to_str().unwrap(), "-q", "--output", "jsonl"])
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn status(metrics_addr: &str) -> Value {
+    let (code, body) = http_get(metrics_addr, "/status.json", &[]);
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The reader of `status` whose `field` is `value` (`sharedName`, or `container` for a
+/// private one).
+fn reader<'a>(status: &'a Value, field: &str, value: &str) -> &'a Value {
+    let readers = status["readers"].as_array().unwrap();
+    readers.iter().find(|reader| reader[field] == value).unwrap_or_else(|| panic!("no reader {value}: {status:#}"))
+}
+
+/// The only consumer of `reader`, once it reported (its first report comes after a second).
+fn only_consumer(reader: &Value) -> &Value {
+    let consumers = reader["consumers"].as_array().unwrap();
+    assert_eq!(consumers.len(), 1, "{reader:#}");
+    &consumers[0]
+}
+
+/// Polls `/status.json` until `ready` holds of it (up to 20 s).
+fn status_once(metrics_addr: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..100 {
+        let status = status(metrics_addr);
+        if ready(&status) {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("the status never got there: {:#}", status(metrics_addr));
+}
+
+/// Whether every consumer of `status`'s readers reported at least `seconds` of its time.
+fn reported(status: &Value, seconds: f64) -> bool {
+    let readers = status["readers"].as_array().unwrap();
+    !readers.is_empty()
+        && readers.iter().flat_map(|reader| reader["consumers"].as_array().unwrap()).all(|consumer| {
+            consumer["waitSeconds"].as_f64().unwrap_or(0.0) + consumer["stepSeconds"].as_f64().unwrap_or(0.0) >= seconds
+        })
+}
+
+#[test]
+fn a_trainer_slower_than_the_server_is_not_input_bound() {
+    let data = tempfile::tempdir().unwrap();
+    let lines: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+    write_file(data.path(), "lines.txt", lines.as_bytes());
+    let spec = data.path().join("spec.json");
+    std::fs::write(&spec, r#"{"source": {"files": ["lines.txt"], "format": "TEXT_LINE"}}"#).unwrap();
+    let metrics_addr = free_address();
+    let server = ServerProcess::start_with(&[data.path()], &["--metrics-listen", &metrics_addr]);
+    // Each takes 50 ms per element, as a trainer's step: a shared reader's consumer, and a
+    // private stream's (whose client reports on its own, without acknowledgements).
+    let slow = ["--step-ms", "50", "--max-batches", "200"];
+    let shared = ["--container", "c", "--shared-name", "s"];
+    let mut children = vec![
+        consumer(&server.addr, &spec, &[&slow[..], &shared[..]].concat()),
+        consumer(&server.addr, &spec, &[&slow[..], &["--container", "p"][..]].concat()),
+    ];
+    let status =
+        status_once(&metrics_addr, |status| status["readers"].as_array().unwrap().len() == 2 && reported(status, 3.0));
+    for (field, value) in [("sharedName", "s"), ("container", "p")] {
+        let reader = reader(&status, field, value);
+        let consumer = only_consumer(reader);
+        let bound = consumer["inputBound"].as_f64().unwrap();
+        println!("{value}: input-bound {bound}, {} elements/s", consumer["elementsPerSecond"]);
+        assert!(bound < 0.1, "a consumer sleeping 50 ms an element waits {bound} of its time: {reader:#}");
+        let rate = consumer["elementsPerSecond"].as_f64().unwrap();
+        assert!((5.0..=21.0).contains(&rate), "at most 20 elements a second: {rate}");
+        assert!(reader["inputBound"].as_f64().unwrap() < 0.1, "{reader:#}");
+    }
+    // The shared reader's figure is a metric too, labelled by container and reader.
+    let metrics = scrape_metrics(&metrics_addr);
+    let line =
+        metrics.lines().find(|line| line.starts_with("readerd_reader_input_bound{container=\"c\",reader=\"s\"}"));
+    let bound: f64 = line.unwrap_or_else(|| panic!("{metrics}")).rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(bound < 0.1, "{bound}");
+    assert!(metrics.contains("readerd_reader_stage_seconds_total{container=\"c\",reader=\"s\",stage=\"reading\"}"));
+    for child in &mut children {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
+#[test]
+fn a_server_slowed_by_its_object_store_makes_its_trainer_input_bound_reading_first() {
+    let s3 = S3Server::start();
+    s3.create_bucket("training");
+    let files = tempfile::tempdir().unwrap();
+    // Many small objects, a line each: a GET per element (three in flight: the
+    // pipeline prefetches the next files).
+    for f in 0..600 {
+        write_file(files.path(), &format!("part-{f:03}.txt"), format!("line {f}\n").as_bytes());
+    }
+    s3.upload_dir("training", "slow", files.path());
+    let spec = files.path().join("spec.json");
+    std::fs::write(&spec, r#"{"source": {"files": ["part-*.txt"], "format": "TEXT_LINE"}}"#).unwrap();
+    // Every request to the object store takes 20 ms more.
+    let proxy = FaultProxy::start(&s3.endpoint);
+    proxy.set_delay(Duration::from_millis(20));
+    let metrics_addr = free_address();
+    let args = ["--metrics-listen", metrics_addr.as_str()];
+    let server = ServerProcess::start_with_env(&["s3://training/slow"], &args, &proxy.s3_env());
+    let mut child = consumer(&server.addr, &spec, &["--container", "c", "--shared-name", "slow"]);
+    let status = status_once(&metrics_addr, |status| reported(status, 3.0));
+    let reader = reader(&status, "sharedName", "slow");
+    let bound = only_consumer(reader)["inputBound"].as_f64().unwrap();
+    println!("input-bound {bound}, stages {}", reader["stages"]);
+    assert!(bound > 0.8, "a trainer with no step of its own waits {bound} of its time: {reader:#}");
+    let stages = reader["stages"].as_object().unwrap();
+    let reading = stages["reading"].as_f64().unwrap();
+    for (stage, seconds) in stages {
+        if stage != "reading" {
+            assert!(reading > seconds.as_f64().unwrap(), "reading dominates: {stages:?}");
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

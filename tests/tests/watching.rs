@@ -141,3 +141,65 @@ fn a_server_slowed_by_its_object_store_makes_its_trainer_input_bound_reading_fir
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() {
+    let data = tempfile::tempdir().unwrap();
+    let lines: String = (0..50).map(|i| format!("line {i}\n")).collect();
+    write_file(data.path(), "lines.txt", lines.as_bytes());
+    let spec = data.path().join("spec.json");
+    std::fs::write(&spec, r#"{"source": {"files": ["lines.txt"], "format": "TEXT_LINE"}}"#).unwrap();
+    let tokens = data.path().join("tokens.json");
+    let (token_a, token_b) = ("team-a-watcher-0123456789", "team-b-watcher-0123456789");
+    let grants = format!(
+        r#"{{"tokens": [{{"token": "{token_a}", "containers": ["a"]}}, {{"token": "{token_b}", "containers": ["b"]}}]}}"#
+    );
+    std::fs::write(&tokens, grants).unwrap();
+    let metrics_addr = free_address();
+    let args = ["--auth-tokens", tokens.to_str().unwrap(), "--metrics-listen", metrics_addr.as_str()];
+    let server = ServerProcess::start_with(&[data.path()], &args);
+    for (token, container) in [(token_a, "a"), (token_b, "b")] {
+        let read = ["--token", token, "read", "--spec", spec.to_str().unwrap(), "--container", container];
+        let read = [&read[..], &["--shared-name", "s", "--max-batches", "5", "-q"][..]].concat();
+        assert!(readerd_tests::readerctl(&server.addr, &read).status.success());
+    }
+    let containers = |status: &Value| -> Vec<String> {
+        let readers = status["readers"].as_array().unwrap();
+        readers.iter().map(|reader| reader["container"].as_str().unwrap().to_owned()).collect()
+    };
+
+    // No token: no data; the page (which holds none) offers a login form.
+    let (code, _) = http_get(&metrics_addr, "/status.json", &[]);
+    assert_eq!(code, 401);
+    let (code, page) = http_get(&metrics_addr, "/", &[]);
+    assert_eq!(code, 200);
+    assert!(page.contains(r#"action="/login""#));
+    // Self-contained: nothing loaded from another host (SVG's namespace is a name, not a load).
+    let elsewhere = page.replace("http://www.w3.org/2000/svg", "");
+    assert!(!elsewhere.contains("http://") && !elsewhere.contains("https://") && !elsewhere.contains("src="));
+    // A bearer token sees its containers only.
+    let bearer = format!("Bearer {token_a}");
+    let (code, body) = http_get(&metrics_addr, "/status.json", &[("authorization", &bearer)]);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(containers(&serde_json::from_str(&body).unwrap()), ["a"]);
+    // The login form sets the token as an HttpOnly cookie (never in a URL), and a token
+    // the server does not know sets nothing.
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let (code, _) = readerd_tests::http_call(&metrics_addr, "POST", "/login", &form, "token=not-a-token-000000000");
+    assert_eq!(code, 401);
+    let login = format!("token={token_b}");
+    let (code, head, _) = readerd_tests::http_exchange(&metrics_addr, "POST", "/login", &form, &login);
+    assert_eq!(code, 303);
+    let cookie = head
+        .lines()
+        .find_map(|line| {
+            line.to_ascii_lowercase().starts_with("set-cookie:").then(|| line["set-cookie:".len()..].trim())
+        })
+        .unwrap_or_else(|| panic!("{head}"));
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(head.lines().any(|line| line.eq_ignore_ascii_case("location: /")), "{head}");
+    let cookie = cookie.split(';').next().unwrap();
+    let (code, body) = http_get(&metrics_addr, "/status.json", &[("cookie", cookie)]);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(containers(&serde_json::from_str(&body).unwrap()), ["b"]);
+}

@@ -108,19 +108,23 @@ async fn answer(watch: Arc<Watch>, request: Request<Incoming>) -> Result<Answer,
 }
 
 /// The caller of `request`: by its bearer token, else its cookie, else none (served only
-/// with `--allow-unauthenticated`).
+/// with `--allow-unauthenticated`). A cookie this server does not know (another server's
+/// on the same host: cookies ignore ports) counts as none.
 fn caller(policy: &AccessPolicy, request: &Request<Incoming>) -> Result<Caller, String> {
     let headers = request.headers();
-    let bearer = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).map(str::to_owned);
-    let from_cookie = || {
-        let cookies = headers.get_all(header::COOKIE).iter().filter_map(|value| value.to_str().ok());
-        cookies
-            .flat_map(|line| line.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == COOKIE)
-            .map(|(_, token)| format!("Bearer {token}"))
-    };
-    policy.authenticate(bearer.or_else(from_cookie).as_deref()).map_err(|err| format!("{err}\n"))
+    if let Some(bearer) = headers.get(header::AUTHORIZATION) {
+        return policy.authenticate(bearer.to_str().ok()).map_err(|err| format!("{err}\n"));
+    }
+    let cookies = headers.get_all(header::COOKIE).iter().filter_map(|value| value.to_str().ok());
+    let token = cookies
+        .flat_map(|line| line.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, token)| format!("Bearer {token}"));
+    match token.map(|token| policy.authenticate(Some(&token))) {
+        Some(Ok(caller)) => Ok(caller),
+        _ => policy.authenticate(None).map_err(|err| format!("{err}\n")),
+    }
 }
 
 async fn status_json(watch: Arc<Watch>, caller: Caller) -> Answer {

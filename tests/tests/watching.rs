@@ -92,6 +92,7 @@ fn a_trainer_slower_than_the_server_is_not_input_bound() {
         let rate = consumer["elementsPerSecond"].as_f64().unwrap();
         assert!((5.0..=21.0).contains(&rate), "at most 20 elements a second: {rate}");
         assert!(reader["inputBound"].as_f64().unwrap() < 0.1, "{reader:#}");
+        assert_eq!(reader["replicasRecommended"], 1, "one server does: {reader:#}");
     }
     // The shared reader's figure is a metric too, labelled by container and reader.
     let metrics = scrape_metrics(&metrics_addr);
@@ -131,6 +132,20 @@ fn a_server_slowed_by_its_object_store_makes_its_trainer_input_bound_reading_fir
     let bound = only_consumer(reader)["inputBound"].as_f64().unwrap();
     println!("input-bound {bound}, stages {}", reader["stages"]);
     assert!(bound > 0.8, "a trainer with no step of its own waits {bound} of its time: {reader:#}");
+    // Waiting about 88% of the time, the trainer would take about 7 times as much at 10%:
+    // more servers are recommended, as a metric and by `readerctl stats` too.
+    let recommended = reader["replicasRecommended"].as_u64().unwrap();
+    assert!(recommended >= 3, "{reader:#}");
+    let metrics = scrape_metrics(&metrics_addr);
+    let line = "readerd_reader_replicas_recommended{container=\"c\",reader=\"slow\"} ";
+    let metric: u64 =
+        metrics.lines().find_map(|l| l.strip_prefix(line)).unwrap_or_else(|| panic!("{metrics}")).parse().unwrap();
+    assert!(metric >= 3, "{metric}");
+    let stats = readerd_tests::readerctl(&server.addr, &["stats", "--container", "c", "--shared-name", "slow"]);
+    let stats = String::from_utf8_lossy(&stats.stdout);
+    let printed: u64 = stats.lines().find_map(|l| l.strip_prefix("replicas recommended ")).unwrap().parse().unwrap();
+    assert!(printed >= 3, "{stats}");
+    assert!(stats.contains("input-bound "), "{stats}");
     let stages = reader["stages"].as_object().unwrap();
     let reading = stages["reading"].as_f64().unwrap();
     for (stage, seconds) in stages {

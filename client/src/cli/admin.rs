@@ -50,6 +50,12 @@ pub async fn stats(mut client: Client, container: &str, shared_name: &str) -> an
         stats.active_streams
     );
     println!("files cut short {}", stats.files_cut_short);
+    // Where its consumers' time goes (their clients' reports of the last 10 s).
+    match stats.input_bound {
+        Some(waiting) => println!("input-bound {:.1}%", 100.0 * waiting),
+        None => println!("input-bound unknown (no consumer reported yet)"),
+    }
+    println!("replicas recommended {}", stats.replicas_recommended);
     println!(
         "elements in flight {}\nelements awaiting redelivery {}",
         stats.elements_in_flight, stats.elements_awaiting_redelivery

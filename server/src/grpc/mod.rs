@@ -145,6 +145,8 @@ fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
         replicas: Vec::new(),
         components: stats.components,
         selections: Vec::new(),
+        input_bound: None,
+        replicas_recommended: 0,
     }
 }
 
@@ -330,6 +332,9 @@ impl pb::data_service_server::DataService for DataService {
         caller.check(&container, Access::Read)?;
         let reader = self.registry.get(&container, &shared_name)?;
         let mut stats = stats_to_pb(reader.stats());
+        stats.input_bound = reader.input_bound();
+        let recommending = reader.clone();
+        stats.replicas_recommended = self.blocking(move |_| recommending.replicas_recommended()).await? as i64;
         if let Some(job) = reader.cluster_job().cloned() {
             let (replicas, selections) =
                 self.blocking(move |_| Ok((job.replica_reports()?, job.selection_counts()?))).await?;

@@ -297,6 +297,17 @@ impl Reader {
         together.input_bound()
     }
 
+    /// How many replicas its job needs for its consumers to wait little
+    /// (`crate::watch::replicas_recommended`), from the live replicas serving it
+    /// (blocking: asks the ledger), or 1 on a single server.
+    pub fn replicas_recommended(&self) -> Result<u64> {
+        let serving = match self.cluster_job() {
+            Some(job) => job.replica_reports()?.iter().filter(|replica| replica.alive).count() as u64,
+            None => 1,
+        };
+        Ok(crate::watch::replicas_recommended(serving, self.input_bound()))
+    }
+
     pub fn cluster_job(&self) -> Option<&Arc<crate::cluster::JobFeed>> {
         self.job.get().map(ReplicaJob::feed)
     }

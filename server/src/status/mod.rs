@@ -43,6 +43,10 @@ pub struct ReaderStatus {
     pub elements_per_second: Option<f64>,
     /// Its consumers' wait over their wait and step together.
     pub input_bound: Option<f64>,
+    /// Servers serving it now (the live replicas of its job; 1 on a single server), and
+    /// how many its consumers need (`crate::watch::replicas_recommended`).
+    pub replicas: u64,
+    pub replicas_recommended: u64,
     pub records_produced: u64,
     pub elements_produced: u64,
     pub elements_sent: u64,
@@ -139,8 +143,11 @@ impl Status {
                 let mut status = reader_status(watched, history);
                 if let Some(job) = watched.reader.cluster_job() {
                     status.epochs = job_epochs(job);
-                    replicas.extend(job_replicas(watched, job));
+                    let serving = job_replicas(watched, job);
+                    status.replicas = serving.iter().filter(|replica| replica.alive).count() as u64;
+                    replicas.extend(serving);
                 }
+                status.replicas_recommended = crate::watch::replicas_recommended(status.replicas, status.input_bound);
                 status
             })
             .collect();
@@ -184,6 +191,8 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
         stream: watched.stream.clone(),
         elements_per_second,
         input_bound: reported.then(|| together.input_bound()).flatten(),
+        replicas: 1,
+        replicas_recommended: 1,
         records_produced: stats.records_produced,
         elements_produced: stats.elements_produced,
         elements_sent: watch.elements_sent(),

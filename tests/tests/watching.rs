@@ -218,3 +218,51 @@ fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() 
     assert_eq!(code, 200, "{body}");
     assert_eq!(containers(&serde_json::from_str(&body).unwrap()), ["b"]);
 }
+
+/// `tmux capture-pane` of session `session`: what its terminal shows now.
+fn pane(session: &str) -> String {
+    let captured = Command::new("tmux").args(["capture-pane", "-p", "-t", session]).output().unwrap();
+    String::from_utf8_lossy(&captured.stdout).into_owned()
+}
+
+#[test]
+fn readerctl_top_under_tmux_shows_the_readers_and_updates_in_place() {
+    let data = tempfile::tempdir().unwrap();
+    for f in 0..20 {
+        let lines: String = (0..100).map(|l| format!("{f}-{l}\n")).collect();
+        write_file(data.path(), &format!("part-{f:02}.txt"), lines.as_bytes());
+    }
+    let spec = data.path().join("spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"source": {"files": ["part-*.txt"], "format": "TEXT_LINE"}, "pipeline": {"numEpochs": 3}}"#,
+    )
+    .unwrap();
+    let metrics_addr = free_address();
+    let server = ServerProcess::start_with(&[data.path()], &["--metrics-listen", &metrics_addr]);
+    let mut child = consumer(&server.addr, &spec, &["--container", "c", "--shared-name", "s", "--step-ms", "5"]);
+    let session = format!("readerd-top-{}", std::process::id());
+    let top = format!("{} top --status {metrics_addr} --every 0.5", binary("readerctl").display());
+    let started =
+        Command::new("tmux").args(["new-session", "-d", "-s", &session, "-x", "160", "-y", "50", &top]).status();
+    assert!(started.unwrap().success(), "tmux is needed");
+    let mut first = String::new();
+    for _ in 0..60 {
+        first = pane(&session);
+        if first.contains("c/s ") && first.contains("files ") && first.contains("consumer ") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let drawn = first.clone();
+    std::thread::sleep(Duration::from_secs(2));
+    let second = pane(&session);
+    let _ = Command::new("tmux").args(["kill-session", "-t", &session]).status();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(drawn.contains("c/s ") && drawn.contains("epoch ") && drawn.contains("stages  reading"), "{drawn}");
+    assert!(drawn.contains("consumer ") && drawn.contains("waiting "), "{drawn}");
+    // Redrawn in place: one screen, not a scroll of them, and its figures moved.
+    assert_eq!(second.matches("readerd at ").count(), 1, "{second}");
+    assert_ne!(drawn, second, "the screen did not change in 2 s");
+}

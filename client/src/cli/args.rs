@@ -79,6 +79,19 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: Output,
     },
+    /// Show a server's readers, their consumers' wait and their progress, refreshed in
+    /// place (from the server's status listener, its `--metrics-listen`).
+    Top {
+        /// The server's status listener, HOST:PORT (its `--metrics-listen`).
+        #[arg(long)]
+        status: String,
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 2.0)]
+        every: f64,
+        /// Stop after this many screens (default: until interrupted).
+        #[arg(long)]
+        count: Option<u64>,
+    },
     /// Show a reader's counters.
     Stats {
         #[arg(long, default_value = "")]

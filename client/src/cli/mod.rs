@@ -2,7 +2,8 @@
 //! hands each subcommand to its handler: [`read`] (`read`, from one server or from
 //! several replicas at once), [`admin`] (the calls that
 //! manage readers, `datasets`, `health`), [`files`] (`inspect`, `convert`, `gen-demo`,
-//! local files or object-store URLs through [`remote`]) and [`bench`](mod@bench) (`bench`).
+//! local files or object-store URLs through [`remote`]), [`top`] (`top`, a server's
+//! status in a terminal) and [`bench`](mod@bench) (`bench`).
 
 mod admin;
 mod args;
@@ -10,6 +11,7 @@ mod bench;
 mod files;
 mod read;
 mod remote;
+mod top;
 
 use std::process::ExitCode;
 
@@ -63,6 +65,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             read::read(&addrs, request, options, how, output, quiet).await
         }
         Command::List { container, output } => admin::list(connect(addr, &options).await?, container, output).await,
+        Command::Top { status, every, count } => {
+            anyhow::ensure!(every.is_finite() && every > 0.0, "--every must be a positive number of seconds");
+            top::top(&status, cli.token.as_deref(), std::time::Duration::from_secs_f64(every), count).await
+        }
         Command::Stats { container, shared_name } => {
             admin::stats(connect(addr, &options).await?, &container, &shared_name).await
         }

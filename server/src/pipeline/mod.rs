@@ -196,6 +196,15 @@ pub struct RecordPipeline {
     files_completed_before: u64,
 }
 
+/// How far a pipeline is into its epoch ([`RecordPipeline::epoch_progress`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelineProgress {
+    pub epoch: u64,
+    pub epochs: Option<u64>,
+    pub files_done: u64,
+    pub files: Option<u64>,
+}
+
 impl RecordPipeline {
     pub fn new(files: Arc<[DataFile]>, source: Arc<SourceConfig>, config: PipelineConfig, env: PipelineEnv) -> Self {
         let interleave = Self::epoch_interleave(&files, &source, &config, &env, 1);
@@ -402,6 +411,19 @@ impl RecordPipeline {
             self.input_done = false;
             self.files_completed_before += self.interleave.files_completed();
             self.interleave = self.interleave_for(self.epoch);
+        }
+    }
+
+    /// How far the pipeline is into its epoch: the epoch (from 1), the epochs it reads
+    /// (`None`: forever), and its files read to their end and in all (`None` for the
+    /// global shuffle, which reads records, not files, and for a job's ledger-fed files).
+    pub fn epoch_progress(&self) -> PipelineProgress {
+        let plain = self.feed.is_none() && !self.config.global_shuffle;
+        PipelineProgress {
+            epoch: self.epoch,
+            epochs: self.config.num_epochs,
+            files_done: self.interleave.files_completed(),
+            files: plain.then(|| Self::epoch_order(self.files.len(), &self.config, self.epoch).len() as u64),
         }
     }
 

@@ -368,6 +368,12 @@ impl Reader {
         }
     }
 
+    /// How far its pipeline is into its epoch (`None` for a mixture, whose components
+    /// each have their own).
+    pub fn epoch_progress(&self) -> Option<crate::pipeline::PipelineProgress> {
+        self.mixture.is_none().then(|| self.lock().pipeline.epoch_progress())
+    }
+
     /// A reader of the same spec and files, at the first record (to replay from a state).
     pub fn replica(&self) -> Reader {
         let pipeline = RecordPipeline::new(

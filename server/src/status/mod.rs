@@ -49,6 +49,15 @@ pub struct ReaderStatus {
     pub replicas_recommended: u64,
     pub records_produced: u64,
     pub elements_produced: u64,
+    /// Where its pipeline is (none for a mixture): the epoch (from 1), the epochs it reads
+    /// (none: forever), and the epoch's files read and in all (none when not known: the
+    /// global shuffle, a job's files).
+    pub epoch: Option<u64>,
+    pub num_epochs: Option<u64>,
+    pub epoch_files_done: Option<u64>,
+    pub epoch_files: Option<u64>,
+    /// Files read to their end, over all epochs.
+    pub files_completed: u64,
     pub elements_sent: u64,
     pub bytes_sent: u64,
     pub consumers: Vec<ConsumerStatus>,
@@ -185,6 +194,7 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
     let elements_per_second: Option<f64> =
         reported.then(|| consumers.iter().filter_map(|consumer| consumer.elements_per_second).sum());
     let watch = watched.reader.watch();
+    let progress = watched.reader.epoch_progress();
     ReaderStatus {
         container: watched.container.clone(),
         shared_name: watched.shared_name.clone(),
@@ -195,6 +205,11 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
         replicas_recommended: 1,
         records_produced: stats.records_produced,
         elements_produced: stats.elements_produced,
+        epoch: progress.map(|p| p.epoch),
+        num_epochs: progress.and_then(|p| p.epochs),
+        epoch_files_done: progress.map(|p| p.files_done),
+        epoch_files: progress.and_then(|p| p.files),
+        files_completed: stats.work_units_completed,
         elements_sent: watch.elements_sent(),
         bytes_sent: watch.bytes_sent(),
         consumers,

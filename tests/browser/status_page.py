@@ -87,7 +87,7 @@ def main():
         # Both consumers reported, and the plots have at least two points each.
         wait_for("both consumers' figures", lambda: consumer_bound(driver, steady) is not None
                  and consumer_bound(driver, starved) is not None)
-        wait_for("plots with points", lambda: plot_points(driver, steady) >= 2 and plot_points(driver, starved) >= 2,
+        wait_for("plots with points", lambda: plot_points(driver, steady) >= 3 and plot_points(driver, starved) >= 3,
                  timeout=90)
         bounds = {name: consumer_bound(driver, name) for name in (steady, starved)}
         print("input-bound fractions on the page:", bounds)

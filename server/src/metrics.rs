@@ -191,6 +191,17 @@ fn render_watch(out: &mut String, readers: &[(String, String, std::sync::Arc<cra
             let _ = writeln!(out, "readerd_reader_input_bound{{{}}} {fraction}", labels(container, shared_name));
         }
     }
+    type Sent = fn(&crate::watch::ReaderWatch) -> u64;
+    let sent: [(&str, &str, Sent); 2] = [
+        ("readerd_reader_elements_sent_total", "Elements a shared reader's streams sent.", |w| w.elements_sent()),
+        ("readerd_reader_bytes_sent_total", "Tensor payload bytes a shared reader's streams sent.", |w| w.bytes_sent()),
+    ];
+    for (name, help, count) in sent {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (container, shared_name, reader) in readers {
+            let _ = writeln!(out, "{name}{{{}}} {}", labels(container, shared_name), count(reader.watch()));
+        }
+    }
     let help = "Servers a shared reader's job needs for its consumers to wait at most 10% of their time (the live replicas serving it while they wait less).";
     let _ = writeln!(
         out,

@@ -101,6 +101,9 @@ fn a_trainer_slower_than_the_server_is_not_input_bound() {
     let bound: f64 = line.unwrap_or_else(|| panic!("{metrics}")).rsplit(' ').next().unwrap().parse().unwrap();
     assert!(bound < 0.1, "{bound}");
     assert!(metrics.contains("readerd_reader_stage_seconds_total{container=\"c\",reader=\"s\",stage=\"reading\"}"));
+    let sent = "readerd_reader_elements_sent_total{container=\"c\",reader=\"s\"} ";
+    let sent: u64 = metrics.lines().find_map(|l| l.strip_prefix(sent)).unwrap().parse().unwrap();
+    assert!(sent >= 40, "the reader's streams sent its elements: {sent}");
     for child in &mut children {
         child.kill().unwrap();
         child.wait().unwrap();

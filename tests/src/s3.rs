@@ -433,6 +433,19 @@ fn read_chunked(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
     }
 }
 
+/// moto with bucket `bucket` holding `count` one-line objects `prefix/part-NNN.txt`
+/// (`line N`): a GET for every few bytes, as tests of a slow store want.
+pub fn one_line_objects(bucket: &str, prefix: &str, count: usize) -> S3Server {
+    let s3 = S3Server::start();
+    s3.create_bucket(bucket);
+    let files = tempfile::tempdir().unwrap();
+    for f in 0..count {
+        std::fs::write(files.path().join(format!("part-{f:03}.txt")), format!("line {f}\n")).unwrap();
+    }
+    s3.upload_dir(bucket, prefix, files.path());
+    s3
+}
+
 // ---------------------------------------------------------------- fault proxy
 
 /// An HTTP/1.1 proxy in front of an S3 endpoint that injects faults, changeable while it

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use readerd_tests::postgres::Database;
-use readerd_tests::s3::{FaultProxy, S3Server};
+use readerd_tests::s3::{FaultProxy, one_line_objects};
 use readerd_tests::{ServerProcess, binary, free_address, write_file};
 
 /// A `readerctl` consumer (`args` before and after `read --spec SPEC`), its output dropped.
@@ -51,13 +51,7 @@ fn the_status_page_shows_who_waits_and_the_cluster_in_a_real_browser() {
         write_spec(data.path(), "steady.json", r#"{"source": {"files": ["lines.txt"], "format": "TEXT_LINE"}}"#);
     // Small objects behind a proxy that delays each request by 20 ms, read for many
     // epochs: the server is slower than its trainer.
-    let s3 = S3Server::start();
-    s3.create_bucket("training");
-    let objects = tempfile::tempdir().unwrap();
-    for f in 0..200 {
-        write_file(objects.path(), &format!("part-{f:03}.txt"), format!("object line {f}\n").as_bytes());
-    }
-    s3.upload_dir("training", "slow", objects.path());
+    let s3 = one_line_objects("training", "slow", 200);
     let starved = write_spec(
         data.path(),
         "starved.json",

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use readerd_tests::s3::{FaultProxy, S3Server};
+use readerd_tests::s3::{FaultProxy, one_line_objects};
 use readerd_tests::{ServerProcess, binary, free_address, http_get, scrape_metrics, write_file};
 use serde_json::Value;
 
@@ -112,15 +112,10 @@ fn a_trainer_slower_than_the_server_is_not_input_bound() {
 
 #[test]
 fn a_server_slowed_by_its_object_store_makes_its_trainer_input_bound_reading_first() {
-    let s3 = S3Server::start();
-    s3.create_bucket("training");
-    let files = tempfile::tempdir().unwrap();
     // Many small objects, a line each: a GET per element (three in flight: the
     // pipeline prefetches the next files).
-    for f in 0..600 {
-        write_file(files.path(), &format!("part-{f:03}.txt"), format!("line {f}\n").as_bytes());
-    }
-    s3.upload_dir("training", "slow", files.path());
+    let s3 = one_line_objects("training", "slow", 600);
+    let files = tempfile::tempdir().unwrap();
     let spec = files.path().join("spec.json");
     std::fs::write(&spec, r#"{"source": {"files": ["part-*.txt"], "format": "TEXT_LINE"}}"#).unwrap();
     // Every request to the object store takes 20 ms more.

@@ -108,6 +108,9 @@ def main():
             print("the cluster page shows:", driver.find_element(By.TAG_NAME, "body").text, file=sys.stderr)
             raise
         epochs = wait_for("the job's splits", lambda: driver.find_elements(By.CSS_SELECTOR, "tr.epoch"))
+        for row in driver.find_elements(By.CSS_SELECTOR, "tr.replica"):
+            cells = [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            assert cells[3].startswith("alive, ") and cells[3].endswith(" s ago"), f"a replica's heartbeat: {cells}"
         print("cluster: replicas", len(driver.find_elements(By.CSS_SELECTOR, "tr.replica")), "epochs", len(epochs))
         driver.save_screenshot(args.cluster_screenshot)
     finally:

@@ -79,11 +79,12 @@ pub async fn stats(mut client: Client, container: &str, shared_name: &str) -> an
     // Served by replicas: the job on each of them, as the split ledger has it.
     for replica in stats.replicas {
         println!(
-            "replica {} at {}{}: splits leased {} elements in flight {} consumers {}",
+            "replica {} at {}{}: splits leased {} done {} elements in flight {} consumers {}",
             replica.replica_id,
             replica.address,
             if replica.alive { "" } else { " (no heartbeat)" },
             replica.splits_leased,
+            replica.splits_done,
             replica.elements_in_flight,
             replica.consumers
         );

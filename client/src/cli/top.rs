@@ -113,11 +113,13 @@ fn render(addr: &str, status: &Value, files_seen: &mut HashMap<String, (Instant,
     for replica in status["replicas"].as_array().map(Vec::as_slice).unwrap_or_default() {
         let _ = writeln!(
             out,
-            "replica {} at {}: {}  splits leased {}  consumers {}",
+            "replica {} at {}: {} (heartbeat {:.1} s ago)  splits leased {} done {}  consumers {}",
             replica["id"].as_str().unwrap_or(""),
             replica["address"].as_str().unwrap_or(""),
-            if replica["alive"].as_bool().unwrap_or(false) { "alive" } else { "no heartbeat" },
+            if replica["alive"].as_bool().unwrap_or(false) { "alive" } else { "silent" },
+            replica["heartbeatAgeSeconds"].as_f64().unwrap_or(f64::NAN),
             replica["splitsLeased"],
+            replica["splitsDone"],
             replica["consumers"]
         );
     }

@@ -356,6 +356,8 @@ impl pb::data_service_server::DataService for DataService {
                     splits_leased: replica.splits_leased as i64,
                     elements_in_flight: replica.elements_in_flight as i64,
                     consumers: replica.consumers as i64,
+                    splits_done: replica.splits_done as i64,
+                    heartbeat_age_seconds: replica.heartbeat_age,
                 })
                 .collect();
         }

@@ -102,7 +102,11 @@ pub struct ReplicaStatus {
     pub id: String,
     pub address: String,
     pub alive: bool,
+    /// Seconds since its last heartbeat.
+    pub heartbeat_age_seconds: f64,
     pub splits_leased: u64,
+    /// Splits of the job it read and had acknowledged in full, over all epochs.
+    pub splits_done: u64,
     pub consumers: u64,
     pub elements_in_flight: u64,
 }
@@ -244,7 +248,9 @@ fn job_replicas(watched: &Watched, job: &crate::cluster::JobFeed) -> Vec<Replica
             id: replica.replica,
             address: replica.address,
             alive: replica.alive,
+            heartbeat_age_seconds: replica.heartbeat_age,
             splits_leased: replica.splits_leased,
+            splits_done: replica.splits_done,
             consumers: replica.consumers,
             elements_in_flight: replica.elements_in_flight,
         })

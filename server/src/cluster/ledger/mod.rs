@@ -144,7 +144,7 @@ pub struct EpochSelection {
 }
 
 /// What the ledger knows of one replica serving a job.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplicaReport {
     pub replica: String,
     pub address: String,
@@ -153,6 +153,10 @@ pub struct ReplicaReport {
     /// As the replica last reported them.
     pub elements_in_flight: u64,
     pub consumers: u64,
+    /// Splits of the job it read and had acknowledged in full (all epochs).
+    pub splits_done: u64,
+    /// Seconds since its last heartbeat.
+    pub heartbeat_age: f64,
 }
 
 /// How long leases last and how long a dead replica's consumers may take to come back.

@@ -221,8 +221,8 @@ impl EpochProgress {
 }
 
 impl ReplicaReport {
-    /// A row of `id, address, alive, splits leased, in flight, consumers`
-    /// (`queries::REPLICA_REPORTS`).
+    /// A row of `id, address, alive, splits leased, in flight, consumers, splits done,
+    /// heartbeat age` (`queries::REPLICA_REPORTS`).
     pub(in crate::cluster) fn from_row(row: &Row) -> Result<Self, OutOfRange> {
         Ok(Self {
             replica: row.get(0),
@@ -231,6 +231,8 @@ impl ReplicaReport {
             splits_leased: int8(row, 3, "split count")?,
             elements_in_flight: int8(row, 4, "elements in flight")?,
             consumers: int4(row, 5, "consumers")?,
+            splits_done: int8(row, 6, "split count")?,
+            heartbeat_age: row.get::<_, Option<f64>>(7).unwrap_or(f64::INFINITY),
         })
     }
 }

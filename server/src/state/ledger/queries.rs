@@ -45,13 +45,16 @@ pub const LIVE_REPLICAS: &str = "SELECT id, address FROM readerd_replicas
 
 /// Every replica that reported on job `$1` or holds an unfinished split of it, by id: `id,
 /// address, alive` (a heartbeat within a lease time, `$2`, of now, `$3`), `splits leased,
-/// in flight, consumers`.
+/// in flight, consumers, splits done, seconds since its heartbeat`.
 pub const REPLICA_REPORTS: &str = "SELECT replica.id, replica.address,
             replica.heartbeat_at > coalesce($3::timestamptz, now()) - make_interval(secs => $2),
             (SELECT count(*) FROM readerd_splits AS split
              WHERE split.job = $1 AND split.owner = replica.id AND NOT split.done
                AND split.lease_expires > coalesce($3::timestamptz, now())),
-            coalesce(report.in_flight, 0), coalesce(report.consumers, 0)
+            coalesce(report.in_flight, 0), coalesce(report.consumers, 0),
+            (SELECT count(*) FROM readerd_splits AS split
+             WHERE split.job = $1 AND split.owner = replica.id AND split.done),
+            extract(epoch FROM coalesce($3::timestamptz, now()) - replica.heartbeat_at)::float8
      FROM readerd_replicas AS replica
      LEFT JOIN readerd_job_replicas AS report ON report.job = $1 AND report.replica = replica.id
      WHERE report.replica IS NOT NULL OR EXISTS (

@@ -67,6 +67,15 @@ impl ConsumerClock {
         }
     }
 
+    /// The trainer spent `elapsed` in a call of the client between `next()` calls (an
+    /// acknowledgement it asked for): waiting on the data service, not its own step.
+    pub fn waited_in_call(&mut self, elapsed: Duration) {
+        self.wait += elapsed;
+        if let Some(returned) = &mut self.returned {
+            *returned += elapsed;
+        }
+    }
+
     /// The time since the last report, once [`REPORT_EVERY`] passed (and the trainer
     /// took an element or waited since).
     pub fn report_due(&mut self) -> Option<pb::ConsumerTime> {

@@ -110,10 +110,16 @@ impl ReaderStream {
     /// stream that ended there (NOT_FOUND) is no failure: the server redelivers what was
     /// not acknowledged, and the stream still ends with its own error or end.
     pub async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
-        match &mut self.on {
+        let started = std::time::Instant::now();
+        let acknowledged = match &mut self.on {
+            // A private reader's elements are nobody else's: there is nothing to settle.
+            On::One(stream) if !stream.is_shared() && !commit => Ok(()),
             On::One(stream) => acknowledge_one(stream, commit).await,
             On::Replicas(session) => session.acknowledge_with(commit).await,
-        }
+        };
+        // Time on the data service, not the trainer's own step.
+        self.clock.waited_in_call(started.elapsed());
+        acknowledged
     }
 
     /// Commits a checkpoint covering every element returned and returns its token; on

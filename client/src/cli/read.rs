@@ -107,9 +107,6 @@ pub async fn read(
             Output::Text => writeln!(stdout, "{}", describe(&element))?,
         }
         stdout.flush()?;
-        if let Some(step) = step {
-            tokio::time::sleep(step).await;
-        }
         received += 1;
         progress.add(element.keys.len() as u64);
         // Printed: it is this process's now (a shared reader delivers it to nobody else).
@@ -127,6 +124,11 @@ pub async fn read(
         }
         if done {
             return Ok(ExitCode::SUCCESS);
+        }
+        // The trainer's step, after the element is acknowledged (a consumer killed in it
+        // leaves nothing it printed to be delivered again).
+        if let Some(step) = step {
+            tokio::time::sleep(step).await;
         }
     }
 }

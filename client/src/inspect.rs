@@ -16,6 +16,8 @@ pub enum FileFormat {
     Tfrecord,
     Text,
     Fixed,
+    /// Its footer: schema, row groups, the spec that reads it (`crate::inspect_parquet`).
+    Parquet,
 }
 
 impl FileFormat {
@@ -23,6 +25,7 @@ impl FileFormat {
     pub fn of(path: &std::path::Path) -> Self {
         match path.extension().and_then(|e| e.to_str()) {
             Some("tfrecord" | "tfrecords" | "tfr") => FileFormat::Tfrecord,
+            Some("parquet" | "parq") => FileFormat::Parquet,
             _ => FileFormat::Text,
         }
     }
@@ -117,6 +120,10 @@ pub fn for_each_record_in(
                 each(format!("{name}:{number}"), std::mem::take(&mut line))?;
                 count += 1;
             }
+        }
+        FileFormat::Parquet => {
+            let message = "a Parquet file has rows, not records: inspect describes it (crate::inspect_parquet)";
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, message));
         }
         FileFormat::Fixed => {
             if record_bytes == 0 {

@@ -40,6 +40,7 @@ pub mod convert;
 pub mod demo;
 pub mod echo;
 pub mod inspect;
+pub mod inspect_parquet;
 pub mod json;
 #[cfg(feature = "object-store")]
 pub mod object_url;

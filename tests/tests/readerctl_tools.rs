@@ -350,3 +350,58 @@ fn convert_reads_and_writes_s3_urls(s3: &readerd_tests::s3::S3Server, env: &[(St
     run_env(env, &["convert", "--quiet", input.to_str().unwrap(), "--output", "s3://tools/out/again.tfrecord"]);
     assert!(s3.get(BUCKET, "out/again.tfrecord").unwrap() == converted);
 }
+
+/// `inspect` of a Parquet file written by pyarrow: its rows, row groups and compression,
+/// the tensor each column becomes (a column readerd cannot serve named with why), and the
+/// spec that reads it; a file cut short is an error naming it.
+#[test]
+fn inspect_describes_a_parquet_file_from_its_footer() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rows.parquet");
+    let write = r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+t = pa.table({
+    "id": pa.array(range(10), pa.int64()),
+    "emb": pa.array([[float(i)] * 4 for i in range(10)], pa.list_(pa.float32(), 4)),
+    "tokens": pa.array([[i] * (i % 3) for i in range(10)], pa.list_(pa.int64())),
+    "name": pa.array([f"n{i}" for i in range(10)]).dictionary_encode(),
+    "big": pa.array(range(10), pa.uint64()),
+})
+pq.write_table(t, sys.argv[1], row_group_size=4, compression="snappy")
+"#;
+    let written = std::process::Command::new("python3").args(["-c", write, file.to_str().unwrap()]).output().unwrap();
+    assert!(written.status.success(), "pyarrow: {}", String::from_utf8_lossy(&written.stderr));
+    let described = &lines(&run(&["inspect", file.to_str().unwrap()]).stdout)[0];
+    assert_eq!(described["rows"], 10);
+    let groups: Vec<i64> =
+        described["rowGroups"].as_array().unwrap().iter().map(|g| g["rows"].as_i64().unwrap()).collect();
+    assert_eq!(groups, [4, 4, 2]);
+    assert_eq!(described["rowGroups"][0]["columns"][0]["compression"], "SNAPPY");
+    let column =
+        |name: &str| described["columns"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
+    assert_eq!((column("id")["dtype"].clone(), column("id")["shape"].clone()), ("INT64".into(), serde_json::json!([])));
+    assert_eq!(column("emb")["shape"], serde_json::json!([4]));
+    assert_eq!(
+        (column("tokens")["shape"].clone(), column("tokens")["raggedRank"].clone()),
+        (serde_json::json!([-1]), 1.into())
+    );
+    assert_eq!(column("name")["dtype"], "STRING", "a dictionary column is its values'");
+    assert!(column("big")["unsupported"].as_str().unwrap().contains("UInt64"));
+    let spec = &described["spec"];
+    assert_eq!(spec["source"], serde_json::json!({"files": ["rows.parquet"], "format": "PARQUET"}));
+    let names: Vec<&str> =
+        spec["decoder"]["columns"]["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["id", "emb", "tokens", "name"], "the column readerd cannot serve is left out");
+
+    // A footer cut short names the file.
+    let bytes = std::fs::read(&file).unwrap();
+    let cut = dir.path().join("cut.parquet");
+    std::fs::write(&cut, &bytes[..bytes.len() - 20]).unwrap();
+    let failed = readerctl("http://127.0.0.1:9", &["inspect", cut.to_str().unwrap()]);
+    assert!(!failed.status.success());
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("cut.parquet"),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+}

@@ -28,6 +28,18 @@ pub async fn inspect(
         Some(url) => Some(remote::read_all(url).await?),
         None => None,
     };
+    if format == FileFormat::Parquet {
+        let name = file_name(file);
+        let described = match fetched {
+            Some(bytes) => readerd_client::inspect_parquet::describe(&name, bytes),
+            None => std::fs::File::open(file)
+                .map_err(parquet::errors::ParquetError::from)
+                .and_then(|opened| readerd_client::inspect_parquet::describe(&name, opened)),
+        };
+        let described = described.map_err(|err| anyhow::anyhow!("{}: {err}", remote::shown(file)))?;
+        println!("{described}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut stdout = std::io::stdout().lock();
     let mut each = |key: String, record: Vec<u8>| writeln!(stdout, "{}", record_json(&key, &record, as_example));
     let done = match &fetched {

@@ -337,15 +337,21 @@ impl ReplicaSession {
         self.acknowledge_with(true).await
     }
 
-    /// Reports the trainer's time (`crate::consumer_clock`) with the acknowledgements of
-    /// the next round, to each replica acknowledged then.
+    /// Reports the trainer's time (`crate::consumer_clock`) with the next acknowledgement
+    /// sent to a replica; a report not sent yet is added to.
     pub fn report_time(&mut self, time: pb::ConsumerTime) {
-        self.time_to_report = Some(time);
+        self.time_to_report = Some(match self.time_to_report.take() {
+            Some(unsent) => pb::ConsumerTime {
+                wait_us: unsent.wait_us.saturating_add(time.wait_us),
+                step_us: unsent.step_us.saturating_add(time.step_us),
+                elements: unsent.elements.saturating_add(time.elements),
+            },
+            None => time,
+        });
     }
 
     /// [`acknowledge`](Self::acknowledge), or [`close`](Self::close) with `commit`.
     pub async fn acknowledge_with(&mut self, commit: bool) -> Result<(), StreamError> {
-        let mut reported = false;
         for i in 0..self.replicas.len() {
             let now = Instant::now();
             let replica = &mut self.replicas[i];
@@ -373,10 +379,6 @@ impl ReplicaSession {
                 continue;
             }
             self.send_acknowledgement(i, up_to, commit).await?;
-            reported = true;
-        }
-        if reported {
-            self.time_to_report = None;
         }
         Ok(())
     }
@@ -404,7 +406,8 @@ impl ReplicaSession {
             stream_id: replica.stream_id.clone(),
             up_to_seq: up_to,
             commit,
-            consumer_time: self.time_to_report,
+            // The trainer's time goes to one replica, once.
+            consumer_time: self.time_to_report.take(),
             ..Default::default()
         };
         // A commit waits for a ledger that is down (up to the server's outage limit).

@@ -125,10 +125,14 @@ impl ReaderStream {
     /// Commits a checkpoint covering every element returned and returns its token; on
     /// replicas, the whole job's (resumable on any number of replicas and consumers).
     pub async fn checkpoint(&mut self) -> Result<String, StreamError> {
-        match &mut self.on {
+        let started = std::time::Instant::now();
+        let token = match &mut self.on {
             On::One(stream) => stream.checkpoint().await,
             On::Replicas(session) => session.checkpoint().await,
-        }
+        };
+        // Time on the data service, not the trainer's own step.
+        self.clock.waited_in_call(started.elapsed());
+        token
     }
 
     /// The newest checkpoint (automatic or asked for) and the last element it covers.

@@ -208,13 +208,10 @@ fn render_watch(out: &mut String, readers: &[(String, String, std::sync::Arc<cra
         "# HELP readerd_reader_replicas_recommended {help}\n# TYPE readerd_reader_replicas_recommended gauge"
     );
     for (container, shared_name, reader) in readers {
-        if let Ok(recommended) = reader.replicas_recommended() {
-            let _ = writeln!(
-                out,
-                "readerd_reader_replicas_recommended{{{}}} {recommended}",
-                labels(container, shared_name)
-            );
-        }
+        // From the job as the status last saw it: a scrape asks the ledger nothing.
+        let recommended = crate::watch::replicas_recommended(reader.replicas_serving(), reader.input_bound());
+        let labels = labels(container, shared_name);
+        let _ = writeln!(out, "readerd_reader_replicas_recommended{{{labels}}} {recommended}");
     }
     let _ = writeln!(
         out,

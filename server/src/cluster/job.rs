@@ -30,7 +30,7 @@ pub type Usage = Box<dyn Fn() -> (u64, u64) + Send + Sync>;
 pub type OnStopped = Box<dyn Fn() + Send + Sync>;
 
 pub struct JobFeed {
-    ledger: Arc<Ledger>,
+    pub(super) ledger: Arc<Ledger>,
     job: Job,
     lease_time: Duration,
     order: EpochOrder,
@@ -51,6 +51,8 @@ pub struct JobFeed {
     /// `acknowledge` calls so far, and how many of the first of them are committed.
     tickets: std::sync::atomic::AtomicU64,
     committed_tickets: std::sync::atomic::AtomicU64,
+    /// The job as the ledger last showed it to the status ([`JobFeed::refresh_view`]).
+    pub(super) view: Mutex<Option<Arc<super::job_view::JobView>>>,
 }
 
 struct FeedState {
@@ -156,6 +158,7 @@ impl JobFeed {
             sessions: Mutex::default(),
             tickets: Default::default(),
             committed_tickets: Default::default(),
+            view: Mutex::default(),
         }
     }
 
@@ -297,11 +300,6 @@ impl JobFeed {
     pub fn replica_reports(&self) -> Result<Vec<super::ReplicaReport>, LedgerError> {
         self.report()?;
         self.ledger.replica_reports(self.job)
-    }
-
-    /// The job's splits per epoch: `(epoch, progress)`, over every replica.
-    pub fn epoch_progress(&self) -> Result<Vec<(u64, super::EpochProgress)>, LedgerError> {
-        self.ledger.job_epochs(self.job)
     }
 
     /// The job's selection counts per epoch, over every replica (`skip`, `take`).

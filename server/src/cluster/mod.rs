@@ -101,6 +101,8 @@
 //! **Stats.** With each renewal a replica reports, per job, its elements in flight and
 //! its consumers (`readerd_job_replicas`); `GetReaderStats` on any replica lists every
 //! replica of the job with those and the splits it holds (`Ledger::replica_reports`).
+//! The status page reads a job's replicas and epochs from its view (`job_view.rs`), which
+//! the status listener refreshes every 5 s: no status request asks the ledger.
 //!
 //! **Fencing.** A replica delivers a job's elements only while every lease it holds is
 //! surely its own: until its last renewal that got through (or the feed's creation)
@@ -118,6 +120,7 @@
 
 pub mod job;
 pub mod job_ledger;
+pub mod job_view;
 pub mod ledger;
 pub mod mix_feed;
 pub mod replica;

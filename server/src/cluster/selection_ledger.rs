@@ -88,8 +88,8 @@ impl LedgerNames {
     }
 
     /// How many of the records `granted` names were never acknowledged (none of their
-    /// examples, for a job that unbatches) in `acked`: their places in `take` are
-    /// outstanding.
+    /// examples, nor, for a taken record that gave none, its tombstone: a job that
+    /// unbatches) in `acked`: their places in `take` are outstanding.
     pub(super) fn outstanding(self, granted: &RecordSet, acked: &RecordSet) -> u64 {
         match self {
             Self::Records => granted.count_not_in(acked),
@@ -98,7 +98,7 @@ impl LedgerNames {
                 .ranges()
                 .iter()
                 .flat_map(|&(start, end)| (start.next_multiple_of(EXAMPLE_SPAN)..end).step_by(EXAMPLE_SPAN as usize))
-                .filter(|&grant| !self.delivered(grant, acked))
+                .filter(|&grant| !acked.overlaps(grant, grant.saturating_add(EXAMPLE_SPAN)))
                 .count() as u64,
         }
     }

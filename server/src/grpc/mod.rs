@@ -333,11 +333,12 @@ impl pb::data_service_server::DataService for DataService {
         let reader = self.registry.get(&container, &shared_name)?;
         let mut stats = stats_to_pb(reader.stats());
         stats.input_bound = reader.input_bound();
-        let recommending = reader.clone();
-        stats.replicas_recommended = self.blocking(move |_| recommending.replicas_recommended()).await? as i64;
+        stats.replicas_recommended = crate::watch::replicas_recommended(1, stats.input_bound) as i64;
         if let Some(job) = reader.cluster_job().cloned() {
             let (replicas, selections) =
                 self.blocking(move |_| Ok((job.replica_reports()?, job.selection_counts()?))).await?;
+            let serving = replicas.iter().filter(|replica| replica.alive).count() as u64;
+            stats.replicas_recommended = crate::watch::replicas_recommended(serving, stats.input_bound) as i64;
             stats.selections = selections
                 .into_iter()
                 .map(|selection| pb::SelectionStats {

@@ -281,6 +281,15 @@ impl RecordPipeline {
         order
     }
 
+    /// How many files [`RecordPipeline::epoch_order`] gives an epoch, without making it.
+    fn epoch_file_count(files: usize, config: &PipelineConfig) -> u64 {
+        match config.shard.filter(|shard| files >= shard.count) {
+            // The files `i` with `i % count == index`.
+            Some(shard) => files.saturating_sub(shard.index).div_ceil(shard.count) as u64,
+            None => files as u64,
+        }
+    }
+
     fn epoch_interleave(
         files: &Arc<[DataFile]>,
         source: &Arc<SourceConfig>,
@@ -423,7 +432,7 @@ impl RecordPipeline {
             epoch: self.epoch,
             epochs: self.config.num_epochs,
             files_done: self.interleave.files_completed(),
-            files: plain.then(|| Self::epoch_order(self.files.len(), &self.config, self.epoch).len() as u64),
+            files: plain.then(|| Self::epoch_file_count(self.files.len(), &self.config)),
         }
     }
 
@@ -578,6 +587,18 @@ impl RecordPipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_epochs_file_count_is_its_orders_length() {
+        for files in 0..12 {
+            for shard in [None, Some((3, 0)), Some((3, 2)), Some((5, 4)), Some((20, 1))] {
+                let shard = shard.map(|(count, index)| Shard { count, index });
+                let config = PipelineConfig { shard, shuffle_files: true, ..PipelineConfig::default() };
+                let order = RecordPipeline::epoch_order(files, &config, 1);
+                assert_eq!(RecordPipeline::epoch_file_count(files, &config), order.len() as u64, "{files} {shard:?}");
+            }
+        }
+    }
     use crate::format::FormatConfig;
     use crate::format::tfrecord::write_record;
     use crate::source::DataRoots;

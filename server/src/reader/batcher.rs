@@ -165,11 +165,10 @@ mod tests {
         }
     }
 
-    fn batches(
-        source: &mut Counting,
-        size: usize,
-        drop_remainder: bool,
-    ) -> (Vec<(u64, Vec<u32>)>, Vec<Vec<u32>>, Taken) {
+    /// The batches taken (numbered), those dropped, and how the taking ended.
+    type Batched = (Vec<(u64, Vec<u32>)>, Vec<Vec<u32>>, Taken);
+
+    fn batches(source: &mut Counting, size: usize, drop_remainder: bool) -> Batched {
         let rule = BatchRule { size, drop_remainder, max_element_bytes: usize::MAX };
         let (mut kept, mut dropped) = (Vec::new(), Vec::new());
         let taken = take_batches(

@@ -297,15 +297,11 @@ impl Reader {
         together.input_bound()
     }
 
-    /// How many replicas its job needs for its consumers to wait little
-    /// (`crate::watch::replicas_recommended`), from the live replicas serving it
-    /// (blocking: asks the ledger), or 1 on a single server.
-    pub fn replicas_recommended(&self) -> Result<u64> {
-        let serving = match self.cluster_job() {
-            Some(job) => job.replica_reports()?.iter().filter(|replica| replica.alive).count() as u64,
-            None => 1,
-        };
-        Ok(crate::watch::replicas_recommended(serving, self.input_bound()))
+    /// The servers serving it: the live replicas of its job as the status last saw them
+    /// (`JobFeed::view`; 1 before that), or 1 on a single server. Asks nothing.
+    pub fn replicas_serving(&self) -> u64 {
+        let view = self.cluster_job().and_then(|job| job.view());
+        view.map_or(1, |view| view.replicas.iter().filter(|replica| replica.alive).count() as u64)
     }
 
     pub fn cluster_job(&self) -> Option<&Arc<crate::cluster::JobFeed>> {

@@ -29,6 +29,9 @@ const PAGE: &str = include_str!("page.html");
 const COOKIE: &str = "readerd_token";
 /// A login form's body is a token and its name.
 const MOST_LOGIN_BYTES: usize = 4096;
+/// Connections served at once; more are closed at once (pages poll every 2 s, scrapers
+/// every few seconds).
+const MOST_CONNECTIONS: usize = 64;
 
 /// What the listener serves from.
 pub struct Watch {
@@ -42,10 +45,16 @@ pub struct Watch {
 /// [`SAMPLE_EVERY`].
 pub async fn serve(listener: TcpListener, watch: Arc<Watch>) {
     tokio::spawn(sample_history(watch.clone()));
+    let connections = Arc::new(tokio::sync::Semaphore::new(MOST_CONNECTIONS));
     loop {
         let Ok((socket, _)) = listener.accept().await else { continue };
+        let Ok(connection) = connections.clone().try_acquire_owned() else {
+            tracing::debug!("watch listener: too many connections, one closed");
+            continue;
+        };
         let watch = watch.clone();
         tokio::spawn(async move {
+            let _connection = connection;
             let service = hyper::service::service_fn(move |request| answer(watch.clone(), request));
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -58,8 +67,9 @@ pub async fn serve(listener: TcpListener, watch: Arc<Watch>) {
     }
 }
 
-/// Every [`SAMPLE_EVERY`], a point of every reader's history (blocking: gathering asks
-/// the ledger of a cluster's readers).
+/// Every [`SAMPLE_EVERY`], a point of every reader's history, and each cluster job's view
+/// of the ledger refreshed (blocking: one ledger query of each job's replicas and one of
+/// its epochs).
 async fn sample_history(watch: Arc<Watch>) {
     let mut ticks = tokio::time::interval(SAMPLE_EVERY);
     loop {
@@ -67,6 +77,11 @@ async fn sample_history(watch: Arc<Watch>) {
         let watch = watch.clone();
         let sampled = tokio::task::spawn_blocking(move || {
             let readers = watched(&watch.registry, &watch.streams, &|_| true);
+            for job in readers.iter().filter_map(|watched| watched.reader.cluster_job()) {
+                if let Err(err) = job.refresh_view() {
+                    tracing::debug!(error = %err, "the status keeps the job's last view of the ledger");
+                }
+            }
             let input_bound = readers.iter().map(|watched| {
                 let status = watched.reader.input_bound();
                 (watched.reader.clone(), status)

@@ -2,8 +2,9 @@
 //! show it: every reader this server holds (shared readers by name, private ones by
 //! stream), its consumers and where their time goes (`crate::watch`), its stages, the
 //! memory budget, and on a cluster the replicas and splits of each job. Built on demand
-//! from the registry and the open streams ([`Status::gather`], blocking on a cluster: the
-//! ledger is asked), plus the history's points.
+//! from the registry and the open streams ([`Status::gather`]), the history's points and
+//! each job's view of the ledger, which the listener's task refreshes every 5 s
+//! (`JobFeed::refresh_view`): no request asks PostgreSQL anything.
 //!
 //! - [`history`]: the last 15 minutes of each reader, a point every 5 s.
 //! - [`http`]: the listener of `--metrics-listen`: `/metrics`, `/status.json`, and `/`,
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::checkpoint::Streams;
+use crate::cluster::job_view::JobView;
 use crate::reader::Reader;
 use crate::registry::ReaderRegistry;
 use crate::watch::consumer_time::TimeSpent;
@@ -147,16 +149,18 @@ pub fn watched(registry: &ReaderRegistry, streams: &Streams, visible: &dyn Fn(&s
 }
 
 impl Status {
-    /// The status of `readers` (blocking: asks the ledger of those served by replicas).
+    /// The status of `readers` (blocking: takes their locks; asks the ledger nothing).
     pub fn gather(readers: &[Watched], history: &history::History) -> Status {
         let mut replicas = Vec::new();
         let readers = readers
             .iter()
             .map(|watched| {
                 let mut status = reader_status(watched, history);
-                if let Some(job) = watched.reader.cluster_job() {
-                    status.epochs = job_epochs(job);
-                    let serving = job_replicas(watched, job);
+                // The job as the listener's task last asked the ledger (`JobFeed::view`):
+                // a status request asks nothing.
+                if let Some(view) = watched.reader.cluster_job().and_then(|job| job.view()) {
+                    status.epochs = job_epochs(&view);
+                    let serving = job_replicas(watched, &view);
                     status.replicas = serving.iter().filter(|replica| replica.alive).count() as u64;
                     replicas.extend(serving);
                 }
@@ -223,13 +227,12 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
     }
 }
 
-/// A job's splits per epoch (a ledger that does not answer: none).
-fn job_epochs(job: &crate::cluster::JobFeed) -> Vec<EpochStatus> {
-    job.epoch_progress()
-        .unwrap_or_default()
-        .into_iter()
+/// A job's splits per epoch.
+fn job_epochs(view: &JobView) -> Vec<EpochStatus> {
+    view.epochs
+        .iter()
         .map(|(epoch, progress)| EpochStatus {
-            epoch,
+            epoch: *epoch,
             splits: progress.splits,
             leased: progress.leased,
             done: progress.done,
@@ -238,15 +241,14 @@ fn job_epochs(job: &crate::cluster::JobFeed) -> Vec<EpochStatus> {
         .collect()
 }
 
-fn job_replicas(watched: &Watched, job: &crate::cluster::JobFeed) -> Vec<ReplicaStatus> {
-    job.replica_reports()
-        .unwrap_or_default()
-        .into_iter()
+fn job_replicas(watched: &Watched, view: &JobView) -> Vec<ReplicaStatus> {
+    view.replicas
+        .iter()
         .map(|replica| ReplicaStatus {
             container: watched.container.clone(),
             shared_name: watched.shared_name.clone(),
-            id: replica.replica,
-            address: replica.address,
+            id: replica.replica.clone(),
+            address: replica.address.clone(),
             alive: replica.alive,
             heartbeat_age_seconds: replica.heartbeat_age,
             splits_leased: replica.splits_leased,

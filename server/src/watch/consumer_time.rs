@@ -37,9 +37,9 @@ impl TimeSpent {
     }
 
     pub fn add(&mut self, other: &TimeSpent) {
-        self.wait += other.wait;
-        self.step += other.step;
-        self.elements += other.elements;
+        self.wait = self.wait.saturating_add(other.wait);
+        self.step = self.step.saturating_add(other.step);
+        self.elements = self.elements.saturating_add(other.elements);
     }
 
     /// Its wait over its wait and step (0: the data was always there; 1: the trainer only
@@ -56,18 +56,41 @@ impl TimeSpent {
     }
 }
 
+/// Most reports kept (a client reports about once a second).
+const MOST_REPORTS: usize = 64;
+
 /// A stream's reports, the last [`WINDOW`] of them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ConsumerTime {
+    /// When the stream opened, or last reported.
+    since: Mutex<Instant>,
     reports: Mutex<VecDeque<(Instant, TimeSpent)>>,
 }
 
+impl Default for ConsumerTime {
+    fn default() -> Self {
+        Self { since: Mutex::new(Instant::now()), reports: Mutex::default() }
+    }
+}
+
 impl ConsumerTime {
+    /// A client's report. It may claim no more time than passed since the stream opened
+    /// or last reported (a second's leeway): a client's numbers are not trusted further.
     pub fn report(&self, spent: TimeSpent) {
         let now = Instant::now();
+        let passed = std::mem::replace(&mut *self.since.lock_unpoisoned(), now).elapsed() + Duration::from_secs(1);
+        let claimed = spent.wait.saturating_add(spent.step);
+        let spent = if claimed > passed {
+            let scale = passed.as_secs_f64() / claimed.as_secs_f64();
+            TimeSpent { wait: spent.wait.mul_f64(scale), step: spent.step.mul_f64(scale), elements: spent.elements }
+        } else {
+            spent
+        };
         let mut reports = self.reports.lock_unpoisoned();
         reports.push_back((now, spent));
-        while reports.len() > 1 && reports.front().is_some_and(|(at, _)| now.duration_since(*at) > WINDOW) {
+        while reports.len() > MOST_REPORTS
+            || (reports.len() > 1 && reports.front().is_some_and(|(at, _)| now.duration_since(*at) > WINDOW))
+        {
             reports.pop_front();
         }
     }
@@ -102,5 +125,20 @@ mod tests {
         assert!((recent.input_bound().unwrap() - 0.2).abs() < 1e-9);
         assert!((recent.elements_per_second().unwrap() - 25.0).abs() < 1e-9);
         assert_eq!(spent(0, 0, 0).input_bound(), None);
+    }
+
+    #[test]
+    fn a_report_claiming_more_time_than_passed_is_scaled_down_to_it() {
+        let time = ConsumerTime::default();
+        // An hour claimed a moment after the stream opened: at most about a second counts,
+        // in the same shares.
+        time.report(spent(3_000_000, 600_000, 10));
+        let recent = time.recent().unwrap();
+        assert!(recent.wait + recent.step <= Duration::from_millis(1100), "{recent:?}");
+        assert!((recent.input_bound().unwrap() - 3.0 / 3.6).abs() < 1e-6);
+        // Sums saturate instead of overflowing.
+        let mut sum = TimeSpent { wait: Duration::MAX, ..TimeSpent::default() };
+        sum.add(&spent(1, 1, 1));
+        assert_eq!(sum.wait, Duration::MAX);
     }
 }

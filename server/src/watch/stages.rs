@@ -79,10 +79,8 @@ impl StageTimes {
     /// Runs `work` with this thread doing this reader's work: the [`counted`] spans in it
     /// count here.
     pub fn working_on_this_thread<T>(self: &Arc<Self>, work: impl FnOnce() -> T) -> T {
-        let outer = WORKING_FOR.replace(Some(self.clone()));
-        let result = work();
-        WORKING_FOR.set(outer);
-        result
+        let _restored = Restore::working_for(WORKING_FOR.replace(Some(self.clone())));
+        work()
     }
 }
 
@@ -91,6 +89,8 @@ thread_local! {
     static WORKING_FOR: RefCell<Option<Arc<StageTimes>>> = const { RefCell::new(None) };
     /// Inside a [`counted`] span: its reads' time, and its time blocked on other threads.
     static SPAN: Cell<Option<(Duration, Duration)>> = const { Cell::new(None) };
+    /// The figures of the span that just ended.
+    static SPAN_ENDED: Cell<(Duration, Duration)> = const { Cell::new((Duration::ZERO, Duration::ZERO)) };
 }
 
 /// The reader whose work this thread does, for a thread it starts to do it too.
@@ -108,13 +108,40 @@ pub fn counted<T>(take: impl FnOnce() -> T) -> T {
         return take();
     }
     SPAN.set(Some((Duration::ZERO, Duration::ZERO)));
+    let span = Restore::Span;
     let started = Instant::now();
     let result = take();
     let took = started.elapsed();
-    let (read, waited) = SPAN.replace(None).unwrap_or_default();
+    drop(span);
+    let (read, waited) = SPAN_ENDED.take();
     times.add(Stage::Reading, read);
     times.add(Stage::Framing, took.saturating_sub(read).saturating_sub(waited));
     result
+}
+
+/// Puts this thread's figures back as they were when the work or span it guards ends,
+/// however it ends: a panic caught further up (a decoder's) leaves the thread, which a
+/// pool reuses, counting for nobody.
+enum Restore {
+    /// The reader the thread worked for before.
+    WorkingFor(Option<Arc<StageTimes>>),
+    /// A span: it ends (its figures kept in `SPAN_ENDED` for the caller).
+    Span,
+}
+
+impl Restore {
+    fn working_for(outer: Option<Arc<StageTimes>>) -> Self {
+        Restore::WorkingFor(outer)
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        match self {
+            Restore::WorkingFor(outer) => WORKING_FOR.set(outer.take()),
+            Restore::Span => SPAN_ENDED.set(SPAN.replace(None).unwrap_or_default()),
+        }
+    }
 }
 
 /// Runs `wait` (blocking on records another thread reads, which counts its own time),
@@ -189,5 +216,19 @@ mod tests {
         let mut buf = [0u8; 1];
         bytes.read_exact(&mut buf).unwrap();
         assert_eq!(times.seconds()[0].1, reading);
+    }
+
+    #[test]
+    fn a_panic_inside_a_span_leaves_the_thread_counting_for_nobody() {
+        let times = Arc::new(StageTimes::default());
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            times.working_on_this_thread(|| counted(|| panic!("a decoder's bug")))
+        }));
+        assert!(panicked.is_err());
+        assert!(current().is_none() && SPAN.get().is_none(), "the thread's figures put back");
+        // The next reader's span on this thread counts, and for it alone.
+        let next = Arc::new(StageTimes::default());
+        next.working_on_this_thread(|| counted(|| std::thread::sleep(Duration::from_millis(5))));
+        assert!(next.seconds()[1].1 > 0.0 && times.seconds()[1].1 == 0.0);
     }
 }

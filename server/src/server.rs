@@ -79,8 +79,7 @@ pub async fn run(
     }
     if let Some(listener) = metrics {
         tracing::info!(addr = %listener.local_addr()?, "status at /, /status.json and /metrics");
-        let history = crate::status::history::History::default();
-        let watch = crate::status::http::Watch { registry: registry.clone(), streams, policy, history };
+        let watch = crate::status::http::Watch::new(registry.clone(), streams, policy);
         tokio::spawn(crate::status::http::serve(listener, std::sync::Arc::new(watch)));
     }
     let on_shutdown = drain_on(shutdown, health, drain.clone());

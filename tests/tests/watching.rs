@@ -215,6 +215,11 @@ fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() 
     let (code, body) = http_get(&metrics_addr, "/status.json", &[("cookie", cookie)]);
     assert_eq!(code, 200, "{body}");
     assert_eq!(containers(&serde_json::from_str(&body).unwrap()), ["b"]);
+    // Tokens are not guessed online: past 5 attempts a second, an address is told to wait.
+    let guesses: Vec<u16> = (0..20)
+        .map(|i| readerd_tests::http_call(&metrics_addr, "POST", "/login", &form, &format!("token=guess-{i:020}")).0)
+        .collect();
+    assert!(guesses.contains(&429) && guesses.iter().all(|code| [401, 429].contains(code)), "{guesses:?}");
 }
 
 /// `tmux capture-pane` of session `session`: what its terminal shows now.

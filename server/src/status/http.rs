@@ -33,12 +33,24 @@ const MOST_LOGIN_BYTES: usize = 4096;
 /// every few seconds).
 const MOST_CONNECTIONS: usize = 64;
 
+/// Login attempts a client address may make a second (a token is not guessed online).
+const LOGINS_PER_SECOND: u32 = 5;
+
 /// What the listener serves from.
 pub struct Watch {
     pub registry: ReaderRegistry,
     pub streams: Arc<Streams>,
     pub policy: Arc<AccessPolicy>,
     pub history: History,
+    /// Login attempts, by client address.
+    pub logins: crate::limits::RateLimiter,
+}
+
+impl Watch {
+    pub fn new(registry: ReaderRegistry, streams: Arc<Streams>, policy: Arc<AccessPolicy>) -> Self {
+        let logins = crate::limits::RateLimiter::new(LOGINS_PER_SECOND);
+        Self { registry, streams, policy, history: History::default(), logins }
+    }
 }
 
 /// Serves the watch listener until the process ends, and samples the history every
@@ -47,7 +59,7 @@ pub async fn serve(listener: TcpListener, watch: Arc<Watch>) {
     tokio::spawn(sample_history(watch.clone()));
     let connections = Arc::new(tokio::sync::Semaphore::new(MOST_CONNECTIONS));
     loop {
-        let Ok((socket, _)) = listener.accept().await else { continue };
+        let Ok((socket, peer)) = listener.accept().await else { continue };
         let Ok(connection) = connections.clone().try_acquire_owned() else {
             tracing::debug!("watch listener: too many connections, one closed");
             continue;
@@ -55,7 +67,7 @@ pub async fn serve(listener: TcpListener, watch: Arc<Watch>) {
         let watch = watch.clone();
         tokio::spawn(async move {
             let _connection = connection;
-            let service = hyper::service::service_fn(move |request| answer(watch.clone(), request));
+            let service = hyper::service::service_fn(move |request| answer(watch.clone(), peer.ip(), request));
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(std::time::Duration::from_secs(5))
@@ -94,7 +106,7 @@ async fn sample_history(watch: Arc<Watch>) {
 
 type Answer = Response<Full<Bytes>>;
 
-async fn answer(watch: Arc<Watch>, request: Request<Incoming>) -> Result<Answer, Infallible> {
+async fn answer(watch: Arc<Watch>, peer: std::net::IpAddr, request: Request<Incoming>) -> Result<Answer, Infallible> {
     let path = request.uri().path().to_owned();
     Ok(match (request.method(), path.as_str()) {
         (&Method::GET, "/metrics") => {
@@ -111,6 +123,9 @@ async fn answer(watch: Arc<Watch>, request: Request<Incoming>) -> Result<Answer,
         // The page holds no data: it asks /status.json, and shows the login form when
         // that needs a token.
         (&Method::GET, "/") => body(StatusCode::OK, "text/html; charset=utf-8", PAGE.to_owned()),
+        (&Method::POST, "/login") if watch.logins.admit(&peer.to_string()).is_err() => {
+            plain(StatusCode::TOO_MANY_REQUESTS, "too many login attempts from this address; retry in a second\n")
+        }
         (&Method::POST, "/login") => login(&watch.policy, request).await,
         (&Method::POST, "/logout") => {
             let mut answer = redirect_home();

@@ -275,11 +275,7 @@ fn job_snapshot(spec: pb::DatasetSpec, job: &pb::JobCheckpoint) -> JobSnapshot {
             done: split.done,
         })
         .collect();
-    let selections = job
-        .selections
-        .iter()
-        .map(|s| EpochSelection { scope: s.scope, epoch: s.epoch, skipped: s.skipped, taken: s.taken })
-        .collect();
+    let selections = job.selections.iter().map(EpochSelection::from).collect();
     JobSnapshot {
         fingerprint: crate::spec::fingerprint(&spec),
         spec: prost::Message::encode_to_vec(&spec),
@@ -374,11 +370,7 @@ impl Checkpointer {
                 done: split.done,
             })
             .collect();
-        let selections = job
-            .selections
-            .iter()
-            .map(|s| pb::EpochSelection { scope: s.scope, epoch: s.epoch, skipped: s.skipped, taken: s.taken })
-            .collect();
+        let selections = job.selections.iter().map(pb::EpochSelection::from).collect();
         // `job_snapshot` reads them back.
         let state = pb::CheckpointState {
             container: container.to_owned(),

@@ -198,15 +198,7 @@ impl Ledger {
     /// Job `job`'s selection counts per epoch, as they stand (places granted to records
     /// not yet delivered included), by scope and epoch.
     pub fn selection_counts(&self, job: Job) -> Result<Vec<EpochSelection>, LedgerError> {
-        self.run(|client| {
-            let mut selections = Vec::new();
-            for row in client.query(queries::SELECTIONS_TO_SNAPSHOT, &[&job.id])? {
-                let SelectionRow { scope, epoch, counts } = SelectionRow::from_row(&row)?;
-                selections.push(EpochSelection { scope, epoch, skipped: counts.skipped, taken: counts.taken });
-            }
-            selections.sort_by_key(|selection| (selection.scope, selection.epoch));
-            Ok(selections)
-        })
+        self.run(|client| selections(&client.query(queries::SELECTIONS_TO_SNAPSHOT, &[&job.id])?, |_, _| 0))
     }
 
     /// Job `job`'s selection counts per epoch, with the places still granted to records
@@ -223,15 +215,8 @@ impl Ledger {
             *outstanding.entry((grants.scope, grants.epoch)).or_default() +=
                 names.outstanding(&grants.granted, &grants.acked);
         }
-        let mut selections = Vec::new();
-        for row in transaction.query(queries::SELECTIONS_TO_SNAPSHOT, &[&job])? {
-            let SelectionRow { scope, epoch, counts } = SelectionRow::from_row(&row)?;
-            let given_back = outstanding.get(&(scope, epoch)).copied().unwrap_or(0);
-            let (skipped, taken) = (counts.skipped, counts.taken.saturating_sub(given_back));
-            selections.push(EpochSelection { scope, epoch, skipped, taken });
-        }
-        selections.sort_by_key(|selection| (selection.scope, selection.epoch));
-        Ok(selections)
+        let rows = transaction.query(queries::SELECTIONS_TO_SNAPSHOT, &[&job])?;
+        selections(&rows, |scope, epoch| outstanding.get(&(scope, epoch)).copied().unwrap_or(0))
     }
 
     /// Writes a restored job's selection counts.
@@ -303,6 +288,22 @@ pub(super) fn return_grants(
     transaction.execute(queries::RETURN_GRANTS, &[id, &scope, epoch, &outstanding])?;
     transaction.execute(queries::CLEAR_GRANTS, &key.params())?;
     Ok(())
+}
+
+/// The selection counts of `rows` (`queries::SELECTIONS_TO_SNAPSHOT`), by scope and
+/// epoch, with `given_back(scope, epoch)` places taken back from each epoch's taken.
+fn selections(
+    rows: &[postgres::Row],
+    given_back: impl Fn(u32, u64) -> u64,
+) -> Result<Vec<EpochSelection>, LedgerError> {
+    let mut selections = Vec::with_capacity(rows.len());
+    for row in rows {
+        let SelectionRow { scope, epoch, counts } = SelectionRow::from_row(row)?;
+        let taken = counts.taken.saturating_sub(given_back(scope, epoch));
+        selections.push(EpochSelection { scope, epoch, skipped: counts.skipped, taken });
+    }
+    selections.sort_by_key(|selection| (selection.scope, selection.epoch));
+    Ok(selections)
 }
 
 /// A split's key as statement parameters.

@@ -339,15 +339,7 @@ impl pb::data_service_server::DataService for DataService {
                 self.blocking(move |_| Ok((job.replica_reports()?, job.selection_counts()?))).await?;
             let serving = replicas.iter().filter(|replica| replica.alive).count() as u64;
             stats.replicas_recommended = crate::watch::replicas_recommended(serving, stats.input_bound) as i64;
-            stats.selections = selections
-                .into_iter()
-                .map(|selection| pb::SelectionStats {
-                    scope: selection.scope,
-                    epoch: selection.epoch as i64,
-                    skipped: selection.skipped as i64,
-                    taken: selection.taken as i64,
-                })
-                .collect();
+            stats.selections = selections.iter().map(pb::EpochSelection::from).collect();
             stats.replicas = replicas
                 .into_iter()
                 .map(|replica| pb::ReplicaStats {

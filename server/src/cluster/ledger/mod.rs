@@ -143,6 +143,19 @@ pub struct EpochSelection {
     pub taken: u64,
 }
 
+/// As job checkpoints and reader stats carry it.
+impl From<&EpochSelection> for readerd_proto::v1::EpochSelection {
+    fn from(s: &EpochSelection) -> Self {
+        Self { scope: s.scope, epoch: s.epoch, skipped: s.skipped, taken: s.taken }
+    }
+}
+
+impl From<&readerd_proto::v1::EpochSelection> for EpochSelection {
+    fn from(s: &readerd_proto::v1::EpochSelection) -> Self {
+        Self { scope: s.scope, epoch: s.epoch, skipped: s.skipped, taken: s.taken }
+    }
+}
+
 /// What the ledger knows of one replica serving a job.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplicaReport {

@@ -290,11 +290,8 @@ impl Reader {
     /// The share of its consumers' time spent waiting inside `next()`, over their last
     /// reports (`crate::watch::consumer_time`); `None` before any.
     pub fn input_bound(&self) -> Option<f64> {
-        let mut together = crate::watch::consumer_time::TimeSpent::default();
-        for time in self.books.delivery.stats().0.iter().filter_map(|consumer| consumer.time) {
-            together.add(&time);
-        }
-        together.input_bound()
+        let times = self.books.delivery.stats().0.into_iter().filter_map(|consumer| consumer.time);
+        crate::watch::consumer_time::together(times).and_then(|time| time.input_bound())
     }
 
     /// The servers serving it: the live replicas of its job as the status last saw them

@@ -22,7 +22,7 @@ use crate::checkpoint::Streams;
 use crate::cluster::job_view::JobView;
 use crate::reader::Reader;
 use crate::registry::ReaderRegistry;
-use crate::watch::consumer_time::TimeSpent;
+use crate::watch::consumer_time::together;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -176,17 +176,12 @@ impl Status {
 
 fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus {
     let stats = watched.reader.stats();
-    let mut together = TimeSpent::default();
-    let mut reported = false;
+    let together = together(stats.consumers.iter().filter_map(|consumer| consumer.time));
     let consumers = stats
         .consumers
         .iter()
         .map(|consumer| {
             let recent = consumer.time;
-            if let Some(recent) = &recent {
-                together.add(recent);
-                reported = true;
-            }
             ConsumerStatus {
                 id: consumer.stream_id.clone(),
                 job: "default",
@@ -200,7 +195,7 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
         })
         .collect::<Vec<_>>();
     let elements_per_second: Option<f64> =
-        reported.then(|| consumers.iter().filter_map(|consumer| consumer.elements_per_second).sum());
+        together.map(|_| consumers.iter().filter_map(|consumer| consumer.elements_per_second).sum());
     let watch = watched.reader.watch();
     let progress = watched.reader.epoch_progress();
     ReaderStatus {
@@ -208,7 +203,7 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
         shared_name: watched.shared_name.clone(),
         stream: watched.stream.clone(),
         elements_per_second,
-        input_bound: reported.then(|| together.input_bound()).flatten(),
+        input_bound: together.and_then(|time| time.input_bound()),
         replicas: 1,
         replicas_recommended: 1,
         records_produced: stats.records_produced,

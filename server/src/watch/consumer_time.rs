@@ -59,6 +59,14 @@ impl TimeSpent {
 /// Most reports kept (a client reports about once a second).
 const MOST_REPORTS: usize = 64;
 
+/// Consumers' time together (`None` when none reported): a reader's figures.
+pub fn together(times: impl IntoIterator<Item = TimeSpent>) -> Option<TimeSpent> {
+    times.into_iter().reduce(|mut sum, time| {
+        sum.add(&time);
+        sum
+    })
+}
+
 /// A stream's reports, the last [`WINDOW`] of them.
 #[derive(Debug)]
 pub struct ConsumerTime {

@@ -242,6 +242,19 @@ pub fn free_address() -> String {
     listener.local_addr().unwrap().to_string()
 }
 
+/// `readerctl --addr <addr> <global> read --spec <spec> <args>` in the background, its
+/// output dropped: a consumer that reads while a test watches the server.
+pub fn spawn_reader(addr: &str, global: &[&str], spec: &Path, args: &[&str]) -> Child {
+    Command::new(binary("readerctl"))
+        .args(["--addr", addr])
+        .args(global)
+        .args(["read", "--spec", spec.to_str().unwrap(), "-q", "--output", "jsonl"])
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("run readerctl")
+}
+
 /// Runs `readerctl --addr <addr> <args>`.
 pub fn readerctl(addr: &str, args: &[&str]) -> Output {
     Command::new(binary("readerctl")).arg("--addr").arg(addr).args(args).output().expect("run readerctl")
@@ -460,7 +473,8 @@ pub fn http_call(addr: &str, method: &str, path: &str, headers: &[(&str, &str)],
 }
 
 /// A request on the HTTP listener at `addr`: the status code, the response's headers (as
-/// text) and its body.
+/// text) and its body. A listener that has not answered within 10 s fails the test (the
+/// status listener answers from memory; it never waits on PostgreSQL).
 pub fn http_exchange(
     addr: &str,
     method: &str,
@@ -470,6 +484,7 @@ pub fn http_exchange(
 ) -> (u16, String, String) {
     use std::io::{Read, Write};
     let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
     let mut request =
         format!("{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
     for (name, value) in headers {
@@ -479,20 +494,17 @@ pub fn http_exchange(
     request.push_str(body);
     socket.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
-    socket.read_to_string(&mut response).unwrap();
+    socket.read_to_string(&mut response).unwrap_or_else(|err| panic!("{method} {path} on {addr}: no answer: {err}"));
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
     let status = head.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
     (status, head.to_owned(), body.to_owned())
 }
 
+/// `GET /metrics` on the listener at `addr`: the text exposition.
 pub fn scrape_metrics(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut socket = std::net::TcpStream::connect(addr).unwrap();
-    socket.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
-    let mut response = String::new();
-    socket.read_to_string(&mut response).unwrap();
-    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
-    response
+    let (code, head, body) = http_exchange(addr, "GET", "/metrics", &[], "");
+    assert_eq!(code, 200, "{head}\n{body}");
+    body
 }
 
 /// Compares a tensor printed by `readerctl --output jsonl` with its golden JSON form:

@@ -5,24 +5,12 @@
 //! PostgreSQL. The screenshots go to `target/artifacts/`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use readerd_tests::postgres::Database;
 use readerd_tests::s3::{FaultProxy, one_line_objects};
-use readerd_tests::{ServerProcess, binary, free_address, write_file};
-
-/// A `readerctl` consumer (`args` before and after `read --spec SPEC`), its output dropped.
-fn consumer(addr: &str, global: &[&str], spec: &Path, args: &[&str]) -> Child {
-    Command::new(binary("readerctl"))
-        .args(["--addr", addr])
-        .args(global)
-        .args(["read", "--spec", spec.to_str().unwrap(), "-q", "--output", "jsonl"])
-        .args(args)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
-}
+use readerd_tests::{ServerProcess, free_address, spawn_reader, write_file};
 
 fn write_spec(dir: &Path, name: &str, spec: &str) -> PathBuf {
     let path = dir.join(name);
@@ -70,14 +58,14 @@ fn the_status_page_shows_who_waits_and_the_cluster_in_a_real_browser() {
     let args = ["--auth-tokens", tokens.to_str().unwrap(), "--metrics-listen", metrics.as_str()];
     let server = ServerProcess::start_with_env(&roots, &args, &proxy.s3_env());
     let mut children = vec![
-        consumer(
+        spawn_reader(
             &server.addr,
             &["--token", token_a],
             &steady,
             &["--container", "a", "--shared-name", "steady", "--step-ms", "50"],
         ),
-        consumer(&server.addr, &["--token", token_a], &starved, &["--container", "a", "--shared-name", "starved"]),
-        consumer(
+        spawn_reader(&server.addr, &["--token", token_a], &starved, &["--container", "a", "--shared-name", "starved"]),
+        spawn_reader(
             &server.addr,
             &["--token", token_b],
             &steady,
@@ -99,7 +87,7 @@ fn the_status_page_shows_who_waits_and_the_cluster_in_a_real_browser() {
         "cluster.json",
         r#"{"source": {"files": ["lines.txt"], "format": "TEXT_LINE"}, "pipeline": {"numEpochs": 20}}"#,
     );
-    children.push(consumer(
+    children.push(spawn_reader(
         &both,
         &[],
         &cluster_spec,

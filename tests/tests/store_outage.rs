@@ -232,3 +232,42 @@ fn elements_taken_for_a_stream_that_stops_before_sending_them_go_to_another_cons
     all.extend(wait_for_consumers(consumer, &next, true));
     assert_every_key_twice_but_the_killeds_last(&all, &killed_keys, 300, 8);
 }
+
+#[test]
+fn the_status_page_and_metrics_answer_from_memory_while_postgresql_is_down() {
+    let postgres = OwnPostgres::start();
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 200);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let metrics = readerd_tests::free_address();
+    let (replica, _state) = replica_with(&postgres, data.path(), &["--metrics-listen", &metrics]);
+    let read = ["read", "--spec", &spec_path, "--container", "team", "--shared-name", "train", "--max-batches", "5"];
+    assert!(readerd_tests::readerctl(&replica.addr, &read).status.success());
+    // The listener's task asks the ledger for the job's replicas every 5 s.
+    let replicas = |status: &serde_json::Value| status["replicas"].as_array().map_or(0, Vec::len);
+    let status = || -> serde_json::Value {
+        let (code, body) = readerd_tests::http_get(&metrics, "/status.json", &[]);
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    for _ in 0..100 {
+        if replicas(&status()) > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(replicas(&status()), 1);
+    postgres.stop();
+    // Down: the page, its data and the metrics answer from the job's last view (within
+    // the helper's 10 s), not after the outage limit.
+    assert_eq!(replicas(&status()), 1, "the last view of the job is kept");
+    let (code, page) = readerd_tests::http_get(&metrics, "/", &[]);
+    assert!(code == 200 && page.contains("readerd"));
+    let scraped = readerd_tests::scrape_metrics(&metrics);
+    assert!(
+        scraped.contains("readerd_reader_replicas_recommended{container=\"team\",reader=\"train\"} 1"),
+        "{scraped}"
+    );
+    postgres.start_again();
+}

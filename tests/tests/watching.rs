@@ -5,23 +5,12 @@
 //! slowed by its object store (a proxy delaying each request by 20 ms in front of moto)
 //! makes its consumer input-bound, with the reading stage dominant.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use readerd_tests::s3::{FaultProxy, one_line_objects};
-use readerd_tests::{ServerProcess, binary, free_address, http_get, scrape_metrics, write_file};
+use readerd_tests::{ServerProcess, binary, free_address, http_get, scrape_metrics, spawn_reader, write_file};
 use serde_json::Value;
-
-/// A `readerctl read` of `spec` on `addr` with `args`, its output dropped.
-fn consumer(addr: &str, spec: &Path, args: &[&str]) -> Child {
-    Command::new(binary("readerctl"))
-        .args(["--addr", addr, "read", "--spec", spec.to_str().unwrap(), "-q", "--output", "jsonl"])
-        .args(args)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
-}
 
 fn status(metrics_addr: &str) -> Value {
     let (code, body) = http_get(metrics_addr, "/status.json", &[]);
@@ -78,8 +67,8 @@ fn a_trainer_slower_than_the_server_is_not_input_bound() {
     let slow = ["--step-ms", "50", "--max-batches", "200"];
     let shared = ["--container", "c", "--shared-name", "s"];
     let mut children = vec![
-        consumer(&server.addr, &spec, &[&slow[..], &shared[..]].concat()),
-        consumer(&server.addr, &spec, &[&slow[..], &["--container", "p"][..]].concat()),
+        spawn_reader(&server.addr, &[], &spec, &[&slow[..], &shared[..]].concat()),
+        spawn_reader(&server.addr, &[], &spec, &[&slow[..], &["--container", "p"][..]].concat()),
     ];
     let status =
         status_once(&metrics_addr, |status| status["readers"].as_array().unwrap().len() == 2 && reported(status, 3.0));
@@ -124,7 +113,7 @@ fn a_server_slowed_by_its_object_store_makes_its_trainer_input_bound_reading_fir
     let metrics_addr = free_address();
     let args = ["--metrics-listen", metrics_addr.as_str()];
     let server = ServerProcess::start_with_env(&["s3://training/slow"], &args, &proxy.s3_env());
-    let mut child = consumer(&server.addr, &spec, &["--container", "c", "--shared-name", "slow"]);
+    let mut child = spawn_reader(&server.addr, &[], &spec, &["--container", "c", "--shared-name", "slow"]);
     let status = status_once(&metrics_addr, |status| reported(status, 3.0));
     let reader = reader(&status, "sharedName", "slow");
     let bound = only_consumer(reader)["inputBound"].as_f64().unwrap();
@@ -243,7 +232,8 @@ fn readerctl_top_under_tmux_shows_the_readers_and_updates_in_place() {
     .unwrap();
     let metrics_addr = free_address();
     let server = ServerProcess::start_with(&[data.path()], &["--metrics-listen", &metrics_addr]);
-    let mut child = consumer(&server.addr, &spec, &["--container", "c", "--shared-name", "s", "--step-ms", "5"]);
+    let mut child =
+        spawn_reader(&server.addr, &[], &spec, &["--container", "c", "--shared-name", "s", "--step-ms", "5"]);
     let session = format!("readerd-top-{}", std::process::id());
     let top = format!("{} top --status {metrics_addr} --every 0.5", binary("readerctl").display());
     let started =

@@ -415,8 +415,9 @@ impl ElementStream {
             if self.shared {
                 self.reader.delivery().delivered(&self.record.consumer, self.seq, element.clone(), redelivered);
             }
-            METRICS.element_sent(element.keys.len(), element.payload_bytes());
-            self.reader.watch().sent(element.payload_bytes());
+            let bytes = element.payload_bytes();
+            METRICS.element_sent(element.keys.len(), bytes);
+            self.reader.watch().sent(bytes);
             permit.send(Ok(pb::ReadResponse {
                 kind: Some(pb::read_response::Kind::Element(element_to_pb(self.seq, element))),
             }));

@@ -84,6 +84,8 @@ impl ServeError {
             ServeError::Source(err) => match err.as_ref() {
                 SourceError::Format { source, .. } if source.is_data_loss() => Code::DataLoss,
                 SourceError::Format { .. } | SourceError::BadPattern { .. } => Code::InvalidArgument,
+                SourceError::Columnar { data_loss: true, .. } => Code::DataLoss,
+                SourceError::Columnar { .. } => Code::InvalidArgument,
                 SourceError::Open { source, .. } => match source.kind() {
                     std::io::ErrorKind::NotFound => Code::NotFound,
                     std::io::ErrorKind::PermissionDenied => Code::PermissionDenied,

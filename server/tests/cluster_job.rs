@@ -34,7 +34,7 @@ fn files(dir: &std::path::Path, counts: &[usize]) -> Arc<[DataFile]> {
 }
 
 fn source() -> Arc<SourceConfig> {
-    Arc::new(SourceConfig { format: FormatConfig::TfRecord, compression: None, max_record_bytes: 1 << 20 })
+    Arc::new(SourceConfig { format: FormatConfig::TfRecord.into(), compression: None, max_record_bytes: 1 << 20 })
 }
 
 fn config() -> PipelineConfig {

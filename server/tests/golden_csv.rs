@@ -115,7 +115,8 @@ fn check_csv_dataset(case: &Value, roots: &DataRoots) -> Result<(), String> {
             header: inputs["header"].as_bool().unwrap(),
             field_delim: config.field_delim,
             use_quote_delim: config.use_quote_delim,
-        },
+        }
+        .into(),
         compression: Some(compression),
         max_record_bytes: 256 << 20,
     };

@@ -39,7 +39,7 @@ fn config_of(case: &Value) -> SourceConfig {
         "ZLIB" => Compression::Zlib,
         other => panic!("unknown compression {other}"),
     };
-    SourceConfig { format, compression: Some(compression), max_record_bytes: 256 << 20 }
+    SourceConfig { format: format.into(), compression: Some(compression), max_record_bytes: 256 << 20 }
 }
 
 /// Runs one case; returns a description of the first mismatch.

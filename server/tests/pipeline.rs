@@ -41,7 +41,7 @@ fn write_files_gzipping(dir: &std::path::Path, lengths: &[usize], gzip_some: boo
 
 fn source() -> Arc<SourceConfig> {
     Arc::new(SourceConfig {
-        format: FormatConfig::TextLine { skip_header_lines: 0 },
+        format: FormatConfig::TextLine { skip_header_lines: 0 }.into(),
         compression: None,
         max_record_bytes: 1 << 20,
     })
@@ -266,7 +266,8 @@ fn global_shuffle_reads_every_format_at_its_indexed_positions() {
             .filter(|f| !f.name.contains("corrupt") && !f.name.contains("empty"))
             .collect::<Vec<_>>()
             .into();
-        let source = Arc::new(SourceConfig { format: format.clone(), compression: None, max_record_bytes: 1 << 30 });
+        let source =
+            Arc::new(SourceConfig { format: format.clone().into(), compression: None, max_record_bytes: 1 << 30 });
         let collect = |config: PipelineConfig| {
             let mut pipeline = RecordPipeline::new(files.clone(), source.clone(), config, PipelineEnv::default());
             let mut out = Vec::new();

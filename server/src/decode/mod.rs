@@ -4,10 +4,12 @@
 //! - [`raw`] is `tf.io.decode_raw`;
 //! - [`example`] is `tf.io.parse_example` and `parse_sequence_example`;
 //! - [`csv`] is `tf.io.decode_csv`, and the field rules of `tf.data.experimental.CsvDataset`;
+//! - [`columnar`] is the `columns` decoder of columnar files' rows (Parquet, Arrow IPC);
 //! - [`number`] turns text into numbers as TensorFlow's `strings::safe_strto*` parse it;
 //! - [`Placement`]: records decoded straight into their rows of a larger batch (a
 //!   mixture's, whose components' records alternate).
 
+pub mod columnar;
 pub mod csv;
 pub mod example;
 pub mod number;
@@ -52,6 +54,8 @@ pub enum Decoder {
         dialect: csv::CsvDialect,
         names: Vec<String>,
     },
+    /// Rows of a columnar file, a feature per column.
+    Columns(columnar::ColumnarDecoder),
 }
 
 /// Where a batch's records go in a larger batch that other decoders fill too: record `i`
@@ -160,6 +164,7 @@ impl Decoder {
             Decoder::Csv { config, .. } => {
                 config.columns.iter().map(|column| element_bytes(column.dtype)).fold(0, u64::saturating_add)
             }
+            Decoder::Columns(decoder) => decoder.fixed_bytes_per_record(),
         }
     }
 
@@ -188,6 +193,7 @@ impl Decoder {
                 .map(|(name, column)| (name.clone(), dense_description(column.dtype, &[])))
                 .collect(),
             Decoder::Example(parser) => described(parser.features(), "", ""),
+            Decoder::Columns(decoder) => decoder.signature(),
             Decoder::SequenceExample(parser) => {
                 let mut features: Vec<(String, String)> = described(parser.context_features(), "context/", "");
                 features.extend(described(parser.sequence_features(), "sequence/", "a list of steps of "));
@@ -220,7 +226,7 @@ impl Decoder {
                 let features = names.iter().cloned().zip(columns.into_iter().map(Tensor::Dense)).collect();
                 Ok(PlacedFeatures { features, placed })
             }
-            Decoder::None | Decoder::Raw(_) | Decoder::SequenceExample(_) => {
+            Decoder::None | Decoder::Raw(_) | Decoder::SequenceExample(_) | Decoder::Columns(_) => {
                 let features = self.decode(values, &[], true)?;
                 let placed = vec![false; features.len()];
                 Ok(PlacedFeatures { features, placed })
@@ -243,6 +249,7 @@ impl Decoder {
                 Ok(vec![(RAW_FEATURE.to_owned(), Tensor::Dense(raw::decode_raw(config, values, &shape)?))])
             }
             Decoder::Example(parser) => parser.parse(values, Some(keys), batched),
+            Decoder::Columns(decoder) => decoder.decode(values, keys, batched),
             Decoder::Csv { config, dialect, names } => {
                 let mut columns = csv::decode_batch(config, *dialect, values)
                     .map_err(|err| DecodeError { record: err.record.or(err.error.record), ..err.error })?;

@@ -658,7 +658,7 @@ mod tests {
     }
 
     fn source() -> Arc<SourceConfig> {
-        Arc::new(SourceConfig { format: FormatConfig::TfRecord, compression: None, max_record_bytes: 1 << 20 })
+        Arc::new(SourceConfig { format: FormatConfig::TfRecord.into(), compression: None, max_record_bytes: 1 << 20 })
     }
 
     #[test]

@@ -8,13 +8,13 @@ use bytes::Bytes;
 use crate::decode::Decoder;
 use crate::error::{Result, ServeError};
 use crate::format::FormatConfig;
-use crate::source::{DataFile, FileRecords};
+use crate::source::{DataFile, FileRecords, SourceFormat};
 use crate::spec::ReaderSpec;
 
 /// With `format: CSV` and `header: true`, each file's first record names the columns the
 /// spec leaves unnamed. The files must agree.
 pub(super) fn name_csv_columns_from_headers(spec: &mut ReaderSpec, files: &[DataFile]) -> Result<()> {
-    let (FormatConfig::Csv { header: true, .. }, Decoder::Csv { config, dialect, names }) =
+    let (SourceFormat::Framed(FormatConfig::Csv { header: true, .. }), Decoder::Csv { config, dialect, names }) =
         (&spec.source.format, spec.decoder.as_ref())
     else {
         return Ok(());

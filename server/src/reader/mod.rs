@@ -64,6 +64,7 @@ mod batcher;
 mod chunks;
 mod cluster_job;
 pub use cluster_job::ReplicaJob;
+mod columnar_schema;
 mod csv_header;
 mod decoding;
 pub use decoding::{DECODE_PANICS, catch_decode_panic};
@@ -88,6 +89,7 @@ use crate::error::{Result, ServeError};
 use crate::pipeline::{Next, PipelineEnv, RecordPipeline};
 use crate::source::{Compression, DataFile, DataRoots, Record, SourceConfig};
 use crate::spec::ReaderSpec;
+use columnar_schema::type_columns_from_first_file;
 use csv_header::name_csv_columns_from_headers;
 use readerd_common::sync::MutexUnpoisoned;
 use records::ReaderState;
@@ -206,6 +208,7 @@ impl Reader {
             Some(_) => Some(mix::open_mixture(&name, &mut spec, roots, settings)?),
             None => {
                 name_csv_columns_from_headers(&mut spec, &files)?;
+                type_columns_from_first_file(&mut spec, &files)?;
                 None
             }
         };

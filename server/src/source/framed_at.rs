@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use bytes::{Bytes, BytesMut};
 
 use super::{DataFile, FileLocation, Record, SourceConfig, SourceError};
-use crate::format::{Framed, Position, RecordBytes, WorkUnit};
+use crate::format::{FormatConfig, Framed, Position, RecordBytes, WorkUnit};
 
 /// Reads single records at known positions of an uncompressed framed file.
 pub struct FramedAt {
@@ -17,6 +17,7 @@ pub struct FramedAt {
     handle: Handle,
     len: u64,
     source: std::sync::Arc<SourceConfig>,
+    format: FormatConfig,
 }
 
 /// An open local file, or an object read with one ranged GET per record.
@@ -26,13 +27,19 @@ enum Handle {
 }
 
 impl FramedAt {
-    pub fn open(file: &DataFile, source: &std::sync::Arc<SourceConfig>) -> Result<Self, SourceError> {
+    /// Opens `file`, framed as `format` (the source's).
+    pub fn open(
+        file: &DataFile,
+        source: &std::sync::Arc<SourceConfig>,
+        format: &FormatConfig,
+    ) -> Result<Self, SourceError> {
         let open_error = |source| SourceError::Open { file: file.name.to_string(), source };
         let handle = match &file.location {
             FileLocation::Local(path) => Handle::Local(File::open(path).map_err(open_error)?),
             FileLocation::Object(object) => Handle::Object(object.clone()),
         };
-        Ok(Self { file: file.clone(), handle, len: file.byte_len()?, source: std::sync::Arc::clone(source) })
+        let len = file.byte_len()?;
+        Ok(Self { file: file.clone(), handle, len, source: std::sync::Arc::clone(source), format: format.clone() })
     }
 
     /// `window.len()` bytes at `offset`.
@@ -64,7 +71,7 @@ impl FramedAt {
     pub fn read(&self, start: Position, end: Position) -> Result<Record, SourceError> {
         let source = &self.source;
         let mut framer =
-            source.format.framer(&WorkUnit { name: &self.file.name, len: Some(self.len) }, source.max_record_bytes);
+            self.format.framer(&WorkUnit { name: &self.file.name, len: Some(self.len) }, source.max_record_bytes);
         framer.seek(start);
         let format_error = |source| SourceError::Format { file: self.file.name.to_string(), source };
         let mut offset = start.offset;

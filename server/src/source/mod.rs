@@ -14,12 +14,14 @@
 //!   ranged GETs fetched ahead;
 //! - [`compression`]: GZIP / ZLIB streams as TensorFlow reads them;
 //! - [`record_file`]: one file, record by record, payloads sliced out of the read buffer;
-//! - [`framed_at`]: single records of an uncompressed file at known positions.
+//! - [`framed_at`]: single records of an uncompressed file at known positions;
+//! - [`columnar`]: Parquet and Arrow IPC files, a record per row.
 //!
 //! [`RecordsAt`] is where single records at known positions come from (the global
 //! shuffle, a restored shuffle buffer), one variant per kind of source as for
 //! [`FileRecords`].
 
+pub mod columnar;
 pub mod compression;
 pub mod data_root;
 pub mod framed_at;
@@ -44,20 +46,30 @@ use crate::watch::stages::TimedRead;
 pub enum FileRecords {
     /// Formats framed from a byte stream (`crate::format`).
     Framed(RecordFile),
+    /// Columnar files ([`columnar`]).
+    Columnar(Box<columnar::ColumnarRecords>),
 }
 
 impl FileRecords {
     /// Opens `file` at `position` (its start when `None`), as `config` reads it.
     pub fn open(file: &DataFile, config: &SourceConfig, position: Option<Position>) -> Result<Self, SourceError> {
-        let compression = config.compression_of(file);
-        let framed = RecordFile::open(file, compression, &config.format, config.max_record_bytes, position)?;
-        Ok(Self::Framed(framed))
+        match &config.format {
+            SourceFormat::Framed(format) => {
+                let compression = config.compression_of(file);
+                let framed = RecordFile::open(file, compression, format, config.max_record_bytes, position)?;
+                Ok(Self::Framed(framed))
+            }
+            SourceFormat::Columnar(columnar) => {
+                Ok(Self::Columnar(Box::new(columnar::ColumnarRecords::open(file, columnar, position)?)))
+            }
+        }
     }
 
     /// The next record, or `None` at the end of the file.
     pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
         match self {
             Self::Framed(file) => file.next_record(),
+            Self::Columnar(file) => file.next_record(),
         }
     }
 
@@ -65,6 +77,7 @@ impl FileRecords {
     pub fn position(&self) -> Position {
         match self {
             Self::Framed(file) => file.position(),
+            Self::Columnar(file) => file.position(),
         }
     }
 
@@ -73,6 +86,7 @@ impl FileRecords {
     pub fn header(&self) -> Option<&[u8]> {
         match self {
             Self::Framed(file) => file.header(),
+            Self::Columnar(_) => None,
         }
     }
 }
@@ -82,17 +96,31 @@ impl FileRecords {
 pub enum RecordsAt {
     /// Uncompressed framed files ([`framed_at`]).
     Framed(framed_at::FramedAt),
+    /// Columnar files: the row's unit read from the row on, for each record (correct,
+    /// and as slow as it sounds for large row groups).
+    Columnar(DataFile, columnar::ColumnarConfig),
 }
 
 impl RecordsAt {
     pub fn open(file: &DataFile, config: &Arc<SourceConfig>) -> Result<Self, SourceError> {
-        Ok(Self::Framed(framed_at::FramedAt::open(file, config)?))
+        Ok(match &config.format {
+            SourceFormat::Framed(format) => Self::Framed(framed_at::FramedAt::open(file, config, format)?),
+            SourceFormat::Columnar(columnar) => Self::Columnar(file.clone(), columnar.clone()),
+        })
     }
 
     /// The record at `start`, expected to end by `end` (the next record's position).
     pub fn read(&self, start: Position, end: Position) -> Result<Record, SourceError> {
         match self {
             Self::Framed(file) => file.read(start, end),
+            Self::Columnar(file, config) => {
+                let mut rows = columnar::ColumnarRecords::open(file, config, Some(start))?;
+                rows.next_record()?.ok_or_else(|| SourceError::Columnar {
+                    file: file.name.to_string(),
+                    message: format!("no row {} (the file changed since it was indexed)", start.record),
+                    data_loss: false,
+                })
+            }
         }
     }
 }
@@ -289,11 +317,26 @@ pub struct SplitRef {
 /// How a source's files are framed and decompressed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceConfig {
-    pub format: FormatConfig,
+    pub format: SourceFormat,
     /// `None`: by file name (`AUTO`).
     pub compression: Option<Compression>,
     /// Largest record accepted; a longer claimed length is data loss, never an allocation.
     pub max_record_bytes: u64,
+}
+
+/// How a source's files become records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceFormat {
+    /// Framed from a byte stream.
+    Framed(FormatConfig),
+    /// Rows of columnar files.
+    Columnar(columnar::ColumnarConfig),
+}
+
+impl From<FormatConfig> for SourceFormat {
+    fn from(format: FormatConfig) -> Self {
+        SourceFormat::Framed(format)
+    }
 }
 
 impl SourceConfig {
@@ -307,6 +350,10 @@ impl SourceConfig {
 pub enum SourceError {
     #[error("{file}: {source}")]
     Format { file: String, source: FormatError },
+    /// A columnar file that does not read: its message names the row group and column
+    /// where known. `data_loss`: the file is damaged (else it does not fit the spec).
+    #[error("{file}: {message}")]
+    Columnar { file: String, message: String, data_loss: bool },
     #[error("cannot open {file}: {source}")]
     Open { file: String, source: std::io::Error },
     #[error("cannot read {file}: {source}")]

@@ -2,6 +2,7 @@
 //! Everything a request can get wrong is found here, before any file is opened.
 //! `mix.rs` checks a mixture's spec: its components and their weights.
 
+mod columnar;
 mod mix;
 
 pub use mix::MixSpec;
@@ -24,7 +25,7 @@ use crate::format::fixed_length::FixedLengthConfig;
 use crate::pipeline::select::{Predicate, Scalar, Selection, Test};
 use crate::pipeline::shuffle::ShuffleConfig;
 use crate::pipeline::{PipelineConfig, Shard};
-use crate::source::{Compression, SourceConfig};
+use crate::source::{Compression, SourceConfig, SourceFormat};
 
 /// Largest batch a spec may ask for.
 const MAX_BATCH_SIZE: i64 = 1 << 20;
@@ -95,45 +96,16 @@ impl ReaderSpec {
         if source.files.is_empty() {
             return Err(invalid("source.files is empty"));
         }
-        let format = match source.format() {
-            pb::Format::Tfrecord => FormatConfig::TfRecord,
-            pb::Format::TextLine => FormatConfig::TextLine {
-                skip_header_lines: non_negative(source.skip_header_lines, "source.skipHeaderLines")?,
-            },
-            pb::Format::FixedLength => {
-                let record_bytes = non_negative(source.record_bytes, "source.recordBytes")?;
-                let footer_bytes = non_negative(source.footer_bytes, "source.footerBytes")?;
-                if record_bytes == 0 {
-                    return Err(invalid("source.recordBytes must be positive for FIXED_LENGTH"));
-                }
-                if record_bytes.saturating_add(footer_bytes) > max_record_bytes {
-                    return Err(invalid(format!(
-                        "source.recordBytes + source.footerBytes exceeds the server's limit of {max_record_bytes} bytes"
-                    )));
-                }
-                let hop_bytes = non_negative(source.hop_bytes, "source.hopBytes")?;
-                FormatConfig::FixedLength(FixedLengthConfig {
-                    header_bytes: non_negative(source.header_bytes, "source.headerBytes")?,
-                    record_bytes,
-                    footer_bytes,
-                    hop_bytes: (hop_bytes > 0).then_some(hop_bytes),
-                })
+        let (format, decoder) = match source.format() {
+            pb::Format::Parquet | pb::Format::ArrowIpc => {
+                columnar::columnar_source(source, proto.decoder.as_ref(), |d| decoder_of(d, CsvDialect::DecodeCsv))?
             }
-            pb::Format::Csv => {
-                let Some(pb::decoder::Kind::Csv(csv)) = proto.decoder.as_ref().and_then(|d| d.kind.as_ref()) else {
-                    return Err(invalid("format CSV needs the csv decoder (decoder.csv)"));
-                };
-                if source.skip_header_lines != 0 {
-                    return Err(invalid("format CSV skips no lines: use source.header"));
-                }
-                let config = csv_config_of(csv)?;
-                FormatConfig::Csv {
-                    header: source.header,
-                    field_delim: config.field_delim,
-                    use_quote_delim: config.use_quote_delim,
-                }
+            _ => {
+                let format = framed_format_of(source, &proto, max_record_bytes)?;
+                let csv_dialect =
+                    if source.format() == pb::Format::Csv { CsvDialect::CsvDataset } else { CsvDialect::DecodeCsv };
+                (SourceFormat::Framed(format), decoder_of(proto.decoder.as_ref(), csv_dialect)?)
             }
-            pb::Format::Unspecified => return Err(invalid("source.format is required")),
         };
         let compression = match source.compression() {
             pb::Compression::None => Some(Compression::None),
@@ -141,9 +113,6 @@ impl ReaderSpec {
             pb::Compression::Zlib => Some(Compression::Zlib),
             pb::Compression::Auto => None,
         };
-        let csv_dialect =
-            if source.format() == pb::Format::Csv { CsvDialect::CsvDataset } else { CsvDialect::DecodeCsv };
-        let decoder = decoder_of(proto.decoder.as_ref(), csv_dialect)?;
         let pipeline = proto.pipeline.clone().unwrap_or_default();
         let num_epochs = match pipeline.num_epochs {
             -1 => None,
@@ -159,8 +128,10 @@ impl ReaderSpec {
             if !matches!(source.compression(), pb::Compression::None | pb::Compression::Auto) {
                 return Err(invalid("pipeline.shuffle.global needs random access: uncompressed files only"));
             }
-            if matches!(format, FormatConfig::Csv { .. }) {
-                return Err(invalid("pipeline.shuffle.global reads TFRECORD, FIXED_LENGTH or TEXT_LINE files"));
+            if matches!(format, SourceFormat::Framed(FormatConfig::Csv { .. })) {
+                return Err(invalid(
+                    "pipeline.shuffle.global reads TFRECORD, FIXED_LENGTH, TEXT_LINE, PARQUET or ARROW_IPC files",
+                ));
             }
         }
         Ok(Self {
@@ -452,11 +423,57 @@ pub fn csv_column_names(csv: &pb::CsvDecoder) -> Vec<String> {
         .collect()
 }
 
+/// How a framed `source` (TFRECORD, FIXED_LENGTH, TEXT_LINE, CSV) is framed.
+fn framed_format_of(source: &pb::Source, proto: &pb::DatasetSpec, max_record_bytes: u64) -> Result<FormatConfig> {
+    Ok(match source.format() {
+        pb::Format::Tfrecord => FormatConfig::TfRecord,
+        pb::Format::TextLine => FormatConfig::TextLine {
+            skip_header_lines: non_negative(source.skip_header_lines, "source.skipHeaderLines")?,
+        },
+        pb::Format::FixedLength => {
+            let record_bytes = non_negative(source.record_bytes, "source.recordBytes")?;
+            let footer_bytes = non_negative(source.footer_bytes, "source.footerBytes")?;
+            if record_bytes == 0 {
+                return Err(invalid("source.recordBytes must be positive for FIXED_LENGTH"));
+            }
+            if record_bytes.saturating_add(footer_bytes) > max_record_bytes {
+                return Err(invalid(format!(
+                    "source.recordBytes + source.footerBytes exceeds the server's limit of {max_record_bytes} bytes"
+                )));
+            }
+            let hop_bytes = non_negative(source.hop_bytes, "source.hopBytes")?;
+            FormatConfig::FixedLength(FixedLengthConfig {
+                header_bytes: non_negative(source.header_bytes, "source.headerBytes")?,
+                record_bytes,
+                footer_bytes,
+                hop_bytes: (hop_bytes > 0).then_some(hop_bytes),
+            })
+        }
+        pb::Format::Csv => {
+            let Some(pb::decoder::Kind::Csv(csv)) = proto.decoder.as_ref().and_then(|d| d.kind.as_ref()) else {
+                return Err(invalid("format CSV needs the csv decoder (decoder.csv)"));
+            };
+            if source.skip_header_lines != 0 {
+                return Err(invalid("format CSV skips no lines: use source.header"));
+            }
+            let config = csv_config_of(csv)?;
+            FormatConfig::Csv {
+                header: source.header,
+                field_delim: config.field_delim,
+                use_quote_delim: config.use_quote_delim,
+            }
+        }
+        pb::Format::Unspecified => return Err(invalid("source.format is required")),
+        pb::Format::Parquet | pb::Format::ArrowIpc => unreachable!("columnar formats are not framed"),
+    })
+}
+
 fn decoder_of(decoder: Option<&pb::Decoder>, csv_dialect: CsvDialect) -> Result<Decoder> {
     use pb::decoder::Kind;
     let spec_error = |err: crate::decode::DecodeError| invalid(err.message);
     Ok(match decoder.and_then(|d| d.kind.as_ref()) {
         None => Decoder::None,
+        Some(Kind::Columns(_)) => return Err(invalid("decoder.columns reads PARQUET or ARROW_IPC files")),
         Some(Kind::Raw(raw)) => Decoder::Raw(
             RawConfig::new(
                 dtype_of(raw.out_type(), "decoder.raw.outType")?,
@@ -523,12 +540,12 @@ mod tests {
         .unwrap();
         assert_eq!(
             spec.source.format,
-            FormatConfig::FixedLength(FixedLengthConfig {
+            SourceFormat::Framed(FormatConfig::FixedLength(FixedLengthConfig {
                 header_bytes: 0,
                 record_bytes: 4,
                 footer_bytes: 0,
                 hop_bytes: Some(2)
-            })
+            }))
         );
         assert_eq!((spec.source.compression, spec.batch_size, spec.pipeline.num_epochs), (None, 3, None));
     }

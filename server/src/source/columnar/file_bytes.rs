@@ -1,0 +1,149 @@
+//! A file's bytes by range, for the Parquet and Arrow IPC readers: a local file's reads,
+//! or an object's ranged GETs (retried, its version checked, as every object read is).
+//! Only the ranges the readers ask for are read: the footer, then the projected
+//! columns' chunks.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+
+use crate::source::{DataFile, FileLocation, SourceError, object};
+use readerd_common::sync::MutexUnpoisoned;
+
+/// A [`DataFile`] read by range. Cloning shares the error slot.
+#[derive(Clone)]
+pub struct FileBytes {
+    file: DataFile,
+    len: u64,
+    /// Where `Read` stands (Arrow IPC), and the reader open there.
+    at: u64,
+    reader: Arc<Mutex<Option<Box<dyn Read + Send>>>>,
+    /// The last read that failed, with its cause (the Parquet and Arrow readers keep only
+    /// a message): what the source reports.
+    failed: Arc<Mutex<Option<SourceError>>>,
+}
+
+impl FileBytes {
+    pub fn open(file: &DataFile) -> Result<Self, SourceError> {
+        let len = file.byte_len()?;
+        Ok(Self { file: file.clone(), len, at: 0, reader: Arc::default(), failed: Arc::default() })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The error of the last read that failed, taken.
+    pub fn take_failure(&self) -> Option<SourceError> {
+        self.failed.lock_unpoisoned().take()
+    }
+
+    /// `length` bytes from `start`; a range past the file's end (a footer or column
+    /// chunk claiming more than the file holds) is refused before anything is allocated.
+    pub fn range(&self, start: u64, length: usize) -> Result<Bytes, SourceError> {
+        let name = &self.file.name;
+        let end = start.checked_add(length as u64).filter(|&end| end <= self.len);
+        let Some(end) = end else {
+            return Err(SourceError::Columnar {
+                file: name.to_string(),
+                message: format!(
+                    "a read of {length} bytes at offset {start} runs past the file's end ({} bytes)",
+                    self.len
+                ),
+                data_loss: true,
+            });
+        };
+        let result = match &self.file.location {
+            FileLocation::Local(_) => {
+                let mut reader = self.file.open_read(start)?;
+                let mut bytes = vec![0; length];
+                reader.read_exact(&mut bytes).map(|_| Bytes::from(bytes)).map_err(|err| {
+                    SourceError::from_io(err, |err| SourceError::Read { file: name.to_string(), source: err })
+                })
+            }
+            FileLocation::Object(file) => {
+                let object = file.clone();
+                object::block_on(async move { object.get_retried(start..end).await })
+                    .map_err(|err| file.error(name, start, &err))
+            }
+        };
+        result.inspect_err(|err| self.remember(err))
+    }
+
+    fn remember(&self, err: &SourceError) {
+        let copy =
+            SourceError::Columnar { file: self.file.name.to_string(), message: err.to_string(), data_loss: false };
+        let kept = match err {
+            SourceError::Changed { file } => SourceError::Changed { file: file.clone() },
+            SourceError::Unavailable { file, offset, reason } => {
+                SourceError::Unavailable { file: file.clone(), offset: *offset, reason: reason.clone() }
+            }
+            _ => copy,
+        };
+        *self.failed.lock_unpoisoned() = Some(kept);
+    }
+
+    fn parquet_error(err: SourceError) -> parquet::errors::ParquetError {
+        parquet::errors::ParquetError::External(Box::new(err))
+    }
+}
+
+impl parquet::file::reader::Length for FileBytes {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl parquet::file::reader::ChunkReader for FileBytes {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        use bytes::Buf;
+        let length = self.len.saturating_sub(start) as usize;
+        Ok(self.range(start, length).map_err(Self::parquet_error)?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.range(start, length).map_err(Self::parquet_error)
+    }
+}
+
+impl Read for FileBytes {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut reader = self.reader.lock_unpoisoned();
+        if reader.is_none() {
+            let opened = self.file.open_read(self.at).inspect_err(|err| self.remember(err));
+            *reader = Some(opened.map_err(std::io::Error::other)?);
+        }
+        let read = reader.as_mut().expect("opened above").read(buf).inspect_err(|err| {
+            let err = SourceError::Read {
+                file: self.file.name.to_string(),
+                source: std::io::Error::new(err.kind(), err.to_string()),
+            };
+            self.remember(&err)
+        })?;
+        self.at += read as u64;
+        Ok(read)
+    }
+}
+
+impl Seek for FileBytes {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let at = match to {
+            SeekFrom::Start(at) => Some(at),
+            SeekFrom::End(delta) => self.len.checked_add_signed(delta),
+            SeekFrom::Current(delta) => self.at.checked_add_signed(delta),
+        };
+        let at = at.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a seek before the start"))?;
+        if at != self.at {
+            *self.reader.lock_unpoisoned() = None;
+            self.at = at;
+        }
+        Ok(at)
+    }
+}

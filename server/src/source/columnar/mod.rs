@@ -1,0 +1,335 @@
+//! Columnar files as records: a row of a Parquet or Arrow IPC file is a record.
+//!
+//! - [`file_bytes`]: a file's bytes by range, local or an object;
+//! - [`parquet_file`]: a Parquet file's footer and row groups, read through ranged reads
+//!   of its [`DataFile`] (local or an object), the projected columns only;
+//! - [`ipc_file`]: an Arrow IPC file's record batches;
+//! - [`rows`]: Arrow record batches laid out as records (the layout, which
+//!   `crate::decode::columnar` decodes into tensors). No I/O.
+//!
+//! [`ColumnarRecords`] is the [`super::FileRecords`] of these files: a record per row, its
+//! key and number the row's index in the file, its position (row group or IPC batch,
+//! row) what a checkpoint keeps.
+
+pub mod file_bytes;
+pub mod ipc_file;
+pub mod parquet_file;
+pub mod rows;
+
+use crate::decode::columnar::ColumnType;
+
+/// What a columnar source reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnarConfig {
+    pub format: ColumnarFormat,
+    pub records: RecordsOf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnarFormat {
+    Parquet,
+    ArrowIpc,
+}
+
+impl ColumnarFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnarFormat::Parquet => "PARQUET",
+            ColumnarFormat::ArrowIpc => "ARROW_IPC",
+        }
+    }
+}
+
+/// What a record of a columnar file is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordsOf {
+    /// A row of these columns, in the row layout (the `columns` decoder). Empty until the
+    /// reader opens and the first file says the types (`crate::reader`).
+    Rows(Vec<(String, ColumnType)>),
+    /// One string or binary column's value (`source.column`), for another decoder.
+    Column(String),
+}
+
+impl RecordsOf {
+    /// The columns read from each file, in order.
+    pub fn column_names(&self) -> Vec<&str> {
+        match self {
+            RecordsOf::Rows(columns) => columns.iter().map(|(name, _)| name.as_str()).collect(),
+            RecordsOf::Column(name) => vec![name.as_str()],
+        }
+    }
+}
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use bytes::Bytes;
+
+use super::{DataFile, Record, SourceError};
+use crate::format::Position;
+use crate::memory::{self, Reservation};
+use file_bytes::FileBytes;
+use parquet_file::ParquetFile;
+
+type Batches = Box<dyn Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + Send>;
+
+/// A columnar file read row by row. Its [`Position`]s are `offset`: the row group (Arrow
+/// IPC: the record batch) holding the next row, and `record`: that row's index in the file.
+pub struct ColumnarRecords {
+    name: Arc<str>,
+    records: RecordsOf,
+    file: Unit,
+    /// The file's schema indexes of the columns read, in the order records hold them.
+    columns: Vec<usize>,
+    batches: Option<Batches>,
+    /// The current batch: its rows' layout (or its one column), and the next row in it.
+    rows: Bytes,
+    ends: Vec<usize>,
+    column: Option<ArrayRef>,
+    next_in_batch: usize,
+    /// The unit (row group or IPC batch) being read, and the file's row read next.
+    unit: usize,
+    next_row: u64,
+    /// Whether a batch of the unit was taken.
+    unit_started: bool,
+    /// The current row group's bytes (Parquet).
+    reserved: Reservation,
+}
+
+enum Unit {
+    Parquet(ParquetFile),
+    Ipc(ipc_file::IpcFile),
+}
+
+impl ColumnarRecords {
+    /// Opens `file` at `position` (its start when `None`). The columns `config` reads must
+    /// be in the file with the types the reader's first file gave them.
+    pub fn open(file: &DataFile, config: &ColumnarConfig, position: Option<Position>) -> Result<Self, SourceError> {
+        let name = file.name.clone();
+        let bytes = FileBytes::open(file)?;
+        let unit = match config.format {
+            ColumnarFormat::Parquet => Unit::Parquet(ParquetFile::open(bytes, &name)?),
+            ColumnarFormat::ArrowIpc => Unit::Ipc(ipc_file::IpcFile::open(bytes, &name)?),
+        };
+        let schema = match &unit {
+            Unit::Parquet(file) => file.schema(),
+            Unit::Ipc(file) => file.schema(),
+        };
+        let columns = column_indexes(&name, &schema, &config.records)?;
+        let mut records = Self {
+            name,
+            records: config.records.clone(),
+            file: unit,
+            columns,
+            batches: None,
+            rows: Bytes::new(),
+            ends: Vec::new(),
+            column: None,
+            next_in_batch: 0,
+            unit: 0,
+            next_row: 0,
+            unit_started: false,
+            reserved: memory::server().reservation(),
+        };
+        let Position { offset, record } = position.unwrap_or_default();
+        records.start_unit(usize::try_from(offset).unwrap_or(usize::MAX), record)?;
+        Ok(records)
+    }
+
+    /// Reads from unit `unit` on, at the file's row `row` (inside that unit).
+    fn start_unit(&mut self, unit: usize, row: u64) -> Result<(), SourceError> {
+        self.unit = unit;
+        self.next_row = row;
+        self.ends.clear();
+        self.unit_started = false;
+        self.next_in_batch = 0;
+        self.batches = match &self.file {
+            Unit::Parquet(file) => {
+                let starts = file.group_starts();
+                let groups = starts.len() - 1;
+                // A unit's first row, or a row inside it; past the last group, the end.
+                let inside = unit <= groups
+                    && starts[unit] <= row
+                    && (row == starts[unit] || starts.get(unit + 1).is_some_and(|&end| row < end));
+                if !inside {
+                    return Err(SourceError::Columnar {
+                        file: self.name.to_string(),
+                        message: format!(
+                            "no row {row} in row group {unit}: the file is not the one the checkpoint read"
+                        ),
+                        data_loss: false,
+                    });
+                }
+                if unit == groups {
+                    None
+                } else {
+                    let skip = row - starts[unit];
+                    Some(Box::new(file.read_group(unit, skip, &self.columns, &mut self.reserved, &self.name)?))
+                }
+            }
+            Unit::Ipc(file) => file.batches_from(unit, row, &self.name)?,
+        };
+        Ok(())
+    }
+
+    /// The next record, or `None` at the end of the file.
+    pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
+        while self.next_in_batch == self.ends.len() {
+            if !self.next_batch()? {
+                return Ok(None);
+            }
+        }
+        let i = self.next_in_batch;
+        let value = match &self.column {
+            Some(column) => self.column_value(column, i)?,
+            None => self.rows.slice(if i == 0 { 0 } else { self.ends[i - 1] }..self.ends[i]),
+        };
+        self.next_in_batch += 1;
+        let row = self.next_row;
+        self.next_row += 1;
+        Ok(Some(Record { file: self.name.clone(), split: 0, key: row, number: row, epoch: 0, value }))
+    }
+
+    fn column_value(&self, column: &ArrayRef, i: usize) -> Result<Bytes, SourceError> {
+        let RecordsOf::Column(name) = &self.records else { unreachable!("a column only for RecordsOf::Column") };
+        let error = |what: &str| SourceError::Columnar {
+            file: self.name.to_string(),
+            message: format!("row {}: column {name} {what}", self.next_row),
+            data_loss: false,
+        };
+        if column.is_null(i) {
+            return Err(error("is null"));
+        }
+        let bytes = rows::bytes_of(column, i).ok_or_else(|| error("is not a string or binary column"))?;
+        Ok(Bytes::copy_from_slice(bytes))
+    }
+
+    /// Takes the next Arrow batch (the next unit's first when this one is done); false at
+    /// the end of the file.
+    fn next_batch(&mut self) -> Result<bool, SourceError> {
+        let Some(batches) = &mut self.batches else { return Ok(false) };
+        let batch = match batches.next() {
+            Some(Ok(batch)) => batch,
+            Some(Err(err)) => return Err(self.batch_error(&err.to_string())),
+            None => {
+                let units = match &self.file {
+                    Unit::Parquet(file) => file.group_starts().len() - 1,
+                    Unit::Ipc(_) => return Ok(false),
+                };
+                if self.unit + 1 >= units {
+                    self.unit = units;
+                    self.batches = None;
+                    self.reserved.resize(0, String::new).expect("shrinking");
+                    return Ok(false);
+                }
+                self.start_unit(self.unit + 1, self.next_row)?;
+                return Ok(true);
+            }
+        };
+        // An IPC file's units are its batches: each after the unit's first is the next.
+        if matches!(self.file, Unit::Ipc(_)) && self.unit_started {
+            self.unit += 1;
+        }
+        self.unit_started = true;
+        self.next_in_batch = 0;
+        let arrays: Vec<ArrayRef> = match &self.records {
+            RecordsOf::Rows(columns) => {
+                columns.iter().map(|(name, _)| batch.column_by_name(name).cloned().expect("projected")).collect()
+            }
+            RecordsOf::Column(name) => vec![batch.column_by_name(name).cloned().expect("projected")],
+        };
+        match &self.records {
+            RecordsOf::Rows(columns) => {
+                let (rows, ends) =
+                    rows::encode_batch(&arrays, batch.num_rows(), columns).map_err(|err| SourceError::Columnar {
+                        file: self.name.to_string(),
+                        message: format!(
+                            "row {}, column {}: {}",
+                            self.next_row + err.row as u64,
+                            err.column,
+                            err.message
+                        ),
+                        data_loss: false,
+                    })?;
+                self.rows = Bytes::from(rows);
+                self.ends = ends;
+                self.column = None;
+            }
+            RecordsOf::Column(_) => {
+                self.ends = (1..=batch.num_rows()).collect();
+                self.column = arrays.into_iter().next();
+            }
+        }
+        Ok(true)
+    }
+
+    /// The error a failed batch of the current unit stands for: the read's own failure
+    /// (an object replaced, unavailable), else the data's, naming the row group and the
+    /// column that fails to read alone.
+    fn batch_error(&self, message: &str) -> SourceError {
+        match &self.file {
+            Unit::Parquet(file) => {
+                if let Some(failure) = file.take_failure() {
+                    return failure;
+                }
+                let column = file.failing_column(self.unit, &self.columns);
+                let schema = file.schema();
+                let column = column.map(|i| schema.field(i).name().as_str());
+                parquet_file::group_error(&self.name, self.unit, column, message)
+            }
+            Unit::Ipc(file) => file.take_failure().unwrap_or_else(|| SourceError::Columnar {
+                file: self.name.to_string(),
+                message: format!("record batch {}: {message}", self.unit),
+                data_loss: true,
+            }),
+        }
+    }
+
+    /// Where the next record starts: what a checkpoint keeps and `open` takes.
+    pub fn position(&self) -> Position {
+        let unit = match &self.file {
+            Unit::Parquet(file) => file.group_of(self.next_row),
+            Unit::Ipc(_) if self.next_in_batch == self.ends.len() && !self.ends.is_empty() => self.unit + 1,
+            Unit::Ipc(_) => self.unit,
+        };
+        Position { offset: unit as u64, record: self.next_row }
+    }
+}
+
+/// The file's schema indexes of the columns `records` reads, checked against what the
+/// reader's first file gave them.
+fn column_indexes(name: &str, schema: &arrow_schema::Schema, records: &RecordsOf) -> Result<Vec<usize>, SourceError> {
+    let error = |message: String| SourceError::Columnar { file: name.to_owned(), message, data_loss: false };
+    let mut indexes = Vec::new();
+    for column in records.column_names() {
+        let (index, field) =
+            schema.column_with_name(column).ok_or_else(|| error(format!("column {column} is not in the file")))?;
+        if let RecordsOf::Rows(columns) = records {
+            let expected = &columns.iter().find(|(name, _)| name == column).expect("listed").1;
+            let here = ColumnType::of_arrow(field.data_type())
+                .map_err(|reason| error(format!("column {column}: {reason}")))?;
+            if here != *expected {
+                return Err(error(format!(
+                    "column {column} is {} here, and {} in the reader's first file",
+                    field.data_type(),
+                    expected.describe()
+                )));
+            }
+        }
+        indexes.push(index);
+    }
+    Ok(indexes)
+}
+
+/// The columns of `file` (name and Arrow type, in file order), from its footer.
+pub fn file_schema(
+    file: &DataFile,
+    format: ColumnarFormat,
+) -> Result<Vec<(String, arrow_schema::DataType)>, SourceError> {
+    let bytes = FileBytes::open(file)?;
+    let schema = match format {
+        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name)?.schema(),
+        ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.schema(),
+    };
+    Ok(schema.fields().iter().map(|field| (field.name().clone(), field.data_type().clone())).collect())
+}

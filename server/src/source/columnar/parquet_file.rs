@@ -1,0 +1,134 @@
+//! A Parquet file's footer and row groups, through ranged reads of its [`FileBytes`]:
+//! the footer first, then each row group's projected column chunks as it is read, each
+//! row group's bytes reserved from the memory budget while it is read.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::file::metadata::ParquetMetaData;
+
+use super::file_bytes::FileBytes;
+use crate::memory::{self, Reservation};
+use crate::source::SourceError;
+
+/// Rows of one Arrow batch: enough to amortize the decoding per batch, few enough that
+/// a batch of wide rows stays a few MiB.
+const BATCH_BYTES: u64 = 4 << 20;
+const MAX_BATCH_ROWS: u64 = 4096;
+
+/// A Parquet file open for reading from one row group on.
+pub struct ParquetFile {
+    bytes: FileBytes,
+    metadata: ArrowReaderMetadata,
+    /// The first row of each row group, and the number of rows after the last.
+    group_starts: Vec<u64>,
+}
+
+impl ParquetFile {
+    /// Reads the footer. A footer that does not parse is DATA_LOSS naming the file.
+    pub fn open(bytes: FileBytes, name: &str) -> Result<Self, SourceError> {
+        let metadata = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new())
+            .map_err(|err| bytes.take_failure().unwrap_or_else(|| footer_error(name, &err)))?;
+        let mut group_starts = Vec::with_capacity(metadata.metadata().num_row_groups() + 1);
+        let mut rows = 0u64;
+        group_starts.push(0);
+        for group in metadata.metadata().row_groups() {
+            rows = rows.saturating_add(u64::try_from(group.num_rows()).unwrap_or(0));
+            group_starts.push(rows);
+        }
+        Ok(Self { bytes, metadata, group_starts })
+    }
+
+    pub fn schema(&self) -> arrow_schema::SchemaRef {
+        self.metadata.schema().clone()
+    }
+
+    pub fn metadata(&self) -> &Arc<ParquetMetaData> {
+        self.metadata.metadata()
+    }
+
+    pub fn group_starts(&self) -> &[u64] {
+        &self.group_starts
+    }
+
+    /// The row group holding row `row` (the number of groups past the last row).
+    pub fn group_of(&self, row: u64) -> usize {
+        self.group_starts.partition_point(|&start| start <= row).saturating_sub(1).min(self.group_starts.len() - 1)
+    }
+
+    /// Record batches of the `columns` (indexes into the file's schema) of row group
+    /// `group`, from its row `skip` on, read with `reserved` holding the group's column
+    /// bytes (compressed and not) from the memory budget.
+    pub fn read_group(
+        &self,
+        group: usize,
+        skip: u64,
+        columns: &[usize],
+        reserved: &mut Reservation,
+        name: &str,
+    ) -> Result<impl Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + Send + use<>, SourceError> {
+        let row_group = self.metadata().row_group(group);
+        let leaves = ProjectionMask::roots(self.metadata().file_metadata().schema_descr(), columns.iter().copied());
+        let (mut compressed, mut uncompressed, mut leaf_count) = (0u64, 0u64, 0u64);
+        for (i, column) in row_group.columns().iter().enumerate() {
+            if leaves.leaf_included(i) {
+                compressed = compressed.saturating_add(column.compressed_size().max(0) as u64);
+                uncompressed = uncompressed.saturating_add(column.uncompressed_size().max(0) as u64);
+                leaf_count += 1;
+            }
+        }
+        let claimed = compressed.saturating_add(uncompressed);
+        let claimed = usize::try_from(claimed).unwrap_or(usize::MAX);
+        reserved.resize(claimed, || format!("row group {group} of {name} ({claimed} bytes of its columns)"))?;
+        let rows = (row_group.num_rows().max(1) as u64).max(1);
+        let row_bytes = (uncompressed / rows).max(1) + leaf_count;
+        let batch_rows = (BATCH_BYTES / row_bytes).clamp(1, MAX_BATCH_ROWS) as usize;
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.bytes.clone(), self.metadata.clone())
+            .with_row_groups(vec![group])
+            .with_projection(leaves)
+            .with_offset(usize::try_from(skip).unwrap_or(usize::MAX))
+            .with_batch_size(batch_rows)
+            .build()
+            .map_err(|err| {
+                self.bytes.take_failure().unwrap_or_else(|| group_error(name, group, None, &err.to_string()))
+            })?;
+        Ok(reader)
+    }
+
+    /// Which of `columns` fails to read in row group `group`, read alone: the column an
+    /// error in that group is about. `None` when each reads alone.
+    pub fn failing_column(&self, group: usize, columns: &[usize]) -> Option<usize> {
+        for &column in columns {
+            let mut reserved = memory::server().reservation();
+            let Ok(batches) = self.read_group(group, 0, &[column], &mut reserved, "") else { return Some(column) };
+            for batch in batches {
+                if batch.is_err() {
+                    return Some(column);
+                }
+            }
+        }
+        None
+    }
+
+    /// The failure of the last read, when a read failed (an object unavailable or
+    /// replaced, say), rather than the data.
+    pub fn take_failure(&self) -> Option<SourceError> {
+        self.bytes.take_failure()
+    }
+}
+
+fn footer_error(name: &str, err: &parquet::errors::ParquetError) -> SourceError {
+    SourceError::Columnar { file: name.to_owned(), message: format!("bad Parquet footer: {err}"), data_loss: true }
+}
+
+/// An error reading row group `group`, about `column` when known.
+pub fn group_error(name: &str, group: usize, column: Option<&str>, message: &str) -> SourceError {
+    let column = column.map(|column| format!(", column {column}")).unwrap_or_default();
+    SourceError::Columnar {
+        file: name.to_owned(),
+        message: format!("row group {group}{column}: {message}"),
+        data_loss: true,
+    }
+}

@@ -6,7 +6,8 @@
 //! - **tabular**: Criteo-like Examples, `label` int64, `i1`..`i13` float32 (heavy-tailed,
 //!   quantised to 1/16 so the CSV text reads back as the same float32) and `c1`..`c26`
 //!   int64 (32-bit hashed ids with Criteo's per-column cardinalities), in 8 files;
-//! - **tabular_csv**: the same rows as CSV with a header line, same split.
+//! - **tabular_csv**: the same rows as CSV with a header line, same split;
+//! - **tabular_parquet**: the same rows as Parquet (`crate::demo_parquet`), same split.
 //!
 //! The layout matches the tf.data benchmark harness's `gen_data.py` (bench/compare.sh):
 //! `images/images-000-of-016.tfrecord`, `tabular/tabular-000-of-008.tfrecord`,
@@ -122,20 +123,27 @@ fn tabular_row(rng: &mut SplitMix64) -> (i64, [f32; 13], [i64; 26]) {
     (label, floats, ids)
 }
 
-/// Writes the tabular workload as TFRecords of Examples and/or as CSV (the same rows).
+/// Which files of the tabular workload to write (the same rows in each).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TabularFormats {
+    pub tfrecord: bool,
+    pub csv: bool,
+    pub parquet: bool,
+}
+
+/// Writes the tabular workload as TFRecords of Examples, CSV and/or Parquet (the same rows).
 pub fn write_tabular(
     out: &Path,
     sizes: &Sizes,
-    tfrecord: bool,
-    csv: bool,
+    formats: TabularFormats,
     progress: &mut dyn FnMut(u64),
 ) -> std::io::Result<()> {
-    let (tf_dir, csv_dir) = (out.join("tabular"), out.join("tabular_csv"));
-    if tfrecord {
-        std::fs::create_dir_all(&tf_dir)?;
-    }
-    if csv {
-        std::fs::create_dir_all(&csv_dir)?;
+    let TabularFormats { tfrecord, csv, parquet } = formats;
+    let (tf_dir, csv_dir, parquet_dir) = (out.join("tabular"), out.join("tabular_csv"), out.join("tabular_parquet"));
+    for (wanted, dir) in [(tfrecord, &tf_dir), (csv, &csv_dir), (parquet, &parquet_dir)] {
+        if wanted {
+            std::fs::create_dir_all(dir)?;
+        }
     }
     let mut written = 0;
     for file in 0..TABULAR_FILES {
@@ -154,6 +162,10 @@ pub fn write_tabular(
         if let Some(lines) = &mut lines {
             writeln!(lines, "{}", tabular_columns().join(","))?;
         }
+        let mut columns = match parquet {
+            true => Some(crate::demo_parquet::TabularParquet::create(&parquet_dir.join(format!("{name}.parquet")))?),
+            false => None,
+        };
         for _ in 0..share(sizes.tabular, TABULAR_FILES, file) {
             let (label, floats, ids) = tabular_row(&mut rng);
             if let Some(records) = &mut records {
@@ -172,6 +184,9 @@ pub fn write_tabular(
                 }
                 writeln!(lines)?;
             }
+            if let Some(columns) = &mut columns {
+                columns.push(label, &floats, &ids)?;
+            }
             written += 1;
             progress(written);
         }
@@ -180,6 +195,9 @@ pub fn write_tabular(
         }
         if let Some(mut lines) = lines {
             lines.flush()?;
+        }
+        if let Some(columns) = columns {
+            columns.finish()?;
         }
     }
     Ok(())
@@ -237,6 +255,14 @@ pub fn spec(workload: &str, batch_size: u32, epochs: i32) -> Option<Value> {
                 "pipeline": pipeline,
             })
         }
+        "tabular_parquet" => {
+            let columns: Vec<Value> = tabular_columns().into_iter().map(|name| json!({"name": name})).collect();
+            json!({
+                "source": {"files": ["tabular_parquet/tabular-*.parquet"], "format": "PARQUET"},
+                "decoder": {"columns": {"columns": columns}},
+                "pipeline": pipeline,
+            })
+        }
         // tabular and tabular_csv (the same rows) sampled half and half: what a mixture
         // costs over its components read alone.
         "tabular_mix" => {
@@ -275,7 +301,7 @@ pub fn spec(workload: &str, batch_size: u32, epochs: i32) -> Option<Value> {
 pub const MIXED_WORKLOADS: [(&str, &[&str]); 2] =
     [("tabular_mix", &["tabular", "tabular_csv"]), ("tabular_halves", &["tabular"])];
 
-pub const WORKLOADS: [&str; 3] = ["images", "tabular", "tabular_csv"];
+pub const WORKLOADS: [&str; 4] = ["images", "tabular", "tabular_csv", "tabular_parquet"];
 
 #[cfg(test)]
 mod tests {
@@ -286,7 +312,8 @@ mod tests {
     fn tabular_csv_holds_the_rows_of_the_tfrecords() {
         let dir = tempfile::tempdir().unwrap();
         let sizes = Sizes { images: 0, tabular: 20, seed: 7 };
-        write_tabular(dir.path(), &sizes, true, true, &mut |_| {}).unwrap();
+        write_tabular(dir.path(), &sizes, TabularFormats { tfrecord: true, csv: true, parquet: false }, &mut |_| {})
+            .unwrap();
         let path = dir.path().join("tabular/tabular-000-of-008.tfrecord");
         let bytes = std::fs::read(path).unwrap();
         let mut reader = TfRecordReader::new(bytes.as_slice(), bytes.len() as u64);
@@ -317,7 +344,8 @@ mod tests {
         let sizes = Sizes { images: 3, tabular: 9, seed: 1 };
         for dir in [&a, &b] {
             write_images(dir.path(), &sizes, &mut |_| {}).unwrap();
-            write_tabular(dir.path(), &sizes, true, false, &mut |_| {}).unwrap();
+            write_tabular(dir.path(), &sizes, TabularFormats { tfrecord: true, ..Default::default() }, &mut |_| {})
+                .unwrap();
         }
         for file in ["images/images-000-of-016.tfrecord", "tabular/tabular-000-of-008.tfrecord"] {
             assert_eq!(std::fs::read(a.path().join(file)).unwrap(), std::fs::read(b.path().join(file)).unwrap());

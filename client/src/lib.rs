@@ -38,6 +38,7 @@ pub mod bench;
 pub mod consumer_clock;
 pub mod convert;
 pub mod demo;
+pub mod demo_parquet;
 pub mod echo;
 pub mod inspect;
 pub mod inspect_parquet;

@@ -163,9 +163,14 @@ fn generate(
         demo::write_images(out, sizes, &mut |n| progress.set(n))?;
         progress.finish();
     }
-    if (wants("tabular") || wants("tabular_csv")) && !specs.specs_only {
+    let formats = demo::TabularFormats {
+        tfrecord: wants("tabular"),
+        csv: wants("tabular_csv"),
+        parquet: wants("tabular_parquet"),
+    };
+    if (formats.tfrecord || formats.csv || formats.parquet) && !specs.specs_only {
         let mut progress = readerd_client::progress::Progress::new("rows", !quiet);
-        demo::write_tabular(out, sizes, wants("tabular"), wants("tabular_csv"), &mut |n| progress.set(n))?;
+        demo::write_tabular(out, sizes, formats, &mut |n| progress.set(n))?;
         progress.finish();
     }
     let mixed = demo::MIXED_WORKLOADS.iter().filter(|(_, parts)| parts.iter().all(|part| wants(part)));

@@ -213,7 +213,17 @@ impl ColumnarRecords {
             Some(Err(err)) => return Err(self.batch_error(&err.to_string())),
             None => {
                 let units = match &self.file {
-                    Unit::Parquet(file) => file.group_starts().len() - 1,
+                    Unit::Parquet(file) => {
+                        let claimed_end = file.group_starts()[self.unit + 1];
+                        if self.next_row != claimed_end {
+                            let message = format!(
+                                "the row group ends after row {}, and the footer says it holds rows up to {claimed_end}",
+                                self.next_row
+                            );
+                            return Err(parquet_file::group_error(&self.name, self.unit, None, &message));
+                        }
+                        file.group_starts().len() - 1
+                    }
                     Unit::Ipc(_) => return Ok(false),
                 };
                 if self.unit + 1 >= units {

@@ -1,0 +1,296 @@
+//! Parquet files end to end (`format: PARQUET`): exact resume after SIGKILL mid row group
+//! from local files and from S3 (moto), bad files answered with a status naming the file,
+//! row group and column while the server keeps serving, a footer's row-count claim never
+//! allocated, and 3 replicas over 8 files of 4 row groups delivering every row exactly
+//! once per epoch through a replica's SIGKILL. Files are written by pyarrow.
+
+use std::path::Path;
+
+use readerd_tests::postgres::Database;
+use readerd_tests::s3::S3Server;
+use readerd_tests::shared_reads::{
+    lines_printed, read_shared, spawn_consumers, wait_for_consumers, wait_until_printed,
+};
+use readerd_tests::{ServerBuilder, ServerProcess, jsonl, readerctl, write_spec};
+use serde_json::{Value, json};
+
+/// Writes `files` Parquet files `part-F.parquet` of `groups` row groups of `rows` rows:
+/// `file` and `row` int64 columns, a float list `emb` of 4, a string `tag`.
+fn write_parquet(root: &Path, files: usize, groups: usize, rows: usize) {
+    let script = r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+root, files, groups, rows = sys.argv[1], *map(int, sys.argv[2:5])
+for f in range(files):
+    n = groups * rows
+    t = pa.table({
+        "file": pa.array([f] * n, pa.int64()),
+        "row": pa.array(range(n), pa.int64()),
+        "emb": pa.array([[float(i)] * 4 for i in range(n)], pa.list_(pa.float32(), 4)),
+        "tag": pa.array([f"f{f}r{i}" for i in range(n)]),
+    })
+    pq.write_table(t, f"{root}/part-{f}.parquet", row_group_size=rows, compression="snappy")
+"#;
+    python(script, &[root.to_str().unwrap(), &files.to_string(), &groups.to_string(), &rows.to_string()]);
+}
+
+fn python(script: &str, args: &[&str]) {
+    let output = std::process::Command::new("python3").arg("-c").arg(script).args(args).output().unwrap();
+    assert!(output.status.success(), "pyarrow: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+fn parquet_spec(files: &str) -> Value {
+    json!({
+        "source": {"files": [files], "format": "PARQUET"},
+        "decoder": {"columns": {"columns": [{"name": "file"}, {"name": "row"}, {"name": "emb"}, {"name": "tag"}]}},
+        "pipeline": {"seed": 5, "shuffleFiles": true, "cycleLength": 2, "blockLength": 7, "numEpochs": 2,
+                     "shuffle": {"bufferSize": 16}, "batchSize": 8}
+    })
+}
+
+fn elements(lines: &[Value]) -> Vec<Value> {
+    lines.iter().filter(|l| l.get("seq").is_some()).cloned().collect()
+}
+
+/// Reads `k` elements with a checkpoint every 3, kills the server (SIGKILL), resumes
+/// from the last token on a new server over the same state: the two parts make the
+/// uninterrupted sequence. `start` starts a server on `state`.
+fn resume_after_sigkill(k: u64, spec: &Value, start: &dyn Fn(&Path) -> ServerProcess) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, spec);
+    let server = start(state.path());
+    let full = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    assert_eq!(full.last().unwrap()["end_of_sequence"], true, "{:?}", full.last());
+    let k_str = k.to_string();
+    let head = readerctl(
+        &server.addr,
+        &["read", "--spec", &spec_path, "--max-batches", &k_str, "--checkpoint-every", "3", "--output", "jsonl"],
+    );
+    assert!(head.status.success(), "{}", String::from_utf8_lossy(&head.stdout));
+    let head = jsonl(&head.stdout);
+    let token = head.last().unwrap()["checkpoint"].as_str().unwrap().to_owned();
+    server.kill();
+
+    let server = start(state.path());
+    let tail = readerctl(&server.addr, &["read", "--resume", &token, "--output", "jsonl"]);
+    assert!(tail.status.success(), "{}", String::from_utf8_lossy(&tail.stdout));
+    let tail = jsonl(&tail.stdout);
+    let resumed: Vec<Value> = elements(&head).into_iter().chain(elements(&tail)).collect();
+    assert_eq!(resumed.len(), elements(&full).len(), "resumed after {k} elements");
+    assert!(resumed == elements(&full), "resumed after {k} elements: the uninterrupted sequence");
+}
+
+#[test]
+fn parquet_resumes_exactly_after_sigkill_mid_row_group() {
+    let data = tempfile::tempdir().unwrap();
+    // 3 files of 3 row groups of 50 rows: batches of 8 end inside row groups.
+    write_parquet(data.path(), 3, 3, 50);
+    for k in [3, 21, 40] {
+        resume_after_sigkill(k, &parquet_spec("part-*.parquet"), &|state| {
+            ServerProcess::start_in(state, &[data.path()], &[])
+        });
+    }
+}
+
+#[test]
+fn parquet_from_s3_resumes_exactly_after_sigkill_mid_row_group() {
+    let local = tempfile::tempdir().unwrap();
+    write_parquet(local.path(), 3, 3, 50);
+    let s3 = S3Server::start();
+    s3.create_bucket("training");
+    s3.upload_dir("training", "columnar", local.path());
+    let root = "s3://training/columnar";
+    resume_after_sigkill(21, &parquet_spec("part-*.parquet"), &|state| {
+        ServerBuilder::new(&[root]).env(&s3.s3_env()).state_dir(state).start()
+    });
+}
+
+/// The status line readerctl prints for a read of `spec` that fails.
+fn failed_read(addr: &str, spec: &Value) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, spec);
+    let output = readerctl(addr, &["read", "--spec", &spec_path, "--output", "jsonl"]);
+    assert!(!output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+    jsonl(&output.stdout).last().unwrap()["error"].clone()
+}
+
+fn one_file(name: &str) -> Value {
+    json!({"source": {"files": [name], "format": "PARQUET"}, "pipeline": {"batchSize": 50}})
+}
+
+/// The byte range of row group `group`'s column `column` chunk data in `path`.
+fn column_chunk(path: &Path, group: usize, column: usize) -> (usize, usize) {
+    let script = r#"
+import sys, pyarrow.parquet as pq
+c = pq.ParquetFile(sys.argv[1]).metadata.row_group(int(sys.argv[2])).column(int(sys.argv[3]))
+start = c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset
+print(start, c.total_compressed_size)
+"#;
+    let output = std::process::Command::new("python3")
+        .args(["-c", script, path.to_str().unwrap(), &group.to_string(), &column.to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut numbers = text.split_whitespace().map(|n| n.parse::<usize>().unwrap());
+    (numbers.next().unwrap(), numbers.next().unwrap())
+}
+
+#[test]
+fn bad_parquet_files_name_the_file_row_group_and_column_and_the_server_keeps_serving() {
+    let data = tempfile::tempdir().unwrap();
+    let root = data.path();
+    write_parquet(root, 1, 3, 40);
+    let good = std::fs::read(root.join("part-0.parquet")).unwrap();
+    // A footer cut short.
+    std::fs::write(root.join("cut.parquet"), &good[..good.len() - 30]).unwrap();
+    // Row group 1's `tag` column chunk overwritten with garbage (its page header too).
+    let (start, len) = column_chunk(&root.join("part-0.parquet"), 1, 3);
+    let mut corrupt = good.clone();
+    corrupt[start..start + len].iter_mut().enumerate().for_each(|(i, b)| *b = (i * 37 % 251) as u8);
+    std::fs::write(root.join("corrupt.parquet"), &corrupt).unwrap();
+    // A second file without `tag`, and one where `row` is a string.
+    python(
+        r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+pq.write_table(pa.table({"file": [1], "row": [0], "emb": pa.array([[0.0] * 4], pa.list_(pa.float32(), 4))}), sys.argv[1] + "/zz-no-tag.parquet")
+pq.write_table(pa.table({"file": [1], "row": ["0"], "emb": pa.array([[0.0] * 4], pa.list_(pa.float32(), 4)), "tag": ["x"]}), sys.argv[1] + "/zz-row-text.parquet")
+"#,
+        &[root.to_str().unwrap()],
+    );
+    let server = ServerProcess::start(&[root]);
+
+    let cut = failed_read(&server.addr, &one_file("cut.parquet"));
+    assert_eq!(cut["code"], "DATA_LOSS", "{cut}");
+    assert!(cut["message"].as_str().unwrap().contains("cut.parquet"), "{cut}");
+
+    let corrupt = failed_read(&server.addr, &one_file("corrupt.parquet"));
+    let message = corrupt["message"].as_str().unwrap();
+    assert_eq!(corrupt["code"], "DATA_LOSS", "{corrupt}");
+    assert!(
+        message.contains("corrupt.parquet") && message.contains("row group 1") && message.contains("column tag"),
+        "{corrupt}"
+    );
+
+    for (file, what) in
+        [("zz-no-tag.parquet", "column tag is not in the file"), ("zz-row-text.parquet", "column row is")]
+    {
+        let spec =
+            json!({"source": {"files": ["part-0.parquet", file], "format": "PARQUET"}, "pipeline": {"batchSize": 50}});
+        let err = failed_read(&server.addr, &spec);
+        assert_eq!(err["code"], "INVALID_ARGUMENT", "{err}");
+        let message = err["message"].as_str().unwrap();
+        assert!(message.contains(file) && message.contains(what), "{err}");
+    }
+    // A column the spec asks for that no file has: refused when the reader opens.
+    let mut missing = one_file("part-0.parquet");
+    missing["decoder"] = json!({"columns": {"columns": [{"name": "price"}]}});
+    let err = failed_read(&server.addr, &missing);
+    assert_eq!(err["code"], "INVALID_ARGUMENT", "{err}");
+    assert!(err["message"].as_str().unwrap().contains("column price is not in the file"), "{err}");
+
+    // Nothing was lost: the good file reads whole.
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &one_file("part-0.parquet"));
+    let lines = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    assert_eq!(elements(&lines).len(), 3);
+}
+
+/// `bytes` (a Parquet file) with its footer's and each row group's row count claiming
+/// 2^40 rows: the footer is thrift compact, where an i64 field after a list is the byte
+/// 0x16 then the zigzag varint of the value.
+fn claim_rows(bytes: &[u8], file_rows: u64, group_rows: u64) -> Vec<u8> {
+    let varint = |mut value: u64| {
+        let mut out = Vec::new();
+        loop {
+            let byte = (value & 0x7f) as u8;
+            value >>= 7;
+            if value == 0 {
+                out.push(byte);
+                return out;
+            }
+            out.push(byte | 0x80);
+        }
+    };
+    let field = |rows: u64| [vec![0x16], varint(rows << 1)].concat();
+    let footer_len = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap()) as usize;
+    let footer_start = bytes.len() - 8 - footer_len;
+    let mut footer = bytes[footer_start..bytes.len() - 8].to_vec();
+    let mut replaced = 0;
+    for rows in [file_rows, group_rows] {
+        let (from, to) = (field(rows), field(1 << 40));
+        while let Some(at) = footer.windows(from.len()).position(|w| w == from.as_slice()) {
+            footer.splice(at..at + from.len(), to.iter().copied());
+            replaced += 1;
+        }
+    }
+    assert!(replaced >= 2, "the row counts were found in the footer");
+    let mut out = bytes[..footer_start].to_vec();
+    out.extend_from_slice(&footer);
+    out.extend_from_slice(&(footer.len() as u32).to_le_bytes());
+    out.extend_from_slice(b"PAR1");
+    out
+}
+
+#[test]
+fn a_footer_claiming_2_to_the_40_rows_allocates_nothing_from_the_claim() {
+    let data = tempfile::tempdir().unwrap();
+    write_parquet(data.path(), 1, 2, 300);
+    let bytes = std::fs::read(data.path().join("part-0.parquet")).unwrap();
+    std::fs::write(data.path().join("claims.parquet"), claim_rows(&bytes, 600, 300)).unwrap();
+    let server = ServerProcess::start_with(&[data.path()], &["--memory-budget", "268435456"]);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &one_file("claims.parquet"));
+    let output = readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]);
+    let lines = jsonl(&output.stdout);
+    // The rows the first row group holds, then DATA_LOSS naming the file and row group.
+    let rows: usize = elements(&lines).iter().map(|l| l["keys"].as_array().unwrap().len()).sum();
+    assert_eq!(rows, 300);
+    assert!(!output.status.success());
+    let err = &lines.last().unwrap()["error"];
+    let message = err["message"].as_str().unwrap();
+    assert_eq!(err["code"], "DATA_LOSS", "{err}");
+    assert!(message.contains("claims.parquet: row group 0") && message.contains("ends after row 300"), "{err}");
+    let peak_mib = server.memory_kib("VmHWM") / 1024;
+    assert!(peak_mib < 256, "the server's peak RSS was {peak_mib} MiB");
+    // And it serves on.
+    let spec_path = write_spec(&dir, &one_file("part-0.parquet"));
+    let lines = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    assert_eq!(elements(&lines).len(), 12);
+}
+
+#[test]
+fn three_replicas_deliver_every_parquet_row_exactly_once_per_epoch_through_a_replica_kill() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    // 8 files of 4 row groups of 100 rows: 3,200 rows an epoch.
+    write_parquet(data.path(), 8, 4, 100);
+    let spec = json!({
+        "source": {"files": ["part-*.parquet"], "format": "PARQUET"},
+        "decoder": {"columns": {"columns": [{"name": "row"}, {"name": "tag"}]}},
+        "pipeline": {"seed": 3, "shuffleFiles": true, "numEpochs": 2, "batchSize": 8}
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec);
+    let mut expected = read_shared(&ServerProcess::start(&[data.path()]).addr, &spec_path);
+    assert_eq!(expected.len(), 2 * 3200);
+    expected.sort();
+
+    let url = db.url();
+    let replica = || {
+        let state = tempfile::tempdir().unwrap();
+        let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"];
+        (ServerProcess::start_in(state.path(), &[data.path()], &args), state)
+    };
+    let mut replicas: Vec<_> = (0..3).map(|_| Some(replica())).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().0.addr.clone()).collect();
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs.join(","), &["--spec", &spec_path], &outputs);
+    wait_until_printed(&outputs, 150);
+    let (killed, _state) = replicas[1].take().unwrap();
+    killed.kill();
+    println!("{} lines printed when replica 1 was killed", lines_printed(&outputs));
+    let mut all = wait_for_consumers(consumers, &outputs, true);
+    all.sort();
+    assert_eq!(all.len(), expected.len());
+    assert!(all == expected, "every row exactly once per epoch");
+}

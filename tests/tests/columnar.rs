@@ -92,6 +92,39 @@ fn parquet_resumes_exactly_after_sigkill_mid_row_group() {
     }
 }
 
+/// The exact global shuffle over Parquet rows: each epoch is a permutation of every row
+/// (row indexes from the footers), and it resumes exactly after SIGKILL.
+#[test]
+fn the_global_shuffle_of_parquet_rows_is_a_permutation_per_epoch_and_resumes_exactly() {
+    let data = tempfile::tempdir().unwrap();
+    write_parquet(data.path(), 3, 3, 50);
+    let spec = json!({
+        "source": {"files": ["part-*.parquet"], "format": "PARQUET"},
+        "decoder": {"columns": {"columns": [{"name": "row"}, {"name": "tag"}]}},
+        "pipeline": {"seed": 8, "shuffle": {"global": true}, "numEpochs": 2, "batchSize": 8}
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec);
+    let server = ServerProcess::start(&[data.path()]);
+    let lines = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    let keys: Vec<String> = elements(&lines)
+        .iter()
+        .flat_map(|l| l["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_owned()).collect::<Vec<_>>())
+        .collect();
+    assert_eq!(keys.len(), 2 * 450);
+    let mut every: Vec<String> = (0..3).flat_map(|f| (0..150).map(move |r| format!("part-{f}.parquet:{r}"))).collect();
+    every.sort();
+    for epoch in keys.chunks(450) {
+        let mut sorted = epoch.to_vec();
+        sorted.sort();
+        assert_eq!(sorted, every, "each epoch holds every row once");
+        assert_ne!(epoch[..20], every[..20], "in a shuffled order");
+    }
+    assert_ne!(keys[..450], keys[450..], "each epoch its own permutation");
+    drop(server);
+    resume_after_sigkill(30, &spec, &|state| ServerProcess::start_in(state, &[data.path()], &[]));
+}
+
 #[test]
 fn parquet_from_s3_resumes_exactly_after_sigkill_mid_row_group() {
     let local = tempfile::tempdir().unwrap();
@@ -232,7 +265,7 @@ fn claim_rows(bytes: &[u8], file_rows: u64, group_rows: u64) -> Vec<u8> {
 }
 
 #[test]
-fn a_footer_claiming_2_to_the_40_rows_allocates_nothing_from_the_claim() {
+fn footer_and_page_claims_are_checked_before_anything_is_allocated_from_them() {
     let data = tempfile::tempdir().unwrap();
     write_parquet(data.path(), 1, 2, 300);
     let bytes = std::fs::read(data.path().join("part-0.parquet")).unwrap();
@@ -250,6 +283,26 @@ fn a_footer_claiming_2_to_the_40_rows_allocates_nothing_from_the_claim() {
     let message = err["message"].as_str().unwrap();
     assert_eq!(err["code"], "DATA_LOSS", "{err}");
     assert!(message.contains("claims.parquet: row group 0") && message.contains("ends after row 300"), "{err}");
+    // A page header claiming a megabyte uncompressed in a column chunk of 16 KB.
+    python(
+        r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+pq.write_table(pa.table({"n": pa.array(range(2000), pa.int64())}), sys.argv[1], compression="none", use_dictionary=False)
+"#,
+        &[data.path().join("page.parquet").to_str().unwrap()],
+    );
+    let mut page = std::fs::read(data.path().join("page.parquet")).unwrap();
+    let (start, _) = column_chunk(&data.path().join("page.parquet"), 0, 0);
+    // DATA_PAGE (field 1, zigzag 0), then field 2, uncompressed_page_size, as 3 varint bytes.
+    assert_eq!(page[start..start + 3], [0x15, 0x00, 0x15]);
+    assert!(page[start + 3] & 0x80 != 0 && page[start + 4] & 0x80 != 0 && page[start + 5] & 0x80 == 0);
+    page[start + 3..start + 6].copy_from_slice(&[0xfe, 0xff, 0x7f]);
+    std::fs::write(data.path().join("page.parquet"), &page).unwrap();
+    let err = failed_read(&server.addr, &one_file("page.parquet"));
+    assert_eq!(err["code"], "DATA_LOSS", "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("page.parquet: row group 0, column n: page 0 claims 1048575 bytes"), "{err}");
+
     let peak_mib = server.memory_kib("VmHWM") / 1024;
     assert!(peak_mib < 256, "the server's peak RSS was {peak_mib} MiB");
     // And it serves on.

@@ -50,6 +50,30 @@ fn every_demo_spec_reads_to_its_end() {
     assert_eq!(keys.iter().filter(|k| k.starts_with("0/train.csv:")).count(), 2000);
     assert_eq!(keys.iter().filter(|k| k.starts_with("1/prices.csv:")).count(), 300);
     assert_eq!(mixed[0]["features"]["label"]["shape"], serde_json::json!([32]));
+
+    // train.csv's rows as Parquet (4 row groups): each row once, shuffled, its columns typed
+    // by the file (the float32 of the CSV text).
+    let parquet = read_spec(&server, "train_parquet.json");
+    assert_eq!(parquet.len(), 2000usize.div_ceil(32) + 1);
+    let mut ids: Vec<i64> = parquet
+        .iter()
+        .flat_map(|m| m["features"]["id"]["values"].as_array().into_iter().flatten())
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_ne!(ids[..32], (0..32).collect::<Vec<i64>>(), "the shuffle buffer mixes rows");
+    ids.sort();
+    assert_eq!(ids, (0..2000).collect::<Vec<i64>>());
+    assert_eq!(parquet[0]["features"]["x1"]["dtype"], "float32");
+    let x1_of_row_0: Vec<f32> = parquet
+        .iter()
+        .filter_map(|m| m.get("features"))
+        .flat_map(|f| {
+            let ids = f["id"]["values"].as_array().unwrap().clone();
+            let x1 = f["x1"]["values"].as_array().unwrap().clone();
+            ids.into_iter().zip(x1).filter(|(id, _)| *id == 0).map(|(_, x)| x.as_f64().unwrap() as f32)
+        })
+        .collect();
+    assert_eq!(x1_of_row_0, [1.764052f32], "train.csv's first row");
 }
 
 /// The shell commands of the README's "Two commands" block, comments left out.

@@ -26,7 +26,9 @@ use super::feed::FileFeed;
 use super::record_set::RecordSet;
 use super::rng::SplitMix64;
 use crate::format::{FormatError, Position};
-use crate::source::{Compression, DataFile, FileRecords, Record, RecordsAt, SourceConfig, SourceError, SplitRef};
+use crate::source::{
+    Compression, DataFile, FileRecords, Record, RecordsAt, SourceConfig, SourceError, SourceFormat, SplitRef,
+};
 
 /// The positions of a file's records, and where the last one ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +51,9 @@ impl RecordIndex {
 
     /// Reads the file once, framing every record up to the end or a framing error.
     pub fn build(file: &DataFile, source: &SourceConfig) -> Result<Self, SourceError> {
+        if let SourceFormat::Columnar(columnar) = &source.format {
+            return Ok(Self { positions: crate::source::columnar::row_positions(file, columnar)?, cut_short: None });
+        }
         let uncompressed = SourceConfig { compression: Some(Compression::None), ..source.clone() };
         let mut reader = FileRecords::open(file, &uncompressed, None)?;
         // Each position is where the framer stood before a record: reading from it skips

@@ -96,16 +96,15 @@ impl FileRecords {
 pub enum RecordsAt {
     /// Uncompressed framed files ([`framed_at`]).
     Framed(framed_at::FramedAt),
-    /// Columnar files: the row's unit read from the row on, for each record (correct,
-    /// and as slow as it sounds for large row groups).
-    Columnar(DataFile, columnar::ColumnarConfig),
+    /// Columnar files ([`columnar::rows_at`]).
+    Columnar(columnar::rows_at::ColumnarAt),
 }
 
 impl RecordsAt {
     pub fn open(file: &DataFile, config: &Arc<SourceConfig>) -> Result<Self, SourceError> {
         Ok(match &config.format {
             SourceFormat::Framed(format) => Self::Framed(framed_at::FramedAt::open(file, config, format)?),
-            SourceFormat::Columnar(columnar) => Self::Columnar(file.clone(), columnar.clone()),
+            SourceFormat::Columnar(columnar) => Self::Columnar(columnar::rows_at::ColumnarAt::new(file, columnar)),
         })
     }
 
@@ -113,14 +112,7 @@ impl RecordsAt {
     pub fn read(&self, start: Position, end: Position) -> Result<Record, SourceError> {
         match self {
             Self::Framed(file) => file.read(start, end),
-            Self::Columnar(file, config) => {
-                let mut rows = columnar::ColumnarRecords::open(file, config, Some(start))?;
-                rows.next_record()?.ok_or_else(|| SourceError::Columnar {
-                    file: file.name.to_string(),
-                    message: format!("no row {} (the file changed since it was indexed)", start.record),
-                    data_loss: false,
-                })
-            }
+            Self::Columnar(file) => file.read(start),
         }
     }
 }

@@ -4,12 +4,15 @@
 //! The files say each column's type ([`ColumnType::of_arrow`]); the spec says which
 //! columns, a dense shape for a list column, and what a null takes ([`ColumnRequest`]).
 //! A [`ColumnarDecoder`] is made from the spec, then resolved against the first file's
-//! schema when the reader opens. Rows arrive in the layout of `crate::source::columnar`
-//! (`rows.rs`); numbers are
+//! schema when the reader opens. Rows arrive in the layout of [`layout`] (written by
+//! `crate::source::columnar::rows`); numbers are
 //! copied once, from the row into the batch's tensor, and strings are slices of the row.
+
+pub mod layout;
 
 use arrow_schema::DataType;
 use bytes::Bytes;
+use layout::{FixedSlot, RowLayout};
 
 use super::{DType, DecodeError, Dense, Ragged, Tensor, Values};
 
@@ -167,11 +170,13 @@ pub struct ColumnarDecoder {
     requests: Option<Vec<ColumnRequest>>,
     /// Empty until [`ColumnarDecoder::resolve`].
     columns: Vec<ColumnFeature>,
+    /// Where each column is in a row.
+    layout: RowLayout,
 }
 
 impl ColumnarDecoder {
     pub fn new(requests: Option<Vec<ColumnRequest>>) -> Self {
-        Self { requests, columns: Vec::new() }
+        Self { requests, columns: Vec::new(), layout: RowLayout::of([]) }
     }
 
     /// Whether the files' types are known ([`ColumnarDecoder::resolve`]).
@@ -223,7 +228,8 @@ impl ColumnarDecoder {
         if columns.is_empty() {
             return Err("the files have no columns".to_owned());
         }
-        Ok(Self { requests: self.requests.clone(), columns })
+        let layout = RowLayout::of(columns.iter().map(|column| &column.ty));
+        Ok(Self { requests: self.requests.clone(), columns, layout })
     }
 
     /// The columns read, in the order rows hold them.
@@ -251,42 +257,93 @@ impl ColumnarDecoder {
         self.columns.iter().map(|column| (column.name.clone(), describe(column))).collect()
     }
 
-    /// Decodes rows in the row layout: a batch (`batched`: each feature `[B, ...]`)
-    /// or one row. `keys` name the rows in messages.
+    /// Decodes rows in the row layout ([`layout`]): a batch (`batched`: each feature
+    /// `[B, ...]`) or one row. `keys` name the rows in messages.
     pub fn decode(&self, rows: &[Bytes], keys: &[String], batched: bool) -> Result<Vec<(String, Tensor)>, DecodeError> {
-        let mut builders: Vec<Builder> = self.columns.iter().map(|column| Builder::new(&column.ty)).collect();
+        let key = |i: usize| keys.get(i).cloned().unwrap_or_else(|| format!("record {i} of the batch"));
+        let error = |i: usize, column: &ColumnFeature, message: &str| {
+            DecodeError::at(i, format!("column {} of {}: {message}", column.name, key(i)))
+        };
+        let layout = &self.layout;
+        if let Some(i) = rows.iter().position(|row| row.len() < layout.fixed_bytes) {
+            return Err(DecodeError::at(i, format!("{} is not a row of these columns", key(i))));
+        }
+        let mut tensors: Vec<Option<Tensor>> = vec![None; self.columns.len()];
+        let shape: Vec<usize> = if batched { vec![rows.len()] } else { Vec::new() };
+        let defaults: Vec<Option<&[u8]>> =
+            layout.fixed.iter().map(|slot| self.columns[slot.column].default.as_ref().map(|d| &d[1..])).collect();
+        let values = gather_fixed(rows, &layout.fixed, &defaults).map_err(|(i, slot)| {
+            error(i, &self.columns[layout.fixed[slot].column], "null, and the spec gives the column no default")
+        })?;
+        for (slot, values) in layout.fixed.iter().zip(values) {
+            let dtype = self.columns[slot.column].ty.dtype();
+            let dense = Dense { dtype, shape: shape.clone(), values: Values::Bytes(values.into()) };
+            tensors[slot.column] = Some(Tensor::Dense(dense));
+        }
+        let mut builders: Vec<(usize, Builder)> =
+            layout.variable.iter().map(|&c| (c, Builder::new(&self.columns[c].ty))).collect();
         for (i, row) in rows.iter().enumerate() {
-            let key = || keys.get(i).cloned().unwrap_or_else(|| format!("record {i} of the batch"));
-            let mut at = 0;
-            for (column, builder) in self.columns.iter().zip(&mut builders) {
-                let error =
-                    |message: String| DecodeError::at(i, format!("column {} of {}: {message}", column.name, key()));
-                let present = *row.get(at).ok_or_else(|| error("the row ends early".to_owned()))?;
+            let mut at = layout.fixed_bytes;
+            for (c, builder) in &mut builders {
+                let column = &self.columns[*c];
+                let present = *row.get(at).ok_or_else(|| error(i, column, "the row ends early"))?;
                 at += 1;
                 let before = builder.items();
                 if present == 0 {
                     let Some(default) = &column.default else {
-                        return Err(error("null, and the spec gives the column no default".to_owned()));
+                        return Err(error(i, column, "null, and the spec gives the column no default"));
                     };
-                    builder.read(&column.ty, default, &mut 1).map_err(error)?;
+                    builder.read(&column.ty, default, &mut 1).map_err(|message| error(i, column, &message))?;
                 } else {
-                    builder.read(&column.ty, row, &mut at).map_err(error)?;
+                    builder.read(&column.ty, row, &mut at).map_err(|message| error(i, column, &message))?;
                 }
                 if let Some(shape) = &column.shape {
                     let (wanted, got) = (shape.iter().product::<usize>(), builder.items() - before);
                     if got != wanted {
-                        return Err(error(format!("{got} values, and shape {shape:?} takes {wanted}")));
+                        return Err(error(i, column, &format!("{got} values, and shape {shape:?} takes {wanted}")));
                     }
                 }
             }
         }
-        let rows = rows.len();
-        let features = self.columns.iter().zip(builders).map(|(column, builder)| {
-            let tensor = builder.finish(column, rows, batched);
-            (column.name.clone(), tensor)
-        });
-        Ok(features.collect())
+        for (c, builder) in builders {
+            tensors[c] = Some(builder.finish(&self.columns[c], rows.len(), batched));
+        }
+        let features = self.columns.iter().zip(tensors);
+        Ok(features.map(|(column, tensor)| (column.name.clone(), tensor.expect("every column decoded"))).collect())
     }
+}
+
+/// The little-endian values of each fixed-width column (`slots`) of every row (each at
+/// least the fixed part long), a null taking its column's default; `Err((i, slot))`: row
+/// `i` is null in `slots[slot]`, which has no default. Row by row, reading each row's
+/// fixed part front to back, a constant-width copy per value.
+fn gather_fixed(
+    rows: &[Bytes],
+    slots: &[FixedSlot],
+    defaults: &[Option<&[u8]>],
+) -> Result<Vec<Vec<u8>>, (usize, usize)> {
+    #[inline(always)]
+    fn put<const N: usize>(out: &mut [u8], i: usize, value: &[u8]) {
+        out[i * N..(i + 1) * N].copy_from_slice(&value[..N]);
+    }
+    let mut outs: Vec<Vec<u8>> = slots.iter().map(|slot| vec![0; rows.len() * slot.width]).collect();
+    for (i, row) in rows.iter().enumerate() {
+        for (s, (slot, out)) in slots.iter().zip(&mut outs).enumerate() {
+            let at = slot.offset;
+            let value = match row[at] {
+                0 => defaults[s].ok_or((i, s))?,
+                _ => &row[at + 1..at + 1 + slot.width],
+            };
+            match slot.width {
+                1 => put::<1>(out, i, value),
+                2 => put::<2>(out, i, value),
+                4 => put::<4>(out, i, value),
+                8 => put::<8>(out, i, value),
+                other => unreachable!("no fixed-width dtype of {other} bytes"),
+            }
+        }
+    }
+    Ok(outs)
 }
 
 /// One column's values as rows are read: flat items, and each list level's row splits.

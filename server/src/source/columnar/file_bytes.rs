@@ -1,7 +1,9 @@
 //! A file's bytes by range, for the Parquet and Arrow IPC readers: a local file's reads,
 //! or an object's ranged GETs (retried, its version checked, as every object read is).
 //! Only the ranges the readers ask for are read: the footer, then the projected
-//! columns' chunks.
+//! columns' chunks, each fetched whole in one read and held while its row group is read
+//! ([`FileBytes::hold_chunks`]): the Parquet reader's reads of page headers and pages
+//! are slices of them.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::{Arc, Mutex};
@@ -22,12 +24,15 @@ pub struct FileBytes {
     /// The last read that failed, with its cause (the Parquet and Arrow readers keep only
     /// a message): what the source reports.
     failed: Arc<Mutex<Option<SourceError>>>,
+    /// Column chunks read ahead, by their offset in the file.
+    chunks: Arc<Mutex<Vec<(u64, Bytes)>>>,
 }
 
 impl FileBytes {
     pub fn open(file: &DataFile) -> Result<Self, SourceError> {
         let len = file.byte_len()?;
-        Ok(Self { file: file.clone(), len, at: 0, reader: Arc::default(), failed: Arc::default() })
+        let shared = (Arc::default(), Arc::default(), Arc::default());
+        Ok(Self { file: file.clone(), len, at: 0, reader: shared.0, failed: shared.1, chunks: shared.2 })
     }
 
     pub fn len(&self) -> u64 {
@@ -60,11 +65,20 @@ impl FileBytes {
         };
         let result = match &self.file.location {
             FileLocation::Local(_) => {
-                let mut reader = self.file.open_read(start)?;
-                let mut bytes = vec![0; length];
-                reader.read_exact(&mut bytes).map(|_| Bytes::from(bytes)).map_err(|err| {
-                    SourceError::from_io(err, |err| SourceError::Read { file: name.to_string(), source: err })
-                })
+                // Read into spare capacity: nothing zeroed first.
+                let mut bytes = Vec::with_capacity(length);
+                let read = self.file.open_read(start)?.take(length as u64).read_to_end(&mut bytes);
+                match read {
+                    Ok(n) if n == length => Ok(Bytes::from(bytes)),
+                    Ok(n) => Err(SourceError::Columnar {
+                        file: name.to_string(),
+                        message: format!("{n} bytes at offset {start} where {length} were expected: the file shrank"),
+                        data_loss: true,
+                    }),
+                    Err(err) => {
+                        Err(SourceError::from_io(err, |err| SourceError::Read { file: name.to_string(), source: err }))
+                    }
+                }
             }
             FileLocation::Object(file) => {
                 let object = file.clone();
@@ -73,6 +87,21 @@ impl FileBytes {
             }
         };
         result.inspect_err(|err| self.remember(err))
+    }
+
+    /// Serves reads inside `chunks` (offset, bytes) from them, instead of the chunks held
+    /// before.
+    pub fn hold_chunks(&self, chunks: Vec<(u64, Bytes)>) {
+        *self.chunks.lock_unpoisoned() = chunks;
+    }
+
+    /// The bytes from `start` to the end of the held chunk that holds `start..start + length`.
+    fn held(&self, start: u64, length: usize) -> Option<Bytes> {
+        let chunks = self.chunks.lock_unpoisoned();
+        chunks.iter().find_map(|(offset, bytes)| {
+            let from = usize::try_from(start.checked_sub(*offset)?).ok()?;
+            (from.checked_add(length)? <= bytes.len()).then(|| bytes.slice(from..))
+        })
     }
 
     fn remember(&self, err: &SourceError) {
@@ -102,13 +131,21 @@ impl parquet::file::reader::Length for FileBytes {
 impl parquet::file::reader::ChunkReader for FileBytes {
     type T = bytes::buf::Reader<Bytes>;
 
+    /// A page header: read from the held chunk (else up to 64 KiB from the file).
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
         use bytes::Buf;
-        let length = self.len.saturating_sub(start) as usize;
+        // A chunk that holds a byte at `start` (one ending there may adjoin the next).
+        if let Some(held) = self.held(start, 1) {
+            return Ok(held.reader());
+        }
+        let length = self.len.saturating_sub(start).min(64 << 10) as usize;
         Ok(self.range(start, length).map_err(Self::parquet_error)?.reader())
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        if let Some(held) = self.held(start, length) {
+            return Ok(held.slice(..length));
+        }
         self.range(start, length).map_err(Self::parquet_error)
     }
 }

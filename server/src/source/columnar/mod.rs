@@ -3,7 +3,9 @@
 //! - [`file_bytes`]: a file's bytes by range, local or an object;
 //! - [`parquet_file`]: a Parquet file's footer and row groups, read through ranged reads
 //!   of its [`DataFile`] (local or an object), the projected columns only;
+//! - [`page_headers`]: a column chunk's page headers checked against the footer's claims;
 //! - [`ipc_file`]: an Arrow IPC file's record batches;
+//! - [`rows_at`]: single rows at known positions (the global shuffle), a unit at a time;
 //! - [`rows`]: Arrow record batches laid out as records (the layout, which
 //!   `crate::decode::columnar` decodes into tensors). No I/O.
 //!
@@ -13,8 +15,10 @@
 
 pub mod file_bytes;
 pub mod ipc_file;
+pub mod page_headers;
 pub mod parquet_file;
 pub mod rows;
+pub mod rows_at;
 
 use crate::decode::columnar::ColumnType;
 
@@ -295,6 +299,14 @@ impl ColumnarRecords {
         }
     }
 
+    /// The first row of unit `unit`, when the footer says it (Parquet's row groups).
+    pub fn unit_first_row(&self, unit: usize) -> Option<u64> {
+        match &self.file {
+            Unit::Parquet(file) => file.group_starts().get(unit).copied(),
+            Unit::Ipc(_) => None,
+        }
+    }
+
     /// Where the next record starts: what a checkpoint keeps and `open` takes.
     pub fn position(&self) -> Position {
         let unit = match &self.file {
@@ -304,6 +316,33 @@ impl ColumnarRecords {
         };
         Position { offset: unit as u64, record: self.next_row }
     }
+}
+
+/// Where each row of `file` starts, and where the last ends (the global shuffle's row
+/// index): from the footer for Parquet (no rows read), by reading the batches for Arrow
+/// IPC. The positions are reserved from the memory budget while they are made, so a
+/// footer claiming more rows than the budget can index is RESOURCE_EXHAUSTED, not an
+/// allocation.
+pub fn row_positions(file: &DataFile, config: &ColumnarConfig) -> Result<Vec<Position>, SourceError> {
+    if config.format == ColumnarFormat::ArrowIpc {
+        let mut rows = ColumnarRecords::open(file, config, None)?;
+        let mut positions = vec![rows.position()];
+        while rows.next_record()?.is_some() {
+            positions.push(rows.position());
+        }
+        return Ok(positions);
+    }
+    let parquet = ParquetFile::open(FileBytes::open(file)?, &file.name)?;
+    let starts = parquet.group_starts();
+    let rows = *starts.last().expect("a start");
+    let bytes = usize::try_from(rows.saturating_add(1)).unwrap_or(usize::MAX).saturating_mul(16);
+    let _reserved = memory::server().reserve(bytes, || format!("the row index of {} ({rows} rows)", file.name))?;
+    let mut positions = Vec::with_capacity(rows as usize + 1);
+    for (group, range) in starts.windows(2).enumerate() {
+        positions.extend((range[0]..range[1]).map(|record| Position { offset: group as u64, record }));
+    }
+    positions.push(Position { offset: (starts.len() - 1) as u64, record: rows });
+    Ok(positions)
 }
 
 /// The file's schema indexes of the columns `records` reads, checked against what the

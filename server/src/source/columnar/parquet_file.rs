@@ -10,6 +10,7 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, Parq
 use parquet::file::metadata::ParquetMetaData;
 
 use super::file_bytes::FileBytes;
+use super::page_headers;
 use crate::memory::{self, Reservation};
 use crate::source::SourceError;
 
@@ -70,18 +71,44 @@ impl ParquetFile {
         name: &str,
     ) -> Result<impl Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + Send + use<>, SourceError> {
         let row_group = self.metadata().row_group(group);
-        let leaves = ProjectionMask::roots(self.metadata().file_metadata().schema_descr(), columns.iter().copied());
-        let (mut compressed, mut uncompressed, mut leaf_count) = (0u64, 0u64, 0u64);
+        let schema = self.metadata().file_metadata().schema_descr();
+        let leaves = ProjectionMask::roots(schema, columns.iter().copied());
+        // The footer's claims for the projected column chunks: where each is, and what it
+        // holds compressed and not. Reserved before anything is read.
+        let mut chunks = Vec::new();
+        let (mut compressed, mut uncompressed) = (0u64, 0u64);
         for (i, column) in row_group.columns().iter().enumerate() {
-            if leaves.leaf_included(i) {
-                compressed = compressed.saturating_add(column.compressed_size().max(0) as u64);
-                uncompressed = uncompressed.saturating_add(column.uncompressed_size().max(0) as u64);
-                leaf_count += 1;
+            if !leaves.leaf_included(i) {
+                continue;
             }
+            let column_name = schema.get_column_root(i).name().to_owned();
+            let bad = |message: String| group_error(name, group, Some(&column_name), &message);
+            let start = column.dictionary_page_offset().unwrap_or(column.data_page_offset());
+            let (Ok(start), Ok(len), Ok(unpacked)) = (
+                u64::try_from(start),
+                u64::try_from(column.compressed_size()),
+                u64::try_from(column.uncompressed_size()),
+            ) else {
+                return Err(bad("the footer gives the column chunk a negative offset or size".to_owned()));
+            };
+            if start.checked_add(len).is_none_or(|end| end > self.bytes.len()) {
+                return Err(bad(format!("the column chunk's {len} bytes at {start} run past the file's end")));
+            }
+            compressed = compressed.saturating_add(len);
+            uncompressed = uncompressed.saturating_add(unpacked);
+            chunks.push((start, len as usize, unpacked, column_name));
         }
-        let claimed = compressed.saturating_add(uncompressed);
-        let claimed = usize::try_from(claimed).unwrap_or(usize::MAX);
+        let claimed = usize::try_from(compressed.saturating_add(uncompressed)).unwrap_or(usize::MAX);
         reserved.resize(claimed, || format!("row group {group} of {name} ({claimed} bytes of its columns)"))?;
+        let mut held = Vec::with_capacity(chunks.len());
+        for (start, len, unpacked, column_name) in chunks {
+            let bytes = self.bytes.range(start, len)?;
+            page_headers::check_pages(&bytes, unpacked)
+                .map_err(|message| group_error(name, group, Some(&column_name), &message))?;
+            held.push((start, bytes));
+        }
+        self.bytes.hold_chunks(held);
+        let leaf_count = leaves_in(&leaves, row_group.columns().len());
         let rows = (row_group.num_rows().max(1) as u64).max(1);
         let row_bytes = (uncompressed / rows).max(1) + leaf_count;
         let batch_rows = (BATCH_BYTES / row_bytes).clamp(1, MAX_BATCH_ROWS) as usize;
@@ -117,6 +144,10 @@ impl ParquetFile {
     pub fn take_failure(&self) -> Option<SourceError> {
         self.bytes.take_failure()
     }
+}
+
+fn leaves_in(mask: &ProjectionMask, leaves: usize) -> u64 {
+    (0..leaves).filter(|&i| mask.leaf_included(i)).count() as u64
 }
 
 fn footer_error(name: &str, err: &parquet::errors::ParquetError) -> SourceError {

@@ -1,23 +1,22 @@
-//! The row layout a columnar file's records travel in, and its encoding from Arrow.
+//! Arrow record batches laid out as records: the encoder of the row layout
+//! (`crate::decode::columnar::layout`, where it is defined). No I/O.
 //!
 //! A columnar source (`crate::source::columnar`) reads Arrow record batches and gives
 //! one record per row, so that every stage after it (shuffle buffer, interleave,
 //! batching, replicas) handles columnar rows as it handles framed records. A batch's
-//! rows are encoded into one buffer, one pass over each column, and each record is a
-//! slice of it. The layout, column after column in the decoder's order, little-endian:
-//!
-//! - a column's value starts with one byte: `0` null (nothing follows), `1` present;
-//! - a number or bool: its bytes (a bool as one byte, 0 or 1);
-//! - a string or binary value: `u32` length, then the bytes;
-//! - a list (fixed-size or not): `u32` count, then the items, each as above without the
-//!   null byte (a null item is refused when encoding).
+//! rows are encoded into one buffer and each record is a slice of it: the variable part
+//! row by row, then each fixed-width column copied into its slot of every row with a
+//! constant stride.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, ArrayRef, ArrowPrimitiveType};
 use arrow_schema::DataType;
 
+use arrow_buffer::NullBuffer;
+
 use crate::decode::columnar::ColumnType;
+use crate::decode::columnar::layout::RowLayout;
 
 /// A value the layout cannot carry, in column `column` at row `row` of the batch.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,34 +33,82 @@ pub fn encode_batch(
     rows: usize,
     columns: &[(String, ColumnType)],
 ) -> Result<(Vec<u8>, Vec<usize>), EncodeError> {
+    let layout = RowLayout::of(columns.iter().map(|(_, ty)| ty));
     let readers: Vec<ColumnReader<'_>> =
         arrays.iter().zip(columns).map(|(array, (_, ty))| ColumnReader::new(array.as_ref(), ty)).collect();
-    let mut out = Vec::with_capacity(estimated_bytes(arrays, rows));
+    let mut out = Vec::with_capacity(estimated_bytes(arrays, rows, layout.fixed_bytes));
     let mut ends = Vec::with_capacity(rows);
+    // The variable part row by row, after room for the fixed part (zeros: nulls).
     for row in 0..rows {
-        for (reader, (name, _)) in readers.iter().zip(columns) {
-            let error = |message: String| EncodeError { column: name.clone(), row, message };
-            if !reader.array.is_valid(row) {
+        out.resize(out.len() + layout.fixed_bytes, 0);
+        for &column in &layout.variable {
+            let reader = &readers[column];
+            if !reader.is_valid(row) {
                 out.push(0);
                 continue;
             }
             out.push(1);
+            let error = |message: String| EncodeError { column: columns[column].0.clone(), row, message };
             reader.write(row, &mut out).map_err(error)?;
         }
         ends.push(out.len());
     }
+    // The fixed part column by column.
+    for slot in &layout.fixed {
+        let reader = &readers[slot.column];
+        let starts = std::iter::once(0).chain(ends.iter().copied()).map(|start| start + slot.offset);
+        match &reader.values {
+            Values::Fixed { bytes, width } => match width {
+                1 => scatter::<1>(reader, bytes, starts, &mut out),
+                2 => scatter::<2>(reader, bytes, starts, &mut out),
+                4 => scatter::<4>(reader, bytes, starts, &mut out),
+                8 => scatter::<8>(reader, bytes, starts, &mut out),
+                other => unreachable!("no fixed-width dtype of {other} bytes"),
+            },
+            _ => {
+                let mut value = Vec::with_capacity(1 + slot.width);
+                for (row, at) in starts.take(rows).enumerate() {
+                    if reader.is_valid(row) {
+                        value.clear();
+                        value.push(1);
+                        let error =
+                            |message: String| EncodeError { column: columns[slot.column].0.clone(), row, message };
+                        reader.write(row, &mut value).map_err(error)?;
+                        out[at..at + value.len()].copy_from_slice(&value);
+                    }
+                }
+            }
+        }
+    }
     Ok((out, ends))
 }
 
+/// Copies each valid row's `N`-byte value of `values` (and its present byte) to `starts`.
+fn scatter<const N: usize>(
+    reader: &ColumnReader<'_>,
+    values: &[u8],
+    starts: impl Iterator<Item = usize>,
+    out: &mut [u8],
+) {
+    let (values, _) = values.as_chunks::<N>();
+    for ((row, value), at) in values.iter().enumerate().zip(starts) {
+        if reader.is_valid(row) {
+            out[at] = 1;
+            out[at + 1..at + 1 + N].copy_from_slice(value);
+        }
+    }
+}
+
 /// The bytes the batch's arrays hold: a first guess at its rows' size.
-fn estimated_bytes(arrays: &[ArrayRef], rows: usize) -> usize {
+fn estimated_bytes(arrays: &[ArrayRef], rows: usize, fixed_bytes: usize) -> usize {
     let held: usize = arrays.iter().map(|array| array.get_buffer_memory_size()).sum();
-    held.min(64 << 20) + rows * arrays.len()
+    held.min(64 << 20) + rows * (arrays.len() + fixed_bytes)
 }
 
 /// One column of a batch, typed once, read row by row.
 struct ColumnReader<'a> {
-    array: &'a dyn Array,
+    /// Which rows are null (a dictionary's: its keys' and its values').
+    nulls: Option<NullBuffer>,
     values: Values<'a>,
 }
 
@@ -124,7 +171,11 @@ impl<'a> ColumnReader<'a> {
             }
             other => Values::Unsupported(other.clone()),
         };
-        Self { array, values }
+        Self { nulls: array.logical_nulls(), values }
+    }
+
+    fn is_valid(&self, row: usize) -> bool {
+        self.nulls.as_ref().is_none_or(|nulls| nulls.is_valid(row))
     }
 
     /// Writes row `row`'s value (known to be valid) after its null byte.
@@ -143,7 +194,7 @@ impl<'a> ColumnReader<'a> {
                 let count = u32::try_from(end - start).map_err(|_| "a list of 2^32 items or more".to_owned())?;
                 out.extend_from_slice(&count.to_le_bytes());
                 for item in start..end {
-                    if !child.array.is_valid(item) {
+                    if !child.is_valid(item) {
                         return Err(format!(
                             "item {} of its list is null; lists of nullable items are not read",
                             item - start
@@ -154,7 +205,7 @@ impl<'a> ColumnReader<'a> {
             }
             Values::Dictionary { keys, values } => {
                 let key = keys[row];
-                if !values.array.is_valid(key) {
+                if !values.is_valid(key) {
                     // A valid key naming a null entry of the dictionary: a null all the same.
                     return Err("a dictionary entry that is null".to_owned());
                 }

@@ -37,6 +37,7 @@
 pub mod bench;
 pub mod consumer_clock;
 pub mod convert;
+pub mod convert_parquet;
 pub mod demo;
 pub mod demo_parquet;
 pub mod echo;

@@ -136,6 +136,26 @@ fn parquet_from_s3_resumes_exactly_after_sigkill_mid_row_group() {
     resume_after_sigkill(21, &parquet_spec("part-*.parquet"), &|state| {
         ServerBuilder::new(&[root]).env(&s3.s3_env()).state_dir(state).start()
     });
+
+    // An object replaced since the checkpoint: the token is refused, naming it.
+    let server = ServerBuilder::new(&[root]).env(&s3.s3_env()).start();
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &parquet_spec("part-*.parquet"));
+    let head = jsonl(
+        &readerctl(
+            &server.addr,
+            &["read", "--spec", &spec_path, "--max-batches", "5", "--checkpoint-every", "5", "--output", "jsonl"],
+        )
+        .stdout,
+    );
+    let token = head.last().unwrap()["checkpoint"].as_str().unwrap().to_owned();
+    let other = tempfile::tempdir().unwrap();
+    write_parquet(other.path(), 2, 2, 30);
+    s3.put("training", "columnar/part-1.parquet", &std::fs::read(other.path().join("part-1.parquet")).unwrap());
+    let refused = jsonl(&readerctl(&server.addr, &["read", "--resume", &token, "--output", "jsonl"]).stdout);
+    let err = &refused.last().unwrap()["error"];
+    assert_eq!(err["code"], "FAILED_PRECONDITION", "{err}");
+    assert!(err["message"].as_str().unwrap().contains("part-1.parquet changed since the checkpoint"), "{err}");
 }
 
 /// The status line readerctl prints for a read of `spec` that fails.

@@ -405,3 +405,48 @@ pq.write_table(t, sys.argv[1], row_group_size=4, compression="snappy")
         String::from_utf8_lossy(&failed.stderr)
     );
 }
+
+/// `convert` turns a Parquet file into TFRecord Examples and back, each with the spec that
+/// reads it: the server gives the same tensors from all three.
+#[test]
+fn convert_turns_parquet_into_tfrecord_and_back_giving_the_same_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+t = pa.table({
+    "id": pa.array(range(10), pa.int64()),
+    "x": pa.array([i / 4 for i in range(10)], pa.float32()),
+    "emb": pa.array([[float(i), -1.0] for i in range(10)], pa.list_(pa.float32(), 2)),
+    "tokens": pa.array([[i] * (i % 3) for i in range(10)], pa.list_(pa.int64())),
+    "name": pa.array([f"n{i}" for i in range(10)]),
+})
+pq.write_table(t, sys.argv[1], row_group_size=4)
+"#;
+    let parquet = dir.path().join("a.parquet");
+    let written =
+        std::process::Command::new("python3").args(["-c", write, parquet.to_str().unwrap()]).output().unwrap();
+    assert!(written.status.success(), "pyarrow: {}", String::from_utf8_lossy(&written.stderr));
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let converted =
+        run(&["convert", &path("a.parquet"), "--output", &path("a.tfrecord"), "--spec-output", &path("a.json")]);
+    assert!(String::from_utf8_lossy(&converted.stderr).contains("10 records"));
+    run(&["convert", &path("a.tfrecord"), "--output", &path("b.parquet"), "--spec-output", &path("b.json")]);
+
+    let server = ServerProcess::start(&[dir.path()]);
+    let read = |spec: serde_json::Value| {
+        let mut spec = spec;
+        spec["pipeline"] = serde_json::json!({"batchSize": 4});
+        let spec_path = dir.path().join("read.json");
+        std::fs::write(&spec_path, spec.to_string()).unwrap();
+        let output = readerctl(&server.addr, &["read", "--spec", spec_path.to_str().unwrap(), "--output", "jsonl"]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+        lines(&output.stdout).into_iter().filter_map(|line| line.get("features").cloned()).collect::<Vec<_>>()
+    };
+    let spec_of =
+        |name: &str| serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(path(name)).unwrap()).unwrap();
+    let from_parquet = read(serde_json::json!({"source": {"files": ["a.parquet"], "format": "PARQUET"}}));
+    assert_eq!(from_parquet.len(), 3);
+    assert_eq!(from_parquet[0]["tokens"]["kind"], "ragged");
+    assert_eq!(read(spec_of("a.json")), from_parquet, "the Examples give the Parquet file's tensors");
+    assert_eq!(read(spec_of("b.json")), from_parquet, "and so does the Parquet file made from them");
+}

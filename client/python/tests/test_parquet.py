@@ -157,3 +157,43 @@ def test_a_null_without_default_names_the_column_and_row(server, data_root: Path
             list(stream)
     message = str(failed.value)
     assert "column label" in message and "n.parquet:1" in message and "INVALID_ARGUMENT" in message, message
+
+
+def test_a_column_of_serialized_examples_decodes_with_parse_example(server, data_root: Path) -> None:
+    """``source.column`` names the binary column whose values are the records, for the
+    ``example`` decoder: the same tensors as the same Examples in a TFRecord file."""
+    from readerd.tfrecord import example, write_tfrecord
+
+    records = [example({"label": i, "x": [i * 0.5, -1.0]}) for i in range(20)]
+    pq.write_table(pa.table({"id": list(range(20)), "record": pa.array(records, pa.binary())}),
+                   data_root / "ex.parquet", row_group_size=6)
+    write_tfrecord(data_root / "ex.tfrecord", records)
+    features = {"label": {"fixedLen": {"dtype": "INT64", "shape": []}},
+                "x": {"fixedLen": {"dtype": "FLOAT32", "shape": [2]}}}
+    client = readerd.Client(server.addr)
+
+    def read(source: dict) -> list[dict]:
+        spec = {"source": source, "decoder": {"example": {"features": features}}, "pipeline": {"batchSize": 8}}
+        with client.read(spec) as stream:
+            return [{name: np.asarray(tensor).tolist() for name, tensor in batch.items()} for batch in stream]
+
+    from_parquet = read({"files": ["ex.parquet"], "format": "PARQUET", "column": "record"})
+    assert from_parquet == read({"files": ["ex.tfrecord"], "format": "TFRECORD"})
+    assert [label for batch in from_parquet for label in batch["label"]] == list(range(20))
+    with pytest.raises(readerd.ReaderdError, match="source.column"):
+        read({"files": ["ex.parquet"], "format": "PARQUET"})
+
+
+def test_parquet_mixes_with_csv(server, data_root: Path) -> None:
+    """A mixture of a Parquet and a CSV dataset decoding to the same features."""
+    pq.write_table(pa.table({"id": pa.array(range(30), pa.int64()), "score": pa.array([0.5] * 30, pa.float32())}),
+                   data_root / "m.parquet", row_group_size=8)
+    (data_root / "m.csv").write_text("id,score\n" + "".join(f"{100 + i},1.5\n" for i in range(10)))
+    parquet = {"source": {"files": ["m.parquet"], "format": "PARQUET"}}
+    csv = {"source": {"files": ["m.csv"], "format": "CSV", "header": True},
+           "decoder": {"csv": {"columns": [{"dtype": "INT64"}, {"dtype": "FLOAT32"}]}}}
+    spec = {"mix": {"datasets": [parquet, csv], "weights": [3, 1]}, "pipeline": {"batchSize": 5, "seed": 2}}
+    keys, columns = served(readerd.Client(server.addr), spec)
+    assert sorted(int(i) for i in columns["id"]) == list(range(30)) + list(range(100, 110))
+    assert sum(key.startswith("0/m.parquet:") for key in keys) == 30
+    assert {float(s) for s, i in zip(columns["score"], columns["id"]) if i >= 100} == {1.5}

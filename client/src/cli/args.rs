@@ -151,14 +151,15 @@ pub enum Command {
         #[arg(long)]
         raw: bool,
     },
-    /// Convert a CSV file (header line) to a TFRecord file of tf.train.Example.
+    /// Convert a CSV file (header line) to a TFRecord file of tf.train.Example, or Parquet to
+    /// TFRecord and back (by the `.parquet` extension of the input or the output).
     ///
     /// The input, --output and --spec-output may be object-store URLs (s3://bucket/key,
     /// gs://, az://, http(s)://; credentials from the environment as readerd's): an input
     /// object is read whole into memory, an output object written to a temporary file
     /// first, then uploaded (multipart when large).
     Convert {
-        /// A local CSV file or an object's URL.
+        /// A local CSV, Parquet or TFRecord file, or an object's URL.
         input: PathBuf,
         /// A local file or an object's URL.
         #[arg(long)]

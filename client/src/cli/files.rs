@@ -58,7 +58,8 @@ fn file_name(file: &Path) -> String {
     file.file_name().map_or_else(|| file.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
-/// `readerctl convert`: CSV → TFRecord of Examples, and the spec that reads it.
+/// `readerctl convert`: CSV → TFRecord of Examples, Parquet ⇄ TFRecord (by the `.parquet`
+/// extension of the input or output), and the spec that reads the output.
 pub async fn convert(
     input: &Path,
     output: &Path,
@@ -66,7 +67,7 @@ pub async fn convert(
     spec_output: Option<&Path>,
     quiet: bool,
 ) -> anyhow::Result<ExitCode> {
-    use readerd_client::convert;
+    use readerd_client::{convert, convert_parquet};
     let given = convert::parse_schema(schema)?;
     let fetched = match remote::url_of(input) {
         Some(url) => Some(remote::read_all(url).await?),
@@ -75,26 +76,49 @@ pub async fn convert(
     let output_url = remote::url_of(output);
     let staged = output_url.map(|_| tempfile::tempdir()).transpose()?;
     let written: PathBuf = staged.as_ref().map_or_else(|| output.to_path_buf(), |dir| dir.path().join("output"));
-    let file = std::io::BufWriter::new(
-        std::fs::File::create(&written).map_err(|err| anyhow::anyhow!("{}: {err}", written.display()))?,
-    );
-    let reopen = || -> std::io::Result<Box<dyn Read + '_>> {
+    let created = std::fs::File::create(&written).map_err(|err| anyhow::anyhow!("{}: {err}", written.display()))?;
+    let input_bytes = || -> anyhow::Result<bytes::Bytes> {
         match &fetched {
-            Some(bytes) => Ok(Box::new(bytes.as_ref())),
-            None => Ok(Box::new(std::fs::File::open(input)?)),
+            Some(bytes) => Ok(bytes.clone()),
+            None => Ok(std::fs::read(input).map_err(|err| anyhow::anyhow!("{}: {err}", input.display()))?.into()),
         }
     };
+    let is_parquet = |path: &Path| path.extension().is_some_and(|extension| extension == "parquet");
+    let failed = |err: String| anyhow::anyhow!("{}: {err}", remote::shown(input));
     let mut progress = readerd_client::progress::Progress::new("records", !quiet);
-    let converted = convert::csv_to_tfrecord(reopen, file, &given, &file_name(output), &mut |n| progress.set(n))
-        .map_err(|err| anyhow::anyhow!("{}: {err}", remote::shown(input)))?;
+    let (records, spec, summary) = if is_parquet(input) {
+        let file = std::io::BufWriter::new(created);
+        let converted =
+            convert_parquet::parquet_to_tfrecord(input_bytes()?, file, &file_name(output), &mut |n| progress.set(n))
+                .map_err(failed)?;
+        (converted.records, converted.spec, "Parquet to TFRecord".to_owned())
+    } else if is_parquet(output) {
+        let bytes = input_bytes()?;
+        let len = bytes.len() as u64;
+        let mut reader = readerd_client::tfrecord::TfRecordReader::new(std::io::Cursor::new(bytes), len);
+        let records = std::iter::from_fn(|| reader.next_record().transpose()).map(|r| r.map(|(_, record)| record));
+        let converted = convert_parquet::tfrecord_to_parquet(records, created, &file_name(output)).map_err(failed)?;
+        (converted.records, converted.spec, "TFRecord to Parquet".to_owned())
+    } else {
+        let file = std::io::BufWriter::new(created);
+        let reopen = || -> std::io::Result<Box<dyn Read + '_>> {
+            match &fetched {
+                Some(bytes) => Ok(Box::new(bytes.as_ref())),
+                None => Ok(Box::new(std::fs::File::open(input)?)),
+            }
+        };
+        let converted = convert::csv_to_tfrecord(reopen, file, &given, &file_name(output), &mut |n| progress.set(n))
+            .map_err(|err| failed(err.to_string()))?;
+        let columns: Vec<String> = converted.columns.iter().map(|(name, kind)| format!("{name}:{kind:?}")).collect();
+        (converted.records, converted.spec, format!("columns {}", columns.join(",")))
+    };
     progress.finish();
     if let Some(url) = output_url {
         remote::upload_file(&written, url).await?;
     }
-    let columns: Vec<String> = converted.columns.iter().map(|(name, kind)| format!("{name}:{kind:?}")).collect();
-    eprintln!("{} records, columns {}", converted.records, columns.join(","));
+    eprintln!("{records} records, {summary}");
     if let Some(path) = spec_output {
-        let text = serde_json::to_string_pretty(&converted.spec)? + "\n";
+        let text = serde_json::to_string_pretty(&spec)? + "\n";
         match remote::url_of(path) {
             Some(url) => remote::write(url, text.into()).await?,
             None => std::fs::write(path, text)?,

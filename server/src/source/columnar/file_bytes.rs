@@ -104,6 +104,29 @@ impl FileBytes {
         })
     }
 
+    /// The byte ranges `ranges` (offset, length), each checked as [`FileBytes::range`]
+    /// checks it; an object's are fetched at once (one round trip for all of a row
+    /// group's column chunks, not one each).
+    pub fn ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Bytes>, SourceError> {
+        let FileLocation::Object(file) = &self.file.location else {
+            return ranges.iter().map(|&(start, length)| self.range(start, length)).collect();
+        };
+        if let Some(&(start, length)) = ranges.iter().find(|&&(start, length)| start + length as u64 > self.len) {
+            return self.range(start, length).map(|_| Vec::new());
+        }
+        let object = file.clone();
+        let wanted: Vec<std::ops::Range<u64>> =
+            ranges.iter().map(|&(start, length)| start..start + length as u64).collect();
+        let fetched = object::block_on(async move {
+            let gets = wanted.into_iter().map(|range| {
+                let object = object.clone();
+                async move { object.get_retried(range.clone()).await.map_err(|err| (range.start, err)) }
+            });
+            futures::future::try_join_all(gets).await
+        });
+        fetched.map_err(|(start, err)| file.error(&self.file.name, start, &err)).inspect_err(|err| self.remember(err))
+    }
+
     fn remember(&self, err: &SourceError) {
         let copy =
             SourceError::Columnar { file: self.file.name.to_string(), message: err.to_string(), data_loss: false };

@@ -100,9 +100,10 @@ impl ParquetFile {
         }
         let claimed = usize::try_from(compressed.saturating_add(uncompressed)).unwrap_or(usize::MAX);
         reserved.resize(claimed, || format!("row group {group} of {name} ({claimed} bytes of its columns)"))?;
+        let ranges: Vec<(u64, usize)> = chunks.iter().map(|(start, len, ..)| (*start, *len)).collect();
+        let fetched = self.bytes.ranges(&ranges)?;
         let mut held = Vec::with_capacity(chunks.len());
-        for (start, len, unpacked, column_name) in chunks {
-            let bytes = self.bytes.range(start, len)?;
+        for ((start, _, unpacked, column_name), bytes) in chunks.into_iter().zip(fetched) {
             page_headers::check_pages(&bytes, unpacked)
                 .map_err(|message| group_error(name, group, Some(&column_name), &message))?;
             held.push((start, bytes));

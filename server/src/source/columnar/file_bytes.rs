@@ -127,6 +127,22 @@ impl FileBytes {
         fetched.map_err(|(start, err)| file.error(&self.file.name, start, &err)).inspect_err(|err| self.remember(err))
     }
 
+    /// [`FileBytes::ranges`] of an object, fetched on the I/O runtime while the caller
+    /// goes on; `None` for a local file.
+    pub fn fetch_in_background(
+        &self,
+        ranges: Vec<(u64, usize)>,
+    ) -> Option<std::sync::mpsc::Receiver<Result<Vec<Bytes>, SourceError>>> {
+        let FileLocation::Object(_) = &self.file.location else { return None };
+        let (send, receive) = std::sync::mpsc::sync_channel(1);
+        let this = self.clone();
+        // `ranges` blocks on the I/O runtime: run it on a blocking thread of that runtime.
+        object::io_runtime().spawn_blocking(move || {
+            let _ = send.send(this.ranges(&ranges));
+        });
+        Some(receive)
+    }
+
     fn remember(&self, err: &SourceError) {
         let copy =
             SourceError::Columnar { file: self.file.name.to_string(), message: err.to_string(), data_loss: false };

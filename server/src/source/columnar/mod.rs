@@ -108,11 +108,28 @@ enum Unit {
 impl ColumnarRecords {
     /// Opens `file` at `position` (its start when `None`). The columns `config` reads must
     /// be in the file with the types the reader's first file gave them.
+    /// Read front to back: each row group's reading starts fetching the next's.
     pub fn open(file: &DataFile, config: &ColumnarConfig, position: Option<Position>) -> Result<Self, SourceError> {
+        Self::open_reading_ahead(file, config, position, true)
+    }
+
+    /// For single rows: the rows of the unit holding `position`, from the unit's first row
+    /// (Parquet; from `position` for Arrow IPC, whose footer does not say it), nothing
+    /// fetched ahead.
+    pub fn open_for_rows(file: &DataFile, config: &ColumnarConfig, position: Position) -> Result<Self, SourceError> {
+        Self::open_reading_ahead(file, config, Some(position), false)
+    }
+
+    fn open_reading_ahead(
+        file: &DataFile,
+        config: &ColumnarConfig,
+        position: Option<Position>,
+        read_ahead: bool,
+    ) -> Result<Self, SourceError> {
         let name = file.name.clone();
         let bytes = FileBytes::open(file)?;
         let unit = match config.format {
-            ColumnarFormat::Parquet => Unit::Parquet(ParquetFile::open(bytes, &name)?),
+            ColumnarFormat::Parquet => Unit::Parquet(ParquetFile::open(bytes, &name, read_ahead)?),
             ColumnarFormat::ArrowIpc => Unit::Ipc(ipc_file::IpcFile::open(bytes, &name)?),
         };
         let schema = match &unit {
@@ -135,8 +152,12 @@ impl ColumnarRecords {
             unit_started: false,
             reserved: memory::server().reservation(),
         };
-        let Position { offset, record } = position.unwrap_or_default();
-        records.start_unit(usize::try_from(offset).unwrap_or(usize::MAX), record)?;
+        let Position { offset, mut record } = position.unwrap_or_default();
+        let unit = usize::try_from(offset).unwrap_or(usize::MAX);
+        if !read_ahead && let Some(first) = records.unit_first_row(unit).filter(|&first| first <= record) {
+            record = first;
+        }
+        records.start_unit(unit, record)?;
         Ok(records)
     }
 
@@ -332,7 +353,7 @@ pub fn row_positions(file: &DataFile, config: &ColumnarConfig) -> Result<Vec<Pos
         }
         return Ok(positions);
     }
-    let parquet = ParquetFile::open(FileBytes::open(file)?, &file.name)?;
+    let parquet = ParquetFile::open(FileBytes::open(file)?, &file.name, false)?;
     let starts = parquet.group_starts();
     let rows = *starts.last().expect("a start");
     let bytes = usize::try_from(rows.saturating_add(1)).unwrap_or(usize::MAX).saturating_mul(16);
@@ -377,7 +398,7 @@ pub fn file_schema(
 ) -> Result<Vec<(String, arrow_schema::DataType)>, SourceError> {
     let bytes = FileBytes::open(file)?;
     let schema = match format {
-        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name)?.schema(),
+        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.schema(),
         ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.schema(),
     };
     Ok(schema.fields().iter().map(|field| (field.name().clone(), field.data_type().clone())).collect())

@@ -1,13 +1,18 @@
 //! A Parquet file's footer and row groups, through ranged reads of its [`FileBytes`]:
 //! the footer first, then each row group's projected column chunks as it is read, each
-//! row group's bytes reserved from the memory budget while it is read.
+//! row group's bytes reserved from the memory budget while it is read. Read front to
+//! back from an object store, the next row group's chunks are fetched while one is
+//! decoded, within the budget.
 
-use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
+use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::file::metadata::ParquetMetaData;
+use readerd_common::sync::MutexUnpoisoned;
 
 use super::file_bytes::FileBytes;
 use super::page_headers;
@@ -25,11 +30,30 @@ pub struct ParquetFile {
     metadata: ArrowReaderMetadata,
     /// The first row of each row group, and the number of rows after the last.
     group_starts: Vec<u64>,
+    /// Whether reading a row group starts fetching the next one's chunks.
+    read_ahead: bool,
+    ahead: Mutex<Option<Ahead>>,
+}
+
+/// A projected column chunk of a row group, as the footer claims it.
+struct Chunk {
+    start: u64,
+    len: usize,
+    unpacked: u64,
+    column: String,
+}
+
+/// The next row group's chunks, being fetched.
+struct Ahead {
+    group: usize,
+    chunks: Receiver<Result<Vec<Bytes>, SourceError>>,
+    _reserved: Reservation,
 }
 
 impl ParquetFile {
     /// Reads the footer. A footer that does not parse is DATA_LOSS naming the file.
-    pub fn open(bytes: FileBytes, name: &str) -> Result<Self, SourceError> {
+    /// `read_ahead`: reading a row group starts fetching the next one's (sequential reads).
+    pub fn open(bytes: FileBytes, name: &str, read_ahead: bool) -> Result<Self, SourceError> {
         let metadata = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new())
             .map_err(|err| bytes.take_failure().unwrap_or_else(|| footer_error(name, &err)))?;
         let mut group_starts = Vec::with_capacity(metadata.metadata().num_row_groups() + 1);
@@ -39,7 +63,7 @@ impl ParquetFile {
             rows = rows.saturating_add(u64::try_from(group.num_rows()).unwrap_or(0));
             group_starts.push(rows);
         }
-        Ok(Self { bytes, metadata, group_starts })
+        Ok(Self { bytes, metadata, group_starts, read_ahead, ahead: Mutex::new(None) })
     }
 
     pub fn schema(&self) -> arrow_schema::SchemaRef {
@@ -71,13 +95,51 @@ impl ParquetFile {
         name: &str,
     ) -> Result<impl Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + Send + use<>, SourceError> {
         let row_group = self.metadata().row_group(group);
+        let leaves = ProjectionMask::roots(self.metadata().file_metadata().schema_descr(), columns.iter().copied());
+        let chunks = self.chunks_of(group, &leaves, name)?;
+        let compressed: u64 = chunks.iter().map(|chunk| chunk.len as u64).sum();
+        let uncompressed = chunks.iter().fold(0u64, |sum, chunk| sum.saturating_add(chunk.unpacked));
+        let claimed = usize::try_from(compressed.saturating_add(uncompressed)).unwrap_or(usize::MAX);
+        reserved.resize(claimed, || format!("row group {group} of {name} ({claimed} bytes of its columns)"))?;
+        let ranges: Vec<(u64, usize)> = chunks.iter().map(|chunk| (chunk.start, chunk.len)).collect();
+        let ahead = self.ahead.lock_unpoisoned().take().filter(|ahead| ahead.group == group);
+        let fetched = match ahead {
+            Some(ahead) => ahead.chunks.recv().unwrap_or_else(|_| self.bytes.ranges(&ranges))?,
+            None => self.bytes.ranges(&ranges)?,
+        };
+        let mut held = Vec::with_capacity(chunks.len());
+        for (chunk, bytes) in chunks.into_iter().zip(fetched) {
+            page_headers::check_pages(&bytes, chunk.unpacked)
+                .map_err(|message| group_error(name, group, Some(&chunk.column), &message))?;
+            held.push((chunk.start, bytes));
+        }
+        self.bytes.hold_chunks(held);
+        if self.read_ahead {
+            self.fetch_ahead(group + 1, &leaves);
+        }
+        let leaf_count = leaves_in(&leaves, row_group.columns().len());
+        let rows = (row_group.num_rows().max(1) as u64).max(1);
+        let row_bytes = (uncompressed / rows).max(1) + leaf_count;
+        let batch_rows = (BATCH_BYTES / row_bytes).clamp(1, MAX_BATCH_ROWS) as usize;
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.bytes.clone(), self.metadata.clone())
+            .with_row_groups(vec![group])
+            .with_projection(leaves)
+            .with_offset(usize::try_from(skip).unwrap_or(usize::MAX))
+            .with_batch_size(batch_rows)
+            .build()
+            .map_err(|err| {
+                self.bytes.take_failure().unwrap_or_else(|| group_error(name, group, None, &err.to_string()))
+            })?;
+        Ok(reader)
+    }
+
+    /// The projected column chunks (`leaves`) of row group `group`, as the footer claims
+    /// them: where each is and what it holds uncompressed. A chunk past the file's end or
+    /// of a negative size is refused naming the row group and column.
+    fn chunks_of(&self, group: usize, leaves: &ProjectionMask, name: &str) -> Result<Vec<Chunk>, SourceError> {
         let schema = self.metadata().file_metadata().schema_descr();
-        let leaves = ProjectionMask::roots(schema, columns.iter().copied());
-        // The footer's claims for the projected column chunks: where each is, and what it
-        // holds compressed and not. Reserved before anything is read.
         let mut chunks = Vec::new();
-        let (mut compressed, mut uncompressed) = (0u64, 0u64);
-        for (i, column) in row_group.columns().iter().enumerate() {
+        for (i, column) in self.metadata().row_group(group).columns().iter().enumerate() {
             if !leaves.leaf_included(i) {
                 continue;
             }
@@ -94,35 +156,25 @@ impl ParquetFile {
             if start.checked_add(len).is_none_or(|end| end > self.bytes.len()) {
                 return Err(bad(format!("the column chunk's {len} bytes at {start} run past the file's end")));
             }
-            compressed = compressed.saturating_add(len);
-            uncompressed = uncompressed.saturating_add(unpacked);
-            chunks.push((start, len as usize, unpacked, column_name));
+            chunks.push(Chunk { start, len: len as usize, unpacked, column: column_name });
         }
-        let claimed = usize::try_from(compressed.saturating_add(uncompressed)).unwrap_or(usize::MAX);
-        reserved.resize(claimed, || format!("row group {group} of {name} ({claimed} bytes of its columns)"))?;
-        let ranges: Vec<(u64, usize)> = chunks.iter().map(|(start, len, ..)| (*start, *len)).collect();
-        let fetched = self.bytes.ranges(&ranges)?;
-        let mut held = Vec::with_capacity(chunks.len());
-        for ((start, _, unpacked, column_name), bytes) in chunks.into_iter().zip(fetched) {
-            page_headers::check_pages(&bytes, unpacked)
-                .map_err(|message| group_error(name, group, Some(&column_name), &message))?;
-            held.push((start, bytes));
+        Ok(chunks)
+    }
+
+    /// Starts fetching row group `group`'s chunks (an object's only: a local file's next
+    /// read is quick), their bytes reserved from the memory budget; nothing when the
+    /// budget is short or the group does not exist.
+    fn fetch_ahead(&self, group: usize, leaves: &ProjectionMask) {
+        if group >= self.metadata().num_row_groups() {
+            return;
         }
-        self.bytes.hold_chunks(held);
-        let leaf_count = leaves_in(&leaves, row_group.columns().len());
-        let rows = (row_group.num_rows().max(1) as u64).max(1);
-        let row_bytes = (uncompressed / rows).max(1) + leaf_count;
-        let batch_rows = (BATCH_BYTES / row_bytes).clamp(1, MAX_BATCH_ROWS) as usize;
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.bytes.clone(), self.metadata.clone())
-            .with_row_groups(vec![group])
-            .with_projection(leaves)
-            .with_offset(usize::try_from(skip).unwrap_or(usize::MAX))
-            .with_batch_size(batch_rows)
-            .build()
-            .map_err(|err| {
-                self.bytes.take_failure().unwrap_or_else(|| group_error(name, group, None, &err.to_string()))
-            })?;
-        Ok(reader)
+        let Ok(chunks) = self.chunks_of(group, leaves, "") else { return };
+        let bytes: usize = chunks.iter().map(|chunk| chunk.len).sum();
+        let Ok(reserved) = memory::server().reserve(bytes, String::new) else { return };
+        let ranges: Vec<(u64, usize)> = chunks.iter().map(|chunk| (chunk.start, chunk.len)).collect();
+        if let Some(chunks) = self.bytes.fetch_in_background(ranges) {
+            *self.ahead.lock_unpoisoned() = Some(Ahead { group, chunks, _reserved: reserved });
+        }
     }
 
     /// Which of `columns` fails to read in row group `group`, read alone: the column an

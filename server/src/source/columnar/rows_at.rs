@@ -49,16 +49,9 @@ impl ColumnarAt {
         })
     }
 
-    /// The unit holding `start`, from its first row (Parquet) or from `start` on.
+    /// The unit holding `start`, from its first row (Parquet) or from `start` on (IPC).
     fn read_unit(&self, start: Position) -> Result<Unit, SourceError> {
-        let mut rows = ColumnarRecords::open(&self.file, &self.config, Some(start))?;
-        if let Some(first) = rows.unit_first_row(start.offset as usize).filter(|&first| first < start.record) {
-            rows = ColumnarRecords::open(
-                &self.file,
-                &self.config,
-                Some(Position { offset: start.offset, record: first }),
-            )?;
-        }
+        let mut rows = ColumnarRecords::open_for_rows(&self.file, &self.config, start)?;
         let first_row = rows.position().record;
         let mut records = Vec::new();
         let mut reserved = memory::server().reservation();

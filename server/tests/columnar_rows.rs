@@ -187,3 +187,15 @@ fn unsigned_32_and_64_bit_columns_are_refused_by_name() {
     let err = table.decoder(None).unwrap_err();
     assert!(err.contains("column big") && err.contains("uint64"), "{err}");
 }
+
+#[test]
+fn lists_nested_deeper_than_eight_are_refused_before_any_row_is_read() {
+    use arrow_schema::{DataType, Field};
+    use readerd_server::decode::columnar::ColumnType;
+    let nested = |depth: usize| {
+        (0..depth).fold(DataType::Int64, |inner, _| DataType::List(Arc::new(Field::new("item", inner, true))))
+    };
+    assert!(ColumnType::of_arrow(&nested(8)).is_ok());
+    let err = ColumnType::of_arrow(&nested(9)).unwrap_err();
+    assert!(err.contains("nested more than 8 deep"), "{err}");
+}

@@ -16,6 +16,10 @@ use layout::{FixedSlot, RowLayout};
 
 use super::{DType, DecodeError, Dense, Ragged, Tensor, Values};
 
+/// Lists inside lists deeper than this are refused (each level is a ragged partition;
+/// the readers recurse once per level).
+const MAX_LIST_DEPTH: usize = 8;
+
 /// A column's type as the decoder reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ColumnType {
@@ -28,7 +32,15 @@ pub enum ColumnType {
 impl ColumnType {
     /// The type a column of Arrow type `data_type` is read as, or why it is not read.
     pub fn of_arrow(data_type: &DataType) -> Result<Self, String> {
+        Self::of_arrow_nested(data_type, 0)
+    }
+
+    fn of_arrow_nested(data_type: &DataType, depth: usize) -> Result<Self, String> {
         use DataType as A;
+        if depth > MAX_LIST_DEPTH {
+            return Err(format!("lists nested more than {MAX_LIST_DEPTH} deep are not read"));
+        }
+        let item = |item: &arrow_schema::Field| Self::of_arrow_nested(item.data_type(), depth + 1).map(Box::new);
         let scalar = |dtype| Ok(ColumnType::Scalar(dtype));
         match data_type {
             A::Int8 => scalar(DType::Int8),
@@ -43,14 +55,12 @@ impl ColumnType {
             A::Boolean => scalar(DType::Bool),
             A::Utf8 | A::LargeUtf8 | A::Utf8View | A::Binary | A::LargeBinary | A::BinaryView => scalar(DType::String),
             A::FixedSizeBinary(_) => scalar(DType::String),
-            A::List(item) | A::LargeList(item) => {
-                Ok(ColumnType::List { item: Box::new(Self::of_arrow(item.data_type())?), size: None })
-            }
-            A::FixedSizeList(item, size) => Ok(ColumnType::List {
-                item: Box::new(Self::of_arrow(item.data_type())?),
+            A::List(list) | A::LargeList(list) => Ok(ColumnType::List { item: item(list)?, size: None }),
+            A::FixedSizeList(list, size) => Ok(ColumnType::List {
+                item: item(list)?,
                 size: Some(usize::try_from(*size).map_err(|_| format!("a fixed-size list of size {size}"))?),
             }),
-            A::Dictionary(_, values) => Self::of_arrow(values),
+            A::Dictionary(_, values) => Self::of_arrow_nested(values, depth + 1),
             A::UInt32 | A::UInt64 => Err(format!(
                 "{data_type} has no TensorFlow dtype that holds every value (uint32 and uint64 are not served)"
             )),

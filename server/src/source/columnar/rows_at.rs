@@ -1,9 +1,11 @@
 //! Single rows of a columnar file at known positions (the exact global shuffle, a
-//! restored shuffle buffer): the row's unit (row group, IPC batch) is read whole and kept
-//! until a row of another unit is asked for, so rows drawn from one unit cost one read.
-//! A draw that hops between units reads a unit each time: the global shuffle over large
-//! row groups is exact but slow (README, "Parquet and Arrow IPC files").
+//! restored shuffle buffer): the row's unit (row group, IPC batch) is read whole and kept,
+//! up to [`MAX_UNITS`] units a file, within the memory budget (the oldest dropped when it
+//! is short), so that a draw over a dataset whose rows fit the budget reads each unit
+//! once. Past that, a draw that hops between units reads a unit each time: exact, but
+//! slow over large row groups (README, "Parquet and Arrow IPC files").
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use super::{ColumnarConfig, ColumnarRecords};
@@ -12,10 +14,14 @@ use crate::memory::{self, Reservation};
 use crate::source::{DataFile, Record, SourceError};
 use readerd_common::sync::MutexUnpoisoned;
 
+/// Units kept per file.
+pub const MAX_UNITS: usize = 64;
+
 pub struct ColumnarAt {
     file: DataFile,
     config: ColumnarConfig,
-    unit: Mutex<Option<Unit>>,
+    /// The units read, oldest first.
+    units: Mutex<VecDeque<Unit>>,
 }
 
 /// The records of one unit from `first_row` on, and the memory they hold.
@@ -28,20 +34,31 @@ struct Unit {
 
 impl ColumnarAt {
     pub fn new(file: &DataFile, config: &ColumnarConfig) -> Self {
-        Self { file: file.clone(), config: config.clone(), unit: Mutex::new(None) }
+        Self { file: file.clone(), config: config.clone(), units: Mutex::new(VecDeque::new()) }
     }
 
     /// The row at `start` (a position a [`ColumnarRecords`] gave for this file).
     pub fn read(&self, start: Position) -> Result<Record, SourceError> {
-        let mut unit = self.unit.lock_unpoisoned();
-        let held = unit.as_ref().filter(|held| held.unit == start.offset && start.record >= held.first_row);
-        if let Some(record) = held.and_then(|held| held.records.get((start.record - held.first_row) as usize)) {
-            return Ok(record.clone());
+        let mut units = self.units.lock_unpoisoned();
+        let row_of = |unit: &Unit| {
+            let index = start.record.checked_sub(unit.first_row).filter(|_| unit.unit == start.offset)?;
+            unit.records.get(index as usize).cloned()
+        };
+        if let Some(record) = units.iter().find_map(row_of) {
+            return Ok(record);
         }
-        *unit = None;
-        let read = self.read_unit(start)?;
-        let record = start.record.checked_sub(read.first_row).and_then(|i| read.records.get(i as usize)).cloned();
-        *unit = Some(read);
+        let read = loop {
+            match self.read_unit(start) {
+                // The budget is short: drop the oldest unit kept, and read again.
+                Err(SourceError::Memory(_)) if !units.is_empty() => drop(units.pop_front()),
+                read => break read?,
+            }
+        };
+        let record = row_of(&read);
+        if units.len() == MAX_UNITS {
+            units.pop_front();
+        }
+        units.push_back(read);
         record.ok_or_else(|| SourceError::Columnar {
             file: self.file.name.to_string(),
             message: format!("no row {} (the file changed since it was indexed)", start.record),

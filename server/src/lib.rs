@@ -8,11 +8,14 @@
 //!   CRC is `readerd_common::tfrecord_crc`, the client's too.
 //! - [`source`]: files → records: data roots, GZIP/ZLIB, the driver that feeds framers and
 //!   slices records out of its read buffer without copying, and `source::FileRecords`,
-//!   where every file's records come from (a new kind of source registers there).
+//!   where every file's records come from (a new kind of source registers there);
+//!   `source::columnar`, Parquet and Arrow IPC files, a record per row.
 //!   Blocking I/O. An object-store root's URL becomes its store and key prefix in
 //!   `readerd_common::object`, as readerctl's URLs do (one HTTP client, one set of path
 //!   rules, retries and time limits).
-//! - [`decode`]: records → tensors as TensorFlow's ops decode them. No I/O, no tokio.
+//! - [`decode`]: records → tensors as TensorFlow's ops decode them, and columnar rows
+//!   by the `columns` decoder (`decode::columnar`, whose `layout.rs` defines the rows).
+//!   No I/O, no tokio.
 //! - [`spec`]: a `pb::DatasetSpec` checked into the settings the server acts on (a
 //!   mixture's components and weights in `spec/mix.rs`).
 //! - [`pipeline`]: records in order: epochs, file shuffling, sharding, parallel

@@ -209,6 +209,12 @@ fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() 
         .map(|i| readerd_tests::http_call(&metrics_addr, "POST", "/login", &form, &format!("token=guess-{i:020}")).0)
         .collect();
     assert!(guesses.contains(&429) && guesses.iter().all(|code| [401, 429].contains(code)), "{guesses:?}");
+    // Nor through /status.json's bearer header: the same limit on token checks.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let guesses: Vec<u16> = (0..20)
+        .map(|i| http_get(&metrics_addr, "/status.json", &[("authorization", &format!("Bearer guess-{i:020}"))]).0)
+        .collect();
+    assert!(guesses.contains(&429) && guesses.iter().all(|code| [401, 429].contains(code)), "{guesses:?}");
 }
 
 /// `tmux capture-pane` of session `session`: what its terminal shows now.

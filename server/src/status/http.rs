@@ -33,8 +33,14 @@ const MOST_LOGIN_BYTES: usize = 4096;
 /// every few seconds).
 const MOST_CONNECTIONS: usize = 64;
 
-/// Login attempts a client address may make a second (a token is not guessed online).
-const LOGINS_PER_SECOND: u32 = 5;
+/// Token checks a client address may cause a second: logins, and `/status.json` requests
+/// that carry a token (bearer or cookie), so that a token is not guessed online by either
+/// door. A page polls every 2 s.
+const TOKEN_CHECKS_PER_SECOND: u32 = 5;
+/// How long a connection may stay open (idle keep-alive included), and a login form's
+/// body may take: slow or idle clients do not keep the listener's slots.
+const CONNECTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(30);
+const LOGIN_BODY_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the listener serves from.
 pub struct Watch {
@@ -42,14 +48,14 @@ pub struct Watch {
     pub streams: Arc<Streams>,
     pub policy: Arc<AccessPolicy>,
     pub history: History,
-    /// Login attempts, by client address.
-    pub logins: crate::limits::RateLimiter,
+    /// Token checks, by client address.
+    pub token_checks: crate::limits::RateLimiter,
 }
 
 impl Watch {
     pub fn new(registry: ReaderRegistry, streams: Arc<Streams>, policy: Arc<AccessPolicy>) -> Self {
-        let logins = crate::limits::RateLimiter::new(LOGINS_PER_SECOND);
-        Self { registry, streams, policy, history: History::default(), logins }
+        let token_checks = crate::limits::RateLimiter::new(TOKEN_CHECKS_PER_SECOND);
+        Self { registry, streams, policy, history: History::default(), token_checks }
     }
 }
 
@@ -72,8 +78,10 @@ pub async fn serve(listener: TcpListener, watch: Arc<Watch>) {
                 .timer(TokioTimer::new())
                 .header_read_timeout(std::time::Duration::from_secs(5))
                 .serve_connection(TokioIo::new(socket), service);
-            if let Err(err) = connection.await {
-                tracing::debug!(error = %err, "watch listener: connection ended");
+            match tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
+                Ok(Err(err)) => tracing::debug!(error = %err, "watch listener: connection ended"),
+                Err(_) => tracing::debug!("watch listener: a connection open past its lifetime closed"),
+                Ok(Ok(())) => {}
             }
         });
     }
@@ -116,6 +124,11 @@ async fn answer(watch: Arc<Watch>, peer: std::net::IpAddr, request: Request<Inco
                 Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "metrics failed\n"),
             }
         }
+        (&Method::GET, "/status.json") | (&Method::POST, "/login")
+            if checks_a_token(&request) && watch.token_checks.admit(&peer.to_string()).is_err() =>
+        {
+            plain(StatusCode::TOO_MANY_REQUESTS, "too many token checks from this address; retry in a second\n")
+        }
         (&Method::GET, "/status.json") => match caller(&watch.policy, &request) {
             Ok(caller) => status_json(watch, caller).await,
             Err(message) => plain(StatusCode::UNAUTHORIZED, &message),
@@ -123,9 +136,6 @@ async fn answer(watch: Arc<Watch>, peer: std::net::IpAddr, request: Request<Inco
         // The page holds no data: it asks /status.json, and shows the login form when
         // that needs a token.
         (&Method::GET, "/") => body(StatusCode::OK, "text/html; charset=utf-8", PAGE.to_owned()),
-        (&Method::POST, "/login") if watch.logins.admit(&peer.to_string()).is_err() => {
-            plain(StatusCode::TOO_MANY_REQUESTS, "too many login attempts from this address; retry in a second\n")
-        }
         (&Method::POST, "/login") => login(&watch.policy, request).await,
         (&Method::POST, "/logout") => {
             let mut answer = redirect_home();
@@ -137,6 +147,22 @@ async fn answer(watch: Arc<Watch>, peer: std::net::IpAddr, request: Request<Inco
     })
 }
 
+/// Whether answering `request` checks a token: a login, or a status request with a
+/// bearer header or this listener's cookie.
+fn checks_a_token(request: &Request<Incoming>) -> bool {
+    let headers = request.headers();
+    request.method() == Method::POST
+        || (request.uri().path() == "/status.json"
+            && (headers.contains_key(header::AUTHORIZATION) || token_cookie(request).is_some()))
+}
+
+/// This listener's cookie in `request`, if it has one.
+fn token_cookie(request: &Request<Incoming>) -> Option<String> {
+    let cookies = request.headers().get_all(header::COOKIE).iter().filter_map(|value| value.to_str().ok());
+    let mut pairs = cookies.flat_map(|line| line.split(';')).filter_map(|pair| pair.trim().split_once('='));
+    pairs.find(|(name, _)| *name == COOKIE).map(|(_, token)| token.to_owned())
+}
+
 /// The caller of `request`: by its bearer token, else its cookie, else none (served only
 /// with `--allow-unauthenticated`). A cookie this server does not know (another server's
 /// on the same host: cookies ignore ports) counts as none.
@@ -145,12 +171,7 @@ fn caller(policy: &AccessPolicy, request: &Request<Incoming>) -> Result<Caller, 
     if let Some(bearer) = headers.get(header::AUTHORIZATION) {
         return policy.authenticate(bearer.to_str().ok()).map_err(|err| format!("{err}\n"));
     }
-    let cookies = headers.get_all(header::COOKIE).iter().filter_map(|value| value.to_str().ok());
-    let token = cookies
-        .flat_map(|line| line.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, token)| format!("Bearer {token}"));
+    let token = token_cookie(request).map(|token| format!("Bearer {token}"));
     match token.map(|token| policy.authenticate(Some(&token))) {
         Some(Ok(caller)) => Ok(caller),
         _ => policy.authenticate(None).map_err(|err| format!("{err}\n")),
@@ -172,8 +193,9 @@ async fn status_json(watch: Arc<Watch>, caller: Caller) -> Answer {
 
 /// `POST /login` with a form's `token`: a token the server knows is set as the cookie.
 async fn login(policy: &AccessPolicy, request: Request<Incoming>) -> Answer {
-    let Ok(form) = Limited::new(request.into_body(), MOST_LOGIN_BYTES).collect().await else {
-        return plain(StatusCode::PAYLOAD_TOO_LARGE, "a login form holds a token only\n");
+    let form = tokio::time::timeout(LOGIN_BODY_TIME, Limited::new(request.into_body(), MOST_LOGIN_BYTES).collect());
+    let Ok(Ok(form)) = form.await else {
+        return plain(StatusCode::PAYLOAD_TOO_LARGE, "a login form holds a token only, sent within 5 s\n");
     };
     let form = form.to_bytes();
     let token = form_value(&form, "token").unwrap_or_default();
@@ -191,24 +213,7 @@ async fn login(policy: &AccessPolicy, request: Request<Incoming>) -> Answer {
 
 /// Field `name` of an `application/x-www-form-urlencoded` body, decoded.
 fn form_value(form: &[u8], name: &str) -> Option<String> {
-    let form = std::str::from_utf8(form).ok()?;
-    let value = form.split('&').filter_map(|pair| pair.split_once('=')).find(|(key, _)| *key == name)?.1;
-    let mut bytes = Vec::with_capacity(value.len());
-    let mut rest = value.as_bytes();
-    while let Some((&byte, tail)) = rest.split_first() {
-        match byte {
-            b'+' => bytes.push(b' '),
-            b'%' if tail.len() >= 2 => {
-                let hex = std::str::from_utf8(&tail[..2]).ok()?;
-                bytes.push(u8::from_str_radix(hex, 16).ok()?);
-                rest = &tail[2..];
-                continue;
-            }
-            _ => bytes.push(byte),
-        }
-        rest = tail;
-    }
-    String::from_utf8(bytes).ok()
+    url::form_urlencoded::parse(form).find(|(key, _)| key == name).map(|(_, value)| value.into_owned())
 }
 
 fn redirect_home() -> Answer {

@@ -241,6 +241,24 @@ pq.write_table(pa.table({"file": [1], "row": ["0"], "emb": pa.array([[0.0] * 4],
     assert_eq!(err["code"], "INVALID_ARGUMENT", "{err}");
     assert!(err["message"].as_str().unwrap().contains("column price is not in the file"), "{err}");
 
+    // An Arrow IPC file with bytes cut out of its body: the footer's blocks lie past the
+    // data, refused before the Arrow reader trusts their lengths.
+    python(
+        r#"
+import sys, pyarrow as pa, pyarrow.feather as feather
+feather.write_feather(pa.table({"n": pa.array(range(3000), pa.int64())}), sys.argv[1], compression="uncompressed", chunksize=1000)
+"#,
+        &[root.join("cut.arrow").to_str().unwrap()],
+    );
+    let mut arrow = std::fs::read(root.join("cut.arrow")).unwrap();
+    arrow.drain(2000..6000);
+    std::fs::write(root.join("cut.arrow"), &arrow).unwrap();
+    let mut ipc = one_file("cut.arrow");
+    ipc["source"]["format"] = json!("ARROW_IPC");
+    let err = failed_read(&server.addr, &ipc);
+    assert_eq!(err["code"], "DATA_LOSS", "{err}");
+    assert!(err["message"].as_str().unwrap().contains("cut.arrow: block"), "{err}");
+
     // Nothing was lost: the good file reads whole.
     let dir = tempfile::tempdir().unwrap();
     let spec_path = write_spec(&dir, &one_file("part-0.parquet"));
@@ -276,7 +294,9 @@ fn claim_rows(bytes: &[u8], file_rows: u64, group_rows: u64) -> Vec<u8> {
             replaced += 1;
         }
     }
-    assert!(replaced >= 2, "the row counts were found in the footer");
+    // The file's count, each row group's, and each scalar column chunk's value count (its
+    // `num_values`, an i64 after a list too): 1 + 2 + 3 × 2 (emb's chunks hold 1,200).
+    assert_eq!(replaced, 9, "the row counts were found in the footer");
     let mut out = bytes[..footer_start].to_vec();
     out.extend_from_slice(&footer);
     out.extend_from_slice(&(footer.len() as u32).to_le_bytes());

@@ -143,15 +143,26 @@ impl FileBytes {
         Some(receive)
     }
 
+    /// Keeps a copy of `err` for [`FileBytes::take_failure`], of the same kind (and so the
+    /// same gRPC code) as the error itself.
     fn remember(&self, err: &SourceError) {
-        let copy =
-            SourceError::Columnar { file: self.file.name.to_string(), message: err.to_string(), data_loss: false };
         let kept = match err {
             SourceError::Changed { file } => SourceError::Changed { file: file.clone() },
             SourceError::Unavailable { file, offset, reason } => {
                 SourceError::Unavailable { file: file.clone(), offset: *offset, reason: reason.clone() }
             }
-            _ => copy,
+            SourceError::BadAnswer { file, offset, reason } => {
+                SourceError::BadAnswer { file: file.clone(), offset: *offset, reason: reason.clone() }
+            }
+            SourceError::Columnar { file, message, data_loss } => {
+                SourceError::Columnar { file: file.clone(), message: message.clone(), data_loss: *data_loss }
+            }
+            SourceError::Read { file, source } | SourceError::Open { file, source } => {
+                SourceError::Read { file: file.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
+            }
+            other => {
+                SourceError::Columnar { file: self.file.name.to_string(), message: other.to_string(), data_loss: false }
+            }
         };
         *self.failed.lock_unpoisoned() = Some(kept);
     }

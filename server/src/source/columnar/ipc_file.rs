@@ -8,6 +8,38 @@ use arrow_ipc::reader::FileReader;
 use super::file_bytes::FileBytes;
 use crate::source::SourceError;
 
+/// The blocks (dictionaries and record batches) the footer of an Arrow IPC file lists,
+/// checked to lie inside the file: the Arrow reader trusts their lengths (a negative one
+/// panics, a huge one is allocated) before reading them.
+fn check_blocks(bytes: &FileBytes, name: &str) -> Result<(), SourceError> {
+    let bad = |message: String| SourceError::Columnar { file: name.to_owned(), message, data_loss: true };
+    let len = bytes.len();
+    if len < 10 {
+        return Err(bad(format!("{len} bytes: too short for an Arrow IPC file")));
+    }
+    let tail = bytes.range(len - 10, 10)?;
+    if &tail[4..] != b"ARROW1" {
+        return Err(bad("no Arrow IPC footer (the file does not end with ARROW1)".to_owned()));
+    }
+    let footer_len = u64::try_from(i32::from_le_bytes(tail[..4].try_into().expect("4 bytes"))).unwrap_or(u64::MAX);
+    let Some(footer_start) = (len - 10).checked_sub(footer_len) else {
+        return Err(bad(format!("the footer claims {footer_len} bytes, more than the file holds")));
+    };
+    let footer = bytes.range(footer_start, footer_len as usize)?;
+    let footer = arrow_ipc::root_as_footer(&footer).map_err(|err| bad(format!("bad Arrow IPC footer: {err}")))?;
+    let blocks = footer.dictionaries().into_iter().flatten().chain(footer.recordBatches().into_iter().flatten());
+    for (i, block) in blocks.enumerate() {
+        let (offset, meta, body) = (block.offset(), i64::from(block.metaDataLength()), block.bodyLength());
+        let end = offset.checked_add(meta).and_then(|end| end.checked_add(body));
+        if offset < 0 || meta < 0 || body < 0 || end.is_none_or(|end| end as u64 > footer_start) {
+            return Err(bad(format!(
+                "block {i} of the footer ({meta} + {body} bytes at {offset}) lies outside the file"
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub struct IpcFile {
     bytes: FileBytes,
     schema: arrow_schema::SchemaRef,
@@ -18,8 +50,10 @@ fn ipc_error(name: &str, what: &str, err: &arrow_schema::ArrowError) -> SourceEr
 }
 
 impl IpcFile {
-    /// Reads the footer and schema.
+    /// Reads the footer and schema. Every block the footer lists must lie inside the file
+    /// ([`check_blocks`]) before the Arrow reader sees it.
     pub fn open(bytes: FileBytes, name: &str) -> Result<Self, SourceError> {
+        check_blocks(&bytes, name)?;
         let reader = FileReader::try_new(bytes.clone(), None)
             .map_err(|err| bytes.take_failure().unwrap_or_else(|| ipc_error(name, "bad Arrow IPC footer", &err)))?;
         Ok(Self { schema: reader.schema(), bytes })

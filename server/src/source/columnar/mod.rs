@@ -255,6 +255,9 @@ impl ColumnarRecords {
                     self.unit = units;
                     self.batches = None;
                     self.reserved.resize(0, String::new).expect("shrinking");
+                    if let Unit::Parquet(file) = &self.file {
+                        file.release_chunks();
+                    }
                     return Ok(false);
                 }
                 self.start_unit(self.unit + 1, self.next_row)?;

@@ -177,6 +177,11 @@ impl ParquetFile {
         }
     }
 
+    /// Drops the last row group's chunks (the file is read to its end).
+    pub fn release_chunks(&self) {
+        self.bytes.hold_chunks(Vec::new());
+    }
+
     /// Which of `columns` fails to read in row group `group`, read alone: the column an
     /// error in that group is about. `None` when each reads alone.
     pub fn failing_column(&self, group: usize, columns: &[usize]) -> Option<usize> {

@@ -77,6 +77,8 @@ pub fn parquet_to_tfrecord(
 /// The Example feature that reads a column of `data_type` as the `columns` decoder does.
 fn feature_spec(name: &str, data_type: &DataType) -> Result<Value> {
     let dtype = |t: &DataType| match t {
+        // Examples hold int64: uint64 values past i64::MAX would not fit.
+        DataType::UInt64 => Err(format!("column {name}: uint64 is not converted (an Example holds int64)")),
         t if t.is_integer() || *t == DataType::Boolean => Ok("INT64"),
         t if t.is_floating() => Ok("FLOAT32"),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary => Ok("STRING"),

@@ -120,7 +120,12 @@ fn names(reader: Option<pb::ReaderRef>) -> (String, String) {
     (reader.container, reader.shared_name)
 }
 
-fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
+/// A reader's counters for the wire, with its consumers' input-bound share and the
+/// replicas recommended for it when `serving` servers serve it (derived from the
+/// consumers' figures in `stats`, so every call that returns stats agrees).
+fn stats_to_pb(stats: ReaderStats, serving: u64) -> pb::ReaderStats {
+    let times = stats.consumers.iter().filter_map(|consumer| consumer.time);
+    let input_bound = crate::watch::consumer_time::together(times).and_then(|time| time.input_bound());
     pb::ReaderStats {
         records_produced: stats.records_produced as i64,
         work_units_completed: stats.work_units_completed as i64,
@@ -145,8 +150,8 @@ fn stats_to_pb(stats: ReaderStats) -> pb::ReaderStats {
         replicas: Vec::new(),
         components: stats.components,
         selections: Vec::new(),
-        input_bound: None,
-        replicas_recommended: 0,
+        input_bound,
+        replicas_recommended: crate::watch::replicas_recommended(serving, input_bound) as i64,
     }
 }
 
@@ -155,7 +160,7 @@ fn info_to_pb(container: String, shared_name: String, reader: &Reader, created: 
         reader: Some(pb::ReaderRef { container, shared_name }),
         fingerprint: reader.spec().fingerprint.clone(),
         created,
-        stats: Some(stats_to_pb(reader.stats())),
+        stats: Some(stats_to_pb(reader.stats(), reader.replicas_serving())),
         spec: Some(reader.spec().proto.clone()),
     }
 }
@@ -331,9 +336,7 @@ impl pb::data_service_server::DataService for DataService {
         let (container, shared_name) = names(request.into_inner().reader);
         caller.check(&container, Access::Read)?;
         let reader = self.registry.get(&container, &shared_name)?;
-        let mut stats = stats_to_pb(reader.stats());
-        stats.input_bound = reader.input_bound();
-        stats.replicas_recommended = crate::watch::replicas_recommended(1, stats.input_bound) as i64;
+        let mut stats = stats_to_pb(reader.stats(), reader.replicas_serving());
         if let Some(job) = reader.cluster_job().cloned() {
             let (replicas, selections) =
                 self.blocking(move |_| Ok((job.replica_reports()?, job.selection_counts()?))).await?;
@@ -367,7 +370,7 @@ impl pb::data_service_server::DataService for DataService {
         let reader = self.registry.get(&container, &shared_name)?;
         reader.refuse_in_cluster("ResetReader")?;
         reader.reset();
-        Ok(Response::new(stats_to_pb(reader.stats())))
+        Ok(Response::new(stats_to_pb(reader.stats(), reader.replicas_serving())))
     }
 
     async fn delete_reader(
@@ -421,10 +424,10 @@ impl pb::data_service_server::DataService for DataService {
             .blocking(move |registry| {
                 let reader = registry.get(&container, &shared_name)?;
                 reader.restore_state(&request.state)?;
-                Ok(reader.stats())
+                Ok(stats_to_pb(reader.stats(), reader.replicas_serving()))
             })
             .await?;
-        Ok(Response::new(stats_to_pb(stats)))
+        Ok(Response::new(stats))
     }
 
     async fn list_datasets(

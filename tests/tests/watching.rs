@@ -201,9 +201,25 @@ fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() 
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
     assert!(head.lines().any(|line| line.eq_ignore_ascii_case("location: /")), "{head}");
     let cookie = cookie.split(';').next().unwrap();
+    assert!(!cookie.contains(&token_b), "the cookie holds a session id, not the token: {cookie}");
     let (code, body) = http_get(&metrics_addr, "/status.json", &[("cookie", cookie)]);
     assert_eq!(code, 200, "{body}");
     assert_eq!(containers(&serde_json::from_str(&body).unwrap()), ["b"]);
+    // Another site's page can neither log a browser in nor out.
+    for (name, value) in [("origin", "http://elsewhere.example"), ("sec-fetch-site", "cross-site")] {
+        let headers = [form[0], (name, value), ("cookie", cookie)];
+        let (code, _) = readerd_tests::http_call(&metrics_addr, "POST", "/login", &headers, &login);
+        assert_eq!(code, 403, "a login with {name}: {value}");
+        let (code, _) = readerd_tests::http_call(&metrics_addr, "POST", "/logout", &headers, "");
+        assert_eq!(code, 403, "a logout with {name}: {value}");
+    }
+    let (code, _) = http_get(&metrics_addr, "/status.json", &[("cookie", cookie)]);
+    assert_eq!(code, 200, "the session outlives a refused logout");
+    // A logout ends the session: its cookie shows nothing after.
+    let (code, _) = readerd_tests::http_call(&metrics_addr, "POST", "/logout", &[("cookie", cookie)], "");
+    assert_eq!(code, 303);
+    let (code, _) = http_get(&metrics_addr, "/status.json", &[("cookie", cookie)]);
+    assert_eq!(code, 401, "a session ended by its logout");
     // Tokens are not guessed online: past 5 attempts a second, an address is told to wait.
     let guesses: Vec<u16> = (0..20)
         .map(|i| readerd_tests::http_call(&metrics_addr, "POST", "/login", &form, &format!("token=guess-{i:020}")).0)

@@ -4,8 +4,10 @@
 //! `POST /logout`, which set and clear the token cookie.
 //!
 //! With `--auth-tokens`, the page and the JSON need a token: `authorization: Bearer` or
-//! the `readerd_token` cookie the login form sets (`HttpOnly`, `SameSite=Strict`; a token
-//! never goes in a URL). Each shows only the containers its token may read. `/metrics`
+//! the `readerd_session` cookie the login form sets (`HttpOnly`, `SameSite=Strict`; it
+//! holds a session id, never the token, `super::sessions`; a token never goes in a URL).
+//! Each shows only the containers its token may read. Logins and logouts from another
+//! site's page are refused (`Sec-Fetch-Site`, else `Origin` against `Host`). `/metrics`
 //! stays open, as before (its labels name containers and readers, no data).
 
 use std::convert::Infallible;
@@ -19,6 +21,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use super::history::{History, SAMPLE_EVERY};
+use super::sessions::Sessions;
 use super::{Status, watched};
 use crate::auth::{Access, AccessPolicy, Caller};
 use crate::checkpoint::Streams;
@@ -26,7 +29,7 @@ use crate::metrics::METRICS;
 use crate::registry::ReaderRegistry;
 
 const PAGE: &str = include_str!("page.html");
-const COOKIE: &str = "readerd_token";
+const COOKIE: &str = "readerd_session";
 /// A login form's body is a token and its name.
 const MOST_LOGIN_BYTES: usize = 4096;
 /// Connections served at once; more are closed at once (pages poll every 2 s, scrapers
@@ -34,7 +37,7 @@ const MOST_LOGIN_BYTES: usize = 4096;
 const MOST_CONNECTIONS: usize = 64;
 
 /// Token checks a client address may cause a second: logins, and `/status.json` requests
-/// that carry a token (bearer or cookie), so that a token is not guessed online by either
+/// that carry a bearer token, so that a token is not guessed online by either
 /// door. A page polls every 2 s.
 const TOKEN_CHECKS_PER_SECOND: u32 = 5;
 /// How long a connection may stay open (idle keep-alive included), and a login form's
@@ -50,12 +53,14 @@ pub struct Watch {
     pub history: History,
     /// Token checks, by client address.
     pub token_checks: crate::limits::RateLimiter,
+    /// The page's logins.
+    pub sessions: Sessions,
 }
 
 impl Watch {
     pub fn new(registry: ReaderRegistry, streams: Arc<Streams>, policy: Arc<AccessPolicy>) -> Self {
         let token_checks = crate::limits::RateLimiter::new(TOKEN_CHECKS_PER_SECOND);
-        Self { registry, streams, policy, history: History::default(), token_checks }
+        Self { registry, streams, policy, history: History::default(), token_checks, sessions: Sessions::default() }
     }
 }
 
@@ -124,20 +129,26 @@ async fn answer(watch: Arc<Watch>, peer: std::net::IpAddr, request: Request<Inco
                 Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "metrics failed\n"),
             }
         }
+        (&Method::POST, "/login") | (&Method::POST, "/logout") if !same_site(&request) => {
+            plain(StatusCode::FORBIDDEN, "a login or logout from another site's page is refused\n")
+        }
         (&Method::GET, "/status.json") | (&Method::POST, "/login")
             if checks_a_token(&request) && watch.token_checks.admit(&peer.to_string()).is_err() =>
         {
             plain(StatusCode::TOO_MANY_REQUESTS, "too many token checks from this address; retry in a second\n")
         }
-        (&Method::GET, "/status.json") => match caller(&watch.policy, &request) {
+        (&Method::GET, "/status.json") => match caller(&watch, &request) {
             Ok(caller) => status_json(watch, caller).await,
             Err(message) => plain(StatusCode::UNAUTHORIZED, &message),
         },
         // The page holds no data: it asks /status.json, and shows the login form when
         // that needs a token.
         (&Method::GET, "/") => body(StatusCode::OK, "text/html; charset=utf-8", PAGE.to_owned()),
-        (&Method::POST, "/login") => login(&watch.policy, request).await,
+        (&Method::POST, "/login") => login(&watch, request).await,
         (&Method::POST, "/logout") => {
+            if let Some(id) = session_cookie(&request) {
+                watch.sessions.end(&id);
+            }
             let mut answer = redirect_home();
             let clear = format!("{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
             answer.headers_mut().insert(header::SET_COOKIE, clear.parse().expect("a header value"));
@@ -148,31 +159,44 @@ async fn answer(watch: Arc<Watch>, peer: std::net::IpAddr, request: Request<Inco
 }
 
 /// Whether answering `request` checks a token: a login, or a status request with a
-/// bearer header or this listener's cookie.
+/// bearer header. A session cookie is not a token: its 256 random bits are not guessed.
 fn checks_a_token(request: &Request<Incoming>) -> bool {
-    let headers = request.headers();
-    request.method() == Method::POST
-        || (request.uri().path() == "/status.json"
-            && (headers.contains_key(header::AUTHORIZATION) || token_cookie(request).is_some()))
+    let path = request.uri().path();
+    (request.method() == Method::POST && path == "/login")
+        || (path == "/status.json" && request.headers().contains_key(header::AUTHORIZATION))
 }
 
-/// This listener's cookie in `request`, if it has one.
-fn token_cookie(request: &Request<Incoming>) -> Option<String> {
+/// Whether `request` comes from this listener's own page (or from no page: a script), as
+/// the browser tells: `Sec-Fetch-Site`, else `Origin` naming the `Host` it was sent to.
+/// Neither header: not a browser's cross-site form (browsers send `Origin` on every POST).
+fn same_site(request: &Request<Incoming>) -> bool {
+    let header = |name| request.headers().get(name).and_then(|value| value.to_str().ok());
+    if let Some(site) = header(header::HeaderName::from_static("sec-fetch-site")) {
+        return site == "same-origin" || site == "none";
+    }
+    let Some(origin) = header(header::ORIGIN) else { return true };
+    let host = header(header::HOST).unwrap_or_default();
+    !host.is_empty()
+        && origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
+}
+
+/// This listener's cookie in `request`, a session id, if it has one.
+fn session_cookie(request: &Request<Incoming>) -> Option<String> {
     let cookies = request.headers().get_all(header::COOKIE).iter().filter_map(|value| value.to_str().ok());
     let mut pairs = cookies.flat_map(|line| line.split(';')).filter_map(|pair| pair.trim().split_once('='));
     pairs.find(|(name, _)| *name == COOKIE).map(|(_, token)| token.to_owned())
 }
 
-/// The caller of `request`: by its bearer token, else its cookie, else none (served only
-/// with `--allow-unauthenticated`). A cookie this server does not know (another server's
-/// on the same host: cookies ignore ports) counts as none.
-fn caller(policy: &AccessPolicy, request: &Request<Incoming>) -> Result<Caller, String> {
-    let headers = request.headers();
-    if let Some(bearer) = headers.get(header::AUTHORIZATION) {
+/// The caller of `request`: by its bearer token, else its session's, else none (served
+/// only with `--allow-unauthenticated`). A session this server does not know (ended, or
+/// another server's on the same host: cookies ignore ports) counts as none.
+fn caller(watch: &Watch, request: &Request<Incoming>) -> Result<Caller, String> {
+    let policy = &watch.policy;
+    if let Some(bearer) = request.headers().get(header::AUTHORIZATION) {
         return policy.authenticate(bearer.to_str().ok()).map_err(|err| format!("{err}\n"));
     }
-    let token = token_cookie(request).map(|token| format!("Bearer {token}"));
-    match token.map(|token| policy.authenticate(Some(&token))) {
+    let token = session_cookie(request).and_then(|id| watch.sessions.token(&id));
+    match token.map(|token| policy.authenticate(Some(&format!("Bearer {token}")))) {
         Some(Ok(caller)) => Ok(caller),
         _ => policy.authenticate(None).map_err(|err| format!("{err}\n")),
     }
@@ -191,8 +215,9 @@ async fn status_json(watch: Arc<Watch>, caller: Caller) -> Answer {
     }
 }
 
-/// `POST /login` with a form's `token`: a token the server knows is set as the cookie.
-async fn login(policy: &AccessPolicy, request: Request<Incoming>) -> Answer {
+/// `POST /login` with a form's `token`: a token the server knows starts a session, whose
+/// id is set as the cookie.
+async fn login(watch: &Watch, request: Request<Incoming>) -> Answer {
     let form = tokio::time::timeout(LOGIN_BODY_TIME, Limited::new(request.into_body(), MOST_LOGIN_BYTES).collect());
     let Ok(Ok(form)) = form.await else {
         return plain(StatusCode::PAYLOAD_TOO_LARGE, "a login form holds a token only, sent within 5 s\n");
@@ -201,13 +226,17 @@ async fn login(policy: &AccessPolicy, request: Request<Incoming>) -> Answer {
     let token = form_value(&form, "token").unwrap_or_default();
     let usable = !token.is_empty()
         && token.bytes().all(|byte| byte.is_ascii_graphic() && byte != b';')
-        && policy.authenticate(Some(&format!("Bearer {token}"))).is_ok();
+        && watch.policy.authenticate(Some(&format!("Bearer {token}"))).is_ok();
     if !usable {
         return plain(StatusCode::UNAUTHORIZED, "this server knows no such token\n");
     }
+    let Ok(id) = watch.sessions.start(token) else {
+        return plain(StatusCode::INTERNAL_SERVER_ERROR, "no randomness for a session id\n");
+    };
     let mut answer = redirect_home();
-    let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
-    answer.headers_mut().insert(header::SET_COOKIE, cookie.parse().expect("checked: printable ASCII"));
+    let lifetime = super::sessions::SESSION_LIFETIME.as_secs();
+    let cookie = format!("{COOKIE}={id}; Path=/; Max-Age={lifetime}; HttpOnly; SameSite=Strict");
+    answer.headers_mut().insert(header::SET_COOKIE, cookie.parse().expect("hex digits"));
     answer
 }
 

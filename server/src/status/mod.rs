@@ -9,9 +9,11 @@
 //! - [`history`]: the last 15 minutes of each reader, a point every 5 s.
 //! - [`http`]: the listener of `--metrics-listen`: `/metrics`, `/status.json`, and `/`,
 //!   the status page (`page.html`).
+//! - [`sessions`]: the page's logins, a random id in the cookie for a token kept here.
 
 pub mod history;
 pub mod http;
+pub mod sessions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

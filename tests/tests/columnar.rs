@@ -1,8 +1,8 @@
 //! Parquet files end to end (`format: PARQUET`): exact resume after SIGKILL mid row group
 //! from local files and from S3 (moto), bad files answered with a status naming the file,
 //! row group and column while the server keeps serving, a footer's row-count claim never
-//! allocated, and 3 replicas over 8 files of 4 row groups delivering every row exactly
-//! once per epoch through a replica's SIGKILL. Files are written by pyarrow.
+//! allocated, and 3 replicas over 8 files of 4 row groups (a split each) delivering every
+//! row exactly once per epoch through a replica's SIGKILL. Files are written by pyarrow.
 
 use std::path::Path;
 
@@ -386,4 +386,8 @@ fn three_replicas_deliver_every_parquet_row_exactly_once_per_epoch_through_a_rep
     all.sort();
     assert_eq!(all.len(), expected.len());
     assert!(all == expected, "every row exactly once per epoch");
+    // The ledger's splits are the row groups, not the files.
+    let mut ledger = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let splits: i64 = ledger.query_one("SELECT count(*) FROM readerd_splits WHERE epoch = 1", &[]).unwrap().get(0);
+    assert_eq!(splits, 8 * 4);
 }

@@ -61,7 +61,7 @@ impl RecordCache {
             path: file.identity(),
             len,
             modified_ns,
-            framing: format!("{:?} {:?}", source.format, source.compression),
+            framing: format!("{:?} {:?} {:?}", source.format, source.compression, file.part),
         })
     }
 

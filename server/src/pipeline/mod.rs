@@ -7,6 +7,7 @@
 //! - [`global`]: the exact global shuffle over indexed, uncompressed files;
 //! - [`feed`]: files handed over one at a time (a cluster replica's leased splits)
 //!   instead of the epoch's whole order;
+//! - [`parts`]: a cluster's splits of Parquet files, their row groups;
 //! - [`cache`]: files kept in memory after their first read, within a budget;
 //! - [`mix`]: a mixture's weighted choice of the component each element comes from;
 //! - [`select`]: key-hash splits, predicates on decoded features, skip / take;
@@ -22,6 +23,7 @@ pub mod feed;
 pub mod global;
 pub mod interleave;
 pub mod mix;
+pub mod parts;
 pub mod record_set;
 pub mod rng;
 pub mod select;
@@ -245,11 +247,18 @@ impl RecordPipeline {
     }
 
     /// What a cluster's split ledger cuts each epoch of this pipeline into (blocking: the
-    /// global shuffle loads its files' record indexes): its files, or with the global
-    /// shuffle ranges of the epoch's permutation (`global::split_records`). Every epoch
-    /// has as many.
+    /// global shuffle loads its files' record indexes, Parquet files' footers are read):
+    /// its files, Parquet files' row groups (from now on the pipeline's files are those
+    /// parts, [`parts`]), or with the global shuffle ranges of the epoch's permutation
+    /// (`global::split_records`). Every epoch has as many. Called before
+    /// [`RecordPipeline::read_from`].
     pub fn ledger_splits(&mut self) -> Result<usize, SourceError> {
         if !self.config.global_shuffle {
+            if self.source.reads_parquet() && self.files.iter().all(|file| file.part.is_none()) {
+                debug_assert!(self.feed.is_none(), "the parts are the feed's files");
+                self.files = parts::parts_of(&self.files)?.into();
+                self.indexes = vec![None; self.files.len()];
+            }
             return Ok(self.files.len());
         }
         let mut records = 0;

@@ -91,7 +91,11 @@ impl DataRoots {
                     let files = root.resolve(&normal.join("/"))?;
                     files
                         .into_iter()
-                        .map(|(name, object)| DataFile { name: name.into(), location: FileLocation::Object(object) })
+                        .map(|(name, object)| DataFile {
+                            name: name.into(),
+                            location: FileLocation::Object(object),
+                            part: None,
+                        })
                         .collect()
                 }
             };

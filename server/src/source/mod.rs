@@ -123,6 +123,9 @@ pub struct DataFile {
     /// As written relative to its data root: the `<file>` of record keys.
     pub name: Arc<str>,
     pub location: FileLocation,
+    /// Only these row groups of a Parquet file, as one split of a cluster's job
+    /// (`crate::pipeline::parts`); `None`: the whole file.
+    pub part: Option<std::ops::Range<u64>>,
 }
 
 /// Where a file's bytes are.
@@ -135,7 +138,7 @@ pub enum FileLocation {
 
 impl PartialEq for DataFile {
     fn eq(&self, other: &Self) -> bool {
-        self.name == other.name && self.identity() == other.identity()
+        self.name == other.name && self.identity() == other.identity() && self.part == other.part
     }
 }
 
@@ -143,7 +146,12 @@ impl Eq for DataFile {}
 
 impl DataFile {
     pub fn local(name: impl Into<Arc<str>>, path: PathBuf) -> Self {
-        Self { name: name.into(), location: FileLocation::Local(path) }
+        Self { name: name.into(), location: FileLocation::Local(path), part: None }
+    }
+
+    /// Row groups `groups` of this file, read as a split of their own.
+    pub fn part(&self, groups: std::ops::Range<u64>) -> Self {
+        Self { part: Some(groups), ..self.clone() }
     }
 
     /// What names the file's bytes: its canonical path, or its object's URL.
@@ -332,6 +340,11 @@ impl From<FormatConfig> for SourceFormat {
 }
 
 impl SourceConfig {
+    /// Whether the files are Parquet.
+    pub fn reads_parquet(&self) -> bool {
+        matches!(&self.format, SourceFormat::Columnar(columnar) if columnar.format == columnar::ColumnarFormat::Parquet)
+    }
+
     /// How `file` is compressed (`AUTO` resolved from its name).
     pub fn compression_of(&self, file: &DataFile) -> Compression {
         self.compression.unwrap_or_else(|| Compression::from_file_name(&file.name))

@@ -176,8 +176,7 @@ fn same_site(request: &Request<Incoming>) -> bool {
     }
     let Some(origin) = header(header::ORIGIN) else { return true };
     let host = header(header::HOST).unwrap_or_default();
-    !host.is_empty()
-        && origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
+    !host.is_empty() && origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
 }
 
 /// This listener's cookie in `request`, a session id, if it has one.

@@ -96,6 +96,8 @@ pub struct ColumnarRecords {
     next_row: u64,
     /// Whether a batch of the unit was taken.
     unit_started: bool,
+    /// The unit reading ends before: the file's part's end (`DataFile::part`), else none.
+    end_unit: usize,
     /// The current row group's bytes (Parquet).
     reserved: Reservation,
 }
@@ -132,6 +134,7 @@ impl ColumnarRecords {
             ColumnarFormat::Parquet => Unit::Parquet(ParquetFile::open(bytes, &name, read_ahead)?),
             ColumnarFormat::ArrowIpc => Unit::Ipc(ipc_file::IpcFile::open(bytes, &name)?),
         };
+        let (unit, part) = part_of(file, unit)?;
         let schema = match &unit {
             Unit::Parquet(file) => file.schema(),
             Unit::Ipc(file) => file.schema(),
@@ -150,9 +153,11 @@ impl ColumnarRecords {
             unit: 0,
             next_row: 0,
             unit_started: false,
+            end_unit: part.end,
             reserved: memory::server().reservation(),
         };
-        let Position { offset, mut record } = position.unwrap_or_default();
+        let first = Position { offset: part.start as u64, record: records.unit_first_row(part.start).unwrap_or(0) };
+        let Position { offset, mut record } = position.unwrap_or(first);
         let unit = usize::try_from(offset).unwrap_or(usize::MAX);
         if !read_ahead && let Some(first) = records.unit_first_row(unit).filter(|&first| first <= record) {
             record = first;
@@ -251,8 +256,9 @@ impl ColumnarRecords {
                     }
                     Unit::Ipc(_) => return Ok(false),
                 };
-                if self.unit + 1 >= units {
-                    self.unit = units;
+                let end = units.min(self.end_unit);
+                if self.unit + 1 >= end {
+                    self.unit = end;
                     self.batches = None;
                     self.reserved.resize(0, String::new).expect("shrinking");
                     if let Unit::Parquet(file) = &self.file {
@@ -340,6 +346,36 @@ impl ColumnarRecords {
         };
         Position { offset: unit as u64, record: self.next_row }
     }
+}
+
+/// The row groups of `file` reading covers: its part's (`DataFile::part`, checked against
+/// the footer: the file must still have them), else all of them (`usize::MAX` for an
+/// Arrow IPC file, whose footer does not say). Reading ahead stops at the part's end.
+fn part_of(file: &DataFile, unit: Unit) -> Result<(Unit, std::ops::Range<usize>), SourceError> {
+    let Some(part) = &file.part else { return Ok((unit, 0..usize::MAX)) };
+    let Unit::Parquet(mut parquet) = unit else {
+        unreachable!("parts are made of Parquet files only (crate::pipeline::parts)")
+    };
+    let groups = parquet.metadata().num_row_groups();
+    let range = usize::try_from(part.start).unwrap_or(usize::MAX)..usize::try_from(part.end).unwrap_or(usize::MAX);
+    if range.start > range.end || range.end > groups {
+        return Err(SourceError::Columnar {
+            file: file.name.to_string(),
+            message: format!(
+                "it has {groups} row groups, not the ones {}..{} its split was planned on: \
+                 the file changed since the job started",
+                part.start, part.end
+            ),
+            data_loss: false,
+        });
+    }
+    parquet.stop_reading_ahead_at(range.end);
+    Ok((Unit::Parquet(parquet), range))
+}
+
+/// The row groups of Parquet file `file`, from its footer.
+pub fn row_groups(file: &DataFile) -> Result<usize, SourceError> {
+    Ok(ParquetFile::open(FileBytes::open(file)?, &file.name, false)?.metadata().num_row_groups())
 }
 
 /// Where each row of `file` starts, and where the last ends (the global shuffle's row

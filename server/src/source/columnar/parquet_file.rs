@@ -30,8 +30,9 @@ pub struct ParquetFile {
     metadata: ArrowReaderMetadata,
     /// The first row of each row group, and the number of rows after the last.
     group_starts: Vec<u64>,
-    /// Whether reading a row group starts fetching the next one's chunks.
-    read_ahead: bool,
+    /// Reading a row group starts fetching the next one's chunks, if it is before this
+    /// one (0: never).
+    read_ahead_before: usize,
     ahead: Mutex<Option<Ahead>>,
 }
 
@@ -63,7 +64,14 @@ impl ParquetFile {
             rows = rows.saturating_add(u64::try_from(group.num_rows()).unwrap_or(0));
             group_starts.push(rows);
         }
-        Ok(Self { bytes, metadata, group_starts, read_ahead, ahead: Mutex::new(None) })
+        let read_ahead_before = if read_ahead { usize::MAX } else { 0 };
+        Ok(Self { bytes, metadata, group_starts, read_ahead_before, ahead: Mutex::new(None) })
+    }
+
+    /// Reading ends before row group `end` (a part of the file): nothing of it or after
+    /// it is fetched ahead.
+    pub fn stop_reading_ahead_at(&mut self, end: usize) {
+        self.read_ahead_before = self.read_ahead_before.min(end);
     }
 
     pub fn schema(&self) -> arrow_schema::SchemaRef {
@@ -114,7 +122,7 @@ impl ParquetFile {
             held.push((chunk.start, bytes));
         }
         self.bytes.hold_chunks(held);
-        if self.read_ahead {
+        if group + 1 < self.read_ahead_before {
             self.fetch_ahead(group + 1, &leaves);
         }
         let leaf_count = leaves_in(&leaves, row_group.columns().len());

@@ -153,7 +153,8 @@ pub fn decode_with_spec(data: &[u8]) -> bool {
     let mut buffers = crate::decode::PlacedBuffers::default();
     let rows: Vec<usize> = (0..records.len()).rev().collect();
     let mut place = crate::decode::Placement { rows: &rows, total: records.len(), buffers: &mut buffers };
-    decoded |= spec.decoder.decode_placed(&records, &mut place).is_ok();
+    let values: Vec<crate::decode::RecordValue> = records.into_iter().map(Into::into).collect();
+    decoded |= spec.decoder.decode_placed(&values, &mut place).is_ok();
     decoded
 }
 

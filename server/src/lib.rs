@@ -14,7 +14,7 @@
 //!   `readerd_common::object`, as readerctl's URLs do (one HTTP client, one set of path
 //!   rules, retries and time limits).
 //! - [`decode`]: records → tensors as TensorFlow's ops decode them, and columnar rows
-//!   by the `columns` decoder (`decode::columnar`, whose `layout.rs` defines the rows).
+//!   by the `columns` decoder (`decode::columnar`, from rows of Arrow batches).
 //!   No I/O, no tokio.
 //! - [`spec`]: a `pb::DatasetSpec` checked into the settings the server acts on (a
 //!   mixture's components and weights in `spec/mix.rs`).

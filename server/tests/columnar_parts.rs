@@ -38,10 +38,25 @@ fn rows_of(file: &DataFile, position: Option<Position>) -> Vec<u64> {
     let mut rows = Vec::new();
     while let Some(record) = records.next_record().unwrap() {
         assert_eq!(record.key, record.number);
-        assert_eq!(i64::from_le_bytes(record.value[1..9].try_into().unwrap()), record.number as i64);
+        assert_eq!(id_of(&record), record.number as i64);
         rows.push(record.number);
     }
     rows
+}
+
+/// The `id` column of `record` (a row of an Arrow batch), decoded as the `columns` decoder does.
+fn id_of(record: &readerd_server::source::Record) -> i64 {
+    let schema = [("id".to_owned(), arrow_schema::DataType::Int64)];
+    let decoder = readerd_server::decode::columnar::ColumnarDecoder::new(Some(vec![
+        readerd_server::decode::columnar::ColumnRequest { name: "id".into(), shape: None, default: None },
+    ]))
+    .resolve(&schema)
+    .unwrap();
+    let readerd_server::decode::RecordValue::Row(row) = &record.value else { panic!("a row of an Arrow batch") };
+    let features = decoder.decode(&[row], &[], false).unwrap();
+    let readerd_server::decode::Tensor::Dense(id) = &features[0].1 else { panic!("dense") };
+    let readerd_server::decode::Values::Bytes(bytes) = &id.values else { panic!("numbers") };
+    i64::from_le_bytes(bytes[..8].try_into().unwrap())
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! Columnar rows: Arrow arrays laid out as records (`source::columnar::rows`) and decoded
-//! by the `columns` decoder into the tensors DESIGN.md's "Columnar files" gives each type.
+//! Columnar rows: rows of Arrow batches (`decode::columnar::arrow_rows`) decoded by the
+//! `columns` decoder into the tensors DESIGN.md's "Columnar files" gives each type, from
+//! runs of consecutive rows, rows of several batches in any order, and sliced arrays.
 
 use std::sync::Arc;
 
@@ -7,9 +8,9 @@ use arrow_array::builder::{FixedSizeListBuilder, Float32Builder, Int64Builder, L
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, Float64Array, Int8Array, Int64Array, StringArray};
 use bytes::Bytes;
+use readerd_server::decode::columnar::arrow_rows::{ArrowRow, ArrowRows};
 use readerd_server::decode::columnar::{ColumnRequest, ColumnarDecoder, DefaultValue};
 use readerd_server::decode::{DType, Dense, Tensor, Values};
-use readerd_server::source::columnar::rows::encode_batch;
 
 fn ragged_ints(rows: &[Option<Vec<i64>>]) -> ArrayRef {
     let mut builder = ListBuilder::new(Int64Builder::new());
@@ -63,24 +64,18 @@ impl Table {
         ColumnarDecoder::new(requests).resolve(&schema)
     }
 
-    /// The rows of the columns `decoder` reads, laid out as records.
-    fn records(&self, decoder: &ColumnarDecoder) -> Vec<Bytes> {
-        let columns: Vec<_> = decoder.columns().iter().map(|c| (c.name.clone(), c.ty.clone())).collect();
-        let arrays: Vec<ArrayRef> = columns
-            .iter()
-            .map(|(name, _)| self.arrays[self.names.iter().position(|n| n == name).unwrap()].clone())
+    /// The rows of the columns `decoder` reads, as records carry them.
+    fn records(&self, decoder: &ColumnarDecoder) -> Vec<ArrowRow> {
+        let arrays: Vec<ArrayRef> = (decoder.columns().iter())
+            .map(|column| self.arrays[self.names.iter().position(|n| *n == column.name).unwrap()].clone())
             .collect();
-        let (rows, ends) = encode_batch(&arrays, arrays[0].len(), &columns).unwrap();
-        let rows = Bytes::from(rows);
-        let mut start = 0;
-        ends.iter()
-            .map(|&end| {
-                let row = rows.slice(start..end);
-                start = end;
-                row
-            })
-            .collect()
+        let rows = arrays[0].len();
+        ArrowRows::new(&arrays, rows).rows(rows).collect()
     }
+}
+
+fn refs(rows: &[ArrowRow]) -> Vec<&ArrowRow> {
+    rows.iter().collect()
 }
 
 fn keys(n: usize) -> Vec<String> {
@@ -113,7 +108,7 @@ fn every_type_decodes_to_its_tensor_batched_and_alone() {
     ]);
     let decoder = table.decoder(None).unwrap();
     let records = table.records(&decoder);
-    let batch = decoder.decode(&records, &keys(3), true).unwrap();
+    let batch = decoder.decode(&refs(&records), &keys(3), true).unwrap();
     assert_eq!(dense(feature(&batch, "id")), &Dense::int64(vec![3], &[10, -1, 7]));
     let small = dense(feature(&batch, "small"));
     assert_eq!((small.dtype, &small.values), (DType::Int8, &Values::Bytes(Bytes::from_static(&[0x80, 0, 0x7f]))));
@@ -133,7 +128,7 @@ fn every_type_decodes_to_its_tensor_batched_and_alone() {
     assert_eq!(spans.flat_values, Dense::int64(vec![3], &[1, 2, 3]));
 
     // One row: no batch dimension; a list is a dense vector, a list of lists ragged.
-    let one = decoder.decode(&records[..1], &keys(1), false).unwrap();
+    let one = decoder.decode(&refs(&records[..1]), &keys(1), false).unwrap();
     assert_eq!(dense(feature(&one, "id")), &Dense::int64(vec![], &[10]));
     assert_eq!(dense(feature(&one, "tokens")), &Dense::int64(vec![2], &[1, 2]));
     assert_eq!(dense(feature(&one, "emb")), &Dense::float32(vec![2], &[1.0, 2.0]));
@@ -159,18 +154,18 @@ fn projection_shape_and_defaults_follow_the_spec() {
         .unwrap();
     let names: Vec<&str> = decoder.columns().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["tokens", "id"], "only the requested columns, in the spec's order");
-    let batch = decoder.decode(&table.records(&decoder), &keys(3), true).unwrap();
+    let batch = decoder.decode(&refs(&table.records(&decoder)), &keys(3), true).unwrap();
     assert_eq!(dense(feature(&batch, "id")), &Dense::int64(vec![3], &[1, -1, 3]));
     assert_eq!(dense(feature(&batch, "tokens")), &Dense::int64(vec![3, 2], &[1, 2, 0, 0, 5, 6]));
 
     // A null without a default names the column and the key.
     let strict = table.decoder(Some(vec![request("id", None, None)])).unwrap();
-    let err = strict.decode(&table.records(&strict), &keys(3), true).unwrap_err();
+    let err = strict.decode(&refs(&table.records(&strict)), &keys(3), true).unwrap_err();
     assert!(err.message.contains("column id") && err.message.contains("t.parquet:1"), "{}", err.message);
     assert_eq!(err.record, Some(1));
     // A row whose list does not fill the shape names the column, the key and the counts.
     let wrong = table.decoder(Some(vec![request("tokens", Some(vec![3]), ints(vec![0, 0, 0]))])).unwrap();
-    let err = wrong.decode(&table.records(&wrong), &keys(3), true).unwrap_err();
+    let err = wrong.decode(&refs(&table.records(&wrong)), &keys(3), true).unwrap_err();
     assert!(err.message.contains("column tokens of t.parquet:0: 2 values"), "{}", err.message);
     // A column the files do not have, a shape on a scalar, a default of the wrong kind.
     assert!(
@@ -198,4 +193,50 @@ fn lists_nested_deeper_than_eight_are_refused_before_any_row_is_read() {
     assert!(ColumnType::of_arrow(&nested(8)).is_ok());
     let err = ColumnType::of_arrow(&nested(9)).unwrap_err();
     assert!(err.contains("nested more than 8 deep"), "{err}");
+}
+
+#[test]
+fn rows_of_several_batches_in_any_order_and_of_sliced_arrays_decode_alike() {
+    let ids = |values: Vec<Option<i64>>| Arc::new(Int64Array::from(values)) as ArrayRef;
+    let names = |values: Vec<&str>| Arc::new(StringArray::from(values)) as ArrayRef;
+    let first =
+        Table::new(vec![("id", ids(vec![Some(0), None, Some(2), Some(3)])), ("name", names(vec!["a", "b", "c", "d"]))]);
+    // The second batch's arrays are slices (an offset into their buffers), as Arrow readers give.
+    let second = Table::new(vec![
+        ("id", ids(vec![Some(-9), Some(4), Some(5), None]).slice(1, 3)),
+        ("name", names(vec!["z", "e", "f", "g"]).slice(1, 3)),
+    ]);
+    let default = Some(DefaultValue { int64_values: vec![-1], ..Default::default() });
+    let request = vec![
+        ColumnRequest { name: "id".into(), shape: None, default },
+        ColumnRequest { name: "name".into(), shape: None, default: None },
+    ];
+    let decoder = first.decoder(Some(request)).unwrap();
+    let (a, b) = (first.records(&decoder), second.records(&decoder));
+    // A run of the first batch with its null, then rows hopping between the batches.
+    let rows = [a[0].clone(), a[1].clone(), a[2].clone(), b[1].clone(), a[3].clone(), b[0].clone(), b[2].clone()];
+    let batch = decoder.decode(&refs(&rows), &keys(rows.len()), true).unwrap();
+    assert_eq!(dense(feature(&batch, "id")), &Dense::int64(vec![7], &[0, -1, 2, 5, 3, 4, -1]));
+    let strings: Vec<Bytes> =
+        ["a", "b", "c", "f", "d", "e", "g"].iter().map(|v| Bytes::from_static(v.as_bytes())).collect();
+    assert_eq!(dense(feature(&batch, "name")).values, Values::Strings(strings));
+}
+
+#[test]
+fn numbers_without_nulls_copy_alike_in_runs_and_alternating_between_batches() {
+    let column =
+        |start: i64| Table::new(vec![("n", Arc::new(Int64Array::from_iter_values(start..start + 20)) as ArrayRef)]);
+    let (first, second) = (column(0), column(100));
+    let decoder = first.decoder(None).unwrap();
+    let (a, b) = (first.records(&decoder), second.records(&decoder));
+    // Two long runs: copied a run at a time.
+    let runs: Vec<&ArrowRow> = a.iter().chain(&b).collect();
+    let batch = decoder.decode(&runs, &keys(40), true).unwrap();
+    let expected: Vec<i64> = (0..20).chain(100..120).collect();
+    assert_eq!(dense(feature(&batch, "n")), &Dense::int64(vec![40], &expected));
+    // Files interleaved a row at a time: copied row by row.
+    let alternating: Vec<&ArrowRow> = a.iter().zip(&b).flat_map(|(a, b)| [a, b]).collect();
+    let batch = decoder.decode(&alternating, &keys(40), true).unwrap();
+    let expected: Vec<i64> = (0..20).flat_map(|i| [i, 100 + i]).collect();
+    assert_eq!(dense(feature(&batch, "n")), &Dense::int64(vec![40], &expected));
 }

@@ -129,10 +129,13 @@ fn check_csv_dataset(case: &Value, roots: &DataRoots) -> Result<(), String> {
     // Like iterating the dataset: rows until the end or the first error.
     let outcome = loop {
         match cursor.next_step() {
-            Ok(Next::Record(record)) => match decode_records(&config, CsvDialect::CsvDataset, &[record.value], &[]) {
-                Ok(row) => rows.push(row),
-                Err(err) => break Err((tonic::Code::InvalidArgument, err.message)),
-            },
+            Ok(Next::Record(record)) => {
+                match decode_records(&config, CsvDialect::CsvDataset, &[record.value.as_bytes().unwrap().clone()], &[])
+                {
+                    Ok(row) => rows.push(row),
+                    Err(err) => break Err((tonic::Code::InvalidArgument, err.message)),
+                }
+            }
             Ok(Next::End | Next::EndOfEpoch) => break Ok(()),
             Err(err) => {
                 let err = ServeError::from(err);

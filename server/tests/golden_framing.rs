@@ -63,7 +63,7 @@ fn check(case: &Value, roots: &DataRoots) -> Result<(), String> {
     };
     let expected = &case["expected"];
     let expected_records: Vec<Vec<u8>> = expected["records"].as_array().unwrap().iter().map(b64).collect();
-    let got: Vec<Vec<u8>> = records.iter().map(|r| r.value.to_vec()).collect();
+    let got: Vec<Vec<u8>> = records.iter().map(|r| r.value.as_bytes().unwrap().to_vec()).collect();
     if got != expected_records {
         return Err(format!("records differ: got {} records, expected {}", got.len(), expected_records.len()));
     }

@@ -8,7 +8,7 @@ use prost::Message;
 use readerd_proto::tensorflow as tf;
 use readerd_server::decode::csv::{CsvColumn, CsvConfig, CsvDefault, CsvDialect};
 use readerd_server::decode::example::{DefaultValue, ExampleParser, FeatureSpec};
-use readerd_server::decode::{DType, Decoder, PlacedBuffers, Placement, Tensor, Values};
+use readerd_server::decode::{DType, Decoder, PlacedBuffers, Placement, RecordValue, Tensor, Values};
 
 /// Checks `decode_placed(values, rows of total)` against `decode(values)`, into buffers
 /// that another decoder filled with 0xAB in every row but `rows`.
@@ -28,7 +28,8 @@ fn check(decoder: &Decoder, values: &[Bytes], rows: &[usize], total: usize) -> u
         }
     }
     let mut place = Placement { rows, total, buffers: &mut buffers };
-    let placed = decoder.decode_placed(values, &mut place).expect("decodes");
+    let records: Vec<RecordValue> = values.iter().cloned().map(Into::into).collect();
+    let placed = decoder.decode_placed(&records, &mut place).expect("decodes");
     assert_eq!(placed.features.len(), expected.len());
     assert_eq!(placed.placed.len(), expected.len());
     let mut placed_features = 0;
@@ -175,7 +176,7 @@ fn decoders_that_place_nothing_decode_as_decode_does() {
     let values = [Bytes::from_static(b"abcd")];
     let mut buffers = PlacedBuffers::default();
     let mut placement = Placement { rows: &[0], total: 1, buffers: &mut buffers };
-    let placed = Decoder::None.decode_placed(&values, &mut placement).unwrap();
+    let placed = Decoder::None.decode_placed(&[values[0].clone().into()], &mut placement).unwrap();
     assert_eq!(placed.features, Decoder::None.decode(&values, &[], true).unwrap());
     assert_eq!(placed.placed, [false]);
     // A failing record is the error decode gives.
@@ -186,6 +187,6 @@ fn decoders_that_place_nothing_decode_as_decode_does() {
     .unwrap();
     let decoder = Decoder::Example(parser);
     let empty = [example(&[], &[], &[])];
-    let placed = decoder.decode_placed(&empty, &mut placement).unwrap_err();
+    let placed = decoder.decode_placed(&[empty[0].clone().into()], &mut placement).unwrap_err();
     assert_eq!(placed, decoder.decode(&empty, &[], true).unwrap_err());
 }

@@ -40,6 +40,67 @@ impl DecodeError {
     }
 }
 
+/// What a decoder reads of a record: its bytes, or a row of an Arrow batch (a columnar
+/// file's, which the `columns` decoder reads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordValue {
+    Bytes(bytes::Bytes),
+    Row(columnar::arrow_rows::ArrowRow),
+}
+
+impl RecordValue {
+    /// The bytes it holds, or stands for (a row's share of its Arrow batch).
+    pub fn len(&self) -> usize {
+        match self {
+            RecordValue::Bytes(bytes) => bytes.len(),
+            RecordValue::Row(row) => row.bytes(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its bytes; `None` for a row of an Arrow batch.
+    pub fn as_bytes(&self) -> Option<&bytes::Bytes> {
+        match self {
+            RecordValue::Bytes(bytes) => Some(bytes),
+            RecordValue::Row(_) => None,
+        }
+    }
+}
+
+impl From<bytes::Bytes> for RecordValue {
+    fn from(bytes: bytes::Bytes) -> Self {
+        RecordValue::Bytes(bytes)
+    }
+}
+
+/// The bytes of `values`, for a decoder of bytes; a row of an Arrow batch is an error.
+fn bytes_of(values: &[RecordValue]) -> Result<Vec<bytes::Bytes>, DecodeError> {
+    let bytes = |(i, value): (usize, &RecordValue)| match value {
+        RecordValue::Bytes(bytes) => Ok(bytes.clone()),
+        RecordValue::Row(_) => {
+            Err(DecodeError::at(i, "a row of a columnar file is read by the columns decoder, or as source.column"))
+        }
+    };
+    values.iter().enumerate().map(bytes).collect()
+}
+
+/// The rows of `values`, for the `columns` decoder; bytes are an error.
+fn rows_of(values: &[RecordValue]) -> Result<Vec<&columnar::arrow_rows::ArrowRow>, DecodeError> {
+    let mut rows = Vec::with_capacity(values.len());
+    for (i, value) in values.iter().enumerate() {
+        match value {
+            RecordValue::Row(row) => rows.push(row),
+            RecordValue::Bytes(_) => {
+                return Err(DecodeError::at(i, "the columns decoder reads rows of Parquet or Arrow IPC files"));
+            }
+        }
+    }
+    Ok(rows)
+}
+
 /// How a source's records become tensors.
 #[derive(Debug, PartialEq)]
 pub enum Decoder {
@@ -209,10 +270,17 @@ impl Decoder {
     /// false). A panic if `place` does not name a row of `total` for each record.
     pub fn decode_placed(
         &self,
-        values: &[bytes::Bytes],
+        values: &[RecordValue],
         place: &mut Placement<'_>,
     ) -> Result<PlacedFeatures, DecodeError> {
         assert_eq!(place.rows.len(), values.len(), "a row for each record");
+        if let Decoder::Columns(_) | Decoder::None | Decoder::Raw(_) | Decoder::SequenceExample(_) = self {
+            let features = self.decode_records(values, &[], true)?;
+            let placed = vec![false; features.len()];
+            return Ok(PlacedFeatures { features, placed });
+        }
+        let values = bytes_of(values)?;
+        let values = &values[..];
         match self {
             Decoder::Example(parser) => {
                 let features = parser.parse_placed(values, place)?;
@@ -227,10 +295,28 @@ impl Decoder {
                 Ok(PlacedFeatures { features, placed })
             }
             Decoder::None | Decoder::Raw(_) | Decoder::SequenceExample(_) | Decoder::Columns(_) => {
-                let features = self.decode(values, &[], true)?;
-                let placed = vec![false; features.len()];
-                Ok(PlacedFeatures { features, placed })
+                unreachable!("decoded above")
             }
+        }
+    }
+
+    /// Whether decoding a record only copies its values (columnar rows, raw bytes, no
+    /// decoding): less work than handing a batch to another thread and back.
+    pub fn only_copies(&self) -> bool {
+        matches!(self, Decoder::Columns(_) | Decoder::Raw(_) | Decoder::None)
+    }
+
+    /// [`Decoder::decode`] of records: rows of Arrow batches for the `columns` decoder,
+    /// bytes for every other.
+    pub fn decode_records(
+        &self,
+        values: &[RecordValue],
+        keys: &[String],
+        batched: bool,
+    ) -> Result<Vec<(String, Tensor)>, DecodeError> {
+        match self {
+            Decoder::Columns(decoder) => decoder.decode(&rows_of(values)?, keys, batched),
+            _ => self.decode(&bytes_of(values)?, keys, batched),
         }
     }
 
@@ -249,7 +335,9 @@ impl Decoder {
                 Ok(vec![(RAW_FEATURE.to_owned(), Tensor::Dense(raw::decode_raw(config, values, &shape)?))])
             }
             Decoder::Example(parser) => parser.parse(values, Some(keys), batched),
-            Decoder::Columns(decoder) => decoder.decode(values, keys, batched),
+            Decoder::Columns(_) => {
+                Err(DecodeError::new("the columns decoder reads rows of Parquet or Arrow IPC files, not bytes"))
+            }
             Decoder::Csv { config, dialect, names } => {
                 let mut columns = csv::decode_batch(config, *dialect, values)
                     .map_err(|err| DecodeError { record: err.record.or(err.error.record), ..err.error })?;

@@ -321,11 +321,17 @@ impl pb::data_service_server::DataService for DataService {
         let (records, end_of_data) = self
             .blocking(move |registry| registry.get(&container, &shared_name)?.read_up_to(request.max_records as usize))
             .await?;
-        Ok(Response::new(pb::ReadUpToResponse {
-            keys: records.iter().map(|r| r.key_string()).collect(),
-            values: records.into_iter().map(|r| r.value).collect(),
-            end_of_data,
-        }))
+        let keys = records.iter().map(|r| r.key_string()).collect();
+        let values = records.into_iter().map(|r| r.value.as_bytes().cloned()).collect::<Option<Vec<_>>>();
+        let Some(values) = values else {
+            return Err(ServeError::FailedPrecondition(
+                "rows of a columnar file have no bytes to read raw: decode them (the columns decoder), \
+                 or name a binary column in source.column"
+                    .to_owned(),
+            )
+            .into());
+        };
+        Ok(Response::new(pb::ReadUpToResponse { keys, values, end_of_data }))
     }
 
     async fn get_reader_stats(

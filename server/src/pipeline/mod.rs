@@ -657,7 +657,9 @@ mod tests {
         let mut steps = Vec::new();
         for _ in 0..1000 {
             match pipeline.next_step() {
-                Ok(Next::Record(record)) => steps.push(String::from_utf8(record.value.to_vec()).unwrap()),
+                Ok(Next::Record(record)) => {
+                    steps.push(String::from_utf8(record.value.as_bytes().unwrap().to_vec()).unwrap())
+                }
                 Ok(Next::EndOfEpoch) => steps.push("<epoch>".into()),
                 Ok(Next::End) => return steps,
                 Err(err) => steps.push(format!("<{err}>")),

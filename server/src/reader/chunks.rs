@@ -27,7 +27,10 @@ impl Reader {
     pub fn next_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let budgets = (max_elements, max_bytes);
         let rule = BatchRule::of(&self.spec);
-        let pool = self.settings.decode_pool.as_deref().filter(|_| max_elements > 1);
+        // A decoder that only copies decodes on this thread: waking a decoding thread for
+        // each batch costs more than its copies.
+        let pool = (self.settings.decode_pool.as_deref())
+            .filter(|_| max_elements > 1 && !(self.spec.decoder.only_copies() && self.mixture.is_none()));
         let (taken, decoded) = if self.spec.unbatch {
             let mut elements = Vec::new();
             let batched = self.spec.batch_size > 0;

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::Bytes;
-
-use crate::decode::{Decoder, Tensor};
+use crate::decode::{Decoder, RecordValue, Tensor};
 use crate::element::{Element, Keys};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
@@ -96,7 +94,7 @@ impl Decoding {
         let first = set.first().map_or(0, |(index, _)| *index);
         let decode = |batch: Vec<Record>| {
             let keys = Keys::of_records(&batch);
-            let values: Vec<Bytes> = batch.into_iter().map(|record| record.value).collect();
+            let values: Vec<RecordValue> = batch.into_iter().map(|record| record.value).collect();
             self.decode_keyed(&values, keys, self.batched)
         };
         catch_decode_panic(&self.reader, || set.into_iter().map(|(index, batch)| (index, decode(batch))).collect())
@@ -104,7 +102,7 @@ impl Decoding {
     }
 
     /// `values` named by `keys` decoded as one element (see `decode`), unnumbered.
-    pub(super) fn decode_keyed(&self, values: &[Bytes], keys: Keys, batched: bool) -> Result<Option<Element>> {
+    pub(super) fn decode_keyed(&self, values: &[RecordValue], keys: Keys, batched: bool) -> Result<Option<Element>> {
         let Some((features, kept)) = self.decode_values(values, &|| keys.to_strings(), batched)? else {
             return Ok(None);
         };
@@ -119,17 +117,17 @@ impl Decoding {
     /// is then decoded again to word the error.
     pub(super) fn decode_values(
         &self,
-        values: &[Bytes],
+        values: &[RecordValue],
         key_strings: &dyn Fn() -> Vec<String>,
         batched: bool,
     ) -> Result<Option<DecodedValues>> {
         let decoder = &self.decoder;
         let all = || (0..values.len()).collect();
-        if let Ok(features) = decoder.decode(values, &[], batched) {
+        if let Ok(features) = decoder.decode_records(values, &[], batched) {
             return Ok(Some((features, all())));
         }
         let names = key_strings();
-        let err = match decoder.decode(values, &names, batched) {
+        let err = match decoder.decode_records(values, &names, batched) {
             Ok(features) => return Ok(Some((features, all()))),
             Err(err) => err,
         };
@@ -142,7 +140,7 @@ impl Decoding {
         // Find the records at fault one by one, then decode the others as one batch.
         let (mut good, mut good_names, mut good_values) = (Vec::new(), Vec::new(), Vec::new());
         for (i, (name, value)) in names.into_iter().zip(values).enumerate() {
-            match decoder.decode(std::slice::from_ref(value), std::slice::from_ref(&name), batched) {
+            match decoder.decode_records(std::slice::from_ref(value), std::slice::from_ref(&name), batched) {
                 Ok(_) => {
                     good.push(i);
                     good_names.push(name);
@@ -157,7 +155,8 @@ impl Decoding {
         if good_values.is_empty() {
             return Ok(None);
         }
-        let features = decoder.decode(&good_values, &good_names, batched).map_err(|e| ServeError::Decode(e.message))?;
+        let features =
+            decoder.decode_records(&good_values, &good_names, batched).map_err(|e| ServeError::Decode(e.message))?;
         Ok(Some((features, good)))
     }
 }

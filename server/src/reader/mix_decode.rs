@@ -16,14 +16,12 @@
 //! is in, as for a single spec. Components that decode alike need none of this: each batch
 //! is decoded as one, as a single spec's. Unbatched, each record is decoded alone.
 
-use bytes::Bytes;
-
 use super::decoding::{Batches, DecodedElements};
 use super::in_component;
 use super::mix::Mixture;
 use super::mix_gather::{Decoded, Layout, RowIndex, gather, mixed_keys};
 use super::mix_placed::{PlacedRows, PlacedSet};
-use crate::decode::{Dense, PlacedBuffers, Placement, Tensor, Values};
+use crate::decode::{Dense, PlacedBuffers, Placement, RecordValue, Tensor, Values};
 use crate::element::{Element, Keys};
 use crate::error::Result;
 use crate::source::Record;
@@ -43,7 +41,7 @@ struct Batch {
 /// rows one after the other), and what its decoder made of them (`Ok(None)` when it
 /// dropped them all, or the set has none).
 struct Group {
-    values: Vec<Bytes>,
+    values: Vec<RecordValue>,
     places: Vec<usize>,
     decoded: Result<Option<DecodedGroup>>,
 }
@@ -150,7 +148,7 @@ impl Mixture {
     /// and a message names the record by its key, `<component>/<file>:<n>`).
     fn decode_mixed_alike(&self, taken: Vec<(usize, Record)>) -> Result<Option<Element>> {
         let keys = mixed_keys(taken.iter().map(|(component, record)| (*component, record)));
-        let values: Vec<Bytes> = taken.into_iter().map(|(_, record)| record.value).collect();
+        let values: Vec<RecordValue> = taken.into_iter().map(|(_, record)| record.value).collect();
         self.components[0].decoding.decode_keyed(&values, keys, true)
     }
 
@@ -190,7 +188,7 @@ impl Mixture {
     fn decode_group(
         &self,
         component: usize,
-        values: &[Bytes],
+        values: &[RecordValue],
         key_strings: &dyn Fn() -> Vec<String>,
     ) -> Result<Option<DecodedGroup>> {
         let decoded = self.components[component]
@@ -295,7 +293,7 @@ fn merge_placed<'a>(
         set.push(Some(Dense {
             dtype: first.dtype,
             shape: first.shape.clone(),
-            values: Values::Bytes(Bytes::from(bytes)),
+            values: Values::Bytes(bytes::Bytes::from(bytes)),
         }));
     }
     Some(set)

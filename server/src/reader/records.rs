@@ -316,7 +316,7 @@ impl ReaderState {
             }
             if select.needs_features() {
                 let decoded =
-                    spec.decoder.decode(std::slice::from_ref(&record.value), std::slice::from_ref(&key), false);
+                    spec.decoder.decode_records(std::slice::from_ref(&record.value), std::slice::from_ref(&key), false);
                 let kept = match decoded {
                     Ok(features) => select.keeps_features(&features).map_err(ServeError::InvalidSpec),
                     Err(err) if spec.skip_errors => {

@@ -29,7 +29,7 @@ pub(super) fn unbatch_record(spec: &ReaderSpec, record: &Record) -> Result<Vec<E
     let key = record.key_string();
     let features = spec
         .decoder
-        .decode(std::slice::from_ref(&record.value), std::slice::from_ref(&key), false)
+        .decode_records(std::slice::from_ref(&record.value), std::slice::from_ref(&key), false)
         .map_err(|err| ServeError::Decode(format!("{} (record {key})", err.message)))?;
     let mut columns = Vec::with_capacity(features.len());
     for (name, tensor) in features {

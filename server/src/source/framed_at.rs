@@ -94,7 +94,7 @@ impl FramedAt {
                         key,
                         number: start.record,
                         epoch: 0,
-                        value,
+                        value: value.into(),
                     });
                 }
                 Framed::NeedMore { at_least } if !at_eof => want = at_least,

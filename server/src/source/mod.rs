@@ -32,12 +32,11 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 pub use compression::Compression;
 pub use data_root::{DataRoots, RootLocation};
 pub use record_file::RecordFile;
 
+pub use crate::decode::RecordValue;
 use crate::format::{FormatConfig, FormatError, Position};
 use crate::watch::stages::TimedRead;
 
@@ -241,7 +240,8 @@ pub struct Record {
     pub number: u64,
     /// The epoch the pipeline read it for (from 1; 0 until a pipeline has taken it).
     pub epoch: u64,
-    pub value: Bytes,
+    /// Its bytes, or a columnar file's row.
+    pub value: RecordValue,
 }
 
 impl Record {

@@ -162,7 +162,14 @@ impl RecordFile {
                             Bytes::from(value)
                         }
                     };
-                    return Ok(Some(Record { file: self.name.clone(), split: 0, key, number, epoch: 0, value }));
+                    return Ok(Some(Record {
+                        file: self.name.clone(),
+                        split: 0,
+                        key,
+                        number,
+                        epoch: 0,
+                        value: value.into(),
+                    }));
                 }
                 Framed::Skip { consume } => self.window.advance(consume),
                 Framed::NeedMore { .. } if let Some(compression) = truncated => {

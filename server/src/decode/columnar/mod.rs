@@ -4,15 +4,15 @@
 //! The files say each column's type ([`ColumnType::of_arrow`]); the spec says which
 //! columns, a dense shape for a list column, and what a null takes ([`ColumnRequest`]).
 //! A [`ColumnarDecoder`] is made from the spec, then resolved against the first file's
-//! schema when the reader opens. Rows arrive in the layout of [`layout`] (written by
-//! `crate::source::columnar::rows`); numbers are
-//! copied once, from the row into the batch's tensor, and strings are slices of the row.
+//! schema when the reader opens. Rows arrive as rows of Arrow batches ([`arrow_rows`]):
+//! numbers are copied once, from the Arrow array into the batch's tensor.
 
-pub mod layout;
+pub mod arrow_rows;
+mod gather;
 
+use arrow_rows::{ArrowColumn, ArrowRow, ArrowValues};
 use arrow_schema::DataType;
 use bytes::Bytes;
-use layout::{FixedSlot, RowLayout};
 
 use super::{DType, DecodeError, Dense, Ragged, Tensor, Values};
 
@@ -169,7 +169,7 @@ pub struct ColumnFeature {
     /// A list column's dense shape per row (from the spec, or its fixed sizes); `None`:
     /// ragged.
     shape: Option<Vec<usize>>,
-    /// What a null reads as, in the row layout.
+    /// What a null reads as: a present byte, then the value as [`encode_default`] lays it out.
     default: Option<Bytes>,
 }
 
@@ -180,13 +180,11 @@ pub struct ColumnarDecoder {
     requests: Option<Vec<ColumnRequest>>,
     /// Empty until [`ColumnarDecoder::resolve`].
     columns: Vec<ColumnFeature>,
-    /// Where each column is in a row.
-    layout: RowLayout,
 }
 
 impl ColumnarDecoder {
     pub fn new(requests: Option<Vec<ColumnRequest>>) -> Self {
-        Self { requests, columns: Vec::new(), layout: RowLayout::of([]) }
+        Self { requests, columns: Vec::new() }
     }
 
     /// Whether the files' types are known ([`ColumnarDecoder::resolve`]).
@@ -238,8 +236,7 @@ impl ColumnarDecoder {
         if columns.is_empty() {
             return Err("the files have no columns".to_owned());
         }
-        let layout = RowLayout::of(columns.iter().map(|column| &column.ty));
-        Ok(Self { requests: self.requests.clone(), columns, layout })
+        Ok(Self { requests: self.requests.clone(), columns })
     }
 
     /// The columns read, in the order rows hold them.
@@ -267,93 +264,64 @@ impl ColumnarDecoder {
         self.columns.iter().map(|column| (column.name.clone(), describe(column))).collect()
     }
 
-    /// Decodes rows in the row layout ([`layout`]): a batch (`batched`: each feature
+    /// Decodes rows of Arrow batches ([`arrow_rows`]): a batch (`batched`: each feature
     /// `[B, ...]`) or one row. `keys` name the rows in messages.
-    pub fn decode(&self, rows: &[Bytes], keys: &[String], batched: bool) -> Result<Vec<(String, Tensor)>, DecodeError> {
+    pub fn decode(
+        &self,
+        rows: &[&ArrowRow],
+        keys: &[String],
+        batched: bool,
+    ) -> Result<Vec<(String, Tensor)>, DecodeError> {
         let key = |i: usize| keys.get(i).cloned().unwrap_or_else(|| format!("record {i} of the batch"));
         let error = |i: usize, column: &ColumnFeature, message: &str| {
             DecodeError::at(i, format!("column {} of {}: {message}", column.name, key(i)))
         };
-        let layout = &self.layout;
-        if let Some(i) = rows.iter().position(|row| row.len() < layout.fixed_bytes) {
+        if let Some(i) = rows.iter().position(|row| row.rows.column_count() != self.columns.len()) {
             return Err(DecodeError::at(i, format!("{} is not a row of these columns", key(i))));
         }
-        let mut tensors: Vec<Option<Tensor>> = vec![None; self.columns.len()];
         let shape: Vec<usize> = if batched { vec![rows.len()] } else { Vec::new() };
-        let defaults: Vec<Option<&[u8]>> =
-            layout.fixed.iter().map(|slot| self.columns[slot.column].default.as_ref().map(|d| &d[1..])).collect();
-        let values = gather_fixed(rows, &layout.fixed, &defaults).map_err(|(i, slot)| {
-            error(i, &self.columns[layout.fixed[slot].column], "null, and the spec gives the column no default")
-        })?;
-        for (slot, values) in layout.fixed.iter().zip(values) {
-            let dtype = self.columns[slot.column].ty.dtype();
-            let dense = Dense { dtype, shape: shape.clone(), values: Values::Bytes(values.into()) };
-            tensors[slot.column] = Some(Tensor::Dense(dense));
-        }
-        let mut builders: Vec<(usize, Builder)> =
-            layout.variable.iter().map(|&c| (c, Builder::new(&self.columns[c].ty))).collect();
-        for (i, row) in rows.iter().enumerate() {
-            let mut at = layout.fixed_bytes;
-            for (c, builder) in &mut builders {
-                let column = &self.columns[*c];
-                let present = *row.get(at).ok_or_else(|| error(i, column, "the row ends early"))?;
-                at += 1;
-                let before = builder.items();
-                if present == 0 {
-                    let Some(default) = &column.default else {
-                        return Err(error(i, column, "null, and the spec gives the column no default"));
-                    };
-                    builder.read(&column.ty, default, &mut 1).map_err(|message| error(i, column, &message))?;
-                } else {
-                    builder.read(&column.ty, row, &mut at).map_err(|message| error(i, column, &message))?;
+        let sources = gather::Sources::of(rows);
+        let mut features = Vec::with_capacity(self.columns.len());
+        for (c, column) in self.columns.iter().enumerate() {
+            let tensor = match &column.ty {
+                ColumnType::Scalar(dtype) if dtype.size().is_some() => {
+                    let default = column.default.as_ref().map(|default| &default[1..]);
+                    let values = sources
+                        .fixed(c, dtype.size().expect("checked"), default)
+                        .map_err(|(i, message)| error(i, column, &message))?;
+                    Tensor::Dense(Dense { dtype: *dtype, shape: shape.clone(), values: Values::Bytes(values.into()) })
                 }
-                if let Some(shape) = &column.shape {
-                    let (wanted, got) = (shape.iter().product::<usize>(), builder.items() - before);
-                    if got != wanted {
-                        return Err(error(i, column, &format!("{got} values, and shape {shape:?} takes {wanted}")));
+                ty => {
+                    let mut builder = Builder::new(ty);
+                    for (i, row) in rows.iter().enumerate() {
+                        let before = builder.items();
+                        let arrow = row.column(c);
+                        if arrow.is_valid(row.index) {
+                            builder.read_arrow(arrow, row.index).map_err(|message| error(i, column, &message))?;
+                        } else {
+                            let Some(default) = &column.default else {
+                                return Err(error(i, column, "null, and the spec gives the column no default"));
+                            };
+                            builder.read(ty, default, &mut 1).map_err(|message| error(i, column, &message))?;
+                        }
+                        if let Some(shape) = &column.shape {
+                            let (wanted, got) = (shape.iter().product::<usize>(), builder.items() - before);
+                            if got != wanted {
+                                return Err(error(
+                                    i,
+                                    column,
+                                    &format!("{got} values, and shape {shape:?} takes {wanted}"),
+                                ));
+                            }
+                        }
                     }
+                    builder.finish(column, rows.len(), batched)
                 }
-            }
-        }
-        for (c, builder) in builders {
-            tensors[c] = Some(builder.finish(&self.columns[c], rows.len(), batched));
-        }
-        let features = self.columns.iter().zip(tensors);
-        Ok(features.map(|(column, tensor)| (column.name.clone(), tensor.expect("every column decoded"))).collect())
-    }
-}
-
-/// The little-endian values of each fixed-width column (`slots`) of every row (each at
-/// least the fixed part long), a null taking its column's default; `Err((i, slot))`: row
-/// `i` is null in `slots[slot]`, which has no default. Row by row, reading each row's
-/// fixed part front to back, a constant-width copy per value.
-fn gather_fixed(
-    rows: &[Bytes],
-    slots: &[FixedSlot],
-    defaults: &[Option<&[u8]>],
-) -> Result<Vec<Vec<u8>>, (usize, usize)> {
-    #[inline(always)]
-    fn put<const N: usize>(out: &mut [u8], i: usize, value: &[u8]) {
-        out[i * N..(i + 1) * N].copy_from_slice(&value[..N]);
-    }
-    let mut outs: Vec<Vec<u8>> = slots.iter().map(|slot| vec![0; rows.len() * slot.width]).collect();
-    for (i, row) in rows.iter().enumerate() {
-        for (s, (slot, out)) in slots.iter().zip(&mut outs).enumerate() {
-            let at = slot.offset;
-            let value = match row[at] {
-                0 => defaults[s].ok_or((i, s))?,
-                _ => &row[at + 1..at + 1 + slot.width],
             };
-            match slot.width {
-                1 => put::<1>(out, i, value),
-                2 => put::<2>(out, i, value),
-                4 => put::<4>(out, i, value),
-                8 => put::<8>(out, i, value),
-                other => unreachable!("no fixed-width dtype of {other} bytes"),
-            }
+            features.push((column.name.clone(), tensor));
         }
+        Ok(features)
     }
-    Ok(outs)
 }
 
 /// One column's values as rows are read: flat items, and each list level's row splits.
@@ -388,7 +356,7 @@ impl Builder {
         }
     }
 
-    /// Reads one value of `ty` at `at` of `row`.
+    /// Reads one value of `ty` at `at` of `row` (a default, as [`encode_default`] lays it out).
     fn read(&mut self, ty: &ColumnType, row: &Bytes, at: &mut usize) -> Result<(), String> {
         match (self, ty) {
             (Builder::Fixed { width, bytes }, _) => {
@@ -412,6 +380,43 @@ impl Builder {
                 splits.push(splits.last().expect("splits start at 0") + count as i64);
             }
             (Builder::List { .. }, ColumnType::Scalar(_)) => unreachable!("builders follow their column's type"),
+        }
+        Ok(())
+    }
+
+    /// Appends row `row` of Arrow column `column` (a valid row).
+    fn read_arrow(&mut self, column: &ArrowColumn, row: usize) -> Result<(), String> {
+        match (self, &column.values) {
+            (Builder::Fixed { width, bytes }, ArrowValues::Fixed { bytes: values, width: got }) if width == got => {
+                bytes.extend_from_slice(&values[row * *width..(row + 1) * *width]);
+            }
+            (Builder::Fixed { width: 1, bytes }, ArrowValues::Bool(values)) => bytes.push(values.value(row) as u8),
+            (Builder::Strings(strings), ArrowValues::Bytes(values)) => {
+                strings.push(Bytes::copy_from_slice(arrow_rows::byte_value(values.as_ref(), row)));
+            }
+            (Builder::List { splits, item }, ArrowValues::List { offsets, child }) => {
+                let (start, end) = (offsets[row], offsets[row + 1]);
+                for at in start..end {
+                    if !child.is_valid(at) {
+                        return Err(format!(
+                            "item {} of its list is null; lists of nullable items are not read",
+                            at - start
+                        ));
+                    }
+                    item.read_arrow(child, at)?;
+                }
+                splits.push(splits.last().expect("splits start at 0") + (end - start) as i64);
+            }
+            (builder, ArrowValues::Dictionary { keys, values }) => {
+                let key = keys[row];
+                if !values.is_valid(key) {
+                    // A valid key naming a null entry of the dictionary: a null all the same.
+                    return Err("a dictionary entry that is null".to_owned());
+                }
+                builder.read_arrow(values, key)?;
+            }
+            (_, ArrowValues::Unsupported(data_type)) => return Err(format!("Arrow type {data_type} is not read")),
+            _ => return Err("is not typed as the first file types it".to_owned()),
         }
         Ok(())
     }
@@ -456,9 +461,10 @@ impl Builder {
     }
 }
 
-/// The layout of a column's default: the present byte and the value, as
-/// `encode_batch` writes a row's. A scalar column takes one value, a list column any
-/// number (a list of lists takes no default: refused when the decoder is made).
+/// A column's default as [`Builder::read`] reads it: a present byte, then the value,
+/// little-endian: a number's bytes; a string as `u32` length and bytes; a list as `u32`
+/// count and its items. A scalar column takes one value, a list column any number (a
+/// list of lists takes no default: refused when the decoder is made).
 fn encode_default(ty: &ColumnType, value: &DefaultValue) -> Result<Vec<u8>, String> {
     let dtype = ty.dtype();
     let items = value.items(dtype)?;

@@ -5,22 +5,22 @@
 //!   of its [`DataFile`] (local or an object), the projected columns only;
 //! - [`page_headers`]: a column chunk's page headers checked against the footer's claims;
 //! - [`ipc_file`]: an Arrow IPC file's record batches;
-//! - [`rows_at`]: single rows at known positions (the global shuffle), a unit at a time;
-//! - [`rows`]: Arrow record batches laid out as records (the layout, which
-//!   `crate::decode::columnar` decodes into tensors). No I/O.
+//! - [`rows_at`]: single rows at known positions (the global shuffle), a unit at a time.
 //!
 //! [`ColumnarRecords`] is the [`super::FileRecords`] of these files: a record per row, its
 //! key and number the row's index in the file, its position (row group or IPC batch,
-//! row) what a checkpoint keeps.
+//! row) what a checkpoint keeps. A record's value is its row of the Arrow batch read
+//! (`crate::decode::columnar::arrow_rows`, which the `columns` decoder reads without a
+//! copy in between), or with `source.column` that column's bytes.
 
 pub mod file_bytes;
 pub mod ipc_file;
 pub mod page_headers;
 pub mod parquet_file;
-pub mod rows;
 pub mod rows_at;
 
 use crate::decode::columnar::ColumnType;
+use crate::decode::columnar::arrow_rows::{self, ArrowRow, ArrowRows};
 
 /// What a columnar source reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +47,7 @@ impl ColumnarFormat {
 /// What a record of a columnar file is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordsOf {
-    /// A row of these columns, in the row layout (the `columns` decoder). Empty until the
+    /// A row of these columns, a row of an Arrow batch (the `columns` decoder). Empty until the
     /// reader opens and the first file says the types (`crate::reader`).
     Rows(Vec<(String, ColumnType)>),
     /// One string or binary column's value (`source.column`), for another decoder.
@@ -69,7 +69,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch};
 use bytes::Bytes;
 
-use super::{DataFile, Record, SourceError};
+use super::{DataFile, Record, RecordValue, SourceError};
 use crate::format::Position;
 use crate::memory::{self, Reservation};
 use file_bytes::FileBytes;
@@ -87,8 +87,8 @@ pub struct ColumnarRecords {
     columns: Vec<usize>,
     batches: Option<Batches>,
     /// The current batch: its rows' layout (or its one column), and the next row in it.
-    rows: Bytes,
-    ends: Vec<usize>,
+    rows: Option<Arc<ArrowRows>>,
+    batch_len: usize,
     column: Option<ArrayRef>,
     next_in_batch: usize,
     /// The unit (row group or IPC batch) being read, and the file's row read next.
@@ -146,8 +146,8 @@ impl ColumnarRecords {
             file: unit,
             columns,
             batches: None,
-            rows: Bytes::new(),
-            ends: Vec::new(),
+            rows: None,
+            batch_len: 0,
             column: None,
             next_in_batch: 0,
             unit: 0,
@@ -170,7 +170,7 @@ impl ColumnarRecords {
     fn start_unit(&mut self, unit: usize, row: u64) -> Result<(), SourceError> {
         self.unit = unit;
         self.next_row = row;
-        self.ends.clear();
+        self.batch_len = 0;
         self.unit_started = false;
         self.next_in_batch = 0;
         self.batches = match &self.file {
@@ -204,15 +204,16 @@ impl ColumnarRecords {
 
     /// The next record, or `None` at the end of the file.
     pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
-        while self.next_in_batch == self.ends.len() {
+        while self.next_in_batch == self.batch_len {
             if !self.next_batch()? {
                 return Ok(None);
             }
         }
         let i = self.next_in_batch;
-        let value = match &self.column {
-            Some(column) => self.column_value(column, i)?,
-            None => self.rows.slice(if i == 0 { 0 } else { self.ends[i - 1] }..self.ends[i]),
+        let value = match (&self.column, &self.rows) {
+            (Some(column), _) => RecordValue::Bytes(self.column_value(column, i)?),
+            (None, Some(rows)) => RecordValue::Row(ArrowRow { rows: rows.clone(), index: i }),
+            (None, None) => unreachable!("a batch is taken"),
         };
         self.next_in_batch += 1;
         let row = self.next_row;
@@ -230,8 +231,10 @@ impl ColumnarRecords {
         if column.is_null(i) {
             return Err(error("is null"));
         }
-        let bytes = rows::bytes_of(column, i).ok_or_else(|| error("is not a string or binary column"))?;
-        Ok(Bytes::copy_from_slice(bytes))
+        if !arrow_rows::holds_bytes(column.data_type()) {
+            return Err(error("is not a string or binary column"));
+        }
+        Ok(Bytes::copy_from_slice(arrow_rows::byte_value(column.as_ref(), i)))
     }
 
     /// Takes the next Arrow batch (the next unit's first when this one is done); false at
@@ -282,25 +285,14 @@ impl ColumnarRecords {
             }
             RecordsOf::Column(name) => vec![batch.column_by_name(name).cloned().expect("projected")],
         };
+        self.batch_len = batch.num_rows();
         match &self.records {
-            RecordsOf::Rows(columns) => {
-                let (rows, ends) =
-                    rows::encode_batch(&arrays, batch.num_rows(), columns).map_err(|err| SourceError::Columnar {
-                        file: self.name.to_string(),
-                        message: format!(
-                            "row {}, column {}: {}",
-                            self.next_row + err.row as u64,
-                            err.column,
-                            err.message
-                        ),
-                        data_loss: false,
-                    })?;
-                self.rows = Bytes::from(rows);
-                self.ends = ends;
+            RecordsOf::Rows(_) => {
+                self.rows = Some(ArrowRows::new(&arrays, batch.num_rows()));
                 self.column = None;
             }
             RecordsOf::Column(_) => {
-                self.ends = (1..=batch.num_rows()).collect();
+                self.rows = None;
                 self.column = arrays.into_iter().next();
             }
         }
@@ -341,7 +333,7 @@ impl ColumnarRecords {
     pub fn position(&self) -> Position {
         let unit = match &self.file {
             Unit::Parquet(file) => file.group_of(self.next_row),
-            Unit::Ipc(_) if self.next_in_batch == self.ends.len() && !self.ends.is_empty() => self.unit + 1,
+            Unit::Ipc(_) if self.next_in_batch == self.batch_len && self.batch_len > 0 => self.unit + 1,
             Unit::Ipc(_) => self.unit,
         };
         Position { offset: unit as u64, record: self.next_row }

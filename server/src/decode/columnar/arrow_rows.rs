@@ -1,0 +1,191 @@
+//! Rows of Arrow record batches, as records carry them from a columnar file
+//! (`crate::source::columnar`) to the `columns` decoder: a record is its batch's columns,
+//! shared, and its row's index ([`ArrowRow`]). Nothing is laid out in between: the
+//! decoder copies a number once, from the Arrow array into the batch's tensor, a run of
+//! consecutive rows of one column at a time. Each column is typed once per Arrow batch
+//! ([`ArrowColumn`]), in the file's reading thread. No I/O.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BooleanArray};
+use arrow_buffer::{Buffer, NullBuffer};
+use arrow_schema::DataType;
+
+/// The columns of one Arrow batch, in the order the decoder reads them.
+pub struct ArrowRows {
+    columns: Vec<ArrowColumn>,
+    /// What the batch's buffers hold, a row (for memory accounting).
+    bytes_per_row: usize,
+}
+
+/// Row `index` of an Arrow batch: a columnar file's record.
+#[derive(Clone)]
+pub struct ArrowRow {
+    pub rows: Arc<ArrowRows>,
+    pub index: usize,
+}
+
+impl std::fmt::Debug for ArrowRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "row {} of an Arrow batch", self.index)
+    }
+}
+
+impl PartialEq for ArrowRow {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.rows, &other.rows) && self.index == other.index
+    }
+}
+
+impl Eq for ArrowRow {}
+
+impl ArrowRow {
+    /// The bytes this row stands for: its share of its batch's buffers.
+    pub fn bytes(&self) -> usize {
+        self.rows.bytes_per_row
+    }
+
+    pub(super) fn column(&self, column: usize) -> &ArrowColumn {
+        self.rows.column(column)
+    }
+}
+
+impl ArrowRows {
+    /// The `rows` rows of `arrays` (a batch's columns, in the decoder's order).
+    pub fn new(arrays: &[ArrayRef], rows: usize) -> Arc<Self> {
+        let held: usize = arrays.iter().map(|array| array.get_buffer_memory_size()).sum();
+        let columns = arrays.iter().map(|array| ArrowColumn::new(array.as_ref())).collect();
+        Arc::new(Self { columns, bytes_per_row: held / rows.max(1) + 1 })
+    }
+
+    /// Each of its rows.
+    pub fn rows(self: &Arc<Self>, rows: usize) -> impl Iterator<Item = ArrowRow> + '_ {
+        (0..rows).map(|index| ArrowRow { rows: self.clone(), index })
+    }
+
+    pub fn column_count(&self) -> usize {
+        self.columns.len()
+    }
+
+    pub(super) fn column(&self, column: usize) -> &ArrowColumn {
+        &self.columns[column]
+    }
+}
+
+/// One column of a batch, typed once.
+pub(super) struct ArrowColumn {
+    /// Which rows are null (a dictionary's: its keys' and its values').
+    nulls: Option<NullBuffer>,
+    pub(super) values: ArrowValues,
+}
+
+pub(super) enum ArrowValues {
+    /// Numbers of `width` bytes each, little-endian, from the array's first row.
+    Fixed {
+        bytes: Buffer,
+        width: usize,
+    },
+    Bool(BooleanArray),
+    Bytes(ArrayRef),
+    /// Row `i`'s items are `child` items `offsets[i]..offsets[i + 1]`.
+    List {
+        offsets: Vec<usize>,
+        child: Box<ArrowColumn>,
+    },
+    /// Row `i` is `values` row `keys[i]`.
+    Dictionary {
+        keys: Vec<usize>,
+        values: Box<ArrowColumn>,
+    },
+    /// A type `ColumnType::of_arrow` refuses (never reached for a resolved column).
+    Unsupported(DataType),
+}
+
+/// The little-endian bytes of a primitive array's values, and their width.
+fn fixed<T: ArrowPrimitiveType>(array: &dyn Array) -> ArrowValues {
+    let values = array.as_primitive::<T>().values();
+    ArrowValues::Fixed { bytes: values.inner().clone(), width: std::mem::size_of::<T::Native>() }
+}
+
+impl ArrowColumn {
+    fn new(array: &dyn Array) -> Self {
+        let values = match array.data_type() {
+            DataType::Int8 => fixed::<Int8Type>(array),
+            DataType::Int16 => fixed::<Int16Type>(array),
+            DataType::Int32 => fixed::<Int32Type>(array),
+            DataType::Int64 => fixed::<Int64Type>(array),
+            DataType::UInt8 => fixed::<UInt8Type>(array),
+            DataType::UInt16 => fixed::<UInt16Type>(array),
+            DataType::Float16 => fixed::<Float16Type>(array),
+            DataType::Float32 => fixed::<Float32Type>(array),
+            DataType::Float64 => fixed::<Float64Type>(array),
+            DataType::Boolean => ArrowValues::Bool(array.as_boolean().clone()),
+            data_type if holds_bytes(data_type) => ArrowValues::Bytes(array.slice(0, array.len())),
+            DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => {
+                let (offsets, child) = list_parts(array);
+                ArrowValues::List { offsets, child: Box::new(ArrowColumn::new(child)) }
+            }
+            DataType::Dictionary(..) => {
+                let dictionary = array.as_any_dictionary();
+                // A dictionary without entries (every row null) has no key to normalize.
+                let keys =
+                    if dictionary.values().is_empty() { vec![0; array.len()] } else { dictionary.normalized_keys() };
+                ArrowValues::Dictionary { keys, values: Box::new(ArrowColumn::new(dictionary.values().as_ref())) }
+            }
+            other => ArrowValues::Unsupported(other.clone()),
+        };
+        Self { nulls: array.logical_nulls(), values }
+    }
+
+    pub(super) fn is_valid(&self, row: usize) -> bool {
+        self.nulls.as_ref().is_none_or(|nulls| nulls.is_valid(row))
+    }
+
+    /// Whether no row is null.
+    pub(super) fn has_no_nulls(&self) -> bool {
+        self.nulls.as_ref().is_none_or(|nulls| nulls.null_count() == 0)
+    }
+}
+
+/// A list array's offsets (one per row, and the end) and its items.
+fn list_parts(array: &dyn Array) -> (Vec<usize>, &dyn Array) {
+    match array.data_type() {
+        DataType::List(_) => {
+            let list = array.as_list::<i32>();
+            (list.value_offsets().iter().map(|&offset| offset as usize).collect(), list.values().as_ref())
+        }
+        DataType::LargeList(_) => {
+            let list = array.as_list::<i64>();
+            (list.value_offsets().iter().map(|&offset| offset as usize).collect(), list.values().as_ref())
+        }
+        DataType::FixedSizeList(_, size) => {
+            let list = array.as_fixed_size_list();
+            let size = *size as usize;
+            let start = list.offset();
+            ((0..=list.len()).map(|row| (start + row) * size).collect(), list.values().as_ref())
+        }
+        other => unreachable!("list_parts of {other}"),
+    }
+}
+
+/// Row `row` of a string or binary array, as bytes.
+pub fn byte_value(array: &dyn Array, row: usize) -> &[u8] {
+    match array.data_type() {
+        DataType::Utf8 => array.as_string::<i32>().value(row).as_bytes(),
+        DataType::LargeUtf8 => array.as_string::<i64>().value(row).as_bytes(),
+        DataType::Utf8View => array.as_string_view().value(row).as_bytes(),
+        DataType::Binary => array.as_binary::<i32>().value(row),
+        DataType::LargeBinary => array.as_binary::<i64>().value(row),
+        DataType::BinaryView => array.as_binary_view().value(row),
+        DataType::FixedSizeBinary(_) => array.as_fixed_size_binary().value(row),
+        other => unreachable!("byte_value of {other}"),
+    }
+}
+
+/// String and binary types, whose values are read as bytes.
+pub fn holds_bytes(data_type: &DataType) -> bool {
+    use DataType::*;
+    matches!(data_type, Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_))
+}

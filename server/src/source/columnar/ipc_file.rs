@@ -1,6 +1,10 @@
 //! An Arrow IPC file's record batches (`format: ARROW_IPC`), read through its
 //! [`FileBytes`]. Its units are its record batches. The footer lists where each batch is
-//! but not its rows, so a resume inside a file reads the batches before it to count them.
+//! but not its rows: each batch's message header says them, so a resume inside a file and
+//! the global shuffle's row index read those headers (a few hundred bytes a batch, fetched
+//! together), never the bodies before the position.
+
+use std::sync::OnceLock;
 
 use arrow_array::RecordBatch;
 use arrow_ipc::reader::FileReader;
@@ -8,41 +12,72 @@ use arrow_ipc::reader::FileReader;
 use super::file_bytes::FileBytes;
 use crate::source::SourceError;
 
-/// The blocks (dictionaries and record batches) the footer of an Arrow IPC file lists,
-/// checked to lie inside the file: the Arrow reader trusts their lengths (a negative one
-/// panics, a huge one is allocated) before reading them.
-fn check_blocks(bytes: &FileBytes, name: &str) -> Result<(), SourceError> {
-    let bad = |message: String| SourceError::Columnar { file: name.to_owned(), message, data_loss: true };
+/// A block the footer lists: where its message starts, its metadata's and its body's bytes.
+#[derive(Clone, Copy)]
+struct Block {
+    offset: u64,
+    meta: usize,
+}
+
+fn bad(name: &str, message: String) -> SourceError {
+    SourceError::Columnar { file: name.to_owned(), message, data_loss: true }
+}
+
+/// The record batches' blocks the footer of an Arrow IPC file lists, every block
+/// (dictionaries too) checked to lie inside the file: the Arrow reader trusts their
+/// lengths (a negative one panics, a huge one is allocated) before reading them.
+fn record_batch_blocks(bytes: &FileBytes, name: &str) -> Result<Vec<Block>, SourceError> {
     let len = bytes.len();
     if len < 10 {
-        return Err(bad(format!("{len} bytes: too short for an Arrow IPC file")));
+        return Err(bad(name, format!("{len} bytes: too short for an Arrow IPC file")));
     }
     let tail = bytes.range(len - 10, 10)?;
     if &tail[4..] != b"ARROW1" {
-        return Err(bad("no Arrow IPC footer (the file does not end with ARROW1)".to_owned()));
+        return Err(bad(name, "no Arrow IPC footer (the file does not end with ARROW1)".to_owned()));
     }
     let footer_len = u64::try_from(i32::from_le_bytes(tail[..4].try_into().expect("4 bytes"))).unwrap_or(u64::MAX);
     let Some(footer_start) = (len - 10).checked_sub(footer_len) else {
-        return Err(bad(format!("the footer claims {footer_len} bytes, more than the file holds")));
+        return Err(bad(name, format!("the footer claims {footer_len} bytes, more than the file holds")));
     };
     let footer = bytes.range(footer_start, footer_len as usize)?;
-    let footer = arrow_ipc::root_as_footer(&footer).map_err(|err| bad(format!("bad Arrow IPC footer: {err}")))?;
-    let blocks = footer.dictionaries().into_iter().flatten().chain(footer.recordBatches().into_iter().flatten());
-    for (i, block) in blocks.enumerate() {
+    let footer = arrow_ipc::root_as_footer(&footer).map_err(|err| bad(name, format!("bad Arrow IPC footer: {err}")))?;
+    let dictionaries = footer.dictionaries().into_iter().flatten();
+    let batches: Vec<_> = footer.recordBatches().into_iter().flatten().collect();
+    for (i, block) in dictionaries.chain(batches.iter().copied()).enumerate() {
         let (offset, meta, body) = (block.offset(), i64::from(block.metaDataLength()), block.bodyLength());
         let end = offset.checked_add(meta).and_then(|end| end.checked_add(body));
         if offset < 0 || meta < 0 || body < 0 || end.is_none_or(|end| end as u64 > footer_start) {
-            return Err(bad(format!(
-                "block {i} of the footer ({meta} + {body} bytes at {offset}) lies outside the file"
-            )));
+            return Err(bad(
+                name,
+                format!("block {i} of the footer ({meta} + {body} bytes at {offset}) lies outside the file"),
+            ));
         }
     }
-    Ok(())
+    Ok(batches
+        .iter()
+        .map(|block| Block { offset: block.offset() as u64, meta: block.metaDataLength() as usize })
+        .collect())
+}
+
+/// The rows of the record batch whose message metadata is `meta` (a continuation marker
+/// and length, then the flatbuffer `Message`).
+fn rows_of_message(meta: &[u8], name: &str, batch: usize) -> Result<u64, SourceError> {
+    let body = match meta.get(..4) {
+        Some([0xff, 0xff, 0xff, 0xff]) => meta.get(8..),
+        _ => meta.get(4..),
+    };
+    let message = body.and_then(|body| arrow_ipc::root_as_message(body).ok());
+    let rows = message.and_then(|message| message.header_as_record_batch()).map(|header| header.length());
+    rows.and_then(|rows| u64::try_from(rows).ok())
+        .ok_or_else(|| bad(name, format!("record batch {batch}: its message header does not say its rows")))
 }
 
 pub struct IpcFile {
     bytes: FileBytes,
     schema: arrow_schema::SchemaRef,
+    blocks: Vec<Block>,
+    /// The first row of each record batch, and the rows after the last: read on demand.
+    batch_starts: OnceLock<Vec<u64>>,
 }
 
 fn ipc_error(name: &str, what: &str, err: &arrow_schema::ArrowError) -> SourceError {
@@ -51,12 +86,12 @@ fn ipc_error(name: &str, what: &str, err: &arrow_schema::ArrowError) -> SourceEr
 
 impl IpcFile {
     /// Reads the footer and schema. Every block the footer lists must lie inside the file
-    /// ([`check_blocks`]) before the Arrow reader sees it.
+    /// ([`record_batch_blocks`]) before the Arrow reader sees it.
     pub fn open(bytes: FileBytes, name: &str) -> Result<Self, SourceError> {
-        check_blocks(&bytes, name)?;
+        let blocks = record_batch_blocks(&bytes, name)?;
         let reader = FileReader::try_new(bytes.clone(), None)
             .map_err(|err| bytes.take_failure().unwrap_or_else(|| ipc_error(name, "bad Arrow IPC footer", &err)))?;
-        Ok(Self { schema: reader.schema(), bytes })
+        Ok(Self { schema: reader.schema(), bytes, blocks, batch_starts: OnceLock::new() })
     }
 
     pub fn schema(&self) -> arrow_schema::SchemaRef {
@@ -67,24 +102,45 @@ impl IpcFile {
         self.bytes.take_failure()
     }
 
-    /// Batches from batch `unit` on, the first from the file's row `row` on (checked to
-    /// fall in batch `unit`, by counting the rows of the batches before it).
+    /// The first row of each record batch, and the rows after the last, from the batches'
+    /// message headers (fetched together; their bodies are not read).
+    pub fn batch_starts(&self, name: &str) -> Result<&[u64], SourceError> {
+        if let Some(starts) = self.batch_starts.get() {
+            return Ok(starts);
+        }
+        let ranges: Vec<(u64, usize)> = self.blocks.iter().map(|block| (block.offset, block.meta)).collect();
+        let metas = self.bytes.ranges(&ranges)?;
+        let mut starts = Vec::with_capacity(metas.len() + 1);
+        let mut rows = 0u64;
+        starts.push(0);
+        for (batch, meta) in metas.iter().enumerate() {
+            rows = rows.saturating_add(rows_of_message(meta, name, batch)?);
+            starts.push(rows);
+        }
+        Ok(self.batch_starts.get_or_init(|| starts))
+    }
+
+    /// Batches of the `columns` (indexes into the file's schema) from batch `unit` on, the
+    /// first from the file's row `row` on (checked to fall in batch `unit`).
     pub fn batches_from(
         &self,
         unit: usize,
         row: u64,
+        columns: &[usize],
         name: &str,
     ) -> Result<Option<Box<dyn Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + Send>>, SourceError>
     {
         let fail = |err: &arrow_schema::ArrowError| {
             self.bytes.take_failure().unwrap_or_else(|| ipc_error(name, "reading", err))
         };
-        let mut reader = FileReader::try_new(self.bytes.clone(), None).map_err(|err| fail(&err))?;
-        let mut first_row = 0u64;
-        for _ in 0..unit.min(reader.num_batches()) {
-            let batch = reader.next().expect("counted").map_err(|err| fail(&err))?;
-            first_row += batch.num_rows() as u64;
-        }
+        let mut projection = columns.to_vec();
+        projection.sort_unstable();
+        projection.dedup();
+        let mut reader = FileReader::try_new(self.bytes.clone(), Some(projection)).map_err(|err| fail(&err))?;
+        let first_row = match unit {
+            0 => 0,
+            _ => self.batch_starts(name)?.get(unit).copied().unwrap_or(u64::MAX),
+        };
         let stale = || SourceError::Columnar {
             file: name.to_owned(),
             message: format!("no row {row} in record batch {unit}: the file is not the one the checkpoint read"),
@@ -92,6 +148,9 @@ impl IpcFile {
         };
         if unit > reader.num_batches() || row < first_row {
             return Err(stale());
+        }
+        if unit > 0 {
+            reader.set_index(unit).map_err(|err| fail(&err))?;
         }
         let skip = (row - first_row) as usize;
         let mut batches = BatchesFrom { reader, skip, stale: Some(stale()), name: name.to_owned() };

@@ -156,10 +156,13 @@ impl ColumnarRecords {
             end_unit: part.end,
             reserved: memory::server().reservation(),
         };
-        let first = Position { offset: part.start as u64, record: records.unit_first_row(part.start).unwrap_or(0) };
+        let first = match part.start {
+            0 => Position::default(),
+            start => Position { offset: start as u64, record: records.unit_first_row(start)?.unwrap_or(0) },
+        };
         let Position { offset, mut record } = position.unwrap_or(first);
         let unit = usize::try_from(offset).unwrap_or(usize::MAX);
-        if !read_ahead && let Some(first) = records.unit_first_row(unit).filter(|&first| first <= record) {
+        if !read_ahead && let Some(first) = records.unit_first_row(unit)?.filter(|&first| first <= record) {
             record = first;
         }
         records.start_unit(unit, record)?;
@@ -197,7 +200,7 @@ impl ColumnarRecords {
                     Some(Box::new(file.read_group(unit, skip, &self.columns, &mut self.reserved, &self.name)?))
                 }
             }
-            Unit::Ipc(file) => file.batches_from(unit, row, &self.name)?,
+            Unit::Ipc(file) => file.batches_from(unit, row, &self.columns, &self.name)?,
         };
         Ok(())
     }
@@ -321,12 +324,13 @@ impl ColumnarRecords {
         }
     }
 
-    /// The first row of unit `unit`, when the footer says it (Parquet's row groups).
-    pub fn unit_first_row(&self, unit: usize) -> Option<u64> {
-        match &self.file {
+    /// The first row of unit `unit`, if the file has it: from the Parquet footer, or the
+    /// Arrow IPC batches' message headers.
+    pub fn unit_first_row(&self, unit: usize) -> Result<Option<u64>, SourceError> {
+        Ok(match &self.file {
             Unit::Parquet(file) => file.group_starts().get(unit).copied(),
-            Unit::Ipc(_) => None,
-        }
+            Unit::Ipc(file) => file.batch_starts(&self.name)?.get(unit).copied(),
+        })
     }
 
     /// Where the next record starts: what a checkpoint keeps and `open` takes.
@@ -371,27 +375,22 @@ pub fn row_groups(file: &DataFile) -> Result<usize, SourceError> {
 }
 
 /// Where each row of `file` starts, and where the last ends (the global shuffle's row
-/// index): from the footer for Parquet (no rows read), by reading the batches for Arrow
-/// IPC. The positions are reserved from the memory budget while they are made, so a
-/// footer claiming more rows than the budget can index is RESOURCE_EXHAUSTED, not an
+/// index): from the Parquet footer, or the Arrow IPC batches' message headers (no rows
+/// read). The positions are reserved from the memory budget while they are made, so a
+/// file claiming more rows than the budget can index is RESOURCE_EXHAUSTED, not an
 /// allocation.
 pub fn row_positions(file: &DataFile, config: &ColumnarConfig) -> Result<Vec<Position>, SourceError> {
-    if config.format == ColumnarFormat::ArrowIpc {
-        let mut rows = ColumnarRecords::open(file, config, None)?;
-        let mut positions = vec![rows.position()];
-        while rows.next_record()?.is_some() {
-            positions.push(rows.position());
-        }
-        return Ok(positions);
-    }
-    let parquet = ParquetFile::open(FileBytes::open(file)?, &file.name, false)?;
-    let starts = parquet.group_starts();
+    let bytes = FileBytes::open(file)?;
+    let starts = match config.format {
+        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.group_starts().to_vec(),
+        ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.batch_starts(&file.name)?.to_vec(),
+    };
     let rows = *starts.last().expect("a start");
     let bytes = usize::try_from(rows.saturating_add(1)).unwrap_or(usize::MAX).saturating_mul(16);
     let _reserved = memory::server().reserve(bytes, || format!("the row index of {} ({rows} rows)", file.name))?;
     let mut positions = Vec::with_capacity(rows as usize + 1);
-    for (group, range) in starts.windows(2).enumerate() {
-        positions.extend((range[0]..range[1]).map(|record| Position { offset: group as u64, record }));
+    for (unit, range) in starts.windows(2).enumerate() {
+        positions.extend((range[0]..range[1]).map(|record| Position { offset: unit as u64, record }));
     }
     positions.push(Position { offset: (starts.len() - 1) as u64, record: rows });
     Ok(positions)

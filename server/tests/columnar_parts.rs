@@ -68,7 +68,7 @@ fn each_row_group_is_a_part_that_reads_its_rows_alone() {
         DataFile::local("a.parquet", dir.path().join("a.parquet")),
         DataFile::local("b.parquet", dir.path().join("b.parquet")),
     ];
-    let parts = parts_of(&files).unwrap();
+    let parts = parts_of(&files, ColumnarFormat::Parquet).unwrap();
     let groups: Vec<(&str, std::ops::Range<u64>)> =
         parts.iter().map(|part| (&*part.name, part.part.clone().unwrap())).collect();
     assert_eq!(

@@ -15,7 +15,8 @@ use readerd_tests::{ServerBuilder, ServerProcess, jsonl, readerctl, write_spec};
 use serde_json::{Value, json};
 
 /// Writes `files` Parquet files `part-F.parquet` of `groups` row groups of `rows` rows:
-/// `file` and `row` int64 columns, a float list `emb` of 4, a string `tag`.
+/// `file` and `row` int64 columns, a float list `emb` of 4, a string `tag`; and the same
+/// tables as Arrow IPC files `part-F.arrow`, a record batch for each row group.
 fn write_parquet(root: &Path, files: usize, groups: usize, rows: usize) {
     let script = r#"
 import sys, pyarrow as pa, pyarrow.parquet as pq
@@ -29,6 +30,9 @@ for f in range(files):
         "tag": pa.array([f"f{f}r{i}" for i in range(n)]),
     })
     pq.write_table(t, f"{root}/part-{f}.parquet", row_group_size=rows, compression="snappy")
+    with pa.ipc.new_file(f"{root}/part-{f}.arrow", t.schema) as ipc:
+        for batch in t.to_batches(max_chunksize=rows):
+            ipc.write_batch(batch)
 "#;
     python(script, &[root.to_str().unwrap(), &files.to_string(), &groups.to_string(), &rows.to_string()]);
 }
@@ -353,12 +357,23 @@ pq.write_table(pa.table({"n": pa.array(range(2000), pa.int64())}), sys.argv[1], 
 
 #[test]
 fn three_replicas_deliver_every_parquet_row_exactly_once_per_epoch_through_a_replica_kill() {
+    three_replicas_deliver_every_row_exactly_once("part-*.parquet", "PARQUET");
+}
+
+#[test]
+fn three_replicas_deliver_every_arrow_ipc_row_exactly_once_per_epoch_through_a_replica_kill() {
+    three_replicas_deliver_every_row_exactly_once("part-*.arrow", "ARROW_IPC");
+}
+
+/// 3 replicas over 8 files of 4 row groups (record batches), replica 1 SIGKILLed: every
+/// row exactly once per epoch, and the ledger's splits are the row groups.
+fn three_replicas_deliver_every_row_exactly_once(files: &str, format: &str) {
     let Some(db) = Database::new() else { return };
     let data = tempfile::tempdir().unwrap();
     // 8 files of 4 row groups of 100 rows: 3,200 rows an epoch.
     write_parquet(data.path(), 8, 4, 100);
     let spec = json!({
-        "source": {"files": ["part-*.parquet"], "format": "PARQUET"},
+        "source": {"files": [files], "format": format},
         "decoder": {"columns": {"columns": [{"name": "row"}, {"name": "tag"}]}},
         "pipeline": {"seed": 3, "shuffleFiles": true, "numEpochs": 2, "batchSize": 8}
     });

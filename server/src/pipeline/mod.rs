@@ -247,16 +247,18 @@ impl RecordPipeline {
     }
 
     /// What a cluster's split ledger cuts each epoch of this pipeline into (blocking: the
-    /// global shuffle loads its files' record indexes, Parquet files' footers are read):
-    /// its files, Parquet files' row groups (from now on the pipeline's files are those
-    /// parts, [`parts`]), or with the global shuffle ranges of the epoch's permutation
+    /// global shuffle loads its files' record indexes, columnar files' footers are read):
+    /// its files, columnar files' row groups or record batches (from now on the
+    /// pipeline's files are those parts, [`parts`]), or with the global shuffle ranges of the epoch's permutation
     /// (`global::split_records`). Every epoch has as many. Called before
     /// [`RecordPipeline::read_from`].
     pub fn ledger_splits(&mut self) -> Result<usize, SourceError> {
         if !self.config.global_shuffle {
-            if self.source.reads_parquet() && self.files.iter().all(|file| file.part.is_none()) {
+            if let Some(format) = self.source.columnar_format()
+                && self.files.iter().all(|file| file.part.is_none())
+            {
                 debug_assert!(self.feed.is_none(), "the parts are the feed's files");
-                self.files = parts::parts_of(&self.files)?.into();
+                self.files = parts::parts_of(&self.files, format)?.into();
                 self.indexes = vec![None; self.files.len()];
             }
             return Ok(self.files.len());

@@ -1,4 +1,5 @@
-//! A cluster's splits of Parquet files: row groups, not whole files. A job over a few
+//! A cluster's splits of columnar files: row groups (an Arrow IPC file's record batches),
+//! not whole files. A job over a few
 //! large files then spreads over its replicas, and a replica that dies leaves a row
 //! group to read again, not a file. Each row group is a split of its own, unless the
 //! files hold more than [`MOST_PARTS`] of them: then consecutive row groups of a file
@@ -7,7 +8,8 @@
 //!
 //! Every replica cuts the same files the same way, from their footers alone.
 
-use crate::source::{DataFile, SourceError, columnar};
+use crate::source::columnar::{self, ColumnarFormat};
+use crate::source::{DataFile, SourceError};
 
 /// Splits an epoch at most, about (a file's last one may hold fewer row groups).
 pub const MOST_PARTS: usize = 4096;
@@ -15,15 +17,17 @@ pub const MOST_PARTS: usize = 4096;
 /// Footers read at once (objects: each is a round trip or two).
 const FOOTER_THREADS: usize = 16;
 
-/// The parts of `files` (Parquet), in file order: each file's row groups as ranges of
+/// The parts of `files` (of columnar format `format`), in file order: each file's row groups as ranges of
 /// [`groups_per_part`] (a file with none: one empty part, so it is still read, and done).
 /// Blocking: reads the files' footers, [`FOOTER_THREADS`] at once.
-pub fn parts_of(files: &[DataFile]) -> Result<Vec<DataFile>, SourceError> {
+pub fn parts_of(files: &[DataFile], format: ColumnarFormat) -> Result<Vec<DataFile>, SourceError> {
     let per_thread = files.len().div_ceil(FOOTER_THREADS).max(1);
     let read: Vec<Result<usize, SourceError>> = std::thread::scope(|scope| {
         let threads: Vec<_> = files
             .chunks(per_thread)
-            .map(|files| scope.spawn(move || files.iter().map(columnar::row_groups).collect::<Vec<_>>()))
+            .map(|files| {
+                scope.spawn(move || files.iter().map(|file| columnar::units(file, format)).collect::<Vec<_>>())
+            })
             .collect();
         threads.into_iter().flat_map(|thread| thread.join().expect("a footer's thread does not panic")).collect()
     });

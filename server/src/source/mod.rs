@@ -122,8 +122,8 @@ pub struct DataFile {
     /// As written relative to its data root: the `<file>` of record keys.
     pub name: Arc<str>,
     pub location: FileLocation,
-    /// Only these row groups of a Parquet file, as one split of a cluster's job
-    /// (`crate::pipeline::parts`); `None`: the whole file.
+    /// Only these row groups of a Parquet file (record batches of an Arrow IPC file), as
+    /// one split of a cluster's job (`crate::pipeline::parts`); `None`: the whole file.
     pub part: Option<std::ops::Range<u64>>,
 }
 
@@ -340,9 +340,12 @@ impl From<FormatConfig> for SourceFormat {
 }
 
 impl SourceConfig {
-    /// Whether the files are Parquet.
-    pub fn reads_parquet(&self) -> bool {
-        matches!(&self.format, SourceFormat::Columnar(columnar) if columnar.format == columnar::ColumnarFormat::Parquet)
+    /// The columnar format of the files, if they are Parquet or Arrow IPC.
+    pub fn columnar_format(&self) -> Option<columnar::ColumnarFormat> {
+        match &self.format {
+            SourceFormat::Columnar(columnar) => Some(columnar.format),
+            SourceFormat::Framed(_) => None,
+        }
     }
 
     /// How `file` is compressed (`AUTO` resolved from its name).

@@ -102,6 +102,11 @@ impl IpcFile {
         self.bytes.take_failure()
     }
 
+    /// Its record batches.
+    pub fn batch_count(&self) -> usize {
+        self.blocks.len()
+    }
+
     /// The first row of each record batch, and the rows after the last, from the batches'
     /// message headers (fetched together; their bodies are not read).
     pub fn batch_starts(&self, name: &str) -> Result<&[u64], SourceError> {

@@ -243,6 +243,11 @@ impl ColumnarRecords {
     /// Takes the next Arrow batch (the next unit's first when this one is done); false at
     /// the end of the file.
     fn next_batch(&mut self) -> Result<bool, SourceError> {
+        // An Arrow IPC file's part ends with its last batch (each batch is a unit).
+        let next_unit = if self.unit_started { self.unit + 1 } else { self.unit };
+        if matches!(self.file, Unit::Ipc(_)) && next_unit >= self.end_unit {
+            return Ok(false);
+        }
         let Some(batches) = &mut self.batches else { return Ok(false) };
         let batch = match batches.next() {
             Some(Ok(batch)) => batch,
@@ -344,34 +349,52 @@ impl ColumnarRecords {
     }
 }
 
-/// The row groups of `file` reading covers: its part's (`DataFile::part`, checked against
-/// the footer: the file must still have them), else all of them (`usize::MAX` for an
-/// Arrow IPC file, whose footer does not say). Reading ahead stops at the part's end.
+/// The units (row groups, or Arrow IPC record batches) of `file` reading covers: its
+/// part's (`DataFile::part`, checked against the footer: the file must still have them),
+/// else all of them. Reading ahead stops at the part's end.
 fn part_of(file: &DataFile, unit: Unit) -> Result<(Unit, std::ops::Range<usize>), SourceError> {
     let Some(part) = &file.part else { return Ok((unit, 0..usize::MAX)) };
-    let Unit::Parquet(mut parquet) = unit else {
-        unreachable!("parts are made of Parquet files only (crate::pipeline::parts)")
-    };
-    let groups = parquet.metadata().num_row_groups();
+    let groups = unit.count();
     let range = usize::try_from(part.start).unwrap_or(usize::MAX)..usize::try_from(part.end).unwrap_or(usize::MAX);
     if range.start > range.end || range.end > groups {
         return Err(SourceError::Columnar {
             file: file.name.to_string(),
             message: format!(
-                "it has {groups} row groups, not the ones {}..{} its split was planned on: \
+                "it has {groups} row groups (or record batches), not the ones {}..{} its split was planned on: \
                  the file changed since the job started",
                 part.start, part.end
             ),
             data_loss: false,
         });
     }
-    parquet.stop_reading_ahead_at(range.end);
-    Ok((Unit::Parquet(parquet), range))
+    let unit = match unit {
+        Unit::Parquet(mut parquet) => {
+            parquet.stop_reading_ahead_at(range.end);
+            Unit::Parquet(parquet)
+        }
+        ipc => ipc,
+    };
+    Ok((unit, range))
 }
 
-/// The row groups of Parquet file `file`, from its footer.
-pub fn row_groups(file: &DataFile) -> Result<usize, SourceError> {
-    Ok(ParquetFile::open(FileBytes::open(file)?, &file.name, false)?.metadata().num_row_groups())
+impl Unit {
+    /// Its row groups, or record batches.
+    fn count(&self) -> usize {
+        match self {
+            Unit::Parquet(file) => file.metadata().num_row_groups(),
+            Unit::Ipc(file) => file.batch_count(),
+        }
+    }
+}
+
+/// The units of `file` (row groups of a Parquet file, record batches of an Arrow IPC file),
+/// from its footer.
+pub fn units(file: &DataFile, format: ColumnarFormat) -> Result<usize, SourceError> {
+    let bytes = FileBytes::open(file)?;
+    Ok(match format {
+        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.metadata().num_row_groups(),
+        ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.batch_count(),
+    })
 }
 
 /// Where each row of `file` starts, and where the last ends (the global shuffle's row

@@ -72,12 +72,15 @@ fn batches_are_counted_from_their_headers_and_a_resume_seeks_to_its_batch() {
     assert_eq!(ids_from(&file, None), (0..60).collect::<Vec<_>>());
     assert_eq!(ids_from(&file, Some(Position { offset: 2, record: 45 })), (45..60).collect::<Vec<_>>());
     assert_eq!(ids_from(&file, Some(Position { offset: 1, record: 10 })), (10..60).collect::<Vec<_>>());
+    // At the file's end (a checkpoint after its last row): nothing more, not an error.
+    assert_eq!(ids_from(&file, Some(Position { offset: 3, record: 60 })), Vec::<i64>::new());
     // A cluster's splits of it are its batches, each read alone.
     let parts =
         readerd_server::pipeline::parts::parts_of(std::slice::from_ref(&file), ColumnarFormat::ArrowIpc).unwrap();
     let batches: Vec<Vec<i64>> = parts.iter().map(|part| ids_from(part, None)).collect();
     assert_eq!(batches, [(0..10).collect::<Vec<_>>(), (10..30).collect(), (30..60).collect()]);
-    assert_eq!(ids_from(&file.part(1..3), Some(Position { offset: 1, record: 25 })), (25..60).collect::<Vec<_>>());
+    assert_eq!(ids_from(&file.part(1..3, 10), Some(Position { offset: 1, record: 25 })), (25..60).collect::<Vec<_>>());
+    assert_eq!(ids_from(&file.part(1..2, 10), None), (10..30).collect::<Vec<_>>());
     // Row 5 is not in batch 2: another file than the checkpoint's.
     let stale = ColumnarRecords::open(&file, &config(), Some(Position { offset: 2, record: 5 }));
     let err = stale.err().expect("refused").to_string();

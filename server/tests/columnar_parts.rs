@@ -2,6 +2,8 @@
 //! reads exactly its groups' rows, under the file's own row numbers, resumes inside
 //! itself, and a part the file no longer has is an error naming the file.
 
+mod columnar_common;
+
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
@@ -44,19 +46,9 @@ fn rows_of(file: &DataFile, position: Option<Position>) -> Vec<u64> {
     rows
 }
 
-/// The `id` column of `record` (a row of an Arrow batch), decoded as the `columns` decoder does.
+/// The `id` column of `record`.
 fn id_of(record: &readerd_server::source::Record) -> i64 {
-    let schema = [("id".to_owned(), arrow_schema::DataType::Int64)];
-    let decoder = readerd_server::decode::columnar::ColumnarDecoder::new(Some(vec![
-        readerd_server::decode::columnar::ColumnRequest { name: "id".into(), shape: None, default: None },
-    ]))
-    .resolve(&schema)
-    .unwrap();
-    let readerd_server::decode::RecordValue::Row(row) = &record.value else { panic!("a row of an Arrow batch") };
-    let features = decoder.decode(&[row], &[], false).unwrap();
-    let readerd_server::decode::Tensor::Dense(id) = &features[0].1 else { panic!("dense") };
-    let readerd_server::decode::Values::Bytes(bytes) = &id.values else { panic!("numbers") };
-    i64::from_le_bytes(bytes[..8].try_into().unwrap())
+    columnar_common::first_int64(record, &[("id", arrow_schema::DataType::Int64)])
 }
 
 #[test]
@@ -69,21 +61,25 @@ fn each_row_group_is_a_part_that_reads_its_rows_alone() {
         DataFile::local("b.parquet", dir.path().join("b.parquet")),
     ];
     let parts = parts_of(&files, ColumnarFormat::Parquet).unwrap();
-    let groups: Vec<(&str, std::ops::Range<u64>)> =
-        parts.iter().map(|part| (&*part.name, part.part.clone().unwrap())).collect();
-    assert_eq!(
-        groups,
-        [("a.parquet", 0..1), ("a.parquet", 1..2), ("a.parquet", 2..3), ("a.parquet", 3..4), ("b.parquet", 0..1)]
-    );
+    let groups: Vec<(&str, std::ops::Range<u64>, u64)> =
+        (parts.iter()).map(|part| part.part.clone().map(|p| (&*part.name, p.units, p.first_row)).unwrap()).collect();
+    let expected =
+        [("a.parquet", 0..1, 0), ("a.parquet", 1..2, 100), ("a.parquet", 2..3, 200), ("a.parquet", 3..4, 300)];
+    assert_eq!(groups, [&expected[..], &[("b.parquet", 0..1, 0)]].concat());
     for (group, part) in parts[..4].iter().enumerate() {
         let start = group as u64 * 100;
         assert_eq!(rows_of(part, None), (start..start + 100).collect::<Vec<_>>());
     }
-    // Two groups together, resumed inside the second: to the part's end, not the file's.
-    let two = files[0].part(1..3);
+    // Two groups together, resumed inside the second: to the part's end, not the file's;
+    // at the part's end, nothing; outside the part, refused.
+    let two = files[0].part(1..3, 100);
+    assert_eq!(rows_of(&two, None), (100..300).collect::<Vec<_>>());
     assert_eq!(rows_of(&two, Some(Position { offset: 2, record: 250 })), (250..300).collect::<Vec<_>>());
+    assert_eq!(rows_of(&two, Some(Position { offset: 3, record: 300 })), Vec::<u64>::new());
+    let outside = ColumnarRecords::open(&two, &config(), Some(Position { offset: 0, record: 5 }));
+    assert!(outside.err().expect("outside the part").to_string().contains("its split's row groups 1..3"));
     // A part past the file's row groups: the file changed since the job was planned.
-    let gone = files[0].part(2..9);
+    let gone = files[0].part(2..9, 200);
     let err = ColumnarRecords::open(&gone, &config(), None).err().expect("no such row groups").to_string();
     assert!(err.contains("a.parquet") && err.contains("4 row groups"), "{err}");
 }

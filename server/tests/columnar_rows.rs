@@ -224,9 +224,10 @@ fn rows_of_several_batches_in_any_order_and_of_sliced_arrays_decode_alike() {
 
 #[test]
 fn numbers_without_nulls_copy_alike_in_runs_and_alternating_between_batches() {
-    let column =
-        |start: i64| Table::new(vec![("n", Arc::new(Int64Array::from_iter_values(start..start + 20)) as ArrayRef)]);
-    let (first, second) = (column(0), column(100));
+    // The second batch's array is a slice: its values start inside its buffer.
+    let column = |values: ArrayRef| Table::new(vec![("n", values)]);
+    let first = column(Arc::new(Int64Array::from_iter_values(0..20)) as ArrayRef);
+    let second = column(Arc::new(Int64Array::from_iter_values(95..120).slice(5, 20)) as ArrayRef);
     let decoder = first.decoder(None).unwrap();
     let (a, b) = (first.records(&decoder), second.records(&decoder));
     // Two long runs: copied a run at a time.

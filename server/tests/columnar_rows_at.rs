@@ -4,6 +4,8 @@
 //! and nothing is left reserved past the budget. Its own test binary: it sets the
 //! process's memory budget.
 
+mod columnar_common;
+
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
@@ -17,16 +19,12 @@ use readerd_server::source::columnar::{ColumnarConfig, ColumnarFormat, RecordsOf
 const GROUPS: u64 = 4;
 const ROWS: u64 = 1000;
 
-/// The `id` column of `record` (a row of an Arrow batch of `id` and `pad`), decoded as
-/// the `columns` decoder does.
+/// The `id` column of `record`.
 fn id_of(record: &readerd_server::source::Record) -> i64 {
-    let schema = [("id".to_owned(), arrow_schema::DataType::Int64), ("pad".to_owned(), arrow_schema::DataType::Utf8)];
-    let decoder = readerd_server::decode::columnar::ColumnarDecoder::new(None).resolve(&schema).unwrap();
-    let readerd_server::decode::RecordValue::Row(row) = &record.value else { panic!("a row of an Arrow batch") };
-    let features = decoder.decode(&[row], &[], false).unwrap();
-    let readerd_server::decode::Tensor::Dense(id) = &features[0].1 else { panic!("dense") };
-    let readerd_server::decode::Values::Bytes(bytes) = &id.values else { panic!("numbers") };
-    i64::from_le_bytes(bytes[..8].try_into().unwrap())
+    columnar_common::first_int64(
+        record,
+        &[("id", arrow_schema::DataType::Int64), ("pad", arrow_schema::DataType::Utf8)],
+    )
 }
 
 #[test]

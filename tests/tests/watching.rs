@@ -192,12 +192,14 @@ fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() 
     let login = format!("token={token_b}");
     let (code, head, _) = readerd_tests::http_exchange(&metrics_addr, "POST", "/login", &form, &login);
     assert_eq!(code, 303);
-    let cookie = head
-        .lines()
-        .find_map(|line| {
+    let set_cookies: Vec<&str> = (head.lines())
+        .filter_map(|line| {
             line.to_ascii_lowercase().starts_with("set-cookie:").then(|| line["set-cookie:".len()..].trim())
         })
-        .unwrap_or_else(|| panic!("{head}"));
+        .collect();
+    let cookie = set_cookies.iter().find(|c| c.starts_with("readerd_session=")).unwrap_or_else(|| panic!("{head}"));
+    // The cookie earlier versions set, which held the token, is cleared.
+    assert!(set_cookies.iter().any(|c| c.starts_with("readerd_token=;") && c.contains("Max-Age=0")), "{head}");
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
     assert!(head.lines().any(|line| line.eq_ignore_ascii_case("location: /")), "{head}");
     let cookie = cookie.split(';').next().unwrap();
@@ -215,6 +217,12 @@ fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() 
     }
     let (code, _) = http_get(&metrics_addr, "/status.json", &[("cookie", cookie)]);
     assert_eq!(code, 200, "the session outlives a refused logout");
+    // This listener's own page (the request's Host, or the browser's word) logs in.
+    for (name, value) in [("origin", "http://x"), ("sec-fetch-site", "same-origin")] {
+        let headers = [form[0], (name, value)];
+        let (code, _) = readerd_tests::http_call(&metrics_addr, "POST", "/login", &headers, &login);
+        assert_eq!(code, 303, "a login with {name}: {value}");
+    }
     // A logout ends the session: its cookie shows nothing after.
     let (code, _) = readerd_tests::http_call(&metrics_addr, "POST", "/logout", &[("cookie", cookie)], "");
     assert_eq!(code, 303);

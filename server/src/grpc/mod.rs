@@ -322,15 +322,8 @@ impl pb::data_service_server::DataService for DataService {
             .blocking(move |registry| registry.get(&container, &shared_name)?.read_up_to(request.max_records as usize))
             .await?;
         let keys = records.iter().map(|r| r.key_string()).collect();
-        let values = records.into_iter().map(|r| r.value.as_bytes().cloned()).collect::<Option<Vec<_>>>();
-        let Some(values) = values else {
-            return Err(ServeError::FailedPrecondition(
-                "rows of a columnar file have no bytes to read raw: decode them (the columns decoder), \
-                 or name a binary column in source.column"
-                    .to_owned(),
-            )
-            .into());
-        };
+        // Rows of Arrow batches are refused before any is read (Reader::read_up_to).
+        let values = records.into_iter().filter_map(|r| r.value.as_bytes().cloned()).collect();
         Ok(Response::new(pb::ReadUpToResponse { keys, values, end_of_data }))
     }
 

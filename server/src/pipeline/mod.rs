@@ -7,7 +7,7 @@
 //! - [`global`]: the exact global shuffle over indexed, uncompressed files;
 //! - [`feed`]: files handed over one at a time (a cluster replica's leased splits)
 //!   instead of the epoch's whole order;
-//! - [`parts`]: a cluster's splits of Parquet files, their row groups;
+//! - [`parts`]: a cluster's splits of columnar files, their row groups (record batches);
 //! - [`cache`]: files kept in memory after their first read, within a budget;
 //! - [`mix`]: a mixture's weighted choice of the component each element comes from;
 //! - [`select`]: key-hash splits, predicates on decoded features, skip / take;

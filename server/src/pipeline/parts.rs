@@ -3,8 +3,9 @@
 //! large files then spreads over its replicas, and a replica that dies leaves a row
 //! group to read again, not a file. Each row group is a split of its own, unless the
 //! files hold more than [`MOST_PARTS`] of them: then consecutive row groups of a file
-//! are split together, as few to a split as keeps their number under it (the ledger's
-//! rows and leases grow with the splits).
+//! are split together, as few to a split as keeps their number about that (parts never
+//! span files, so many files of few row groups give more; the ledger's rows and leases
+//! grow with the splits).
 //!
 //! Every replica cuts the same files the same way, from their footers alone.
 
@@ -17,29 +18,32 @@ pub const MOST_PARTS: usize = 4096;
 /// Footers read at once (objects: each is a round trip or two).
 const FOOTER_THREADS: usize = 16;
 
-/// The parts of `files` (of columnar format `format`), in file order: each file's row groups as ranges of
-/// [`groups_per_part`] (a file with none: one empty part, so it is still read, and done).
+/// The parts of `files` (of columnar format `format`), in file order: each file's row
+/// groups as ranges of [`groups_per_part`] (a file with none: one empty part, so it is
+/// still read, and done), each with its first row.
 /// Blocking: reads the files' footers, [`FOOTER_THREADS`] at once.
 pub fn parts_of(files: &[DataFile], format: ColumnarFormat) -> Result<Vec<DataFile>, SourceError> {
     let per_thread = files.len().div_ceil(FOOTER_THREADS).max(1);
-    let read: Vec<Result<usize, SourceError>> = std::thread::scope(|scope| {
+    let read: Vec<Result<Vec<u64>, SourceError>> = std::thread::scope(|scope| {
+        let starts_of = |file| columnar::unit_starts(file, format);
         let threads: Vec<_> = files
             .chunks(per_thread)
-            .map(|files| {
-                scope.spawn(move || files.iter().map(|file| columnar::units(file, format)).collect::<Vec<_>>())
-            })
+            .map(|files| scope.spawn(move || files.iter().map(starts_of).collect::<Vec<_>>()))
             .collect();
         threads.into_iter().flat_map(|thread| thread.join().expect("a footer's thread does not panic")).collect()
     });
-    let groups = read.into_iter().collect::<Result<Vec<usize>, SourceError>>()?;
-    let per_part = groups_per_part(groups.iter().sum());
+    let starts = read.into_iter().collect::<Result<Vec<Vec<u64>>, SourceError>>()?;
+    let per_part = groups_per_part(starts.iter().map(|starts| starts.len() - 1).sum());
     let mut parts = Vec::new();
-    for (file, groups) in files.iter().zip(groups) {
-        let groups = groups as u64;
-        if groups == 0 {
-            parts.push(file.part(0..0));
+    for (file, starts) in files.iter().zip(starts) {
+        let units = starts.len() - 1;
+        if units == 0 {
+            parts.push(file.part(0..0, 0));
         }
-        parts.extend((0..groups).step_by(per_part).map(|start| file.part(start..groups.min(start + per_part as u64))));
+        parts.extend((0..units).step_by(per_part).map(|start| {
+            let end = units.min(start + per_part);
+            file.part(start as u64..end as u64, starts[start])
+        }));
     }
     Ok(parts)
 }

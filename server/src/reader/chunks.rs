@@ -1,7 +1,7 @@
 //! Where records become chunks: [`Reader::next_chunk`] takes batches from the reader's
 //! source (`records.rs`, or `mix.rs` for a mixture) through the batcher (`batcher.rs`)
 //! under the reader's lock, and has them decoded outside it, on the server's decoding
-//! threads when it has them, in order; with `unbatch` the batches of examples are stacked
+//! threads when it has them (a decoder that only copies, on this thread), in order; with `unbatch` the batches of examples are stacked
 //! instead. A shared reader keeps its state before each chunk, and marks the chunk as
 //! being handed to a stream, in its books (`shared_books.rs`).
 

@@ -331,6 +331,17 @@ impl Reader {
     /// whether the reader has reached its end.
     pub fn read_up_to(&self, max_records: usize) -> Result<(Vec<Record>, bool)> {
         self.refuse_in_cluster("ReadUpTo")?;
+        let rows = |source: &crate::source::SourceConfig| {
+            matches!(&source.format, crate::source::SourceFormat::Columnar(columnar)
+                if matches!(columnar.records, crate::source::columnar::RecordsOf::Rows(_)))
+        };
+        if rows(&self.spec.source) {
+            return Err(ServeError::FailedPrecondition(
+                "rows of a columnar file have no bytes to read raw: decode them (the columns decoder), \
+                 or name a binary column in source.column"
+                    .to_owned(),
+            ));
+        }
         let mut state = self.lock();
         let mut records = Vec::new();
         while records.len() < max_records {

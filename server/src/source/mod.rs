@@ -122,9 +122,16 @@ pub struct DataFile {
     /// As written relative to its data root: the `<file>` of record keys.
     pub name: Arc<str>,
     pub location: FileLocation,
-    /// Only these row groups of a Parquet file (record batches of an Arrow IPC file), as
+    /// Only some row groups of a Parquet file (record batches of an Arrow IPC file), as
     /// one split of a cluster's job (`crate::pipeline::parts`); `None`: the whole file.
-    pub part: Option<std::ops::Range<u64>>,
+    pub part: Option<FilePart>,
+}
+
+/// Row groups (record batches) `units` of a columnar file, whose first row is `first_row`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilePart {
+    pub units: std::ops::Range<u64>,
+    pub first_row: u64,
 }
 
 /// Where a file's bytes are.
@@ -148,9 +155,10 @@ impl DataFile {
         Self { name: name.into(), location: FileLocation::Local(path), part: None }
     }
 
-    /// Row groups `groups` of this file, read as a split of their own.
-    pub fn part(&self, groups: std::ops::Range<u64>) -> Self {
-        Self { part: Some(groups), ..self.clone() }
+    /// Row groups (record batches) `units` of this file, the first starting at row
+    /// `first_row`, read as a split of their own.
+    pub fn part(&self, units: std::ops::Range<u64>, first_row: u64) -> Self {
+        Self { part: Some(FilePart { units, first_row }), ..self.clone() }
     }
 
     /// What names the file's bytes: its canonical path, or its object's URL.

@@ -1,7 +1,7 @@
 //! The watch listener (`--metrics-listen`): `GET /metrics` (Prometheus' text format),
 //! `GET /status.json` (`super::Status`), `GET /` (the status page, `page.html`, embedded
 //! in the binary and fetching nothing from another host), and `POST /login` /
-//! `POST /logout`, which set and clear the token cookie.
+//! `POST /logout`, which start and end a session (its id in a cookie).
 //!
 //! With `--auth-tokens`, the page and the JSON need a token: `authorization: Bearer` or
 //! the `readerd_session` cookie the login form sets (`HttpOnly`, `SameSite=Strict`; it
@@ -30,6 +30,9 @@ use crate::registry::ReaderRegistry;
 
 const PAGE: &str = include_str!("page.html");
 const COOKIE: &str = "readerd_session";
+/// The cookie earlier versions set, which held the token itself: cleared at every login
+/// and logout.
+const OLD_TOKEN_COOKIE: &str = "readerd_token";
 /// A login form's body is a token and its name.
 const MOST_LOGIN_BYTES: usize = 4096;
 /// Connections served at once; more are closed at once (pages poll every 2 s, scrapers
@@ -150,8 +153,7 @@ async fn answer(watch: Arc<Watch>, peer: std::net::IpAddr, request: Request<Inco
                 watch.sessions.end(&id);
             }
             let mut answer = redirect_home();
-            let clear = format!("{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
-            answer.headers_mut().insert(header::SET_COOKIE, clear.parse().expect("a header value"));
+            clear_cookies(&mut answer, &[COOKIE, OLD_TOKEN_COOKIE]);
             answer
         }
         _ => plain(StatusCode::NOT_FOUND, "this listener serves /, /status.json and /metrics\n"),
@@ -233,10 +235,19 @@ async fn login(watch: &Watch, request: Request<Incoming>) -> Answer {
         return plain(StatusCode::INTERNAL_SERVER_ERROR, "no randomness for a session id\n");
     };
     let mut answer = redirect_home();
+    clear_cookies(&mut answer, &[OLD_TOKEN_COOKIE]);
     let lifetime = super::sessions::SESSION_LIFETIME.as_secs();
     let cookie = format!("{COOKIE}={id}; Path=/; Max-Age={lifetime}; HttpOnly; SameSite=Strict");
-    answer.headers_mut().insert(header::SET_COOKIE, cookie.parse().expect("hex digits"));
+    answer.headers_mut().append(header::SET_COOKIE, cookie.parse().expect("hex digits"));
     answer
+}
+
+/// Sets each of `names` to expire at once.
+fn clear_cookies(answer: &mut Answer, names: &[&str]) {
+    for name in names {
+        let clear = format!("{name}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
+        answer.headers_mut().append(header::SET_COOKIE, clear.parse().expect("a header value"));
+    }
 }
 
 /// Field `name` of an `application/x-www-form-urlencoded` body, decoded.

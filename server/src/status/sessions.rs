@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// Sessions kept at once; a login past them ends the oldest.
 const MOST_SESSIONS: usize = 1024;
+/// Sessions of one token; a login past them ends that token's oldest (so that one token's
+/// logins never end another's sessions).
+const MOST_SESSIONS_PER_TOKEN: usize = 16;
 
 struct Session {
     token: String,
@@ -31,8 +34,12 @@ impl Sessions {
         let id: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
         let mut by_id = self.by_id.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         by_id.retain(|_, session| session.started.elapsed() < SESSION_LIFETIME);
-        if by_id.len() >= MOST_SESSIONS {
-            let oldest = by_id.iter().min_by_key(|(_, session)| session.started).map(|(id, _)| id.clone());
+        let of_token = by_id.values().filter(|session| session.token == token).count();
+        if of_token >= MOST_SESSIONS_PER_TOKEN || by_id.len() >= MOST_SESSIONS {
+            let oldest = (by_id.iter())
+                .filter(|(_, session)| of_token < MOST_SESSIONS_PER_TOKEN || session.token == token)
+                .min_by_key(|(_, session)| session.started)
+                .map(|(id, _)| id.clone());
             by_id.remove(&oldest.expect("sessions are kept"));
         }
         by_id.insert(id.clone(), Session { token, started: Instant::now() });
@@ -71,9 +78,21 @@ mod tests {
     #[test]
     fn past_the_most_sessions_the_oldest_ends() {
         let sessions = Sessions::default();
-        let first = sessions.start("a".into()).unwrap();
-        let ids: Vec<String> = (0..super::MOST_SESSIONS).map(|_| sessions.start("b".into()).unwrap()).collect();
+        let first = sessions.start("t0".into()).unwrap();
+        let ids: Vec<String> =
+            (0..super::MOST_SESSIONS).map(|i| sessions.start(format!("t{}", 1 + i % 100)).unwrap()).collect();
         assert_eq!(sessions.token(&first), None);
         assert!(ids.iter().all(|id| sessions.token(id).is_some()));
+    }
+
+    #[test]
+    fn one_tokens_logins_end_its_own_sessions_only() {
+        let sessions = Sessions::default();
+        let other = sessions.start("other".into()).unwrap();
+        let ids: Vec<String> = (0..100).map(|_| sessions.start("many".into()).unwrap()).collect();
+        assert_eq!(sessions.token(&other).as_deref(), Some("other"));
+        let kept = ids.iter().filter(|id| sessions.token(id).is_some()).count();
+        assert_eq!(kept, super::MOST_SESSIONS_PER_TOKEN);
+        assert!(sessions.token(ids.last().unwrap()).is_some(), "the newest is kept");
     }
 }

@@ -55,7 +55,11 @@ impl ArrowRow {
 impl ArrowRows {
     /// The `rows` rows of `arrays` (a batch's columns, in the decoder's order).
     pub fn new(arrays: &[ArrayRef], rows: usize) -> Arc<Self> {
-        let held: usize = arrays.iter().map(|array| array.get_buffer_memory_size()).sum();
+        // The bytes of the arrays' slices: their buffers may be slices of one larger
+        // allocation (an Arrow IPC message), which `get_buffer_memory_size` would count
+        // once for each.
+        let sliced = |array: &ArrayRef| array.to_data().get_slice_memory_size().unwrap_or(0);
+        let held: usize = arrays.iter().map(sliced).sum();
         let columns = arrays.iter().map(|array| ArrowColumn::new(array.as_ref())).collect();
         Arc::new(Self { columns, bytes_per_row: held / rows.max(1) + 1 })
     }

@@ -4,6 +4,7 @@
 //! few batches (files interleaved, a shuffle buffer's draws) a constant-width copy each,
 //! from arrays looked up once per column and batch.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -28,18 +29,22 @@ impl<'a> Sources<'a> {
         let mut batches: Vec<&'a ArrowRows> = Vec::new();
         let mut batch_of = Vec::with_capacity(rows.len());
         let mut runs: Vec<Range<usize>> = Vec::new();
+        let mut seen: HashMap<*const ArrowRows, usize> = HashMap::new();
         for (i, row) in rows.iter().enumerate() {
             let continues = i > 0 && Arc::ptr_eq(&rows[i - 1].rows, &row.rows) && rows[i - 1].index + 1 == row.index;
             match runs.last_mut() {
                 Some(run) if continues => run.end = i + 1,
                 _ => runs.push(i..i + 1),
             }
-            let batch = match batches.iter().position(|batch| std::ptr::eq(*batch, &*row.rows)) {
+            // Most rows come from the previous row's batch: looked at first, the others by
+            // address.
+            let same = |batch: &usize| std::ptr::eq(batches[*batch], &*row.rows);
+            let batch = match batch_of.last().copied().filter(same) {
                 Some(batch) => batch,
-                None => {
+                None => *seen.entry(Arc::as_ptr(&row.rows)).or_insert_with(|| {
                     batches.push(&row.rows);
                     batches.len() - 1
-                }
+                }),
             };
             batch_of.push(batch);
         }

@@ -10,7 +10,14 @@ use arrow_array::RecordBatch;
 use arrow_ipc::reader::FileReader;
 
 use super::file_bytes::FileBytes;
+use crate::memory;
 use crate::source::SourceError;
+
+/// A record batch's message header is a few hundred bytes (a few KB for thousands of
+/// columns); one claiming more than this is refused rather than read.
+const MOST_HEADER_BYTES: usize = 16 << 20;
+/// Headers fetched at once (one ranged GET each on object stores).
+const HEADERS_AT_ONCE: usize = 64;
 
 /// A block the footer lists: where its message starts, its metadata's and its body's bytes.
 #[derive(Clone, Copy)]
@@ -108,29 +115,42 @@ impl IpcFile {
     }
 
     /// The first row of each record batch, and the rows after the last, from the batches'
-    /// message headers (fetched together; their bodies are not read).
+    /// message headers ([`HEADERS_AT_ONCE`] fetched together, each reserved from the memory
+    /// budget while read; their bodies are not read).
     pub fn batch_starts(&self, name: &str) -> Result<&[u64], SourceError> {
         if let Some(starts) = self.batch_starts.get() {
             return Ok(starts);
         }
-        let ranges: Vec<(u64, usize)> = self.blocks.iter().map(|block| (block.offset, block.meta)).collect();
-        let metas = self.bytes.ranges(&ranges)?;
-        let mut starts = Vec::with_capacity(metas.len() + 1);
+        let mut starts = Vec::with_capacity(self.blocks.len() + 1);
         let mut rows = 0u64;
         starts.push(0);
-        for (batch, meta) in metas.iter().enumerate() {
-            rows = rows.saturating_add(rows_of_message(meta, name, batch)?);
-            starts.push(rows);
+        for (chunk, blocks) in self.blocks.chunks(HEADERS_AT_ONCE).enumerate() {
+            if let Some(i) = blocks.iter().position(|block| block.meta > MOST_HEADER_BYTES) {
+                let batch = chunk * HEADERS_AT_ONCE + i;
+                let claim = blocks[i].meta;
+                return Err(bad(name, format!("record batch {batch}: its message header claims {claim} bytes")));
+            }
+            let bytes = blocks.iter().map(|block| block.meta).sum();
+            let _reserved =
+                memory::server().reserve(bytes, || format!("the record batch headers of {name} ({bytes} bytes)"))?;
+            let ranges: Vec<(u64, usize)> = blocks.iter().map(|block| (block.offset, block.meta)).collect();
+            for (i, meta) in self.bytes.ranges(&ranges)?.iter().enumerate() {
+                rows = rows.saturating_add(rows_of_message(meta, name, chunk * HEADERS_AT_ONCE + i)?);
+                starts.push(rows);
+            }
         }
         Ok(self.batch_starts.get_or_init(|| starts))
     }
 
     /// Batches of the `columns` (indexes into the file's schema) from batch `unit` on, the
-    /// first from the file's row `row` on (checked to fall in batch `unit`).
+    /// first from the file's row `row` on (checked to fall in batch `unit`, whose first row
+    /// is `known_first_row` when the caller knows it, else read from the headers). At the
+    /// end of the file (`unit` past the last batch): none.
     pub fn batches_from(
         &self,
         unit: usize,
         row: u64,
+        known_first_row: Option<u64>,
         columns: &[usize],
         name: &str,
     ) -> Result<Option<Box<dyn Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + Send>>, SourceError>
@@ -142,8 +162,9 @@ impl IpcFile {
         projection.sort_unstable();
         projection.dedup();
         let mut reader = FileReader::try_new(self.bytes.clone(), Some(projection)).map_err(|err| fail(&err))?;
-        let first_row = match unit {
-            0 => 0,
+        let first_row = match (unit, known_first_row) {
+            (0, _) => 0,
+            (_, Some(first_row)) => first_row,
             _ => self.batch_starts(name)?.get(unit).copied().unwrap_or(u64::MAX),
         };
         let stale = || SourceError::Columnar {
@@ -153,6 +174,10 @@ impl IpcFile {
         };
         if unit > reader.num_batches() || row < first_row {
             return Err(stale());
+        }
+        if unit == reader.num_batches() {
+            // The file's end: its rows all read.
+            return if row == first_row { Ok(None) } else { Err(stale()) };
         }
         if unit > 0 {
             reader.set_index(unit).map_err(|err| fail(&err))?;

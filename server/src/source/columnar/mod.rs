@@ -69,7 +69,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch};
 use bytes::Bytes;
 
-use super::{DataFile, Record, RecordValue, SourceError};
+use super::{DataFile, FilePart, Record, RecordValue, SourceError};
 use crate::format::Position;
 use crate::memory::{self, Reservation};
 use file_bytes::FileBytes;
@@ -86,7 +86,7 @@ pub struct ColumnarRecords {
     /// The file's schema indexes of the columns read, in the order records hold them.
     columns: Vec<usize>,
     batches: Option<Batches>,
-    /// The current batch: its rows' layout (or its one column), and the next row in it.
+    /// The current batch: its rows (or its one column), its length, and the next row in it.
     rows: Option<Arc<ArrowRows>>,
     batch_len: usize,
     column: Option<ArrayRef>,
@@ -98,6 +98,8 @@ pub struct ColumnarRecords {
     unit_started: bool,
     /// The unit reading ends before: the file's part's end (`DataFile::part`), else none.
     end_unit: usize,
+    /// Where reading starts without a position: the part's first row, or the file's.
+    first: Position,
     /// The current row group's bytes (Parquet).
     reserved: Reservation,
 }
@@ -116,8 +118,7 @@ impl ColumnarRecords {
     }
 
     /// For single rows: the rows of the unit holding `position`, from the unit's first row
-    /// (Parquet; from `position` for Arrow IPC, whose footer does not say it), nothing
-    /// fetched ahead.
+    /// (a Parquet footer's, or an Arrow IPC batch header's), nothing fetched ahead.
     pub fn open_for_rows(file: &DataFile, config: &ColumnarConfig, position: Position) -> Result<Self, SourceError> {
         Self::open_reading_ahead(file, config, Some(position), false)
     }
@@ -134,7 +135,7 @@ impl ColumnarRecords {
             ColumnarFormat::Parquet => Unit::Parquet(ParquetFile::open(bytes, &name, read_ahead)?),
             ColumnarFormat::ArrowIpc => Unit::Ipc(ipc_file::IpcFile::open(bytes, &name)?),
         };
-        let (unit, part) = part_of(file, unit)?;
+        let (unit, part, first) = part_of(file, unit)?;
         let schema = match &unit {
             Unit::Parquet(file) => file.schema(),
             Unit::Ipc(file) => file.schema(),
@@ -154,14 +155,18 @@ impl ColumnarRecords {
             next_row: 0,
             unit_started: false,
             end_unit: part.end,
+            first,
             reserved: memory::server().reservation(),
-        };
-        let first = match part.start {
-            0 => Position::default(),
-            start => Position { offset: start as u64, record: records.unit_first_row(start)?.unwrap_or(0) },
         };
         let Position { offset, mut record } = position.unwrap_or(first);
         let unit = usize::try_from(offset).unwrap_or(usize::MAX);
+        if !part.contains(&unit) && unit != part.end {
+            return Err(SourceError::Columnar {
+                file: records.name.to_string(),
+                message: format!("no row {record} in its split's row groups {}..{}", part.start, part.end),
+                data_loss: false,
+            });
+        }
         if !read_ahead && let Some(first) = records.unit_first_row(unit)?.filter(|&first| first <= record) {
             record = first;
         }
@@ -193,14 +198,18 @@ impl ColumnarRecords {
                         data_loss: false,
                     });
                 }
-                if unit == groups {
+                if unit == groups || unit >= self.end_unit {
                     None
                 } else {
                     let skip = row - starts[unit];
                     Some(Box::new(file.read_group(unit, skip, &self.columns, &mut self.reserved, &self.name)?))
                 }
             }
-            Unit::Ipc(file) => file.batches_from(unit, row, &self.columns, &self.name)?,
+            Unit::Ipc(_) if unit >= self.end_unit => None,
+            Unit::Ipc(file) => {
+                let known = (unit as u64 == self.first.offset).then_some(self.first.record);
+                file.batches_from(unit, row, known, &self.columns, &self.name)?
+            }
         };
         Ok(())
     }
@@ -349,11 +358,14 @@ impl ColumnarRecords {
     }
 }
 
-/// The units (row groups, or Arrow IPC record batches) of `file` reading covers: its
-/// part's (`DataFile::part`, checked against the footer: the file must still have them),
-/// else all of them. Reading ahead stops at the part's end.
-fn part_of(file: &DataFile, unit: Unit) -> Result<(Unit, std::ops::Range<usize>), SourceError> {
-    let Some(part) = &file.part else { return Ok((unit, 0..usize::MAX)) };
+/// The units (row groups, or Arrow IPC record batches) of `file` reading covers, and its
+/// first position: its part's (`DataFile::part`, checked against the footer: the file
+/// must still have them), else all of them from the start. Reading ahead stops at the
+/// part's end.
+fn part_of(file: &DataFile, unit: Unit) -> Result<(Unit, std::ops::Range<usize>, Position), SourceError> {
+    let Some(FilePart { units: part, first_row }) = &file.part else {
+        return Ok((unit, 0..usize::MAX, Position::default()));
+    };
     let groups = unit.count();
     let range = usize::try_from(part.start).unwrap_or(usize::MAX)..usize::try_from(part.end).unwrap_or(usize::MAX);
     if range.start > range.end || range.end > groups {
@@ -374,7 +386,8 @@ fn part_of(file: &DataFile, unit: Unit) -> Result<(Unit, std::ops::Range<usize>)
         }
         ipc => ipc,
     };
-    Ok((unit, range))
+    let first = Position { offset: part.start, record: *first_row };
+    Ok((unit, range, first))
 }
 
 impl Unit {
@@ -387,13 +400,14 @@ impl Unit {
     }
 }
 
-/// The units of `file` (row groups of a Parquet file, record batches of an Arrow IPC file),
-/// from its footer.
-pub fn units(file: &DataFile, format: ColumnarFormat) -> Result<usize, SourceError> {
+/// The first row of each unit of `file` (row group of a Parquet file, record batch of an
+/// Arrow IPC file), and the rows after the last: from the footer, or the batches' message
+/// headers.
+pub fn unit_starts(file: &DataFile, format: ColumnarFormat) -> Result<Vec<u64>, SourceError> {
     let bytes = FileBytes::open(file)?;
     Ok(match format {
-        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.metadata().num_row_groups(),
-        ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.batch_count(),
+        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.group_starts().to_vec(),
+        ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.batch_starts(&file.name)?.to_vec(),
     })
 }
 
@@ -403,11 +417,7 @@ pub fn units(file: &DataFile, format: ColumnarFormat) -> Result<usize, SourceErr
 /// file claiming more rows than the budget can index is RESOURCE_EXHAUSTED, not an
 /// allocation.
 pub fn row_positions(file: &DataFile, config: &ColumnarConfig) -> Result<Vec<Position>, SourceError> {
-    let bytes = FileBytes::open(file)?;
-    let starts = match config.format {
-        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.group_starts().to_vec(),
-        ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.batch_starts(&file.name)?.to_vec(),
-    };
+    let starts = unit_starts(file, config.format)?;
     let rows = *starts.last().expect("a start");
     let bytes = usize::try_from(rows.saturating_add(1)).unwrap_or(usize::MAX).saturating_mul(16);
     let _reserved = memory::server().reserve(bytes, || format!("the row index of {} ({rows} rows)", file.name))?;

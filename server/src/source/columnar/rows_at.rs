@@ -66,7 +66,7 @@ impl ColumnarAt {
         })
     }
 
-    /// The unit holding `start`, from its first row (Parquet) or from `start` on (IPC).
+    /// The unit holding `start`, from its first row.
     fn read_unit(&self, start: Position) -> Result<Unit, SourceError> {
         let mut rows = ColumnarRecords::open_for_rows(&self.file, &self.config, start)?;
         let first_row = rows.position().record;

@@ -3,6 +3,7 @@
 //! at that moment is poisoned. What readerd keeps behind a lock is consistent between
 //! steps (a reader's state stays as it was before the record), so every lock is taken
 //! through these, which take a poisoned lock as it is instead of failing every later user.
+//! [`panic_message`] says what a caught panic said.
 
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -61,4 +62,11 @@ mod tests {
         let mutex = std::sync::Arc::into_inner(mutex).unwrap();
         assert_eq!(into_inner_unpoisoned(mutex), 2);
     }
+}
+
+/// What a caught panic says (its `&str` or `String` payload; empty for another).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    (payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }

@@ -361,3 +361,52 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
     }
     out.push(value as u8);
 }
+
+/// Reads `data` as a whole Parquet or Arrow IPC file, as a reader would: its schema types
+/// the `columns` decoder (every column), its rows are read, decoded 16 at a time, and
+/// indexed for the global shuffle. Returns the rows read before the end or the first
+/// error (whether they decode or not: a null without a default does not). The columnar reader reads by ranges, so `data` goes to a temporary file first.
+pub fn read_columnar(data: &[u8], format: crate::source::columnar::ColumnarFormat) -> usize {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("readerd-fuzz-{}-{n}", std::process::id()));
+    if std::fs::write(&path, data).is_err() {
+        return 0;
+    }
+    let rows = read_columnar_file(&crate::source::DataFile::local("fuzz", path.clone()), format);
+    let _ = std::fs::remove_file(&path);
+    rows
+}
+
+fn read_columnar_file(file: &crate::source::DataFile, format: crate::source::columnar::ColumnarFormat) -> usize {
+    use crate::decode::columnar::ColumnarDecoder;
+    use crate::source::columnar::{self, ColumnarConfig, ColumnarRecords, RecordsOf};
+    let Ok(schema) = columnar::file_schema(file, format) else { return 0 };
+    let Ok(decoder) = ColumnarDecoder::new(None).resolve(&schema) else { return 0 };
+    let columns = decoder.columns().iter().map(|column| (column.name.clone(), column.ty.clone())).collect();
+    let config = ColumnarConfig { format, records: RecordsOf::Rows(columns) };
+    let _ = columnar::row_positions(file, &config);
+    let Ok(mut records) = ColumnarRecords::open(file, &config, None) else { return 0 };
+    let (mut read, mut rows) = (0, Vec::new());
+    let decoder = Decoder::Columns(decoder);
+    loop {
+        let more = match records.next_record() {
+            Ok(Some(record)) => {
+                rows.push(record.value);
+                true
+            }
+            Ok(None) | Err(_) => false,
+        };
+        if more && rows.len() < 16 {
+            continue;
+        }
+        if !rows.is_empty() {
+            let _ = decoder.decode_records(&rows, &[], true);
+            read += rows.len();
+        }
+        rows.clear();
+        if !more {
+            return read;
+        }
+    }
+}

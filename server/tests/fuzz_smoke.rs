@@ -1,7 +1,9 @@
 //! A bounded, deterministic fuzz run in the test suite: the golden vectors' inputs,
 //! mutated (bit flips, truncation, duplicated and inserted bytes, huge lengths), go through
 //! the TFRecord and CSV framers and the Example and CSV decoders, which must answer
-//! (records or errors) without panicking. The open-ended runs are the `fuzz/` targets.
+//! (records or errors) without panicking; so must the columnar reader and the `columns`
+//! decoder with mutated Parquet and Arrow IPC files (arrow-rs panics on some: those are
+//! caught as the file's DATA_LOSS). The open-ended runs are the `fuzz/` targets.
 
 use readerd_server::fuzzing;
 use readerd_server::pipeline::rng::SplitMix64;
@@ -174,4 +176,53 @@ fn generated_specs_with_their_records_never_panic() {
     }
     println!("{decoded} of {rounds} generated specs decoded their records");
     assert!(decoded > rounds / 20, "only {decoded} of {rounds} generated specs decoded their records");
+}
+
+/// A small Parquet file and the same table as an Arrow IPC file: ints, nullable floats,
+/// strings, a dictionary column and a list column, in several row groups (batches).
+fn columnar_seeds() -> Vec<(Vec<u8>, readerd_server::source::columnar::ColumnarFormat)> {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{Int64Builder, ListBuilder};
+    use arrow_array::types::Int32Type;
+    use arrow_array::{ArrayRef, DictionaryArray, Float32Array, Int64Array, RecordBatch, StringArray};
+    use readerd_server::source::columnar::ColumnarFormat;
+    let mut tokens = ListBuilder::new(Int64Builder::new());
+    for row in 0..40i64 {
+        (0..row % 4).for_each(|i| tokens.values().append_value(row * 10 + i));
+        tokens.append(true);
+    }
+    let batch = RecordBatch::try_from_iter([
+        ("id", Arc::new(Int64Array::from_iter_values(0..40)) as ArrayRef),
+        ("score", Arc::new(Float32Array::from_iter((0..40).map(|i| (i % 5 != 0).then_some(i as f32))))),
+        ("name", Arc::new(StringArray::from_iter_values((0..40).map(|i| format!("n{i}"))))),
+        ("kind", Arc::new(DictionaryArray::<Int32Type>::from_iter((0..40).map(|i| ["a", "b", "c"][i % 3])))),
+        ("tokens", Arc::new(tokens.finish())),
+    ])
+    .unwrap();
+    let properties =
+        parquet::file::properties::WriterProperties::builder().set_max_row_group_row_count(Some(10)).build();
+    let mut parquet = Vec::new();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut parquet, batch.schema(), Some(properties)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let mut ipc = Vec::new();
+    let mut writer = arrow_ipc::writer::FileWriter::try_new(&mut ipc, &batch.schema()).unwrap();
+    (0..4).for_each(|i| writer.write(&batch.slice(i * 10, 10)).unwrap());
+    writer.finish().unwrap();
+    drop(writer);
+    vec![(parquet, ColumnarFormat::Parquet), (ipc, ColumnarFormat::ArrowIpc)]
+}
+
+#[test]
+fn mutated_parquet_and_arrow_ipc_files_never_panic_the_columnar_reader() {
+    let mut rng = SplitMix64 { state: 20261127 };
+    for (seed, format) in columnar_seeds() {
+        assert_eq!(fuzzing::read_columnar(&seed, format), 40, "the seed reads whole");
+        let mut rows = 0;
+        for _ in 0..300 {
+            rows += fuzzing::read_columnar(&mutate(&mut rng, &seed), format);
+        }
+        assert!(rows > 0, "some mutated files still give rows");
+    }
 }

@@ -222,7 +222,8 @@ impl Interleave {
         loop {
             if let Some(slot) = &mut self.slots[self.cycle_index] {
                 if slot.pending.is_empty() {
-                    // A reading thread that ended without a last message panicked.
+                    // A reading thread ends with a last message (its panics are sent as
+                    // errors); a cached file's queue is closed from the start.
                     match stages::waiting(|| slot.records.recv()).unwrap_or(Ok(None)) {
                         Ok(Some(block)) => slot.pending.extend(block),
                         Ok(None) => {}
@@ -303,7 +304,16 @@ impl Interleave {
         // The file's thread does the reader's work: its reading and framing count there.
         let working_for = stages::current();
         let spawned = std::thread::Builder::new().name("readerd-file".into()).spawn(move || {
-            let read = || read_file(&data_file, &config, position, cache.as_deref(), &record_tx);
+            // A panic while reading (a decoding library's, on a damaged file) is the file's
+            // error, not a quiet end of its records.
+            let read = || {
+                let reading = || read_file(&data_file, &config, position, cache.as_deref(), &record_tx);
+                if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(reading)) {
+                    let what = readerd_common::sync::panic_message(panic.as_ref());
+                    let source = std::io::Error::other(format!("its reader failed ({what})"));
+                    let _ = record_tx.send(Err(SourceError::Read { file: data_file.name.to_string(), source }));
+                }
+            };
             match working_for {
                 Some(times) => times.working_on_this_thread(read),
                 None => read(),

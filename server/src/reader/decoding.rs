@@ -30,11 +30,7 @@ pub static DECODE_PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::Atom
 /// streams, not the server.
 pub fn catch_decode_panic<T>(reader: &str, work: impl FnOnce() -> T) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let what = readerd_common::sync::panic_message(payload.as_ref());
         DECODE_PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::error!(reader = %reader, panic = %what, "decoding panicked");
         ServeError::Internal(format!("reader {reader}: decoding panicked: {what}"))

@@ -114,13 +114,13 @@ impl ColumnarRecords {
     /// be in the file with the types the reader's first file gave them.
     /// Read front to back: each row group's reading starts fetching the next's.
     pub fn open(file: &DataFile, config: &ColumnarConfig, position: Option<Position>) -> Result<Self, SourceError> {
-        Self::open_reading_ahead(file, config, position, true)
+        guarded(&file.name, || Self::open_reading_ahead(file, config, position, true))
     }
 
     /// For single rows: the rows of the unit holding `position`, from the unit's first row
     /// (a Parquet footer's, or an Arrow IPC batch header's), nothing fetched ahead.
     pub fn open_for_rows(file: &DataFile, config: &ColumnarConfig, position: Position) -> Result<Self, SourceError> {
-        Self::open_reading_ahead(file, config, Some(position), false)
+        guarded(&file.name, || Self::open_reading_ahead(file, config, Some(position), false))
     }
 
     fn open_reading_ahead(
@@ -217,7 +217,8 @@ impl ColumnarRecords {
     /// The next record, or `None` at the end of the file.
     pub fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
         while self.next_in_batch == self.batch_len {
-            if !self.next_batch()? {
+            let name = self.name.clone();
+            if !guarded(&name, || self.next_batch())? {
                 return Ok(None);
             }
         }
@@ -404,10 +405,22 @@ impl Unit {
 /// Arrow IPC file), and the rows after the last: from the footer, or the batches' message
 /// headers.
 pub fn unit_starts(file: &DataFile, format: ColumnarFormat) -> Result<Vec<u64>, SourceError> {
-    let bytes = FileBytes::open(file)?;
-    Ok(match format {
-        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.group_starts().to_vec(),
-        ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.batch_starts(&file.name)?.to_vec(),
+    guarded(&file.name, || {
+        let bytes = FileBytes::open(file)?;
+        Ok(match format {
+            ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.group_starts().to_vec(),
+            ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.batch_starts(&file.name)?.to_vec(),
+        })
+    })
+}
+
+/// Runs `read`, a call into the Arrow or Parquet readers, which panic on some damaged
+/// files: such a panic is the file's DATA_LOSS, not the thread's end.
+fn guarded<T>(name: &str, read: impl FnOnce() -> Result<T, SourceError>) -> Result<T, SourceError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
+        let what = readerd_common::sync::panic_message(panic.as_ref());
+        let message = format!("the file is damaged: its reader failed ({what})");
+        Err(SourceError::Columnar { file: name.to_owned(), message, data_loss: true })
     })
 }
 
@@ -459,10 +472,12 @@ pub fn file_schema(
     file: &DataFile,
     format: ColumnarFormat,
 ) -> Result<Vec<(String, arrow_schema::DataType)>, SourceError> {
-    let bytes = FileBytes::open(file)?;
-    let schema = match format {
-        ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.schema(),
-        ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.schema(),
-    };
+    let schema = guarded(&file.name, || {
+        let bytes = FileBytes::open(file)?;
+        Ok(match format {
+            ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.schema(),
+            ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.schema(),
+        })
+    })?;
     Ok(schema.fields().iter().map(|field| (field.name().clone(), field.data_type().clone())).collect())
 }

@@ -241,3 +241,15 @@ fn numbers_without_nulls_copy_alike_in_runs_and_alternating_between_batches() {
     let expected: Vec<i64> = (0..20).flat_map(|i| [i, 100 + i]).collect();
     assert_eq!(dense(feature(&batch, "n")), &Dense::int64(vec![40], &expected));
 }
+
+#[test]
+fn strings_are_slices_of_their_arrow_buffer_not_copies() {
+    let names = StringArray::from(vec!["first", "second"]);
+    let buffer = names.values().as_ptr() as usize;
+    let table = Table::new(vec![("name", Arc::new(names) as ArrayRef)]);
+    let decoder = table.decoder(None).unwrap();
+    let batch = decoder.decode(&refs(&table.records(&decoder)), &keys(2), true).unwrap();
+    let Values::Strings(strings) = &dense(feature(&batch, "name")).values else { panic!("strings") };
+    assert_eq!(strings[0].as_ptr() as usize, buffer);
+    assert_eq!(strings[1].as_ptr() as usize, buffer + "first".len());
+}

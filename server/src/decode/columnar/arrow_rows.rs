@@ -92,7 +92,7 @@ pub(super) enum ArrowValues {
         width: usize,
     },
     Bool(BooleanArray),
-    Bytes(ArrayRef),
+    Bytes(ByteColumn),
     /// Row `i`'s items are `child` items `offsets[i]..offsets[i + 1]`.
     List {
         offsets: Vec<usize>,
@@ -126,7 +126,7 @@ impl ArrowColumn {
             DataType::Float32 => fixed::<Float32Type>(array),
             DataType::Float64 => fixed::<Float64Type>(array),
             DataType::Boolean => ArrowValues::Bool(array.as_boolean().clone()),
-            data_type if holds_bytes(data_type) => ArrowValues::Bytes(array.slice(0, array.len())),
+            data_type if holds_bytes(data_type) => ArrowValues::Bytes(ByteColumn::new(array)),
             DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => {
                 let (offsets, child) = list_parts(array);
                 ArrowValues::List { offsets, child: Box::new(ArrowColumn::new(child)) }
@@ -172,6 +172,52 @@ fn list_parts(array: &dyn Array) -> (Vec<usize>, &dyn Array) {
         }
         other => unreachable!("list_parts of {other}"),
     }
+}
+
+/// A string or binary column of a batch, whose values are handed out as slices of its
+/// values buffer (shared, not copied) where the Arrow type keeps them in one buffer.
+pub struct ByteColumn {
+    array: ArrayRef,
+    /// The values buffer, for `Utf8`, `Binary` and their large forms.
+    values: Option<bytes::Bytes>,
+}
+
+impl ByteColumn {
+    /// `array`, a string or binary array ([`holds_bytes`]).
+    pub fn new(array: &dyn Array) -> Self {
+        let values = match array.data_type() {
+            DataType::Utf8 => Some(array.as_string::<i32>().values().clone()),
+            DataType::LargeUtf8 => Some(array.as_string::<i64>().values().clone()),
+            DataType::Binary => Some(array.as_binary::<i32>().values().clone()),
+            DataType::LargeBinary => Some(array.as_binary::<i64>().values().clone()),
+            _ => None,
+        };
+        Self { array: array.slice(0, array.len()), values: values.map(bytes::Bytes::from_owner) }
+    }
+
+    pub fn is_null(&self, row: usize) -> bool {
+        self.array.is_null(row)
+    }
+
+    /// Row `row`'s bytes: a slice of the values buffer, or a copy for the other types.
+    pub fn value(&self, row: usize) -> bytes::Bytes {
+        let Some(values) = &self.values else {
+            return bytes::Bytes::copy_from_slice(byte_value(self.array.as_ref(), row));
+        };
+        let [start, end] = match self.array.data_type() {
+            DataType::Utf8 => offsets_at(self.array.as_string::<i32>().value_offsets(), row),
+            DataType::LargeUtf8 => offsets_at(self.array.as_string::<i64>().value_offsets(), row),
+            DataType::Binary => offsets_at(self.array.as_binary::<i32>().value_offsets(), row),
+            DataType::LargeBinary => offsets_at(self.array.as_binary::<i64>().value_offsets(), row),
+            other => unreachable!("no values buffer kept for {other}"),
+        };
+        values.slice(start..end)
+    }
+}
+
+/// Where row `row`'s value starts and ends in its values buffer.
+fn offsets_at<O: arrow_array::OffsetSizeTrait>(offsets: &[O], row: usize) -> [usize; 2] {
+    [offsets[row].as_usize(), offsets[row + 1].as_usize()]
 }
 
 /// Row `row` of a string or binary array, as bytes.

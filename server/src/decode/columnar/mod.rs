@@ -392,7 +392,7 @@ impl Builder {
             }
             (Builder::Fixed { width: 1, bytes }, ArrowValues::Bool(values)) => bytes.push(values.value(row) as u8),
             (Builder::Strings(strings), ArrowValues::Bytes(values)) => {
-                strings.push(Bytes::copy_from_slice(arrow_rows::byte_value(values.as_ref(), row)));
+                strings.push(values.value(row));
             }
             (Builder::List { splits, item }, ArrowValues::List { offsets, child }) => {
                 let (start, end) = (offsets[row], offsets[row + 1]);

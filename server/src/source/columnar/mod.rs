@@ -20,7 +20,7 @@ pub mod parquet_file;
 pub mod rows_at;
 
 use crate::decode::columnar::ColumnType;
-use crate::decode::columnar::arrow_rows::{self, ArrowRow, ArrowRows};
+use crate::decode::columnar::arrow_rows::{self, ArrowRow, ArrowRows, ByteColumn};
 
 /// What a columnar source reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,7 +89,7 @@ pub struct ColumnarRecords {
     /// The current batch: its rows (or its one column), its length, and the next row in it.
     rows: Option<Arc<ArrowRows>>,
     batch_len: usize,
-    column: Option<ArrayRef>,
+    column: Option<ByteColumn>,
     next_in_batch: usize,
     /// The unit (row group or IPC batch) being read, and the file's row read next.
     unit: usize,
@@ -234,7 +234,7 @@ impl ColumnarRecords {
         Ok(Some(Record { file: self.name.clone(), split: 0, key: row, number: row, epoch: 0, value }))
     }
 
-    fn column_value(&self, column: &ArrayRef, i: usize) -> Result<Bytes, SourceError> {
+    fn column_value(&self, column: &ByteColumn, i: usize) -> Result<Bytes, SourceError> {
         let RecordsOf::Column(name) = &self.records else { unreachable!("a column only for RecordsOf::Column") };
         let error = |what: &str| SourceError::Columnar {
             file: self.name.to_string(),
@@ -244,10 +244,7 @@ impl ColumnarRecords {
         if column.is_null(i) {
             return Err(error("is null"));
         }
-        if !arrow_rows::holds_bytes(column.data_type()) {
-            return Err(error("is not a string or binary column"));
-        }
-        Ok(Bytes::copy_from_slice(arrow_rows::byte_value(column.as_ref(), i)))
+        Ok(column.value(i))
     }
 
     /// Takes the next Arrow batch (the next unit's first when this one is done); false at
@@ -309,9 +306,16 @@ impl ColumnarRecords {
                 self.rows = Some(ArrowRows::new(&arrays, batch.num_rows()));
                 self.column = None;
             }
-            RecordsOf::Column(_) => {
+            RecordsOf::Column(name) => {
+                if !arrow_rows::holds_bytes(arrays[0].data_type()) {
+                    return Err(SourceError::Columnar {
+                        file: self.name.to_string(),
+                        message: format!("column {name} is not a string or binary column"),
+                        data_loss: false,
+                    });
+                }
                 self.rows = None;
-                self.column = arrays.into_iter().next();
+                self.column = Some(ByteColumn::new(arrays[0].as_ref()));
             }
         }
         Ok(true)

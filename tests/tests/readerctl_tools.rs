@@ -431,6 +431,11 @@ pq.write_table(t, sys.argv[1], row_group_size=4)
         run(&["convert", &path("a.parquet"), "--output", &path("a.tfrecord"), "--spec-output", &path("a.json")]);
     assert!(String::from_utf8_lossy(&converted.stderr).contains("10 records"));
     run(&["convert", &path("a.tfrecord"), "--output", &path("b.parquet"), "--spec-output", &path("b.json")]);
+    // A refused conversion leaves an existing output as it was.
+    let refused = readerctl("http://127.0.0.1:9", &["convert", &path("a.parquet"), "--output", &path("b.parquet")]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("written from a TFRecord file"));
+    assert!(std::fs::metadata(path("b.parquet")).unwrap().len() > 0, "b.parquet kept");
 
     let server = ServerProcess::start(&[dir.path()]);
     let read = |spec: serde_json::Value| {

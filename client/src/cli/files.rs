@@ -69,6 +69,14 @@ pub async fn convert(
 ) -> anyhow::Result<ExitCode> {
     use readerd_client::{convert, convert_parquet};
     let given = convert::parse_schema(schema)?;
+    // Refused before anything is fetched or the output created (an existing output stays).
+    let is_parquet = |path: &Path| FileFormat::of(path) == FileFormat::Parquet;
+    if (is_parquet(input) || is_parquet(output)) && !given.is_empty() {
+        anyhow::bail!("--schema is for CSV input: Parquet and TFRecord carry their types");
+    }
+    if is_parquet(output) && FileFormat::of(input) != FileFormat::Tfrecord {
+        anyhow::bail!("{}: a Parquet output is written from a TFRecord file of Examples", remote::shown(input));
+    }
     let fetched = match remote::url_of(input) {
         Some(url) => Some(remote::read_all(url).await?),
         None => None,
@@ -83,13 +91,6 @@ pub async fn convert(
             None => Ok(std::fs::read(input).map_err(|err| anyhow::anyhow!("{}: {err}", input.display()))?.into()),
         }
     };
-    let is_parquet = |path: &Path| FileFormat::of(path) == FileFormat::Parquet;
-    if (is_parquet(input) || is_parquet(output)) && !given.is_empty() {
-        anyhow::bail!("--schema is for CSV input: Parquet and TFRecord carry their types");
-    }
-    if is_parquet(output) && FileFormat::of(input) != FileFormat::Tfrecord {
-        anyhow::bail!("{}: a Parquet output is written from a TFRecord file of Examples", remote::shown(input));
-    }
     let failed = |err: String| anyhow::anyhow!("{}: {err}", remote::shown(input));
     let mut progress = readerd_client::progress::Progress::new("records", !quiet);
     let (records, spec, summary) = if is_parquet(input) {

@@ -44,11 +44,11 @@ struct Chunk {
     column: String,
 }
 
-/// The next row group's chunks, being fetched.
+/// The next row group's chunks, being fetched: their ranges, and their bytes reserved.
 struct Ahead {
-    group: usize,
+    ranges: Vec<(u64, usize)>,
     chunks: Receiver<Result<Vec<Bytes>, SourceError>>,
-    _reserved: Reservation,
+    reserved: Reservation,
 }
 
 impl ParquetFile {
@@ -108,13 +108,26 @@ impl ParquetFile {
         let compressed: u64 = chunks.iter().map(|chunk| chunk.len as u64).sum();
         let uncompressed = chunks.iter().fold(0u64, |sum, chunk| sum.saturating_add(chunk.unpacked));
         let claimed = usize::try_from(compressed.saturating_add(uncompressed)).unwrap_or(usize::MAX);
-        reserved.resize(claimed, || format!("row group {group} of {name} ({claimed} bytes of its columns)"))?;
         let ranges: Vec<(u64, usize)> = chunks.iter().map(|chunk| (chunk.start, chunk.len)).collect();
-        let ahead = self.ahead.lock_unpoisoned().take().filter(|ahead| ahead.group == group);
+        // The chunks fetched ahead, if these are they (the same group and columns): their
+        // reservation becomes part of the group's, not counted twice.
+        let ahead = {
+            let mut ahead = self.ahead.lock_unpoisoned();
+            if ahead.as_ref().is_some_and(|ahead| ahead.ranges == ranges) { ahead.take() } else { None }
+        };
+        let fetched_bytes = ahead.as_ref().map_or(0, |ahead| ahead.reserved.bytes());
+        let what = || format!("row group {group} of {name} ({claimed} bytes of its columns)");
+        reserved.resize(claimed.saturating_sub(fetched_bytes), what)?;
         let fetched = match ahead {
-            Some(ahead) => ahead.chunks.recv().unwrap_or_else(|_| self.bytes.ranges(&ranges))?,
+            Some(Ahead { chunks, reserved: fetched_reserved, .. }) => {
+                reserved.absorb(fetched_reserved);
+                chunks.recv().unwrap_or_else(|_| self.bytes.ranges(&ranges))?
+            }
             None => self.bytes.ranges(&ranges)?,
         };
+        if fetched.len() != chunks.len() {
+            return Err(group_error(name, group, None, "the column chunks read are not the ones asked for"));
+        }
         let mut held = Vec::with_capacity(chunks.len());
         for (chunk, bytes) in chunks.into_iter().zip(fetched) {
             page_headers::check_pages(&bytes, chunk.unpacked)
@@ -180,8 +193,8 @@ impl ParquetFile {
         let bytes: usize = chunks.iter().map(|chunk| chunk.len).sum();
         let Ok(reserved) = memory::server().reserve(bytes, String::new) else { return };
         let ranges: Vec<(u64, usize)> = chunks.iter().map(|chunk| (chunk.start, chunk.len)).collect();
-        if let Some(chunks) = self.bytes.fetch_in_background(ranges) {
-            *self.ahead.lock_unpoisoned() = Some(Ahead { group, chunks, _reserved: reserved });
+        if let Some(chunks) = self.bytes.fetch_in_background(ranges.clone()) {
+            *self.ahead.lock_unpoisoned() = Some(Ahead { ranges, chunks, reserved });
         }
     }
 

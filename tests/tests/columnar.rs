@@ -162,6 +162,43 @@ fn parquet_from_s3_resumes_exactly_after_sigkill_mid_row_group() {
     assert!(err["message"].as_str().unwrap().contains("part-1.parquet changed since the checkpoint"), "{err}");
 }
 
+/// Parquet from S3 through a proxy that fails and cuts requests: faults within the
+/// retries give exactly the rows read without faults (row groups fetched ahead included),
+/// and a store that stops answering is UNAVAILABLE naming the object, not a short read.
+#[test]
+fn parquet_from_s3_reads_through_store_faults_and_fails_unavailable_when_it_is_gone() {
+    let local = tempfile::tempdir().unwrap();
+    write_parquet(local.path(), 2, 4, 200);
+    let s3 = S3Server::start();
+    s3.create_bucket("training");
+    s3.upload_dir("training", "faults", local.path());
+    let proxy = readerd_tests::s3::FaultProxy::start(&s3.endpoint);
+    let server =
+        ServerBuilder::new(&["s3://training/faults"]).env(&proxy.s3_env()).args(&["--object-retries", "3"]).start();
+    let dir = tempfile::tempdir().unwrap();
+    // Files by name, not a glob: no listing, whose body the proxy could cut.
+    let mut spec = parquet_spec("part-0.parquet");
+    spec["source"]["files"] = json!(["part-0.parquet", "part-1.parquet"]);
+    let spec_path = write_spec(&dir, &spec);
+    let read = || jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    let clean = read();
+    assert_eq!(elements(&clean).len(), 2 * 2 * 4 * 200 / 8, "two epochs of 1,600 rows in batches of 8");
+
+    proxy.set_delay(std::time::Duration::from_millis(20));
+    proxy.fail_next(2);
+    proxy.drop_next_body(1);
+    let before = proxy.requests();
+    assert!(read() == clean, "the same batches as without faults");
+    assert!(proxy.requests() >= before + 3, "the faults were met");
+
+    proxy.fail_all(true);
+    let gone = read();
+    proxy.fail_all(false);
+    let err = &gone.last().unwrap()["error"];
+    assert_eq!(err["code"], "UNAVAILABLE", "{err}");
+    assert!(err["message"].as_str().unwrap().contains("part-"), "names the object: {err}");
+}
+
 /// The status line readerctl prints for a read of `spec` that fails.
 fn failed_read(addr: &str, spec: &Value) -> Value {
     let dir = tempfile::tempdir().unwrap();

@@ -124,8 +124,8 @@ fn names(reader: Option<pb::ReaderRef>) -> (String, String) {
 /// replicas recommended for it when `serving` servers serve it (derived from the
 /// consumers' figures in `stats`, so every call that returns stats agrees).
 fn stats_to_pb(stats: ReaderStats, serving: u64) -> pb::ReaderStats {
-    let times = stats.consumers.iter().filter_map(|consumer| consumer.time);
-    let input_bound = crate::watch::consumer_time::together(times).and_then(|time| time.input_bound());
+    let input_bound =
+        crate::watch::consumer_time::input_bound(stats.consumers.iter().filter_map(|consumer| consumer.time));
     pb::ReaderStats {
         records_produced: stats.records_produced as i64,
         work_units_completed: stats.work_units_completed as i64,

@@ -294,7 +294,7 @@ impl Reader {
     /// reports (`crate::watch::consumer_time`); `None` before any.
     pub fn input_bound(&self) -> Option<f64> {
         let times = self.books.delivery.stats().0.into_iter().filter_map(|consumer| consumer.time);
-        crate::watch::consumer_time::together(times).and_then(|time| time.input_bound())
+        crate::watch::consumer_time::input_bound(times)
     }
 
     /// The servers serving it: the live replicas of its job as the status last saw them

@@ -220,8 +220,10 @@ async fn status_json(watch: Arc<Watch>, caller: Caller) -> Answer {
 /// id is set as the cookie.
 async fn login(watch: &Watch, request: Request<Incoming>) -> Answer {
     let form = tokio::time::timeout(LOGIN_BODY_TIME, Limited::new(request.into_body(), MOST_LOGIN_BYTES).collect());
-    let Ok(Ok(form)) = form.await else {
-        return plain(StatusCode::PAYLOAD_TOO_LARGE, "a login form holds a token only, sent within 5 s\n");
+    let form = match form.await {
+        Ok(Ok(form)) => form,
+        Ok(Err(_)) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "a login form holds a token only\n"),
+        Err(_) => return plain(StatusCode::REQUEST_TIMEOUT, "a login form is sent within 5 s\n"),
     };
     let form = form.to_bytes();
     let token = form_value(&form, "token").unwrap_or_default();

@@ -67,6 +67,12 @@ pub fn together(times: impl IntoIterator<Item = TimeSpent>) -> Option<TimeSpent>
     })
 }
 
+/// The share of consumers' time spent waiting inside `next()`, all together (`None`
+/// before any reported): a reader's input-bound figure.
+pub fn input_bound(times: impl IntoIterator<Item = TimeSpent>) -> Option<f64> {
+    together(times).and_then(|time| time.input_bound())
+}
+
 /// A stream's reports, the last [`WINDOW`] of them.
 #[derive(Debug)]
 pub struct ConsumerTime {

@@ -111,8 +111,11 @@ impl FileBytes {
         let FileLocation::Object(file) = &self.file.location else {
             return ranges.iter().map(|&(start, length)| self.range(start, length)).collect();
         };
-        if let Some(&(start, length)) = ranges.iter().find(|&&(start, length)| start + length as u64 > self.len) {
-            return self.range(start, length).map(|_| Vec::new());
+        let past_the_end =
+            |&&(start, length): &&(u64, usize)| start.checked_add(length as u64).is_none_or(|end| end > self.len);
+        if let Some(&(start, length)) = ranges.iter().find(past_the_end) {
+            // The error `range` gives for it.
+            return Err(self.range(start, length).expect_err("past the end"));
         }
         let object = file.clone();
         let wanted: Vec<std::ops::Range<u64>> =
@@ -157,8 +160,11 @@ impl FileBytes {
             SourceError::Columnar { file, message, data_loss } => {
                 SourceError::Columnar { file: file.clone(), message: message.clone(), data_loss: *data_loss }
             }
-            SourceError::Read { file, source } | SourceError::Open { file, source } => {
+            SourceError::Read { file, source } => {
                 SourceError::Read { file: file.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
+            }
+            SourceError::Open { file, source } => {
+                SourceError::Open { file: file.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
             }
             other => {
                 SourceError::Columnar { file: self.file.name.to_string(), message: other.to_string(), data_loss: false }

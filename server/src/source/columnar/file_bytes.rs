@@ -13,6 +13,50 @@ use bytes::Bytes;
 use crate::source::{DataFile, FileLocation, SourceError, object};
 use readerd_common::sync::MutexUnpoisoned;
 
+/// The GETs of `ranges` of `object` (named `name`), all at once.
+fn fetch(
+    object: object::ObjectFile,
+    name: Arc<str>,
+    ranges: &[(u64, usize)],
+) -> impl std::future::Future<Output = Result<Vec<Bytes>, SourceError>> + Send + 'static {
+    let wanted: Vec<std::ops::Range<u64>> =
+        ranges.iter().map(|&(start, length)| start..start + length as u64).collect();
+    async move {
+        let gets = wanted.into_iter().map(|range| {
+            let object = object.clone();
+            async move { object.get_retried(range.clone()).await.map_err(|err| (range.start, err)) }
+        });
+        futures::future::try_join_all(gets).await.map_err(|(start, err)| object.error(&name, start, &err))
+    }
+}
+
+/// Ranges being fetched in the background ([`FileBytes::fetch_in_background`]).
+pub struct Background {
+    receive: std::sync::mpsc::Receiver<Result<Vec<Bytes>, SourceError>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Background {
+    /// The fetched ranges; a failure is remembered by `bytes` as its own reads' are (a
+    /// fetch dropped before it is waited for reports nothing).
+    pub fn wait(self, bytes: &FileBytes) -> Result<Vec<Bytes>, SourceError> {
+        let fetched = self.receive.recv().unwrap_or_else(|_| {
+            Err(SourceError::Unavailable {
+                file: bytes.file.name.to_string(),
+                offset: 0,
+                reason: "the background fetch ended without an answer".to_owned(),
+            })
+        });
+        fetched.inspect_err(|err| bytes.remember(err))
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A [`DataFile`] read by range. Cloning shares the error slot.
 #[derive(Clone)]
 pub struct FileBytes {
@@ -111,39 +155,32 @@ impl FileBytes {
         let FileLocation::Object(file) = &self.file.location else {
             return ranges.iter().map(|&(start, length)| self.range(start, length)).collect();
         };
-        let past_the_end =
-            |&&(start, length): &&(u64, usize)| start.checked_add(length as u64).is_none_or(|end| end > self.len);
-        if let Some(&(start, length)) = ranges.iter().find(past_the_end) {
+        if let Some(&(start, length)) = ranges.iter().find(|&&(start, length)| self.past_the_end(start, length)) {
             // The error `range` gives for it.
             return Err(self.range(start, length).expect_err("past the end"));
         }
-        let object = file.clone();
-        let wanted: Vec<std::ops::Range<u64>> =
-            ranges.iter().map(|&(start, length)| start..start + length as u64).collect();
-        let fetched = object::block_on(async move {
-            let gets = wanted.into_iter().map(|range| {
-                let object = object.clone();
-                async move { object.get_retried(range.clone()).await.map_err(|err| (range.start, err)) }
-            });
-            futures::future::try_join_all(gets).await
-        });
-        fetched.map_err(|(start, err)| file.error(&self.file.name, start, &err)).inspect_err(|err| self.remember(err))
+        object::block_on(fetch(file.clone(), self.file.name.clone(), ranges)).inspect_err(|err| self.remember(err))
+    }
+
+    /// Whether `length` bytes from `start` run past the file's end.
+    fn past_the_end(&self, start: u64, length: usize) -> bool {
+        start.checked_add(length as u64).is_none_or(|end| end > self.len)
     }
 
     /// [`FileBytes::ranges`] of an object, fetched on the I/O runtime while the caller
-    /// goes on; `None` for a local file.
-    pub fn fetch_in_background(
-        &self,
-        ranges: Vec<(u64, usize)>,
-    ) -> Option<std::sync::mpsc::Receiver<Result<Vec<Bytes>, SourceError>>> {
-        let FileLocation::Object(_) = &self.file.location else { return None };
+    /// goes on (aborted when the [`Background`] is dropped); `None` for a local file or a
+    /// range past the end (the caller's own read then fails).
+    pub fn fetch_in_background(&self, ranges: &[(u64, usize)]) -> Option<Background> {
+        let FileLocation::Object(file) = &self.file.location else { return None };
+        if ranges.iter().any(|&(start, length)| self.past_the_end(start, length)) {
+            return None;
+        }
         let (send, receive) = std::sync::mpsc::sync_channel(1);
-        let this = self.clone();
-        // `ranges` blocks on the I/O runtime: run it on a blocking thread of that runtime.
-        object::io_runtime().spawn_blocking(move || {
-            let _ = send.send(this.ranges(&ranges));
+        let fetching = fetch(file.clone(), self.file.name.clone(), ranges);
+        let task = object::io_runtime().spawn(async move {
+            let _ = send.send(fetching.await);
         });
-        Some(receive)
+        Some(Background { receive, task: task.abort_handle() })
     }
 
     /// Keeps a copy of `err` for [`FileBytes::take_failure`], of the same kind (and so the

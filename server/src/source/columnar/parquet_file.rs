@@ -4,17 +4,15 @@
 //! back from an object store, the next row group's chunks are fetched while one is
 //! decoded, within the budget.
 
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
-use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::file::metadata::ParquetMetaData;
 use readerd_common::sync::MutexUnpoisoned;
 
-use super::file_bytes::FileBytes;
+use super::file_bytes::{Background, FileBytes};
 use super::page_headers;
 use crate::memory::{self, Reservation};
 use crate::source::SourceError;
@@ -47,7 +45,7 @@ struct Chunk {
 /// The next row group's chunks, being fetched: their ranges, and their bytes reserved.
 struct Ahead {
     ranges: Vec<(u64, usize)>,
-    chunks: Receiver<Result<Vec<Bytes>, SourceError>>,
+    chunks: Background,
     reserved: Reservation,
 }
 
@@ -121,7 +119,7 @@ impl ParquetFile {
         let fetched = match ahead {
             Some(Ahead { chunks, reserved: fetched_reserved, .. }) => {
                 reserved.absorb(fetched_reserved);
-                chunks.recv().unwrap_or_else(|_| self.bytes.ranges(&ranges))?
+                chunks.wait(&self.bytes)?
             }
             None => self.bytes.ranges(&ranges)?,
         };
@@ -193,7 +191,7 @@ impl ParquetFile {
         let bytes: usize = chunks.iter().map(|chunk| chunk.len).sum();
         let Ok(reserved) = memory::server().reserve(bytes, String::new) else { return };
         let ranges: Vec<(u64, usize)> = chunks.iter().map(|chunk| (chunk.start, chunk.len)).collect();
-        if let Some(chunks) = self.bytes.fetch_in_background(ranges.clone()) {
+        if let Some(chunks) = self.bytes.fetch_in_background(&ranges) {
             *self.ahead.lock_unpoisoned() = Some(Ahead { ranges, chunks, reserved });
         }
     }

@@ -247,6 +247,11 @@ impl Streams {
             .ok_or_else(|| ServeError::NotFound(format!("stream {id} is not open on this server")))
     }
 
+    /// How many streams are known now (open, or lingering after their end).
+    pub fn count(&self) -> u64 {
+        self.records.lock_unpoisoned().len() as u64
+    }
+
     /// Every stream known now (open, or lingering after its end).
     pub fn all(&self) -> Vec<Arc<StreamRecord>> {
         self.records.lock_unpoisoned().values().cloned().collect()

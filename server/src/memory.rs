@@ -205,16 +205,18 @@ pub fn resident_bytes() -> Option<usize> {
 }
 
 /// Gives freed memory back to the kernel once the server is idle: every `period`, if no
-/// stream is open and streams were opened or memory given back since the last time (so
+/// stream is known and streams were opened or memory given back since the last time (so
 /// that RSS after a burst of reading comes back near its idle figure). `streams` tells
-/// how many streams were ever opened and how many are open now.
+/// how many streams were ever opened and how many the server knows now: open, or
+/// lingering after their end with their reader (a private stream may still be
+/// checkpointed for a while), whose memory is freed only when they go.
 pub async fn release_when_idle(period: std::time::Duration, streams: impl Fn() -> (u64, u64)) {
     let mut at_last_release = (0, 0);
     loop {
         tokio::time::sleep(period).await;
-        let (opened, open) = streams();
+        let (opened, known) = streams();
         let now = (opened, server().reserved());
-        if now != at_last_release && open == 0 {
+        if now != at_last_release && known == 0 {
             at_last_release = now;
             let _ = tokio::task::spawn_blocking(readerd_proto::allocator::release_free_memory).await;
         }

@@ -71,6 +71,10 @@ pub async fn run(
     let rate = std::sync::Arc::new(RateLimiter::new(config.max_requests_per_second));
     let policy = std::sync::Arc::new(policy);
     let streams = data.streams();
+    let known = streams.clone();
+    let opened_and_known =
+        move || (crate::metrics::METRICS.streams_opened.load(std::sync::atomic::Ordering::Relaxed), known.count());
+    tokio::spawn(crate::memory::release_when_idle(std::time::Duration::from_secs(2), opened_and_known));
     let check = auth::interceptor(policy.clone(), rate);
     let (data_service, flight_service) = data_and_flight_services(&config, data, check);
 
@@ -234,12 +238,6 @@ fn reader_registry(
     crate::memory::server().set_limit(config.memory_budget());
     // The record cache is bounded by --cache-bytes, not by the budget: left out.
     crate::memory::watch_resident_memory(std::time::Duration::from_millis(100), move || cache.used_bytes() as usize);
-    let streams = || {
-        let metrics = &crate::metrics::METRICS;
-        use std::sync::atomic::Ordering::Relaxed;
-        (metrics.streams_opened.load(Relaxed), metrics.streams_active.load(Relaxed))
-    };
-    tokio::spawn(crate::memory::release_when_idle(std::time::Duration::from_secs(2), streams));
     let limits = Limits {
         readers_per_container: config.max_readers_per_container,
         consumers_per_reader: config.max_consumers_per_reader,

@@ -314,6 +314,7 @@ async fn a_spec_listing_one_file_100000_times_costs_little_and_gives_its_memory_
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let after_kib = server.memory_kib("VmRSS");
+    eprintln!("RSS {after_kib} KiB after the read");
     assert!(after_kib <= 2 * idle_kib, "RSS {after_kib} KiB after the read, {idle_kib} KiB idle before it");
 }
 

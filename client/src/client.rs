@@ -263,7 +263,7 @@ impl Client {
 
     /// Commits the state after element `after_seq` of a stream; returns its token.
     pub async fn checkpoint(&mut self, stream_id: &str, after_seq: i64) -> Result<String, tonic::Status> {
-        let request = pb::CheckpointRequest { stream_id: stream_id.to_owned(), after_seq, reader: None };
+        let request = pb::CheckpointRequest { stream_id: stream_id.to_owned(), after_seq, ..Default::default() };
         Ok(self.service.checkpoint(request).await?.into_inner().token)
     }
 }

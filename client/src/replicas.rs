@@ -476,7 +476,7 @@ impl ReplicaSession {
         let mut last = tonic::Status::unavailable("no live replica to checkpoint through");
         for replica in self.replicas.iter_mut().filter(|r| !matches!(r.state, State::Died(_) | State::Flushed)) {
             let Some(client) = replica.client.as_mut() else { continue };
-            let request = pb::CheckpointRequest { stream_id: String::new(), after_seq: -1, reader: reader.clone() };
+            let request = pb::CheckpointRequest { reader: reader.clone(), ..Default::default() };
             match client.service().checkpoint(request).await {
                 Ok(response) => {
                     let token = response.into_inner().token;

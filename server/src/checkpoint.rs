@@ -27,7 +27,7 @@ use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::metrics::METRICS;
 use crate::reader::Reader;
-use crate::registry::ReaderRegistry;
+use crate::registry::{DEFAULT_JOB, ReaderRegistry};
 use crate::state::{StateStore, StoredCheckpoint};
 use readerd_common::sync::MutexUnpoisoned;
 
@@ -144,6 +144,8 @@ pub struct OpenStream {
     pub dataset: String,
     /// Resume a private stream after this checkpoint.
     pub resume_token: String,
+    /// The job of a shared reader the stream belongs to (empty: `default`).
+    pub job: String,
 }
 
 /// The open streams of this server.
@@ -190,19 +192,32 @@ impl Streams {
         checkpointer: &Checkpointer,
         request: OpenStream,
     ) -> Result<(Arc<Reader>, Arc<StreamRecord>, i64)> {
-        let OpenStream { container, shared_name, spec, dataset, resume_token } = request;
+        let OpenStream { container, shared_name, spec, dataset, resume_token, job: job_name } = request;
+        let job_name = if job_name.is_empty() { DEFAULT_JOB.to_owned() } else { job_name };
+        if shared_name.is_empty() && job_name != DEFAULT_JOB {
+            return Err(ServeError::InvalidArgument(format!("job {job_name:?} needs a shared reader (a shared_name)")));
+        }
         if !shared_name.is_empty() {
             let (spec, checkpoint) = if resume_token.is_empty() {
                 (registry.resolve_spec(spec, &dataset)?, None)
             } else {
                 let checkpoint = checkpointer.load(&resume_token, &container, &shared_name)?;
+                let resumes = if checkpoint.job_name.is_empty() { DEFAULT_JOB } else { &checkpoint.job_name };
+                if resumes != job_name {
+                    return Err(ServeError::FailedPrecondition(format!(
+                        "the token resumes job {resumes:?} of {container}/{shared_name}, not job {job_name:?}"
+                    )));
+                }
                 if let Some(job) = &checkpoint.job {
                     let snapshot = job_snapshot(checkpoint.spec.clone().unwrap_or_default(), job);
                     registry.restore_job(&container, &shared_name, &job.restore_id, &snapshot)?;
                 }
                 (checkpoint.spec.clone(), Some(checkpoint))
             };
-            let (reader, created) = registry.lookup_or_create(&container, &shared_name, spec)?;
+            let (reader, created) = match job_name.as_str() {
+                DEFAULT_JOB => registry.lookup_or_create(&container, &shared_name, spec)?,
+                job => registry.lookup_or_create_job(&container, &shared_name, job, spec)?,
+            };
             registry.limits().check_consumers(reader.name(), reader.stream_count())?;
             reader.set_shared();
             let first_seq = match &checkpoint {
@@ -266,6 +281,11 @@ impl Streams {
     }
 }
 
+/// The job (consumer group) whose reader `reader` is, for its checkpoints ("" for `default`).
+fn job_name_of(reader: &Reader) -> String {
+    reader.seat().map(|seat| seat.job().to_owned()).unwrap_or_default()
+}
+
 /// The job a checkpoint of a shared reader served by replicas holds, as the ledger
 /// restores it (`Checkpointer::checkpoint_job` writes it).
 fn job_snapshot(spec: pb::DatasetSpec, job: &pb::JobCheckpoint) -> JobSnapshot {
@@ -326,6 +346,7 @@ impl Checkpointer {
             shared,
             shared_name: stream.shared_name.clone(),
             job: None,
+            job_name: job_name_of(&stream.reader),
         };
         self.commit(&state, &stream.reader.spec().fingerprint)
     }
@@ -346,6 +367,7 @@ impl Checkpointer {
             shared: Some(reader.shared_checkpoint()?),
             shared_name: shared_name.to_owned(),
             job: None,
+            job_name: job_name_of(reader),
         };
         self.commit(&state, &reader.spec().fingerprint)
     }
@@ -386,6 +408,7 @@ impl Checkpointer {
             shared: None,
             shared_name: shared_name.to_owned(),
             job: Some(pb::JobCheckpoint { restore_id, splits, stopped: job.stopped, selections }),
+            job_name: String::new(),
         };
         self.commit(&state, &job.fingerprint)
     }

@@ -108,6 +108,11 @@ pub struct Config {
     /// (0: no cache). Later epochs read cached files from memory.
     #[arg(long, env = "READERD_CACHE_BYTES", default_value_t = 0)]
     pub cache_bytes: u64,
+    /// Bytes of decoded elements the jobs of one shared reader (`readerctl read --job`)
+    /// share at most, at most a quarter of the memory budget: a job further behind the
+    /// fastest than this reads on its own until it catches up.
+    #[arg(long, env = "READERD_JOB_WINDOW_BYTES", default_value_t = 256 << 20)]
+    pub job_window_bytes: u64,
     /// Threads that decode batches, shared by every stream (default: the cores; 1: each
     /// stream decodes on its own thread).
     #[arg(long, env = "READERD_DECODE_THREADS")]
@@ -199,6 +204,15 @@ impl Config {
         self.memory_budget.unwrap_or_else(crate::memory::default_limit)
     }
 
+    /// `--job-window-bytes`, within a quarter of the memory budget.
+    pub fn job_window_bytes(&self) -> usize {
+        let flag = usize::try_from(self.job_window_bytes).unwrap_or(usize::MAX);
+        match self.memory_budget() {
+            0 => flag,
+            budget => flag.min(budget / 4),
+        }
+    }
+
     /// The configuration from the process's arguments, variables and `--config` file.
     pub fn load() -> Result<Self, clap::Error> {
         Self::load_from(std::env::args_os().collect(), |name| std::env::var_os(name).is_some())
@@ -259,6 +273,7 @@ impl Config {
         set("max-record-bytes", (self.max_record_bytes as i64).into());
         set("stream-buffer", (self.stream_buffer as i64).into());
         set("cache-bytes", (self.cache_bytes as i64).into());
+        set("job-window-bytes", (self.job_window_bytes as i64).into());
         set("idle-reader-timeout", format!("{}ms", self.idle_reader_timeout.as_millis()).into());
         set("shutdown-grace", format!("{}ms", self.shutdown_grace.as_millis()).into());
         set("log-format", format!("{:?}", self.log_format).to_lowercase().into());

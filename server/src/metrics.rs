@@ -96,6 +96,7 @@ impl Metrics {
         );
         counter("readerd_streams_opened_total", "Streams opened.", "counter", load(&self.streams_opened));
         counter("readerd_streams_active", "Streams open now.", "gauge", load(&self.streams_active));
+        render_job_windows(&mut counter);
         let buffered = self.stream_buffered.load(Ordering::Relaxed).max(0) as u64;
         let help = "Elements in streams' buffers, not yet taken by the network.";
         counter("readerd_stream_buffered_elements", help, "gauge", buffered);
@@ -262,4 +263,16 @@ type ReaderMetric = (&'static str, &'static str, &'static str, fn(&crate::reader
 /// A label value with `\`, `"` and newlines escaped.
 fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The counters of jobs sharing shared readers' windows (`crate::reader::JOB_WINDOWS`).
+fn render_job_windows(counter: &mut impl FnMut(&str, &str, &str, u64)) {
+    let windows = &crate::reader::JOB_WINDOWS;
+    let load = |value: &AtomicU64| value.load(Ordering::Relaxed);
+    let help = "Jobs of shared readers that fell behind their window and read on their own.";
+    counter("readerd_job_detachments_total", help, "counter", load(&windows.detachments));
+    let help = "Elements decoded once for the jobs of shared readers (their windows' readers).";
+    counter("readerd_job_window_decoded_elements_total", help, "counter", load(&windows.decoded));
+    let help = "Elements jobs took from their shared windows, without decoding them again.";
+    counter("readerd_job_window_shared_elements_total", help, "counter", load(&windows.shared));
 }

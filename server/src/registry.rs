@@ -13,7 +13,7 @@ use readerd_proto::v1 as pb;
 use crate::cluster::{Cluster, JobSnapshot};
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
-use crate::reader::{Reader, ReaderSettings, ReplicaJob};
+use crate::reader::{JobWindow, Reader, ReaderSettings, ReplicaJob};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
 use readerd_common::sync::RwLockUnpoisoned;
@@ -21,6 +21,11 @@ use readerd_common::sync::RwLockUnpoisoned;
 const MAX_NAME_BYTES: usize = 512;
 
 type ReaderKey = (String, String);
+/// A job's reader: container, shared name and job.
+type JobKey = (String, String, String);
+
+/// The job a stream belongs to when it names none: the shared reader itself.
+pub const DEFAULT_JOB: &str = "default";
 
 #[derive(Clone)]
 pub struct ReaderRegistry {
@@ -29,7 +34,31 @@ pub struct ReaderRegistry {
 
 struct Inner {
     readers: RwLock<BTreeMap<ReaderKey, Arc<Reader>>>,
+    /// The readers of jobs other than `default`, and each shared name's window of
+    /// decoded elements they share.
+    jobs: RwLock<Jobs>,
     setup: RegistrySetup,
+}
+
+#[derive(Default)]
+struct Jobs {
+    readers: BTreeMap<JobKey, Arc<Reader>>,
+    windows: BTreeMap<ReaderKey, Arc<JobWindow>>,
+}
+
+impl Jobs {
+    /// Forgets the jobs of `container` (and of `shared_name` when given), releasing their readers.
+    fn remove(&mut self, container: &str, shared_name: Option<&str>) -> usize {
+        let matches = |c: &str, n: &str| c == container && shared_name.is_none_or(|name| name == n);
+        let keys: Vec<JobKey> = self.readers.keys().filter(|(c, n, _)| matches(c, n)).cloned().collect();
+        for key in &keys {
+            if let Some(reader) = self.readers.remove(key) {
+                reader.release();
+            }
+        }
+        self.windows.retain(|(c, n), _| !matches(c, n));
+        keys.len()
+    }
 }
 
 /// What every reader of a registry is made with and bounded by.
@@ -46,6 +75,8 @@ pub struct RegistrySetup {
     /// This replica's cluster (a `postgres://` state store): shared readers are jobs in
     /// its split ledger.
     pub cluster: Option<Arc<Cluster>>,
+    /// Bytes of decoded elements the jobs of one shared reader share at most.
+    pub job_window_bytes: usize,
 }
 
 fn display_name(container: &str, shared_name: &str) -> String {
@@ -55,7 +86,7 @@ fn display_name(container: &str, shared_name: &str) -> String {
 impl ReaderRegistry {
     /// An empty registry.
     pub fn new(setup: RegistrySetup) -> Self {
-        Self { inner: Arc::new(Inner { readers: RwLock::default(), setup }) }
+        Self { inner: Arc::new(Inner { readers: RwLock::default(), jobs: RwLock::default(), setup }) }
     }
 
     pub fn limits(&self) -> &Limits {
@@ -125,6 +156,122 @@ impl ReaderRegistry {
         }
         readers.insert(key, reader.clone());
         Ok((reader, true))
+    }
+
+    /// Job `job`'s reader of shared reader `container/shared_name` (`job` other than
+    /// [`DEFAULT_JOB`], whose reader is [`Self::lookup_or_create`]'s); created from `spec`
+    /// (or the spec of the shared name's other jobs) when absent, then the flag is true.
+    /// Every job of a shared name has the same spec, and takes its elements from their
+    /// shared window of decoded elements.
+    pub fn lookup_or_create_job(
+        &self,
+        container: &str,
+        shared_name: &str,
+        job: &str,
+        spec: Option<pb::DatasetSpec>,
+    ) -> Result<(Arc<Reader>, bool)> {
+        if shared_name.is_empty() {
+            return Err(ServeError::InvalidArgument(format!("job {job:?} needs a shared reader (a shared_name)")));
+        }
+        if [container, shared_name, job].iter().any(|name| name.len() > MAX_NAME_BYTES) {
+            return Err(ServeError::InvalidArgument(format!("names are limited to {MAX_NAME_BYTES} bytes")));
+        }
+        let name = display_name(container, shared_name);
+        if self.inner.setup.cluster.is_some() {
+            return Err(ServeError::Unimplemented(format!(
+                "job {job:?} of {name}: jobs other than {DEFAULT_JOB:?} sharing one reader on replicas are not built yet"
+            )));
+        }
+        let key = (container.to_owned(), shared_name.to_owned(), job.to_owned());
+        let requested = spec.as_ref().map(spec::fingerprint);
+        let window = self.inner.jobs.read_unpoisoned().windows.get(&(key.0.clone(), key.1.clone())).cloned();
+        if let Some(existing) = self.inner.jobs.read_unpoisoned().readers.get(&key) {
+            check_same_spec(existing, requested.as_deref())?;
+            existing.mark_used();
+            return Ok((existing.clone(), false));
+        }
+        let spec = match (spec, &window) {
+            (Some(spec), _) => spec,
+            (None, Some(window)) => window.spec(),
+            (None, None) => return Err(ServeError::ReaderNotFound(format!("{name} (job {job})"))),
+        };
+        let reader = self.open(name.clone(), spec)?;
+        if reader.spec().unbatch {
+            return Err(ServeError::Unimplemented(format!(
+                "job {job:?} of {name}: jobs sharing an unbatched reader are not built yet (read it as job {DEFAULT_JOB:?})"
+            )));
+        }
+        let mut jobs = self.inner.jobs.write_unpoisoned();
+        if let Some(existing) = jobs.readers.get(&key) {
+            // Created by a concurrent call while the files were resolved.
+            check_same_spec(existing, requested.as_deref())?;
+            return Ok((existing.clone(), false));
+        }
+        let limit = self.inner.setup.job_window_bytes;
+        let window = jobs
+            .windows
+            .entry((key.0.clone(), key.1.clone()))
+            .or_insert_with(|| JobWindow::new(reader.replica(), limit));
+        if window.fingerprint() != reader.spec().fingerprint {
+            return Err(ServeError::SpecMismatch {
+                name,
+                existing: window.fingerprint(),
+                requested: reader.spec().fingerprint.clone(),
+            });
+        }
+        let reader = Arc::new(reader.into_job(window.seat(job.to_owned())));
+        jobs.readers.insert(key, reader.clone());
+        Ok((reader, true))
+    }
+
+    /// The readers of shared reader `container/shared_name`'s jobs other than `default`, by job.
+    pub fn jobs_of(&self, container: &str, shared_name: &str) -> Vec<(String, Arc<Reader>)> {
+        let jobs = self.inner.jobs.read_unpoisoned();
+        let of_name = |(c, n, _): &&JobKey| c == container && n == shared_name;
+        jobs.readers
+            .iter()
+            .filter(|(key, _)| of_name(key))
+            .map(|((_, _, job), reader)| (job.clone(), reader.clone()))
+            .collect()
+    }
+
+    /// The elements decoded for the jobs of `container/shared_name` other than `default`
+    /// (by their window's reader, and by each on its own while detached), and each job's
+    /// figures.
+    pub fn job_stats(&self, container: &str, shared_name: &str) -> (u64, Vec<pb::JobStats>) {
+        let mut decoded = self.job_window(container, shared_name).map_or(0, |window| window.decoded());
+        let mut jobs = Vec::new();
+        for (name, reader) in self.jobs_of(container, shared_name) {
+            let Some(seat) = reader.seat() else { continue };
+            let (detachments, reattachments, shared, own) = seat.counters();
+            decoded += own;
+            jobs.push(pb::JobStats {
+                name,
+                attached: seat.is_attached(),
+                detachments: detachments as i64,
+                reattachments: reattachments as i64,
+                elements_shared: shared as i64,
+                elements_decoded: own as i64,
+                position: reader.stats().elements_produced as i64,
+                active_streams: reader.stream_count() as i64,
+            });
+        }
+        (decoded, jobs)
+    }
+
+    /// Job `job`'s reader of shared reader `container/shared_name`.
+    pub fn get_job(&self, container: &str, shared_name: &str, job: &str) -> Result<Arc<Reader>> {
+        let key = (container.to_owned(), shared_name.to_owned(), job.to_owned());
+        let reader = self.inner.jobs.read_unpoisoned().readers.get(&key).cloned();
+        let reader =
+            reader.ok_or_else(|| ServeError::ReaderNotFound(format!("{container}/{shared_name} (job {job})")))?;
+        reader.mark_used();
+        Ok(reader)
+    }
+
+    /// The window the jobs of `container/shared_name` share, if they have one.
+    pub fn job_window(&self, container: &str, shared_name: &str) -> Option<Arc<JobWindow>> {
+        self.inner.jobs.read_unpoisoned().windows.get(&(container.to_owned(), shared_name.to_owned())).cloned()
     }
 
     /// On a replica: shared reader `container/shared_name`'s job as the ledger holds it,
@@ -204,6 +351,7 @@ impl ReaderRegistry {
     /// Releases a reader: it leaves the registry and its streams end. On a replica, its
     /// job leaves the split ledger too (the next reader of that name starts afresh).
     pub fn delete(&self, container: &str, shared_name: &str) -> Result<()> {
+        let jobs = self.inner.jobs.write_unpoisoned().remove(container, Some(shared_name));
         let removed = self.write_lock().remove(&(container.to_owned(), shared_name.to_owned()));
         let in_ledger = match &self.inner.setup.cluster {
             Some(cluster) => cluster.ledger().delete_job(container, shared_name)?,
@@ -211,7 +359,7 @@ impl ReaderRegistry {
         };
         match removed {
             Some(reader) => reader.release(),
-            None if in_ledger => {}
+            None if in_ledger || jobs > 0 => {}
             None => return Err(ServeError::ReaderNotFound(display_name(container, shared_name))),
         }
         Ok(())
@@ -233,6 +381,24 @@ impl ReaderRegistry {
 
     /// Releases the readers no stream used for `timeout`; returns how many.
     pub fn release_idle(&self, timeout: std::time::Duration) -> usize {
+        let released_jobs = {
+            let mut jobs = self.inner.jobs.write_unpoisoned();
+            let before = jobs.readers.len();
+            jobs.readers.retain(|_, reader| {
+                let idle = reader.is_idle(timeout);
+                if idle {
+                    reader.release();
+                }
+                !idle
+            });
+            let Jobs { readers, windows } = &mut *jobs;
+            windows.retain(|(c, n), _| readers.keys().any(|(rc, rn, _)| rc == c && rn == n));
+            before - readers.len()
+        };
+        released_jobs + self.release_idle_readers(timeout)
+    }
+
+    fn release_idle_readers(&self, timeout: std::time::Duration) -> usize {
         let mut readers = self.write_lock();
         let idle: Vec<ReaderKey> =
             readers.iter().filter(|(_, reader)| reader.is_idle(timeout)).map(|(key, _)| key.clone()).collect();
@@ -247,6 +413,7 @@ impl ReaderRegistry {
 
     /// Releases every reader of a container; returns how many there were.
     pub fn reset_container(&self, container: &str) -> usize {
+        self.inner.jobs.write_unpoisoned().remove(container, None);
         let mut readers = self.write_lock();
         let names: Vec<ReaderKey> = readers.keys().filter(|(c, _)| c == container).cloned().collect();
         for key in &names {

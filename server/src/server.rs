@@ -245,7 +245,9 @@ fn reader_registry(
     };
     let files = FileBudget::new(config.max_open_files);
     let max_record_bytes = config.max_record_bytes;
-    Ok(ReaderRegistry::new(RegistrySetup { roots, max_record_bytes, settings, datasets, limits, files, cluster }))
+    let job_window_bytes = config.job_window_bytes();
+    let setup = RegistrySetup { roots, max_record_bytes, settings, datasets, limits, files, cluster, job_window_bytes };
+    Ok(ReaderRegistry::new(setup))
 }
 
 /// readerd.v1 and the Arrow Flight plane over `data`, behind `check` (tokens and the

@@ -60,6 +60,21 @@ pub async fn stats(mut client: Client, container: &str, shared_name: &str) -> an
         "elements in flight {}\nelements awaiting redelivery {}",
         stats.elements_in_flight, stats.elements_awaiting_redelivery
     );
+    println!("elements decoded {}", stats.elements_decoded);
+    // Jobs sharing its decoded elements: where each is, and how often it fell behind.
+    for job in &stats.jobs {
+        println!(
+            "job {}: {} position {} shared {} decoded alone {} detachments {} reattachments {} streams {}",
+            job.name,
+            if job.attached { "attached" } else { "detached" },
+            job.position,
+            job.elements_shared,
+            job.elements_decoded,
+            job.detachments,
+            job.reattachments,
+            job.active_streams
+        );
+    }
     for consumer in stats.consumers {
         println!(
             "stream {}: delivered {} acknowledged {} redelivered {}",
@@ -115,8 +130,9 @@ pub async fn delete(mut client: Client, container: &str, shared_name: &str) -> a
 }
 
 /// `readerctl checkpoint`: checkpoints a shared reader as a whole and prints the token.
-pub async fn checkpoint(mut client: Client, container: &str, shared_name: &str) -> anyhow::Result<ExitCode> {
-    let request = pb::CheckpointRequest { reader: Some(reader_ref(container, shared_name)), ..Default::default() };
+pub async fn checkpoint(mut client: Client, container: &str, shared_name: &str, job: &str) -> anyhow::Result<ExitCode> {
+    let reader = Some(reader_ref(container, shared_name));
+    let request = pb::CheckpointRequest { reader, job: job.to_owned(), ..Default::default() };
     let token = client.service().checkpoint(request).await?.into_inner().token;
     println!("{}", json!({"checkpoint": token}));
     Ok(ExitCode::SUCCESS)

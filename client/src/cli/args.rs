@@ -59,6 +59,11 @@ pub enum Command {
         /// Resume from a checkpoint token.
         #[arg(long)]
         resume: Option<String>,
+        /// The job (consumer group) of the shared reader this consumer belongs to: every
+        /// job receives every element, decoded once for all of them; the consumers of a
+        /// job split its elements.
+        #[arg(long, default_value = "default")]
+        job: String,
         /// Stop after this many elements (exit 0).
         #[arg(long)]
         max_batches: Option<u64>,
@@ -129,6 +134,9 @@ pub enum Command {
         container: String,
         #[arg(long)]
         shared_name: String,
+        /// The job to checkpoint (its token resumes that job's consumers).
+        #[arg(long, default_value = "default")]
+        job: String,
     },
     /// Print the records of a file (TFRecord Examples with their features).
     ///

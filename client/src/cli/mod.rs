@@ -52,12 +52,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             container,
             shared_name,
             resume,
+            job,
             max_batches,
             checkpoint_every,
             step_ms,
             output,
         } => {
-            let request = read::request(spec.as_deref(), dataset, &container, &shared_name, resume)?;
+            let mut request = read::request(spec.as_deref(), dataset, &container, &shared_name, resume)?;
+            request.job = job;
             let addrs: Vec<&str> = addr.split(',').map(str::trim).filter(|a| !a.is_empty()).collect();
             anyhow::ensure!(!addrs.is_empty(), "--addr names no server");
             let step = (step_ms > 0).then(|| std::time::Duration::from_millis(step_ms));
@@ -78,8 +80,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Delete { container, shared_name } => {
             admin::delete(connect(addr, &options).await?, &container, &shared_name).await
         }
-        Command::Checkpoint { container, shared_name } => {
-            admin::checkpoint(connect(addr, &options).await?, &container, &shared_name).await
+        Command::Checkpoint { container, shared_name, job } => {
+            admin::checkpoint(connect(addr, &options).await?, &container, &shared_name, &job).await
         }
         Command::Datasets => admin::datasets(connect(addr, &options).await?).await,
         Command::ResetContainer { container } => {

@@ -85,6 +85,7 @@ impl DataService {
             spec: request.spec,
             dataset: request.dataset,
             resume_token: request.resume_token,
+            job: request.job,
         };
         let (reader, record, first_seq) =
             self.blocking(move |registry| streams.open(&registry, &checkpointer, opening)).await?;
@@ -152,6 +153,8 @@ fn stats_to_pb(stats: ReaderStats, serving: u64) -> pb::ReaderStats {
         selections: Vec::new(),
         input_bound,
         replicas_recommended: crate::watch::replicas_recommended(serving, input_bound) as i64,
+        elements_decoded: stats.elements_produced as i64,
+        jobs: Vec::new(),
     }
 }
 
@@ -278,12 +281,19 @@ impl pb::data_service_server::DataService for DataService {
             if shared_name.is_empty() {
                 return Err(Status::invalid_argument("a checkpoint needs a stream id or a shared reader's name"));
             }
+            let job = request.job;
             let token = self
-                .blocking(move |registry| match registry.job_snapshot(&container, &shared_name)? {
-                    Some(job) => checkpointer.checkpoint_job(&container, &shared_name, -1, None, job),
-                    None => {
-                        let reader = registry.get(&container, &shared_name)?;
-                        checkpointer.checkpoint_shared_reader(&container, &shared_name, &reader)
+                .blocking(move |registry| {
+                    if !job.is_empty() && job != crate::registry::DEFAULT_JOB {
+                        let reader = registry.get_job(&container, &shared_name, &job)?;
+                        return checkpointer.checkpoint_shared_reader(&container, &shared_name, &reader);
+                    }
+                    match registry.job_snapshot(&container, &shared_name)? {
+                        Some(job) => checkpointer.checkpoint_job(&container, &shared_name, -1, None, job),
+                        None => {
+                            let reader = registry.get(&container, &shared_name)?;
+                            checkpointer.checkpoint_shared_reader(&container, &shared_name, &reader)
+                        }
                     }
                 })
                 .await?;
@@ -334,8 +344,21 @@ impl pb::data_service_server::DataService for DataService {
         let caller = auth::caller(&request)?;
         let (container, shared_name) = names(request.into_inner().reader);
         caller.check(&container, Access::Read)?;
-        let reader = self.registry.get(&container, &shared_name)?;
+        let (decoded, jobs) = self.registry.job_stats(&container, &shared_name);
+        let reader = match self.registry.get(&container, &shared_name) {
+            Ok(reader) => reader,
+            // Only jobs other than `default` read it: their figures.
+            Err(ServeError::ReaderNotFound(_)) if !jobs.is_empty() => {
+                let active_streams = jobs.iter().map(|job| job.active_streams).sum();
+                let stats =
+                    pb::ReaderStats { elements_decoded: decoded as i64, jobs, active_streams, ..Default::default() };
+                return Ok(Response::new(stats));
+            }
+            Err(err) => return Err(err.into()),
+        };
         let mut stats = stats_to_pb(reader.stats(), reader.replicas_serving());
+        stats.elements_decoded += decoded as i64;
+        stats.jobs = jobs;
         if let Some(job) = reader.cluster_job().cloned() {
             let (replicas, selections) =
                 self.blocking(move |_| Ok((job.replica_reports()?, job.selection_counts()?))).await?;

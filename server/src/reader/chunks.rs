@@ -25,6 +25,18 @@ impl Reader {
     /// are gathered), the reader's failure, or the end of the sequence. Records are taken
     /// under the reader's lock; decoding runs outside it.
     pub fn next_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
+        let Some(seat) = &self.seat else { return self.read_chunk(max_elements, max_bytes) };
+        if let Some(chunk) = seat.next_chunk(self, max_elements) {
+            return chunk;
+        }
+        // Detached from the window: on its own.
+        let chunk = self.read_chunk(max_elements, max_bytes);
+        seat.read_alone(&chunk, self.lock().elements_produced);
+        chunk
+    }
+
+    /// [`Reader::next_chunk`] from the reader's own pipeline.
+    fn read_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let budgets = (max_elements, max_bytes);
         let rule = BatchRule::of(&self.spec);
         // A decoder that only copies decodes on this thread: waking a decoding thread for

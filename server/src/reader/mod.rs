@@ -41,6 +41,9 @@
 //!   rows written at their places in the set's buffers, `mix_placed.rs` slicing each
 //!   batch's out of them), and `mix_gather.rs` gathers the rest of each such batch back
 //!   into the mixture's order.
+//! - `job_window.rs`: where the jobs of a shared reader share one decoded stream: each
+//!   job's reader takes its chunks from a window of decoded chunks ([`JobWindow`]) while
+//!   its position is inside it, and reads on its own while it is not.
 //! - `cluster_job.rs`: the adapter of a shared reader served by replicas
 //!   ([`ReplicaJob`]): its pipeline reads the splits this replica leases (a mixture's
 //!   components, each their own files'), records never handed out are settled in the
@@ -68,6 +71,8 @@ mod columnar_schema;
 mod csv_header;
 mod decoding;
 pub use decoding::{DECODE_PANICS, catch_decode_panic};
+mod job_window;
+pub use job_window::{JOB_WINDOWS, JobWindow, Seat};
 mod mix;
 mod mix_decode;
 mod mix_gather;
@@ -160,6 +165,9 @@ pub struct Reader {
     decoding: decoding::Decoding,
     /// Its time by stage and what its streams sent, for watching it.
     watch: crate::watch::ReaderWatch,
+    /// A job's reader (a job other than `default`): its place at the window of decoded
+    /// elements the jobs of its shared name share (`job_window.rs`).
+    seat: Option<Seat>,
 }
 
 /// Server settings every reader uses.
@@ -254,7 +262,20 @@ impl Reader {
             mixture,
             decoding,
             watch: Default::default(),
+            seat: None,
         })
+    }
+
+    /// This reader as job `seat.job()`'s, taking its elements from `seat`'s window.
+    pub fn into_job(mut self, seat: Seat) -> Self {
+        self.name = format!("{} (job {})", self.name, seat.job());
+        self.seat = Some(seat);
+        self
+    }
+
+    /// A job's reader's place at its shared window (`None` for other readers).
+    pub fn seat(&self) -> Option<&Seat> {
+        self.seat.as_ref()
     }
 
     /// Keeps `reservation` (files of the open-file budget) for the reader's lifetime.
@@ -408,6 +429,7 @@ impl Reader {
             mixture: self.mixture.as_ref().map(mix::Mixture::replica),
             decoding: self.decoding.fresh(),
             watch: Default::default(),
+            seat: None,
         }
     }
 
@@ -448,6 +470,9 @@ impl Reader {
             self.settings.pipeline.clone(),
         );
         *self.lock() = ReaderState::new(pipeline);
+        if let Some(seat) = &self.seat {
+            seat.detach();
+        }
         self.decoding.forget_skipped();
         self.mixture.iter().flat_map(|mixture| &mixture.components).for_each(Reader::reset);
     }

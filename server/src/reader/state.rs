@@ -78,6 +78,18 @@ impl Reader {
     /// [`Reader::serialize_state`] of a reader with the same spec and files) was taken.
     pub fn restore_state(&self, bytes: &[u8]) -> Result<()> {
         self.refuse_in_cluster("RestoreReaderState")?;
+        // A mixture's components are restored under its lock: no read sees them half done.
+        let mut state = self.lock();
+        *state = self.restored_state(bytes)?;
+        if let Some(seat) = &self.seat {
+            seat.detach();
+        }
+        Ok(())
+    }
+
+    /// The state `bytes` holds, checked against this reader (a mixture's components are
+    /// restored to it already: call it under the reader's lock).
+    pub(super) fn restored_state(&self, bytes: &[u8]) -> Result<ReaderState> {
         let saved: pb::ReaderState = prost::Message::decode(bytes)
             .map_err(|err| ServeError::InvalidArgument(format!("not a reader state: {err}")))?;
         if saved.fingerprint != self.spec.fingerprint {
@@ -102,14 +114,12 @@ impl Reader {
             self.settings.pipeline.clone(),
             &pipeline_state,
         )?;
-        // A mixture's components are restored under its lock: no read sees them half done.
-        let mut state = self.lock();
         let mix = match (&self.mixture, &saved.mix) {
             (None, _) => None,
             (Some(mixture), Some(saved)) => Some(mixture.restore(saved)?),
             (Some(_), None) => return Err(ServeError::InvalidArgument("the state is not of a mixture".into())),
         };
-        *state = ReaderState::new(pipeline);
+        let mut state = ReaderState::new(pipeline);
         state.mix = mix;
         state.selected_in_epoch = saved.selected_in_epoch;
         state.records_produced = saved.records_produced;
@@ -117,7 +127,7 @@ impl Reader {
         state.records_skipped = saved.records_skipped;
         self.decoding.forget_skipped();
         state.files_cut_short = saved.files_cut_short;
-        Ok(())
+        Ok(state)
     }
 
     /// A shared reader's checkpoint (blocking): the state before the oldest element not

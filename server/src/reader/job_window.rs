@@ -1,0 +1,395 @@
+//! Where jobs share one decoded stream: the jobs (consumer groups) of a shared reader
+//! other than `default` each have a reader of their own, for their books (delivery,
+//! acknowledgements, checkpoints), but take their elements from one [`JobWindow`]: the
+//! decoded chunks of a reader of the same spec (its producer), numbered as every reader
+//! of that spec numbers its elements, each with the producer's state after it.
+//!
+//! A job reader's seat ([`Seat`]) is *attached* while its position is inside the window:
+//! it takes the window's elements and the state after them, without reading. The window
+//! keeps chunks from the slowest job's position to the fastest's, within its byte limit;
+//! a job whose next element was dropped for room *detaches*: its reader restores the
+//! state it last took and reads on its own (deterministic: the same elements), and
+//! attaches again once its position is inside the window. A job never skips an element
+//! and never waits for another.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{Chunk, Reader};
+use crate::element::Element;
+use crate::error::ServeError;
+use readerd_common::sync::MutexUnpoisoned;
+
+/// The payload bytes the producer gathers at most in one chunk.
+const CHUNK_BYTES: usize = 4 << 20;
+
+/// Counters of every window, for `/metrics`.
+#[derive(Default)]
+pub struct JobWindowCounters {
+    /// Jobs that fell behind their window and read on their own.
+    pub detachments: AtomicU64,
+    /// Elements the windows' readers decoded.
+    pub decoded: AtomicU64,
+    /// Elements jobs took from windows.
+    pub shared: AtomicU64,
+}
+
+pub static JOB_WINDOWS: JobWindowCounters =
+    JobWindowCounters { detachments: AtomicU64::new(0), decoded: AtomicU64::new(0), shared: AtomicU64::new(0) };
+
+/// One chunk of the producer's sequence.
+struct WindowChunk {
+    /// Its element numbers: `[first, end)` (a batch dropped whole leaves a gap).
+    first: u64,
+    end: u64,
+    elements: Vec<Element>,
+    /// The producer's state after the chunk (`None` where it cannot be taken: after a
+    /// failure).
+    state_after: Option<Arc<Vec<u8>>>,
+    bytes: usize,
+    _reserved: crate::memory::Reservation,
+}
+
+#[derive(Default)]
+struct Window {
+    chunks: VecDeque<WindowChunk>,
+    /// The number after the last chunk (where the producer is).
+    end: u64,
+    bytes: usize,
+    /// The producer failed at `end` with this, or has no more elements there.
+    failed: Option<ServeError>,
+    ended: bool,
+    /// Each seat's position and whether it is attached.
+    seats: BTreeMap<u64, (u64, bool)>,
+}
+
+impl Window {
+    fn oldest(&self) -> u64 {
+        self.chunks.front().map_or(self.end, |chunk| chunk.first)
+    }
+
+    /// Whether a seat at `position` attaches (`Some(true)`: the window holds it, or it is
+    /// where the producer is), stays detached (`Some(false)`), or may move the window
+    /// there (`None`: no seat is attached and the producer has not failed).
+    fn attachable(&self, position: u64) -> Option<bool> {
+        if self.oldest() <= position && position <= self.end {
+            return Some(true);
+        }
+        let nobody_attached = !self.seats.values().any(|(_, attached)| *attached);
+        (!nobody_attached || self.failed.is_some()).then_some(false)
+    }
+
+    /// Drops the chunks no seat needs any more, then the oldest while over `limit`.
+    fn make_room(&mut self, limit: usize) {
+        let slowest = self.seats.values().map(|(position, _)| *position).min().unwrap_or(self.end);
+        while let Some(front) = self.chunks.front() {
+            if front.end > slowest && self.bytes <= limit {
+                break;
+            }
+            self.bytes -= front.bytes;
+            self.chunks.pop_front();
+        }
+    }
+}
+
+/// What a seat takes from the window at its position.
+pub(super) enum Taken {
+    /// Elements from the position on, the number after them, and the state there.
+    Elements {
+        elements: Vec<Element>,
+        end: u64,
+        state_after: Option<Arc<Vec<u8>>>,
+    },
+    /// The producer failed, or ended, at the position.
+    Failed(ServeError),
+    Ended,
+    /// The position's elements were dropped for room: the seat reads on its own.
+    Behind,
+}
+
+/// The decoded chunks the jobs of one shared reader share.
+pub struct JobWindow {
+    /// The reader whose chunks fill the window, at its end.
+    producer: Mutex<Reader>,
+    window: Mutex<Window>,
+    /// Bytes of decoded elements it keeps at most.
+    limit: usize,
+    next_seat: AtomicU64,
+    /// Elements the producer decoded.
+    decoded: AtomicU64,
+}
+
+impl JobWindow {
+    /// A window filled by `producer` (a reader at the first element of the jobs' spec),
+    /// keeping at most `limit` bytes.
+    pub fn new(producer: Reader, limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            producer: Mutex::new(producer),
+            window: Mutex::default(),
+            limit,
+            next_seat: AtomicU64::new(0),
+            decoded: AtomicU64::new(0),
+        })
+    }
+
+    /// The jobs' spec.
+    pub fn spec(&self) -> readerd_proto::v1::DatasetSpec {
+        self.producer.lock_unpoisoned().spec().proto.clone()
+    }
+
+    /// The spec's fingerprint, which every job's reader must have.
+    pub fn fingerprint(&self) -> String {
+        self.producer.lock_unpoisoned().spec().fingerprint.clone()
+    }
+
+    /// A seat for a job's reader, detached at element 0 until it takes its first chunk.
+    pub fn seat(self: &Arc<Self>, job: String) -> Seat {
+        let id = self.next_seat.fetch_add(1, Ordering::Relaxed);
+        self.window.lock_unpoisoned().seats.insert(id, (0, false));
+        Seat { window: self.clone(), id, job, progress: Mutex::default(), counters: Default::default() }
+    }
+
+    /// Elements the producer decoded so far.
+    pub fn decoded(&self) -> u64 {
+        self.decoded.load(Ordering::Relaxed)
+    }
+
+    /// Bytes and elements the window holds now.
+    pub fn held(&self) -> (usize, usize) {
+        let window = self.window.lock_unpoisoned();
+        (window.bytes, window.chunks.iter().map(|chunk| chunk.elements.len()).sum())
+    }
+
+    /// Whether a seat at `position` can attach: the window holds it, or it is where the
+    /// producer is. A window no seat is attached to moves to `position` instead, with its
+    /// producer restored from `state` (the state there): the first job to come back after
+    /// a restart (each from its token) is where the others meet it.
+    fn try_attach(&self, seat: u64, position: u64, state: &[u8]) -> bool {
+        {
+            let mut window = self.window.lock_unpoisoned();
+            if let Some(attached) = window.attachable(position) {
+                window.seats.insert(seat, (position, attached));
+                return attached;
+            }
+        }
+        // The producer first, then the window, as `produce` takes them.
+        let producer = self.producer.lock_unpoisoned();
+        let mut window = self.window.lock_unpoisoned();
+        if let Some(attached) = window.attachable(position) {
+            window.seats.insert(seat, (position, attached));
+            return attached;
+        }
+        if producer.restore_state(state).is_err() {
+            return false;
+        }
+        window.chunks.clear();
+        window.bytes = 0;
+        window.end = position;
+        window.ended = false;
+        window.seats.insert(seat, (position, true));
+        true
+    }
+
+    /// What the window holds from `position` on, the producer's next chunk (of up to
+    /// `max_elements`) when it is at `position`.
+    fn take(&self, seat: u64, position: u64, max_elements: usize) -> Taken {
+        loop {
+            {
+                let mut window = self.window.lock_unpoisoned();
+                if position < window.oldest() {
+                    window.seats.insert(seat, (position, false));
+                    return Taken::Behind;
+                }
+                if let Some(chunk) = window.chunks.iter().find(|chunk| position < chunk.end) {
+                    let elements: Vec<Element> =
+                        chunk.elements.iter().filter(|element| element.index >= position).cloned().collect();
+                    let (end, state_after) = (chunk.end, chunk.state_after.clone());
+                    window.seats.insert(seat, (end, true));
+                    window.make_room(self.limit);
+                    return Taken::Elements { elements, end, state_after };
+                }
+                if let Some(err) = &window.failed {
+                    return Taken::Failed(err.clone());
+                }
+                if window.ended {
+                    return Taken::Ended;
+                }
+            }
+            self.produce(position, max_elements);
+        }
+    }
+
+    /// Has the producer decode its next chunk into the window, unless another seat did
+    /// while this one waited for it.
+    fn produce(&self, position: u64, max_elements: usize) {
+        let producer = self.producer.lock_unpoisoned();
+        if self.window.lock_unpoisoned().end != position {
+            return;
+        }
+        let chunk = producer.next_chunk(max_elements, CHUNK_BYTES);
+        let end = producer.lock().elements_produced;
+        let state_after = producer.serialize_state().ok().map(Arc::new);
+        self.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
+        JOB_WINDOWS.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
+        let mut window = self.window.lock_unpoisoned();
+        if !chunk.elements.is_empty() || end > window.end {
+            let bytes = chunk.elements.iter().map(Element::payload_bytes).sum();
+            window.bytes += bytes;
+            let first = window.end;
+            window.chunks.push_back(WindowChunk {
+                first,
+                end,
+                elements: chunk.elements,
+                state_after,
+                bytes,
+                _reserved: chunk.reserved,
+            });
+            window.end = end;
+        }
+        window.failed = chunk.error;
+        window.ended = chunk.end_of_sequence;
+        window.make_room(self.limit);
+    }
+}
+
+/// A job reader's place at a [`JobWindow`].
+pub struct Seat {
+    window: Arc<JobWindow>,
+    id: u64,
+    job: String,
+    progress: Mutex<SeatProgress>,
+    counters: SeatCounters,
+}
+
+/// Where a seat is: attached with the state at its position (the producer's after the
+/// chunk it took last), or detached (its reader's own state is live). A chunk taken from
+/// the window is handed out at most `max_elements` at a time: the rest waits here, and
+/// `state` is the state after them.
+#[derive(Default)]
+struct SeatProgress {
+    attached: bool,
+    state: Option<Arc<Vec<u8>>>,
+    /// Elements of the last chunk taken, not handed out yet (next first), and the number
+    /// after that chunk.
+    pending: VecDeque<Element>,
+    pending_end: u64,
+}
+
+#[derive(Default)]
+struct SeatCounters {
+    detachments: AtomicU64,
+    reattachments: AtomicU64,
+    shared: AtomicU64,
+    decoded: AtomicU64,
+}
+
+impl Seat {
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    pub fn window(&self) -> &Arc<JobWindow> {
+        &self.window
+    }
+
+    /// Whether it takes its elements from the window now.
+    pub fn is_attached(&self) -> bool {
+        self.progress.lock_unpoisoned().attached
+    }
+
+    /// (detachments, reattachments, elements taken from the window, elements decoded on
+    /// its own).
+    pub fn counters(&self) -> (u64, u64, u64, u64) {
+        let c = &self.counters;
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        (load(&c.detachments), load(&c.reattachments), load(&c.shared), load(&c.decoded))
+    }
+
+    /// Its reader read `chunk` on its own, up to element `position`.
+    pub(super) fn read_alone(&self, chunk: &Chunk, position: u64) {
+        self.counters.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
+        let mut window = self.window.window.lock_unpoisoned();
+        window.seats.insert(self.id, (position, false));
+    }
+
+    /// Its reader restored or reset its own state: detached, it reads on its own from
+    /// there until it can attach.
+    pub(super) fn detach(&self) {
+        *self.progress.lock_unpoisoned() = SeatProgress::default();
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.window.window.lock_unpoisoned().seats.remove(&self.id);
+    }
+}
+
+impl Seat {
+    /// The next chunk of its job's reader `reader` from the window (`None`: the reader
+    /// reads on its own, detached). Called with no lock held.
+    pub(super) fn next_chunk(&self, reader: &Reader, max_elements: usize) -> Option<Chunk> {
+        let seat = self;
+        let mut state = reader.lock();
+        if state.failed.is_some() {
+            return None;
+        }
+        let position = state.elements_produced;
+        let mut progress = seat.progress.lock_unpoisoned();
+        if !progress.attached {
+            let own = Arc::new(reader.state_bytes(&state).ok()?);
+            if !seat.window.try_attach(seat.id, position, &own) {
+                return None;
+            }
+            seat.counters.reattachments.fetch_add(1, Ordering::Relaxed);
+            *progress = SeatProgress { attached: true, state: Some(own), ..SeatProgress::default() };
+        }
+        if progress.pending.is_empty() {
+            match seat.window.take(seat.id, position, max_elements) {
+                Taken::Elements { elements, end, state_after } => {
+                    // The state at `position` is known here: checkpoints replay from it.
+                    if let Some(before) = &progress.state {
+                        reader.books.keep_snapshot(position, || Ok(before.as_ref().clone()));
+                    }
+                    if state_after.is_some() {
+                        progress.state = state_after;
+                    }
+                    progress.pending = elements.into();
+                    progress.pending_end = end;
+                }
+                Taken::Ended => return Some(Chunk { end_of_sequence: true, ..Chunk::default() }),
+                Taken::Failed(err) => {
+                    state.failed = Some(err.clone());
+                    return Some(Chunk { error: Some(err), ..Chunk::default() });
+                }
+                Taken::Behind => {
+                    // Fell behind: on its own from the state it took last.
+                    let restored = progress.state.take().and_then(|bytes| reader.restored_state(&bytes).ok());
+                    *progress = SeatProgress::default();
+                    seat.counters.detachments.fetch_add(1, Ordering::Relaxed);
+                    JOB_WINDOWS.detachments.fetch_add(1, Ordering::Relaxed);
+                    match restored {
+                        Some(restored) => *state = restored,
+                        None => {
+                            let err = ServeError::Internal(format!(
+                                "job {} of reader {} fell behind its window and its state could not be restored",
+                                seat.job, reader.name
+                            ));
+                            state.failed = Some(err.clone());
+                            return Some(Chunk { error: Some(err), ..Chunk::default() });
+                        }
+                    }
+                    return None;
+                }
+            }
+        }
+        let count = progress.pending.len().min(max_elements.max(1));
+        let elements: Vec<Element> = progress.pending.drain(..count).collect();
+        state.elements_produced = progress.pending.front().map_or(progress.pending_end, |next| next.index);
+        seat.counters.shared.fetch_add(elements.len() as u64, Ordering::Relaxed);
+        JOB_WINDOWS.shared.fetch_add(elements.len() as u64, Ordering::Relaxed);
+        let first_index = elements.first().and_then(|_| reader.books.producing(position));
+        Some(Chunk { elements, first_index, ..Chunk::default() })
+    }
+}

@@ -1,0 +1,211 @@
+//! Jobs on one shared reader (DESIGN.md, "Jobs on one shared reader"): every job gets
+//! every element exactly once per epoch, in the reader's order, while the server decodes
+//! each element once for all of them; a job that falls behind the shared window reads on
+//! its own and is counted; each job's token resumes that job, also after `kill -9`.
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use readerd_client::v1 as pb;
+use readerd_tests::{ServerProcess, binary, jsonl, write_spec, write_tfrecord};
+use serde_json::{Value, json};
+
+const FILES: usize = 4;
+const RECORDS_PER_FILE: usize = 500;
+const EPOCHS: usize = 2;
+const PER_EPOCH: usize = FILES * RECORDS_PER_FILE;
+
+/// Four files of 500 records of about 100 bytes, and a spec reading them twice with its
+/// files shuffled (no decoder: each element is one record).
+fn dataset() -> (tempfile::TempDir, String) {
+    let data = tempfile::tempdir().unwrap();
+    for file in 0..FILES {
+        let records: Vec<Vec<u8>> =
+            (0..RECORDS_PER_FILE).map(|n| format!("record {file}-{n} {}", "x".repeat(90)).into_bytes()).collect();
+        write_tfrecord(&data.path().join(format!("part-{file}.tfrecord")), &records);
+    }
+    let spec = json!({
+        "source": {"files": ["part-*.tfrecord"], "format": "TFRECORD"},
+        "pipeline": {"numEpochs": EPOCHS, "shuffleFiles": true, "seed": 11}
+    });
+    let spec = write_spec(&data, &spec);
+    (data, spec)
+}
+
+/// `readerctl read` of job `job` of shared reader `shared` in the background, its
+/// JSONL output kept.
+fn read_job(addr: &str, spec: &str, job: &str, args: &[&str]) -> Child {
+    read_job_command(addr, spec, job, args).stdout(Stdio::piped()).spawn().expect("run readerctl")
+}
+
+fn read_job_command(addr: &str, spec: &str, job: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(binary("readerctl"));
+    command
+        .args(["--addr", addr, "-q", "read", "--spec", spec, "--shared-name", "sweep", "--job", job])
+        .args(["--output", "jsonl"])
+        .args(args)
+        .stderr(Stdio::inherit());
+    command
+}
+
+/// The keys of the elements printed, in order.
+fn keys(lines: &[Value]) -> Vec<String> {
+    lines.iter().filter_map(|line| line["keys"].as_array()).map(|keys| keys[0].as_str().unwrap().to_owned()).collect()
+}
+
+/// The keys a private stream of `spec` reads: the reader's order, which every job must get.
+fn private_order(addr: &str, spec: &str) -> Vec<String> {
+    let output = Command::new(binary("readerctl"))
+        .args(["--addr", addr, "-q", "read", "--spec", spec, "--output", "jsonl"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    keys(&jsonl(&output.stdout))
+}
+
+fn assert_every_record_once_per_epoch(job: &str, keys: &[String]) {
+    assert_eq!(keys.len(), EPOCHS * PER_EPOCH, "job {job}: elements");
+    for (epoch, keys) in keys.chunks(PER_EPOCH).enumerate() {
+        let mut seen = HashMap::new();
+        for key in keys {
+            *seen.entry(key).or_insert(0) += 1;
+        }
+        assert_eq!(seen.len(), PER_EPOCH, "job {job}, epoch {epoch}: every record");
+        assert!(seen.values().all(|&n| n == 1), "job {job}, epoch {epoch}: each record once");
+    }
+}
+
+async fn stats(server: &ServerProcess) -> pb::ReaderStats {
+    let mut client = server.client().await;
+    let reader = Some(pb::ReaderRef { container: String::new(), shared_name: "sweep".into() });
+    client.service().get_reader_stats(pb::GetReaderStatsRequest { reader }).await.unwrap().into_inner()
+}
+
+#[tokio::test]
+async fn four_jobs_each_get_every_element_decoded_once_and_a_slow_one_falls_back_without_skipping() {
+    let (data, spec) = dataset();
+    // A window of about 200 elements: the slow job falls behind it.
+    let metrics_addr = readerd_tests::free_address();
+    let args = ["--job-window-bytes", "20000", "--metrics-listen", &metrics_addr];
+    let server = ServerProcess::start_with(&[data.path()], &args);
+    let addr = server.addr.clone();
+    let reference = private_order(&addr, &spec);
+    assert_every_record_once_per_epoch("private", &reference);
+
+    let fast: Vec<(&str, Child)> =
+        ["a", "b", "c"].into_iter().map(|job| (job, read_job(&addr, &spec, job, &[]))).collect();
+    let slow = read_job(&addr, &spec, "slow", &["--step-ms", "1"]);
+    for (job, child) in fast.into_iter().chain([("slow", slow)]) {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "job {job}: {}", String::from_utf8_lossy(&output.stdout));
+        let keys = keys(&jsonl(&output.stdout));
+        assert_every_record_once_per_epoch(job, &keys);
+        assert!(keys == reference, "job {job} got the elements in another order than the reader's");
+    }
+
+    let stats = stats(&server).await;
+    eprintln!("decoded {} for 4 jobs; {:?}", stats.elements_decoded, stats.jobs);
+    let jobs: HashMap<&str, &pb::JobStats> = stats.jobs.iter().map(|job| (job.name.as_str(), job)).collect();
+    assert_eq!(jobs.len(), 4, "{stats:?}");
+    let all = (EPOCHS * PER_EPOCH) as i64;
+    for job in jobs.values() {
+        assert_eq!(job.position, all, "{job:?}");
+        assert_eq!(
+            job.elements_shared + job.elements_decoded,
+            all,
+            "every element from the window or its own: {job:?}"
+        );
+    }
+    // Decoded once for the jobs that kept up, again only for what the slow one read alone.
+    assert!(jobs["slow"].detachments >= 1, "the slow job fell behind the window: {stats:?}");
+    assert!(stats.elements_decoded < 3 * all, "decoded {} for 4 jobs of {all}: {stats:?}", stats.elements_decoded);
+    let shared: i64 = jobs.values().map(|job| job.elements_shared).sum();
+    assert!(shared > 2 * all, "the jobs took {shared} elements from the window: {stats:?}");
+    let metrics = readerd_tests::scrape_metrics(&metrics_addr);
+    let counter = |name: &str| -> i64 {
+        let line = metrics.lines().find(|line| line.starts_with(name)).unwrap_or_else(|| panic!("{name}: {metrics}"));
+        line.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    assert!(counter("readerd_job_detachments_total ") >= jobs["slow"].detachments, "{metrics}");
+    assert_eq!(counter("readerd_job_window_shared_elements_total "), shared, "{metrics}");
+}
+
+/// The last checkpoint a read printed: its token and the seq it covers, with the keys
+/// printed up to it.
+fn last_checkpoint(lines: &[Value]) -> Option<(String, i64, Vec<String>)> {
+    let at = lines.iter().rposition(|line| line.get("checkpoint").is_some())?;
+    let after_seq = lines[at]["after_seq"].as_i64().unwrap();
+    let printed: Vec<String> = keys(&lines[..at]).into_iter().take((after_seq + 1) as usize).collect();
+    assert_eq!(printed.len() as i64, after_seq + 1, "every element up to the checkpoint was printed");
+    Some((lines[at]["checkpoint"].as_str().unwrap().to_owned(), after_seq, printed))
+}
+
+#[tokio::test]
+async fn each_job_resumes_exactly_from_its_own_token_after_kill_9() {
+    let (data, spec) = dataset();
+    let state = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &["--job-window-bytes", "20000"]);
+    let addr = server.addr.clone();
+    let reference = private_order(&addr, &spec);
+
+    // Three jobs at different speeds, checkpointing every 100 elements, cut by kill -9
+    // once the slowest printed 300 elements (each prints to a file, watched here).
+    let out = tempfile::tempdir().unwrap();
+    let steps = [("a", "1"), ("b", "2"), ("c", "4")];
+    let readers: Vec<(&str, Child)> = steps
+        .iter()
+        .map(|(job, step)| {
+            let file = std::fs::File::create(out.path().join(job)).unwrap();
+            let args = ["--step-ms", step, "--checkpoint-every", "100"];
+            let mut command = read_job_command(&addr, &spec, job, &args);
+            (*job, command.stdout(file).spawn().unwrap())
+        })
+        .collect();
+    let printed = |job: &str| std::fs::read_to_string(out.path().join(job)).unwrap_or_default().lines().count();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while printed("c") < 300 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.kill();
+    let cut: Vec<(&str, Vec<Value>)> = readers
+        .into_iter()
+        .map(|(job, mut child)| {
+            child.wait().unwrap();
+            (job, jsonl(std::fs::read(out.path().join(job)).unwrap().as_slice()))
+        })
+        .collect();
+
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &["--job-window-bytes", "20000"]);
+    let addr = server.addr.clone();
+    let mut resumed = Vec::new();
+    for (job, lines) in &cut {
+        let checkpoints = lines.iter().filter(|line| line.get("checkpoint").is_some()).count();
+        eprintln!("job {job}: {} lines, {checkpoints} checkpoints, last {:?}", lines.len(), lines.last());
+        let (args, printed) = match last_checkpoint(lines) {
+            Some((token, _, printed)) => (vec!["--resume".to_owned(), token], printed),
+            None => (Vec::new(), Vec::new()),
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        resumed.push((*job, printed, read_job(&addr, &spec, job, &args)));
+    }
+    let mut tokens = Vec::new();
+    for (job, printed, child) in resumed {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "job {job}: {}", String::from_utf8_lossy(&output.stdout));
+        eprintln!("job {job}: {} elements printed up to its last checkpoint before the kill", printed.len());
+        let mut all = printed.clone();
+        all.extend(keys(&jsonl(&output.stdout)));
+        assert!(all == reference, "job {job}: {} printed before the kill, {} in all", printed.len(), all.len());
+        tokens.extend(last_checkpoint(&cut.iter().find(|(j, _)| *j == job).unwrap().1).map(|(t, ..)| (job, t)));
+    }
+
+    // A job's token resumes that job only.
+    let (job, token) = tokens.first().expect("a job checkpointed before the kill");
+    let other = if *job == "a" { "b" } else { "a" };
+    let output = read_job(&addr, &spec, other, &["--resume", token]).wait_with_output().unwrap();
+    let lines = jsonl(&output.stdout);
+    let error = &lines.last().unwrap()["error"];
+    assert_eq!(error["code"], "FAILED_PRECONDITION", "{lines:?}");
+    assert!(error["message"].as_str().unwrap().contains(&format!("resumes job \"{job}\"")), "{error}");
+}

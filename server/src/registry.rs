@@ -269,6 +269,12 @@ impl ReaderRegistry {
         Ok(reader)
     }
 
+    /// Every job's reader (jobs other than `default`): container, shared name, job, reader.
+    pub fn all_jobs(&self) -> Vec<(String, String, String, Arc<Reader>)> {
+        let jobs = self.inner.jobs.read_unpoisoned();
+        jobs.readers.iter().map(|((c, n, job), reader)| (c.clone(), n.clone(), job.clone(), reader.clone())).collect()
+    }
+
     /// The window the jobs of `container/shared_name` share, if they have one.
     pub fn job_window(&self, container: &str, shared_name: &str) -> Option<Arc<JobWindow>> {
         self.inner.jobs.read_unpoisoned().windows.get(&(container.to_owned(), shared_name.to_owned())).cloned()

@@ -77,17 +77,22 @@ fn assert_every_record_once_per_epoch(job: &str, keys: &[String]) {
 }
 
 async fn stats(server: &ServerProcess) -> pb::ReaderStats {
+    try_stats(server).await.unwrap()
+}
+
+/// The stats of the shared reader `sweep` (NOT_FOUND before its first stream).
+async fn try_stats(server: &ServerProcess) -> Result<pb::ReaderStats, tonic::Status> {
     let mut client = server.client().await;
     let reader = Some(pb::ReaderRef { container: String::new(), shared_name: "sweep".into() });
-    client.service().get_reader_stats(pb::GetReaderStatsRequest { reader }).await.unwrap().into_inner()
+    Ok(client.service().get_reader_stats(pb::GetReaderStatsRequest { reader }).await?.into_inner())
 }
 
 #[tokio::test]
 async fn four_jobs_each_get_every_element_decoded_once_and_a_slow_one_falls_back_without_skipping() {
     let (data, spec) = dataset();
-    // A window of about 200 elements: the slow job falls behind it.
+    // A window of about 750 elements: the slow job falls behind it.
     let metrics_addr = readerd_tests::free_address();
-    let args = ["--job-window-bytes", "20000", "--metrics-listen", &metrics_addr];
+    let args = ["--job-window-bytes", "100000", "--metrics-listen", &metrics_addr];
     let server = ServerProcess::start_with(&[data.path()], &args);
     let addr = server.addr.clone();
     let reference = private_order(&addr, &spec);
@@ -95,6 +100,13 @@ async fn four_jobs_each_get_every_element_decoded_once_and_a_slow_one_falls_back
 
     let fast: Vec<(&str, Child)> =
         ["a", "b", "c"].into_iter().map(|job| (job, read_job(&addr, &spec, job, &[]))).collect();
+    // The slow job comes once the others are 1500 elements in (its HTTP/2 window would
+    // otherwise let the server send it everything at their pace), and steps 1 ms.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while try_stats(&server).await.map_or(0, |s| s.jobs.iter().filter(|job| job.position >= 1500).count()) < 3 {
+        assert!(std::time::Instant::now() < deadline, "the fast jobs did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let slow = read_job(&addr, &spec, "slow", &["--step-ms", "1"]);
     for (job, child) in fast.into_iter().chain([("slow", slow)]) {
         let output = child.wait_with_output().unwrap();
@@ -129,6 +141,15 @@ async fn four_jobs_each_get_every_element_decoded_once_and_a_slow_one_falls_back
     };
     assert!(counter("readerd_job_detachments_total ") >= jobs["slow"].detachments, "{metrics}");
     assert_eq!(counter("readerd_job_window_shared_elements_total "), shared, "{metrics}");
+    // The status page's data shows each job and the slow one's fallbacks.
+    let (code, body) = readerd_tests::http_get(&metrics_addr, "/status.json", &[]);
+    assert_eq!(code, 200, "{body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    let readers = status["readers"].as_array().unwrap();
+    let slow = readers.iter().find(|reader| reader["job"] == "slow").unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(slow["sharedName"], "sweep");
+    assert_eq!(slow["window"]["detachments"].as_i64(), Some(jobs["slow"].detachments), "{slow}");
+    assert_eq!(readers.iter().filter(|reader| reader["window"].is_object()).count(), 4, "{status}");
 }
 
 /// The last checkpoint a read printed: its token and the seq it covers, with the keys

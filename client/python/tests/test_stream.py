@@ -312,6 +312,35 @@ def test_two_consumers_of_a_shared_reader_get_each_element_once(server: Server, 
     assert stats["elementsProduced"] == 300 and stats["elementsAwaitingRedelivery"] == 0
 
 
+def test_two_jobs_each_get_every_element_and_a_job_of_two_consumers_splits_them(server: Server, data_root: Path) -> None:
+    """A sweep: job ``one`` is a single trainer, job ``two`` two consumers; each job gets
+    every element once, decoded once for both, and a job's checkpoint resumes that job."""
+    everything = padded(data_root, 200)
+    client = readerd.Client(server.addr)
+
+    def consume(job: str, start: threading.Barrier) -> list[str]:
+        keys: list[str] = []
+        start.wait()
+        with client.read(PADDED, container="team", shared_name="train", job=job) as stream:
+            for _ in stream:
+                keys.extend(stream.keys)
+        return keys
+
+    start = threading.Barrier(3)
+    one, two_a, two_b = in_threads(lambda: consume("one", start), *[lambda: consume("two", start)] * 2)
+    assert one == everything, "a job of one consumer gets the reader's order"
+    assert sorted(two_a + two_b) == sorted(everything) and len(two_a + two_b) == len(everything)
+    stats = settled(client, "team", "train")
+    assert {job["name"] for job in stats["jobs"]} == {"one", "two"}
+    assert stats["elementsDecoded"] < 2 * len(everything), stats
+    token = client.checkpoint_reader("team", "train", job="one")
+    with client.read(container="team", shared_name="train", job="one", resume=token) as stream:
+        assert list(stream) == [], "job one had everything acknowledged"
+    with pytest.raises(readerd.ReaderdError, match="resumes job"):
+        with client.read(container="team", shared_name="train", job="two", resume=token) as stream:
+            next(stream)
+
+
 def test_admin_actions(server: Server, data_root: Path) -> None:
     padded(data_root, 200)
     client, s = readerd.Client(server.addr), {**PADDED, "pipeline": {"batchSize": 5}}

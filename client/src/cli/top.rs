@@ -74,8 +74,13 @@ fn render(addr: &str, status: &Value, files_seen: &mut HashMap<String, (Instant,
     let budget = memory["budgetBytes"].as_u64().filter(|&b| b > 0).map_or("no budget".to_owned(), bytes);
     let _ = writeln!(out, "memory {} reserved of {budget}\n", bytes(memory["reservedBytes"].as_u64().unwrap_or(0)));
     for reader in readers {
-        let name = match reader["sharedName"].as_str() {
-            Some(shared) if !shared.is_empty() => format!("{}/{shared}", reader["container"].as_str().unwrap_or("")),
+        let name = match (reader["sharedName"].as_str(), reader["job"].as_str()) {
+            (Some(shared), Some(job)) if !shared.is_empty() && job != "default" => {
+                format!("{}/{shared} (job {job})", reader["container"].as_str().unwrap_or(""))
+            }
+            (Some(shared), _) if !shared.is_empty() => {
+                format!("{}/{shared}", reader["container"].as_str().unwrap_or(""))
+            }
             _ => format!(
                 "{} (private {})",
                 reader["container"].as_str().unwrap_or(""),
@@ -92,6 +97,17 @@ fn render(addr: &str, status: &Value, files_seen: &mut HashMap<String, (Instant,
         );
         let _ = writeln!(out, "  {}", progress(&name, reader, files_seen, now));
         let _ = writeln!(out, "  {}", stages(&reader["stages"]));
+        let window = &reader["window"];
+        if window.is_object() {
+            let _ = writeln!(
+                out,
+                "  {}  shared {}  decoded alone {}  fallbacks {}",
+                if window["attached"].as_bool() == Some(true) { "sharing" } else { "reading alone" },
+                window["elementsShared"],
+                window["elementsDecoded"],
+                window["detachments"]
+            );
+        }
         for consumer in reader["consumers"].as_array().map(Vec::as_slice).unwrap_or_default() {
             let _ = writeln!(
                 out,

@@ -276,8 +276,13 @@ struct SeatProgress {
     pending_end: u64,
 }
 
+/// A seat's counters. A *fallback* (detachment) is each time its reader starts to read
+/// alone because its position is not in the window (it fell behind it, or joined after
+/// the window moved on); a *catch-up* (reattachment) each time it attaches again after.
 #[derive(Default)]
 struct SeatCounters {
+    /// Reading alone now.
+    alone: std::sync::atomic::AtomicBool,
     detachments: AtomicU64,
     reattachments: AtomicU64,
     shared: AtomicU64,
@@ -308,6 +313,10 @@ impl Seat {
 
     /// Its reader read `chunk` on its own, up to element `position`.
     pub(super) fn read_alone(&self, chunk: &Chunk, position: u64) {
+        if !self.counters.alone.swap(true, Ordering::Relaxed) {
+            self.counters.detachments.fetch_add(1, Ordering::Relaxed);
+            JOB_WINDOWS.detachments.fetch_add(1, Ordering::Relaxed);
+        }
         self.counters.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
         let mut window = self.window.window.lock_unpoisoned();
         window.seats.insert(self.id, (position, false));
@@ -342,7 +351,9 @@ impl Seat {
             if !seat.window.try_attach(seat.id, position, &own) {
                 return None;
             }
-            seat.counters.reattachments.fetch_add(1, Ordering::Relaxed);
+            if seat.counters.alone.swap(false, Ordering::Relaxed) {
+                seat.counters.reattachments.fetch_add(1, Ordering::Relaxed);
+            }
             *progress = SeatProgress { attached: true, state: Some(own), ..SeatProgress::default() };
         }
         if progress.pending.is_empty() {
@@ -367,8 +378,6 @@ impl Seat {
                     // Fell behind: on its own from the state it took last.
                     let restored = progress.state.take().and_then(|bytes| reader.restored_state(&bytes).ok());
                     *progress = SeatProgress::default();
-                    seat.counters.detachments.fetch_add(1, Ordering::Relaxed);
-                    JOB_WINDOWS.detachments.fetch_add(1, Ordering::Relaxed);
                     match restored {
                         Some(restored) => *state = restored,
                         None => {

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::checkpoint::Streams;
 use crate::cluster::job_view::JobView;
 use crate::reader::Reader;
-use crate::registry::ReaderRegistry;
+use crate::registry::{DEFAULT_JOB, ReaderRegistry};
 use crate::watch::consumer_time::together;
 
 #[derive(Debug, Serialize)]
@@ -43,6 +43,10 @@ pub struct ReaderStatus {
     pub shared_name: String,
     /// The private reader's stream; empty for a shared reader.
     pub stream: String,
+    /// The job (consumer group) of a shared reader it serves: `default`, or a job sharing
+    /// the shared name's window of decoded elements (then `window` says how).
+    pub job: String,
+    pub window: Option<WindowStatus>,
     /// Elements its consumers took per second, over their last reports.
     pub elements_per_second: Option<f64>,
     /// Its consumers' wait over their wait and step together.
@@ -73,12 +77,27 @@ pub struct ReaderStatus {
     pub history: Vec<history::Point>,
 }
 
+/// A job's place at its shared name's window of decoded elements.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowStatus {
+    /// It takes its elements from the window now (else it reads alone, having fallen
+    /// behind).
+    pub attached: bool,
+    /// Its fallbacks: times it fell behind the window, and caught up again.
+    pub detachments: u64,
+    pub reattachments: u64,
+    /// Elements it took from the window, and decoded alone.
+    pub elements_shared: u64,
+    pub elements_decoded: u64,
+}
+
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerStatus {
     pub id: String,
-    /// The job it reads for (`default` until jobs exist).
-    pub job: &'static str,
+    /// The job it reads for.
+    pub job: String,
     pub elements_per_second: Option<f64>,
     pub input_bound: Option<f64>,
     /// Seconds waited and stepped over its last reports.
@@ -128,6 +147,8 @@ pub struct Watched {
     pub container: String,
     pub shared_name: String,
     pub stream: String,
+    /// `default`, or the job whose reader it is.
+    pub job: String,
     pub reader: Arc<Reader>,
 }
 
@@ -138,15 +159,29 @@ pub fn watched(registry: &ReaderRegistry, streams: &Streams, visible: &dyn Fn(&s
         .all()
         .into_iter()
         .filter(|(container, _, _)| visible(container))
-        .map(|(container, shared_name, reader)| Watched { container, shared_name, stream: String::new(), reader })
+        .map(|(container, shared_name, reader)| Watched {
+            container,
+            shared_name,
+            stream: String::new(),
+            job: DEFAULT_JOB.into(),
+            reader,
+        })
         .collect();
+    for (container, shared_name, job, reader) in registry.all_jobs() {
+        if visible(&container) {
+            readers.push(Watched { container, shared_name, stream: String::new(), job, reader });
+        }
+    }
     for record in streams.all() {
         if record.shared_name.is_empty() && visible(&record.container) {
             let (container, stream, reader) = (record.container.clone(), record.id.clone(), record.reader.clone());
-            readers.push(Watched { container, shared_name: String::new(), stream, reader });
+            readers.push(Watched { container, shared_name: String::new(), stream, job: DEFAULT_JOB.into(), reader });
         }
     }
-    readers.sort_by(|a, b| (&a.container, &a.shared_name, &a.stream).cmp(&(&b.container, &b.shared_name, &b.stream)));
+    let key = |w: &Watched| {
+        (w.container.clone(), w.shared_name.clone(), w.job != DEFAULT_JOB, w.job.clone(), w.stream.clone())
+    };
+    readers.sort_by_key(key);
     readers
 }
 
@@ -186,7 +221,7 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
             let recent = consumer.time;
             ConsumerStatus {
                 id: consumer.stream_id.clone(),
-                job: "default",
+                job: watched.job.clone(),
                 elements_per_second: recent.and_then(|r| r.elements_per_second()),
                 input_bound: recent.and_then(|r| r.input_bound()),
                 wait_seconds: recent.map(|r| r.wait.as_secs_f64()),
@@ -204,6 +239,11 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
         container: watched.container.clone(),
         shared_name: watched.shared_name.clone(),
         stream: watched.stream.clone(),
+        job: watched.job.clone(),
+        window: watched.reader.seat().map(|seat| {
+            let (detachments, reattachments, elements_shared, elements_decoded) = seat.counters();
+            WindowStatus { attached: seat.is_attached(), detachments, reattachments, elements_shared, elements_decoded }
+        }),
         elements_per_second,
         input_bound: together.and_then(|time| time.input_bound()),
         replicas: 1,

@@ -36,11 +36,11 @@ __all__ = ["Client", "Stream", "RetryPolicy"]
 _INT64_FIELDS = frozenset(
     "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped filesCutShort delivered "
     "acknowledged redelivered elementsInFlight elementsAwaitingRedelivery afterSeq upToSeq readersReleased "
-    "committedElements splitsLeased".split()
+    "committedElements splitsLeased elementsDecoded detachments reattachments elementsShared position".split()
 )
 _STATS_FIELDS = (
     "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped filesCutShort "
-    "elementsInFlight elementsAwaitingRedelivery".split()
+    "elementsInFlight elementsAwaitingRedelivery elementsDecoded".split()
 )
 
 
@@ -57,6 +57,7 @@ def _stats(reply: dict) -> dict:
     """A ``ReaderStats`` reply with its omitted (zero) counters filled in."""
     stats = {name: 0 for name in _STATS_FIELDS}
     stats["consumers"] = []
+    stats["jobs"] = []
     stats.update(reply)
     return stats
 
@@ -128,6 +129,7 @@ class Client:
         dataset: Optional[str] = None,
         container: str = "",
         shared_name: str = "",
+        job: str = "",
         resume: Optional[str] = None,
         checkpoint_every: int = 0,
         checkpoint_interval_ms: int = 0,
@@ -138,8 +140,13 @@ class Client:
         ``DatasetSpec``) or the server's named ``dataset``; ``resume`` continues right
         after a checkpoint token; ``checkpoint_every`` / ``checkpoint_interval_ms`` ask
         the server for automatic checkpoints of a private stream (see
-        :attr:`Stream.last_token`). Raises :class:`ReaderdError` if the server refuses."""
+        :attr:`Stream.last_token`). ``job`` names the consumer group of a shared reader
+        this stream belongs to (empty: ``default``): every job receives every element,
+        decoded once for all jobs, and a job's consumers split its elements. Raises
+        :class:`ReaderdError` if the server refuses."""
         request: dict[str, Any] = {"reader": {"container": container, "sharedName": shared_name}}
+        if job:
+            request["job"] = job
         if spec is not None:
             request["spec"] = spec
         if dataset:
@@ -201,10 +208,13 @@ class Client:
             body["dataset"] = dataset
         return self.action("LookupOrCreateReader", body)
 
-    def checkpoint_reader(self, container: str, shared_name: str) -> str:
-        """A checkpoint of a shared reader as a whole (on replicas: its whole job); its
-        token resumes the reader with ``read(resume=token, container=..., shared_name=...)``."""
-        body = {"afterSeq": -1, "reader": {"container": container, "sharedName": shared_name}}
+    def checkpoint_reader(self, container: str, shared_name: str, job: str = "") -> str:
+        """A checkpoint of a shared reader as a whole (on replicas: its whole job), or of
+        its consumer group ``job``; its token resumes it with ``read(resume=token,
+        container=..., shared_name=..., job=...)``."""
+        body: dict[str, Any] = {"afterSeq": -1, "reader": {"container": container, "sharedName": shared_name}}
+        if job:
+            body["job"] = job
         return self.action("Checkpoint", body)["token"]
 
 

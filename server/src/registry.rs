@@ -141,6 +141,17 @@ impl ReaderRegistry {
         let in_container = self.read_lock().keys().filter(|(c, _)| c == container).count();
         self.inner.setup.limits.check_readers(container, in_container)?;
         let reader = Arc::new(self.open(name, spec)?);
+        if let Some(window) = self.job_window(container, shared_name) {
+            // Its other jobs came first: it shares their window.
+            if window.fingerprint() != reader.spec().fingerprint {
+                return Err(ServeError::SpecMismatch {
+                    name: display_name(container, shared_name),
+                    existing: window.fingerprint(),
+                    requested: reader.spec().fingerprint.clone(),
+                });
+            }
+            reader.join_window(window.seat(DEFAULT_JOB.to_owned()));
+        }
         if let Some(cluster) = &self.inner.setup.cluster {
             let spec = reader.spec();
             let order = ReplicaJob::order(&reader)?;
@@ -196,6 +207,8 @@ impl ReaderRegistry {
             (None, None) => return Err(ServeError::ReaderNotFound(format!("{name} (job {job})"))),
         };
         let reader = self.open(name.clone(), spec)?;
+        // The job `default` (the shared reader itself) shares the window too.
+        let default_job = self.read_lock().get(&(key.0.clone(), key.1.clone())).cloned();
         if reader.spec().unbatch {
             return Err(ServeError::Unimplemented(format!(
                 "job {job:?} of {name}: jobs sharing an unbatched reader are not built yet (read it as job {DEFAULT_JOB:?})"
@@ -208,16 +221,19 @@ impl ReaderRegistry {
             return Ok((existing.clone(), false));
         }
         let limit = self.inner.setup.job_window_bytes;
-        let window = jobs
-            .windows
-            .entry((key.0.clone(), key.1.clone()))
-            .or_insert_with(|| JobWindow::new(reader.replica(), limit));
+        let window = jobs.windows.entry((key.0.clone(), key.1.clone())).or_insert_with(|| {
+            JobWindow::new(default_job.as_deref().map_or_else(|| reader.replica(), Reader::replica), limit)
+        });
         if window.fingerprint() != reader.spec().fingerprint {
             return Err(ServeError::SpecMismatch {
                 name,
                 existing: window.fingerprint(),
                 requested: reader.spec().fingerprint.clone(),
             });
+        }
+        let window = window.clone();
+        if let Some(default_job) = default_job.filter(|reader| reader.seat().is_none()) {
+            default_job.join_window(window.seat(DEFAULT_JOB.to_owned()));
         }
         let reader = Arc::new(reader.into_job(window.seat(job.to_owned())));
         jobs.readers.insert(key, reader.clone());
@@ -241,10 +257,16 @@ impl ReaderRegistry {
     pub fn job_stats(&self, container: &str, shared_name: &str) -> (u64, Vec<pb::JobStats>) {
         let mut decoded = self.job_window(container, shared_name).map_or(0, |window| window.decoded());
         let mut jobs = Vec::new();
-        for (name, reader) in self.jobs_of(container, shared_name) {
+        // The job `default`'s own decoding is in its reader's stats.
+        let default_job = self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned();
+        let default_job =
+            default_job.filter(|reader| reader.seat().is_some()).map(|reader| (DEFAULT_JOB.to_owned(), reader));
+        for (name, reader) in default_job.into_iter().chain(self.jobs_of(container, shared_name)) {
             let Some(seat) = reader.seat() else { continue };
             let (detachments, reattachments, shared, own) = seat.counters();
-            decoded += own;
+            if name != DEFAULT_JOB {
+                decoded += own;
+            }
             jobs.push(pb::JobStats {
                 name,
                 attached: seat.is_attached(),

@@ -1,6 +1,7 @@
-//! Jobs on one shared reader (DESIGN.md, "Jobs on one shared reader"): every job gets
-//! every element exactly once per epoch, in the reader's order, while the server decodes
-//! each element once for all of them; a job that falls behind the shared window reads on
+//! Jobs on one shared reader (DESIGN.md, "Jobs on one shared reader"): every job, the
+//! job `default` (the shared reader itself) among them, gets every element exactly once
+//! per epoch, in the reader's order, while the server decodes each element once for all
+//! of them; a job that falls behind the shared window reads on
 //! its own and is counted; each job's token resumes that job, also after `kill -9`.
 
 use std::collections::HashMap;
@@ -99,7 +100,7 @@ async fn four_jobs_each_get_every_element_decoded_once_and_a_slow_one_falls_back
     assert_every_record_once_per_epoch("private", &reference);
 
     let fast: Vec<(&str, Child)> =
-        ["a", "b", "c"].into_iter().map(|job| (job, read_job(&addr, &spec, job, &[]))).collect();
+        ["default", "b", "c"].into_iter().map(|job| (job, read_job(&addr, &spec, job, &[]))).collect();
     // The slow job comes once the others are 1500 elements in (its HTTP/2 window would
     // otherwise let the server send it everything at their pace), and steps 1 ms.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -173,7 +174,7 @@ async fn each_job_resumes_exactly_from_its_own_token_after_kill_9() {
     // Three jobs at different speeds, checkpointing every 100 elements, cut by kill -9
     // once the slowest printed 300 elements (each prints to a file, watched here).
     let out = tempfile::tempdir().unwrap();
-    let steps = [("a", "1"), ("b", "2"), ("c", "4")];
+    let steps = [("default", "1"), ("b", "2"), ("c", "4")];
     let readers: Vec<(&str, Child)> = steps
         .iter()
         .map(|(job, step)| {
@@ -223,7 +224,7 @@ async fn each_job_resumes_exactly_from_its_own_token_after_kill_9() {
 
     // A job's token resumes that job only.
     let (job, token) = tokens.first().expect("a job checkpointed before the kill");
-    let other = if *job == "a" { "b" } else { "a" };
+    let other = if *job == "b" { "c" } else { "b" };
     let output = read_job(&addr, &spec, other, &["--resume", token]).wait_with_output().unwrap();
     let lines = jsonl(&output.stdout);
     let error = &lines.last().unwrap()["error"];

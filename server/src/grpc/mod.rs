@@ -153,7 +153,7 @@ fn stats_to_pb(stats: ReaderStats, serving: u64) -> pb::ReaderStats {
         selections: Vec::new(),
         input_bound,
         replicas_recommended: crate::watch::replicas_recommended(serving, input_bound) as i64,
-        elements_decoded: stats.elements_produced as i64,
+        elements_decoded: stats.elements_decoded as i64,
         jobs: Vec::new(),
     }
 }

@@ -25,7 +25,7 @@ impl Reader {
     /// are gathered), the reader's failure, or the end of the sequence. Records are taken
     /// under the reader's lock; decoding runs outside it.
     pub fn next_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
-        let Some(seat) = &self.seat else { return self.read_chunk(max_elements, max_bytes) };
+        let Some(seat) = self.seat() else { return self.read_chunk(max_elements, max_bytes) };
         if let Some(chunk) = seat.next_chunk(self, max_elements) {
             return chunk;
         }

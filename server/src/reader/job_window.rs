@@ -274,6 +274,9 @@ struct SeatProgress {
     /// after that chunk.
     pending: VecDeque<Element>,
     pending_end: u64,
+    /// Its reader's sequence is no longer the window's (`ReadUpTo` took records from it):
+    /// it reads alone until it is restored or reset.
+    diverged: bool,
 }
 
 /// A seat's counters. A *fallback* (detachment) is each time its reader starts to read
@@ -311,6 +314,14 @@ impl Seat {
         (load(&c.detachments), load(&c.reattachments), load(&c.shared), load(&c.decoded))
     }
 
+    /// The state its reader is at, while attached with no element of a chunk left to hand
+    /// out (its reader's own state is stale then).
+    pub(super) fn attached_state(&self) -> Option<readerd_proto::v1::ReaderState> {
+        let progress = self.progress.lock_unpoisoned();
+        let bytes = progress.state.as_ref().filter(|_| progress.attached && progress.pending.is_empty())?;
+        prost::Message::decode(bytes.as_slice()).ok()
+    }
+
     /// Its reader read `chunk` on its own, up to element `position`.
     pub(super) fn read_alone(&self, chunk: &Chunk, position: u64) {
         if !self.counters.alone.swap(true, Ordering::Relaxed) {
@@ -320,6 +331,11 @@ impl Seat {
         self.counters.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
         let mut window = self.window.window.lock_unpoisoned();
         window.seats.insert(self.id, (position, false));
+    }
+
+    /// Its reader's sequence left the window's for good (until [`Seat::detach`]).
+    pub(super) fn diverge(&self) {
+        *self.progress.lock_unpoisoned() = SeatProgress { diverged: true, ..SeatProgress::default() };
     }
 
     /// Its reader restored or reset its own state: detached, it reads on its own from
@@ -336,6 +352,34 @@ impl Drop for Seat {
 }
 
 impl Seat {
+    /// Makes its reader's own state (`state`, under its lock) live again, `verb` needing
+    /// it, leaving the window: the state the seat took last, restored.
+    /// `FAILED_PRECONDITION` while elements of a chunk taken from the window are still to
+    /// be handed out (no state is known there).
+    pub(super) fn leave(
+        &self,
+        reader: &Reader,
+        state: &mut super::records::ReaderState,
+        verb: &str,
+    ) -> crate::error::Result<()> {
+        let mut progress = self.progress.lock_unpoisoned();
+        if !progress.attached {
+            return Ok(());
+        }
+        if !progress.pending.is_empty() {
+            return Err(ServeError::FailedPrecondition(format!(
+                "{verb} of reader {}: its streams take elements from the window its jobs share, inside a chunk",
+                reader.name
+            )));
+        }
+        let bytes = progress.state.clone().ok_or_else(|| ServeError::Internal("a seat without a state".into()))?;
+        *state = reader.restored_state(&bytes)?;
+        *progress = SeatProgress::default();
+        Ok(())
+    }
+}
+
+impl Seat {
     /// The next chunk of its job's reader `reader` from the window (`None`: the reader
     /// reads on its own, detached). Called with no lock held.
     pub(super) fn next_chunk(&self, reader: &Reader, max_elements: usize) -> Option<Chunk> {
@@ -346,6 +390,9 @@ impl Seat {
         }
         let position = state.elements_produced;
         let mut progress = seat.progress.lock_unpoisoned();
+        if progress.diverged {
+            return None;
+        }
         if !progress.attached {
             let own = Arc::new(reader.state_bytes(&state).ok()?);
             if !seat.window.try_attach(seat.id, position, &own) {
@@ -400,5 +447,53 @@ impl Seat {
         JOB_WINDOWS.shared.fetch_add(elements.len() as u64, Ordering::Relaxed);
         let first_index = elements.first().and_then(|_| reader.books.producing(position));
         Some(Chunk { elements, first_index, ..Chunk::default() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window of chunks `[0, 10)`, `[10, 20)`, `[20, 30)` of 100 bytes each.
+    fn window(seats: &[(u64, u64, bool)]) -> Window {
+        let chunk = |first: u64| WindowChunk {
+            first,
+            end: first + 10,
+            elements: Vec::new(),
+            state_after: None,
+            bytes: 100,
+            _reserved: Default::default(),
+        };
+        let seats = seats.iter().map(|&(id, position, attached)| (id, (position, attached))).collect();
+        Window { chunks: [0, 10, 20].map(chunk).into(), end: 30, bytes: 300, seats, ..Window::default() }
+    }
+
+    fn firsts(window: &Window) -> Vec<u64> {
+        window.chunks.iter().map(|chunk| chunk.first).collect()
+    }
+
+    #[test]
+    fn chunks_stay_from_the_slowest_seat_on_within_the_limit() {
+        // The slowest seat, attached or not, keeps what it still needs.
+        let mut w = window(&[(0, 25, true), (1, 12, false)]);
+        w.make_room(1000);
+        assert_eq!(firsts(&w), [10, 20]);
+        // Over the limit the oldest go, needed or not: that seat reads alone.
+        w.make_room(100);
+        assert_eq!((firsts(&w), w.bytes), (vec![20], 100));
+        assert_eq!(w.oldest(), 20);
+    }
+
+    #[test]
+    fn a_seat_attaches_inside_the_window_and_moves_an_unattended_one() {
+        let w = window(&[(0, 25, true)]);
+        assert_eq!(w.attachable(0), Some(true));
+        assert_eq!(w.attachable(30), Some(true), "where the producer is");
+        assert_eq!(w.attachable(31), Some(false), "ahead of the producer, someone attached");
+        let mut w = window(&[(0, 25, false)]);
+        w.make_room(100);
+        assert_eq!(w.attachable(5), None, "behind it, nobody attached: the window may move there");
+        w.failed = Some(ServeError::Internal("x".into()));
+        assert_eq!(w.attachable(5), Some(false), "a failed producer stays where it failed");
     }
 }

@@ -121,6 +121,8 @@ pub struct ReaderStats {
     pub records_produced: u64,
     pub work_units_completed: u64,
     pub elements_produced: u64,
+    /// Elements it decoded itself (a job's reader: those it read alone).
+    pub elements_decoded: u64,
     pub active_streams: u64,
     /// Corrupt or undecodable records dropped (`onError: SKIP`): each record that does
     /// not decode, and the record at each framing error. The records after a framing
@@ -167,7 +169,7 @@ pub struct Reader {
     watch: crate::watch::ReaderWatch,
     /// A job's reader (a job other than `default`): its place at the window of decoded
     /// elements the jobs of its shared name share (`job_window.rs`).
-    seat: Option<Seat>,
+    seat: std::sync::OnceLock<Seat>,
 }
 
 /// Server settings every reader uses.
@@ -262,20 +264,26 @@ impl Reader {
             mixture,
             decoding,
             watch: Default::default(),
-            seat: None,
+            seat: Default::default(),
         })
     }
 
     /// This reader as job `seat.job()`'s, taking its elements from `seat`'s window.
     pub fn into_job(mut self, seat: Seat) -> Self {
         self.name = format!("{} (job {})", self.name, seat.job());
-        self.seat = Some(seat);
+        self.seat = seat.into();
         self
+    }
+
+    /// The job `default`'s reader (the shared reader itself) joins the window its shared
+    /// name's other jobs share, from its next chunk on (once: later seats are dropped).
+    pub fn join_window(&self, seat: Seat) {
+        let _ = self.seat.set(seat);
     }
 
     /// A job's reader's place at its shared window (`None` for other readers).
     pub fn seat(&self) -> Option<&Seat> {
-        self.seat.as_ref()
+        self.seat.get()
     }
 
     /// Keeps `reservation` (files of the open-file budget) for the reader's lifetime.
@@ -364,6 +372,11 @@ impl Reader {
             ));
         }
         let mut state = self.lock();
+        if let Some(seat) = self.seat() {
+            seat.leave(self, &mut state, "ReadUpTo")?;
+            // Records taken outside its elements: its sequence is no longer the window's.
+            seat.diverge();
+        }
         let mut records = Vec::new();
         while records.len() < max_records {
             match state.next_selected(&self.spec)? {
@@ -382,18 +395,31 @@ impl Reader {
         let of_components = |stat: fn(&ReaderStats) -> u64| {
             self.mixture.iter().flat_map(|mixture| &mixture.components).map(|c| stat(&c.stats())).sum::<u64>()
         };
-        ReaderStats {
+        let mut stats = ReaderStats {
             consumers,
             elements_in_flight,
             elements_awaiting_redelivery,
             records_produced: state.records_produced + of_components(|s| s.records_produced),
             work_units_completed: state.pipeline.files_completed() + of_components(|s| s.work_units_completed),
             elements_produced: state.elements_produced,
+            elements_decoded: state.elements_produced,
             records_skipped: state.records_skipped + self.decoding.skipped() + of_components(|s| s.records_skipped),
             files_cut_short: state.files_cut_short + of_components(|s| s.files_cut_short),
             active_streams: self.active_streams.load(Ordering::Relaxed).max(0) as u64,
             components,
+        };
+        if let Some(seat) = self.seat() {
+            // A job's reader decodes only what it reads alone; while it takes elements
+            // from the window, its counters are the window's reader's after them.
+            stats.elements_decoded = seat.counters().3;
+            if let Some(saved) = seat.attached_state() {
+                stats.records_produced = saved.records_produced;
+                stats.records_skipped = saved.records_skipped;
+                stats.files_cut_short = saved.files_cut_short;
+                stats.work_units_completed = saved.pipeline.map_or(0, |pipeline| pipeline.files_completed);
+            }
         }
+        stats
     }
 
     /// How far its pipeline is into its epoch (`None` for a mixture, whose components
@@ -429,7 +455,7 @@ impl Reader {
             mixture: self.mixture.as_ref().map(mix::Mixture::replica),
             decoding: self.decoding.fresh(),
             watch: Default::default(),
-            seat: None,
+            seat: Default::default(),
         }
     }
 
@@ -470,7 +496,7 @@ impl Reader {
             self.settings.pipeline.clone(),
         );
         *self.lock() = ReaderState::new(pipeline);
-        if let Some(seat) = &self.seat {
+        if let Some(seat) = self.seat() {
             seat.detach();
         }
         self.decoding.forget_skipped();

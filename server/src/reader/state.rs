@@ -20,7 +20,10 @@ impl Reader {
     /// `pb::ReaderState`), never record bytes.
     pub fn serialize_state(&self) -> Result<Vec<u8>> {
         self.refuse_in_cluster("SerializeReaderState")?;
-        let state = self.lock();
+        let mut state = self.lock();
+        if let Some(seat) = self.seat() {
+            seat.leave(self, &mut state, "SerializeReaderState")?;
+        }
         self.state_bytes(&state)
     }
 
@@ -81,7 +84,7 @@ impl Reader {
         // A mixture's components are restored under its lock: no read sees them half done.
         let mut state = self.lock();
         *state = self.restored_state(bytes)?;
-        if let Some(seat) = &self.seat {
+        if let Some(seat) = self.seat() {
             seat.detach();
         }
         Ok(())

@@ -27,7 +27,7 @@ use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::metrics::METRICS;
 use crate::reader::Reader;
-use crate::registry::{DEFAULT_JOB, ReaderRegistry};
+use crate::registry::{DEFAULT_JOB, ReaderRegistry, cluster_job_name};
 use crate::state::{StateStore, StoredCheckpoint};
 use readerd_common::sync::MutexUnpoisoned;
 
@@ -197,6 +197,12 @@ impl Streams {
         if shared_name.is_empty() && job_name != DEFAULT_JOB {
             return Err(ServeError::InvalidArgument(format!("job {job_name:?} needs a shared reader (a shared_name)")));
         }
+        // On replicas a job is a shared reader of its own (its name says which).
+        let (shared_name, job_name) = if registry.is_cluster() && job_name != DEFAULT_JOB {
+            (cluster_job_name(&shared_name, &job_name), DEFAULT_JOB.to_owned())
+        } else {
+            (shared_name, job_name)
+        };
         if !shared_name.is_empty() {
             let (spec, checkpoint) = if resume_token.is_empty() {
                 (registry.resolve_spec(spec, &dataset)?, None)

@@ -27,6 +27,14 @@ type JobKey = (String, String, String);
 /// The job a stream belongs to when it names none: the shared reader itself.
 pub const DEFAULT_JOB: &str = "default";
 
+/// On replicas, the shared reader that job `job` (not `default`) of `shared_name` is: a job
+/// of the split ledger of its own, so that each job's exactly-once holds across replica
+/// deaths as a shared reader's does (its records are read for it alone: the jobs of a
+/// cluster share no decoding yet).
+pub fn cluster_job_name(shared_name: &str, job: &str) -> String {
+    format!("{shared_name} (job {job})")
+}
+
 #[derive(Clone)]
 pub struct ReaderRegistry {
     inner: Arc<Inner>,
@@ -167,6 +175,12 @@ impl ReaderRegistry {
         }
         readers.insert(key, reader.clone());
         Ok((reader, true))
+    }
+
+    /// Whether this server is a replica of a cluster: there a job other than `default` is
+    /// a shared reader of its own in the split ledger, named by [`cluster_job_name`].
+    pub fn is_cluster(&self) -> bool {
+        self.inner.setup.cluster.is_some()
     }
 
     /// Job `job`'s reader of shared reader `container/shared_name` (`job` other than

@@ -231,3 +231,48 @@ async fn each_job_resumes_exactly_from_its_own_token_after_kill_9() {
     assert_eq!(error["code"], "FAILED_PRECONDITION", "{lines:?}");
     assert!(error["message"].as_str().unwrap().contains(&format!("resumes job \"{job}\"")), "{error}");
 }
+
+/// On replicas each job is a shared reader of its own in the split ledger: two replicas,
+/// three jobs of one consumer each reading through both, one replica killed mid-epoch.
+#[test]
+fn on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill() {
+    use readerd_tests::shared_reads::{
+        assert_every_key_twice, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
+    };
+    let Some(db) = readerd_tests::postgres::Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 500);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 3, "shuffleFiles": true, "numEpochs": 2, "batchSize": 8}
+    });
+    let spec = write_spec(&dir, &spec);
+    let url = db.url();
+    let args = ["--state-url", url.as_str(), "--lease-time", "2s", "--failover-grace", "30s"];
+    let states: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut replicas: Vec<Option<ServerProcess>> =
+        states.iter().map(|state| Some(ServerProcess::start_in(state.path(), &[data.path()], &args))).collect();
+    let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().addr.clone()).collect();
+    let all_addrs = addrs.join(",");
+    let jobs = ["a", "b", "c"];
+    let outputs: Vec<std::path::PathBuf> = jobs.iter().map(|job| dir.path().join(format!("{job}.jsonl"))).collect();
+    let consumers: Vec<Child> = jobs
+        .iter()
+        .zip(&outputs)
+        .flat_map(|(job, output)| spawn_consumers(&all_addrs, &["--spec", &spec, "--job", job], &[output.clone()]))
+        .collect();
+    // A sixth of the 3 x 1,000 batches printed: replica 1 is killed.
+    wait_until_printed(&outputs, 500);
+    replicas[1].take().unwrap().kill();
+    for (consumer, output) in consumers.into_iter().zip(&outputs) {
+        let mut keys = wait_for_consumers(vec![consumer], std::slice::from_ref(output), true);
+        keys.sort();
+        assert_every_key_twice(&keys, 500);
+    }
+    // Each job is its own in the ledger.
+    let mut ledger = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let names: Vec<String> =
+        ledger.query("SELECT shared_name FROM readerd_jobs ORDER BY 1", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(names, ["train (job a)", "train (job b)", "train (job c)"]);
+}

@@ -284,7 +284,13 @@ impl pb::data_service_server::DataService for DataService {
             let job = request.job;
             let token = self
                 .blocking(move |registry| {
-                    if !job.is_empty() && job != crate::registry::DEFAULT_JOB {
+                    let named_job = !job.is_empty() && job != crate::registry::DEFAULT_JOB;
+                    // On replicas a job is a shared reader of its own.
+                    let shared_name = match named_job && registry.is_cluster() {
+                        true => crate::registry::cluster_job_name(&shared_name, &job),
+                        false => shared_name,
+                    };
+                    if named_job && !registry.is_cluster() {
                         let reader = registry.get_job(&container, &shared_name, &job)?;
                         return checkpointer.checkpoint_shared_reader(&container, &shared_name, &reader);
                     }

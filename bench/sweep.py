@@ -65,7 +65,7 @@ def trainer(addr: str, spec: dict, shared_name: str, job: str, start, results) -
     results.put((job, records, time.perf_counter() - began))
 
 
-def one_round(readerd_bin: str, data: Path, spec: dict, mode: str, round_no: int) -> dict:
+def one_round(readerd_bin: str, data: Path, spec: dict, mode: str, round_no: int, perf: Path | None) -> dict:
     port = free_port()
     state = tempfile.mkdtemp()
     server = subprocess.Popen(
@@ -84,12 +84,21 @@ def one_round(readerd_bin: str, data: Path, spec: dict, mode: str, round_no: int
         ]
         for worker in workers:
             worker.start()
+        profiler = None
+        if perf is not None:
+            out = perf / f"perf-{mode}-{round_no}.data"
+            profiler = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-p", str(server.pid), "-o", str(out)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)
         cpu_before = cpu_seconds(server.pid)
         start.wait()
         jobs = [results.get(timeout=3600) for _ in workers]
         for worker in workers:
             worker.join()
         cpu = cpu_seconds(server.pid) - cpu_before
+        if profiler is not None:
+            profiler.send_signal(2)
+            profiler.wait()
         return {
             "records": [r for _, r, _ in jobs],
             "rates": sorted(r / s for _, r, s in jobs),
@@ -107,13 +116,14 @@ def main() -> None:
     parser.add_argument("data", type=Path)
     parser.add_argument("--workloads", default="tabular,images")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--perf", type=Path, help="a folder: `perf record` the server of each round there")
     args = parser.parse_args()
     for workload in args.workloads.split(","):
         spec = json.loads((args.data / "specs" / f"{workload}.json").read_text())
         runs: dict[str, list[dict]] = {"private": [], "shared": []}
         for round_no in range(args.rounds):
             for mode in ("private", "shared"):
-                run = one_round(args.readerd, args.data, spec, mode, round_no)
+                run = one_round(args.readerd, args.data, spec, mode, round_no, args.perf)
                 assert len(set(run["records"])) == 1, f"every job reads every record: {run['records']}"
                 runs[mode].append(run)
                 print(f"{workload:8} {mode:8} {run['records'][0]} records/job  "

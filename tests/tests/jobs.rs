@@ -272,7 +272,11 @@ fn on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill()
     }
     // Each job is its own in the ledger.
     let mut ledger = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let names: Vec<String> =
-        ledger.query("SELECT shared_name FROM readerd_jobs ORDER BY 1", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let names: Vec<String> = ledger
+        .query("SELECT shared_name FROM readerd_jobs ORDER BY 1", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     assert_eq!(names, ["train (job a)", "train (job b)", "train (job c)"]);
 }

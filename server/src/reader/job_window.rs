@@ -227,7 +227,12 @@ impl JobWindow {
         if self.window.lock_unpoisoned().end != position {
             return;
         }
-        let chunk = producer.next_chunk(max_elements, CHUNK_BYTES);
+        // A panic (a bug) fails the window's reader, and so every job at its end.
+        let chunk = super::catch_decode_panic(producer.name(), || producer.next_chunk(max_elements, CHUNK_BYTES))
+            .unwrap_or_else(|err| {
+                producer.fail_after_panic(err.clone());
+                Chunk { error: Some(err), ..Chunk::default() }
+            });
         let end = producer.lock().elements_produced;
         let state_after = producer.serialize_state().ok().map(Arc::new);
         self.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
@@ -235,6 +240,14 @@ impl JobWindow {
         let mut window = self.window.lock_unpoisoned();
         if !chunk.elements.is_empty() || end > window.end {
             let bytes = chunk.elements.iter().map(Element::payload_bytes).sum();
+            // Its share of the memory budget; short of it, the older chunks go first (the
+            // chunk itself is in a job's hands already).
+            let mut reserved = chunk.reserved;
+            let what = || format!("the window of decoded elements the jobs of {} share", producer.name());
+            if reserved.resize(bytes, what).is_err() {
+                window.make_room(0);
+                let _ = reserved.resize(bytes, what);
+            }
             window.bytes += bytes;
             let first = window.end;
             window.chunks.push_back(WindowChunk {
@@ -243,7 +256,7 @@ impl JobWindow {
                 elements: chunk.elements,
                 state_after,
                 bytes,
-                _reserved: chunk.reserved,
+                _reserved: reserved,
             });
             window.end = end;
         }

@@ -49,7 +49,14 @@ struct WindowChunk {
     state_after: Option<Arc<Vec<u8>>>,
     bytes: usize,
     _reserved: crate::memory::Reservation,
+    /// When it was made: it stays a while after every seat passed it ([`JOIN_GRACE`]).
+    made: std::time::Instant,
 }
+
+/// How long a chunk every seat has passed stays in the window (within its limit): jobs
+/// of a sweep start a few moments apart, and one that comes within this takes the
+/// window's chunks from the first instead of reading alone until it catches up.
+const JOIN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Default)]
 struct Window {
@@ -80,11 +87,13 @@ impl Window {
         (!nobody_attached || self.failed.is_some()).then_some(false)
     }
 
-    /// Drops the chunks no seat needs any more, then the oldest while over `limit`.
+    /// Drops the chunks no seat needs any more (made more than [`JOIN_GRACE`] ago), then
+    /// the oldest while over `limit`.
     fn make_room(&mut self, limit: usize) {
         let slowest = self.seats.values().map(|(position, _)| *position).min().unwrap_or(self.end);
         while let Some(front) = self.chunks.front() {
-            if front.end > slowest && self.bytes <= limit {
+            let needed = front.end > slowest || front.made.elapsed() < JOIN_GRACE;
+            if needed && self.bytes <= limit {
                 break;
             }
             self.bytes -= front.bytes;
@@ -257,6 +266,7 @@ impl JobWindow {
                 state_after,
                 bytes,
                 _reserved: reserved,
+                made: std::time::Instant::now(),
             });
             window.end = end;
         }
@@ -333,6 +343,11 @@ impl Seat {
         let progress = self.progress.lock_unpoisoned();
         let bytes = progress.state.as_ref().filter(|_| progress.attached && progress.pending.is_empty())?;
         prost::Message::decode(bytes.as_slice()).ok()
+    }
+
+    /// Its reader had read `elements` alone before it took this seat.
+    pub(super) fn read_before_joining(&self, elements: u64) {
+        self.counters.decoded.fetch_add(elements, Ordering::Relaxed);
     }
 
     /// Its reader read `chunk` on its own, up to element `position`.
@@ -467,8 +482,10 @@ impl Seat {
 mod tests {
     use super::*;
 
-    /// A window of chunks `[0, 10)`, `[10, 20)`, `[20, 30)` of 100 bytes each.
-    fn window(seats: &[(u64, u64, bool)]) -> Window {
+    /// A window of chunks `[0, 10)`, `[10, 20)`, `[20, 30)` of 100 bytes each, made
+    /// `age` ago.
+    fn window_of_age(seats: &[(u64, u64, bool)], age: std::time::Duration) -> Window {
+        let made = std::time::Instant::now() - age;
         let chunk = |first: u64| WindowChunk {
             first,
             end: first + 10,
@@ -476,9 +493,14 @@ mod tests {
             state_after: None,
             bytes: 100,
             _reserved: Default::default(),
+            made,
         };
         let seats = seats.iter().map(|&(id, position, attached)| (id, (position, attached))).collect();
         Window { chunks: [0, 10, 20].map(chunk).into(), end: 30, bytes: 300, seats, ..Window::default() }
+    }
+
+    fn window(seats: &[(u64, u64, bool)]) -> Window {
+        window_of_age(seats, JOIN_GRACE * 2)
     }
 
     fn firsts(window: &Window) -> Vec<u64> {
@@ -495,6 +517,15 @@ mod tests {
         w.make_room(100);
         assert_eq!((firsts(&w), w.bytes), (vec![20], 100));
         assert_eq!(w.oldest(), 20);
+    }
+
+    #[test]
+    fn chunks_every_seat_passed_stay_a_while_for_jobs_that_come_late() {
+        let mut w = window_of_age(&[(0, 25, true)], std::time::Duration::ZERO);
+        w.make_room(1000);
+        assert_eq!(firsts(&w), [0, 10, 20], "a job coming now starts from the window");
+        w.make_room(200);
+        assert_eq!(firsts(&w), [10, 20], "the limit holds");
     }
 
     #[test]

@@ -278,6 +278,8 @@ impl Reader {
     /// The job `default`'s reader (the shared reader itself) joins the window its shared
     /// name's other jobs share, from its next chunk on (once: later seats are dropped).
     pub fn join_window(&self, seat: Seat) {
+        // What it read before, it read alone.
+        seat.read_before_joining(self.lock().elements_produced);
         let _ = self.seat.set(seat);
     }
 

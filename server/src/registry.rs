@@ -1,6 +1,13 @@
 //! `ReaderRegistry`: the named reader resources, keyed by `(container, shared_name)` as
 //! TensorFlow's resource manager keys them. Cloning is an `Arc` bump.
 //!
+//! A shared reader's jobs (consumer groups, `ReadRequest.job`) other than `default` have
+//! readers of their own, keyed by `(container, shared_name, job)`, which share one window
+//! of decoded elements per shared name (`crate::reader::JobWindow`); the shared reader
+//! itself, the job `default`, joins that window once another job reads the name. On
+//! replicas a job is a shared reader of its own in the split ledger
+//! ([`cluster_job_name`]).
+//!
 //! Creating a reader resolves its files: blocking work, so call `lookup_or_create` and
 //! `private` from blocking threads. On a replica of a cluster, a new shared reader joins
 //! its job in the split ledger (`crate::cluster`).

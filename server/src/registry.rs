@@ -158,12 +158,8 @@ impl ReaderRegistry {
         let reader = Arc::new(self.open(name, spec)?);
         if let Some(window) = self.job_window(container, shared_name) {
             // Its other jobs came first: it shares their window.
-            if window.fingerprint() != reader.spec().fingerprint {
-                return Err(ServeError::SpecMismatch {
-                    name: display_name(container, shared_name),
-                    existing: window.fingerprint(),
-                    requested: reader.spec().fingerprint.clone(),
-                });
+            if !window.matches(&reader) {
+                return Err(mismatch(display_name(container, shared_name), window.fingerprint(), &reader));
             }
             reader.join_window(window.seat(DEFAULT_JOB.to_owned()));
         }
@@ -242,22 +238,29 @@ impl ReaderRegistry {
             return Ok((existing.clone(), false));
         }
         let limit = self.inner.setup.job_window_bytes;
+        // The window the job default already shares, if it outlived the registry's entry
+        // (its other jobs released while idle); else a new one.
+        let seated = default_job.as_deref().and_then(Reader::seat).map(|seat| seat.window().clone());
         let window = jobs.windows.entry((key.0.clone(), key.1.clone())).or_insert_with(|| {
-            JobWindow::new(default_job.as_deref().map_or_else(|| reader.replica(), Reader::replica), limit)
+            seated.unwrap_or_else(|| {
+                JobWindow::new(default_job.as_deref().map_or_else(|| reader.replica(), Reader::replica), limit)
+            })
         });
-        if window.fingerprint() != reader.spec().fingerprint {
-            return Err(ServeError::SpecMismatch {
-                name,
-                existing: window.fingerprint(),
-                requested: reader.spec().fingerprint.clone(),
-            });
+        if !window.matches(&reader) {
+            let existing = window.fingerprint();
+            if jobs.readers.keys().all(|(c, n, _)| (c, n) != (&key.0, &key.1)) {
+                jobs.windows.remove(&(key.0.clone(), key.1.clone()));
+            }
+            return Err(mismatch(name, existing, &reader));
         }
         let window = window.clone();
+        let reader = Arc::new(reader.into_job(window.seat(job.to_owned())));
+        jobs.readers.insert(key, reader.clone());
+        drop(jobs);
+        // Its state's lock is taken here: never under the registry's.
         if let Some(default_job) = default_job.filter(|reader| reader.seat().is_none()) {
             default_job.join_window(window.seat(DEFAULT_JOB.to_owned()));
         }
-        let reader = Arc::new(reader.into_job(window.seat(job.to_owned())));
-        jobs.readers.insert(key, reader.clone());
         Ok((reader, true))
     }
 
@@ -498,6 +501,16 @@ impl ReaderRegistry {
     fn write_lock(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<ReaderKey, Arc<Reader>>> {
         self.inner.readers.write_unpoisoned()
     }
+}
+
+/// A reader whose spec or files are not those of its shared name's jobs' window.
+fn mismatch(name: String, existing: String, reader: &Reader) -> ServeError {
+    if existing != reader.spec().fingerprint {
+        return ServeError::SpecMismatch { name, existing, requested: reader.spec().fingerprint.clone() };
+    }
+    ServeError::FailedPrecondition(format!(
+        "{name}: its files are not those its jobs read (they changed since the first job opened it)"
+    ))
 }
 
 fn check_same_spec(existing: &Reader, requested: Option<&str>) -> Result<()> {

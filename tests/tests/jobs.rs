@@ -280,3 +280,68 @@ fn on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill()
         .collect();
     assert_eq!(names, ["train (job a)", "train (job b)", "train (job c)"]);
 }
+
+/// A job of two consumers that comes after another job read everything: it reads alone
+/// (its streams one chunk at a time), reaches the window's kept tail and takes from it;
+/// between them its consumers get every record once per epoch.
+#[tokio::test]
+async fn a_late_job_of_two_consumers_reads_alone_then_from_the_window_without_loss_or_repeats() {
+    let (data, spec) = dataset();
+    let server = ServerProcess::start_with(&[data.path()], &["--job-window-bytes", "100000"]);
+    let addr = server.addr.clone();
+    let first = read_job(&addr, &spec, "first", &[]).wait_with_output().unwrap();
+    assert_every_record_once_per_epoch("first", &keys(&jsonl(&first.stdout)));
+    // Each prints to a file: a consumer's stream ends once the other acknowledged all it
+    // was sent, so neither may wait for its output to be read.
+    let out = tempfile::tempdir().unwrap();
+    let pair: Vec<(std::path::PathBuf, Child)> = (0..2)
+        .map(|i| {
+            let path = out.path().join(format!("pair-{i}"));
+            let command = &mut read_job_command(&addr, &spec, "pair", &["--step-ms", "1"]);
+            (path.clone(), command.stdout(std::fs::File::create(&path).unwrap()).spawn().unwrap())
+        })
+        .collect();
+    let mut all = Vec::new();
+    for (path, mut child) in pair {
+        let status = child.wait().unwrap();
+        let printed = std::fs::read(&path).unwrap();
+        assert!(status.success(), "{}", String::from_utf8_lossy(&printed));
+        all.extend(keys(&jsonl(&printed)));
+    }
+    assert_eq!(all.len(), EPOCHS * PER_EPOCH, "the pair's elements");
+    let mut counts: HashMap<&String, usize> = HashMap::new();
+    for key in &all {
+        *counts.entry(key).or_default() += 1;
+    }
+    assert_eq!(counts.len(), PER_EPOCH);
+    assert!(counts.values().all(|&n| n == EPOCHS), "each record once per epoch between the two consumers");
+    let stats = stats(&server).await;
+    let pair = stats.jobs.iter().find(|job| job.name == "pair").unwrap();
+    eprintln!("{pair:?}");
+    assert!(pair.detachments >= 1 && pair.elements_decoded > 0, "it read alone first: {pair:?}");
+    assert!(pair.reattachments >= 1 && pair.elements_shared > 0, "then from the window: {pair:?}");
+}
+
+/// Records taken raw from the shared reader (`ReadUpTo`) are not its elements any more:
+/// the job `default` then reads its own sequence, never the window's from the start.
+#[tokio::test]
+async fn after_read_up_to_the_default_job_goes_on_from_its_own_records() {
+    let (data, spec) = dataset();
+    let server = ServerProcess::start_with(&[data.path()], &[]);
+    let addr = server.addr.clone();
+    let reference = private_order(&addr, &spec);
+    let mut client = server.client().await;
+    let reader = Some(pb::ReaderRef { container: String::new(), shared_name: "sweep".into() });
+    let spec_pb = readerd_client::parse_spec(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+    let create =
+        pb::LookupOrCreateReaderRequest { reader: reader.clone(), spec: Some(spec_pb), dataset: String::new() };
+    client.service().lookup_or_create_reader(create).await.unwrap();
+    let raw = pb::ReadUpToRequest { reader, max_records: 3 };
+    let raw = client.service().read_up_to(raw).await.unwrap().into_inner();
+    assert_eq!(raw.keys, reference[..3], "ReadUpTo takes the first records");
+    // Another job reads everything through the window, then the job default reads.
+    let other = read_job(&addr, &spec, "other", &[]).wait_with_output().unwrap();
+    assert!(keys(&jsonl(&other.stdout)) == reference);
+    let default = read_job(&addr, &spec, "default", &[]).wait_with_output().unwrap();
+    assert!(keys(&jsonl(&default.stdout)) == reference[3..], "the default job's own sequence, after the raw records");
+}

@@ -26,6 +26,7 @@ impl Reader {
     /// under the reader's lock; decoding runs outside it.
     pub fn next_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let Some(seat) = self.seat() else { return self.read_chunk(max_elements, max_bytes) };
+        let _turn = seat.turn();
         if let Some(chunk) = seat.next_chunk(self, max_elements) {
             return chunk;
         }

@@ -121,6 +121,11 @@ pub(super) enum Taken {
 pub struct JobWindow {
     /// The reader whose chunks fill the window, at its end.
     producer: Mutex<Reader>,
+    /// Its spec, the spec's fingerprint and its files' digest, which every job's reader
+    /// must have.
+    spec: readerd_proto::v1::DatasetSpec,
+    fingerprint: String,
+    files_digest: String,
     window: Mutex<Window>,
     /// Bytes of decoded elements it keeps at most.
     limit: usize,
@@ -134,6 +139,9 @@ impl JobWindow {
     /// keeping at most `limit` bytes.
     pub fn new(producer: Reader, limit: usize) -> Arc<Self> {
         Arc::new(Self {
+            spec: producer.spec().proto.clone(),
+            fingerprint: producer.spec().fingerprint.clone(),
+            files_digest: producer.files_digest().to_owned(),
             producer: Mutex::new(producer),
             window: Mutex::default(),
             limit,
@@ -144,19 +152,32 @@ impl JobWindow {
 
     /// The jobs' spec.
     pub fn spec(&self) -> readerd_proto::v1::DatasetSpec {
-        self.producer.lock_unpoisoned().spec().proto.clone()
+        self.spec.clone()
     }
 
     /// The spec's fingerprint, which every job's reader must have.
     pub fn fingerprint(&self) -> String {
-        self.producer.lock_unpoisoned().spec().fingerprint.clone()
+        self.fingerprint.clone()
+    }
+
+    /// Whether `reader` reads the same spec over the same files, so that its elements are
+    /// the window's.
+    pub fn matches(&self, reader: &Reader) -> bool {
+        reader.spec().fingerprint == self.fingerprint && reader.files_digest() == self.files_digest
     }
 
     /// A seat for a job's reader, detached at element 0 until it takes its first chunk.
     pub fn seat(self: &Arc<Self>, job: String) -> Seat {
         let id = self.next_seat.fetch_add(1, Ordering::Relaxed);
         self.window.lock_unpoisoned().seats.insert(id, (0, false));
-        Seat { window: self.clone(), id, job, progress: Mutex::default(), counters: Default::default() }
+        Seat {
+            window: self.clone(),
+            id,
+            job,
+            progress: Mutex::default(),
+            counters: Default::default(),
+            turn: Mutex::default(),
+        }
     }
 
     /// Elements the producer decoded so far.
@@ -224,6 +245,11 @@ impl JobWindow {
                 if window.ended {
                     return Taken::Ended;
                 }
+                if position != window.end {
+                    // Past the window's end (it moved behind this seat): alone from here.
+                    window.seats.insert(seat, (position, false));
+                    return Taken::Behind;
+                }
             }
             self.produce(position, max_elements);
         }
@@ -248,7 +274,8 @@ impl JobWindow {
         JOB_WINDOWS.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
         let mut window = self.window.lock_unpoisoned();
         if !chunk.elements.is_empty() || end > window.end {
-            let bytes = chunk.elements.iter().map(Element::payload_bytes).sum();
+            let state_bytes = state_after.as_ref().map_or(0, |state| state.len());
+            let bytes = chunk.elements.iter().map(Element::payload_bytes).sum::<usize>() + state_bytes;
             // Its share of the memory budget; short of it, the older chunks go first (the
             // chunk itself is in a job's hands already).
             let mut reserved = chunk.reserved;
@@ -283,6 +310,10 @@ pub struct Seat {
     job: String,
     progress: Mutex<SeatProgress>,
     counters: SeatCounters,
+    /// Held for each chunk its reader hands out, from the window or read alone: one
+    /// stream of the job cannot attach while another reads alone (two readings of one
+    /// position).
+    turn: Mutex<()>,
 }
 
 /// Where a seat is: attached with the state at its position (the producer's after the
@@ -297,9 +328,6 @@ struct SeatProgress {
     /// after that chunk.
     pending: VecDeque<Element>,
     pending_end: u64,
-    /// Its reader's sequence is no longer the window's (`ReadUpTo` took records from it):
-    /// it reads alone until it is restored or reset.
-    diverged: bool,
 }
 
 /// A seat's counters. A *fallback* (detachment) is each time its reader starts to read
@@ -345,6 +373,19 @@ impl Seat {
         prost::Message::decode(bytes.as_slice()).ok()
     }
 
+    /// Its turn to hand out a chunk (see `turn`).
+    pub(super) fn turn(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.turn.lock_unpoisoned()
+    }
+
+    /// It no longer takes from the window: the window counts it alone, where it was.
+    fn mark_alone(&self) {
+        let mut window = self.window.window.lock_unpoisoned();
+        if let Some((_, attached)) = window.seats.get_mut(&self.id) {
+            *attached = false;
+        }
+    }
+
     /// Its reader had read `elements` alone before it took this seat.
     pub(super) fn read_before_joining(&self, elements: u64) {
         self.counters.decoded.fetch_add(elements, Ordering::Relaxed);
@@ -361,15 +402,11 @@ impl Seat {
         window.seats.insert(self.id, (position, false));
     }
 
-    /// Its reader's sequence left the window's for good (until [`Seat::detach`]).
-    pub(super) fn diverge(&self) {
-        *self.progress.lock_unpoisoned() = SeatProgress { diverged: true, ..SeatProgress::default() };
-    }
-
     /// Its reader restored or reset its own state: detached, it reads on its own from
     /// there until it can attach.
     pub(super) fn detach(&self) {
         *self.progress.lock_unpoisoned() = SeatProgress::default();
+        self.mark_alone();
     }
 }
 
@@ -400,9 +437,12 @@ impl Seat {
                 reader.name
             )));
         }
-        let bytes = progress.state.clone().ok_or_else(|| ServeError::Internal("a seat without a state".into()))?;
+        let bytes = progress.state.clone().ok_or_else(|| {
+            ServeError::FailedPrecondition(format!("{verb} of reader {}: it failed in the jobs' window", reader.name))
+        })?;
         *state = reader.restored_state(&bytes)?;
         *progress = SeatProgress::default();
+        self.mark_alone();
         Ok(())
     }
 }
@@ -418,7 +458,8 @@ impl Seat {
         }
         let position = state.elements_produced;
         let mut progress = seat.progress.lock_unpoisoned();
-        if progress.diverged {
+        if state.read_raw {
+            // Records were taken from it raw: its elements are its own.
             return None;
         }
         if !progress.attached {
@@ -438,9 +479,8 @@ impl Seat {
                     if let Some(before) = &progress.state {
                         reader.books.keep_snapshot(position, || Ok(before.as_ref().clone()));
                     }
-                    if state_after.is_some() {
-                        progress.state = state_after;
-                    }
+                    // `None` after a failure: nothing goes on from there.
+                    progress.state = state_after;
                     progress.pending = elements.into();
                     progress.pending_end = end;
                 }

@@ -283,6 +283,11 @@ impl Reader {
         let _ = self.seat.set(seat);
     }
 
+    /// SHA-256 of its files' names, as states carry it.
+    pub fn files_digest(&self) -> &str {
+        &self.files_digest
+    }
+
     /// A job's reader's place at its shared window (`None` for other readers).
     pub fn seat(&self) -> Option<&Seat> {
         self.seat.get()
@@ -376,9 +381,9 @@ impl Reader {
         let mut state = self.lock();
         if let Some(seat) = self.seat() {
             seat.leave(self, &mut state, "ReadUpTo")?;
-            // Records taken outside its elements: its sequence is no longer the window's.
-            seat.diverge();
         }
+        // Records taken outside its elements: its sequence is no longer every reader's.
+        state.read_raw = true;
         let mut records = Vec::new();
         while records.len() < max_records {
             match state.next_selected(&self.spec)? {
@@ -497,10 +502,12 @@ impl Reader {
             self.spec.pipeline.clone(),
             self.settings.pipeline.clone(),
         );
-        *self.lock() = ReaderState::new(pipeline);
+        let mut state = self.lock();
+        *state = ReaderState::new(pipeline);
         if let Some(seat) = self.seat() {
             seat.detach();
         }
+        drop(state);
         self.decoding.forget_skipped();
         self.mixture.iter().flat_map(|mixture| &mixture.components).for_each(Reader::reset);
     }

@@ -71,6 +71,8 @@ pub(super) struct ReaderState {
     pub(super) elements_produced: u64,
     pub(super) records_skipped: u64,
     pub(super) files_cut_short: u64,
+    /// Records were taken raw (`ReadUpTo`): its sequence is its own (no job window).
+    pub(super) read_raw: bool,
     /// A reader that failed keeps failing the same way until it is reset: no stream
     /// silently skips past a bad record.
     pub(super) failed: Option<ServeError>,
@@ -122,6 +124,7 @@ impl ReaderState {
             elements_produced: 0,
             records_skipped: 0,
             files_cut_short: 0,
+            read_raw: false,
             failed: None,
             mix: None,
             ledger: None,

@@ -50,6 +50,7 @@ impl Reader {
                 Some(mixture) => Some(mixture.state(state)?),
                 None => None,
             },
+            read_raw: state.read_raw,
         };
         Ok(prost::Message::encode_to_vec(&saved))
     }
@@ -130,6 +131,7 @@ impl Reader {
         state.records_skipped = saved.records_skipped;
         self.decoding.forget_skipped();
         state.files_cut_short = saved.files_cut_short;
+        state.read_raw = saved.read_raw;
         Ok(state)
     }
 

@@ -60,7 +60,10 @@ def trainer(addr: str, spec: dict, shared_name: str, job: str, start, results) -
     with client.read(spec, **options) as stream:
         for batch in stream:
             for tensor in batch.values():
-                np.asarray(tensor).sum() if not isinstance(tensor, (list, readerd.Strings)) else len(tensor)
+                if isinstance(tensor, readerd.Strings):
+                    len(tensor)
+                else:
+                    np.asarray(tensor).sum()
             records += len(stream.keys)
     results.put((job, records, time.perf_counter() - began))
 

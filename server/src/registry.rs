@@ -34,12 +34,20 @@ type JobKey = (String, String, String);
 /// The job a stream belongs to when it names none: the shared reader itself.
 pub const DEFAULT_JOB: &str = "default";
 
-/// On replicas, the shared reader that job `job` (not `default`) of `shared_name` is: a job
-/// of the split ledger of its own, so that each job's exactly-once holds across replica
-/// deaths as a shared reader's does (its records are read for it alone: the jobs of a
-/// cluster share no decoding yet).
-pub fn cluster_job_name(shared_name: &str, job: &str) -> String {
-    format!("{shared_name} (job {job})")
+/// How job `job` of reader `name` is named: in messages, and on replicas as the shared
+/// reader of its own it is there (a job of the split ledger of its own, so that each
+/// job's exactly-once holds across replica deaths as a shared reader's does; its records
+/// are read for it alone: the jobs of a cluster share no decoding yet).
+pub fn cluster_job_name(name: &str, job: &str) -> String {
+    crate::reader::job_reader_name(name, job)
+}
+
+/// `INVALID_ARGUMENT` when a name is longer than [`MAX_NAME_BYTES`].
+fn check_names(names: &[&str]) -> Result<()> {
+    if names.iter().any(|name| name.len() > MAX_NAME_BYTES) {
+        return Err(ServeError::InvalidArgument(format!("names are limited to {MAX_NAME_BYTES} bytes")));
+    }
+    Ok(())
 }
 
 #[derive(Clone)]
@@ -140,9 +148,7 @@ impl ReaderRegistry {
         if shared_name.is_empty() {
             return Err(ServeError::InvalidArgument("shared_name is empty (use a private read)".into()));
         }
-        if container.len() > MAX_NAME_BYTES || shared_name.len() > MAX_NAME_BYTES {
-            return Err(ServeError::InvalidArgument(format!("names are limited to {MAX_NAME_BYTES} bytes")));
-        }
+        check_names(&[container, shared_name])?;
         let key = (container.to_owned(), shared_name.to_owned());
         let requested = spec.as_ref().map(spec::fingerprint);
         self.forget_deleted_job(&key)?;
@@ -201,9 +207,7 @@ impl ReaderRegistry {
         if shared_name.is_empty() {
             return Err(ServeError::InvalidArgument(format!("job {job:?} needs a shared reader (a shared_name)")));
         }
-        if [container, shared_name, job].iter().any(|name| name.len() > MAX_NAME_BYTES) {
-            return Err(ServeError::InvalidArgument(format!("names are limited to {MAX_NAME_BYTES} bytes")));
-        }
+        check_names(&[container, shared_name, job])?;
         let name = display_name(container, shared_name);
         if self.inner.setup.cluster.is_some() {
             return Err(ServeError::Unimplemented(format!(
@@ -221,7 +225,7 @@ impl ReaderRegistry {
         let spec = match (spec, &window) {
             (Some(spec), _) => spec,
             (None, Some(window)) => window.spec(),
-            (None, None) => return Err(ServeError::ReaderNotFound(format!("{name} (job {job})"))),
+            (None, None) => return Err(ServeError::ReaderNotFound(cluster_job_name(&name, job))),
         };
         let reader = self.open(name.clone(), spec)?;
         // The job `default` (the shared reader itself) shares the window too.
@@ -309,8 +313,8 @@ impl ReaderRegistry {
     pub fn get_job(&self, container: &str, shared_name: &str, job: &str) -> Result<Arc<Reader>> {
         let key = (container.to_owned(), shared_name.to_owned(), job.to_owned());
         let reader = self.inner.jobs.read_unpoisoned().readers.get(&key).cloned();
-        let reader =
-            reader.ok_or_else(|| ServeError::ReaderNotFound(format!("{container}/{shared_name} (job {job})")))?;
+        let name = || cluster_job_name(&display_name(container, shared_name), job);
+        let reader = reader.ok_or_else(|| ServeError::ReaderNotFound(name()))?;
         reader.mark_used();
         Ok(reader)
     }

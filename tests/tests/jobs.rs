@@ -345,3 +345,41 @@ async fn after_read_up_to_the_default_job_goes_on_from_its_own_records() {
     let default = read_job(&addr, &spec, "default", &[]).wait_with_output().unwrap();
     assert!(keys(&jsonl(&default.stdout)) == reference[3..], "the default job's own sequence, after the raw records");
 }
+
+/// A consumer of a job goes away mid-epoch (SIGKILL): what it was sent and had not
+/// acknowledged goes to the job's other consumer; nothing is lost, and at most the one
+/// element it printed but had not acknowledged yet is printed twice.
+#[tokio::test]
+async fn a_job_consumer_killed_mid_epoch_hands_its_unacknowledged_elements_to_the_other() {
+    let (data, spec) = dataset();
+    let server = ServerProcess::start_with(&[data.path()], &["--job-window-bytes", "100000"]);
+    let addr = server.addr.clone();
+    let out = tempfile::tempdir().unwrap();
+    let mut pair: Vec<(std::path::PathBuf, Child)> = (0..2)
+        .map(|i| {
+            let path = out.path().join(format!("consumer-{i}"));
+            let command = &mut read_job_command(&addr, &spec, "pair", &["--step-ms", "1"]);
+            (path.clone(), command.stdout(std::fs::File::create(&path).unwrap()).spawn().unwrap())
+        })
+        .collect();
+    let lines = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default().lines().count();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while lines(&pair[0].0) < 300 {
+        assert!(std::time::Instant::now() < deadline, "the consumer printed too little");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pair[0].1.kill().unwrap();
+    pair[0].1.wait().unwrap();
+    let (survivor, mut child) = pair.pop().unwrap();
+    assert!(child.wait().unwrap().success(), "the other consumer ends at the end of the data");
+    let mut all = keys(&jsonl(&std::fs::read(&pair[0].0).unwrap()));
+    let killed = all.len();
+    all.extend(keys(&jsonl(&std::fs::read(&survivor).unwrap())));
+    let mut counts: HashMap<&String, usize> = HashMap::new();
+    for key in &all {
+        *counts.entry(key).or_default() += 1;
+    }
+    assert_eq!(counts.len(), PER_EPOCH, "every record ({killed} printed by the killed consumer)");
+    assert!(counts.values().all(|&n| n >= EPOCHS), "none lost");
+    assert!(all.len() <= EPOCHS * PER_EPOCH + 1, "{} printed: at most the killed one's last twice", all.len());
+}

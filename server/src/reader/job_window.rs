@@ -21,6 +21,12 @@ use crate::element::Element;
 use crate::error::ServeError;
 use readerd_common::sync::MutexUnpoisoned;
 
+/// How job `job` of reader `name` is named, in messages and (on replicas) as the shared
+/// reader of its own it is there.
+pub fn job_reader_name(name: &str, job: &str) -> String {
+    format!("{name} (job {job})")
+}
+
 /// The payload bytes the producer gathers at most in one chunk.
 const CHUNK_BYTES: usize = 4 << 20;
 

@@ -72,7 +72,7 @@ mod csv_header;
 mod decoding;
 pub use decoding::{DECODE_PANICS, catch_decode_panic};
 mod job_window;
-pub use job_window::{JOB_WINDOWS, JobWindow, Seat};
+pub use job_window::{JOB_WINDOWS, JobWindow, Seat, job_reader_name};
 mod mix;
 mod mix_decode;
 mod mix_gather;
@@ -270,7 +270,7 @@ impl Reader {
 
     /// This reader as job `seat.job()`'s, taking its elements from `seat`'s window.
     pub fn into_job(mut self, seat: Seat) -> Self {
-        self.name = format!("{} (job {})", self.name, seat.job());
+        self.name = job_window::job_reader_name(&self.name, seat.job());
         self.seat = seat.into();
         self
     }

@@ -511,6 +511,11 @@ impl FaultProxy {
         self.faults.drop_next_body.store(n, Ordering::SeqCst);
     }
 
+    /// Faults asked for by `fail_next` and `drop_next_body` and not served yet.
+    pub fn faults_pending(&self) -> u64 {
+        self.faults.fail_next.load(Ordering::SeqCst) + self.faults.drop_next_body.load(Ordering::SeqCst)
+    }
+
     /// Requests received so far, failed ones included.
     pub fn requests(&self) -> u64 {
         self.faults.requests.load(Ordering::SeqCst)

@@ -187,9 +187,9 @@ fn parquet_from_s3_reads_through_store_faults_and_fails_unavailable_when_it_is_g
     proxy.set_delay(std::time::Duration::from_millis(20));
     proxy.fail_next(2);
     proxy.drop_next_body(1);
-    let before = proxy.requests();
     assert!(read() == clean, "the same batches as without faults");
-    assert!(proxy.requests() >= before + 3, "the faults were met");
+    // Every fault was served (two 503s and a cut body), and the read still gave it all.
+    assert_eq!(proxy.faults_pending(), 0, "the faults were met");
 
     proxy.fail_all(true);
     let gone = read();

@@ -339,7 +339,8 @@ impl pb::data_service_server::DataService for DataService {
             .await?;
         let keys = records.iter().map(|r| r.key_string()).collect();
         // Rows of Arrow batches are refused before any is read (Reader::read_up_to).
-        let values = records.into_iter().filter_map(|r| r.value.as_bytes().cloned()).collect();
+        let values: Option<Vec<_>> = records.into_iter().map(|r| r.value.as_bytes().cloned()).collect();
+        let values = values.ok_or_else(|| Status::internal("ReadUpTo read rows that have no bytes"))?;
         Ok(Response::new(pb::ReadUpToResponse { keys, values, end_of_data }))
     }
 

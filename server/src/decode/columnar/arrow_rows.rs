@@ -201,23 +201,13 @@ impl ByteColumn {
 
     /// Row `row`'s bytes: a slice of the values buffer, or a copy for the other types.
     pub fn value(&self, row: usize) -> bytes::Bytes {
-        let Some(values) = &self.values else {
-            return bytes::Bytes::copy_from_slice(byte_value(self.array.as_ref(), row));
-        };
-        let [start, end] = match self.array.data_type() {
-            DataType::Utf8 => offsets_at(self.array.as_string::<i32>().value_offsets(), row),
-            DataType::LargeUtf8 => offsets_at(self.array.as_string::<i64>().value_offsets(), row),
-            DataType::Binary => offsets_at(self.array.as_binary::<i32>().value_offsets(), row),
-            DataType::LargeBinary => offsets_at(self.array.as_binary::<i64>().value_offsets(), row),
-            other => unreachable!("no values buffer kept for {other}"),
-        };
-        values.slice(start..end)
+        let value = byte_value(self.array.as_ref(), row);
+        match &self.values {
+            // The same memory: a slice of it, no copy.
+            Some(values) => values.slice_ref(value),
+            None => bytes::Bytes::copy_from_slice(value),
+        }
     }
-}
-
-/// Where row `row`'s value starts and ends in its values buffer.
-fn offsets_at<O: arrow_array::OffsetSizeTrait>(offsets: &[O], row: usize) -> [usize; 2] {
-    [offsets[row].as_usize(), offsets[row + 1].as_usize()]
 }
 
 /// Row `row` of a string or binary array, as bytes.

@@ -205,19 +205,29 @@ pub fn resident_bytes() -> Option<usize> {
 }
 
 /// Gives freed memory back to the kernel once the server is idle: every `period`, if no
-/// stream is known and streams were opened or memory given back since the last time (so
-/// that RSS after a burst of reading comes back near its idle figure). `streams` tells
-/// how many streams were ever opened and how many the server knows now: open, or
-/// lingering after their end with their reader (a private stream may still be
-/// checkpointed for a while), whose memory is freed only when they go.
+/// stream is known and streams were opened or memory given back lately (so that RSS after
+/// a burst of reading comes back near its idle figure). `streams` tells how many streams
+/// were ever opened and how many the server knows now: open, or lingering after their end
+/// with their reader (a private stream may still be checkpointed for a while), whose
+/// memory is freed only when they go.
+///
+/// The release is tried again on the next few idle periods after a change: what a stream
+/// held may be dropped a moment after the stream is forgotten (its reader's last holder is
+/// a task or thread still finishing), and one release before that would leave it resident.
 pub async fn release_when_idle(period: std::time::Duration, streams: impl Fn() -> (u64, u64)) {
-    let mut at_last_release = (0, 0);
+    const RELEASES_AFTER_A_CHANGE: u32 = 5;
+    let mut last_seen = (0, 0);
+    let mut releases_left = 0;
     loop {
         tokio::time::sleep(period).await;
         let (opened, known) = streams();
         let now = (opened, server().reserved());
-        if now != at_last_release && known == 0 {
-            at_last_release = now;
+        if now != last_seen {
+            last_seen = now;
+            releases_left = RELEASES_AFTER_A_CHANGE;
+        }
+        if known == 0 && releases_left > 0 {
+            releases_left -= 1;
             let _ = tokio::task::spawn_blocking(readerd_proto::allocator::release_free_memory).await;
         }
     }

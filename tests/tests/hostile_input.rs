@@ -280,7 +280,9 @@ async fn decompression_bombs_and_gigabyte_lines_stay_under_the_memory_budget() {
 
     // Freed memory goes back to the kernel once the server is idle.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while server.memory_kib("VmRSS") > 2 * idle_kib && Instant::now() < deadline {
+    // Free memory at the top of a thread's heap is given back too: it kept 16 to 30 MB
+    // here when the reading ran on a busy machine (glibc's malloc_trim leaves it).
+    while server.memory_kib("VmRSS") > idle_kib * 3 / 2 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let after_kib = server.memory_kib("VmRSS");
@@ -310,12 +312,14 @@ async fn a_spec_listing_one_file_100000_times_costs_little_and_gives_its_memory_
     eprintln!("idle RSS {idle_kib} KiB, peak {peak_kib} KiB");
     assert!(peak_kib < 300 << 10, "peak RSS {peak_kib} KiB");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while server.memory_kib("VmRSS") > 2 * idle_kib && Instant::now() < deadline {
+    // Free memory at the top of a thread's heap is given back too: it kept 16 to 30 MB
+    // here when the reading ran on a busy machine (glibc's malloc_trim leaves it).
+    while server.memory_kib("VmRSS") > idle_kib * 3 / 2 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let after_kib = server.memory_kib("VmRSS");
     eprintln!("RSS {after_kib} KiB after the read");
-    assert!(after_kib <= 2 * idle_kib, "RSS {after_kib} KiB after the read, {idle_kib} KiB idle before it");
+    assert!(after_kib <= idle_kib * 3 / 2, "RSS {after_kib} KiB after the read, {idle_kib} KiB idle before it");
 }
 
 #[tokio::test]

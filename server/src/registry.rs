@@ -183,6 +183,13 @@ impl ReaderRegistry {
             return Ok((existing.clone(), false));
         }
         readers.insert(key, reader.clone());
+        drop(readers);
+        // A job created meanwhile found no job default to seat: it is seated here (each
+        // side looks for the other after publishing itself, so one of them sees it).
+        let unseated = || reader.seat().is_none();
+        if let Some(window) = self.job_window(container, shared_name).filter(|w| unseated() && w.matches(&reader)) {
+            reader.join_window(window.seat(DEFAULT_JOB.to_owned()));
+        }
         Ok((reader, true))
     }
 
@@ -230,11 +237,6 @@ impl ReaderRegistry {
         let reader = self.open(name.clone(), spec)?;
         // The job `default` (the shared reader itself) shares the window too.
         let default_job = self.read_lock().get(&(key.0.clone(), key.1.clone())).cloned();
-        if reader.spec().unbatch {
-            return Err(ServeError::Unimplemented(format!(
-                "job {job:?} of {name}: jobs sharing an unbatched reader are not built yet (read it as job {DEFAULT_JOB:?})"
-            )));
-        }
         let mut jobs = self.inner.jobs.write_unpoisoned();
         if let Some(existing) = jobs.readers.get(&key) {
             // Created by a concurrent call while the files were resolved.
@@ -261,7 +263,10 @@ impl ReaderRegistry {
         let reader = Arc::new(reader.into_job(window.seat(job.to_owned())));
         jobs.readers.insert(key, reader.clone());
         drop(jobs);
-        // Its state's lock is taken here: never under the registry's.
+        // Its state's lock is taken here: never under the registry's. The job default
+        // created meanwhile is looked for again (see `lookup_or_create`).
+        let default_job =
+            default_job.or_else(|| self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned());
         if let Some(default_job) = default_job.filter(|reader| reader.seat().is_none()) {
             default_job.join_window(window.seat(DEFAULT_JOB.to_owned()));
         }

@@ -36,8 +36,18 @@ fn config() -> ColumnarConfig {
     ColumnarConfig { format: ColumnarFormat::ArrowIpc, records: RecordsOf::Rows(columns) }
 }
 
-/// The `id`s `file` gives from `position`, decoded as the `columns` decoder does.
+/// The `id`s `file` gives from `position`, decoded as the `columns` decoder does, each
+/// checked to be its row's number.
 fn ids_from(file: &DataFile, position: Option<Position>) -> Vec<i64> {
+    let rows = rows_from(file, position);
+    for (number, id) in &rows {
+        assert_eq!(*id as u64, *number, "a row's number is its row in the file");
+    }
+    rows.into_iter().map(|(_, id)| id).collect()
+}
+
+/// Each row's number and `id`, from `position`.
+fn rows_from(file: &DataFile, position: Option<Position>) -> Vec<(u64, i64)> {
     let request = ColumnRequest { name: "id".into(), shape: None, default: None };
     let decoder =
         ColumnarDecoder::new(Some(vec![request])).resolve(&[("id".to_owned(), arrow_schema::DataType::Int64)]).unwrap();
@@ -48,9 +58,7 @@ fn ids_from(file: &DataFile, position: Option<Position>) -> Vec<i64> {
         let features = decoder.decode(&[row], &[], false).unwrap();
         let Tensor::Dense(id) = &features[0].1 else { panic!("dense") };
         let Values::Bytes(bytes) = &id.values else { panic!("numbers") };
-        let id = i64::from_le_bytes(bytes[..8].try_into().unwrap());
-        assert_eq!(id as u64, record.number, "a row's number is its row in the file");
-        ids.push(id);
+        ids.push((record.number, i64::from_le_bytes(bytes[..8].try_into().unwrap())));
     }
     ids
 }
@@ -85,4 +93,40 @@ fn batches_are_counted_from_their_headers_and_a_resume_seeks_to_its_batch() {
     let stale = ColumnarRecords::open(&file, &config(), Some(Position { offset: 2, record: 5 }));
     let err = stale.err().expect("refused").to_string();
     assert!(err.contains("not the one the checkpoint read"), "{err}");
+}
+
+/// Overwrites the bodies of record batches `batches` of the IPC file at `path` (their
+/// message headers kept), as the footer places them.
+fn corrupt_bodies(path: &std::path::Path, batches: std::ops::Range<usize>) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let len = bytes.len();
+    let footer_len = i32::from_le_bytes(bytes[len - 10..len - 6].try_into().unwrap()) as usize;
+    let footer = arrow_ipc::root_as_footer(&bytes[len - 10 - footer_len..len - 10]).unwrap();
+    let blocks: Vec<(usize, usize)> = footer
+        .recordBatches()
+        .unwrap()
+        .iter()
+        .map(|block| ((block.offset() + i64::from(block.metaDataLength())) as usize, block.bodyLength() as usize))
+        .collect();
+    for &(start, body) in &blocks[batches] {
+        bytes[start..start + body].fill(0xab);
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_resume_and_the_row_index_never_read_the_bodies_before_the_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.arrow");
+    write_batches(&path);
+    corrupt_bodies(&path, 0..2);
+    let file = DataFile::local("rows.arrow", path);
+    // The corruption bites where the bodies are read: batch 0's ids are not its rows.
+    let from_start = rows_from(&file, None);
+    assert_ne!(from_start[0].1, 0, "batch 0's body was read as written");
+    // The row index and a resume in batch 2 read the headers and batch 2's body only.
+    let positions = row_positions(&file, &config()).unwrap();
+    assert_eq!((positions.len(), positions[45]), (61, Position { offset: 2, record: 45 }));
+    assert_eq!(ids_from(&file, Some(Position { offset: 2, record: 45 })), (45..60).collect::<Vec<_>>());
+    assert_eq!(ids_from(&file, Some(Position { offset: 2, record: 30 })), (30..60).collect::<Vec<_>>());
 }

@@ -55,14 +55,19 @@ fn keys(lines: &[Value]) -> Vec<String> {
     lines.iter().filter_map(|line| line["keys"].as_array()).map(|keys| keys[0].as_str().unwrap().to_owned()).collect()
 }
 
-/// The keys a private stream of `spec` reads: the reader's order, which every job must get.
-fn private_order(addr: &str, spec: &str) -> Vec<String> {
+/// The lines a private stream of `spec` prints: the reader's order, which every job must get.
+fn private_lines(addr: &str, spec: &str) -> Vec<Value> {
     let output = Command::new(binary("readerctl"))
         .args(["--addr", addr, "-q", "read", "--spec", spec, "--output", "jsonl"])
         .output()
         .unwrap();
     assert!(output.status.success());
-    keys(&jsonl(&output.stdout))
+    jsonl(&output.stdout)
+}
+
+/// The keys a private stream of `spec` reads.
+fn private_order(addr: &str, spec: &str) -> Vec<String> {
+    keys(&private_lines(addr, spec))
 }
 
 fn assert_every_record_once_per_epoch(job: &str, keys: &[String]) {
@@ -382,4 +387,105 @@ async fn a_job_consumer_killed_mid_epoch_hands_its_unacknowledged_elements_to_th
     assert_eq!(counts.len(), PER_EPOCH, "every record ({killed} printed by the killed consumer)");
     assert!(counts.values().all(|&n| n >= EPOCHS), "none lost");
     assert!(all.len() <= EPOCHS * PER_EPOCH + 1, "{} printed: at most the killed one's last twice", all.len());
+}
+
+/// The keys of every example printed, in order (an unbatched batch names each of its
+/// examples, `<file>:<n>[i]`).
+fn example_keys(lines: &[Value]) -> Vec<String> {
+    let keys = lines.iter().filter_map(|line| line["keys"].as_array()).flatten();
+    keys.map(|key| key.as_str().unwrap().to_owned()).collect()
+}
+
+/// Four files of 100 short records, and a spec reading them twice unbatched: each record's
+/// bytes, decoded raw, are its examples, batched by 16 again.
+fn unbatched_dataset() -> (tempfile::TempDir, String) {
+    let data = tempfile::tempdir().unwrap();
+    for file in 0..FILES {
+        let records: Vec<Vec<u8>> = (0..100).map(|n| format!("{file}-{n}").into_bytes()).collect();
+        write_tfrecord(&data.path().join(format!("part-{file}.tfrecord")), &records);
+    }
+    let spec = json!({
+        "source": {"files": ["part-*.tfrecord"], "format": "TFRECORD"},
+        "decoder": {"raw": {"outType": "UINT8"}},
+        "pipeline": {"numEpochs": EPOCHS, "shuffleFiles": true, "seed": 11, "unbatch": true, "batchSize": 16}
+    });
+    let spec = write_spec(&data, &spec);
+    (data, spec)
+}
+
+/// Jobs of an unbatched reader: each record's bytes, decoded raw, are its examples, batched
+/// by 16 again. Every job gets the private stream's batches; a job that comes once the
+/// others are done reads alone (the window moved on), and the others took theirs from the
+/// window, decoded once.
+#[tokio::test]
+async fn jobs_of_an_unbatched_reader_each_get_every_example_once_per_epoch() {
+    let (data, spec) = unbatched_dataset();
+    let server = ServerProcess::start_with(&[data.path()], &["--job-window-bytes", "4000"]);
+    let addr = server.addr.clone();
+    let reference = example_keys(&private_lines(&addr, &spec));
+    // Each file's records are "F-0" to "F-99": 10 of 3 bytes, 90 of 4.
+    assert_eq!(reference.len(), EPOCHS * FILES * (10 * 3 + 90 * 4), "examples of the private stream");
+
+    let together: Vec<(&str, Child)> =
+        ["default", "b", "c"].into_iter().map(|job| (job, read_job(&addr, &spec, job, &[]))).collect();
+    for (job, child) in together {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "job {job}: {}", String::from_utf8_lossy(&output.stdout));
+        assert!(example_keys(&jsonl(&output.stdout)) == reference, "job {job}: not the reader's examples");
+    }
+    let late = read_job(&addr, &spec, "late", &[]).wait_with_output().unwrap();
+    assert!(late.status.success(), "{}", String::from_utf8_lossy(&late.stdout));
+    assert!(example_keys(&jsonl(&late.stdout)) == reference, "the late job: not the reader's examples");
+
+    let stats = stats(&server).await;
+    let jobs: HashMap<&str, &pb::JobStats> = stats.jobs.iter().map(|job| (job.name.as_str(), job)).collect();
+    eprintln!("decoded {}; {jobs:?}", stats.elements_decoded);
+    let batches = jobs["late"].position;
+    // The others' window had moved on: it read alone (at least until it caught up).
+    assert!(jobs["late"].detachments >= 1 && jobs["late"].elements_decoded > 0, "{:?}", jobs["late"]);
+    for job in jobs.values() {
+        assert_eq!(job.position, batches, "{job:?}");
+        assert_eq!(job.elements_shared + job.elements_decoded, batches, "{job:?}");
+    }
+    // Three jobs read together, decoded about once; the late one mostly on its own.
+    assert!(stats.elements_decoded < 3 * batches, "decoded {} of {batches} for 4 jobs", stats.elements_decoded);
+}
+
+/// A job of an unbatched reader resumes exactly from its token after `kill -9`: a token
+/// taken inside a record (its examples split between batches) goes on from that example.
+#[tokio::test]
+async fn a_job_of_an_unbatched_reader_resumes_exactly_after_kill_9() {
+    let (data, spec) = unbatched_dataset();
+    let state = tempfile::tempdir().unwrap();
+    let args = ["--job-window-bytes", "4000"];
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &args);
+    let reference = example_keys(&private_lines(&server.addr, &spec));
+    let out = tempfile::tempdir().unwrap();
+    let path = out.path().join("b");
+    let read = &mut read_job_command(&server.addr, &spec, "b", &["--step-ms", "5", "--checkpoint-every", "7"]);
+    let mut job = read.stdout(std::fs::File::create(&path).unwrap()).spawn().unwrap();
+    // The job default reads along, so that b takes from the window.
+    let mut default = read_job(&server.addr, &spec, "default", &["--step-ms", "5"]);
+    let printed = || std::fs::read_to_string(&path).unwrap_or_default().lines().count();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while printed() < 60 {
+        assert!(std::time::Instant::now() < deadline, "job b printed too little");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.kill();
+    job.wait().unwrap();
+    default.kill().unwrap();
+    default.wait().unwrap();
+    let lines = jsonl(&std::fs::read(&path).unwrap());
+    let at = lines.iter().rposition(|line| line.get("checkpoint").is_some()).expect("a checkpoint");
+    let (token, after_seq) = (lines[at]["checkpoint"].as_str().unwrap(), lines[at]["after_seq"].as_i64().unwrap());
+    let elements: Vec<&Value> = lines[..at].iter().filter(|line| line.get("keys").is_some()).collect();
+    let mut all = example_keys(&elements[..=after_seq as usize].iter().map(|line| (*line).clone()).collect::<Vec<_>>());
+    assert!(all.len() % 16 == 0 && reference[..all.len()] == all[..], "printed before the kill");
+
+    let server = ServerProcess::start_in(state.path(), &[data.path()], &args);
+    let resumed = read_job(&server.addr, &spec, "b", &["--resume", token]).wait_with_output().unwrap();
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stdout));
+    all.extend(example_keys(&jsonl(&resumed.stdout)));
+    assert!(all == reference, "job b: {} examples in all, {} in the reader's", all.len(), reference.len());
 }

@@ -84,13 +84,14 @@ impl Window {
 
     /// Whether a seat at `position` attaches (`Some(true)`: the window holds it, or it is
     /// where the producer is), stays detached (`Some(false)`), or may move the window
-    /// there (`None`: no seat is attached and the producer has not failed).
+    /// there (`None`: no seat is attached). A failed producer is read again from the
+    /// first seat to come back once none is attached (a seat that met the failure is not).
     fn attachable(&self, position: u64) -> Option<bool> {
-        if self.oldest() <= position && position <= self.end {
+        let nobody_attached = !self.seats.values().any(|(_, attached)| *attached);
+        if self.failed.is_none() && self.oldest() <= position && position <= self.end {
             return Some(true);
         }
-        let nobody_attached = !self.seats.values().any(|(_, attached)| *attached);
-        (!nobody_attached || self.failed.is_some()).then_some(false)
+        (!nobody_attached).then_some(false)
     }
 
     /// Drops the chunks no seat needs any more (made more than [`JOIN_GRACE`] ago), then
@@ -223,6 +224,7 @@ impl JobWindow {
         window.bytes = 0;
         window.end = position;
         window.ended = false;
+        window.failed = None;
         window.seats.insert(seat, (position, true));
         true
     }
@@ -245,8 +247,9 @@ impl JobWindow {
                     window.make_room(self.limit);
                     return Taken::Elements { elements, end, state_after };
                 }
-                if let Some(err) = &window.failed {
-                    return Taken::Failed(err.clone());
+                if let Some(err) = window.failed.clone() {
+                    window.seats.insert(seat, (position, false));
+                    return Taken::Failed(err);
                 }
                 if window.ended {
                     return Taken::Ended;
@@ -584,6 +587,8 @@ mod tests {
         w.make_room(100);
         assert_eq!(w.attachable(5), None, "behind it, nobody attached: the window may move there");
         w.failed = Some(ServeError::Internal("x".into()));
-        assert_eq!(w.attachable(5), Some(false), "a failed producer stays where it failed");
+        assert_eq!(w.attachable(25), None, "a failed producer is read again by the first to come back");
+        let w = Window { failed: Some(ServeError::Internal("x".into())), ..window(&[(0, 25, true)]) };
+        assert_eq!(w.attachable(25), Some(false), "not while a seat is attached");
     }
 }

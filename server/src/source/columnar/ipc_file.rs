@@ -142,6 +142,14 @@ impl IpcFile {
         Ok(self.batch_starts.get_or_init(|| starts))
     }
 
+    /// Takes each batch's first row from `starts` (as [`Self::batch_starts`] gave them for
+    /// this file before) instead of the headers; ignored unless one per batch and the end.
+    pub fn know_batch_starts(&self, starts: &[u64]) {
+        if starts.len() == self.blocks.len() + 1 {
+            let _ = self.batch_starts.set(starts.to_vec());
+        }
+    }
+
     /// Batches of the `columns` (indexes into the file's schema) from batch `unit` on, the
     /// first from the file's row `row` on (checked to fall in batch `unit`, whose first row
     /// is `known_first_row` when the caller knows it, else read from the headers). At the

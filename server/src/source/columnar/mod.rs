@@ -114,26 +114,40 @@ impl ColumnarRecords {
     /// be in the file with the types the reader's first file gave them.
     /// Read front to back: each row group's reading starts fetching the next's.
     pub fn open(file: &DataFile, config: &ColumnarConfig, position: Option<Position>) -> Result<Self, SourceError> {
-        guarded(&file.name, || Self::open_reading_ahead(file, config, position, true))
+        guarded(&file.name, || Self::open_reading_ahead(file, config, position, None))
     }
 
     /// For single rows: the rows of the unit holding `position`, from the unit's first row
-    /// (a Parquet footer's, or an Arrow IPC batch header's), nothing fetched ahead.
-    pub fn open_for_rows(file: &DataFile, config: &ColumnarConfig, position: Position) -> Result<Self, SourceError> {
-        guarded(&file.name, || Self::open_reading_ahead(file, config, Some(position), false))
+    /// (`starts`: each unit's first row, as [`unit_starts`] gave them, so that no Arrow IPC
+    /// batch header is read again), nothing fetched ahead.
+    pub fn open_for_rows(
+        file: &DataFile,
+        config: &ColumnarConfig,
+        position: Position,
+        starts: &[u64],
+    ) -> Result<Self, SourceError> {
+        guarded(&file.name, || Self::open_reading_ahead(file, config, Some(position), Some(starts)))
     }
 
+    /// Opens `file` at `position`, reading ahead unless `unit_starts` is given (single rows).
     fn open_reading_ahead(
         file: &DataFile,
         config: &ColumnarConfig,
         position: Option<Position>,
-        read_ahead: bool,
+        unit_starts: Option<&[u64]>,
     ) -> Result<Self, SourceError> {
         let name = file.name.clone();
         let bytes = FileBytes::open(file)?;
+        let read_ahead = unit_starts.is_none();
         let unit = match config.format {
             ColumnarFormat::Parquet => Unit::Parquet(ParquetFile::open(bytes, &name, read_ahead)?),
-            ColumnarFormat::ArrowIpc => Unit::Ipc(ipc_file::IpcFile::open(bytes, &name)?),
+            ColumnarFormat::ArrowIpc => {
+                let ipc = ipc_file::IpcFile::open(bytes, &name)?;
+                if let Some(starts) = unit_starts {
+                    ipc.know_batch_starts(starts);
+                }
+                Unit::Ipc(ipc)
+            }
         };
         let (unit, part, first) = part_of(file, unit)?;
         let schema = match &unit {

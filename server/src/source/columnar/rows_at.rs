@@ -6,9 +6,9 @@
 //! slow over large row groups (README, "Parquet and Arrow IPC files").
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
-use super::{ColumnarConfig, ColumnarRecords};
+use super::{ColumnarConfig, ColumnarRecords, unit_starts};
 use crate::format::Position;
 use crate::memory::{self, Reservation};
 use crate::source::{DataFile, Record, SourceError};
@@ -22,6 +22,9 @@ pub struct ColumnarAt {
     config: ColumnarConfig,
     /// The units read, oldest first.
     units: Mutex<VecDeque<Unit>>,
+    /// Each unit's first row, and the rows after the last: read once (an Arrow IPC file's
+    /// from every batch's header).
+    starts: OnceLock<Vec<u64>>,
 }
 
 /// The records of one unit from `first_row` on, and the memory they hold.
@@ -34,7 +37,7 @@ struct Unit {
 
 impl ColumnarAt {
     pub fn new(file: &DataFile, config: &ColumnarConfig) -> Self {
-        Self { file: file.clone(), config: config.clone(), units: Mutex::new(VecDeque::new()) }
+        Self { file: file.clone(), config: config.clone(), units: Mutex::new(VecDeque::new()), starts: OnceLock::new() }
     }
 
     /// The row at `start` (a position a [`ColumnarRecords`] gave for this file).
@@ -68,7 +71,14 @@ impl ColumnarAt {
 
     /// The unit holding `start`, from its first row.
     fn read_unit(&self, start: Position) -> Result<Unit, SourceError> {
-        let mut rows = ColumnarRecords::open_for_rows(&self.file, &self.config, start)?;
+        let starts = match self.starts.get() {
+            Some(starts) => starts,
+            None => {
+                let starts = unit_starts(&self.file, self.config.format)?;
+                self.starts.get_or_init(|| starts)
+            }
+        };
+        let mut rows = ColumnarRecords::open_for_rows(&self.file, &self.config, start, starts)?;
         let first_row = rows.position().record;
         let mut records = Vec::new();
         let mut reserved = memory::server().reservation();

@@ -30,10 +30,18 @@ impl Reader {
         if let Some(chunk) = seat.next_chunk(self, max_elements) {
             return chunk;
         }
-        // Detached from the window: on its own.
-        let chunk = self.read_chunk(max_elements, max_bytes);
-        seat.read_alone(&chunk, self.lock().elements_produced);
-        chunk
+        // Detached from the window: on its own, first reading again, unsent, what it took
+        // from the window after the state it went back to.
+        loop {
+            let mut chunk = self.read_chunk(max_elements, max_bytes);
+            let position = self.lock().elements_produced;
+            if !seat.read_alone(&mut chunk, position) {
+                return chunk;
+            }
+            if let Some(first) = chunk.first_index {
+                self.books.chunk_delivered(first);
+            }
+        }
     }
 
     /// [`Reader::next_chunk`] from the reader's own pipeline.

@@ -337,6 +337,13 @@ struct SeatProgress {
     /// after that chunk.
     pending: VecDeque<Element>,
     pending_end: u64,
+    /// The last state known (at or before its position): where a seat that falls behind
+    /// goes on from when `state` is unknown (an unbatching reader's chunk can end inside
+    /// a record, where no state can be taken).
+    kept: Option<Arc<Vec<u8>>>,
+    /// Detached: its reader reads again, and hands out nothing below this (elements it
+    /// took from the window after the state it went back to).
+    replay_to: u64,
 }
 
 /// A seat's counters. A *fallback* (detachment) is each time its reader starts to read
@@ -400,15 +407,21 @@ impl Seat {
         self.counters.decoded.fetch_add(elements, Ordering::Relaxed);
     }
 
-    /// Its reader read `chunk` on its own, up to element `position`.
-    pub(super) fn read_alone(&self, chunk: &Chunk, position: u64) {
+    /// Its reader read `chunk` on its own, up to element `position`: the elements it had
+    /// from the window already are dropped (true when that left nothing to hand out).
+    pub(super) fn read_alone(&self, chunk: &mut Chunk, position: u64) -> bool {
         if !self.counters.alone.swap(true, Ordering::Relaxed) {
             self.counters.detachments.fetch_add(1, Ordering::Relaxed);
             JOB_WINDOWS.detachments.fetch_add(1, Ordering::Relaxed);
         }
+        // Elements read again are not counted: they were counted as taken from the window.
+        let replay_to = self.progress.lock_unpoisoned().replay_to;
+        let read = chunk.elements.len();
+        chunk.elements.retain(|element| element.index >= replay_to);
         self.counters.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
-        let mut window = self.window.window.lock_unpoisoned();
-        window.seats.insert(self.id, (position, false));
+        self.window.window.lock_unpoisoned().seats.insert(self.id, (position, false));
+        let replayed_all = read > 0 && chunk.elements.is_empty();
+        replayed_all && chunk.error.is_none() && !chunk.end_of_sequence
     }
 
     /// Its reader restored or reset its own state: detached, it reads on its own from
@@ -437,6 +450,12 @@ impl Seat {
         verb: &str,
     ) -> crate::error::Result<()> {
         let mut progress = self.progress.lock_unpoisoned();
+        if state.elements_produced < progress.replay_to {
+            return Err(ServeError::FailedPrecondition(format!(
+                "{verb} of reader {}: it is reading again elements it took from the jobs' window",
+                reader.name
+            )));
+        }
         if !progress.attached {
             return Ok(());
         }
@@ -447,7 +466,11 @@ impl Seat {
             )));
         }
         let bytes = progress.state.clone().ok_or_else(|| {
-            ServeError::FailedPrecondition(format!("{verb} of reader {}: it failed in the jobs' window", reader.name))
+            ServeError::FailedPrecondition(format!(
+                "{verb} of reader {}: no state is known where it is in the jobs' window (after a failure, or inside \
+                 an unbatched record)",
+                reader.name
+            ))
         })?;
         *state = reader.restored_state(&bytes)?;
         *progress = SeatProgress::default();
@@ -472,6 +495,10 @@ impl Seat {
             return None;
         }
         if !progress.attached {
+            if position < progress.replay_to {
+                // Still reading again what it had from the window.
+                return None;
+            }
             let own = Arc::new(reader.state_bytes(&state).ok()?);
             if !seat.window.try_attach(seat.id, position, &own) {
                 return None;
@@ -479,7 +506,8 @@ impl Seat {
             if seat.counters.alone.swap(false, Ordering::Relaxed) {
                 seat.counters.reattachments.fetch_add(1, Ordering::Relaxed);
             }
-            *progress = SeatProgress { attached: true, state: Some(own), ..SeatProgress::default() };
+            let kept = Some(own.clone());
+            *progress = SeatProgress { attached: true, state: Some(own), kept, ..SeatProgress::default() };
         }
         if progress.pending.is_empty() {
             match seat.window.take(seat.id, position, max_elements) {
@@ -488,7 +516,10 @@ impl Seat {
                     if let Some(before) = &progress.state {
                         reader.books.keep_snapshot(position, || Ok(before.as_ref().clone()));
                     }
-                    // `None` after a failure: nothing goes on from there.
+                    // `None` after a failure, or inside an unbatched record.
+                    if let Some(after) = &state_after {
+                        progress.kept = Some(after.clone());
+                    }
                     progress.state = state_after;
                     progress.pending = elements.into();
                     progress.pending_end = end;
@@ -499,11 +530,16 @@ impl Seat {
                     return Some(Chunk { error: Some(err), ..Chunk::default() });
                 }
                 Taken::Behind => {
-                    // Fell behind: on its own from the state it took last.
-                    let restored = progress.state.take().and_then(|bytes| reader.restored_state(&bytes).ok());
+                    // Fell behind: on its own from the state at its position, or else
+                    // from the last one kept, reading again up to its position unsent.
+                    let known = progress.state.take().or_else(|| progress.kept.take());
+                    let restored = known.and_then(|bytes| reader.restored_state(&bytes).ok());
                     *progress = SeatProgress::default();
                     match restored {
-                        Some(restored) => *state = restored,
+                        Some(restored) => {
+                            *state = restored;
+                            progress.replay_to = position;
+                        }
                         None => {
                             let err = ServeError::Internal(format!(
                                 "job {} of reader {} fell behind its window and its state could not be restored",
@@ -528,67 +564,4 @@ impl Seat {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A window of chunks `[0, 10)`, `[10, 20)`, `[20, 30)` of 100 bytes each, made
-    /// `age` ago.
-    fn window_of_age(seats: &[(u64, u64, bool)], age: std::time::Duration) -> Window {
-        let made = std::time::Instant::now() - age;
-        let chunk = |first: u64| WindowChunk {
-            first,
-            end: first + 10,
-            elements: Vec::new(),
-            state_after: None,
-            bytes: 100,
-            _reserved: Default::default(),
-            made,
-        };
-        let seats = seats.iter().map(|&(id, position, attached)| (id, (position, attached))).collect();
-        Window { chunks: [0, 10, 20].map(chunk).into(), end: 30, bytes: 300, seats, ..Window::default() }
-    }
-
-    fn window(seats: &[(u64, u64, bool)]) -> Window {
-        window_of_age(seats, JOIN_GRACE * 2)
-    }
-
-    fn firsts(window: &Window) -> Vec<u64> {
-        window.chunks.iter().map(|chunk| chunk.first).collect()
-    }
-
-    #[test]
-    fn chunks_stay_from_the_slowest_seat_on_within_the_limit() {
-        // The slowest seat, attached or not, keeps what it still needs.
-        let mut w = window(&[(0, 25, true), (1, 12, false)]);
-        w.make_room(1000);
-        assert_eq!(firsts(&w), [10, 20]);
-        // Over the limit the oldest go, needed or not: that seat reads alone.
-        w.make_room(100);
-        assert_eq!((firsts(&w), w.bytes), (vec![20], 100));
-        assert_eq!(w.oldest(), 20);
-    }
-
-    #[test]
-    fn chunks_every_seat_passed_stay_a_while_for_jobs_that_come_late() {
-        let mut w = window_of_age(&[(0, 25, true)], std::time::Duration::ZERO);
-        w.make_room(1000);
-        assert_eq!(firsts(&w), [0, 10, 20], "a job coming now starts from the window");
-        w.make_room(200);
-        assert_eq!(firsts(&w), [10, 20], "the limit holds");
-    }
-
-    #[test]
-    fn a_seat_attaches_inside_the_window_and_moves_an_unattended_one() {
-        let w = window(&[(0, 25, true)]);
-        assert_eq!(w.attachable(0), Some(true));
-        assert_eq!(w.attachable(30), Some(true), "where the producer is");
-        assert_eq!(w.attachable(31), Some(false), "ahead of the producer, someone attached");
-        let mut w = window(&[(0, 25, false)]);
-        w.make_room(100);
-        assert_eq!(w.attachable(5), None, "behind it, nobody attached: the window may move there");
-        w.failed = Some(ServeError::Internal("x".into()));
-        assert_eq!(w.attachable(25), None, "a failed producer is read again by the first to come back");
-        let w = Window { failed: Some(ServeError::Internal("x".into())), ..window(&[(0, 25, true)]) };
-        assert_eq!(w.attachable(25), Some(false), "not while a seat is attached");
-    }
-}
+mod tests;

@@ -27,7 +27,7 @@ use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::metrics::METRICS;
 use crate::reader::Reader;
-use crate::registry::{DEFAULT_JOB, ReaderRegistry, cluster_job_name};
+use crate::registry::{DEFAULT_JOB, ReaderRegistry};
 use crate::state::{StateStore, StoredCheckpoint};
 use readerd_common::sync::MutexUnpoisoned;
 
@@ -199,7 +199,7 @@ impl Streams {
         }
         // On replicas a job is a shared reader of its own (its name says which).
         let (shared_name, job_name) = if registry.is_cluster() && job_name != DEFAULT_JOB {
-            (cluster_job_name(&shared_name, &job_name), DEFAULT_JOB.to_owned())
+            (crate::reader::job_reader_name(&shared_name, &job_name), DEFAULT_JOB.to_owned())
         } else {
             (shared_name, job_name)
         };

@@ -6,7 +6,7 @@
 //! of decoded elements per shared name (`crate::reader::JobWindow`); the shared reader
 //! itself, the job `default`, joins that window once another job reads the name. On
 //! replicas a job is a shared reader of its own in the split ledger
-//! ([`cluster_job_name`]).
+//! ([`crate::reader::job_reader_name`]).
 //!
 //! Creating a reader resolves its files: blocking work, so call `lookup_or_create` and
 //! `private` from blocking threads. On a replica of a cluster, a new shared reader joins
@@ -33,14 +33,6 @@ type JobKey = (String, String, String);
 
 /// The job a stream belongs to when it names none: the shared reader itself.
 pub const DEFAULT_JOB: &str = "default";
-
-/// How job `job` of reader `name` is named: in messages, and on replicas as the shared
-/// reader of its own it is there (a job of the split ledger of its own, so that each
-/// job's exactly-once holds across replica deaths as a shared reader's does; its records
-/// are read for it alone: the jobs of a cluster share no decoding yet).
-pub fn cluster_job_name(name: &str, job: &str) -> String {
-    crate::reader::job_reader_name(name, job)
-}
 
 /// `INVALID_ARGUMENT` when a name is longer than [`MAX_NAME_BYTES`].
 fn check_names(names: &[&str]) -> Result<()> {
@@ -194,7 +186,7 @@ impl ReaderRegistry {
     }
 
     /// Whether this server is a replica of a cluster: there a job other than `default` is
-    /// a shared reader of its own in the split ledger, named by [`cluster_job_name`].
+    /// a shared reader of its own in the split ledger, named by [`crate::reader::job_reader_name`].
     pub fn is_cluster(&self) -> bool {
         self.inner.setup.cluster.is_some()
     }
@@ -232,7 +224,7 @@ impl ReaderRegistry {
         let spec = match (spec, &window) {
             (Some(spec), _) => spec,
             (None, Some(window)) => window.spec(),
-            (None, None) => return Err(ServeError::ReaderNotFound(cluster_job_name(&name, job))),
+            (None, None) => return Err(ServeError::ReaderNotFound(crate::reader::job_reader_name(&name, job))),
         };
         let reader = self.open(name.clone(), spec)?;
         // The job `default` (the shared reader itself) shares the window too.
@@ -318,7 +310,7 @@ impl ReaderRegistry {
     pub fn get_job(&self, container: &str, shared_name: &str, job: &str) -> Result<Arc<Reader>> {
         let key = (container.to_owned(), shared_name.to_owned(), job.to_owned());
         let reader = self.inner.jobs.read_unpoisoned().readers.get(&key).cloned();
-        let name = || cluster_job_name(&display_name(container, shared_name), job);
+        let name = || crate::reader::job_reader_name(&display_name(container, shared_name), job);
         let reader = reader.ok_or_else(|| ServeError::ReaderNotFound(name()))?;
         reader.mark_used();
         Ok(reader)

@@ -287,7 +287,7 @@ impl pb::data_service_server::DataService for DataService {
                     let named_job = !job.is_empty() && job != crate::registry::DEFAULT_JOB;
                     // On replicas a job is a shared reader of its own.
                     let shared_name = match named_job && registry.is_cluster() {
-                        true => crate::registry::cluster_job_name(&shared_name, &job),
+                        true => crate::reader::job_reader_name(&shared_name, &job),
                         false => shared_name,
                     };
                     if named_job && !registry.is_cluster() {

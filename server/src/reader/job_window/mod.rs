@@ -21,8 +21,10 @@ use crate::element::Element;
 use crate::error::ServeError;
 use readerd_common::sync::MutexUnpoisoned;
 
-/// How job `job` of reader `name` is named, in messages and (on replicas) as the shared
-/// reader of its own it is there.
+/// How job `job` of reader `name` is named: in messages, and on replicas as the shared
+/// reader of its own it is there (a job of the split ledger of its own, so that each job's
+/// exactly-once holds across replica deaths as a shared reader's does; the jobs of a
+/// cluster share no decoding yet).
 pub fn job_reader_name(name: &str, job: &str) -> String {
     format!("{name} (job {job})")
 }

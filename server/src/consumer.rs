@@ -333,7 +333,7 @@ mod tests {
         Element {
             index: 0,
             keys: crate::element::Keys::Strings(vec![key.to_owned()]),
-            features: Vec::new(),
+            features: Default::default(),
             records: Vec::new(),
         }
     }

@@ -11,18 +11,25 @@ use crate::decode::{DType, Dense, Tensor, Values};
 use crate::source::Record;
 
 /// One element: the keys of its records and its named tensors.
+///
+/// Its tensors are shared: an element is cloned into the delivery books of each stream
+/// it goes out on and, on a shared reader with jobs, once per job from their window, so
+/// a clone must not copy every feature (see [`Features`]).
 #[derive(Clone, Debug)]
 pub struct Element {
     /// The element's number in its reader's sequence (from 0; epochs continue it).
     pub index: u64,
     pub keys: Keys,
-    pub features: Vec<(String, Tensor)>,
+    pub features: Features,
     /// Which records it holds, for the split ledger (a shared reader served by replicas;
     /// empty otherwise): their consumer's acknowledgement is committed for these.
     pub records: Vec<RecordId>,
 }
 
 pub use crate::source::RecordId;
+
+/// An element's named tensors, shared by its clones.
+pub type Features = Arc<Vec<(String, Tensor)>>;
 
 /// The keys of an element's records, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,14 +176,15 @@ pub fn tensor_to_pb(tensor: Tensor) -> pb::Tensor {
     pb::Tensor { kind: Some(kind) }
 }
 
+/// `element` for the wire, numbered `seq`. Its tensors are moved when no clone of it is
+/// left (a private stream's element), copied otherwise (their payloads stay shared).
 pub fn element_to_pb(seq: i64, element: Element) -> pb::Element {
     let (keys, key_table) = element.keys.into_pb();
     pb::Element {
         seq,
         keys,
         key_table,
-        features: element
-            .features
+        features: Arc::unwrap_or_clone(element.features)
             .into_iter()
             .map(|(name, tensor)| pb::Feature { name, tensor: Some(tensor_to_pb(tensor)) })
             .collect(),

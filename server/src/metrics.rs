@@ -275,4 +275,6 @@ fn render_job_windows(counter: &mut impl FnMut(&str, &str, &str, u64)) {
     counter("readerd_job_window_decoded_elements_total", help, "counter", load(&windows.decoded));
     let help = "Elements jobs took from their shared windows, without decoding them again.";
     counter("readerd_job_window_shared_elements_total", help, "counter", load(&windows.shared));
+    let help = "Elements jobs that fell behind inside an unbatched record decoded again, unsent.";
+    counter("readerd_job_read_again_elements_total", help, "counter", load(&windows.read_again));
 }

@@ -288,17 +288,18 @@ impl ReaderRegistry {
             default_job.filter(|reader| reader.seat().is_some()).map(|reader| (DEFAULT_JOB.to_owned(), reader));
         for (name, reader) in default_job.into_iter().chain(self.jobs_of(container, shared_name)) {
             let Some(seat) = reader.seat() else { continue };
-            let (detachments, reattachments, shared, own) = seat.counters();
+            let figures = seat.figures();
             if name != DEFAULT_JOB {
-                decoded += own;
+                decoded += figures.decoded + figures.read_again;
             }
             jobs.push(pb::JobStats {
                 name,
                 attached: seat.is_attached(),
-                detachments: detachments as i64,
-                reattachments: reattachments as i64,
-                elements_shared: shared as i64,
-                elements_decoded: own as i64,
+                detachments: figures.detachments as i64,
+                reattachments: figures.reattachments as i64,
+                elements_shared: figures.shared as i64,
+                elements_decoded: figures.decoded as i64,
+                elements_read_again: figures.read_again as i64,
                 position: reader.stats().elements_produced as i64,
                 active_streams: reader.stream_count() as i64,
             });

@@ -542,5 +542,10 @@ async fn an_unbatched_job_that_falls_behind_inside_a_record_reads_again_from_the
     );
     for job in &stats.jobs {
         assert_eq!(job.elements_shared + job.elements_decoded, job.position, "{job:?}");
+        // Only a job that fell behind reads again, and never more than it had taken.
+        assert!(job.elements_read_again == 0 || job.detachments > 0, "{job:?}");
+        assert!(job.elements_read_again <= job.elements_shared, "{job:?}");
     }
+    let alone: i64 = stats.jobs.iter().map(|job| job.elements_decoded + job.elements_read_again).sum();
+    assert!(stats.elements_decoded >= alone, "the reader's decoding counts every job's: {stats:?}");
 }

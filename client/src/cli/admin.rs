@@ -64,12 +64,13 @@ pub async fn stats(mut client: Client, container: &str, shared_name: &str) -> an
     // Jobs sharing its decoded elements: where each is, and how often it fell behind.
     for job in &stats.jobs {
         println!(
-            "job {}: {} position {} shared {} decoded alone {} detachments {} reattachments {} streams {}",
+            "job {}: {} position {} shared {} decoded alone {} read again {} detachments {} reattachments {} streams {}",
             job.name,
             if job.attached { "attached" } else { "detached" },
             job.position,
             job.elements_shared,
             job.elements_decoded,
+            job.elements_read_again,
             job.detachments,
             job.reattachments,
             job.active_streams

@@ -22,14 +22,16 @@ use crate::element::{Element, element_to_pb};
 use crate::error::{Result, ServeError};
 use crate::limits::Limits;
 use crate::metrics::METRICS;
-use crate::reader::{Chunk, Reader, catch_decode_panic};
+use crate::reader::{Chunk, Reader};
 use crate::watch::stages::Stage;
 
 mod buffer_memory;
+mod read_chunk;
 mod session_bound;
 mod unsent;
 
 use buffer_memory::BufferMemory;
+use read_chunk::read_chunk;
 use unsent::Unsent;
 
 /// Most elements a stream reads in one blocking step, and the payload bytes that end a
@@ -103,47 +105,6 @@ impl AutoCheckpoints {
             && ((self.every > 0 && elements_since >= self.every)
                 || (!self.interval.is_zero() && since.elapsed() >= self.interval))
     }
-}
-
-/// Reads the next chunk of up to `wanted` elements, the first of which will be the
-/// stream's element `next_seq`, on a blocking thread; its elements come in an [`Unsent`]
-/// (when the stream no longer waits for them, they go back at once), the chunk without
-/// them. The chunk's bytes are reserved from the memory budget until the transport takes
-/// its elements from the stream's buffer; when the budget cannot hold them the chunk
-/// still goes out (it is made), and the stream then ends with `RESOURCE_EXHAUSTED`.
-fn read_chunk(
-    reader: &Arc<Reader>,
-    record: &Arc<StreamRecord>,
-    next_seq: i64,
-    wanted: usize,
-) -> JoinHandle<(Unsent, Chunk)> {
-    let reader = reader.clone();
-    let snapshots = record.checkpointable.then(|| record.clone());
-    let shared = !record.checkpointable;
-    let asked = Instant::now();
-    tokio::task::spawn_blocking(move || {
-        // Waiting for a blocking thread is queueing.
-        reader.watch().stages.add(Stage::Queueing, asked.elapsed());
-        // Checkpoints rebuild the state after any element from the state before its chunk.
-        if let Some(snapshots) = snapshots {
-            snapshots.snapshot(next_seq);
-        }
-        // A panic (a bug) ends this stream with INTERNAL naming the reader, and is counted.
-        let mut chunk =
-            catch_decode_panic(reader.name(), || reader.next_chunk(wanted, CHUNK_BYTES)).unwrap_or_else(|err| {
-                reader.fail_after_panic(err.clone());
-                Chunk { error: Some(err), ..Chunk::default() }
-            });
-        let bytes = chunk.elements.iter().map(Element::payload_bytes).sum();
-        let what = || format!("a chunk of {} elements of reader {}", chunk.elements.len(), reader.name());
-        if let Err(err) = chunk.reserved.resize(bytes, what) {
-            chunk.error = Some(err.into());
-            chunk.end_of_sequence = false;
-        }
-        let mut unsent = Unsent::new(&reader, shared);
-        unsent.take_from(&mut chunk);
-        (unsent, chunk)
-    })
 }
 
 /// Feeds one stream until the end of the sequence, an error, the trainer going away, the
@@ -364,6 +325,13 @@ impl ElementStream {
         unsent.elements.extend(redelivered);
         let mut chunk = Chunk::default();
         let taken = unsent.elements.len();
+        if taken < free && !self.exhausted && self.shared && self.ahead.is_none() {
+            // A job's elements its window holds already: no blocking thread for them.
+            if let Some(mut ready) = self.reader.ready_chunk(free - taken) {
+                unsent.take_from(&mut ready);
+                return Continue((unsent, ready));
+            }
+        }
         if taken < free && !self.exhausted {
             let reading = match self.ahead.take() {
                 Some((_, reading)) => reading,

@@ -44,6 +44,13 @@ impl Reader {
         }
     }
 
+    /// The next chunk of a job's reader when it needs neither reading nor waiting (see
+    /// `Seat::ready_chunk`): a stream takes it on its own task. `None`: call
+    /// [`Reader::next_chunk`] on a blocking thread.
+    pub fn ready_chunk(&self, max_elements: usize) -> Option<Chunk> {
+        self.seat()?.ready_chunk(self, max_elements)
+    }
+
     /// [`Reader::next_chunk`] from the reader's own pipeline.
     fn read_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let budgets = (max_elements, max_bytes);

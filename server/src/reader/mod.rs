@@ -72,7 +72,7 @@ mod csv_header;
 mod decoding;
 pub use decoding::{DECODE_PANICS, catch_decode_panic};
 mod job_window;
-pub use job_window::{JOB_WINDOWS, JobWindow, Seat, job_reader_name};
+pub use job_window::{JOB_WINDOWS, JobWindow, Seat, SeatFigures, job_reader_name};
 mod mix;
 mod mix_decode;
 mod mix_gather;
@@ -113,6 +113,9 @@ pub struct Chunk {
     pub first_index: Option<u64>,
     /// The elements' share of the memory budget, held until they are handed on.
     pub reserved: crate::memory::Reservation,
+    /// Its elements were taken from a job window, which holds their payloads and counts
+    /// them against the memory budget: the chunk reserves nothing more for them.
+    pub payloads_in_window: bool,
 }
 
 /// Counters, as TensorFlow's reader ops and readerd's stats report them.
@@ -418,7 +421,8 @@ impl Reader {
         if let Some(seat) = self.seat() {
             // A job's reader decodes only what it reads alone; while it takes elements
             // from the window, its counters are the window's reader's after them.
-            stats.elements_decoded = seat.counters().3;
+            let figures = seat.figures();
+            stats.elements_decoded = figures.decoded + figures.read_again;
             if let Some(saved) = seat.attached_state() {
                 stats.records_produced = saved.records_produced;
                 stats.records_skipped = saved.records_skipped;

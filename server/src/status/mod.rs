@@ -87,9 +87,11 @@ pub struct WindowStatus {
     /// Its fallbacks: times it fell behind the window, and caught up again.
     pub detachments: u64,
     pub reattachments: u64,
-    /// Elements it took from the window, and decoded alone.
+    /// Elements it took from the window, and decoded alone (each handed out once); and
+    /// those it decoded again, unsent, after falling behind inside an unbatched record.
     pub elements_shared: u64,
     pub elements_decoded: u64,
+    pub elements_read_again: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -241,8 +243,15 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
         stream: watched.stream.clone(),
         job: watched.job.clone(),
         window: watched.reader.seat().map(|seat| {
-            let (detachments, reattachments, elements_shared, elements_decoded) = seat.counters();
-            WindowStatus { attached: seat.is_attached(), detachments, reattachments, elements_shared, elements_decoded }
+            let figures = seat.figures();
+            WindowStatus {
+                attached: seat.is_attached(),
+                detachments: figures.detachments,
+                reattachments: figures.reattachments,
+                elements_shared: figures.shared,
+                elements_decoded: figures.decoded,
+                elements_read_again: figures.read_again,
+            }
         }),
         elements_per_second,
         input_bound: together.and_then(|time| time.input_bound()),

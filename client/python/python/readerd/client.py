@@ -36,7 +36,8 @@ __all__ = ["Client", "Stream", "RetryPolicy"]
 _INT64_FIELDS = frozenset(
     "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped filesCutShort delivered "
     "acknowledged redelivered elementsInFlight elementsAwaitingRedelivery afterSeq upToSeq readersReleased "
-    "committedElements splitsLeased elementsDecoded detachments reattachments elementsShared position".split()
+    "committedElements splitsLeased elementsDecoded detachments reattachments elementsShared position "
+    "elementsReadAgain".split()
 )
 _STATS_FIELDS = (
     "recordsProduced workUnitsCompleted elementsProduced activeStreams recordsSkipped filesCutShort "

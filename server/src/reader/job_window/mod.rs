@@ -41,10 +41,16 @@ pub struct JobWindowCounters {
     pub decoded: AtomicU64,
     /// Elements jobs took from windows.
     pub shared: AtomicU64,
+    /// Elements jobs that fell behind inside an unbatched record decoded again, unsent.
+    pub read_again: AtomicU64,
 }
 
-pub static JOB_WINDOWS: JobWindowCounters =
-    JobWindowCounters { detachments: AtomicU64::new(0), decoded: AtomicU64::new(0), shared: AtomicU64::new(0) };
+pub static JOB_WINDOWS: JobWindowCounters = JobWindowCounters {
+    detachments: AtomicU64::new(0),
+    decoded: AtomicU64::new(0),
+    shared: AtomicU64::new(0),
+    read_again: AtomicU64::new(0),
+};
 
 /// One chunk of the producer's sequence.
 struct WindowChunk {
@@ -179,14 +185,7 @@ impl JobWindow {
     pub fn seat(self: &Arc<Self>, job: String) -> Seat {
         let id = self.next_seat.fetch_add(1, Ordering::Relaxed);
         self.window.lock_unpoisoned().seats.insert(id, (0, false));
-        Seat {
-            window: self.clone(),
-            id,
-            job,
-            progress: Mutex::default(),
-            counters: Default::default(),
-            turn: Mutex::default(),
-        }
+        Seat::new(self.clone(), id, job)
     }
 
     /// Elements the producer decoded so far.
@@ -241,13 +240,8 @@ impl JobWindow {
                     window.seats.insert(seat, (position, false));
                     return Taken::Behind;
                 }
-                if let Some(chunk) = window.chunks.iter().find(|chunk| position < chunk.end) {
-                    let elements: Vec<Element> =
-                        chunk.elements.iter().filter(|element| element.index >= position).cloned().collect();
-                    let (end, state_after) = (chunk.end, chunk.state_after.clone());
-                    window.seats.insert(seat, (end, true));
-                    window.make_room(self.limit);
-                    return Taken::Elements { elements, end, state_after };
+                if let Some(taken) = self.take_from(&mut window, seat, position) {
+                    return taken;
                 }
                 if let Some(err) = window.failed.clone() {
                     window.seats.insert(seat, (position, false));
@@ -264,6 +258,27 @@ impl JobWindow {
             }
             self.produce(position, max_elements);
         }
+    }
+
+    /// The elements the window holds from `position` on, if it holds any: no reading,
+    /// no waiting for the producer (`None` otherwise).
+    fn take_held(&self, seat: u64, position: u64) -> Option<Taken> {
+        let mut window = self.window.lock_unpoisoned();
+        if position < window.oldest() {
+            return None;
+        }
+        self.take_from(&mut window, seat, position)
+    }
+
+    /// The window's chunk at `position`, from there on, for `seat`, which moves past it.
+    fn take_from(&self, window: &mut Window, seat: u64, position: u64) -> Option<Taken> {
+        let chunk = window.chunks.iter().find(|chunk| position < chunk.end)?;
+        let elements: Vec<Element> =
+            chunk.elements.iter().filter(|element| element.index >= position).cloned().collect();
+        let (end, state_after) = (chunk.end, chunk.state_after.clone());
+        window.seats.insert(seat, (end, true));
+        window.make_room(self.limit);
+        Some(Taken::Elements { elements, end, state_after })
     }
 
     /// Has the producer decode its next chunk into the window, unless another seat did
@@ -314,256 +329,8 @@ impl JobWindow {
     }
 }
 
-/// A job reader's place at a [`JobWindow`].
-pub struct Seat {
-    window: Arc<JobWindow>,
-    id: u64,
-    job: String,
-    progress: Mutex<SeatProgress>,
-    counters: SeatCounters,
-    /// Held for each chunk its reader hands out, from the window or read alone: one
-    /// stream of the job cannot attach while another reads alone (two readings of one
-    /// position).
-    turn: Mutex<()>,
-}
-
-/// Where a seat is: attached with the state at its position (the producer's after the
-/// chunk it took last), or detached (its reader's own state is live). A chunk taken from
-/// the window is handed out at most `max_elements` at a time: the rest waits here, and
-/// `state` is the state after them.
-#[derive(Default)]
-struct SeatProgress {
-    attached: bool,
-    state: Option<Arc<Vec<u8>>>,
-    /// Elements of the last chunk taken, not handed out yet (next first), and the number
-    /// after that chunk.
-    pending: VecDeque<Element>,
-    pending_end: u64,
-    /// The last state known (at or before its position): where a seat that falls behind
-    /// goes on from when `state` is unknown (an unbatching reader's chunk can end inside
-    /// a record, where no state can be taken).
-    kept: Option<Arc<Vec<u8>>>,
-    /// Detached: its reader reads again, and hands out nothing below this (elements it
-    /// took from the window after the state it went back to).
-    replay_to: u64,
-}
-
-/// A seat's counters. A *fallback* (detachment) is each time its reader starts to read
-/// alone because its position is not in the window (it fell behind it, or joined after
-/// the window moved on); a *catch-up* (reattachment) each time it attaches again after.
-#[derive(Default)]
-struct SeatCounters {
-    /// Reading alone now.
-    alone: std::sync::atomic::AtomicBool,
-    detachments: AtomicU64,
-    reattachments: AtomicU64,
-    shared: AtomicU64,
-    decoded: AtomicU64,
-}
-
-impl Seat {
-    pub fn job(&self) -> &str {
-        &self.job
-    }
-
-    pub fn window(&self) -> &Arc<JobWindow> {
-        &self.window
-    }
-
-    /// Whether it takes its elements from the window now.
-    pub fn is_attached(&self) -> bool {
-        self.progress.lock_unpoisoned().attached
-    }
-
-    /// (detachments, reattachments, elements taken from the window, elements decoded on
-    /// its own).
-    pub fn counters(&self) -> (u64, u64, u64, u64) {
-        let c = &self.counters;
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        (load(&c.detachments), load(&c.reattachments), load(&c.shared), load(&c.decoded))
-    }
-
-    /// The state its reader is at, while attached with no element of a chunk left to hand
-    /// out (its reader's own state is stale then).
-    pub(super) fn attached_state(&self) -> Option<readerd_proto::v1::ReaderState> {
-        let progress = self.progress.lock_unpoisoned();
-        let bytes = progress.state.as_ref().filter(|_| progress.attached && progress.pending.is_empty())?;
-        prost::Message::decode(bytes.as_slice()).ok()
-    }
-
-    /// Its turn to hand out a chunk (see `turn`).
-    pub(super) fn turn(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.turn.lock_unpoisoned()
-    }
-
-    /// It no longer takes from the window: the window counts it alone, where it was.
-    fn mark_alone(&self) {
-        let mut window = self.window.window.lock_unpoisoned();
-        if let Some((_, attached)) = window.seats.get_mut(&self.id) {
-            *attached = false;
-        }
-    }
-
-    /// Its reader had read `elements` alone before it took this seat.
-    pub(super) fn read_before_joining(&self, elements: u64) {
-        self.counters.decoded.fetch_add(elements, Ordering::Relaxed);
-    }
-
-    /// Its reader read `chunk` on its own, up to element `position`: the elements it had
-    /// from the window already are dropped (true when that left nothing to hand out).
-    pub(super) fn read_alone(&self, chunk: &mut Chunk, position: u64) -> bool {
-        if !self.counters.alone.swap(true, Ordering::Relaxed) {
-            self.counters.detachments.fetch_add(1, Ordering::Relaxed);
-            JOB_WINDOWS.detachments.fetch_add(1, Ordering::Relaxed);
-        }
-        // Elements read again are not counted: they were counted as taken from the window.
-        let replay_to = self.progress.lock_unpoisoned().replay_to;
-        let read = chunk.elements.len();
-        chunk.elements.retain(|element| element.index >= replay_to);
-        self.counters.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
-        self.window.window.lock_unpoisoned().seats.insert(self.id, (position, false));
-        let replayed_all = read > 0 && chunk.elements.is_empty();
-        replayed_all && chunk.error.is_none() && !chunk.end_of_sequence
-    }
-
-    /// Its reader restored or reset its own state: detached, it reads on its own from
-    /// there until it can attach.
-    pub(super) fn detach(&self) {
-        *self.progress.lock_unpoisoned() = SeatProgress::default();
-        self.mark_alone();
-    }
-}
-
-impl Drop for Seat {
-    fn drop(&mut self) {
-        self.window.window.lock_unpoisoned().seats.remove(&self.id);
-    }
-}
-
-impl Seat {
-    /// Makes its reader's own state (`state`, under its lock) live again, `verb` needing
-    /// it, leaving the window: the state the seat took last, restored.
-    /// `FAILED_PRECONDITION` while elements of a chunk taken from the window are still to
-    /// be handed out (no state is known there).
-    pub(super) fn leave(
-        &self,
-        reader: &Reader,
-        state: &mut super::records::ReaderState,
-        verb: &str,
-    ) -> crate::error::Result<()> {
-        let mut progress = self.progress.lock_unpoisoned();
-        if state.elements_produced < progress.replay_to {
-            return Err(ServeError::FailedPrecondition(format!(
-                "{verb} of reader {}: it is reading again elements it took from the jobs' window",
-                reader.name
-            )));
-        }
-        if !progress.attached {
-            return Ok(());
-        }
-        if !progress.pending.is_empty() {
-            return Err(ServeError::FailedPrecondition(format!(
-                "{verb} of reader {}: its streams take elements from the window its jobs share, inside a chunk",
-                reader.name
-            )));
-        }
-        let bytes = progress.state.clone().ok_or_else(|| {
-            ServeError::FailedPrecondition(format!(
-                "{verb} of reader {}: no state is known where it is in the jobs' window (after a failure, or inside \
-                 an unbatched record)",
-                reader.name
-            ))
-        })?;
-        *state = reader.restored_state(&bytes)?;
-        *progress = SeatProgress::default();
-        self.mark_alone();
-        Ok(())
-    }
-}
-
-impl Seat {
-    /// The next chunk of its job's reader `reader` from the window (`None`: the reader
-    /// reads on its own, detached). Called with no lock held.
-    pub(super) fn next_chunk(&self, reader: &Reader, max_elements: usize) -> Option<Chunk> {
-        let seat = self;
-        let mut state = reader.lock();
-        if state.failed.is_some() {
-            return None;
-        }
-        let position = state.elements_produced;
-        let mut progress = seat.progress.lock_unpoisoned();
-        if state.read_raw {
-            // Records were taken from it raw: its elements are its own.
-            return None;
-        }
-        if !progress.attached {
-            if position < progress.replay_to {
-                // Still reading again what it had from the window.
-                return None;
-            }
-            let own = Arc::new(reader.state_bytes(&state).ok()?);
-            if !seat.window.try_attach(seat.id, position, &own) {
-                return None;
-            }
-            if seat.counters.alone.swap(false, Ordering::Relaxed) {
-                seat.counters.reattachments.fetch_add(1, Ordering::Relaxed);
-            }
-            let kept = Some(own.clone());
-            *progress = SeatProgress { attached: true, state: Some(own), kept, ..SeatProgress::default() };
-        }
-        if progress.pending.is_empty() {
-            match seat.window.take(seat.id, position, max_elements) {
-                Taken::Elements { elements, end, state_after } => {
-                    // The state at `position` is known here: checkpoints replay from it.
-                    if let Some(before) = &progress.state {
-                        reader.books.keep_snapshot(position, || Ok(before.as_ref().clone()));
-                    }
-                    // `None` after a failure, or inside an unbatched record.
-                    if let Some(after) = &state_after {
-                        progress.kept = Some(after.clone());
-                    }
-                    progress.state = state_after;
-                    progress.pending = elements.into();
-                    progress.pending_end = end;
-                }
-                Taken::Ended => return Some(Chunk { end_of_sequence: true, ..Chunk::default() }),
-                Taken::Failed(err) => {
-                    state.failed = Some(err.clone());
-                    return Some(Chunk { error: Some(err), ..Chunk::default() });
-                }
-                Taken::Behind => {
-                    // Fell behind: on its own from the state at its position, or else
-                    // from the last one kept, reading again up to its position unsent.
-                    let known = progress.state.take().or_else(|| progress.kept.take());
-                    let restored = known.and_then(|bytes| reader.restored_state(&bytes).ok());
-                    *progress = SeatProgress::default();
-                    match restored {
-                        Some(restored) => {
-                            *state = restored;
-                            progress.replay_to = position;
-                        }
-                        None => {
-                            let err = ServeError::Internal(format!(
-                                "job {} of reader {} fell behind its window and its state could not be restored",
-                                seat.job, reader.name
-                            ));
-                            state.failed = Some(err.clone());
-                            return Some(Chunk { error: Some(err), ..Chunk::default() });
-                        }
-                    }
-                    return None;
-                }
-            }
-        }
-        let count = progress.pending.len().min(max_elements.max(1));
-        let elements: Vec<Element> = progress.pending.drain(..count).collect();
-        state.elements_produced = progress.pending.front().map_or(progress.pending_end, |next| next.index);
-        seat.counters.shared.fetch_add(elements.len() as u64, Ordering::Relaxed);
-        JOB_WINDOWS.shared.fetch_add(elements.len() as u64, Ordering::Relaxed);
-        let first_index = elements.first().and_then(|_| reader.books.producing(position));
-        Some(Chunk { elements, first_index, ..Chunk::default() })
-    }
-}
+mod seat;
+pub use seat::{Seat, SeatFigures};
 
 #[cfg(test)]
 mod tests;

@@ -68,7 +68,8 @@ def trainer(addr: str, spec: dict, shared_name: str, job: str, start, results) -
     results.put((job, records, time.perf_counter() - began))
 
 
-def one_round(readerd_bin: str, data: Path, spec: dict, mode: str, round_no: int, perf: Path | None) -> dict:
+def one_round(readerd_bin: str, data: Path, spec: dict, mode: str, round_no: int, perf: Path | None,
+              dwarf: bool = False) -> dict:
     port = free_port()
     state = tempfile.mkdtemp()
     server = subprocess.Popen(
@@ -90,7 +91,8 @@ def one_round(readerd_bin: str, data: Path, spec: dict, mode: str, round_no: int
         profiler = None
         if perf is not None:
             out = perf / f"perf-{mode}-{round_no}.data"
-            profiler = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-p", str(server.pid), "-o", str(out)],
+            stacks = ["--call-graph", "dwarf,8192", "-F", "1000"] if dwarf else ["-g"]
+            profiler = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", *stacks, "-p", str(server.pid), "-o", str(out)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
         cpu_before = cpu_seconds(server.pid)
@@ -120,13 +122,15 @@ def main() -> None:
     parser.add_argument("--workloads", default="tabular,images")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--perf", type=Path, help="a folder: `perf record` the server of each round there")
+    parser.add_argument("--dwarf", action="store_true",
+                        help="with --perf: DWARF call graphs at 1 kHz (for bench/profile_owners.py)")
     args = parser.parse_args()
     for workload in args.workloads.split(","):
         spec = json.loads((args.data / "specs" / f"{workload}.json").read_text())
         runs: dict[str, list[dict]] = {"private": [], "shared": []}
         for round_no in range(args.rounds):
             for mode in ("private", "shared"):
-                run = one_round(args.readerd, args.data, spec, mode, round_no, args.perf)
+                run = one_round(args.readerd, args.data, spec, mode, round_no, args.perf, args.dwarf)
                 assert len(set(run["records"])) == 1, f"every job reads every record: {run['records']}"
                 runs[mode].append(run)
                 print(f"{workload:8} {mode:8} {run['records'][0]} records/job  "

@@ -330,12 +330,7 @@ mod tests {
     use super::*;
 
     fn element(key: &str) -> Element {
-        Element {
-            index: 0,
-            keys: crate::element::Keys::Strings(vec![key.to_owned()]),
-            features: Default::default(),
-            records: Vec::new(),
-        }
+        Element::new(crate::element::Keys::Strings(vec![key.to_owned()]), Vec::new(), Vec::new())
     }
 
     #[test]

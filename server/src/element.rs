@@ -3,8 +3,9 @@
 //! so building a message copies no payload. Keys of records read from files travel as a
 //! table (`pb::KeyTable`): no string per record.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use readerd_proto::frames::EncodedElement;
 use readerd_proto::v1 as pb;
 
 use crate::decode::{DType, Dense, Tensor, Values};
@@ -24,6 +25,10 @@ pub struct Element {
     /// Which records it holds, for the split ledger (a shared reader served by replicas;
     /// empty otherwise): their consumer's acknowledgement is committed for these.
     pub records: Vec<RecordId>,
+    /// Its encoding for the wire but for its `seq`, made once for all its clones by the
+    /// first that needs it ([`Element::encoded`]): the jobs of a shared reader each send it
+    /// with their own `seq`. An element is not changed once it is handed out.
+    wire: Arc<OnceLock<EncodedElement>>,
 }
 
 pub use crate::source::RecordId;
@@ -109,6 +114,46 @@ impl Keys {
 }
 
 impl Element {
+    /// An element of `features` from the records `keys` names (numbered 0 until its reader
+    /// numbers it).
+    pub fn new(keys: Keys, features: Vec<(String, Tensor)>, records: Vec<RecordId>) -> Self {
+        Self { index: 0, keys, features: Arc::new(features), records, wire: Arc::default() }
+    }
+
+    /// It, as element number `index` of its reader.
+    pub fn numbered(self, index: u64) -> Self {
+        Self { index, ..self }
+    }
+
+    /// Its encoding for the wire without its `seq` (see `wire`), made now if no clone of it
+    /// made it yet.
+    pub fn encoded(&self) -> &EncodedElement {
+        self.wire.get_or_init(|| EncodedElement::new(&element_to_pb(0, self.clone())))
+    }
+
+    /// Whether it goes out whole in messages of at most `max_bytes` of tensor payload (0:
+    /// no limit), as `readerd_proto::rows::split_rows` would leave it: its payload bytes and
+    /// 4 for each string are within the limit (an upper bound of what that counts).
+    pub fn whole_within(&self, max_bytes: usize) -> bool {
+        if max_bytes == 0 {
+            return true;
+        }
+        let strings = |dense: &Dense| match &dense.values {
+            Values::Strings(strings) => strings.len(),
+            Values::Bytes(_) => 0,
+        };
+        let strings: usize = self
+            .features
+            .iter()
+            .map(|(_, tensor)| match tensor {
+                Tensor::Dense(d) => strings(d),
+                Tensor::Sparse(s) => strings(&s.values),
+                Tensor::Ragged(r) => strings(&r.flat_values),
+            })
+            .sum();
+        self.payload_bytes().saturating_add(strings.saturating_mul(4)) <= max_bytes
+    }
+
     /// Payload bytes, for sizing messages.
     pub fn payload_bytes(&self) -> usize {
         let dense = Dense::payload_bytes;

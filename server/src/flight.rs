@@ -156,7 +156,8 @@ impl FlightService for FlightPlane {
                 "maxMessageBytes splits batches of readerd.v1 Read; Arrow Flight sends each element as one record batch",
             ));
         }
-        let (reader, mut responses) = self.data.open_stream(&caller, read).await?;
+        let (reader, replies) = self.data.open_stream(&caller, read).await?;
+        let mut responses = replies.map(|reply| reply.map(crate::grpc::Reply::into_response));
         let Some(Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })) =
             responses.next().await
         else {

@@ -162,8 +162,7 @@ pub fn decode_with_spec(data: &[u8]) -> bool {
 /// Arrow columns.
 fn send(spec: &pb::DatasetSpec, features: Vec<(String, crate::decode::Tensor)>, keys: &[String], batched: bool) {
     use crate::element::{Element, Keys, element_to_pb};
-    let (table, features) = (Keys::Strings(keys.to_vec()), std::sync::Arc::new(features));
-    let element = element_to_pb(0, Element { index: 0, keys: table, features, records: vec![] });
+    let element = element_to_pb(0, Element::new(Keys::Strings(keys.to_vec()), features, vec![]));
     for max_bytes in [1, 24] {
         let mut joiner = readerd_proto::rows::RowJoiner::default();
         let mut joined = None;

@@ -430,7 +430,9 @@ fn unbatched_records(
 #[tokio::test]
 async fn jobs_of_an_unbatched_reader_each_get_every_example_once_per_epoch() {
     let (data, spec) = unbatched_dataset();
-    let server = ServerProcess::start_with(&[data.path()], &["--job-window-bytes", "4000"]);
+    // A window of a few dozen batches (each counts its payloads and its encoding for the
+    // wire, keys included), of the 196 each job reads.
+    let server = ServerProcess::start_with(&[data.path()], &["--job-window-bytes", "16000"]);
     let addr = server.addr.clone();
     let reference = example_keys(&private_lines(&addr, &spec));
     // Each file's records are "F-0" to "F-99": 10 of 3 bytes, 90 of 4.
@@ -457,8 +459,10 @@ async fn jobs_of_an_unbatched_reader_each_get_every_example_once_per_epoch() {
         assert_eq!(job.position, batches, "{job:?}");
         assert_eq!(job.elements_shared + job.elements_decoded, batches, "{job:?}");
     }
-    // Three jobs read together, decoded about once; the late one mostly on its own.
-    assert!(stats.elements_decoded < 3 * batches, "decoded {} of {batches} for 4 jobs", stats.elements_decoded);
+    // Three jobs read together, decoded about once; the late one mostly on its own, and
+    // the job `default` too when it started reading before the window existed and stayed
+    // ahead of it: at most three decodings for four jobs.
+    assert!(stats.elements_decoded <= 3 * batches, "decoded {} of {batches} for 4 jobs", stats.elements_decoded);
 }
 
 /// A job of an unbatched reader resumes exactly from its token after `kill -9`: a token

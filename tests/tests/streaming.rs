@@ -152,3 +152,61 @@ async fn large_batches_travel_in_parts_by_rows_and_arrive_whole() {
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
     assert!(err.message().contains("max_message_bytes"), "{}", err.message());
 }
+
+/// Every element of job `job` of shared reader `shared`, each acknowledged as it comes.
+async fn job_elements(
+    client: &mut readerd_client::Client,
+    mut request: pb::ReadRequest,
+    shared: &str,
+    job: &str,
+) -> Vec<pb::Element> {
+    request.reader = Some(pb::ReaderRef { container: String::new(), shared_name: shared.into() });
+    request.job = job.into();
+    let mut stream = client.read_with(request).await.unwrap();
+    let mut elements = Vec::new();
+    loop {
+        match stream.message().await.unwrap().and_then(|m| m.kind) {
+            Some(pb::read_response::Kind::Element(element)) => {
+                client.acknowledge(&stream.stream_id, element.seq).await.unwrap();
+                elements.push(element);
+            }
+            Some(pb::read_response::Kind::EndOfSequence(_)) => return elements,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// The jobs of a shared reader send each element of their window encoded once, each with
+/// its own seq: whole, or cut into parts by rows for a trainer that takes smaller
+/// messages, as a private stream sends them.
+#[tokio::test]
+async fn jobs_send_their_windows_elements_whole_or_in_parts_as_a_private_stream_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let made = readerd_tests::readerctl(
+        "http://127.0.0.1:1",
+        &["gen-demo", "--out", out, "--workloads", "images,tabular", "--images", "20", "--tabular", "2000"]
+            .into_iter()
+            .chain(["--batch-size", "8", "--quiet"])
+            .collect::<Vec<_>>(),
+    );
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let server = ServerProcess::start(&[dir.path()]);
+    let mut client = server.client().await;
+    // Batches of 8 images (about 880 KB) go out in parts; of 8 rows of 40 numbers, whole.
+    for workload in ["images", "tabular"] {
+        let spec: pb::DatasetSpec =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(format!("specs/{workload}.json"))).unwrap())
+                .unwrap();
+        let request =
+            |max_message_bytes| pb::ReadRequest { spec: Some(spec.clone()), max_message_bytes, ..Default::default() };
+        let private = elements(&mut client, request(i64::MAX)).await;
+        assert!(private.len() > 2, "{workload}: {} elements", private.len());
+        // Two jobs on one window (the second takes what the first had it decode, or reads
+        // alone once it moved on): whole, and in parts of 200,000 bytes.
+        let whole = job_elements(&mut client, request(i64::MAX), workload, "whole").await;
+        let joined = job_elements(&mut client, request(200_000), workload, "parts").await;
+        assert_eq!(whole, private, "{workload}: a job's elements sent whole");
+        assert_eq!(joined, private, "{workload}: a job's elements in parts, joined");
+    }
+}

@@ -2,17 +2,19 @@
 //! registry and readers (blocking work on blocking threads) and the result into a reply.
 //! [`DataService::open_stream`] starts the task that feeds a stream; that task is in
 //! `grpc/stream.rs` (reading chunks, backpressure, redelivery, automatic checkpoints, the
-//! last message and the wait for acknowledgements). [`ReadWithoutCopies`] (in
-//! `grpc/read_frames.rs`) serves the handlers, `Read`'s streams without payload copies.
+//! last message and the wait for acknowledgements), and what it sends ([`Reply`]) in
+//! `grpc/reply.rs`. [`ReadWithoutCopies`] (in `grpc/read_frames.rs`) serves the handlers,
+//! `Read`'s streams without payload copies.
 
 mod read_frames;
+mod reply;
 mod stream;
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use readerd_proto::{rows, v1 as pb};
+use readerd_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -24,6 +26,7 @@ use crate::error::{Result, ServeError};
 use crate::reader::{Reader, ReaderStats};
 use crate::registry::ReaderRegistry;
 pub use read_frames::ReadWithoutCopies;
+pub use reply::{ReadStream, Reply, ReplyStream};
 use stream::{AutoCheckpoints, stream_elements};
 
 /// Records one `ReadUpTo` call may ask for.
@@ -63,6 +66,18 @@ impl DataService {
             .await
             .map_err(|err| ServeError::Internal(format!("blocking task failed: {err}")))?;
         Ok(result?)
+    }
+
+    /// `Read`: opens the stream, its elements over the request's `max_message_bytes` cut
+    /// into messages of rows.
+    pub async fn read_replies(&self, request: Request<pb::ReadRequest>) -> Result<ReplyStream, Status> {
+        let caller = auth::caller(&request)?;
+        let request = request.into_inner();
+        let max_message_bytes = usize::try_from(request.max_message_bytes).map_err(|_| {
+            Status::invalid_argument(format!("max_message_bytes must be 0 or more, got {}", request.max_message_bytes))
+        })?;
+        let (reader, stream) = self.open_stream(&caller, request).await?;
+        Ok(reply::split_elements(stream, max_message_bytes, reader.name().to_owned()))
     }
 
     /// Opens a stream as `Read` does (a new reader, an attached one, or a resumed
@@ -168,34 +183,9 @@ fn info_to_pb(container: String, shared_name: String, reader: &Reader, created: 
     }
 }
 
-pub type ReadStream = ReceiverStream<Result<pb::ReadResponse, Status>>;
-/// What `Read` sends: the stream's messages, large batches split by rows.
+/// What the generated server's `Read` sends: the stream's messages, large batches split by
+/// rows.
 pub type MessageStream = BoxStream<'static, Result<pb::ReadResponse, Status>>;
-
-/// Each element of `stream` (of reader `reader`) larger than `max_bytes` as several
-/// messages (0: none split). A panic while cutting one ends the stream with INTERNAL.
-fn split_elements(stream: ReadStream, max_bytes: usize, reader: String) -> MessageStream {
-    if max_bytes == 0 {
-        return stream.boxed();
-    }
-    stream
-        .flat_map(move |response| {
-            let messages = match response {
-                Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) }) => {
-                    match crate::reader::catch_decode_panic(&reader, || rows::split_rows(element, max_bytes)) {
-                        Ok(parts) => parts
-                            .into_iter()
-                            .map(|part| Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(part)) }))
-                            .collect(),
-                        Err(err) => vec![Err(Status::from(err))],
-                    }
-                }
-                other => vec![other],
-            };
-            futures::stream::iter(messages)
-        })
-        .boxed()
-}
 
 #[tonic::async_trait]
 impl pb::data_service_server::DataService for DataService {
@@ -221,13 +211,8 @@ impl pb::data_service_server::DataService for DataService {
 
     #[tracing::instrument(skip_all, fields(container, shared_name))]
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<MessageStream>, Status> {
-        let caller = auth::caller(&request)?;
-        let request = request.into_inner();
-        let max_message_bytes = usize::try_from(request.max_message_bytes).map_err(|_| {
-            Status::invalid_argument(format!("max_message_bytes must be 0 or more, got {}", request.max_message_bytes))
-        })?;
-        let (reader, stream) = self.open_stream(&caller, request).await?;
-        Ok(Response::new(split_elements(stream, max_message_bytes, reader.name().to_owned())))
+        let replies = self.read_replies(request).await?;
+        Ok(Response::new(replies.map(|reply| reply.map(Reply::into_response)).boxed()))
     }
 
     async fn acknowledge(

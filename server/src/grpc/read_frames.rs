@@ -3,10 +3,11 @@
 //!
 //! tonic's generated server encodes each message into one buffer (a copy of every byte of
 //! every batch). This service answers `/readerd.v1.DataService/Read` itself: it decodes
-//! the request, calls the same `DataService::read` handler, and streams its messages as
-//! [`Frames`] (the payloads as handles on the buffers they were decoded into, framed as
-//! prost would). Every other method goes to the generated server. Sitting inside the
-//! token interceptor, it sees the requests the handlers see.
+//! the request, calls the handler behind `DataService::read` (`read_replies`), and streams
+//! its messages as [`Frames`] (the payloads as handles on the buffers they were decoded
+//! into, framed as prost would; an element of a job's window as the encoding its clones
+//! share, with this stream's `seq`). Every other method goes to the generated server.
+//! Sitting inside the token interceptor, it sees the requests the handlers see.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -20,12 +21,11 @@ use http_body_util::BodyExt;
 use prost::Message;
 use readerd_proto::frames::Frames;
 use readerd_proto::v1 as pb;
-use readerd_proto::v1::data_service_server::DataService as _;
 use tonic::Status;
 use tonic::body::Body;
 use tonic::server::NamedService;
 
-use super::{DataService, MessageStream};
+use super::{DataService, Reply, ReplyStream};
 
 const READ_PATH: &str = "/readerd.v1.DataService/Read";
 
@@ -81,7 +81,7 @@ impl tower::Service<http::Request<Body>> for ReadWithoutCopies {
 }
 
 /// Decodes the `ReadRequest` and opens the stream through the handler.
-async fn read(data: &DataService, request: http::Request<Body>, max_bytes: usize) -> Result<MessageStream, Status> {
+async fn read(data: &DataService, request: http::Request<Body>, max_bytes: usize) -> Result<ReplyStream, Status> {
     let (parts, body) = request.into_parts();
     let mut body = http_body_util::Limited::new(body, max_bytes.saturating_add(5))
         .collect()
@@ -102,10 +102,10 @@ async fn read(data: &DataService, request: http::Request<Body>, max_bytes: usize
     }
     let message = pb::ReadRequest::decode(body).map_err(|err| Status::invalid_argument(err.to_string()))?;
     let request = tonic::Request::from_http(http::Request::from_parts(parts, message));
-    Ok(data.read(request).await?.into_inner())
+    data.read_replies(request).await
 }
 
-fn streaming_response(messages: MessageStream, max_message_bytes: usize) -> http::Response<Body> {
+fn streaming_response(messages: ReplyStream, max_message_bytes: usize) -> http::Response<Body> {
     let body = FramesBody { messages, frames: Frames::default(), max_message_bytes, end: None, done: false };
     let mut response = http::Response::new(Body::new(body));
     response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
@@ -114,7 +114,7 @@ fn streaming_response(messages: MessageStream, max_message_bytes: usize) -> http
 
 /// The response body: each message's chunks as they are made, then the status.
 struct FramesBody {
-    messages: MessageStream,
+    messages: ReplyStream,
     frames: Frames,
     max_message_bytes: usize,
     /// How the stream ended, to send after the chunks still held.
@@ -157,8 +157,14 @@ impl http_body::Body for FramesBody {
                         None => Poll::Pending,
                     };
                 }
-                Poll::Ready(Some(Ok(message))) => {
-                    if let Err(status) = this.frames.push(&message, this.max_message_bytes) {
+                Poll::Ready(Some(Ok(reply))) => {
+                    let pushed = match &reply {
+                        Reply::Message(message) => this.frames.push(message, this.max_message_bytes),
+                        Reply::Element(seq, element) => {
+                            this.frames.push_encoded(*seq, element.encoded(), this.max_message_bytes)
+                        }
+                    };
+                    if let Err(status) = pushed {
                         this.end = Some(status);
                     }
                 }

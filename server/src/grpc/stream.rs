@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
+use super::Reply;
 use crate::checkpoint::{Checkpointer, StreamRecord};
 use crate::cluster::Leases;
 use crate::element::{Element, element_to_pb};
@@ -47,7 +48,7 @@ const JOB_POLL: Duration = Duration::from_millis(200);
 const LINGER_AFTER_END: Duration = Duration::from_secs(10);
 
 /// A message of the stream, as the transport takes it.
-type Message = Result<pb::ReadResponse, Status>;
+type Message = Result<Reply, Status>;
 
 /// An element to send, and whether it is redelivered (another stream of a shared reader
 /// left it unacknowledged).
@@ -228,7 +229,7 @@ impl ElementStream {
     fn started(&self) -> Message {
         let replica_id = self.reader.cluster_job().map(|job| job.replica().to_owned()).unwrap_or_default();
         let started = pb::StreamStarted { stream_id: self.record.id.clone(), first_seq: self.first_seq, replica_id };
-        Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) })
+        Ok(Reply::Message(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) }))
     }
 
     /// One turn of the stream: waits for room in its buffer (a consumer session's stream,
@@ -386,9 +387,16 @@ impl ElementStream {
             let bytes = element.payload_bytes();
             METRICS.element_sent(element.keys.len(), bytes);
             self.reader.watch().sent(bytes);
-            permit.send(Ok(pb::ReadResponse {
-                kind: Some(pb::read_response::Kind::Element(element_to_pb(self.seq, element))),
-            }));
+            // A job's element goes out as the encoding its clones share (`Element::encoded`):
+            // each job of the window sends it without encoding it again.
+            let reply = if self.reader.seat().is_some() {
+                Reply::Element(self.seq, element)
+            } else {
+                Reply::Message(pb::ReadResponse {
+                    kind: Some(pb::read_response::Kind::Element(element_to_pb(self.seq, element))),
+                })
+            };
+            permit.send(Ok(reply));
             self.seq += 1;
             self.since_checkpoint += 1;
         }
@@ -514,7 +522,7 @@ impl ElementStream {
 async fn send_checkpoint(tx: &mpsc::Sender<Message>, token: String, after_seq: i64) -> ControlFlow<Ended> {
     let checkpoint = pb::CheckpointResponse { token, after_seq };
     let message = pb::ReadResponse { kind: Some(pb::read_response::Kind::Checkpoint(checkpoint)) };
-    if tx.send(Ok(message)).await.is_err() {
+    if tx.send(Ok(Reply::Message(message))).await.is_err() {
         return Break(Ended::TrainerGone);
     }
     Continue(())
@@ -524,7 +532,7 @@ async fn send_checkpoint(tx: &mpsc::Sender<Message>, token: String, after_seq: i
 /// (counted as a failed stream).
 fn last_message(last: Result<pb::EndOfSequence>) -> Message {
     match last {
-        Ok(end) => Ok(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }),
+        Ok(end) => Ok(Reply::Message(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) })),
         Err(err) => {
             METRICS.stream_failed(err.code());
             Err(err.into())

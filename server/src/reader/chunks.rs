@@ -65,7 +65,7 @@ impl Reader {
             let taken = self.take_chunk(|state, first| {
                 let mut source = Examples { state, spec: &self.spec };
                 let stack = |index, examples| {
-                    elements.push(Ok(Some(Element { index, ..stack_examples(examples, batched)? })));
+                    elements.push(Ok(Some(stack_examples(examples, batched)?.numbered(index))));
                     Ok(())
                 };
                 // Examples taken and never handed out (`dropRemainder`) are settled.
@@ -142,7 +142,7 @@ impl Reader {
         if self.job.get().is_none() {
             // Outside a cluster an element has no ledger ids: only its number.
             let numbered = |(index, decoded): (u64, Result<Option<Element>>)| {
-                (index, decoded.map(|element| element.map(|element| Element { index, ..element })))
+                (index, decoded.map(|element| element.map(|element| element.numbered(index))))
             };
             return decode(set).into_iter().map(numbered).collect();
         }
@@ -155,7 +155,11 @@ impl Reader {
             .map(|(index, decoded)| {
                 let records = ids.find(|(i, _)| *i == index).map(|(_, records)| records).unwrap_or_default();
                 let element = match decoded {
-                    Ok(Some(element)) => Ok(Some(Element { index, records, ..element })),
+                    Ok(Some(element)) => {
+                        let mut element = element.numbered(index);
+                        element.records = records;
+                        Ok(Some(element))
+                    }
                     Ok(None) => {
                         self.settle(&records);
                         Ok(None)

@@ -103,7 +103,7 @@ impl Decoding {
             return Ok(None);
         };
         let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };
-        Ok(Some(Element { index: 0, keys, features: std::sync::Arc::new(features), records: Vec::new() }))
+        Ok(Some(Element::new(keys, features, Vec::new())))
     }
 
     /// Decodes `values` with the spec's decoder as a batch (`batched`) or one record: the

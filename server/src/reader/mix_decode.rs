@@ -252,7 +252,7 @@ impl Mixture {
         let keys = if kept.len() == batch.keys.len() { batch.keys } else { batch.keys.select(&kept) };
         let decoded: Vec<&Decoded> = used.iter().filter_map(|&c| decoded_of(c).map(|(d, _)| &d.features)).collect();
         let features = gather(&self.layout, &decoded, &sources, placed)?;
-        Ok(Some(Element { index: 0, keys, features: std::sync::Arc::new(features), records: Vec::new() }))
+        Ok(Some(Element::new(keys, features, Vec::new())))
     }
 }
 

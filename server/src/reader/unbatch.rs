@@ -68,7 +68,7 @@ pub(super) fn stack_examples(examples: Vec<Example>, batched: bool) -> Result<El
     if !batched {
         let example = examples.into_iter().next().expect("one example");
         let features = example.features.into_iter().map(|(name, dense)| (name, Tensor::Dense(dense))).collect();
-        return Ok(Element { index: 0, keys, features: std::sync::Arc::new(features), records });
+        return Ok(Element::new(keys, features, records));
     }
     let mut features = Vec::with_capacity(examples[0].features.len());
     for (j, (name, _)) in examples[0].features.iter().enumerate() {
@@ -78,5 +78,5 @@ pub(super) fn stack_examples(examples: Vec<Example>, batched: bool) -> Result<El
         })?;
         features.push((name.clone(), Tensor::Dense(stacked)));
     }
-    Ok(Element { index: 0, keys, features: std::sync::Arc::new(features), records })
+    Ok(Element::new(keys, features, records))
 }

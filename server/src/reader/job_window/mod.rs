@@ -2,7 +2,9 @@
 //! other than `default` each have a reader of their own, for their books (delivery,
 //! acknowledgements, checkpoints), but take their elements from one [`JobWindow`]: the
 //! decoded chunks of a reader of the same spec (its producer), numbered as every reader
-//! of that spec numbers its elements, each with the producer's state after it.
+//! of that spec numbers its elements, each with the producer's state after it. Each
+//! element is encoded for the wire there too, once: every job sends that encoding with its
+//! own `seq`.
 //!
 //! A job reader's seat ([`Seat`]) is *attached* while its position is inside the window:
 //! it takes the window's elements and the state after them, without reading. The window
@@ -298,10 +300,13 @@ impl JobWindow {
         let state_after = producer.serialize_state().ok().map(Arc::new);
         self.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
         JOB_WINDOWS.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
+        // Each element is encoded for the wire here, once for every job (each sends it with
+        // its own `seq`); the copies that makes count with its payloads.
+        let encoded: usize = chunk.elements.iter().map(|element| element.encoded().copied_bytes()).sum();
         let mut window = self.window.lock_unpoisoned();
         if !chunk.elements.is_empty() || end > window.end {
             let state_bytes = state_after.as_ref().map_or(0, |state| state.len());
-            let bytes = chunk.elements.iter().map(Element::payload_bytes).sum::<usize>() + state_bytes;
+            let bytes = chunk.elements.iter().map(Element::payload_bytes).sum::<usize>() + encoded + state_bytes;
             // Its share of the memory budget; short of it, the older chunks go first (the
             // chunk itself is in a job's hands already).
             let mut reserved = chunk.reserved;

@@ -252,3 +252,57 @@ pub fn record_ids_from_pb(records: &pb::RecordIds) -> impl Iterator<Item = Recor
     let files = records.file.iter().zip(&records.number);
     records.epoch.iter().zip(files).map(|(&epoch, (&file, &number))| RecordId { epoch, file, number })
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    /// A batch of `rows` rows: an int64 column and a string column of `len`-byte strings.
+    fn batch(rows: usize, len: usize) -> Element {
+        let ids: Vec<i64> = (0..rows as i64).collect();
+        let strings = (0..rows).map(|_| Bytes::from(vec![b'x'; len])).collect();
+        let features = vec![
+            ("id".to_owned(), Tensor::Dense(Dense::int64(vec![rows], &ids))),
+            ("text".to_owned(), Tensor::Dense(Dense::strings(vec![rows], strings))),
+        ];
+        Element::new(Keys::Strings((0..rows).map(|i| format!("f:{i}")).collect()), features, Vec::new())
+    }
+
+    #[test]
+    fn an_element_whole_within_a_size_is_one_message_of_split_rows() {
+        for (rows, len) in [(1, 0), (2, 1), (8, 10), (100, 3), (64, 1000)] {
+            let element = batch(rows, len);
+            // Around its payload too: split_rows counts 4 bytes more per string.
+            let payload = element.payload_bytes();
+            for max_bytes in [0, 1, 16, 100, 1000, 4096, 70_000, 1 << 20, payload, payload + 2 * rows] {
+                let parts = readerd_proto::rows::split_rows(element_to_pb(0, element.clone()), max_bytes).len();
+                if element.whole_within(max_bytes) {
+                    assert_eq!(parts, 1, "{rows} rows of {len} bytes, at most {max_bytes}: whole");
+                }
+            }
+            // Well over its size it is whole, and well under it (several rows) it is not.
+            assert!(element.whole_within(payload * 2 + 4 * rows + 1));
+            assert!(rows < 2 || !element.whole_within(1));
+        }
+    }
+
+    #[test]
+    fn clones_share_their_tensors_and_their_encoding() {
+        let element = batch(8, 10);
+        let clone = element.clone();
+        assert!(Arc::ptr_eq(&element.features, &clone.features));
+        assert!(std::ptr::eq(element.encoded(), clone.encoded()), "encoded once for both");
+        // The encoding is the element's message but for its seq.
+        let mut frames = readerd_proto::frames::Frames::default();
+        frames.push_encoded(5, clone.encoded(), usize::MAX).unwrap();
+        let mut expected = readerd_proto::frames::Frames::default();
+        let message = pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element_to_pb(5, element))) };
+        expected.push(&message, usize::MAX).unwrap();
+        let bytes = |mut frames: readerd_proto::frames::Frames| {
+            std::iter::from_fn(move || frames.pop()).flat_map(|chunk| chunk.to_vec()).collect::<Vec<u8>>()
+        };
+        assert_eq!(bytes(frames), bytes(expected));
+    }
+}

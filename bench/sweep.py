@@ -138,6 +138,11 @@ def main() -> None:
                       f"{run['cpu_per_job_epoch']:.2f} server CPU-s per job-epoch  peak RSS {run['peak_rss_mib']:.0f} MiB",
                       flush=True)
         print(f"{workload} median of {args.rounds} rounds:")
+        # Each round's private and shared runs are back to back: their ratio is steadier
+        # than either figure on a machine whose speed drifts.
+        ratios = [p["cpu_per_job_epoch"] / s["cpu_per_job_epoch"] for p, s in zip(runs["private"], runs["shared"])]
+        print(f"  private ÷ shared server CPU, per round: {', '.join(f'{r:.2f}' for r in ratios)}; "
+              f"median {statistics.median(ratios):.2f}", flush=True)
         for mode, mode_runs in runs.items():
             slowest = statistics.median(run["rates"][0] for run in mode_runs)
             cpu = statistics.median(run["cpu_per_job_epoch"] for run in mode_runs)

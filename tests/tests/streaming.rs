@@ -83,28 +83,39 @@ async fn batches_carry_one_key_per_record_and_end_at_the_last_epoch() {
     assert_eq!(outcome.unwrap().after_seq, 1);
 }
 
-/// Every element of a stream, as `ReadStream` hands them over (parts joined).
+/// Every element of a stream, as `ReadStream` hands them over (parts joined); a shared
+/// reader's each acknowledged as it comes, as a trainer does.
 async fn elements(client: &mut readerd_client::Client, request: pb::ReadRequest) -> Vec<pb::Element> {
+    let shared = request.reader.is_some();
     let mut stream = client.read_with(request).await.unwrap();
     let mut elements = Vec::new();
     loop {
         match stream.message().await.unwrap().and_then(|m| m.kind) {
-            Some(pb::read_response::Kind::Element(element)) => elements.push(element),
+            Some(pb::read_response::Kind::Element(element)) => {
+                if shared {
+                    client.acknowledge(&stream.stream_id, element.seq).await.unwrap();
+                }
+                elements.push(element);
+            }
             Some(pb::read_response::Kind::EndOfSequence(_)) => return elements,
             other => panic!("unexpected {other:?}"),
         }
     }
 }
 
-#[tokio::test]
-async fn large_batches_travel_in_parts_by_rows_and_arrive_whole() {
+/// A folder of `readerctl gen-demo` workloads written with `args`.
+fn demo_workloads(args: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
-    let made = readerd_tests::readerctl(
-        "http://127.0.0.1:1",
-        &["gen-demo", "--out", out, "--workloads", "images", "--images", "20", "--batch-size", "8", "--quiet"],
-    );
+    let command: Vec<&str> = ["gen-demo", "--out", out, "--quiet"].into_iter().chain(args.iter().copied()).collect();
+    let made = readerd_tests::readerctl("http://127.0.0.1:1", &command);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    dir
+}
+
+#[tokio::test]
+async fn large_batches_travel_in_parts_by_rows_and_arrive_whole() {
+    let dir = demo_workloads(&["--workloads", "images", "--images", "20", "--batch-size", "8"]);
     let spec: pb::DatasetSpec =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("specs/images.json")).unwrap()).unwrap();
     let server = ServerProcess::start(&[dir.path()]);
@@ -153,7 +164,7 @@ async fn large_batches_travel_in_parts_by_rows_and_arrive_whole() {
     assert!(err.message().contains("max_message_bytes"), "{}", err.message());
 }
 
-/// Every element of job `job` of shared reader `shared`, each acknowledged as it comes.
+/// Every element of job `job` of shared reader `shared`.
 async fn job_elements(
     client: &mut readerd_client::Client,
     mut request: pb::ReadRequest,
@@ -162,18 +173,7 @@ async fn job_elements(
 ) -> Vec<pb::Element> {
     request.reader = Some(pb::ReaderRef { container: String::new(), shared_name: shared.into() });
     request.job = job.into();
-    let mut stream = client.read_with(request).await.unwrap();
-    let mut elements = Vec::new();
-    loop {
-        match stream.message().await.unwrap().and_then(|m| m.kind) {
-            Some(pb::read_response::Kind::Element(element)) => {
-                client.acknowledge(&stream.stream_id, element.seq).await.unwrap();
-                elements.push(element);
-            }
-            Some(pb::read_response::Kind::EndOfSequence(_)) => return elements,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
+    elements(client, request).await
 }
 
 /// The jobs of a shared reader send each element of their window encoded once, each with
@@ -181,16 +181,8 @@ async fn job_elements(
 /// messages, as a private stream sends them.
 #[tokio::test]
 async fn jobs_send_their_windows_elements_whole_or_in_parts_as_a_private_stream_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().to_str().unwrap();
-    let made = readerd_tests::readerctl(
-        "http://127.0.0.1:1",
-        &["gen-demo", "--out", out, "--workloads", "images,tabular", "--images", "20", "--tabular", "2000"]
-            .into_iter()
-            .chain(["--batch-size", "8", "--quiet"])
-            .collect::<Vec<_>>(),
-    );
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let dir =
+        demo_workloads(&["--workloads", "images,tabular", "--images", "20", "--tabular", "2000", "--batch-size", "8"]);
     let server = ServerProcess::start(&[dir.path()]);
     let mut client = server.client().await;
     // Batches of 8 images (about 880 KB) go out in parts; of 8 rows of 40 numbers, whole.

@@ -7,6 +7,7 @@ use readerd_proto::keys;
 use readerd_proto::rows::RowJoiner;
 use readerd_proto::{http2, v1 as pb};
 
+use crate::acknowledge_call::AcknowledgeCall;
 use crate::read_call::ReadCall;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -107,6 +108,8 @@ pub struct Client {
     service: Service,
     /// The same channel and token, for `Read` made by hand (`read_call`).
     raw: InterceptedService<Channel, BearerToken>,
+    /// Acknowledgements go on one long-lived call (a clone opens its own).
+    acknowledgements: AcknowledgeCall,
 }
 
 impl Client {
@@ -163,7 +166,7 @@ impl Client {
         let service = pb::data_service_client::DataServiceClient::with_interceptor(channel, token)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Self { service, raw }
+        Self { service, raw, acknowledgements: AcknowledgeCall::default() }
     }
 
     /// The generated client, for every call of `readerd.v1.DataService`.
@@ -258,7 +261,7 @@ impl Client {
     ) -> Result<i64, tonic::Status> {
         let stream_id = stream_id.to_owned();
         let request = pb::AcknowledgeRequest { stream_id, up_to_seq, commit, consumer_time, ..Default::default() };
-        Ok(self.service.acknowledge(request).await?.into_inner().committed_elements)
+        Ok(self.acknowledgements.acknowledge(&mut self.service, request).await?.committed_elements)
     }
 
     /// Commits the state after element `after_seq` of a stream; returns its token.

@@ -29,6 +29,7 @@ fn nothing<T>() -> Reply<T> {
 #[tonic::async_trait]
 impl DataService for Echo {
     type ReadStream = Pin<Box<dyn Stream<Item = Result<pb::ReadResponse, Status>> + Send>>;
+    type AcknowledgeEachStream = Pin<Box<dyn Stream<Item = Result<pb::AcknowledgeResponse, Status>> + Send>>;
 
     async fn read(&self, _: Request<pb::ReadRequest>) -> Reply<Self::ReadStream> {
         let (message, count) = (self.message.clone(), self.count);
@@ -66,6 +67,12 @@ impl DataService for Echo {
         nothing()
     }
     async fn acknowledge(&self, _: Request<pb::AcknowledgeRequest>) -> Reply<pb::AcknowledgeResponse> {
+        nothing()
+    }
+    async fn acknowledge_each(
+        &self,
+        _: Request<tonic::Streaming<pb::AcknowledgeRequest>>,
+    ) -> Reply<Self::AcknowledgeEachStream> {
         nothing()
     }
     async fn checkpoint(&self, _: Request<pb::CheckpointRequest>) -> Reply<pb::CheckpointResponse> {

@@ -368,7 +368,10 @@ impl ResumingStream {
         let Some((client, read)) = self.connection.as_ref() else { return };
         let (mut client, stream_id) = (client.clone(), read.stream_id.clone());
         tokio::spawn(async move {
-            let _ = client.acknowledge_reporting(&stream_id, -1, false, Some(time)).await;
+            // One call alone: not worth a long-lived call of its own.
+            let report =
+                pb::AcknowledgeRequest { stream_id, up_to_seq: -1, consumer_time: Some(time), ..Default::default() };
+            let _ = client.service().acknowledge(report).await;
         });
     }
 

@@ -106,6 +106,45 @@ async fn streams_of_one_shared_reader_split_its_records() {
     assert_eq!(keys, expected, "every record once across the two streams");
 }
 
+/// `AcknowledgeEach` answers each acknowledgement of one long-lived call in order, as
+/// `Acknowledge` does; a bad one ends the call with its error, naming the stream.
+#[tokio::test]
+async fn acknowledgements_on_one_call_are_answered_in_order_and_a_bad_one_ends_it() {
+    let server = ServerProcess::start(&[&golden_dir()]);
+    let mut client = server.client().await;
+    let mut stream = client.read("", "acks", Some(text_spec(&["text/lf.txt"]))).await.unwrap();
+    let mut seqs = Vec::new();
+    while seqs.len() < 4 {
+        if let Some(pb::read_response::Kind::Element(element)) = stream.message().await.unwrap().unwrap().kind {
+            seqs.push(element.seq);
+        }
+    }
+    let (requests, outgoing) = tokio::sync::mpsc::channel(4);
+    let call = client.service().acknowledge_each(tokio_stream::wrappers::ReceiverStream::new(outgoing));
+    let mut answers = call.await.unwrap().into_inner();
+    let acknowledge = |stream_id: &str, up_to_seq: i64| pb::AcknowledgeRequest {
+        stream_id: stream_id.to_owned(),
+        up_to_seq,
+        ..Default::default()
+    };
+    assert_eq!(seqs, [0, 1, 2, 3]);
+    for seq in [0, 2] {
+        requests.send(acknowledge(&stream.stream_id, seq)).await.unwrap();
+        let answer = answers.message().await.unwrap().expect("one answer per acknowledgement");
+        assert_eq!(answer.committed_elements, seq + 1, "acknowledged up to seq {seq}");
+    }
+    let counters = stats(&mut client, "", "acks").await.unwrap();
+    let consumer = counters.consumers.iter().find(|c| c.stream_id == stream.stream_id).unwrap();
+    assert_eq!(consumer.acknowledged, 3);
+
+    requests.send(acknowledge("no-such-stream", 0)).await.unwrap();
+    let ended = answers.message().await.unwrap_err();
+    assert_eq!(ended.code(), tonic::Code::NotFound, "{ended:?}");
+    assert!(ended.message().contains("no-such-stream"), "{ended:?}");
+    // The stream itself goes on: its acknowledgements go on another call.
+    assert_eq!(client.acknowledge(&stream.stream_id, 3).await.unwrap(), 4);
+}
+
 #[tokio::test]
 async fn delete_ends_streams_and_containers_reset_together() {
     let server = ServerProcess::start(&[&golden_dir()]);

@@ -6,6 +6,7 @@
 //! `grpc/reply.rs`. [`ReadWithoutCopies`] (in `grpc/read_frames.rs`) serves the handlers,
 //! `Read`'s streams without payload copies.
 
+mod acknowledge;
 mod read_frames;
 mod reply;
 mod stream;
@@ -32,6 +33,7 @@ use stream::{AutoCheckpoints, stream_elements};
 /// Records one `ReadUpTo` call may ask for.
 const MAX_READ_UP_TO: i64 = 1 << 16;
 
+#[derive(Clone)]
 pub struct DataService {
     registry: ReaderRegistry,
     streams: Arc<Streams>,
@@ -190,6 +192,7 @@ pub type MessageStream = BoxStream<'static, Result<pb::ReadResponse, Status>>;
 #[tonic::async_trait]
 impl pb::data_service_server::DataService for DataService {
     type ReadStream = MessageStream;
+    type AcknowledgeEachStream = acknowledge::AnswerStream;
 
     async fn lookup_or_create_reader(
         &self,
@@ -220,37 +223,15 @@ impl pb::data_service_server::DataService for DataService {
         request: Request<pb::AcknowledgeRequest>,
     ) -> Result<Response<pb::AcknowledgeResponse>, Status> {
         let caller = auth::caller(&request)?;
-        let request = request.into_inner();
-        let stream = self.streams.get(&request.stream_id)?;
-        caller.check(&stream.container, Access::Read)?;
-        if let Some(time) = &request.consumer_time {
-            stream.consumer.time.report(crate::watch::consumer_time::TimeSpent::from_pb(time));
-        }
-        stream.reader.delivery().acknowledge(&stream.consumer, request.up_to_seq);
-        if let Some(job) = stream.reader.cluster_job().cloned()
-            && (!request.records.is_empty() || request.flushed || request.commit)
-        {
-            // Re-sent for a replica that died, or asked for: committed to the split ledger
-            // before the answer, so the dead replica's splits may go to others without
-            // delivering again what the consumer has, and a checkpoint after it covers it.
-            // (Otherwise the cluster's thread commits the stream's acknowledgements; the
-            // answer says which are.)
-            let records: Vec<_> = request.records.iter().flat_map(crate::element::record_ids_from_pb).collect();
-            let (session, from, flushed) = (request.session_id, request.from_replica, request.flushed);
-            self.blocking(move |_| {
-                job.acknowledge(&records);
-                job.commit()?;
-                if flushed && !from.is_empty() && !session.is_empty() {
-                    job.session_flushed(&session, &from)?;
-                }
-                Ok(())
-            })
-            .await?;
-        }
-        let committed_elements = stream.reader.delivery().committed_elements(&stream.consumer);
-        let unreachable = stream.reader.cluster_job().and_then(|job| job.ledger_unreachable_for());
-        let ledger_unreachable_ms = unreachable.map_or(0, |waited| waited.as_millis().max(1) as i64);
-        Ok(Response::new(pb::AcknowledgeResponse { committed_elements, ledger_unreachable_ms }))
+        Ok(Response::new(self.acknowledge_as(&caller, request.into_inner()).await?))
+    }
+
+    async fn acknowledge_each(
+        &self,
+        request: Request<tonic::Streaming<pb::AcknowledgeRequest>>,
+    ) -> Result<Response<Self::AcknowledgeEachStream>, Status> {
+        let caller = auth::caller(&request)?;
+        Ok(Response::new(acknowledge::answer_each(self.clone(), caller, request.into_inner())))
     }
 
     async fn checkpoint(

@@ -1,0 +1,76 @@
+//! Acknowledgements: `Acknowledge` answers one, `AcknowledgeEach` answers each of a
+//! long-lived call's in order (a shared reader's consumer acknowledges every element
+//! before it takes the next: one message each way instead of a call each).
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use readerd_proto::v1 as pb;
+use tonic::{Status, Streaming};
+
+use super::DataService;
+use crate::auth::{Access, Caller};
+
+/// `AcknowledgeEach`'s answers.
+pub type AnswerStream = BoxStream<'static, Result<pb::AcknowledgeResponse, Status>>;
+
+impl DataService {
+    /// Acknowledges what `request` says for `caller`.
+    pub(super) async fn acknowledge_as(
+        &self,
+        caller: &Caller,
+        request: pb::AcknowledgeRequest,
+    ) -> Result<pb::AcknowledgeResponse, Status> {
+        let stream = self.streams.get(&request.stream_id)?;
+        caller.check(&stream.container, Access::Read)?;
+        if let Some(time) = &request.consumer_time {
+            stream.consumer.time.report(crate::watch::consumer_time::TimeSpent::from_pb(time));
+        }
+        stream.reader.delivery().acknowledge(&stream.consumer, request.up_to_seq);
+        if let Some(job) = stream.reader.cluster_job().cloned()
+            && (!request.records.is_empty() || request.flushed || request.commit)
+        {
+            // Re-sent for a replica that died, or asked for: committed to the split ledger
+            // before the answer, so the dead replica's splits may go to others without
+            // delivering again what the consumer has, and a checkpoint after it covers it.
+            // (Otherwise the cluster's thread commits the stream's acknowledgements; the
+            // answer says which are.)
+            let records: Vec<_> = request.records.iter().flat_map(crate::element::record_ids_from_pb).collect();
+            let (session, from, flushed) = (request.session_id, request.from_replica, request.flushed);
+            self.blocking(move |_| {
+                job.acknowledge(&records);
+                job.commit()?;
+                if flushed && !from.is_empty() && !session.is_empty() {
+                    job.session_flushed(&session, &from)?;
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        let committed_elements = stream.reader.delivery().committed_elements(&stream.consumer);
+        let unreachable = stream.reader.cluster_job().and_then(|job| job.ledger_unreachable_for());
+        let ledger_unreachable_ms = unreachable.map_or(0, |waited| waited.as_millis().max(1) as i64);
+        Ok(pb::AcknowledgeResponse { committed_elements, ledger_unreachable_ms })
+    }
+}
+
+/// Answers each of `requests` in order, as `Acknowledge` would; the first error is the
+/// last answer (the call ends with it). The client reads each answer before it sends its
+/// next request, so at most one waits here.
+pub(super) fn answer_each(
+    service: DataService,
+    caller: Caller,
+    requests: Streaming<pb::AcknowledgeRequest>,
+) -> AnswerStream {
+    let answering = Some((service, caller));
+    futures::stream::unfold((requests, answering), |(mut requests, answering)| async move {
+        let (service, caller) = answering?;
+        let answer = match requests.message().await {
+            Ok(Some(request)) => service.acknowledge_as(&caller, request).await,
+            Ok(None) => return None,
+            Err(status) => Err(status),
+        };
+        let answering = answer.is_ok().then_some((service, caller));
+        Some((answer, (requests, answering)))
+    })
+    .boxed()
+}

@@ -101,6 +101,7 @@ def one_round(readerd_bin: str, data: Path, spec: dict, mode: str, round_no: int
         for worker in workers:
             worker.join()
         cpu = cpu_seconds(server.pid) - cpu_before
+        jobs_stats = readerd.Client(addr).stats("", shared_name).get("jobs", []) if shared_name else []
         if profiler is not None:
             profiler.send_signal(2)
             profiler.wait()
@@ -109,6 +110,9 @@ def one_round(readerd_bin: str, data: Path, spec: dict, mode: str, round_no: int
             "rates": sorted(r / s for _, r, s in jobs),
             "cpu_per_job_epoch": cpu / JOBS,
             "peak_rss_mib": peak_rss_mib(server.pid),
+            # Shared: how often jobs fell behind the window, and the elements they decoded alone.
+            "fallbacks": sum(int(job.get("detachments", 0)) for job in jobs_stats),
+            "decoded_alone": sum(int(job.get("elementsDecoded", 0)) for job in jobs_stats),
         }
     finally:
         server.kill()
@@ -135,7 +139,9 @@ def main() -> None:
                 runs[mode].append(run)
                 print(f"{workload:8} {mode:8} {run['records'][0]} records/job  "
                       f"slowest {run['rates'][0]:9.0f} fastest {run['rates'][-1]:9.0f} records/s per job  "
-                      f"{run['cpu_per_job_epoch']:.2f} server CPU-s per job-epoch  peak RSS {run['peak_rss_mib']:.0f} MiB",
+                      f"{run['cpu_per_job_epoch']:.2f} server CPU-s per job-epoch  peak RSS {run['peak_rss_mib']:.0f} MiB"
+                      + (f"  fallbacks {run['fallbacks']}, elements decoded alone {run['decoded_alone']}"
+                         if mode == "shared" else ""),
                       flush=True)
         print(f"{workload} median of {args.rounds} rounds:")
         # Each round's private and shared runs are back to back: their ratio is steadier

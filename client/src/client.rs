@@ -261,7 +261,16 @@ impl Client {
     ) -> Result<i64, tonic::Status> {
         let stream_id = stream_id.to_owned();
         let request = pb::AcknowledgeRequest { stream_id, up_to_seq, commit, consumer_time, ..Default::default() };
-        Ok(self.acknowledgements.acknowledge(&mut self.service, request).await?.committed_elements)
+        Ok(self.acknowledge_request(request).await?.committed_elements)
+    }
+
+    /// Sends `request` as `Acknowledge` would, on the client's long-lived
+    /// `AcknowledgeEach` call (opened at the first; dropping the future midway closes it).
+    pub async fn acknowledge_request(
+        &mut self,
+        request: pb::AcknowledgeRequest,
+    ) -> Result<pb::AcknowledgeResponse, tonic::Status> {
+        self.acknowledgements.acknowledge(&mut self.service, request).await
     }
 
     /// Commits the state after element `after_seq` of a stream; returns its token.

@@ -412,10 +412,9 @@ impl ReplicaSession {
         };
         // A commit waits for a ledger that is down (up to the server's outage limit).
         let wait = if commit && replica.ledger_down { STORE_OUTAGE_WAIT } else { REPLICA_SILENT_FOR };
-        let answer = tokio::time::timeout(wait, client.service().acknowledge(request)).await;
+        let answer = tokio::time::timeout(wait, client.acknowledge_request(request)).await;
         let silent = match answer {
             Ok(Ok(answer)) => {
-                let answer = answer.into_inner();
                 replica.unconfirmed.retain(|u| u.seq >= answer.committed_elements);
                 replica.ledger_down = answer.ledger_unreachable_ms > 0;
                 let stale = replica.unconfirmed.first().is_some_and(|u| u.since.elapsed() > REPLICA_SILENT_FOR);

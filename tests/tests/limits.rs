@@ -117,6 +117,31 @@ async fn requests_over_the_rate_are_refused_until_the_bucket_refills() {
     client.service().list_readers(pb::ListReadersRequest { container: "c".into() }).await.expect("refilled");
 }
 
+/// A consumer of a shared reader acknowledges each element, on one call: a trainer of
+/// 100 batches under a limit of 5 requests a second reads all of them, each once.
+#[test]
+fn a_shared_readers_acknowledgements_are_one_request_under_the_rate() {
+    let data = data();
+    let server = ServerProcess::start_with(&[data.path()], &["--max-requests-per-second", "5"]);
+    let spec_file = data.path().join("spec.json");
+    std::fs::write(&spec_file, serde_json::to_vec(&spec(10, 1)).unwrap()).unwrap();
+    let spec_arg = spec_file.to_str().unwrap();
+    let args = ["read", "--spec", spec_arg, "--shared-name", "rated", "--output", "jsonl"];
+    let out = readerd_tests::readerctl(&server.addr, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let mut keys: Vec<String> = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter_map(|line| line.get("keys").cloned())
+        .flat_map(|keys| serde_json::from_value::<Vec<String>>(keys).unwrap())
+        .collect();
+    assert_eq!(keys.len(), 1000, "every line of both files");
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 1000, "each once");
+}
+
 #[tokio::test]
 async fn an_oversized_request_is_resource_exhausted() {
     let data = data();

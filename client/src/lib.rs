@@ -29,8 +29,7 @@
 //! Modules depend one way: the tools above use the private `client` ([`Client`],
 //! [`ReadStream`]; its `Read` calls are made by `read_call`, which decodes messages from
 //! the received HTTP/2 frames without copying them), `status` (the status helpers),
-//! `payload` (an element's tensor bytes), `acknowledge_call` (a client's
-//! acknowledgements on one long-lived call) and `rng` (`readerd_common`'s SplitMix64)
+//! `payload` (an element's tensor bytes) and `rng` (`readerd_common`'s SplitMix64)
 //! modules, which use none of them; this root only declares and re-exports. What the
 //! client must agree on with the server byte for byte (the generator, TFRecord's masked
 //! CRC) is `readerd_common`'s.
@@ -53,7 +52,6 @@ pub mod resume;
 pub mod stream;
 pub mod tfrecord;
 
-mod acknowledge_call;
 mod client;
 mod payload;
 mod read_call;

@@ -145,6 +145,26 @@ async fn acknowledgements_on_one_call_are_answered_in_order_and_a_bad_one_ends_i
     assert_eq!(client.acknowledge(&stream.stream_id, 3).await.unwrap(), 4);
 }
 
+/// A consumer in a long step holds its acknowledgement call open; a server asked to stop
+/// ends it rather than wait for the consumer (or the minute of grace given here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_acknowledgement_call_does_not_hold_the_servers_shutdown() {
+    let server = ServerProcess::start_with(&[&golden_dir()], &["--shutdown-grace", "60s"]);
+    let mut client = server.client().await;
+    let mut stream = client.read("", "stepping", Some(text_spec(&["text/lf.txt"]))).await.unwrap();
+    let seq = loop {
+        if let Some(pb::read_response::Kind::Element(element)) = stream.message().await.unwrap().unwrap().kind {
+            break element.seq;
+        }
+    };
+    client.acknowledge(&stream.stream_id, seq).await.unwrap();
+    // `terminate` fails past 20 s.
+    let stopped = tokio::task::spawn_blocking(move || server.terminate()).await.unwrap();
+    assert!(stopped, "readerd exited cleanly");
+    let ended = client.acknowledge(&stream.stream_id, seq).await.unwrap_err();
+    assert_eq!(ended.code(), tonic::Code::Unavailable, "{ended:?}");
+}
+
 #[tokio::test]
 async fn delete_ends_streams_and_containers_reset_together() {
     let server = ServerProcess::start(&[&golden_dir()]);

@@ -9,6 +9,7 @@ use tonic::{Status, Streaming};
 
 use super::DataService;
 use crate::auth::{Access, Caller};
+use crate::error::ServeError;
 
 /// `AcknowledgeEach`'s answers.
 pub type AnswerStream = BoxStream<'static, Result<pb::AcknowledgeResponse, Status>>;
@@ -55,7 +56,8 @@ impl DataService {
 
 /// Answers each of `requests` in order, as `Acknowledge` would; the first error is the
 /// last answer (the call ends with it). The client reads each answer before it sends its
-/// next request, so at most one waits here.
+/// next request, so at most one waits here. When the server shuts down the call ends
+/// UNAVAILABLE: an idle consumer's call does not hold the shutdown.
 pub(super) fn answer_each(
     service: DataService,
     caller: Caller,
@@ -64,7 +66,11 @@ pub(super) fn answer_each(
     let answering = Some((service, caller));
     futures::stream::unfold((requests, answering), |(mut requests, answering)| async move {
         let (service, caller) = answering?;
-        let answer = match requests.message().await {
+        let next = tokio::select! {
+            next = requests.message() => next,
+            _ = service.drain.cancelled() => Err(ServeError::ShuttingDown.into()),
+        };
+        let answer = match next {
             Ok(Some(request)) => service.acknowledge_as(&caller, request).await,
             Ok(None) => return None,
             Err(status) => Err(status),

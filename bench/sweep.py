@@ -4,7 +4,8 @@ reader read by four jobs (DESIGN.md, "Jobs on one shared reader"), each a Python
 (the readerd package's native client, every tensor touched), rounds alternating in one
 run. Per mode: the server's CPU-seconds per job-epoch (its utime + stime over the round,
 from /proc, divided by the four jobs), the records/s each job received (the slowest and
-the fastest), and the server's peak RSS (a fresh server per round: its VmHWM).
+the fastest), and the server's peak RSS (a fresh server per round: its VmHWM); for a shared
+round also how often jobs fell behind the window and the elements they decoded alone.
 
     target/release/readerctl gen-demo --out /tmp/abdata --workloads tabular,images
     python3 bench/sweep.py target/release/readerd /tmp/abdata [--workloads tabular,images] [--rounds 3]

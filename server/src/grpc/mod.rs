@@ -4,7 +4,8 @@
 //! `grpc/stream.rs` (reading chunks, backpressure, redelivery, automatic checkpoints, the
 //! last message and the wait for acknowledgements), and what it sends ([`Reply`]) in
 //! `grpc/reply.rs`. [`ReadWithoutCopies`] (in `grpc/read_frames.rs`) serves the handlers,
-//! `Read`'s streams without payload copies.
+//! `Read`'s streams without payload copies. Acknowledgements, one (`Acknowledge`) or each
+//! of a long-lived call's (`AcknowledgeEach`), are answered in `grpc/acknowledge.rs`.
 
 mod acknowledge;
 mod read_frames;

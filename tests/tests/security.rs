@@ -172,3 +172,39 @@ fn without_tokens_the_server_starts_only_when_told_to_serve_everyone() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--allow-unauthenticated"));
 }
+
+/// Acknowledgements on one `AcknowledgeEach` call are each checked against the caller's
+/// grant: a token of another container cannot settle a stream it may not read.
+#[tokio::test]
+async fn each_acknowledgement_on_a_call_is_checked_against_the_callers_grant() {
+    use readerd_client::{Client, ConnectOptions, v1 as pb};
+    let data = data();
+    let tokens = data.path().join("tokens.json");
+    std::fs::write(
+        &tokens,
+        r#"{"tokens": [
+            {"token": "team-a-reader-0123456789", "containers": ["a"]},
+            {"token": "team-b-reader-0123456789", "containers": ["b"]}
+        ]}"#,
+    )
+    .unwrap();
+    let server = ServerProcess::start_with(&[data.path()], &["--auth-tokens", tokens.to_str().unwrap()]);
+    let connect = |token: &str| {
+        let options = ConnectOptions { token: Some(token.to_owned()), ..ConnectOptions::default() };
+        let addr = server.addr.clone();
+        async move { Client::connect_with(&addr, &options).await.unwrap() }
+    };
+    let (mut team_a, mut team_b) =
+        (connect("team-a-reader-0123456789").await, connect("team-b-reader-0123456789").await);
+    let spec = readerd_client::parse_spec(&std::fs::read_to_string(spec(data.path())).unwrap()).unwrap();
+    let mut stream = team_a.read("a", "s", Some(spec)).await.unwrap();
+    let seq = loop {
+        if let Some(pb::read_response::Kind::Element(element)) = stream.message().await.unwrap().unwrap().kind {
+            break element.seq;
+        }
+    };
+    let denied = team_b.acknowledge(&stream.stream_id, seq).await.unwrap_err();
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+    assert!(denied.message().contains("\"a\""), "{denied:?}");
+    assert_eq!(team_a.acknowledge(&stream.stream_id, seq).await.unwrap(), seq + 1, "the stream's own team may");
+}

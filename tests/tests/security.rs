@@ -107,19 +107,21 @@ fn error_code(lines: &[Value]) -> String {
     lines.last().and_then(|l| l["error"]["code"].as_str()).unwrap_or("").to_owned()
 }
 
+/// A server on `data` with the tokens `grants` (the JSON list of `--auth-tokens`' file).
+fn server_with_tokens(data: &Path, grants: &str) -> ServerProcess {
+    let tokens = data.join("tokens.json");
+    std::fs::write(&tokens, format!(r#"{{"tokens": {grants}}}"#)).unwrap();
+    ServerProcess::start_with(&[data], &["--auth-tokens", tokens.to_str().unwrap()])
+}
+
 #[test]
 fn tokens_grant_containers_and_verbs() {
     let data = data();
-    let tokens = data.path().join("tokens.json");
-    std::fs::write(
-        &tokens,
-        r#"{"tokens": [
-            {"token": "team-a-reader-0123456789", "containers": ["a"]},
-            {"token": "operator-0123456789abcdef", "containers": ["*"], "admin": true}
-        ]}"#,
-    )
-    .unwrap();
-    let server = ServerProcess::start_with(&[data.path()], &["--auth-tokens", tokens.to_str().unwrap()]);
+    let server = server_with_tokens(
+        data.path(),
+        r#"[{"token": "team-a-reader-0123456789", "containers": ["a"]},
+            {"token": "operator-0123456789abcdef", "containers": ["*"], "admin": true}]"#,
+    );
     let spec = spec(data.path());
     let reader = ["--token", "team-a-reader-0123456789"];
 
@@ -179,16 +181,11 @@ fn without_tokens_the_server_starts_only_when_told_to_serve_everyone() {
 async fn each_acknowledgement_on_a_call_is_checked_against_the_callers_grant() {
     use readerd_client::{Client, ConnectOptions, v1 as pb};
     let data = data();
-    let tokens = data.path().join("tokens.json");
-    std::fs::write(
-        &tokens,
-        r#"{"tokens": [
-            {"token": "team-a-reader-0123456789", "containers": ["a"]},
-            {"token": "team-b-reader-0123456789", "containers": ["b"]}
-        ]}"#,
-    )
-    .unwrap();
-    let server = ServerProcess::start_with(&[data.path()], &["--auth-tokens", tokens.to_str().unwrap()]);
+    let server = server_with_tokens(
+        data.path(),
+        r#"[{"token": "team-a-reader-0123456789", "containers": ["a"]},
+            {"token": "team-b-reader-0123456789", "containers": ["b"]}]"#,
+    );
     let connect = |token: &str| {
         let options = ConnectOptions { token: Some(token.to_owned()), ..ConnectOptions::default() };
         let addr = server.addr.clone();

@@ -138,17 +138,11 @@ impl Element {
         if max_bytes == 0 {
             return true;
         }
-        let strings = |dense: &Dense| match &dense.values {
-            Values::Strings(strings) => strings.len(),
-            Values::Bytes(_) => 0,
-        };
         let strings: usize = self
-            .features
-            .iter()
-            .map(|(_, tensor)| match tensor {
-                Tensor::Dense(d) => strings(d),
-                Tensor::Sparse(s) => strings(&s.values),
-                Tensor::Ragged(r) => strings(&r.flat_values),
+            .dense_parts()
+            .map(|dense| match &dense.values {
+                Values::Strings(strings) => strings.len(),
+                Values::Bytes(_) => 0,
             })
             .sum();
         self.payload_bytes().saturating_add(strings.saturating_mul(4)) <= max_bytes
@@ -156,15 +150,12 @@ impl Element {
 
     /// Payload bytes, for sizing messages.
     pub fn payload_bytes(&self) -> usize {
-        let dense = Dense::payload_bytes;
-        self.features
-            .iter()
-            .map(|(_, tensor)| match tensor {
-                Tensor::Dense(d) => dense(d),
-                Tensor::Sparse(s) => dense(&s.indices) + dense(&s.values) + dense(&s.dense_shape),
-                Tensor::Ragged(r) => dense(&r.flat_values) + r.nested_row_splits.iter().map(dense).sum::<usize>(),
-            })
-            .sum()
+        self.dense_parts().map(Dense::payload_bytes).sum()
+    }
+
+    /// The dense arrays of all its tensors.
+    fn dense_parts(&self) -> impl Iterator<Item = &Dense> {
+        self.features.iter().flat_map(|(_, tensor)| tensor.parts())
     }
 }
 

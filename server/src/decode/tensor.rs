@@ -123,6 +123,19 @@ pub enum Tensor {
     Ragged(Ragged),
 }
 
+impl Tensor {
+    /// The dense arrays it is made of: itself; a sparse tensor's indices, values and
+    /// shape; a ragged one's flat values and row splits.
+    pub fn parts(&self) -> impl Iterator<Item = &Dense> {
+        let (first, splits): ([Option<&Dense>; 3], &[Dense]) = match self {
+            Tensor::Dense(d) => ([Some(d), None, None], &[]),
+            Tensor::Sparse(s) => ([Some(&s.indices), Some(&s.values), Some(&s.dense_shape)], &[]),
+            Tensor::Ragged(r) => ([Some(&r.flat_values), None, None], &r.nested_row_splits),
+        };
+        first.into_iter().flatten().chain(splits)
+    }
+}
+
 impl Dense {
     pub fn num_elements(&self) -> usize {
         self.shape.iter().product()

@@ -290,7 +290,7 @@ impl ReaderRegistry {
             let Some(seat) = reader.seat() else { continue };
             let figures = seat.figures();
             if name != DEFAULT_JOB {
-                decoded += figures.decoded + figures.read_again;
+                decoded += figures.decoding();
             }
             jobs.push(pb::JobStats {
                 name,

@@ -421,8 +421,7 @@ impl Reader {
         if let Some(seat) = self.seat() {
             // A job's reader decodes only what it reads alone; while it takes elements
             // from the window, its counters are the window's reader's after them.
-            let figures = seat.figures();
-            stats.elements_decoded = figures.decoded + figures.read_again;
+            stats.elements_decoded = seat.figures().decoding();
             if let Some(saved) = seat.attached_state() {
                 stats.records_produced = saved.records_produced;
                 stats.records_skipped = saved.records_skipped;

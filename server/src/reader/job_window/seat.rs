@@ -74,6 +74,13 @@ pub struct SeatFigures {
     pub read_again: u64,
 }
 
+impl SeatFigures {
+    /// Every element its reader decoded: alone, and again.
+    pub fn decoding(&self) -> u64 {
+        self.decoded + self.read_again
+    }
+}
+
 impl Seat {
     /// Seat `id` of `window`, for job `job`'s reader.
     pub(super) fn new(window: Arc<JobWindow>, id: u64, job: String) -> Self {

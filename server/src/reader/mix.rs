@@ -6,6 +6,7 @@
 //! (`1/tabular/part-0.csv:12`).
 
 use super::batcher::{RecordSource, Step};
+use super::figures::Figures;
 use super::mix_gather::Layout;
 use super::records::ReaderState;
 use super::{Reader, in_component};
@@ -119,7 +120,7 @@ pub(super) struct MixedRecords<'a> {
     mixture: &'a Mixture,
     /// The mixture's state (its lock held).
     state: &'a mut ReaderState,
-    locked: Vec<Option<std::sync::MutexGuard<'a, ReaderState>>>,
+    locked: Vec<Option<super::figures::StateGuard<'a>>>,
     /// Called before each batch, with the choice (on replicas: takes back components
     /// exhausted for a while, `cluster_job.rs`).
     before_batch: &'a dyn Fn(&mut MixProgress),
@@ -262,15 +263,14 @@ impl Mixture {
         Ok(MixProgress { choice, taken: saved.taken.clone(), looked_again_at: None })
     }
 
-    /// Each component's figures (a mixture's stats).
-    pub(super) fn component_stats(&self, state: &ReaderState) -> Vec<pb::ComponentStats> {
+    /// Each component's figures (a mixture's stats), with what `mixture` published of them.
+    pub(super) fn component_stats(&self, mixture: &Figures) -> Vec<pb::ComponentStats> {
         self.components
             .iter()
             .enumerate()
             .map(|(i, component)| {
                 let stats = component.stats();
-                let taken = state.mix.as_ref().map_or(0, |progress| progress.taken[i]);
-                let exhausted = state.mix.as_ref().is_some_and(|progress| progress.choice.is_exhausted(i));
+                let (taken, exhausted) = mixture.components.get(i).copied().unwrap_or_default();
                 pb::ComponentStats {
                     elements_taken: taken as i64,
                     epochs_completed: component.epochs_completed() as i64,

@@ -30,6 +30,8 @@
 //! - `state.rs`: where a reader is checkpointed: its state as bytes
 //!   ([`Reader::serialize_state`], [`Reader::restore_state`]), the pipeline state's
 //!   proto, and a shared reader's checkpoint, restored by replay.
+//! - `figures.rs`: its state's counters as the lock was last released (`StateGuard`),
+//!   which stats read without waiting for a producer that holds the lock.
 //! - `shared_books.rs`: where a shared reader keeps its books ([`SharedBooks`]): delivery
 //!   to its streams, chunks being handed out, and snapshots of its state, which its
 //!   checkpoints (`state.rs`) replay from.
@@ -52,8 +54,8 @@
 //! Dependencies between them go one way, each using only those after it: `chunks`,
 //! `state`, `shared_books`, `decoding`, `records`, `batcher`, `unbatch`; `mix` (then
 //! `mix_decode`, `mix_gather`, `mix_placed`) gives `chunks` its source and decoding;
-//! `cluster_job` and `csv_header` stand alone. A mixture's component errors are named by
-//! `in_component`, here.
+//! `cluster_job` and `csv_header` stand alone; `figures` uses only `records`. A mixture's
+//! component errors are named by `in_component`, here.
 //!
 //! # Adding a pipeline stage
 //!
@@ -70,6 +72,7 @@ pub use cluster_job::ReplicaJob;
 mod columnar_schema;
 mod csv_header;
 mod decoding;
+mod figures;
 pub use decoding::{DECODE_PANICS, catch_decode_panic};
 mod job_window;
 pub use job_window::{JOB_WINDOWS, JobWindow, Seat, SeatFigures, job_reader_name};
@@ -84,7 +87,7 @@ mod state;
 mod unbatch;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
@@ -96,6 +99,7 @@ use crate::source::{Compression, DataFile, DataRoots, Record, SourceConfig};
 use crate::spec::ReaderSpec;
 use columnar_schema::type_columns_from_first_file;
 use csv_header::name_csv_columns_from_headers;
+use figures::StateGuard;
 use readerd_common::sync::MutexUnpoisoned;
 use records::ReaderState;
 
@@ -149,6 +153,8 @@ pub struct Reader {
     files_digest: String,
     source: Arc<SourceConfig>,
     state: Mutex<ReaderState>,
+    /// Its state's counters, published as its lock is released (`figures.rs`).
+    figures: figures::PublishedFigures,
     active_streams: AtomicI64,
     /// When the reader was last used (unix milliseconds), for releasing idle readers.
     last_used_ms: AtomicU64,
@@ -239,6 +245,7 @@ impl Reader {
         let pipeline =
             RecordPipeline::new(files.clone(), source.clone(), spec.pipeline.clone(), settings.pipeline.clone());
         let state = ReaderState::new(pipeline);
+        let figures = figures::PublishedFigures::of(&state);
         let files_digest = {
             use sha2::{Digest, Sha256};
             let mut hasher = Sha256::new();
@@ -256,6 +263,7 @@ impl Reader {
             files_digest,
             source,
             state: Mutex::new(state),
+            figures,
             active_streams: AtomicI64::new(0),
             last_used_ms: AtomicU64::new(now_ms()),
             released: CancellationToken::new(),
@@ -398,10 +406,11 @@ impl Reader {
         Ok((records, state.pipeline.is_finished()))
     }
 
+    /// Its stats, from the figures its state published (never waits for its producer).
     pub fn stats(&self) -> ReaderStats {
         let (consumers, elements_in_flight, elements_awaiting_redelivery) = self.books.delivery.stats();
-        let state = self.lock();
-        let components = self.mixture.as_ref().map(|mixture| mixture.component_stats(&state)).unwrap_or_default();
+        let own = self.figures.read(self.spec.pipeline.num_epochs);
+        let components = self.mixture.as_ref().map(|mixture| mixture.component_stats(&own)).unwrap_or_default();
         let of_components = |stat: fn(&ReaderStats) -> u64| {
             self.mixture.iter().flat_map(|mixture| &mixture.components).map(|c| stat(&c.stats())).sum::<u64>()
         };
@@ -409,12 +418,12 @@ impl Reader {
             consumers,
             elements_in_flight,
             elements_awaiting_redelivery,
-            records_produced: state.records_produced + of_components(|s| s.records_produced),
-            work_units_completed: state.pipeline.files_completed() + of_components(|s| s.work_units_completed),
-            elements_produced: state.elements_produced,
-            elements_decoded: state.elements_produced,
-            records_skipped: state.records_skipped + self.decoding.skipped() + of_components(|s| s.records_skipped),
-            files_cut_short: state.files_cut_short + of_components(|s| s.files_cut_short),
+            records_produced: own.records_produced + of_components(|s| s.records_produced),
+            work_units_completed: own.files_completed + of_components(|s| s.work_units_completed),
+            elements_produced: own.elements_produced,
+            elements_decoded: own.elements_produced,
+            records_skipped: own.records_skipped + self.decoding.skipped() + of_components(|s| s.records_skipped),
+            files_cut_short: own.files_cut_short + of_components(|s| s.files_cut_short),
             active_streams: self.active_streams.load(Ordering::Relaxed).max(0) as u64,
             components,
         };
@@ -435,7 +444,7 @@ impl Reader {
     /// How far its pipeline is into its epoch (`None` for a mixture, whose components
     /// each have their own).
     pub fn epoch_progress(&self) -> Option<crate::pipeline::PipelineProgress> {
-        self.mixture.is_none().then(|| self.lock().pipeline.epoch_progress())
+        self.mixture.is_none().then(|| self.figures.read(self.spec.pipeline.num_epochs).progress)
     }
 
     /// A reader of the same spec and files, at the first record (to replay from a state).
@@ -446,13 +455,15 @@ impl Reader {
             self.spec.pipeline.clone(),
             self.settings.pipeline.clone(),
         );
+        let state = ReaderState::new(pipeline);
         Reader {
             name: self.name.clone(),
             spec: self.spec.clone(),
             files: self.files.clone(),
             files_digest: self.files_digest.clone(),
             source: self.source.clone(),
-            state: Mutex::new(ReaderState::new(pipeline)),
+            figures: figures::PublishedFigures::of(&state),
+            state: Mutex::new(state),
             active_streams: AtomicI64::new(0),
             last_used_ms: AtomicU64::new(now_ms()),
             released: CancellationToken::new(),
@@ -517,9 +528,8 @@ impl Reader {
 
     /// Epochs read to their end.
     fn epochs_completed(&self) -> u64 {
-        let state = self.lock();
-        let epoch = state.pipeline.epoch();
-        if state.pipeline.state().finished { epoch } else { epoch - 1 }
+        let figures = self.figures.read(self.spec.pipeline.num_epochs);
+        if figures.finished { figures.progress.epoch } else { figures.progress.epoch - 1 }
     }
 
     /// Ends every stream of this reader (it was deleted).
@@ -555,9 +565,9 @@ impl Reader {
         self.last_used_ms.store(now_ms(), Ordering::Relaxed);
     }
 
-    fn lock(&self) -> MutexGuard<'_, ReaderState> {
+    fn lock(&self) -> StateGuard<'_> {
         // A panic while reading leaves the state as it was before the record: go on.
-        self.state.lock_unpoisoned()
+        StateGuard::new(self.state.lock_unpoisoned(), &self.figures)
     }
 }
 

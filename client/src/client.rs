@@ -170,6 +170,17 @@ impl Client {
         Self { service, raw, acknowledgements: AcknowledgeCall::default() }
     }
 
+    /// Reports a trainer's time on stream `stream_id` in a unary call of its own, in the
+    /// background: nobody waits for its answer, and one lost is no loss.
+    pub fn report_time_in_background(&self, stream_id: String, time: pb::ConsumerTime) {
+        let mut service = self.service.clone();
+        tokio::spawn(async move {
+            let report =
+                pb::AcknowledgeRequest { stream_id, up_to_seq: -1, consumer_time: Some(time), ..Default::default() };
+            let _ = service.acknowledge(report).await;
+        });
+    }
+
     /// The generated client, for every call of `readerd.v1.DataService`.
     pub fn service(&mut self) -> &mut Service {
         &mut self.service

@@ -76,6 +76,20 @@ impl ConsumerClock {
         }
     }
 
+    /// While `next()` still waits: the time since the last report, once
+    /// [`REPORT_EVERY`] passed, with the wait so far counted (a trainer that waits a minute
+    /// for its next element shows as waiting during that minute, not only after it).
+    pub fn report_while_waiting(&mut self) -> Option<pb::ConsumerTime> {
+        if self.last_report.elapsed() < REPORT_EVERY {
+            return None;
+        }
+        let now = Instant::now();
+        if let Some(called) = self.called.replace(now) {
+            self.wait += now - called;
+        }
+        self.report_due()
+    }
+
     /// The time since the last report, once [`REPORT_EVERY`] passed (and the trainer
     /// took an element or waited since).
     pub fn report_due(&mut self) -> Option<pb::ConsumerTime> {
@@ -93,9 +107,37 @@ impl ConsumerClock {
     }
 }
 
+/// `time` added to a report not sent yet.
+pub fn added(unsent: Option<pb::ConsumerTime>, time: pb::ConsumerTime) -> pb::ConsumerTime {
+    let Some(unsent) = unsent else { return time };
+    pb::ConsumerTime {
+        wait_us: unsent.wait_us.saturating_add(time.wait_us),
+        step_us: unsent.step_us.saturating_add(time.step_us),
+        elements: unsent.elements.saturating_add(time.elements),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_wait_is_reported_while_it_lasts_and_counted_once() {
+        let mut clock = ConsumerClock { last_report: Instant::now() - REPORT_EVERY, ..Default::default() };
+        clock.next_called();
+        std::thread::sleep(Duration::from_millis(40));
+        let during = clock.report_while_waiting().expect("a second passed since the last report");
+        assert!(during.wait_us >= 40_000 && during.step_us == 0 && during.elements == 0, "{during:?}");
+        // Not again within a second.
+        assert_eq!(clock.report_while_waiting(), None);
+        std::thread::sleep(Duration::from_millis(20));
+        clock.next_returned(true);
+        clock.last_report -= REPORT_EVERY;
+        let after = clock.report_due().unwrap();
+        // The rest of the wait only: the part reported during it is not counted twice.
+        assert!((20_000..40_000).contains(&after.wait_us), "{after:?}");
+        assert_eq!(after.elements, 1);
+    }
 
     #[test]
     fn waits_and_steps_add_up_and_are_reported_once() {

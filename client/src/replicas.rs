@@ -337,17 +337,17 @@ impl ReplicaSession {
         self.acknowledge_with(true).await
     }
 
+    /// Where a report of the trainer's time can go while the session waits: the first
+    /// replica with a stream open.
+    pub fn time_reporter(&self) -> Option<(Client, String)> {
+        let open = self.replicas.iter().find(|r| matches!(r.state, State::Reading) && !r.stream_id.is_empty())?;
+        Some((open.client.clone()?, open.stream_id.clone()))
+    }
+
     /// Reports the trainer's time (`crate::consumer_clock`) with the next acknowledgement
     /// sent to a replica; a report not sent yet is added to.
     pub fn report_time(&mut self, time: pb::ConsumerTime) {
-        self.time_to_report = Some(match self.time_to_report.take() {
-            Some(unsent) => pb::ConsumerTime {
-                wait_us: unsent.wait_us.saturating_add(time.wait_us),
-                step_us: unsent.step_us.saturating_add(time.step_us),
-                elements: unsent.elements.saturating_add(time.elements),
-            },
-            None => time,
-        });
+        self.time_to_report = Some(crate::consumer_clock::added(self.time_to_report.take(), time));
     }
 
     /// [`acknowledge`](Self::acknowledge), or [`close`](Self::close) with `commit`.

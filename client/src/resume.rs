@@ -365,14 +365,15 @@ impl ResumingStream {
             self.time_to_report = Some(time);
             return;
         }
-        let Some((client, read)) = self.connection.as_ref() else { return };
-        let (mut client, stream_id) = (client.clone(), read.stream_id.clone());
-        tokio::spawn(async move {
-            // One call alone: not worth a long-lived call of its own.
-            let report =
-                pb::AcknowledgeRequest { stream_id, up_to_seq: -1, consumer_time: Some(time), ..Default::default() };
-            let _ = client.service().acknowledge(report).await;
-        });
+        if let Some((client, read)) = self.connection.as_ref() {
+            client.report_time_in_background(read.stream_id.clone(), time);
+        }
+    }
+
+    /// Where a report of the trainer's time can go while this stream waits for its next
+    /// element: its connection and stream, if it has them.
+    pub fn time_reporter(&self) -> Option<(Client, String)> {
+        self.connection.as_ref().map(|(client, read)| (client.clone(), read.stream_id.clone()))
     }
 
     fn keep_checkpoint(&mut self, token: String, after_seq: i64) {

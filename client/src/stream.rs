@@ -13,8 +13,8 @@
 
 use readerd_proto::v1 as pb;
 
-use crate::client::ConnectOptions;
-use crate::consumer_clock::ConsumerClock;
+use crate::client::{Client, ConnectOptions};
+use crate::consumer_clock::{ConsumerClock, REPORT_EVERY};
 use crate::replicas::ReplicaSession;
 use crate::resume::{Event, Received, Reconnect, ResumingStream, StreamError};
 
@@ -28,6 +28,44 @@ pub struct ReaderStream {
 enum On {
     One(Box<ResumingStream>),
     Replicas(Box<ReplicaSession>),
+}
+
+impl On {
+    /// A connection and stream to report the trainer's time on while `next()` waits.
+    fn time_reporter(&self) -> Option<(Client, String)> {
+        match self {
+            On::One(stream) => stream.time_reporter(),
+            On::Replicas(session) => session.time_reporter(),
+        }
+    }
+}
+
+/// Awaits `next`; while it is not ready, reports the trainer's time every
+/// [`REPORT_EVERY`] through `reporter` (in the background), its wait so far included: a
+/// trainer stuck in `next()` shows as waiting while it is, not only once it got its
+/// element. An element ready at once costs no timer.
+async fn reporting_while_waiting<T>(
+    next: impl Future<Output = T>,
+    clock: &mut ConsumerClock,
+    reporter: Option<(Client, String)>,
+) -> T {
+    let mut next = std::pin::pin!(next);
+    if let Some(done) = futures::FutureExt::now_or_never(next.as_mut()) {
+        return done;
+    }
+    let Some((client, stream_id)) = reporter else { return next.await };
+    let mut every = tokio::time::interval_at(tokio::time::Instant::now() + REPORT_EVERY, REPORT_EVERY);
+    loop {
+        tokio::select! {
+            biased;
+            done = next.as_mut() => return done,
+            _ = every.tick() => {
+                if let Some(time) = clock.report_while_waiting() {
+                    client.report_time_in_background(stream_id.clone(), time);
+                }
+            }
+        }
+    }
 }
 
 /// Opens `request` on `addrs`: a shared reader (`reader.shared_name` set) on several
@@ -56,9 +94,10 @@ impl ReaderStream {
     /// The next element, or the end of the data; `None` after the end was returned.
     pub async fn next(&mut self) -> Result<Option<Event>, StreamError> {
         self.before_next().await?;
+        let reporter = self.on.time_reporter();
         let next = match &mut self.on {
-            On::One(stream) => stream.next().await,
-            On::Replicas(session) => session.next().await,
+            On::One(stream) => reporting_while_waiting(stream.next(), &mut self.clock, reporter).await,
+            On::Replicas(session) => reporting_while_waiting(session.next(), &mut self.clock, reporter).await,
         };
         self.clock.next_returned(matches!(next, Ok(Some(Event::Element(_)))));
         next
@@ -68,9 +107,13 @@ impl ReaderStream {
     /// (a drain's final one: what `readerctl read` prints).
     pub async fn next_received(&mut self) -> Result<Option<Received>, StreamError> {
         self.before_next().await?;
+        let reporter = self.on.time_reporter();
         let next = match &mut self.on {
-            On::One(stream) => stream.next_received().await,
-            On::Replicas(session) => Ok(session.next().await?.map(Received::from)),
+            On::One(stream) => reporting_while_waiting(stream.next_received(), &mut self.clock, reporter).await,
+            On::Replicas(session) => {
+                let next = reporting_while_waiting(session.next(), &mut self.clock, reporter).await;
+                Ok(next?.map(Received::from))
+            }
         };
         // A checkpoint is no element: the trainer goes on waiting, and the next call
         // counts from its return.

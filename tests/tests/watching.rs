@@ -3,12 +3,13 @@
 //! `--metrics-listen`) say how much of it they spend waiting, and in which stage the
 //! server's time goes. A consumer slower than the server is not input-bound; a server
 //! slowed by its object store (a proxy delaying each request by 20 ms in front of moto)
-//! makes its consumer input-bound, with the reading stage dominant.
+//! makes its consumer input-bound, with the reading stage dominant; and a trainer stuck
+//! inside `next()` (its store stopped answering) shows as waiting while it waits.
 
 use std::process::Command;
 use std::time::Duration;
 
-use readerd_tests::s3::{FaultProxy, one_line_objects};
+use readerd_tests::s3::{FaultProxy, S3Server, one_line_objects};
 use readerd_tests::{ServerProcess, binary, free_address, http_get, scrape_metrics, spawn_reader, write_file};
 use serde_json::Value;
 
@@ -32,9 +33,9 @@ fn only_consumer(reader: &Value) -> &Value {
     &consumers[0]
 }
 
-/// Polls `/status.json` until `ready` holds of it (up to 20 s).
+/// Polls `/status.json` until `ready` holds of it (up to 30 s).
 fn status_once(metrics_addr: &str, ready: impl Fn(&Value) -> bool) -> Value {
-    for _ in 0..100 {
+    for _ in 0..150 {
         let status = status(metrics_addr);
         if ready(&status) {
             return status;
@@ -140,6 +141,46 @@ fn a_server_slowed_by_its_object_store_makes_its_trainer_input_bound_reading_fir
             assert!(reading > seconds.as_f64().unwrap(), "reading dominates: {stages:?}");
         }
     }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_trainer_stuck_in_next_shows_as_waiting_while_it_waits() {
+    // 100 objects of one 512 KiB line each: the server's read-ahead (the pipeline's
+    // prefetch, the stream's buffers, the connection's window) holds a few dozen of them.
+    let s3 = S3Server::start();
+    s3.create_bucket("training");
+    let files = tempfile::tempdir().unwrap();
+    for f in 0..100 {
+        let line = format!("{f}{}\n", "x".repeat(512 << 10));
+        std::fs::write(files.path().join(format!("part-{f:03}.txt")), line).unwrap();
+    }
+    s3.upload_dir("training", "big", files.path());
+    let spec = files.path().join("spec.json");
+    std::fs::write(&spec, r#"{"source": {"files": ["part-*.txt"], "format": "TEXT_LINE"}}"#).unwrap();
+    let proxy = FaultProxy::start(&s3.endpoint);
+    let metrics_addr = free_address();
+    let args = ["--metrics-listen", metrics_addr.as_str()];
+    let server = ServerProcess::start_with_env(&["s3://training/big"], &args, &proxy.s3_env());
+    // A trainer with a step of 50 ms, faster data: not input-bound.
+    let mut child = spawn_reader(&server.addr, &[], &spec, &["--container", "c", "--step-ms", "50"]);
+    let before = status_once(&metrics_addr, |status| reported(status, 2.0));
+    let consumer = only_consumer(reader(&before, "container", "c")).clone();
+    assert!(consumer["inputBound"].as_f64().unwrap() < 0.3, "{consumer:#}");
+    // The store stops answering for a minute: once the read-ahead is used up the trainer
+    // waits inside `next()`, and its client says so while it waits.
+    proxy.set_delay(Duration::from_secs(60));
+    let stuck = |status: &Value| {
+        let readers = status["readers"].as_array().unwrap();
+        let consumer = readers.iter().find(|reader| reader["container"] == "c").map(only_consumer);
+        consumer.is_some_and(|consumer| consumer["inputBound"].as_f64().unwrap_or(0.0) > 0.8)
+    };
+    let during = status_once(&metrics_addr, stuck);
+    println!("before: {consumer}\nwhile stuck: {}", only_consumer(reader(&during, "container", "c")));
+    assert!(child.try_wait().unwrap().is_none(), "the trainer still waits for its elements");
+    // `/metrics` answers too while the reader's producer waits on the store.
+    assert!(scrape_metrics(&metrics_addr).contains("readerd_"));
     child.kill().unwrap();
     child.wait().unwrap();
 }

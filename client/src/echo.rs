@@ -1,7 +1,8 @@
 //! tonic's own server-streaming rate on loopback, the reference line of `readerctl bench`:
 //! a server with nothing behind it (its `Read` streams one ready-made message again and
-//! again; every other call is UNIMPLEMENTED) runs on its own thread, and this process's
-//! client reads the messages with the same windows and limits as a readerd stream.
+//! again; it answers `Acknowledge` as a readerd from before `AcknowledgeEach` would, and
+//! every other call is UNIMPLEMENTED) runs on its own thread, and this process's client
+//! reads the messages with the same windows and limits as a readerd stream.
 
 use std::pin::Pin;
 
@@ -20,6 +21,8 @@ type Reply<T> = Result<Response<T>, Status>;
 struct Echo {
     message: pb::ReadResponse,
     count: usize,
+    /// Calls of `Acknowledge`, and of `AcknowledgeEach`.
+    calls: std::sync::Arc<[std::sync::atomic::AtomicU64; 2]>,
 }
 
 fn nothing<T>() -> Reply<T> {
@@ -66,13 +69,16 @@ impl DataService for Echo {
     async fn restore_reader_state(&self, _: Request<pb::RestoreReaderStateRequest>) -> Reply<pb::ReaderStats> {
         nothing()
     }
-    async fn acknowledge(&self, _: Request<pb::AcknowledgeRequest>) -> Reply<pb::AcknowledgeResponse> {
-        nothing()
+    async fn acknowledge(&self, request: Request<pb::AcknowledgeRequest>) -> Reply<pb::AcknowledgeResponse> {
+        self.calls[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let committed_elements = request.into_inner().up_to_seq + 1;
+        Ok(Response::new(pb::AcknowledgeResponse { committed_elements, ledger_unreachable_ms: 0 }))
     }
     async fn acknowledge_each(
         &self,
         _: Request<tonic::Streaming<pb::AcknowledgeRequest>>,
     ) -> Reply<Self::AcknowledgeEachStream> {
+        self.calls[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         nothing()
     }
     async fn checkpoint(&self, _: Request<pb::CheckpointRequest>) -> Reply<pb::CheckpointResponse> {
@@ -93,29 +99,8 @@ pub async fn loopback_rate(size: usize, count: usize) -> anyhow::Result<f64> {
     let element = pb::Element { seq: 0, keys: vec![], features: vec![feature], ..Default::default() };
     let message = pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) };
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    listener.set_nonblocking(true)?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    // The server on a thread and runtime of its own, as readerd would be in its process.
-    let server = std::thread::spawn(move || -> anyhow::Result<()> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        runtime.block_on(async move {
-            let incoming = tonic::transport::server::TcpIncoming::from(tokio::net::TcpListener::from_std(listener)?)
-                .with_nodelay(Some(true));
-            let service = DataServiceServer::new(Echo { message, count }).max_encoding_message_size(MAX_MESSAGE_BYTES);
-            tonic::transport::Server::builder()
-                .initial_stream_window_size(Some(http2::STREAM_WINDOW_BYTES))
-                .initial_connection_window_size(Some(http2::CONNECTION_WINDOW_BYTES))
-                .max_frame_size(Some(http2::MAX_FRAME_BYTES))
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, async {
-                    let _ = stop_rx.await;
-                })
-                .await?;
-            anyhow::Ok(())
-        })
-    });
+    let echo = Echo { message, count, calls: Default::default() };
+    let (addr, stop_tx, server) = serve(echo)?;
     let mut client = Client::connect(&format!("http://{addr}")).await?;
     let started = std::time::Instant::now();
     let mut stream = client.service().read(pb::ReadRequest::default()).await?.into_inner();
@@ -135,4 +120,61 @@ pub async fn loopback_rate(size: usize, count: usize) -> anyhow::Result<f64> {
         .map_err(|_| anyhow::anyhow!("the echo server panicked"))??;
     anyhow::ensure!(bytes == size * count, "the echo stream delivered {bytes} of {} bytes", size * count);
     Ok(rate)
+}
+
+/// A running echo server: its address, the sender that stops it, its thread.
+type Running = (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<anyhow::Result<()>>);
+
+/// Runs `echo` on a thread and runtime of its own, as readerd would be in its process.
+fn serve(echo: Echo) -> anyhow::Result<Running> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || -> anyhow::Result<()> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async move {
+            let incoming = tonic::transport::server::TcpIncoming::from(tokio::net::TcpListener::from_std(listener)?)
+                .with_nodelay(Some(true));
+            let service = DataServiceServer::new(echo).max_encoding_message_size(MAX_MESSAGE_BYTES);
+            tonic::transport::Server::builder()
+                .initial_stream_window_size(Some(http2::STREAM_WINDOW_BYTES))
+                .initial_connection_window_size(Some(http2::CONNECTION_WINDOW_BYTES))
+                .max_frame_size(Some(http2::MAX_FRAME_BYTES))
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stop_rx.await;
+                })
+                .await?;
+            anyhow::Ok(())
+        })
+    });
+    Ok((addr, stop_tx, server))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+
+    /// A server from before `AcknowledgeEach` (UNIMPLEMENTED): the client tries the call
+    /// once, then sends each acknowledgement as a unary `Acknowledge`, answered in order.
+    #[tokio::test]
+    async fn acknowledgements_fall_back_to_unary_calls_on_a_server_without_the_long_lived_call() {
+        let echo = Echo { message: pb::ReadResponse::default(), count: 0, calls: Default::default() };
+        let calls = echo.calls.clone();
+        let (addr, stop, server) = serve(echo).unwrap();
+        let mut client = Client::connect(&format!("http://{addr}")).await.unwrap();
+        for up_to_seq in 0..3 {
+            let request = pb::AcknowledgeRequest { stream_id: "s".into(), up_to_seq, ..Default::default() };
+            let answer = client.acknowledge_request(request).await.unwrap();
+            assert_eq!(answer.committed_elements, up_to_seq + 1);
+        }
+        assert_eq!(calls[1].load(Ordering::Relaxed), 1, "the long-lived call is tried once");
+        assert_eq!(calls[0].load(Ordering::Relaxed), 3, "each acknowledgement is a unary call");
+        drop(client);
+        let _ = stop.send(());
+        tokio::task::spawn_blocking(move || server.join()).await.unwrap().unwrap().unwrap();
+    }
 }

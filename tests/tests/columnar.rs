@@ -2,7 +2,8 @@
 //! from local files and from S3 (moto), bad files answered with a status naming the file,
 //! row group and column while the server keeps serving, a footer's row-count claim never
 //! allocated, and 3 replicas over 8 files of 4 row groups (a split each) delivering every
-//! row exactly once per epoch through a replica's SIGKILL. Files are written by pyarrow.
+//! row exactly once per epoch through a replica's SIGKILL; an Arrow IPC file from S3 read
+//! with its footer read once per opening. Files are written by pyarrow.
 
 use std::path::Path;
 
@@ -160,6 +161,39 @@ fn parquet_from_s3_resumes_exactly_after_sigkill_mid_row_group() {
     let err = &refused.last().unwrap()["error"];
     assert_eq!(err["code"], "FAILED_PRECONDITION", "{err}");
     assert!(err["message"].as_str().unwrap().contains("part-1.parquet changed since the checkpoint"), "{err}");
+}
+
+/// An Arrow IPC file read from S3: its footer is read once per opening (the reader's
+/// schema check, then the read itself), and its batches, read in order, come in one
+/// streamed GET: 6 requests in all, counted at a proxy, where reading the footer three
+/// times an opening took 12.
+#[test]
+fn an_arrow_ipc_file_from_s3_is_read_with_its_footer_read_once_per_opening() {
+    let local = tempfile::tempdir().unwrap();
+    write_parquet(local.path(), 1, 4, 25);
+    let s3 = S3Server::start();
+    s3.create_bucket("training");
+    s3.put("training", "ipc/part-0.arrow", &std::fs::read(local.path().join("part-0.arrow")).unwrap());
+    let proxy = readerd_tests::s3::FaultProxy::start(&s3.endpoint);
+    let server = ServerBuilder::new(&["s3://training/ipc"]).env(&proxy.s3_env()).start();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = json!({
+        "source": {"files": ["part-0.arrow"], "format": "ARROW_IPC"},
+        "decoder": {"columns": {"columns": [{"name": "row"}]}},
+        "pipeline": {"batchSize": 10}
+    });
+    let spec_path = write_spec(&dir, &spec);
+    let before = proxy.requests();
+    let read = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    let requests = proxy.requests() - before;
+    let rows: Vec<i64> = elements(&read)
+        .iter()
+        .flat_map(|element| element["features"]["row"]["values"].as_array().unwrap().clone())
+        .map(|row| row.as_i64().unwrap())
+        .collect();
+    assert_eq!(rows, (0..100).collect::<Vec<_>>(), "every row of the 4 batches, in order");
+    println!("{requests} requests to the store");
+    assert!(requests <= 8, "{requests} requests to read one Arrow IPC file of 4 batches");
 }
 
 /// Parquet from S3 through a proxy that fails and cuts requests: faults within the

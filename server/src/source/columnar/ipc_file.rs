@@ -2,12 +2,17 @@
 //! [`FileBytes`]. Its units are its record batches. The footer lists where each batch is
 //! but not its rows: each batch's message header says them, so a resume inside a file and
 //! the global shuffle's row index read those headers (a few hundred bytes a batch, fetched
-//! together), never the bodies before the position.
+//! together), never the bodies before the position. The footer is read once per opening:
+//! the schema comes from it, and the batches are read from the blocks it lists and
+//! decoded by Arrow's `FileDecoder` (its `FileReader` would read the footer again).
 
+use std::io::{Read, Seek, SeekFrom};
 use std::sync::OnceLock;
 
 use arrow_array::RecordBatch;
-use arrow_ipc::reader::FileReader;
+use arrow_buffer::{Buffer, MutableBuffer};
+use arrow_ipc::reader::FileDecoder;
+use arrow_ipc::{Block, MetadataVersion};
 
 use super::file_bytes::FileBytes;
 use crate::memory;
@@ -19,21 +24,22 @@ const MOST_HEADER_BYTES: usize = 16 << 20;
 /// Headers fetched at once (one ranged GET each on object stores).
 const HEADERS_AT_ONCE: usize = 64;
 
-/// A block the footer lists: where its message starts, its metadata's and its body's bytes.
-#[derive(Clone, Copy)]
-struct Block {
-    offset: u64,
-    meta: usize,
-}
-
 fn bad(name: &str, message: String) -> SourceError {
     SourceError::Columnar { file: name.to_owned(), message, data_loss: true }
 }
 
-/// The record batches' blocks the footer of an Arrow IPC file lists, every block
-/// (dictionaries too) checked to lie inside the file: the Arrow reader trusts their
-/// lengths (a negative one panics, a huge one is allocated) before reading them.
-fn record_batch_blocks(bytes: &FileBytes, name: &str) -> Result<Vec<Block>, SourceError> {
+/// What an Arrow IPC file's footer says, read once per opening: its schema and metadata
+/// version, and its blocks (dictionaries, record batches), every one checked to lie
+/// inside the file: the Arrow decoder trusts their lengths (a negative one panics, a huge
+/// one is allocated) before reading them.
+struct Footer {
+    schema: arrow_schema::SchemaRef,
+    version: MetadataVersion,
+    dictionaries: Vec<Block>,
+    batches: Vec<Block>,
+}
+
+fn read_footer(bytes: &FileBytes, name: &str) -> Result<Footer, SourceError> {
     let len = bytes.len();
     if len < 10 {
         return Err(bad(name, format!("{len} bytes: too short for an Arrow IPC file")));
@@ -48,9 +54,9 @@ fn record_batch_blocks(bytes: &FileBytes, name: &str) -> Result<Vec<Block>, Sour
     };
     let footer = bytes.range(footer_start, footer_len as usize)?;
     let footer = arrow_ipc::root_as_footer(&footer).map_err(|err| bad(name, format!("bad Arrow IPC footer: {err}")))?;
-    let dictionaries = footer.dictionaries().into_iter().flatten();
-    let batches: Vec<_> = footer.recordBatches().into_iter().flatten().collect();
-    for (i, block) in dictionaries.chain(batches.iter().copied()).enumerate() {
+    let dictionaries: Vec<Block> = footer.dictionaries().into_iter().flatten().copied().collect();
+    let batches: Vec<Block> = footer.recordBatches().into_iter().flatten().copied().collect();
+    for (i, block) in dictionaries.iter().chain(&batches).enumerate() {
         let (offset, meta, body) = (block.offset(), i64::from(block.metaDataLength()), block.bodyLength());
         let end = offset.checked_add(meta).and_then(|end| end.checked_add(body));
         if offset < 0 || meta < 0 || body < 0 || end.is_none_or(|end| end as u64 > footer_start) {
@@ -60,10 +66,23 @@ fn record_batch_blocks(bytes: &FileBytes, name: &str) -> Result<Vec<Block>, Sour
             ));
         }
     }
-    Ok(batches
-        .iter()
-        .map(|block| Block { offset: block.offset() as u64, meta: block.metaDataLength() as usize })
-        .collect())
+    let schema = footer.schema().ok_or_else(|| bad(name, "the footer holds no schema".to_owned()))?;
+    if !schema.endianness().equals_to_target_endianness() {
+        return Err(bad(name, "the file's byte order is not this machine's".to_owned()));
+    }
+    let schema = arrow_ipc::convert::try_fb_to_schema(schema).map_err(|err| ipc_error(name, "bad schema", &err))?;
+    Ok(Footer { schema: std::sync::Arc::new(schema), version: footer.version(), dictionaries, batches })
+}
+
+/// Block `block`'s message and body, read through `bytes` (where the last read stopped,
+/// the read goes on: an object's batches come in one GET when read in order).
+fn read_block(bytes: &mut FileBytes, block: &Block) -> std::io::Result<Buffer> {
+    // Lengths checked against the file by `read_footer`.
+    let len = block.metaDataLength() as usize + block.bodyLength() as usize;
+    bytes.seek(SeekFrom::Start(block.offset() as u64))?;
+    let mut buffer = MutableBuffer::from_len_zeroed(len);
+    bytes.read_exact(&mut buffer)?;
+    Ok(buffer.into())
 }
 
 /// The rows of the record batch whose message metadata is `meta` (a continuation marker
@@ -81,8 +100,7 @@ fn rows_of_message(meta: &[u8], name: &str, batch: usize) -> Result<u64, SourceE
 
 pub struct IpcFile {
     bytes: FileBytes,
-    schema: arrow_schema::SchemaRef,
-    blocks: Vec<Block>,
+    footer: Footer,
     /// The first row of each record batch, and the rows after the last: read on demand.
     batch_starts: OnceLock<Vec<u64>>,
 }
@@ -92,17 +110,16 @@ fn ipc_error(name: &str, what: &str, err: &arrow_schema::ArrowError) -> SourceEr
 }
 
 impl IpcFile {
-    /// Reads the footer and schema. Every block the footer lists must lie inside the file
-    /// ([`record_batch_blocks`]) before the Arrow reader sees it.
+    /// Reads the footer (once: the batches are read through what it said). Every block
+    /// the footer lists must lie inside the file ([`read_footer`]) before the Arrow
+    /// decoder sees it.
     pub fn open(bytes: FileBytes, name: &str) -> Result<Self, SourceError> {
-        let blocks = record_batch_blocks(&bytes, name)?;
-        let reader = FileReader::try_new(bytes.clone(), None)
-            .map_err(|err| bytes.take_failure().unwrap_or_else(|| ipc_error(name, "bad Arrow IPC footer", &err)))?;
-        Ok(Self { schema: reader.schema(), bytes, blocks, batch_starts: OnceLock::new() })
+        let footer = read_footer(&bytes, name)?;
+        Ok(Self { bytes, footer, batch_starts: OnceLock::new() })
     }
 
     pub fn schema(&self) -> arrow_schema::SchemaRef {
-        self.schema.clone()
+        self.footer.schema.clone()
     }
 
     pub fn take_failure(&self) -> Option<SourceError> {
@@ -111,7 +128,7 @@ impl IpcFile {
 
     /// Its record batches.
     pub fn batch_count(&self) -> usize {
-        self.blocks.len()
+        self.footer.batches.len()
     }
 
     /// The first row of each record batch, and the rows after the last, from the batches'
@@ -121,19 +138,22 @@ impl IpcFile {
         if let Some(starts) = self.batch_starts.get() {
             return Ok(starts);
         }
-        let mut starts = Vec::with_capacity(self.blocks.len() + 1);
+        let blocks = &self.footer.batches;
+        let mut starts = Vec::with_capacity(blocks.len() + 1);
         let mut rows = 0u64;
         starts.push(0);
-        for (chunk, blocks) in self.blocks.chunks(HEADERS_AT_ONCE).enumerate() {
-            if let Some(i) = blocks.iter().position(|block| block.meta > MOST_HEADER_BYTES) {
+        // Lengths checked against the file by `read_footer`.
+        let meta = |block: &Block| block.metaDataLength() as usize;
+        for (chunk, blocks) in blocks.chunks(HEADERS_AT_ONCE).enumerate() {
+            if let Some(i) = blocks.iter().position(|block| meta(block) > MOST_HEADER_BYTES) {
                 let batch = chunk * HEADERS_AT_ONCE + i;
-                let claim = blocks[i].meta;
+                let claim = meta(&blocks[i]);
                 return Err(bad(name, format!("record batch {batch}: its message header claims {claim} bytes")));
             }
-            let bytes = blocks.iter().map(|block| block.meta).sum();
+            let bytes = blocks.iter().map(meta).sum();
             let _reserved =
                 memory::server().reserve(bytes, || format!("the record batch headers of {name} ({bytes} bytes)"))?;
-            let ranges: Vec<(u64, usize)> = blocks.iter().map(|block| (block.offset, block.meta)).collect();
+            let ranges: Vec<(u64, usize)> = blocks.iter().map(|block| (block.offset() as u64, meta(block))).collect();
             for (i, meta) in self.bytes.ranges(&ranges)?.iter().enumerate() {
                 rows = rows.saturating_add(rows_of_message(meta, name, chunk * HEADERS_AT_ONCE + i)?);
                 starts.push(rows);
@@ -145,7 +165,7 @@ impl IpcFile {
     /// Takes each batch's first row from `starts` (as [`Self::batch_starts`] gave them for
     /// this file before) instead of the headers; ignored unless one per batch and the end.
     pub fn know_batch_starts(&self, starts: &[u64]) {
-        if starts.len() == self.blocks.len() + 1 {
+        if starts.len() == self.footer.batches.len() + 1 {
             let _ = self.batch_starts.set(starts.to_vec());
         }
     }
@@ -169,7 +189,13 @@ impl IpcFile {
         let mut projection = columns.to_vec();
         projection.sort_unstable();
         projection.dedup();
-        let mut reader = FileReader::try_new(self.bytes.clone(), Some(projection)).map_err(|err| fail(&err))?;
+        let footer = &self.footer;
+        let mut decoder = FileDecoder::new(footer.schema.clone(), footer.version).with_projection(projection);
+        let mut bytes = self.bytes.clone();
+        for block in &footer.dictionaries {
+            let buffer = read_block(&mut bytes, block).map_err(|err| fail(&err.into()))?;
+            decoder.read_dictionary(block, &buffer).map_err(|err| fail(&err))?;
+        }
         let first_row = match (unit, known_first_row) {
             (0, _) => 0,
             (_, Some(first_row)) => first_row,
@@ -180,18 +206,17 @@ impl IpcFile {
             message: format!("no row {row} in record batch {unit}: the file is not the one the checkpoint read"),
             data_loss: false,
         };
-        if unit > reader.num_batches() || row < first_row {
+        let Some(blocks) = footer.batches.get(unit..) else { return Err(stale()) };
+        if row < first_row {
             return Err(stale());
         }
-        if unit == reader.num_batches() {
+        if blocks.is_empty() {
             // The file's end: its rows all read.
             return if row == first_row { Ok(None) } else { Err(stale()) };
         }
-        if unit > 0 {
-            reader.set_index(unit).map_err(|err| fail(&err))?;
-        }
         let skip = (row - first_row) as usize;
-        let mut batches = BatchesFrom { reader, skip, stale: Some(stale()), name: name.to_owned() };
+        let blocks = blocks.to_vec().into_iter();
+        let mut batches = BatchesFrom { bytes, decoder, blocks, skip, stale: Some(stale()), name: name.to_owned() };
         // A skip past the first batch's rows names a row the file does not have there.
         match batches.first() {
             Ok(first) => Ok(Some(Box::new(first.into_iter().map(Ok).chain(batches)))),
@@ -200,8 +225,11 @@ impl IpcFile {
     }
 }
 
+/// The record batches of an Arrow IPC file from one on, the first from a row on.
 struct BatchesFrom {
-    reader: FileReader<FileBytes>,
+    bytes: FileBytes,
+    decoder: FileDecoder,
+    blocks: std::vec::IntoIter<Block>,
     skip: usize,
     stale: Option<SourceError>,
     name: String,
@@ -211,10 +239,10 @@ impl BatchesFrom {
     /// The first batch, its first `skip` rows dropped.
     fn first(&mut self) -> Result<Option<RecordBatch>, SourceError> {
         let stale = self.stale.take().expect("first called once");
-        match self.reader.next() {
+        match self.next() {
             None if self.skip == 0 => Ok(None),
             None => Err(stale),
-            Some(Err(err)) => Err(ipc_error(&self.name, "reading", &err)),
+            Some(Err(err)) => Err(self.bytes.take_failure().unwrap_or_else(|| ipc_error(&self.name, "reading", &err))),
             Some(Ok(batch)) if self.skip > batch.num_rows() || (self.skip == batch.num_rows() && self.skip > 0) => {
                 Err(stale)
             }
@@ -227,6 +255,11 @@ impl Iterator for BatchesFrom {
     type Item = Result<RecordBatch, arrow_schema::ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.reader.next()
+        let block = self.blocks.next()?;
+        let buffer = match read_block(&mut self.bytes, &block) {
+            Ok(buffer) => buffer,
+            Err(err) => return Some(Err(err.into())),
+        };
+        self.decoder.read_record_batch(&block, &buffer).transpose()
     }
 }

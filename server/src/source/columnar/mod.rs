@@ -139,22 +139,12 @@ impl ColumnarRecords {
         let name = file.name.clone();
         let bytes = FileBytes::open(file)?;
         let read_ahead = unit_starts.is_none();
-        let unit = match config.format {
-            ColumnarFormat::Parquet => Unit::Parquet(ParquetFile::open(bytes, &name, read_ahead)?),
-            ColumnarFormat::ArrowIpc => {
-                let ipc = ipc_file::IpcFile::open(bytes, &name)?;
-                if let Some(starts) = unit_starts {
-                    ipc.know_batch_starts(starts);
-                }
-                Unit::Ipc(ipc)
-            }
-        };
+        let unit = Unit::open(bytes, &name, config.format, read_ahead)?;
+        if let (Unit::Ipc(ipc), Some(starts)) = (&unit, unit_starts) {
+            ipc.know_batch_starts(starts);
+        }
         let (unit, part, first) = part_of(file, unit)?;
-        let schema = match &unit {
-            Unit::Parquet(file) => file.schema(),
-            Unit::Ipc(file) => file.schema(),
-        };
-        let columns = column_indexes(&name, &schema, &config.records)?;
+        let columns = column_indexes(&name, &unit.schema(), &config.records)?;
         let mut records = Self {
             name,
             records: config.records.clone(),
@@ -410,6 +400,22 @@ fn part_of(file: &DataFile, unit: Unit) -> Result<(Unit, std::ops::Range<usize>,
 }
 
 impl Unit {
+    /// `bytes` (file `name`) opened as a `format` file; a Parquet file reads its next row
+    /// groups ahead with `read_ahead`.
+    fn open(bytes: FileBytes, name: &str, format: ColumnarFormat, read_ahead: bool) -> Result<Self, SourceError> {
+        Ok(match format {
+            ColumnarFormat::Parquet => Unit::Parquet(ParquetFile::open(bytes, name, read_ahead)?),
+            ColumnarFormat::ArrowIpc => Unit::Ipc(ipc_file::IpcFile::open(bytes, name)?),
+        })
+    }
+
+    fn schema(&self) -> arrow_schema::SchemaRef {
+        match self {
+            Unit::Parquet(file) => file.schema(),
+            Unit::Ipc(file) => file.schema(),
+        }
+    }
+
     /// Its row groups, or record batches.
     fn count(&self) -> usize {
         match self {
@@ -424,10 +430,9 @@ impl Unit {
 /// headers.
 pub fn unit_starts(file: &DataFile, format: ColumnarFormat) -> Result<Vec<u64>, SourceError> {
     guarded(&file.name, || {
-        let bytes = FileBytes::open(file)?;
-        Ok(match format {
-            ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.group_starts().to_vec(),
-            ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.batch_starts(&file.name)?.to_vec(),
+        Ok(match Unit::open(FileBytes::open(file)?, &file.name, format, false)? {
+            Unit::Parquet(parquet) => parquet.group_starts().to_vec(),
+            Unit::Ipc(ipc) => ipc.batch_starts(&file.name)?.to_vec(),
         })
     })
 }
@@ -490,12 +495,6 @@ pub fn file_schema(
     file: &DataFile,
     format: ColumnarFormat,
 ) -> Result<Vec<(String, arrow_schema::DataType)>, SourceError> {
-    let schema = guarded(&file.name, || {
-        let bytes = FileBytes::open(file)?;
-        Ok(match format {
-            ColumnarFormat::Parquet => ParquetFile::open(bytes, &file.name, false)?.schema(),
-            ColumnarFormat::ArrowIpc => ipc_file::IpcFile::open(bytes, &file.name)?.schema(),
-        })
-    })?;
+    let schema = guarded(&file.name, || Ok(Unit::open(FileBytes::open(file)?, &file.name, format, false)?.schema()))?;
     Ok(schema.fields().iter().map(|field| (field.name().clone(), field.data_type().clone())).collect())
 }

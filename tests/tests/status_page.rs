@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use readerd_tests::postgres::Database;
 use readerd_tests::s3::{FaultProxy, one_line_objects};
-use readerd_tests::{ServerProcess, free_address, spawn_reader, write_file};
+use readerd_tests::{ServerProcess, free_address, http_get, spawn_reader, write_file};
 
 fn write_spec(dir: &Path, name: &str, spec: &str) -> PathBuf {
     let path = dir.join(name);
@@ -112,4 +112,23 @@ fn the_status_page_shows_who_waits_and_the_cluster_in_a_real_browser() {
     println!("{stdout}");
     assert!(output.status.success(), "the browser found the page wrong:\n{stdout}\n{stderr}");
     assert!(std::fs::metadata(&page).unwrap().len() > 10_000, "a screenshot of the page");
+
+    // The page asks for the points after the newest it has: `?since=T` gives exactly
+    // those of the full history after T.
+    let auth = format!("Bearer {token_a}");
+    let history = |path: &str| {
+        let (code, body) = http_get(&metrics, path, &[("authorization", auth.as_str())]);
+        assert_eq!(code, 200, "{body}");
+        let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let readers = status["readers"].as_array().unwrap();
+        let steady = readers.iter().find(|reader| reader["sharedName"] == "steady").unwrap();
+        steady["history"].as_array().unwrap().iter().map(|point| point["time"].as_u64().unwrap()).collect::<Vec<_>>()
+    };
+    let all = history("/status.json");
+    assert!(all.len() >= 2, "the browser saw the plots grow: {all:?}");
+    let since = all[all.len() - 2];
+    let newer = history(&format!("/status.json?since={since}"));
+    let expected: Vec<u64> = history("/status.json").into_iter().filter(|time| *time > since).collect();
+    assert!(!newer.is_empty() && newer.iter().all(|time| *time > since), "{newer:?} after {since}");
+    assert!(expected.starts_with(&newer), "{newer:?} is the full history's tail after {since}: {expected:?}");
 }

@@ -93,9 +93,11 @@ impl History {
         }
     }
 
-    /// `reader`'s points, oldest first.
-    pub fn points(&self, reader: &Arc<Reader>) -> Vec<Point> {
+    /// `reader`'s points, oldest first: those after `since` (seconds since the Unix epoch)
+    /// when given.
+    pub fn points(&self, reader: &Arc<Reader>, since: Option<u64>) -> Vec<Point> {
         let rings = self.rings.lock_unpoisoned();
-        rings.get(&key(reader)).map(|ring| ring.points.iter().cloned().collect()).unwrap_or_default()
+        let Some(ring) = rings.get(&key(reader)) else { return Vec::new() };
+        ring.points.iter().filter(|point| since.is_none_or(|since| point.time > since)).cloned().collect()
     }
 }

@@ -141,7 +141,7 @@ async fn answer(watch: Arc<Watch>, peer: std::net::IpAddr, request: Request<Inco
             plain(StatusCode::TOO_MANY_REQUESTS, "too many token checks from this address; retry in a second\n")
         }
         (&Method::GET, "/status.json") => match caller(&watch, &request) {
-            Ok(caller) => status_json(watch, caller).await,
+            Ok(caller) => status_json(watch, caller, history_since(&request)).await,
             Err(message) => plain(StatusCode::UNAUTHORIZED, &message),
         },
         // The page holds no data: it asks /status.json, and shows the login form when
@@ -203,11 +203,18 @@ fn caller(watch: &Watch, request: &Request<Incoming>) -> Result<Caller, String> 
     }
 }
 
-async fn status_json(watch: Arc<Watch>, caller: Caller) -> Answer {
+/// `/status.json?since=T`: only history points after `T` (seconds since the Unix epoch,
+/// as the points' `time`), for a page that has the older ones.
+fn history_since(request: &Request<Incoming>) -> Option<u64> {
+    let query = request.uri().query()?;
+    form_value(query.as_bytes(), "since")?.parse().ok()
+}
+
+async fn status_json(watch: Arc<Watch>, caller: Caller, since: Option<u64>) -> Answer {
     let gathered = tokio::task::spawn_blocking(move || {
         let visible = |container: &str| caller.check(container, Access::Read).is_ok();
         let readers = watched(&watch.registry, &watch.streams, &visible);
-        Status::gather(&readers, &watch.history)
+        Status::gather(&readers, &watch.history, since)
     })
     .await;
     match gathered.map(|status| serde_json::to_string(&status)) {

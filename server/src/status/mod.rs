@@ -73,7 +73,7 @@ pub struct ReaderStatus {
     pub stages: BTreeMap<&'static str, f64>,
     /// Served by replicas: its job's splits per epoch, as the ledger has them.
     pub epochs: Vec<EpochStatus>,
-    /// Its last 15 minutes (`history`).
+    /// Its last 15 minutes (`history`), or the points after `?since=`.
     pub history: Vec<history::Point>,
 }
 
@@ -188,13 +188,14 @@ pub fn watched(registry: &ReaderRegistry, streams: &Streams, visible: &dyn Fn(&s
 }
 
 impl Status {
-    /// The status of `readers` (blocking: takes their locks; asks the ledger nothing).
-    pub fn gather(readers: &[Watched], history: &history::History) -> Status {
+    /// The status of `readers`, with their history points after `since` (all without it).
+    /// Blocking, briefly: it reads what readers published and asks the ledger nothing.
+    pub fn gather(readers: &[Watched], history: &history::History, since: Option<u64>) -> Status {
         let mut replicas = Vec::new();
         let readers = readers
             .iter()
             .map(|watched| {
-                let mut status = reader_status(watched, history);
+                let mut status = reader_status(watched, history, since);
                 // The job as the listener's task last asked the ledger (`JobFeed::view`):
                 // a status request asks nothing.
                 if let Some(view) = watched.reader.cluster_job().and_then(|job| job.view()) {
@@ -213,7 +214,7 @@ impl Status {
     }
 }
 
-fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus {
+fn reader_status(watched: &Watched, history: &history::History, since: Option<u64>) -> ReaderStatus {
     let stats = watched.reader.stats();
     let together = together(stats.consumers.iter().filter_map(|consumer| consumer.time));
     let consumers = stats
@@ -269,7 +270,7 @@ fn reader_status(watched: &Watched, history: &history::History) -> ReaderStatus 
         consumers,
         stages: watch.stages.seconds().into_iter().map(|(stage, seconds)| (stage.name(), seconds)).collect(),
         epochs: Vec::new(),
-        history: history.points(&watched.reader),
+        history: history.points(&watched.reader, since),
     }
 }
 

@@ -3,7 +3,8 @@
 //! row group and column while the server keeps serving, a footer's row-count claim never
 //! allocated, and 3 replicas over 8 files of 4 row groups (a split each) delivering every
 //! row exactly once per epoch through a replica's SIGKILL; an Arrow IPC file from S3 read
-//! with its footer read once per opening. Files are written by pyarrow.
+//! with its footer read once per opening, and a Parquet row group's column chunks from S3 in
+//! one GET. Files are written by pyarrow.
 
 use std::path::Path;
 
@@ -194,6 +195,35 @@ fn an_arrow_ipc_file_from_s3_is_read_with_its_footer_read_once_per_opening() {
     assert_eq!(rows, (0..100).collect::<Vec<_>>(), "every row of the 4 batches, in order");
     println!("{requests} requests to the store");
     assert!(requests <= 8, "{requests} requests to read one Arrow IPC file of 4 batches");
+}
+
+/// A Parquet file read from S3: a row group's column chunks, one after the other in the
+/// file, come in one GET, not one per column (requests counted at a proxy).
+#[test]
+fn a_parquet_row_groups_column_chunks_from_s3_come_in_one_get() {
+    let local = tempfile::tempdir().unwrap();
+    write_parquet(local.path(), 1, 4, 25);
+    let s3 = S3Server::start();
+    s3.create_bucket("training");
+    s3.put("training", "pq/part-0.parquet", &std::fs::read(local.path().join("part-0.parquet")).unwrap());
+    let proxy = readerd_tests::s3::FaultProxy::start(&s3.endpoint);
+    let server = ServerBuilder::new(&["s3://training/pq"]).env(&proxy.s3_env()).start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = parquet_spec("part-0.parquet");
+    spec["pipeline"] = json!({"batchSize": 10});
+    let spec_path = write_spec(&dir, &spec);
+    let before = proxy.requests();
+    let read = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    let requests = proxy.requests() - before;
+    let rows: Vec<i64> = elements(&read)
+        .iter()
+        .flat_map(|element| element["features"]["row"]["values"].as_array().unwrap().clone())
+        .map(|row| row.as_i64().unwrap())
+        .collect();
+    assert_eq!(rows, (0..100).collect::<Vec<_>>(), "every row of the 4 row groups, in order");
+    println!("{requests} requests to the store");
+    // 4 row groups of 4 column chunks: 4 GETs for them. A GET per chunk made 21 in all.
+    assert!(requests <= 10, "{requests} requests to read one Parquet file of 4 row groups");
 }
 
 /// Parquet from S3 through a proxy that fails and cuts requests: faults within the

@@ -13,20 +13,60 @@ use bytes::Bytes;
 use crate::source::{DataFile, FileLocation, SourceError, object};
 use readerd_common::sync::MutexUnpoisoned;
 
-/// The GETs of `ranges` of `object` (named `name`), all at once.
+/// Ranges closer than this are fetched in one GET, the bytes between them read and
+/// dropped: a row group's column chunks lie one after the other, and a GET per chunk
+/// costs a round trip (and a request's price) per column.
+const COALESCE_GAP: u64 = 256 << 10;
+/// A merged GET stops growing at this size: larger chunks are still fetched side by side.
+const COALESCE_MOST: u64 = 8 << 20;
+
+/// `ranges` (offset, length) as the spans fetched for them, in offset order: each span
+/// covers ranges at most [`COALESCE_GAP`] apart, up to [`COALESCE_MOST`] bytes (a range
+/// larger than that is a span of its own).
+fn spans(ranges: &[(u64, usize)]) -> Vec<std::ops::Range<u64>> {
+    let mut sorted: Vec<std::ops::Range<u64>> =
+        ranges.iter().map(|&(start, length)| start..start + length as u64).collect();
+    sorted.sort_by_key(|range| range.start);
+    let mut spans: Vec<std::ops::Range<u64>> = Vec::new();
+    for range in sorted {
+        match spans.last_mut() {
+            // Overlapping ranges always share a span: each range lies in one.
+            Some(span)
+                if range.start < span.end
+                    || (range.start <= span.end.saturating_add(COALESCE_GAP)
+                        && range.end.max(span.end) - span.start <= COALESCE_MOST) =>
+            {
+                span.end = span.end.max(range.end);
+            }
+            _ => spans.push(range),
+        }
+    }
+    spans
+}
+
+/// The GETs of `ranges` of `object` (named `name`), all at once, nearby ranges in one
+/// ([`spans`]); each range's bytes are a slice of its span's.
 fn fetch(
     object: object::ObjectFile,
     name: Arc<str>,
     ranges: &[(u64, usize)],
 ) -> impl std::future::Future<Output = Result<Vec<Bytes>, SourceError>> + Send + 'static {
-    let wanted: Vec<std::ops::Range<u64>> =
-        ranges.iter().map(|&(start, length)| start..start + length as u64).collect();
+    let wanted = ranges.to_vec();
+    let spans = spans(ranges);
     async move {
-        let gets = wanted.into_iter().map(|range| {
+        let gets = spans.iter().map(|span| {
             let object = object.clone();
-            async move { object.get_retried(range.clone()).await.map_err(|err| (range.start, err)) }
+            let span = span.clone();
+            async move { object.get_retried(span.clone()).await.map_err(|err| (span.start, err)) }
         });
-        futures::future::try_join_all(gets).await.map_err(|(start, err)| object.error(&name, start, &err))
+        let fetched =
+            futures::future::try_join_all(gets).await.map_err(|(start, err)| object.error(&name, start, &err))?;
+        let slice = |&(start, length): &(u64, usize)| {
+            let at = spans.partition_point(|span| span.end < start + length as u64);
+            let from = (start - spans[at].start) as usize;
+            fetched[at].slice(from..from + length)
+        };
+        Ok(wanted.iter().map(slice).collect())
     }
 }
 
@@ -275,5 +315,23 @@ impl Seek for FileBytes {
             self.at = at;
         }
         Ok(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearby_ranges_share_a_get_and_large_ones_stay_apart() {
+        const MIB: u64 = 1 << 20;
+        // Chunks one after the other, one a little apart, one far.
+        let ranges = [(0, 100), (100, 50), (1150, 10), (5 * MIB, 10)];
+        assert_eq!(spans(&ranges), vec![0..1160, 5 * MIB..5 * MIB + 10]);
+        // Order does not matter; overlapping ranges share a span.
+        assert_eq!(spans(&[(50, 100), (0, 100)]), vec![0..150]);
+        // Two 6 MiB chunks side by side: each its own GET.
+        let big = 6 * MIB;
+        assert_eq!(spans(&[(0, big as usize), (big, big as usize)]), vec![0..big, big..2 * big]);
     }
 }

@@ -170,13 +170,14 @@ impl IpcFile {
         }
     }
 
-    /// Batches of the `columns` (indexes into the file's schema) from batch `unit` on, the
-    /// first from the file's row `row` on (checked to fall in batch `unit`, whose first row
-    /// is `known_first_row` when the caller knows it, else read from the headers). At the
-    /// end of the file (`unit` past the last batch): none.
+    /// Batches of the `columns` (indexes into the file's schema) from batch `unit` up to
+    /// batch `end` (a split's part of the file ends there), the first from the file's row
+    /// `row` on (checked to fall in batch `unit`, whose first row is `known_first_row` when
+    /// the caller knows it, else read from the headers). At the end of the file (`unit`
+    /// past the last batch): none.
     pub fn batches_from(
         &self,
-        unit: usize,
+        (unit, end): (usize, usize),
         row: u64,
         known_first_row: Option<u64>,
         columns: &[usize],
@@ -215,7 +216,7 @@ impl IpcFile {
             return if row == first_row { Ok(None) } else { Err(stale()) };
         }
         let skip = (row - first_row) as usize;
-        let blocks = blocks.to_vec().into_iter();
+        let blocks = blocks[..blocks.len().min(end.saturating_sub(unit))].to_vec().into_iter();
         let mut batches = BatchesFrom { bytes, decoder, blocks, skip, stale: Some(stale()), name: name.to_owned() };
         // A skip past the first batch's rows names a row the file does not have there.
         match batches.first() {

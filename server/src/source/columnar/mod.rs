@@ -212,7 +212,8 @@ impl ColumnarRecords {
             Unit::Ipc(_) if unit >= self.end_unit => None,
             Unit::Ipc(file) => {
                 let known = (unit as u64 == self.first.offset).then_some(self.first.record);
-                file.batches_from(unit, row, known, &self.columns, &self.name)?
+                // Its part ends with its last batch (each batch is a unit).
+                file.batches_from((unit, self.end_unit), row, known, &self.columns, &self.name)?
             }
         };
         Ok(())
@@ -254,11 +255,6 @@ impl ColumnarRecords {
     /// Takes the next Arrow batch (the next unit's first when this one is done); false at
     /// the end of the file.
     fn next_batch(&mut self) -> Result<bool, SourceError> {
-        // An Arrow IPC file's part ends with its last batch (each batch is a unit).
-        let next_unit = if self.unit_started { self.unit + 1 } else { self.unit };
-        if matches!(self.file, Unit::Ipc(_)) && next_unit >= self.end_unit {
-            return Ok(false);
-        }
         let Some(batches) = &mut self.batches else { return Ok(false) };
         let batch = match batches.next() {
             Some(Ok(batch)) => batch,

@@ -129,8 +129,9 @@ impl MixChoice {
         self.exhausted.contains(&true)
     }
 
+    /// Whether `component` is exhausted (a component it does not have is not).
     pub fn is_exhausted(&self, component: usize) -> bool {
-        self.exhausted[component]
+        self.exhausted.get(component).copied().unwrap_or(false)
     }
 
     pub fn state(&self) -> MixChoiceState {

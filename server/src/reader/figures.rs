@@ -38,6 +38,8 @@ impl std::ops::DerefMut for StateGuard<'_> {
 }
 
 impl Drop for StateGuard<'_> {
+    /// Publishes the state's counters: plain reads that never panic (this also runs while
+    /// a panic unwinds through the lock's holder).
     fn drop(&mut self) {
         self.published.publish(&self.state);
     }

@@ -13,17 +13,19 @@ use bytes::Bytes;
 use crate::source::{DataFile, FileLocation, SourceError, object};
 use readerd_common::sync::MutexUnpoisoned;
 
-/// Ranges closer than this are fetched in one GET, the bytes between them read and
-/// dropped: a row group's column chunks lie one after the other, and a GET per chunk
-/// costs a round trip (and a request's price) per column.
-const COALESCE_GAP: u64 = 256 << 10;
+/// A row group's column chunks closer than this are fetched in one GET, the bytes
+/// between them read too (and counted with the chunks: [`FileBytes::bytes_fetched`]):
+/// the chunks lie one after the other, and a GET per chunk costs a round trip (and a
+/// request's price) per column. Ranges that are not chunks (an Arrow IPC file's batch
+/// headers, with their bodies between) are fetched exactly: `near` 0.
+pub const NEARBY_CHUNKS: u64 = 256 << 10;
 /// A merged GET stops growing at this size: larger chunks are still fetched side by side.
 const COALESCE_MOST: u64 = 8 << 20;
 
 /// `ranges` (offset, length) as the spans fetched for them, in offset order: each span
-/// covers ranges at most [`COALESCE_GAP`] apart, up to [`COALESCE_MOST`] bytes (a range
-/// larger than that is a span of its own).
-fn spans(ranges: &[(u64, usize)]) -> Vec<std::ops::Range<u64>> {
+/// covers ranges at most `near` bytes apart, up to [`COALESCE_MOST`] bytes (a range
+/// larger than that is a span of its own); overlapping or touching ranges always share one.
+fn spans(ranges: &[(u64, usize)], near: u64) -> Vec<std::ops::Range<u64>> {
     let mut sorted: Vec<std::ops::Range<u64>> =
         ranges.iter().map(|&(start, length)| start..start + length as u64).collect();
     sorted.sort_by_key(|range| range.start);
@@ -32,8 +34,8 @@ fn spans(ranges: &[(u64, usize)]) -> Vec<std::ops::Range<u64>> {
         match spans.last_mut() {
             // Overlapping ranges always share a span: each range lies in one.
             Some(span)
-                if range.start < span.end
-                    || (range.start <= span.end.saturating_add(COALESCE_GAP)
+                if range.start <= span.end
+                    || (range.start <= span.end.saturating_add(near)
                         && range.end.max(span.end) - span.start <= COALESCE_MOST) =>
             {
                 span.end = span.end.max(range.end);
@@ -44,15 +46,16 @@ fn spans(ranges: &[(u64, usize)]) -> Vec<std::ops::Range<u64>> {
     spans
 }
 
-/// The GETs of `ranges` of `object` (named `name`), all at once, nearby ranges in one
-/// ([`spans`]); each range's bytes are a slice of its span's.
+/// The GETs of `ranges` of `object` (named `name`), all at once, ranges less than `near`
+/// apart in one ([`spans`]); each range's bytes are a slice of its span's.
 fn fetch(
     object: object::ObjectFile,
     name: Arc<str>,
     ranges: &[(u64, usize)],
+    near: u64,
 ) -> impl std::future::Future<Output = Result<Vec<Bytes>, SourceError>> + Send + 'static {
     let wanted = ranges.to_vec();
-    let spans = spans(ranges);
+    let spans = spans(ranges, near);
     async move {
         let gets = spans.iter().map(|span| {
             let object = object.clone();
@@ -188,10 +191,20 @@ impl FileBytes {
         })
     }
 
+    /// The bytes [`FileBytes::ranges`] holds for `ranges` while any of them is kept: the
+    /// ranges, and for an object the bytes between those fetched together.
+    pub fn bytes_fetched(&self, ranges: &[(u64, usize)], near: u64) -> usize {
+        match &self.file.location {
+            FileLocation::Object(_) => spans(ranges, near).iter().map(|span| (span.end - span.start) as usize).sum(),
+            FileLocation::Local(_) => ranges.iter().map(|&(_, length)| length).sum(),
+        }
+    }
+
     /// The byte ranges `ranges` (offset, length), each checked as [`FileBytes::range`]
     /// checks it; an object's are fetched at once (one round trip for all of a row
-    /// group's column chunks, not one each).
-    pub fn ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Bytes>, SourceError> {
+    /// group's column chunks, not one each), those less than `near` bytes apart in one
+    /// GET.
+    pub fn ranges(&self, ranges: &[(u64, usize)], near: u64) -> Result<Vec<Bytes>, SourceError> {
         let FileLocation::Object(file) = &self.file.location else {
             return ranges.iter().map(|&(start, length)| self.range(start, length)).collect();
         };
@@ -199,7 +212,8 @@ impl FileBytes {
             // The error `range` gives for it.
             return Err(self.range(start, length).expect_err("past the end"));
         }
-        object::block_on(fetch(file.clone(), self.file.name.clone(), ranges)).inspect_err(|err| self.remember(err))
+        object::block_on(fetch(file.clone(), self.file.name.clone(), ranges, near))
+            .inspect_err(|err| self.remember(err))
     }
 
     /// Whether `length` bytes from `start` run past the file's end.
@@ -210,13 +224,13 @@ impl FileBytes {
     /// [`FileBytes::ranges`] of an object, fetched on the I/O runtime while the caller
     /// goes on (aborted when the [`Background`] is dropped); `None` for a local file or a
     /// range past the end (the caller's own read then fails).
-    pub fn fetch_in_background(&self, ranges: &[(u64, usize)]) -> Option<Background> {
+    pub fn fetch_in_background(&self, ranges: &[(u64, usize)], near: u64) -> Option<Background> {
         let FileLocation::Object(file) = &self.file.location else { return None };
         if ranges.iter().any(|&(start, length)| self.past_the_end(start, length)) {
             return None;
         }
         let (send, receive) = std::sync::mpsc::sync_channel(1);
-        let fetching = fetch(file.clone(), self.file.name.clone(), ranges);
+        let fetching = fetch(file.clone(), self.file.name.clone(), ranges, near);
         let task = object::io_runtime().spawn(async move {
             let _ = send.send(fetching.await);
         });
@@ -327,11 +341,16 @@ mod tests {
         const MIB: u64 = 1 << 20;
         // Chunks one after the other, one a little apart, one far.
         let ranges = [(0, 100), (100, 50), (1150, 10), (5 * MIB, 10)];
-        assert_eq!(spans(&ranges), vec![0..1160, 5 * MIB..5 * MIB + 10]);
+        assert_eq!(spans(&ranges, NEARBY_CHUNKS), vec![0..1160, 5 * MIB..5 * MIB + 10]);
+        // Exactly: only touching ranges share one.
+        assert_eq!(spans(&ranges, 0), vec![0..150, 1150..1160, 5 * MIB..5 * MIB + 10]);
         // Order does not matter; overlapping ranges share a span.
-        assert_eq!(spans(&[(50, 100), (0, 100)]), vec![0..150]);
-        // Two 6 MiB chunks side by side: each its own GET.
+        assert_eq!(spans(&[(50, 100), (0, 100)], 0), vec![0..150]);
+        // Two 6 MiB chunks a byte apart: each its own GET.
         let big = 6 * MIB;
-        assert_eq!(spans(&[(0, big as usize), (big, big as usize)]), vec![0..big, big..2 * big]);
+        assert_eq!(
+            spans(&[(0, big as usize), (big + 1, big as usize)], NEARBY_CHUNKS),
+            vec![0..big, big + 1..2 * big + 1]
+        );
     }
 }

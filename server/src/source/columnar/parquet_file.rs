@@ -12,7 +12,7 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, Parq
 use parquet::file::metadata::ParquetMetaData;
 use readerd_common::sync::MutexUnpoisoned;
 
-use super::file_bytes::{Background, FileBytes};
+use super::file_bytes::{Background, FileBytes, NEARBY_CHUNKS};
 use super::page_headers;
 use crate::memory::{self, Reservation};
 use crate::source::SourceError;
@@ -103,10 +103,11 @@ impl ParquetFile {
         let row_group = self.metadata().row_group(group);
         let leaves = ProjectionMask::roots(self.metadata().file_metadata().schema_descr(), columns.iter().copied());
         let chunks = self.chunks_of(group, &leaves, name)?;
-        let compressed: u64 = chunks.iter().map(|chunk| chunk.len as u64).sum();
+        let ranges: Vec<(u64, usize)> = chunks.iter().map(|chunk| (chunk.start, chunk.len)).collect();
+        // The chunks as fetched (with the bytes between nearby ones), and unpacked.
+        let compressed = self.bytes.bytes_fetched(&ranges, NEARBY_CHUNKS) as u64;
         let uncompressed = chunks.iter().fold(0u64, |sum, chunk| sum.saturating_add(chunk.unpacked));
         let claimed = usize::try_from(compressed.saturating_add(uncompressed)).unwrap_or(usize::MAX);
-        let ranges: Vec<(u64, usize)> = chunks.iter().map(|chunk| (chunk.start, chunk.len)).collect();
         // The chunks fetched ahead, if these are they (the same group and columns): their
         // reservation becomes part of the group's, not counted twice.
         let ahead = {
@@ -121,7 +122,7 @@ impl ParquetFile {
                 reserved.absorb(fetched_reserved);
                 chunks.wait(&self.bytes)?
             }
-            None => self.bytes.ranges(&ranges)?,
+            None => self.bytes.ranges(&ranges, NEARBY_CHUNKS)?,
         };
         if fetched.len() != chunks.len() {
             return Err(group_error(name, group, None, "the column chunks read are not the ones asked for"));
@@ -188,10 +189,10 @@ impl ParquetFile {
             return;
         }
         let Ok(chunks) = self.chunks_of(group, leaves, "") else { return };
-        let bytes: usize = chunks.iter().map(|chunk| chunk.len).sum();
-        let Ok(reserved) = memory::server().reserve(bytes, String::new) else { return };
         let ranges: Vec<(u64, usize)> = chunks.iter().map(|chunk| (chunk.start, chunk.len)).collect();
-        if let Some(chunks) = self.bytes.fetch_in_background(&ranges) {
+        let bytes = self.bytes.bytes_fetched(&ranges, NEARBY_CHUNKS);
+        let Ok(reserved) = memory::server().reserve(bytes, String::new) else { return };
+        if let Some(chunks) = self.bytes.fetch_in_background(&ranges, NEARBY_CHUNKS) {
             *self.ahead.lock_unpoisoned() = Some(Ahead { ranges, chunks, reserved });
         }
     }

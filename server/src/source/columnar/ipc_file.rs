@@ -55,7 +55,8 @@ fn read_footer(bytes: &FileBytes, name: &str) -> Result<Footer, SourceError> {
     let footer = bytes.range(footer_start, footer_len as usize)?;
     let footer = arrow_ipc::root_as_footer(&footer).map_err(|err| bad(name, format!("bad Arrow IPC footer: {err}")))?;
     let dictionaries: Vec<Block> = footer.dictionaries().into_iter().flatten().copied().collect();
-    let batches: Vec<Block> = footer.recordBatches().into_iter().flatten().copied().collect();
+    let batches = footer.recordBatches().ok_or_else(|| bad(name, "the footer lists no record batches".to_owned()))?;
+    let batches: Vec<Block> = batches.iter().copied().collect();
     for (i, block) in dictionaries.iter().chain(&batches).enumerate() {
         let (offset, meta, body) = (block.offset(), i64::from(block.metaDataLength()), block.bodyLength());
         let end = offset.checked_add(meta).and_then(|end| end.checked_add(body));
@@ -64,6 +65,11 @@ fn read_footer(bytes: &FileBytes, name: &str) -> Result<Footer, SourceError> {
                 name,
                 format!("block {i} of the footer ({meta} + {body} bytes at {offset}) lies outside the file"),
             ));
+        }
+        // A message starts with its 8-byte prefix (continuation marker, length): one
+        // claiming less would be read past its end.
+        if meta < 8 {
+            return Err(bad(name, format!("block {i} of the footer claims a message of {meta} bytes")));
         }
     }
     let schema = footer.schema().ok_or_else(|| bad(name, "the footer holds no schema".to_owned()))?;
@@ -154,7 +160,8 @@ impl IpcFile {
             let _reserved =
                 memory::server().reserve(bytes, || format!("the record batch headers of {name} ({bytes} bytes)"))?;
             let ranges: Vec<(u64, usize)> = blocks.iter().map(|block| (block.offset() as u64, meta(block))).collect();
-            for (i, meta) in self.bytes.ranges(&ranges)?.iter().enumerate() {
+            // Exactly the headers: the bodies between them are not read.
+            for (i, meta) in self.bytes.ranges(&ranges, 0)?.iter().enumerate() {
                 rows = rows.saturating_add(rows_of_message(meta, name, chunk * HEADERS_AT_ONCE + i)?);
                 starts.push(rows);
             }

@@ -253,6 +253,21 @@ fn consumers_of_a_shared_mixture_take_each_record_once_and_stats_count_each_comp
         assert!(metrics.contains(&format!("readerd_mix_component_elements_total{labels} {taken}\n")), "{metrics}");
         assert!(metrics.contains(&format!("readerd_mix_component_epochs_completed{labels} 1\n")), "{metrics}");
     }
+
+    // A reset starts the mixture over: its components' figures are back to nothing.
+    let reset = readerctl(&server.addr, &["reset", "--container", "team", "--shared-name", "mixed"]);
+    assert!(reset.status.success(), "{}", String::from_utf8_lossy(&reset.stderr));
+    let stats = readerctl(&server.addr, &["stats", "--container", "team", "--shared-name", "mixed"]);
+    let stats = String::from_utf8_lossy(&stats.stdout);
+    let components: Vec<&str> = stats.lines().filter(|line| line.starts_with("component ")).collect();
+    assert_eq!(
+        components,
+        [
+            "component 0: elements taken 0 epochs completed 0 records produced 0",
+            "component 1: elements taken 0 epochs completed 0 records produced 0"
+        ],
+        "{stats}"
+    );
 }
 
 /// `readerctl read` of `spec`: the error line's code and message.

@@ -99,9 +99,11 @@ impl PublishedFigures {
         store(&self.epoch_files_done, progress.files_done);
         store(&self.epoch_files, progress.files.unwrap_or(NONE));
         self.finished.store(state.pipeline.is_finished(), Ordering::Relaxed);
+        // A mixture's choice starts with its first element: until then (and after a
+        // reset) nothing was taken from any component.
+        let mut components = self.components.lock_unpoisoned();
+        components.clear();
         if let Some(mix) = &state.mix {
-            let mut components = self.components.lock_unpoisoned();
-            components.clear();
             components.extend(mix.taken.iter().enumerate().map(|(i, taken)| (*taken, mix.choice.is_exhausted(i))));
         }
     }

@@ -93,11 +93,17 @@ impl History {
         }
     }
 
-    /// `reader`'s points, oldest first: those after `since` (seconds since the Unix epoch)
-    /// when given.
-    pub fn points(&self, reader: &Arc<Reader>, since: Option<u64>) -> Vec<Point> {
+    /// Each of `readers`' points, oldest first: those after `since` (seconds since the Unix
+    /// epoch) when given. Read together: a sample adds a point to every reader or to none of
+    /// what is read, so a page asking for the points after the newest it has misses none.
+    pub fn points<'a>(
+        &self,
+        readers: impl IntoIterator<Item = &'a Arc<Reader>>,
+        since: Option<u64>,
+    ) -> Vec<Vec<Point>> {
         let rings = self.rings.lock_unpoisoned();
-        let Some(ring) = rings.get(&key(reader)) else { return Vec::new() };
-        ring.points.iter().filter(|point| since.is_none_or(|since| point.time > since)).cloned().collect()
+        let after = |point: &&Point| since.is_none_or(|since| point.time > since);
+        let points = |reader| rings.get(&key(reader)).map(|ring| ring.points.iter().filter(after).cloned().collect());
+        readers.into_iter().map(|reader| points(reader).unwrap_or_default()).collect()
     }
 }

@@ -192,10 +192,12 @@ impl Status {
     /// Blocking, briefly: it reads what readers published and asks the ledger nothing.
     pub fn gather(readers: &[Watched], history: &history::History, since: Option<u64>) -> Status {
         let mut replicas = Vec::new();
+        let histories = history.points(readers.iter().map(|watched| &watched.reader), since);
         let readers = readers
             .iter()
-            .map(|watched| {
-                let mut status = reader_status(watched, history, since);
+            .zip(histories)
+            .map(|(watched, history)| {
+                let mut status = reader_status(watched, history);
                 // The job as the listener's task last asked the ledger (`JobFeed::view`):
                 // a status request asks nothing.
                 if let Some(view) = watched.reader.cluster_job().and_then(|job| job.view()) {
@@ -214,7 +216,7 @@ impl Status {
     }
 }
 
-fn reader_status(watched: &Watched, history: &history::History, since: Option<u64>) -> ReaderStatus {
+fn reader_status(watched: &Watched, history: Vec<history::Point>) -> ReaderStatus {
     let stats = watched.reader.stats();
     let together = together(stats.consumers.iter().filter_map(|consumer| consumer.time));
     let consumers = stats
@@ -270,7 +272,7 @@ fn reader_status(watched: &Watched, history: &history::History, since: Option<u6
         consumers,
         stages: watch.stages.seconds().into_iter().map(|(stage, seconds)| (stage.name(), seconds)).collect(),
         epochs: Vec::new(),
-        history: history.points(&watched.reader, since),
+        history,
     }
 }
 

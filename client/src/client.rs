@@ -171,13 +171,14 @@ impl Client {
     }
 
     /// Reports a trainer's time on stream `stream_id` in a unary call of its own, in the
-    /// background: nobody waits for its answer, and one lost is no loss.
+    /// background: nobody waits for its answer (given up after 10 s), and one lost is no
+    /// loss.
     pub fn report_time_in_background(&self, stream_id: String, time: pb::ConsumerTime) {
         let mut service = self.service.clone();
         tokio::spawn(async move {
             let report =
                 pb::AcknowledgeRequest { stream_id, up_to_seq: -1, consumer_time: Some(time), ..Default::default() };
-            let _ = service.acknowledge(report).await;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), service.acknowledge(report)).await;
         });
     }
 

@@ -339,9 +339,9 @@ impl ReplicaSession {
 
     /// Where a report of the trainer's time can go while the session waits: the first
     /// replica with a stream open.
-    pub fn time_reporter(&self) -> Option<(Client, String)> {
+    pub fn time_reporter(&self) -> Option<(&Client, &str)> {
         let open = self.replicas.iter().find(|r| matches!(r.state, State::Reading) && !r.stream_id.is_empty())?;
-        Some((open.client.clone()?, open.stream_id.clone()))
+        Some((open.client.as_ref()?, open.stream_id.as_str()))
     }
 
     /// Reports the trainer's time (`crate::consumer_clock`) with the next acknowledgement

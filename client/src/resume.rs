@@ -372,8 +372,8 @@ impl ResumingStream {
 
     /// Where a report of the trainer's time can go while this stream waits for its next
     /// element: its connection and stream, if it has them.
-    pub fn time_reporter(&self) -> Option<(Client, String)> {
-        self.connection.as_ref().map(|(client, read)| (client.clone(), read.stream_id.clone()))
+    pub fn time_reporter(&self) -> Option<(&Client, &str)> {
+        self.connection.as_ref().map(|(client, read)| (client, read.stream_id.as_str()))
     }
 
     fn keep_checkpoint(&mut self, token: String, after_seq: i64) {

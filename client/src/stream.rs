@@ -22,6 +22,9 @@ use crate::resume::{Event, Received, Reconnect, ResumingStream, StreamError};
 pub struct ReaderStream {
     on: On,
     clock: ConsumerClock,
+    /// Where the trainer's time is reported while `next()` waits: a connection and the
+    /// stream on it (taken again when the stream changes).
+    reporter: Option<(Client, String)>,
 }
 
 /// What a [`ReaderStream`] reads from.
@@ -32,7 +35,7 @@ enum On {
 
 impl On {
     /// A connection and stream to report the trainer's time on while `next()` waits.
-    fn time_reporter(&self) -> Option<(Client, String)> {
+    fn time_reporter(&self) -> Option<(&Client, &str)> {
         match self {
             On::One(stream) => stream.time_reporter(),
             On::Replicas(session) => session.time_reporter(),
@@ -47,7 +50,7 @@ impl On {
 async fn reporting_while_waiting<T>(
     next: impl Future<Output = T>,
     clock: &mut ConsumerClock,
-    reporter: Option<(Client, String)>,
+    reporter: Option<&(Client, String)>,
 ) -> T {
     let mut next = std::pin::pin!(next);
     if let Some(done) = futures::FutureExt::now_or_never(next.as_mut()) {
@@ -84,17 +87,22 @@ pub async fn open_stream(
     if shared && addrs.len() > 1 {
         // `ReplicaSession::open` starts its streams on the runtime it is called on.
         let session = ReplicaSession::open(addrs, request, options);
-        return Ok(ReaderStream { on: On::Replicas(Box::new(session)), clock: ConsumerClock::default() });
+        return Ok(ReaderStream {
+            on: On::Replicas(Box::new(session)),
+            clock: ConsumerClock::default(),
+            reporter: None,
+        });
     }
     let stream = ResumingStream::open_with(addrs, request, reconnect, options).await?;
-    Ok(ReaderStream { on: On::One(Box::new(stream)), clock: ConsumerClock::default() })
+    Ok(ReaderStream { on: On::One(Box::new(stream)), clock: ConsumerClock::default(), reporter: None })
 }
 
 impl ReaderStream {
     /// The next element, or the end of the data; `None` after the end was returned.
     pub async fn next(&mut self) -> Result<Option<Event>, StreamError> {
         self.before_next().await?;
-        let reporter = self.on.time_reporter();
+        self.take_reporter();
+        let reporter = self.reporter.as_ref();
         let next = match &mut self.on {
             On::One(stream) => reporting_while_waiting(stream.next(), &mut self.clock, reporter).await,
             On::Replicas(session) => reporting_while_waiting(session.next(), &mut self.clock, reporter).await,
@@ -107,7 +115,8 @@ impl ReaderStream {
     /// (a drain's final one: what `readerctl read` prints).
     pub async fn next_received(&mut self) -> Result<Option<Received>, StreamError> {
         self.before_next().await?;
-        let reporter = self.on.time_reporter();
+        self.take_reporter();
+        let reporter = self.reporter.as_ref();
         let next = match &mut self.on {
             On::One(stream) => reporting_while_waiting(stream.next_received(), &mut self.clock, reporter).await,
             On::Replicas(session) => {
@@ -119,6 +128,18 @@ impl ReaderStream {
         // counts from its return.
         self.clock.next_returned(matches!(next, Ok(Some(Received::Element(_)))));
         next
+    }
+
+    /// Keeps where the trainer's time goes while `next()` waits: the stream's connection
+    /// and id, cloned only when they change (a reconnect, another replica).
+    fn take_reporter(&mut self) {
+        let Some((client, id)) = self.on.time_reporter() else {
+            self.reporter = None;
+            return;
+        };
+        if self.reporter.as_ref().is_none_or(|(_, kept)| kept != id) {
+            self.reporter = Some((client.clone(), id.to_owned()));
+        }
     }
 
     /// The element `next()` returned reached the trainer only now (a binding converted

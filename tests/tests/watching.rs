@@ -147,12 +147,13 @@ fn a_server_slowed_by_its_object_store_makes_its_trainer_input_bound_reading_fir
 
 #[test]
 fn a_trainer_stuck_in_next_shows_as_waiting_while_it_waits() {
-    // 100 objects of one 512 KiB line each: the server's read-ahead (the pipeline's
-    // prefetch, the stream's buffers, the connection's window) holds a few dozen of them.
+    // 160 objects of one 512 KiB line each: the server's read-ahead (the pipeline's
+    // prefetch, the stream's buffers, the connection's 16 MiB window) holds a few dozen of
+    // them, and the trainer takes a few dozen before the store stops answering.
     let s3 = S3Server::start();
     s3.create_bucket("training");
     let files = tempfile::tempdir().unwrap();
-    for f in 0..100 {
+    for f in 0..160 {
         let line = format!("{f}{}\n", "x".repeat(512 << 10));
         std::fs::write(files.path().join(format!("part-{f:03}.txt")), line).unwrap();
     }

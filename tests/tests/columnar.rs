@@ -164,36 +164,44 @@ fn parquet_from_s3_resumes_exactly_after_sigkill_mid_row_group() {
     assert!(err["message"].as_str().unwrap().contains("part-1.parquet changed since the checkpoint"), "{err}");
 }
 
+/// Reads `file` (written by `write_parquet` with 1 file of 4 units of 25 rows) from S3
+/// through a proxy with `spec`: its `row` column's values, in order, and the requests
+/// the server made to the store.
+fn rows_and_requests_from_s3(file: &str, spec: &Value) -> (Vec<i64>, u64) {
+    let local = tempfile::tempdir().unwrap();
+    write_parquet(local.path(), 1, 4, 25);
+    let s3 = S3Server::start();
+    s3.create_bucket("training");
+    s3.put("training", &format!("one/{file}"), &std::fs::read(local.path().join(file)).unwrap());
+    let proxy = readerd_tests::s3::FaultProxy::start(&s3.endpoint);
+    let server = ServerBuilder::new(&["s3://training/one"]).env(&proxy.s3_env()).start();
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, spec);
+    let before = proxy.requests();
+    let read = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    let requests = proxy.requests() - before;
+    let rows = elements(&read)
+        .iter()
+        .flat_map(|element| element["features"]["row"]["values"].as_array().unwrap().clone())
+        .map(|row| row.as_i64().unwrap())
+        .collect();
+    println!("{requests} requests to the store");
+    (rows, requests)
+}
+
 /// An Arrow IPC file read from S3: its footer is read once per opening (the reader's
 /// schema check, then the read itself), and its batches, read in order, come in one
 /// streamed GET: 6 requests in all, counted at a proxy, where reading the footer three
 /// times an opening took 12.
 #[test]
 fn an_arrow_ipc_file_from_s3_is_read_with_its_footer_read_once_per_opening() {
-    let local = tempfile::tempdir().unwrap();
-    write_parquet(local.path(), 1, 4, 25);
-    let s3 = S3Server::start();
-    s3.create_bucket("training");
-    s3.put("training", "ipc/part-0.arrow", &std::fs::read(local.path().join("part-0.arrow")).unwrap());
-    let proxy = readerd_tests::s3::FaultProxy::start(&s3.endpoint);
-    let server = ServerBuilder::new(&["s3://training/ipc"]).env(&proxy.s3_env()).start();
-    let dir = tempfile::tempdir().unwrap();
     let spec = json!({
         "source": {"files": ["part-0.arrow"], "format": "ARROW_IPC"},
         "decoder": {"columns": {"columns": [{"name": "row"}]}},
         "pipeline": {"batchSize": 10}
     });
-    let spec_path = write_spec(&dir, &spec);
-    let before = proxy.requests();
-    let read = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
-    let requests = proxy.requests() - before;
-    let rows: Vec<i64> = elements(&read)
-        .iter()
-        .flat_map(|element| element["features"]["row"]["values"].as_array().unwrap().clone())
-        .map(|row| row.as_i64().unwrap())
-        .collect();
+    let (rows, requests) = rows_and_requests_from_s3("part-0.arrow", &spec);
     assert_eq!(rows, (0..100).collect::<Vec<_>>(), "every row of the 4 batches, in order");
-    println!("{requests} requests to the store");
     assert!(requests <= 8, "{requests} requests to read one Arrow IPC file of 4 batches");
 }
 
@@ -201,27 +209,10 @@ fn an_arrow_ipc_file_from_s3_is_read_with_its_footer_read_once_per_opening() {
 /// file, come in one GET, not one per column (requests counted at a proxy).
 #[test]
 fn a_parquet_row_groups_column_chunks_from_s3_come_in_one_get() {
-    let local = tempfile::tempdir().unwrap();
-    write_parquet(local.path(), 1, 4, 25);
-    let s3 = S3Server::start();
-    s3.create_bucket("training");
-    s3.put("training", "pq/part-0.parquet", &std::fs::read(local.path().join("part-0.parquet")).unwrap());
-    let proxy = readerd_tests::s3::FaultProxy::start(&s3.endpoint);
-    let server = ServerBuilder::new(&["s3://training/pq"]).env(&proxy.s3_env()).start();
-    let dir = tempfile::tempdir().unwrap();
     let mut spec = parquet_spec("part-0.parquet");
     spec["pipeline"] = json!({"batchSize": 10});
-    let spec_path = write_spec(&dir, &spec);
-    let before = proxy.requests();
-    let read = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
-    let requests = proxy.requests() - before;
-    let rows: Vec<i64> = elements(&read)
-        .iter()
-        .flat_map(|element| element["features"]["row"]["values"].as_array().unwrap().clone())
-        .map(|row| row.as_i64().unwrap())
-        .collect();
+    let (rows, requests) = rows_and_requests_from_s3("part-0.parquet", &spec);
     assert_eq!(rows, (0..100).collect::<Vec<_>>(), "every row of the 4 row groups, in order");
-    println!("{requests} requests to the store");
     // 4 row groups of 4 column chunks: 4 GETs for them. A GET per chunk made 21 in all.
     assert!(requests <= 10, "{requests} requests to read one Parquet file of 4 row groups");
 }

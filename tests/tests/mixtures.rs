@@ -235,9 +235,14 @@ fn consumers_of_a_shared_mixture_take_each_record_once_and_stats_count_each_comp
     let expected: Vec<i64> = (0..3_000).chain(100_000..101_000).collect();
     assert_eq!(ids, expected, "each record once across the two consumers");
 
-    let stats = readerctl(&server.addr, &["stats", "--container", "team", "--shared-name", "mixed"]);
-    let stats = String::from_utf8_lossy(&stats.stdout);
-    let components: Vec<&str> = stats.lines().filter(|line| line.starts_with("component ")).collect();
+    // `readerctl stats` of the mixture, and its lines about components.
+    let stats_now = || {
+        let stats = readerctl(&server.addr, &["stats", "--container", "team", "--shared-name", "mixed"]);
+        let stats = String::from_utf8_lossy(&stats.stdout).into_owned();
+        let components = stats.lines().filter(|line| line.starts_with("component ")).map(str::to_owned).collect();
+        (stats, components)
+    };
+    let (stats, components): (String, Vec<String>) = stats_now();
     assert_eq!(
         components,
         [
@@ -257,9 +262,7 @@ fn consumers_of_a_shared_mixture_take_each_record_once_and_stats_count_each_comp
     // A reset starts the mixture over: its components' figures are back to nothing.
     let reset = readerctl(&server.addr, &["reset", "--container", "team", "--shared-name", "mixed"]);
     assert!(reset.status.success(), "{}", String::from_utf8_lossy(&reset.stderr));
-    let stats = readerctl(&server.addr, &["stats", "--container", "team", "--shared-name", "mixed"]);
-    let stats = String::from_utf8_lossy(&stats.stdout);
-    let components: Vec<&str> = stats.lines().filter(|line| line.starts_with("component ")).collect();
+    let (stats, components) = stats_now();
     assert_eq!(
         components,
         [

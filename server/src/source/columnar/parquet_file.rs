@@ -105,9 +105,9 @@ impl ParquetFile {
         let chunks = self.chunks_of(group, &leaves, name)?;
         let ranges: Vec<(u64, usize)> = chunks.iter().map(|chunk| (chunk.start, chunk.len)).collect();
         // The chunks as fetched (with the bytes between nearby ones), and unpacked.
-        let compressed = self.bytes.bytes_fetched(&ranges, NEARBY_CHUNKS) as u64;
-        let uncompressed = chunks.iter().fold(0u64, |sum, chunk| sum.saturating_add(chunk.unpacked));
-        let claimed = usize::try_from(compressed.saturating_add(uncompressed)).unwrap_or(usize::MAX);
+        let fetched_len = self.bytes.bytes_fetched(&ranges, NEARBY_CHUNKS) as u64;
+        let unpacked = chunks.iter().fold(0u64, |sum, chunk| sum.saturating_add(chunk.unpacked));
+        let claimed = usize::try_from(fetched_len.saturating_add(unpacked)).unwrap_or(usize::MAX);
         // The chunks fetched ahead, if these are they (the same group and columns): their
         // reservation becomes part of the group's, not counted twice.
         let ahead = {
@@ -139,7 +139,7 @@ impl ParquetFile {
         }
         let leaf_count = leaves_in(&leaves, row_group.columns().len());
         let rows = (row_group.num_rows().max(1) as u64).max(1);
-        let row_bytes = (uncompressed / rows).max(1) + leaf_count;
+        let row_bytes = (unpacked / rows).max(1) + leaf_count;
         let batch_rows = (BATCH_BYTES / row_bytes).clamp(1, MAX_BATCH_ROWS) as usize;
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.bytes.clone(), self.metadata.clone())
             .with_row_groups(vec![group])

@@ -18,6 +18,7 @@
 //! changes when records are read, never which record comes next. Blocking: call from a
 //! blocking thread (the interleave waits for its file readers).
 
+mod buffered;
 pub mod cache;
 pub mod feed;
 pub mod global;
@@ -31,14 +32,16 @@ pub mod shuffle;
 
 use std::sync::Arc;
 
+use buffered::{compact_buffered_rows, read_records_at};
 use cache::RecordCache;
 use global::{FedGlobal, GlobalShuffle, RecordIndex};
 use interleave::{Interleave, InterleaveState};
 use rng::SplitMix64;
 use shuffle::{ShuffleBuffer, ShuffleConfig};
 
+use crate::decode::RecordValue;
 use crate::format::Position;
-use crate::source::{Compression, DataFile, FileRecords, Record, RecordsAt, SourceConfig, SourceError};
+use crate::source::{DataFile, Record, SourceConfig, SourceError};
 
 /// Generator streams of an epoch, one per purpose.
 const FILE_ORDER_STREAM: u64 = 1;
@@ -105,47 +108,6 @@ pub struct PipelineState {
     pub shuffle: Option<(u64, Vec<RecordRef>)>,
     /// How far into the epoch's permutation (global shuffle; `None`: not started).
     pub global_cursor: Option<usize>,
-}
-
-/// Reads the records at `refs` (to refill a restored shuffle buffer): uncompressed files by
-/// positioned reads of just those records, compressed ones by decompressing up to them.
-fn read_records_at(
-    files: &[DataFile],
-    source: &Arc<SourceConfig>,
-    refs: &[RecordRef],
-) -> Result<Vec<Record>, SourceError> {
-    let mut open: std::collections::HashMap<usize, RecordsAt> = std::collections::HashMap::new();
-    let mut records = Vec::with_capacity(refs.len());
-    for &at in refs {
-        let file = &files[at.file];
-        let compression = source.compression_of(file);
-        if compression != Compression::None {
-            records.push(read_record_at(files, source, at)?);
-            continue;
-        }
-        let reader = match open.entry(at.file) {
-            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(RecordsAt::open(file, source)?),
-        };
-        // A guess at the record's end; the framer asks for more when it needs it. (The
-        // position comes from a restored state: saturate rather than trust it.)
-        let end = Position { offset: at.start.offset.saturating_add(512), record: at.start.record };
-        records.push(reader.read(at.start, end)?);
-    }
-    Ok(records)
-}
-
-/// Reads the one record at `at` by reading the file up to it.
-fn read_record_at(files: &[DataFile], source: &SourceConfig, at: RecordRef) -> Result<Record, SourceError> {
-    let file = &files[at.file];
-    let mut reader = FileRecords::open(file, source, Some(at.start))?;
-    reader.next_record()?.ok_or_else(|| SourceError::Format {
-        file: file.name.to_string(),
-        source: crate::format::FormatError::Truncated {
-            offset: at.start.offset,
-            compressed: source.compression_of(file) != Compression::None,
-        },
-    })
 }
 
 /// What pipelines of one server share: where record indexes are kept, and the record
@@ -488,7 +450,13 @@ impl RecordPipeline {
                     continue;
                 }
                 match &mut self.shuffle {
-                    Some(buffer) => buffer.push((taken.record, RecordRef { file: taken.file, start: taken.start })),
+                    Some(buffer) => {
+                        let row = matches!(taken.record.value, RecordValue::Row(_));
+                        buffer.push((taken.record, RecordRef { file: taken.file, start: taken.start }));
+                        if row && buffer.compaction_due() {
+                            compact_buffered_rows(buffer);
+                        }
+                    }
                     None => {
                         self.emitted += 1;
                         return Ok(Next::Record(taken.record));
@@ -594,6 +562,9 @@ impl RecordPipeline {
         self.input_done = false;
     }
 }
+
+#[cfg(test)]
+mod compaction_tests;
 
 #[cfg(test)]
 mod tests {

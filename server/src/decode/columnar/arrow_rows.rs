@@ -16,6 +16,9 @@ use arrow_schema::DataType;
 /// The columns of one Arrow batch, in the order the decoder reads them.
 pub struct ArrowRows {
     columns: Vec<ArrowColumn>,
+    /// The batch's arrays, as they came: what [`compact_sparse_batches`] copies rows of.
+    arrays: Vec<ArrayRef>,
+    len: usize,
     /// What the batch's buffers hold, a row (for memory accounting).
     bytes_per_row: usize,
 }
@@ -61,7 +64,26 @@ impl ArrowRows {
         let sliced = |array: &ArrayRef| array.to_data().get_slice_memory_size().unwrap_or(0);
         let held: usize = arrays.iter().map(sliced).sum();
         let columns = arrays.iter().map(|array| ArrowColumn::new(array.as_ref())).collect();
-        Arc::new(Self { columns, bytes_per_row: held / rows.max(1) + 1 })
+        Arc::new(Self { columns, arrays: arrays.to_vec(), len: rows, bytes_per_row: held / rows.max(1) + 1 })
+    }
+
+    /// The batch's arrays, as they came.
+    pub fn arrays(&self) -> &[ArrayRef] {
+        &self.arrays
+    }
+
+    /// Its rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes its buffers hold: what it keeps alive while any of its rows is held.
+    pub fn held_bytes(&self) -> usize {
+        self.bytes_per_row * self.len
     }
 
     /// Each of its rows.
@@ -76,6 +98,41 @@ impl ArrowRows {
     pub(super) fn column(&self, column: usize) -> &ArrowColumn {
         &self.columns[column]
     }
+}
+
+/// Copies the rows of batches that are mostly spent into batches of their own, so that a
+/// few rows no longer keep a whole batch alive: a shuffle buffer holds rows of many
+/// batches, and a random choice leaves a batch's last rows in it long after the others
+/// left. A batch is compacted when `rows` hold every reference to it (nothing else reads
+/// it: not its file's reader, not an element) and fewer than half of its rows. The
+/// batches `rows` keep alive then hold at most twice the rows' own bytes. Each row copied
+/// stands for at least one that left its batch before, so the copying costs at most one
+/// row copy per row taken out of the buffer. Returns the rows copied.
+pub fn compact_sparse_batches(rows: &mut [&mut ArrowRow]) -> usize {
+    let mut by_batch: std::collections::HashMap<*const ArrowRows, Vec<usize>> = std::collections::HashMap::new();
+    for (at, row) in rows.iter().enumerate() {
+        by_batch.entry(Arc::as_ptr(&row.rows)).or_default().push(at);
+    }
+    let mut copied = 0;
+    for held in by_batch.into_values() {
+        let batch = rows[held[0]].rows.clone();
+        // `batch` is one more reference.
+        let only_these = Arc::strong_count(&batch) == held.len() + 1;
+        if !only_these || held.len() * 2 >= batch.len {
+            continue;
+        }
+        let indices = arrow_array::UInt32Array::from_iter_values(held.iter().map(|&at| rows[at].index as u32));
+        let taken: Result<Vec<ArrayRef>, _> =
+            batch.arrays.iter().map(|array| arrow_select::take::take(array.as_ref(), &indices, None)).collect();
+        // A batch that cannot be copied (no such case is known) stays as it is.
+        let Ok(taken) = taken else { continue };
+        let compact = ArrowRows::new(&taken, held.len());
+        for (index, &at) in held.iter().enumerate() {
+            *rows[at] = ArrowRow { rows: compact.clone(), index };
+        }
+        copied += held.len();
+    }
+    copied
 }
 
 /// One column of a batch, typed once.

@@ -198,10 +198,11 @@ impl Streams {
             return Err(ServeError::InvalidArgument(format!("job {job_name:?} needs a shared reader (a shared_name)")));
         }
         // On replicas a job is a shared reader of its own (its name says which).
-        let (shared_name, job_name) = if registry.is_cluster() && job_name != DEFAULT_JOB {
-            (crate::reader::job_reader_name(&shared_name, &job_name), DEFAULT_JOB.to_owned())
-        } else {
-            (shared_name, job_name)
+        let replica_job =
+            (registry.is_cluster() && job_name != DEFAULT_JOB).then(|| (shared_name.clone(), job_name.clone()));
+        let (shared_name, job_name) = match &replica_job {
+            Some((base, job)) => (crate::reader::job_reader_name(base, job), DEFAULT_JOB.to_owned()),
+            None => (shared_name, job_name),
         };
         if !shared_name.is_empty() {
             let (spec, checkpoint) = if resume_token.is_empty() {
@@ -220,9 +221,10 @@ impl Streams {
                 }
                 (checkpoint.spec.clone(), Some(checkpoint))
             };
-            let (reader, created) = match job_name.as_str() {
-                DEFAULT_JOB => registry.lookup_or_create(&container, &shared_name, spec)?,
-                job => registry.lookup_or_create_job(&container, &shared_name, job, spec)?,
+            let (reader, created) = match (job_name.as_str(), &replica_job) {
+                (DEFAULT_JOB, Some((base, job))) => registry.lookup_or_create_job(&container, base, job, spec)?,
+                (DEFAULT_JOB, None) => registry.lookup_or_create(&container, &shared_name, spec)?,
+                (job, _) => registry.lookup_or_create_job(&container, &shared_name, job, spec)?,
             };
             registry.limits().check_consumers(reader.name(), reader.stream_count())?;
             reader.set_shared();

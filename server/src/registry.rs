@@ -25,6 +25,9 @@ use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
 use readerd_common::sync::RwLockUnpoisoned;
 
+mod replica_jobs;
+pub use replica_jobs::window_job_name;
+
 const MAX_NAME_BYTES: usize = 512;
 
 type ReaderKey = (String, String);
@@ -208,10 +211,8 @@ impl ReaderRegistry {
         }
         check_names(&[container, shared_name, job])?;
         let name = display_name(container, shared_name);
-        if self.inner.setup.cluster.is_some() {
-            return Err(ServeError::Unimplemented(format!(
-                "job {job:?} of {name}: jobs other than {DEFAULT_JOB:?} sharing one reader on replicas are not built yet"
-            )));
+        if self.is_cluster() {
+            return self.replica_job(container, (shared_name, job), spec);
         }
         let key = (container.to_owned(), shared_name.to_owned(), job.to_owned());
         let requested = spec.as_ref().map(spec::fingerprint);
@@ -265,15 +266,24 @@ impl ReaderRegistry {
         Ok((reader, true))
     }
 
-    /// The readers of shared reader `container/shared_name`'s jobs other than `default`, by job.
+    /// The readers of shared reader `container/shared_name`'s jobs other than `default`, by
+    /// job (on replicas, the shared readers of its jobs seated at its window).
     pub fn jobs_of(&self, container: &str, shared_name: &str) -> Vec<(String, Arc<Reader>)> {
         let jobs = self.inner.jobs.read_unpoisoned();
         let of_name = |(c, n, _): &&JobKey| c == container && n == shared_name;
-        jobs.readers
+        let mut found: Vec<(String, Arc<Reader>)> = jobs
+            .readers
             .iter()
             .filter(|(key, _)| of_name(key))
             .map(|((_, _, job), reader)| (job.clone(), reader.clone()))
-            .collect()
+            .collect();
+        if self.is_cluster() {
+            let prefix = format!("{shared_name} (job ");
+            let readers = self.read_lock();
+            let of_jobs = readers.iter().filter(|((c, n), _)| c == container && n.starts_with(&prefix));
+            found.extend(of_jobs.filter_map(|(_, reader)| Some((reader.seat()?.job().to_owned(), reader.clone()))));
+        }
+        found
     }
 
     /// The elements decoded for the jobs of `container/shared_name` other than `default`
@@ -446,7 +456,10 @@ impl ReaderRegistry {
                 !idle
             });
             let Jobs { readers, windows } = &mut *jobs;
-            windows.retain(|(c, n), _| readers.keys().any(|(rc, rn, _)| rc == c && rn == n));
+            // A window on replicas has its jobs' readers among the shared readers: it
+            // stays while a seat holds it.
+            let seated = |window: &Arc<JobWindow>| window.is_on_replicas() && Arc::strong_count(window) > 1;
+            windows.retain(|(c, n), window| readers.keys().any(|(rc, rn, _)| rc == c && rn == n) || seated(window));
             before - readers.len()
         };
         released_jobs + self.release_idle_readers(timeout)

@@ -18,6 +18,8 @@ use crate::pipeline::record_set::RecordSet;
 use crate::source::{RecordId, SourceError, SplitRef};
 use readerd_common::sync::MutexUnpoisoned;
 
+mod follow;
+
 /// The file order of an epoch (from 1), the same on every replica: it comes from the spec
 /// and its seed.
 pub type EpochOrder = Box<dyn Fn(u64) -> Vec<usize> + Send + Sync>;
@@ -55,7 +57,7 @@ pub struct JobFeed {
     pub(super) view: Mutex<Option<Arc<super::job_view::JobView>>>,
 }
 
-struct FeedState {
+pub(super) struct FeedState {
     /// Until when every lease this replica holds for the job is surely its own, on this
     /// replica's clock: the start of the last renewal that returned them all (or the
     /// feed's creation, before any lease), plus the lease time.
@@ -67,9 +69,11 @@ struct FeedState {
     /// Epochs planned in the ledger by this replica.
     planned: BTreeSet<u64>,
     /// Splits this replica holds.
-    held: HashMap<SplitRef, Held>,
+    pub(super) held: HashMap<SplitRef, Held>,
     /// Acknowledged records not committed yet, by split.
     pending: HashMap<SplitRef, RecordSet>,
+    /// Following the jobs' window, and reading alone after it (`follow`).
+    pub(super) following: follow::Following,
 }
 
 /// A consumer session that left this replica with elements out.
@@ -85,11 +89,11 @@ struct Watched {
 pub type Acked = HashMap<SplitRef, RecordSet>;
 
 #[derive(Debug)]
-struct Held {
+pub(super) struct Held {
     /// Records already acknowledged when it was leased (left out).
-    left_out: u64,
+    pub(super) left_out: u64,
     /// Records the pipeline took from the file, once it has read it to its end.
-    read: Option<u64>,
+    pub(super) read: Option<u64>,
     /// Of a job that unbatches, whose ledger counts examples (`RecordId::example`).
     examples: Option<HeldExamples>,
 }
@@ -107,6 +111,12 @@ struct HeldExamples {
 }
 
 impl Held {
+    /// A split leased with `left_out` records acknowledged already, read whole (not
+    /// unbatched).
+    pub(super) fn records_left_out(left_out: u64) -> Self {
+        Self { left_out, read: None, examples: None }
+    }
+
     /// The split's records (examples, for a job that unbatches), once its file was read
     /// to its end (and each of its records unbatched).
     fn records(&self) -> Option<u64> {
@@ -143,6 +153,7 @@ impl JobFeed {
             planned: BTreeSet::new(),
             held: HashMap::new(),
             pending: HashMap::new(),
+            following: Default::default(),
         };
         Self {
             ledger,
@@ -318,12 +329,12 @@ impl JobFeed {
         Ok(())
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, FeedState> {
+    pub(super) fn state(&self) -> std::sync::MutexGuard<'_, FeedState> {
         self.state.lock_unpoisoned()
     }
 
     /// Plans `epoch`'s splits in the ledger, the first time this replica reaches it.
-    fn plan(&self, epoch: u64) -> Result<(), LedgerError> {
+    pub(super) fn plan(&self, epoch: u64) -> Result<(), LedgerError> {
         if self.state().planned.contains(&epoch) {
             return Ok(());
         }
@@ -538,6 +549,9 @@ impl JobFeed {
         };
         if let Leases::Void { reason } = self.leases() {
             return Err(SourceError::Ledger { epoch, reason });
+        }
+        if let Some(again) = self.state().following.offer_again.pop_front() {
+            return Ok(Some(again));
         }
         self.plan(epoch).map_err(ledger_error)?;
         let held: Vec<SplitRef> = self.state().held.keys().copied().collect();

@@ -17,9 +17,9 @@ use crate::cluster::{EpochOrder, JobFeed};
 use crate::element::RecordId;
 use crate::error::Result;
 use crate::pipeline::RecordPipeline;
-use crate::pipeline::feed::FileFeed;
+use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::mix::MixProgress;
-use crate::source::Record;
+use crate::source::{Record, SourceError, SplitRef};
 use readerd_common::sync::MutexUnpoisoned;
 
 /// How often a mixture on replicas takes back components that had no free split.
@@ -28,6 +28,9 @@ const LOOK_AGAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// A shared reader's job in the split ledger, which it serves with other replicas.
 pub struct ReplicaJob {
     feed: Arc<JobFeed>,
+    /// Of the jobs' window's producer: what it does in its ledger job, for the jobs that
+    /// follow it (`super::job_window`).
+    window_log: Option<Arc<WindowLog>>,
     /// When [`ReplicaJob::finished_or_look_again`] last asked the ledger, and its answer:
     /// every stream at its end asks, but the ledger is asked once per [`POLL_EVERY`].
     polled: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
@@ -71,7 +74,7 @@ impl ReplicaJob {
         feed.report_usage(Box::new(move || {
             weak.upgrade().map_or((0, 0), |reader| (reader.books.delivery.in_flight(), reader.stream_count() as u64))
         }));
-        let _ = reader.job.set(ReplicaJob { feed, polled: Default::default() });
+        let _ = reader.job.set(ReplicaJob { feed, window_log: None, polled: Default::default() });
         Ok(())
     }
 
@@ -103,7 +106,22 @@ impl ReplicaJob {
     pub(super) fn settle(&self, records: &[RecordId]) {
         if !records.is_empty() {
             self.feed.acknowledge(records);
+            if let Some(log) = &self.window_log {
+                log.push(WindowEvent::Settled(records.to_vec()));
+            }
         }
+    }
+
+    /// Makes `reader` (the jobs' window's producer, a plain spec: no mixture) read the
+    /// splits it leases in `feed`'s job (the window's), each done once read (see
+    /// `JobWindow::on_replicas`): what it does there is logged for the jobs that follow.
+    pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Arc<WindowLog> {
+        let log = Arc::new(WindowLog::default());
+        let recording = Arc::new(RecordingFeed { feed: feed.clone(), log: log.clone() });
+        read_fed(reader, recording, InLedger::new(feed.clone(), 0));
+        let window_log = Some(log.clone());
+        let _ = reader.job.set(ReplicaJob { feed, window_log, polled: Default::default() });
+        log
     }
 
     /// A mixture on replicas takes back the components it found with no free split (their
@@ -190,6 +208,55 @@ impl ReplicaJob {
         if let Err(err) = self.end_here_if_delivered(reader) {
             tracing::warn!(reader = %reader.name, error = %err, "not marked ended in the stopped job");
         }
+    }
+}
+
+/// What the jobs' window's producer did in the window's ledger job while it read: what a
+/// job that follows it does in its own before it takes the chunk read
+/// (`crate::cluster::job::follow`).
+#[derive(Clone, Debug)]
+pub enum WindowEvent {
+    /// It leased a split.
+    Leased(FedFile),
+    /// It read a split to its end, taking this many records of it.
+    Read(SplitRef, u64),
+    /// Records it took and never handed out (settled as acknowledged).
+    Settled(Vec<RecordId>),
+}
+
+/// The producer's events since the window last took them.
+#[derive(Debug, Default)]
+pub struct WindowLog(std::sync::Mutex<Vec<WindowEvent>>);
+
+impl WindowLog {
+    fn push(&self, event: WindowEvent) {
+        self.0.lock_unpoisoned().push(event);
+    }
+
+    /// The events since the last call.
+    pub fn take(&self) -> Vec<WindowEvent> {
+        std::mem::take(&mut *self.0.lock_unpoisoned())
+    }
+}
+
+/// The window's job's feed, logging what the producer leases and reads.
+struct RecordingFeed {
+    feed: Arc<JobFeed>,
+    log: Arc<WindowLog>,
+}
+
+impl FileFeed for RecordingFeed {
+    fn next_file(&self, epoch: u64) -> std::result::Result<Option<FedFile>, SourceError> {
+        let fed = self.feed.next_file(epoch)?;
+        if let Some(fed) = &fed {
+            self.log.push(WindowEvent::Leased(fed.clone()));
+        }
+        Ok(fed)
+    }
+
+    fn file_read(&self, split: SplitRef, records: u64) {
+        self.feed.file_read(split, records);
+        self.log.push(WindowEvent::Read(split, records));
     }
 }
 

@@ -424,6 +424,26 @@ impl Ledger {
         })
     }
 
+    /// Leases split `split` of `job` if no replica ever held it and it is not done (`None`
+    /// otherwise): a job that follows the jobs' window leases the splits its producer
+    /// leased, in its order (`crate::reader::job_window`).
+    pub fn lease_never_leased(&self, job: Job, split: SplitRef) -> Result<Option<Lease>, LedgerError> {
+        self.run(|client| {
+            let row = client.query_opt(
+                queries::LEASE_NEVER_LEASED,
+                &[
+                    &job.id,
+                    &checked::<i64, _>("epoch", split.epoch)?,
+                    &self.replica,
+                    &checked::<i32, _>("file", split.file)?,
+                    &seconds(self.times.ttl),
+                    &self.now(),
+                ],
+            )?;
+            row.as_ref().map(Lease::from_row).transpose()
+        })
+    }
+
     /// Whether every split of epochs 1 to `epochs` is done (each epoch planned, and each
     /// of its splits produced and acknowledged in full).
     pub fn job_finished(&self, job: Job, epochs: u64) -> Result<bool, LedgerError> {

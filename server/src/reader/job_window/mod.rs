@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::cluster_job::{WindowEvent, WindowLog};
 use super::{Chunk, Reader};
 use crate::element::Element;
 use crate::error::ServeError;
@@ -63,6 +64,9 @@ struct WindowChunk {
     /// The producer's state after the chunk (`None` where it cannot be taken: after a
     /// failure).
     state_after: Option<Arc<Vec<u8>>>,
+    /// On replicas: what the producer did in the window's ledger job while it read the
+    /// chunk, which a job follows in its own before taking it.
+    events: Arc<Vec<WindowEvent>>,
     bytes: usize,
     _reserved: crate::memory::Reservation,
     /// When it was made: it stays a while after every seat passed it ([`JOIN_GRACE`]).
@@ -126,6 +130,7 @@ pub(super) enum Taken {
         elements: Vec<Element>,
         end: u64,
         state_after: Option<Arc<Vec<u8>>>,
+        events: Arc<Vec<WindowEvent>>,
     },
     /// The producer failed, or ended, at the position.
     Failed(ServeError),
@@ -149,6 +154,9 @@ pub struct JobWindow {
     next_seat: AtomicU64,
     /// Elements the producer decoded.
     decoded: AtomicU64,
+    /// On replicas, the producer's events in the window's ledger job
+    /// (`JobWindow::on_replicas`).
+    replica_log: Option<Arc<WindowLog>>,
 }
 
 impl JobWindow {
@@ -164,7 +172,26 @@ impl JobWindow {
             limit,
             next_seat: AtomicU64::new(0),
             decoded: AtomicU64::new(0),
+            replica_log: None,
         })
+    }
+
+    /// A window on a replica of a cluster, filled by `producer`, which reads the splits it
+    /// leases in the window's ledger job (`ReplicaJob::produce_for_window`, which gave
+    /// `log`). Every record the producer reads is settled there at once (the window hands
+    /// nothing out itself), so a split of the window's job is done once read; each job
+    /// keeps its own ledger job, following the producer's leases in it
+    /// (`crate::cluster::job::follow`). A seat attaches only at the first element, while the
+    /// window still holds it, and reads alone for good once it leaves.
+    pub fn on_replicas(producer: Reader, limit: usize, log: Arc<WindowLog>) -> Arc<Self> {
+        let mut window = Arc::into_inner(Self::new(producer, limit)).expect("a new window");
+        window.replica_log = Some(log);
+        Arc::new(window)
+    }
+
+    /// Whether it is on a replica of a cluster (see [`JobWindow::on_replicas`]).
+    pub fn is_on_replicas(&self) -> bool {
+        self.replica_log.is_some()
     }
 
     /// The jobs' spec.
@@ -206,6 +233,12 @@ impl JobWindow {
     /// producer restored from `state` (the state there): the first job to come back after
     /// a restart (each from its token) is where the others meet it.
     fn try_attach(&self, seat: u64, position: u64, state: &[u8]) -> bool {
+        if self.is_on_replicas() {
+            let mut window = self.window.lock_unpoisoned();
+            let attached = position == 0 && window.failed.is_none() && window.oldest() == 0;
+            window.seats.insert(seat, (position, attached));
+            return attached;
+        }
         {
             let mut window = self.window.lock_unpoisoned();
             if let Some(attached) = window.attachable(position) {
@@ -277,10 +310,10 @@ impl JobWindow {
         let chunk = window.chunks.iter().find(|chunk| position < chunk.end)?;
         let elements: Vec<Element> =
             chunk.elements.iter().filter(|element| element.index >= position).cloned().collect();
-        let (end, state_after) = (chunk.end, chunk.state_after.clone());
+        let (end, state_after, events) = (chunk.end, chunk.state_after.clone(), chunk.events.clone());
         window.seats.insert(seat, (end, true));
         window.make_room(self.limit);
-        Some(Taken::Elements { elements, end, state_after })
+        Some(Taken::Elements { elements, end, state_after, events })
     }
 
     /// Has the producer decode its next chunk into the window, unless another seat did
@@ -297,7 +330,17 @@ impl JobWindow {
                 Chunk { error: Some(err), ..Chunk::default() }
             });
         let end = producer.lock().elements_produced;
-        let state_after = producer.serialize_state().ok().map(Arc::new);
+        let (state_after, events) = match &self.replica_log {
+            Some(log) => {
+                // The window's job: each record read is done with (the jobs answer for
+                // theirs in their own ledger jobs).
+                if let Some(feed) = producer.cluster_job() {
+                    feed.acknowledge(chunk.elements.iter().flat_map(|element| &element.records));
+                }
+                (None, Arc::new(log.take()))
+            }
+            None => (producer.serialize_state().ok().map(Arc::new), Arc::default()),
+        };
         self.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
         JOB_WINDOWS.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
         // Each element is encoded for the wire here, once for every job (each sends it with
@@ -322,6 +365,7 @@ impl JobWindow {
                 end,
                 elements: chunk.elements,
                 state_after,
+                events,
                 bytes,
                 _reserved: reserved,
                 made: std::time::Instant::now(),

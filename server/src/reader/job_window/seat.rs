@@ -13,6 +13,8 @@ use crate::reader::records::ReaderState;
 use crate::reader::{Chunk, Reader};
 use readerd_common::sync::MutexUnpoisoned;
 
+mod replicas;
+
 /// A job reader's place at a [`JobWindow`].
 pub struct Seat {
     window: Arc<JobWindow>,
@@ -24,6 +26,10 @@ pub struct Seat {
     /// stream of the job cannot attach while another reads alone (two readings of one
     /// position).
     turn: Mutex<()>,
+    /// On replicas: the records of each split the window gave the job (handed out or
+    /// settled), and whether the job left the window for good (see `seat/replicas.rs`).
+    handed: Mutex<std::collections::HashMap<crate::source::SplitRef, crate::pipeline::record_set::RecordSet>>,
+    left_for_good: std::sync::atomic::AtomicBool,
 }
 
 /// Where a seat is: attached with the state at its position (the producer's after the
@@ -85,7 +91,8 @@ impl Seat {
     /// Seat `id` of `window`, for job `job`'s reader.
     pub(super) fn new(window: Arc<JobWindow>, id: u64, job: String) -> Self {
         let progress = Mutex::default();
-        Self { window, id, job, progress, counters: Default::default(), turn: Mutex::default() }
+        let (handed, left_for_good) = Default::default();
+        Self { window, id, job, progress, counters: Default::default(), turn: Mutex::default(), handed, left_for_good }
     }
 
     pub fn job(&self) -> &str {
@@ -230,6 +237,9 @@ impl Seat {
             // Records were taken from it raw: its elements are its own.
             return None;
         }
+        if seat.window.is_on_replicas() && seat.left_for_good.load(Ordering::Relaxed) {
+            return None;
+        }
         if !progress.attached {
             if position < progress.replay_to {
                 // Still reading again what it had from the window.
@@ -237,6 +247,9 @@ impl Seat {
             }
             let own = Arc::new(reader.state_bytes(&state).ok()?);
             if !seat.window.try_attach(seat.id, position, &own) {
+                if seat.window.is_on_replicas() {
+                    seat.leave_for_good(reader);
+                }
                 return None;
             }
             if seat.counters.alone.swap(false, Ordering::Relaxed) {
@@ -246,8 +259,15 @@ impl Seat {
             *progress = SeatProgress { attached: true, state: Some(own), kept, ..SeatProgress::default() };
         }
         if progress.pending.is_empty() {
-            match seat.window.take(seat.id, position, max_elements) {
-                Taken::Elements { elements, end, state_after } => {
+            let taken = seat.window.take(seat.id, position, max_elements);
+            if seat.window.is_on_replicas() && !seat.follows(reader, &taken) {
+                // Reads alone from here, its pipeline fed by its own ledger job.
+                *progress = SeatProgress::default();
+                seat.leave_for_good(reader);
+                return None;
+            }
+            match taken {
+                Taken::Elements { elements, end, state_after, .. } => {
                     seat.took(reader, &mut progress, position, elements, end, state_after);
                 }
                 Taken::Ended => return Some(Chunk { end_of_sequence: true, ..Chunk::default() }),
@@ -287,6 +307,10 @@ impl Seat {
     /// another stream of the job), so that a stream takes it on its own task. `None`:
     /// [`Reader::next_chunk`] it is, on a blocking thread.
     pub(in crate::reader) fn ready_chunk(&self, reader: &Reader, max_elements: usize) -> Option<Chunk> {
+        if self.window.is_on_replicas() {
+            // Following the window leases in the ledger: blocking.
+            return None;
+        }
         let _turn = self.turn.try_lock().ok()?;
         let mut state = reader.lock();
         let mut progress = self.progress.lock_unpoisoned();
@@ -295,7 +319,8 @@ impl Seat {
         }
         let position = state.elements_produced;
         if progress.pending.is_empty() {
-            let Some(Taken::Elements { elements, end, state_after }) = self.window.take_held(self.id, position) else {
+            let Some(Taken::Elements { elements, end, state_after, .. }) = self.window.take_held(self.id, position)
+            else {
                 return None;
             };
             self.took(reader, &mut progress, position, elements, end, state_after);

@@ -97,6 +97,16 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits
          LIMIT 1 FOR UPDATE SKIP LOCKED)
      RETURNING epoch, position, file, acked, leases, granted, grant_scope";
 
+/// Leases replica `$3` split `($1, $2, $4)` (job, epoch, file) for a lease time (`$5`)
+/// from now (`$6`) if nobody ever held it and it is not done: a job following the
+/// jobs' window takes the split its producer took (`crate::reader::job_window`).
+/// Returns `epoch, position, file, acked, leases`.
+pub const LEASE_NEVER_LEASED: &str = "UPDATE readerd_splits
+     SET owner = $3, lease_expires = coalesce($6::timestamptz, now()) + make_interval(secs => $5),
+         leases = leases + 1, released = false
+     WHERE job = $1 AND epoch = $2 AND file = $4 AND owner IS NULL AND NOT done
+     RETURNING epoch, position, file, acked, leases";
+
 /// Renews replica `$1`'s leases of splits `($3, $4, $5)` (job, epoch, file) for a lease
 /// time (`$2`) from now (`$6`); returns the keys of those still its own.
 pub const RENEW_LEASES: &str = "UPDATE readerd_splits AS split

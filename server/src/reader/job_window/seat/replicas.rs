@@ -1,0 +1,68 @@
+//! A seat at a window on replicas (`JobWindow::on_replicas`): before its job takes a
+//! chunk, it follows what the producer did in the window's ledger job while reading it,
+//! in the job's own (`crate::cluster::job::follow`); once it cannot, it leaves the window
+//! for good and its job reads alone.
+
+use std::sync::atomic::Ordering;
+
+use super::Seat;
+use crate::reader::Reader;
+use crate::reader::cluster_job::WindowEvent;
+use crate::reader::job_window::{JOB_WINDOWS, Taken};
+use crate::source::SplitRef;
+use readerd_common::sync::MutexUnpoisoned;
+
+impl Seat {
+    /// Whether its job may take `taken`: the chunk's leases followed in the job's ledger
+    /// job, then its splits read to their end and its records settled there. A failed or
+    /// ended producer, or a chunk dropped for room, is not followed: the job reads alone.
+    pub(super) fn follows(&self, reader: &Reader, taken: &Taken) -> bool {
+        let (Some(feed), Taken::Elements { elements, events, .. }) = (reader.cluster_job(), taken) else {
+            return false;
+        };
+        for event in events.iter() {
+            if let WindowEvent::Leased(fed) = event {
+                let split = SplitRef { epoch: fed.epoch, file: fed.split };
+                // A split the producer took over leaves out what the window's job had:
+                // not what this job has.
+                if !fed.leave_out.is_empty() || !feed.follow(split).unwrap_or(false) {
+                    return false;
+                }
+            }
+        }
+        let mut handed = self.handed.lock_unpoisoned();
+        for event in events.iter() {
+            match event {
+                WindowEvent::Read(split, records) => feed.followed_read(*split, *records),
+                WindowEvent::Settled(records) => {
+                    feed.acknowledge(records);
+                    for record in records {
+                        handed.entry(record.split()).or_default().insert(record.number);
+                    }
+                }
+                WindowEvent::Leased(_) => {}
+            }
+        }
+        for record in elements.iter().flat_map(|element| &element.records) {
+            handed.entry(record.split()).or_default().insert(record.number);
+        }
+        true
+    }
+
+    /// Its job reads alone from now on: the splits it followed are offered to its
+    /// pipeline again, leaving out what the window gave it.
+    pub(super) fn leave_for_good(&self, reader: &Reader) {
+        if self.left_for_good.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if let Some(feed) = reader.cluster_job() {
+            let handed = std::mem::take(&mut *self.handed.lock_unpoisoned());
+            feed.diverge(&handed);
+        }
+        self.mark_alone();
+        if !self.counters.alone.swap(true, Ordering::Relaxed) {
+            self.counters.detachments.fetch_add(1, Ordering::Relaxed);
+            JOB_WINDOWS.detachments.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}

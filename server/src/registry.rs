@@ -6,7 +6,8 @@
 //! of decoded elements per shared name (`crate::reader::JobWindow`); the shared reader
 //! itself, the job `default`, joins that window once another job reads the name. On
 //! replicas a job is a shared reader of its own in the split ledger
-//! ([`crate::reader::job_reader_name`]).
+//! ([`crate::reader::job_reader_name`]), seated at its shared name's window on that
+//! replica (`registry/replica_jobs.rs`).
 //!
 //! Creating a reader resolves its files: blocking work, so call `lookup_or_create` and
 //! `private` from blocking threads. On a replica of a cluster, a new shared reader joins

@@ -13,6 +13,11 @@
 //! state it last took and reads on its own (deterministic: the same elements), and
 //! attaches again once its position is inside the window. A job never skips an element
 //! and never waits for another.
+//!
+//! On replicas ([`JobWindow::on_replicas`]) the producer's state is not what a job goes on
+//! from (a replica's reader is fed its splits by the ledger): a job follows the producer's
+//! leases in its own ledger job and, once it cannot, reads alone for good
+//! (`seat/replicas.rs`, `crate::cluster::job::follow`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,8 +31,8 @@ use readerd_common::sync::MutexUnpoisoned;
 
 /// How job `job` of reader `name` is named: in messages, and on replicas as the shared
 /// reader of its own it is there (a job of the split ledger of its own, so that each job's
-/// exactly-once holds across replica deaths as a shared reader's does; the jobs of a
-/// cluster share no decoding yet).
+/// exactly-once holds across replica deaths as a shared reader's does; the jobs share a
+/// window on each replica, [`JobWindow::on_replicas`]).
 pub fn job_reader_name(name: &str, job: &str) -> String {
     format!("{name} (job {job})")
 }

@@ -27,7 +27,6 @@ use crate::spec::{self, ReaderSpec};
 use readerd_common::sync::RwLockUnpoisoned;
 
 mod replica_jobs;
-pub use replica_jobs::window_job_name;
 
 const MAX_NAME_BYTES: usize = 512;
 
@@ -160,10 +159,13 @@ impl ReaderRegistry {
         let reader = Arc::new(self.open(name, spec)?);
         if let Some(window) = self.job_window(container, shared_name) {
             // Its other jobs came first: it shares their window.
-            if !window.matches(&reader) {
-                return Err(mismatch(display_name(container, shared_name), window.fingerprint(), &reader));
+            match window.matches(&reader) {
+                true => reader.join_window(window.seat(DEFAULT_JOB.to_owned())),
+                // On replicas each job is a shared reader of its own: of another spec, it
+                // reads alone.
+                false if window.is_on_replicas() => tracing::warn!(reader = reader.name(), "reads alone"),
+                false => return Err(mismatch(display_name(container, shared_name), window.fingerprint(), &reader)),
             }
-            reader.join_window(window.seat(DEFAULT_JOB.to_owned()));
         }
         if let Some(cluster) = &self.inner.setup.cluster {
             let spec = reader.spec();
@@ -458,8 +460,8 @@ impl ReaderRegistry {
             });
             let Jobs { readers, windows } = &mut *jobs;
             // A window on replicas has its jobs' readers among the shared readers: it
-            // stays while a seat holds it.
-            let seated = |window: &Arc<JobWindow>| window.is_on_replicas() && Arc::strong_count(window) > 1;
+            // stays while a job may take from it.
+            let seated = |window: &Arc<JobWindow>| window.is_on_replicas() && window.is_seated();
             windows.retain(|(c, n), window| readers.keys().any(|(rc, rn, _)| rc == c && rn == n) || seated(window));
             before - readers.len()
         };

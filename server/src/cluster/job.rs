@@ -1,7 +1,8 @@
 //! One shared reader's job as this replica works on it: the [`FileFeed`] its pipeline
 //! reads leased splits through, and the acknowledged records it commits to the ledger.
 //!
-//! A split is done, and committed so, when this replica read its file to the end and
+//! A split is done, and committed so, when this replica read its file to the end (or,
+//! for a job following the jobs' window, `job/follow.rs`, the window's reader did) and
 //! every record of it is acknowledged in the ledger (through this replica or, re-sent by
 //! a consumer that left it, through another). Acknowledgements of splits this replica
 //! does not hold (a consumer re-sending what it received from a replica that died) are
@@ -57,7 +58,7 @@ pub struct JobFeed {
     pub(super) view: Mutex<Option<Arc<super::job_view::JobView>>>,
 }
 
-pub(super) struct FeedState {
+struct FeedState {
     /// Until when every lease this replica holds for the job is surely its own, on this
     /// replica's clock: the start of the last renewal that returned them all (or the
     /// feed's creation, before any lease), plus the lease time.
@@ -69,11 +70,11 @@ pub(super) struct FeedState {
     /// Epochs planned in the ledger by this replica.
     planned: BTreeSet<u64>,
     /// Splits this replica holds.
-    pub(super) held: HashMap<SplitRef, Held>,
+    held: HashMap<SplitRef, Held>,
     /// Acknowledged records not committed yet, by split.
     pending: HashMap<SplitRef, RecordSet>,
     /// Following the jobs' window, and reading alone after it (`follow`).
-    pub(super) following: follow::Following,
+    following: follow::Following,
 }
 
 /// A consumer session that left this replica with elements out.
@@ -89,11 +90,11 @@ struct Watched {
 pub type Acked = HashMap<SplitRef, RecordSet>;
 
 #[derive(Debug)]
-pub(super) struct Held {
+struct Held {
     /// Records already acknowledged when it was leased (left out).
-    pub(super) left_out: u64,
+    left_out: u64,
     /// Records the pipeline took from the file, once it has read it to its end.
-    pub(super) read: Option<u64>,
+    read: Option<u64>,
     /// Of a job that unbatches, whose ledger counts examples (`RecordId::example`).
     examples: Option<HeldExamples>,
 }
@@ -113,7 +114,7 @@ struct HeldExamples {
 impl Held {
     /// A split leased with `left_out` records acknowledged already, read whole (not
     /// unbatched).
-    pub(super) fn records_left_out(left_out: u64) -> Self {
+    fn records_left_out(left_out: u64) -> Self {
         Self { left_out, read: None, examples: None }
     }
 
@@ -329,12 +330,12 @@ impl JobFeed {
         Ok(())
     }
 
-    pub(super) fn state(&self) -> std::sync::MutexGuard<'_, FeedState> {
+    fn state(&self) -> std::sync::MutexGuard<'_, FeedState> {
         self.state.lock_unpoisoned()
     }
 
     /// Plans `epoch`'s splits in the ledger, the first time this replica reaches it.
-    pub(super) fn plan(&self, epoch: u64) -> Result<(), LedgerError> {
+    fn plan(&self, epoch: u64) -> Result<(), LedgerError> {
         if self.state().planned.contains(&epoch) {
             return Ok(());
         }
@@ -399,7 +400,9 @@ impl JobFeed {
             Ok(done) => {
                 committed();
                 // Splits done are this replica's no more.
-                self.state().held.retain(|split, _| !done.contains(split));
+                let mut state = self.state();
+                state.held.retain(|split, _| !done.contains(split));
+                state.following.forget_done(&done);
                 Ok(())
             }
             Err(err) => {

@@ -40,6 +40,15 @@ impl Ledger {
         })
     }
 
+    /// Deletes shared reader `container/shared_name`'s job if it was read from and no
+    /// replica reads it now (`queries::DELETE_IDLE_JOB`); whether it did.
+    pub fn delete_idle_job(&self, container: &str, shared_name: &str) -> Result<bool, LedgerError> {
+        self.run(|client| {
+            let deleted = client.execute(queries::DELETE_IDLE_JOB, &[&container, &shared_name, &self.now()])?;
+            Ok(deleted > 0)
+        })
+    }
+
     /// Marks `job` stopped: a mixture that stops at its first exhausted component
     /// (`mix.stopOnEmptyDataset`) ended on a replica. Readers that join it from then on
     /// read nothing ([`Ledger::join_stoppable`]).

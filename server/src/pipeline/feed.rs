@@ -24,7 +24,9 @@ pub struct FedFile {
 
 pub trait FileFeed: Send + Sync {
     /// The next file of `epoch` (from 1) or of an earlier epoch for this pipeline; `None`
-    /// when there is none now. Blocking.
+    /// when there is none now. Blocking. (A job on replicas that took its elements from
+    /// the jobs' window and then reads alone is first handed the splits it followed there,
+    /// of any epoch: each record carries its file's epoch, `FedFile::epoch`.)
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError>;
 
     /// The pipeline has read split `split` (`FedFile::split` of `FedFile::epoch`) to its

@@ -21,7 +21,7 @@ fn shares_on_replicas(spec: &ReaderSpec) -> bool {
 }
 
 /// The ledger job of the window the jobs of `shared_name` share on each replica.
-pub fn window_job_name(shared_name: &str) -> String {
+fn window_job_name(shared_name: &str) -> String {
     format!("{shared_name} (window)")
 }
 
@@ -62,17 +62,10 @@ impl ReaderRegistry {
                 let spec = producer.spec();
                 let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
                 let window_job = window_job_name(shared_name);
-                let epochs = spec.pipeline.num_epochs;
-                // A window's job read to its end (a sweep before this one) starts again.
-                // Which splits the window leases never decides what a job delivers: its
-                // own ledger job does.
-                let ledger = cluster.ledger();
-                if let Some(epochs) = epochs
-                    && ledger
-                        .job_finished(ledger.job(container, &window_job, &spec.fingerprint, &spec_bytes)?, epochs)?
-                {
-                    ledger.delete_job(container, &window_job)?;
-                }
+                // A window's job read before (by a sweep before this one) and read by
+                // no replica now starts again. Which splits the window leases never
+                // decides what a job delivers: its own ledger job does.
+                cluster.ledger().delete_idle_job(container, &window_job)?;
                 let feed = cluster.job_feed(container, &window_job, &spec.fingerprint, &spec_bytes, order)?;
                 let log = ReplicaJob::produce_for_window(&producer, feed);
                 let window = JobWindow::on_replicas(producer, self.inner.setup.job_window_bytes, log);

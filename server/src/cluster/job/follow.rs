@@ -5,8 +5,8 @@
 //! The window's producer leases splits in a ledger job of its own. Before a job takes a
 //! chunk of the window, it leases in its own ledger job each split the producer leased up
 //! to the chunk's end ([`JobFeed::follow`]), and learns which of them the producer read to
-//! their end. A split it cannot lease so (another replica's consumer of the job holds
-//! it, or acknowledged part of it) makes the job *diverge*: from there on it reads alone,
+//! their end. A split it cannot lease so (another replica holds it for the job, or did:
+//! a job that reads alone there, or one that died) makes the job *diverge*: from there on it reads alone,
 //! its pipeline fed by its ledger job. The splits it followed are then offered to its
 //! pipeline first ([`JobFeed::diverge`]), each leaving out the records the window already
 //! handed to the job, unless every record of it was handed out.
@@ -28,10 +28,20 @@ pub struct Following {
     pub(super) offer_again: VecDeque<FedFile>,
 }
 
+impl Following {
+    /// Splits done are followed no more.
+    pub(super) fn forget_done(&mut self, done: &[SplitRef]) {
+        if !done.is_empty() {
+            self.followed.retain(|(split, _)| !done.contains(split));
+        }
+    }
+}
+
 impl JobFeed {
     /// Leases split `split` in this job as the window's producer leased it in the
-    /// window's job: true when it was free and untouched (no replica ever held it), and
-    /// the job may take the window's records of it. False: the job diverges. Blocking.
+    /// window's job: true when no replica ever held it (nothing of it acknowledged), and
+    /// the job may take the window's records of it. False: the job diverges (a split
+    /// leased here all the same is offered again then). Blocking.
     pub fn follow(&self, split: SplitRef) -> Result<bool, SourceError> {
         let ledger_error = |err: crate::cluster::ledger::LedgerError| {
             self.void(err.to_string());
@@ -42,10 +52,22 @@ impl JobFeed {
             return Ok(false);
         };
         let mut state = self.state();
+        if let Some(reason) = state.void.clone() {
+            drop(state);
+            // Void meanwhile: given up at once, as its other leases were.
+            let key = crate::cluster::ledger::SplitKey { job: self.job().id, split };
+            self.ledger.release(&[key]).map_err(ledger_error)?;
+            return Err(SourceError::Ledger { epoch: split.epoch, reason });
+        }
         state.held.insert(split, Held::records_left_out(lease.acked.len()));
         let untouched = lease.acked.is_empty();
         state.following.followed.push((split, lease.acked));
         Ok(untouched)
+    }
+
+    /// Whether this replica holds split `split` of the job (not done yet).
+    pub fn holds(&self, split: SplitRef) -> bool {
+        self.state().held.contains_key(&split)
     }
 
     /// The window's producer read split `split` to its end, taking `records` records of it.

@@ -428,7 +428,12 @@ impl Ledger {
     /// otherwise): a job that follows the jobs' window leases the splits its producer
     /// leased, in its order (`crate::reader::job_window`).
     pub fn lease_never_leased(&self, job: Job, split: SplitRef) -> Result<Option<Lease>, LedgerError> {
+        let mut attempts = 0;
         self.run(|client| {
+            // A retry after an outage takes this replica's own live lease: the attempt
+            // whose answer was lost may have taken it.
+            attempts += 1;
+            let again = attempts > 1;
             let row = client.query_opt(
                 queries::LEASE_NEVER_LEASED,
                 &[
@@ -438,6 +443,7 @@ impl Ledger {
                     &checked::<i32, _>("file", split.file)?,
                     &seconds(self.times.ttl),
                     &self.now(),
+                    &again,
                 ],
             )?;
             row.as_ref().map(Lease::from_row).transpose()

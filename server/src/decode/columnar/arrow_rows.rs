@@ -19,6 +19,8 @@ pub struct ArrowRows {
     /// The batch's arrays, as they came: what [`compact_sparse_batches`] copies rows of.
     arrays: Vec<ArrayRef>,
     len: usize,
+    /// Whether copying rows of it frees its memory ([`copies_rows_only`]).
+    compactable: bool,
     /// What the batch's buffers hold, a row (for memory accounting).
     bytes_per_row: usize,
 }
@@ -64,7 +66,14 @@ impl ArrowRows {
         let sliced = |array: &ArrayRef| array.to_data().get_slice_memory_size().unwrap_or(0);
         let held: usize = arrays.iter().map(sliced).sum();
         let columns = arrays.iter().map(|array| ArrowColumn::new(array.as_ref())).collect();
-        Arc::new(Self { columns, arrays: arrays.to_vec(), len: rows, bytes_per_row: held / rows.max(1) + 1 })
+        let compactable = arrays.iter().all(|array| copies_rows_only(array.data_type()));
+        Arc::new(Self {
+            columns,
+            arrays: arrays.to_vec(),
+            len: rows,
+            compactable,
+            bytes_per_row: held / rows.max(1) + 1,
+        })
     }
 
     /// The batch's arrays, as they came.
@@ -104,7 +113,8 @@ impl ArrowRows {
 /// few rows no longer keep a whole batch alive: a shuffle buffer holds rows of many
 /// batches, and a random choice leaves a batch's last rows in it long after the others
 /// left. A batch is compacted when `rows` hold every reference to it (nothing else reads
-/// it: not its file's reader, not an element) and fewer than half of its rows. The
+/// it: not its file's reader, not an element) and fewer than half of its rows, unless a
+/// column's copy would keep its whole buffers ([`copies_rows_only`]). The
 /// batches `rows` keep alive then hold at most twice the rows' own bytes. Each row copied
 /// stands for at least one that left its batch before, so the copying costs at most one
 /// row copy per row taken out of the buffer. Returns the rows copied.
@@ -118,7 +128,7 @@ pub fn compact_sparse_batches(rows: &mut [&mut ArrowRow]) -> usize {
         let batch = rows[held[0]].rows.clone();
         // `batch` is one more reference.
         let only_these = Arc::strong_count(&batch) == held.len() + 1;
-        if !only_these || held.len() * 2 >= batch.len {
+        if !batch.compactable || !only_these || held.len() * 2 >= batch.len {
             continue;
         }
         let indices = arrow_array::UInt32Array::from_iter_values(held.iter().map(|&at| rows[at].index as u32));
@@ -133,6 +143,19 @@ pub fn compact_sparse_batches(rows: &mut [&mut ArrowRow]) -> usize {
         copied += held.len();
     }
     copied
+}
+
+/// Whether Arrow's `take` of some rows of a column of this type copies just those rows:
+/// not for a dictionary (its values are kept whole) nor a view (its data buffers are), at
+/// any depth. A batch with such a column is not compacted: the copy would free nothing.
+fn copies_rows_only(data_type: &DataType) -> bool {
+    use DataType::*;
+    match data_type {
+        Dictionary(..) | Utf8View | BinaryView | ListView(_) | LargeListView(_) => false,
+        List(item) | LargeList(item) | FixedSizeList(item, _) => copies_rows_only(item.data_type()),
+        Struct(fields) => fields.iter().all(|field| copies_rows_only(field.data_type())),
+        _ => true,
+    }
 }
 
 /// One column of a batch, typed once.
@@ -285,4 +308,32 @@ pub fn byte_value(array: &dyn Array, row: usize) -> &[u8] {
 pub fn holds_bytes(data_type: &DataType) -> bool {
     use DataType::*;
     matches!(data_type, Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{DictionaryArray, Int64Array, types::Int32Type};
+
+    /// Rows 1 and 7 of a 10-row batch of `array`, the batch's other rows gone: how many
+    /// rows compaction copied, and their values after.
+    fn compact_two_of_ten(array: ArrayRef) -> (usize, Vec<ArrayRef>) {
+        let batch = ArrowRows::new(&[array], 10);
+        let mut kept: Vec<ArrowRow> = batch.rows(10).filter(|row| row.index == 1 || row.index == 7).collect();
+        drop(batch);
+        let copied = compact_sparse_batches(&mut kept.iter_mut().collect::<Vec<_>>());
+        (copied, kept.iter().map(|row| row.rows.arrays()[0].slice(row.index, 1)).collect())
+    }
+
+    #[test]
+    fn a_mostly_spent_batch_is_copied_but_not_one_whose_copy_would_keep_its_buffers() {
+        let numbers: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10));
+        let (copied, values) = compact_two_of_ten(numbers.clone());
+        assert_eq!(copied, 2);
+        assert_eq!(values, [numbers.slice(1, 1), numbers.slice(7, 1)]);
+        // A dictionary's `take` keeps every value: nothing to gain.
+        let words: DictionaryArray<Int32Type> = (0..10).map(|i| ["a", "b", "c"][i % 3]).collect();
+        let (copied, _) = compact_two_of_ten(Arc::new(words));
+        assert_eq!(copied, 0);
+    }
 }

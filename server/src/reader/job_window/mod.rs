@@ -67,7 +67,7 @@ struct WindowChunk {
     end: u64,
     elements: Vec<Element>,
     /// The producer's state after the chunk (`None` where it cannot be taken: after a
-    /// failure).
+    /// failure, inside an unbatched record, and on replicas).
     state_after: Option<Arc<Vec<u8>>>,
     /// On replicas: what the producer did in the window's ledger job while it read the
     /// chunk, which a job follows in its own before taking it.
@@ -192,6 +192,11 @@ impl JobWindow {
         let mut window = Arc::into_inner(Self::new(producer, limit)).expect("a new window");
         window.replica_log = Some(log);
         Arc::new(window)
+    }
+
+    /// Whether a seat takes from it (or may: seated, not gone for good).
+    pub fn is_seated(&self) -> bool {
+        !self.window.lock_unpoisoned().seats.is_empty()
     }
 
     /// Whether it is on a replica of a cluster (see [`JobWindow::on_replicas`]).
@@ -335,16 +340,16 @@ impl JobWindow {
                 Chunk { error: Some(err), ..Chunk::default() }
             });
         let end = producer.lock().elements_produced;
-        let (state_after, events) = match &self.replica_log {
-            Some(log) => {
+        let state_after = match &self.replica_log {
+            Some(_) => {
                 // The window's job: each record read is done with (the jobs answer for
                 // theirs in their own ledger jobs).
                 if let Some(feed) = producer.cluster_job() {
                     feed.acknowledge(chunk.elements.iter().flat_map(|element| &element.records));
                 }
-                (None, Arc::new(log.take()))
+                None
             }
-            None => (producer.serialize_state().ok().map(Arc::new), Arc::default()),
+            None => producer.serialize_state().ok().map(Arc::new),
         };
         self.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
         JOB_WINDOWS.decoded.fetch_add(chunk.elements.len() as u64, Ordering::Relaxed);
@@ -353,6 +358,9 @@ impl JobWindow {
         let encoded: usize = chunk.elements.iter().map(|element| element.encoded().copied_bytes()).sum();
         let mut window = self.window.lock_unpoisoned();
         if !chunk.elements.is_empty() || end > window.end {
+            // What the producer did in the window's job since the last chunk kept: a chunk
+            // with nothing in it leaves its events to the next.
+            let events = self.replica_log.as_ref().map_or_else(Arc::default, |log| Arc::new(log.take()));
             let state_bytes = state_after.as_ref().map_or(0, |state| state.len());
             let bytes = chunk.elements.iter().map(Element::payload_bytes).sum::<usize>() + encoded + state_bytes;
             // Its share of the memory budget; short of it, the older chunks go first (the

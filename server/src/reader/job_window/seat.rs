@@ -162,7 +162,9 @@ impl Seat {
         let again = (read - chunk.elements.len()) as u64;
         self.counters.read_again.fetch_add(again, Ordering::Relaxed);
         JOB_WINDOWS.read_again.fetch_add(again, Ordering::Relaxed);
-        self.window.window.lock_unpoisoned().seats.insert(self.id, (position, false));
+        if !self.left_for_good.load(Ordering::Relaxed) {
+            self.window.window.lock_unpoisoned().seats.insert(self.id, (position, false));
+        }
         let replayed_all = read > 0 && chunk.elements.is_empty();
         replayed_all && chunk.error.is_none() && !chunk.end_of_sequence
     }

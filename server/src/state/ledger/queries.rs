@@ -98,13 +98,15 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits
      RETURNING epoch, position, file, acked, leases, granted, grant_scope";
 
 /// Leases replica `$3` split `($1, $2, $4)` (job, epoch, file) for a lease time (`$5`)
-/// from now (`$6`) if nobody ever held it and it is not done: a job following the
-/// jobs' window takes the split its producer took (`crate::reader::job_window`).
+/// from now (`$6`) if nobody ever held it and it is not done (or, when `$7`, a retry after
+/// an outage whose answer was lost, if it holds it itself): a job following the jobs'
+/// window takes the split its producer took (`crate::reader::job_window`).
 /// Returns `epoch, position, file, acked, leases`.
 pub const LEASE_NEVER_LEASED: &str = "UPDATE readerd_splits
      SET owner = $3, lease_expires = coalesce($6::timestamptz, now()) + make_interval(secs => $5),
          leases = leases + 1, released = false
-     WHERE job = $1 AND epoch = $2 AND file = $4 AND owner IS NULL AND NOT done
+     WHERE job = $1 AND epoch = $2 AND file = $4 AND NOT done AND (owner IS NULL OR
+           ($7 AND owner = $3 AND NOT released AND lease_expires > coalesce($6::timestamptz, now())))
      RETURNING epoch, position, file, acked, leases";
 
 /// Renews replica `$1`'s leases of splits `($3, $4, $5)` (job, epoch, file) for a lease
@@ -237,6 +239,16 @@ pub const JOB_EXISTS: &str = "SELECT 1 FROM readerd_jobs WHERE id = $1";
 
 /// Deletes shared reader `$1/$2`'s job, with its splits, sessions and reports.
 pub const DELETE_JOB: &str = "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2";
+
+/// Deletes shared reader `$1/$2`'s job if it was read from (a split done or leased once)
+/// and nobody reads it now (no split held by a live lease at `$3`, now): a jobs' window's
+/// job (`crate::registry`) starts again for the next sweep.
+pub const DELETE_IDLE_JOB: &str = "DELETE FROM readerd_jobs AS job WHERE container = $1 AND shared_name = $2
+       AND EXISTS (SELECT 1 FROM readerd_splits AS split
+                   WHERE split.job = job.id AND (split.done OR split.owner IS NOT NULL))
+       AND NOT EXISTS (SELECT 1 FROM readerd_splits AS split
+                       WHERE split.job = job.id AND NOT split.done AND split.owner IS NOT NULL
+                         AND NOT split.released AND split.lease_expires > coalesce($3::timestamptz, now()))";
 
 /// Marks job `$1` stopped.
 pub const STOP_JOB: &str = "UPDATE readerd_jobs SET stopped = true WHERE id = $1";

@@ -12,6 +12,9 @@ use crate::reader::job_window::{JOB_WINDOWS, Taken};
 use crate::source::SplitRef;
 use readerd_common::sync::MutexUnpoisoned;
 
+/// Splits whose handed-out records a seat keeps before it forgets those of splits done.
+const HANDED_SPLITS_BEFORE_PRUNING: usize = 1024;
+
 impl Seat {
     /// Whether its job may take `taken`: the chunk's leases followed in the job's ledger
     /// job, then its splits read to their end and its records settled there. A failed or
@@ -46,6 +49,10 @@ impl Seat {
         for record in elements.iter().flat_map(|element| &element.records) {
             handed.entry(record.split()).or_default().insert(record.number);
         }
+        if handed.len() > HANDED_SPLITS_BEFORE_PRUNING {
+            // Of splits done, nothing is offered again.
+            handed.retain(|split, _| feed.holds(*split));
+        }
         true
     }
 
@@ -59,7 +66,8 @@ impl Seat {
             let handed = std::mem::take(&mut *self.handed.lock_unpoisoned());
             feed.diverge(&handed);
         }
-        self.mark_alone();
+        // It holds back neither the window's room nor its release.
+        self.window.window.lock_unpoisoned().seats.remove(&self.id);
         if !self.counters.alone.swap(true, Ordering::Relaxed) {
             self.counters.detachments.fetch_add(1, Ordering::Relaxed);
             JOB_WINDOWS.detachments.fetch_add(1, Ordering::Relaxed);

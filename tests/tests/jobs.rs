@@ -245,17 +245,10 @@ async fn each_job_resumes_exactly_from_its_own_token_after_kill_9() {
 #[test]
 fn on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill() {
     use readerd_tests::shared_reads::{
-        assert_every_key_twice, spawn_consumers, wait_for_consumers, wait_until_printed, write_lines,
+        assert_every_key_twice, spawn_consumers, wait_for_consumers, wait_until_printed,
     };
     let Some(db) = readerd_tests::postgres::Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 500);
-    let dir = tempfile::tempdir().unwrap();
-    let spec = json!({
-        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
-        "pipeline": {"seed": 3, "shuffleFiles": true, "numEpochs": 2, "batchSize": 8}
-    });
-    let spec = write_spec(&dir, &spec);
+    let (data, dir, spec) = lines_in_batches();
     let url = db.url();
     let (mut replicas, metrics_addrs) = two_replicas(&url, data.path(), &[]);
     let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().addr.clone()).collect();
@@ -291,6 +284,56 @@ fn on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill()
     assert!(shared > 2 * decoded, "replica 0's jobs took {shared} elements of {decoded} decoded");
     // At the window's end each job read alone there: the splits replica 1 held for it.
     assert!(detachments >= 3, "{detachments} detachments");
+}
+
+/// A sweep after a finished one on the same shared name shares again: once the replicas
+/// released the first sweep's idle readers and windows, the window's ledger job, read to
+/// its end, starts again for the second.
+#[test]
+fn on_replicas_a_second_sweep_shares_a_window_again() {
+    use readerd_tests::shared_reads::{assert_every_key_twice, spawn_consumers, wait_for_consumers};
+    let Some(db) = readerd_tests::postgres::Database::new() else { return };
+    let (data, dir, spec) = lines_in_batches();
+    let (replicas, metrics_addrs) = two_replicas(&db.url(), data.path(), &["--idle-reader-timeout", "1s"]);
+    let all_addrs = replicas.iter().map(|r| r.as_ref().unwrap().addr.clone()).collect::<Vec<_>>().join(",");
+    let sweep = |jobs: [&str; 2]| {
+        let outputs: Vec<std::path::PathBuf> = jobs.iter().map(|job| dir.path().join(format!("{job}.jsonl"))).collect();
+        let consumers: Vec<(Child, &std::path::PathBuf)> = (jobs.iter().zip(&outputs))
+            .map(|(job, output)| {
+                let args = ["--spec", spec.as_str(), "--job", job];
+                (spawn_consumers(&all_addrs, &args, std::slice::from_ref(output)).remove(0), output)
+            })
+            .collect();
+        for (consumer, output) in consumers {
+            let mut keys = wait_for_consumers(vec![consumer], std::slice::from_ref(output), true);
+            keys.sort();
+            assert_every_key_twice(&keys, 500);
+        }
+        let counters: Vec<(u64, u64, u64)> = metrics_addrs.iter().map(|addr| window_counters(addr)).collect();
+        counters.iter().fold((0, 0), |(d, s), c| (d + c.0, s + c.1))
+    };
+    let (decoded, shared) = sweep(["a", "b"]);
+    assert!(shared > decoded, "the first sweep's jobs took {shared} elements of {decoded} decoded");
+    // Idle readers (and so the windows) are released after 1 s.
+    std::thread::sleep(Duration::from_secs(4));
+    let (decoded_after, shared_after) = sweep(["c", "d"]);
+    let (decoded, shared) = (decoded_after - decoded, shared_after - shared);
+    eprintln!("second sweep: decoded {decoded}, shared {shared}");
+    assert!(decoded > 0 && shared > decoded, "the second sweep's jobs took {shared} elements of {decoded} decoded");
+}
+
+/// 8 files of 500 lines (`shared_reads::write_lines`), a directory for outputs, and a spec
+/// reading them twice in batches of 8.
+fn lines_in_batches() -> (tempfile::TempDir, tempfile::TempDir, String) {
+    let data = tempfile::tempdir().unwrap();
+    readerd_tests::shared_reads::write_lines(data.path(), 500);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 3, "shuffleFiles": true, "numEpochs": 2, "batchSize": 8}
+    });
+    let spec = write_spec(&dir, &spec);
+    (data, dir, spec)
 }
 
 /// Two replicas on the ledger at `url` serving `data` (each with a metrics listener, its
@@ -329,16 +372,9 @@ fn window_counters(metrics_addr: &str) -> (u64, u64, u64) {
 /// windows.
 #[test]
 fn on_replicas_a_slow_job_and_a_late_one_read_alone_and_every_job_gets_every_record_once_per_epoch() {
-    use readerd_tests::shared_reads::{assert_every_key_twice, spawn_consumers, wait_for_consumers, write_lines};
+    use readerd_tests::shared_reads::{assert_every_key_twice, spawn_consumers, wait_for_consumers};
     let Some(db) = readerd_tests::postgres::Database::new() else { return };
-    let data = tempfile::tempdir().unwrap();
-    write_lines(data.path(), 500);
-    let dir = tempfile::tempdir().unwrap();
-    let spec = json!({
-        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
-        "pipeline": {"seed": 3, "shuffleFiles": true, "numEpochs": 2, "batchSize": 8}
-    });
-    let spec = write_spec(&dir, &spec);
+    let (data, dir, spec) = lines_in_batches();
     let (replicas, metrics_addrs) = two_replicas(&db.url(), data.path(), &["--job-window-bytes", "20000"]);
     let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().addr.clone()).collect();
     let all_addrs = addrs.join(",");

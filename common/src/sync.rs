@@ -64,6 +64,12 @@ mod tests {
     }
 }
 
+/// Runs `work`, catching a panic in it: `Err` with what the panic said. Each caller maps
+/// that to its own layer's error (a damaged file, a failed reader).
+pub fn catch_panic<T>(work: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|payload| panic_message(payload.as_ref()))
+}
+
 /// What a caught panic says (its `&str` or `String` payload; empty for another).
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     (payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))

@@ -308,8 +308,7 @@ impl Interleave {
             // error, not a quiet end of its records.
             let read = || {
                 let reading = || read_file(&data_file, &config, position, cache.as_deref(), &record_tx);
-                if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(reading)) {
-                    let what = readerd_common::sync::panic_message(panic.as_ref());
+                if let Err(what) = readerd_common::sync::catch_panic(reading) {
                     let source = std::io::Error::other(format!("its reader failed ({what})"));
                     let _ = record_tx.send(Err(SourceError::Read { file: data_file.name.to_string(), source }));
                 }

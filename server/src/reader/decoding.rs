@@ -29,8 +29,7 @@ pub static DECODE_PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::Atom
 /// becomes an INTERNAL error naming the reader, which fails the reader and ends its
 /// streams, not the server.
 pub fn catch_decode_panic<T>(reader: &str, work: impl FnOnce() -> T) -> Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|payload| {
-        let what = readerd_common::sync::panic_message(payload.as_ref());
+    readerd_common::sync::catch_panic(work).map_err(|what| {
         DECODE_PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::error!(reader = %reader, panic = %what, "decoding panicked");
         ServeError::Internal(format!("reader {reader}: decoding panicked: {what}"))

@@ -436,8 +436,7 @@ pub fn unit_starts(file: &DataFile, format: ColumnarFormat) -> Result<Vec<u64>, 
 /// Runs `read`, a call into the Arrow or Parquet readers, which panic on some damaged
 /// files: such a panic is the file's DATA_LOSS, not the thread's end.
 fn guarded<T>(name: &str, read: impl FnOnce() -> Result<T, SourceError>) -> Result<T, SourceError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
-        let what = readerd_common::sync::panic_message(panic.as_ref());
+    readerd_common::sync::catch_panic(read).unwrap_or_else(|what| {
         let message = format!("the file is damaged: its reader failed ({what})");
         Err(SourceError::Columnar { file: name.to_owned(), message, data_loss: true })
     })

@@ -131,6 +131,52 @@ fn three_replicas_skipping_and_taking_wait_out_a_15_s_outage_and_take_exactly_pe
     assert_eq!(all.len(), 2 * 8000, "exactly the take of each epoch, counted across the outage");
 }
 
+/// Two jobs of two consumers each, sharing a window on each of two replicas (each job
+/// leases in its own ledger job what the window's reader leased in the window's): a 15 s
+/// outage stalls both ledgers' leases; each job still gets every record once per epoch.
+#[test]
+fn jobs_sharing_windows_on_two_replicas_wait_out_a_15_s_outage_and_each_get_every_record_once() {
+    let postgres = OwnPostgres::start();
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), LINES);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec());
+    let metrics: Vec<String> = (0..2).map(|_| readerd_tests::free_address()).collect();
+    let servers: Vec<_> =
+        metrics.iter().map(|addr| replica_with(&postgres, data.path(), &["--metrics-listen", addr])).collect();
+    let addrs = servers.iter().map(|(server, _)| server.addr.clone()).collect::<Vec<_>>().join(",");
+    let jobs: Vec<(Vec<std::path::PathBuf>, Vec<std::process::Child>)> = ["a", "b"]
+        .iter()
+        .map(|job| {
+            let outputs: Vec<_> = (0..2).map(|i| dir.path().join(format!("{job}-{i}.jsonl"))).collect();
+            let consumers = spawn_consumers(&addrs, &["--spec", spec_path.as_str(), "--job", job], &outputs);
+            (outputs, consumers)
+        })
+        .collect();
+    let every_output: Vec<std::path::PathBuf> = jobs.iter().flat_map(|(outputs, _)| outputs.clone()).collect();
+    // Two jobs of 4,000 lines a job: a tenth of all.
+    wait_until_printed(&every_output, 800);
+    fifteen_seconds_down(&postgres);
+    let printed_during = lines_printed(&every_output);
+    let mut total = 0;
+    for (outputs, consumers) in jobs {
+        let mut keys = wait_for_consumers(consumers, &outputs, true);
+        keys.sort();
+        assert_every_key_twice(&keys, LINES);
+        total += keys.len();
+    }
+    assert!(printed_during * 8 < total, "the jobs were over before PostgreSQL came back: nothing was tested");
+    // The jobs took their elements from the replicas' windows.
+    let shared: u64 = (metrics.iter())
+        .map(|addr| {
+            let text = readerd_tests::scrape_metrics(addr);
+            let line = text.lines().find(|line| line.starts_with("readerd_job_window_shared_elements_total ")).unwrap();
+            line.split_whitespace().last().unwrap().parse::<u64>().unwrap()
+        })
+        .sum();
+    assert!(shared > 0, "no job took an element from a window");
+}
+
 #[test]
 fn three_replicas_carry_on_after_a_postgres_restart_and_deliver_every_record_once() {
     read_through(spec(), 3, &[], restarted);

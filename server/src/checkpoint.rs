@@ -221,10 +221,10 @@ impl Streams {
                 }
                 (checkpoint.spec.clone(), Some(checkpoint))
             };
-            let (reader, created) = match (job_name.as_str(), &replica_job) {
-                (DEFAULT_JOB, Some((base, job))) => registry.lookup_or_create_job(&container, base, job, spec)?,
-                (DEFAULT_JOB, None) => registry.lookup_or_create(&container, &shared_name, spec)?,
-                (job, _) => registry.lookup_or_create_job(&container, &shared_name, job, spec)?,
+            let (reader, created) = match (&replica_job, job_name.as_str()) {
+                (Some((base, job)), _) => registry.lookup_or_create_job(&container, base, job, spec)?,
+                (None, DEFAULT_JOB) => registry.lookup_or_create(&container, &shared_name, spec)?,
+                (None, job) => registry.lookup_or_create_job(&container, &shared_name, job, spec)?,
             };
             registry.limits().check_consumers(reader.name(), reader.stream_count())?;
             reader.set_shared();

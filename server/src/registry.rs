@@ -272,21 +272,23 @@ impl ReaderRegistry {
     /// The readers of shared reader `container/shared_name`'s jobs other than `default`, by
     /// job (on replicas, the shared readers of its jobs seated at its window).
     pub fn jobs_of(&self, container: &str, shared_name: &str) -> Vec<(String, Arc<Reader>)> {
+        if self.is_cluster() {
+            let readers = self.read_lock();
+            let seated = readers.values().filter_map(|reader| Some((reader.seat()?.job().to_owned(), reader)));
+            return seated
+                .filter(|(job, reader)| {
+                    reader.name() == crate::reader::job_reader_name(&display_name(container, shared_name), job)
+                })
+                .map(|(job, reader)| (job, reader.clone()))
+                .collect();
+        }
         let jobs = self.inner.jobs.read_unpoisoned();
         let of_name = |(c, n, _): &&JobKey| c == container && n == shared_name;
-        let mut found: Vec<(String, Arc<Reader>)> = jobs
-            .readers
+        jobs.readers
             .iter()
             .filter(|(key, _)| of_name(key))
             .map(|((_, _, job), reader)| (job.clone(), reader.clone()))
-            .collect();
-        if self.is_cluster() {
-            let prefix = format!("{shared_name} (job ");
-            let readers = self.read_lock();
-            let of_jobs = readers.iter().filter(|((c, n), _)| c == container && n.starts_with(&prefix));
-            found.extend(of_jobs.filter_map(|(_, reader)| Some((reader.seat()?.job().to_owned(), reader.clone()))));
-        }
-        found
+            .collect()
     }
 
     /// The elements decoded for the jobs of `container/shared_name` other than `default`

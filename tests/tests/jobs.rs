@@ -309,13 +309,13 @@ fn on_replicas_a_second_sweep_shares_a_window_again() {
             keys.sort();
             assert_every_key_twice(&keys, 500);
         }
-        let counters: Vec<(u64, u64, u64)> = metrics_addrs.iter().map(|addr| window_counters(addr)).collect();
-        counters.iter().fold((0, 0), |(d, s), c| (d + c.0, s + c.1))
+        windows_decoded_and_shared(&metrics_addrs)
     };
     let (decoded, shared) = sweep(["a", "b"]);
     assert!(shared > decoded, "the first sweep's jobs took {shared} elements of {decoded} decoded");
-    // Idle readers (and so the windows) are released after 1 s.
-    std::thread::sleep(Duration::from_secs(4));
+    // Idle readers (and so the windows) are released after 1 s; the window's ledger job
+    // restarts once no replica reported on it for two lease times (4 s).
+    std::thread::sleep(Duration::from_secs(8));
     let (decoded_after, shared_after) = sweep(["c", "d"]);
     let (decoded, shared) = (decoded_after - decoded, shared_after - shared);
     eprintln!("second sweep: decoded {decoded}, shared {shared}");
@@ -395,30 +395,38 @@ fn on_replicas_a_slow_job_and_a_late_one_read_alone_and_every_job_gets_every_rec
     let mut keys = wait_for_consumers(vec![spawn("late", &[])], &[output("late")], true);
     keys.sort();
     assert_every_key_twice(&keys, 500);
-    let counters: Vec<(u64, u64, u64)> = metrics_addrs.iter().map(|addr| window_counters(addr)).collect();
-    eprintln!("(decoded, shared, detachments) per replica: {counters:?}");
-    let (decoded, shared): (u64, u64) = counters.iter().fold((0, 0), |(d, s), c| (d + c.0, s + c.1));
+    let (decoded, shared) = windows_decoded_and_shared(&metrics_addrs);
     assert!(shared > decoded, "the jobs took {shared} elements of the {decoded} their windows decoded");
-    // `readerctl stats` shows each job on each replica: the slow one took elements from a
-    // window and read others alone after falling behind it.
-    let slow: Vec<String> = addrs
-        .iter()
-        .flat_map(|addr| {
-            let output = Command::new(binary("readerctl"))
-                .args(["--addr", addr, "stats", "--container", "team", "--shared-name", "train"])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&output.stdout).into_owned();
-            text.lines().filter(|line| line.starts_with("job slow:")).map(str::to_owned).collect::<Vec<_>>()
+    // `readerctl stats` shows each job on each replica. The slow one took elements from a
+    // window and read more alone than the fast `b` (which reads alone only at the
+    // window's end); the late one took nothing from a window that had moved on.
+    let stats: Vec<String> = (addrs.iter())
+        .map(|addr| {
+            let output = readerd_tests::readerctl(addr, &["stats", "--container", "team", "--shared-name", "train"]);
+            String::from_utf8_lossy(&output.stdout).into_owned()
         })
         .collect();
-    let figure = |line: &str, name: &str| -> u64 {
-        let rest = line.split_once(&format!(" {name} ")).unwrap_or_else(|| panic!("{name} in {line}")).1;
-        rest.split_whitespace().next().unwrap().parse().unwrap()
+    eprintln!("{stats:#?}");
+    let figure = |job: &str, name: &str| -> u64 {
+        let lines = stats.iter().flat_map(|text| text.lines()).filter(|line| line.starts_with(&format!("job {job}:")));
+        let value = |line: &str| -> u64 {
+            let rest = line.split_once(&format!(" {name} ")).unwrap_or_else(|| panic!("{name} in {line}")).1;
+            rest.split_whitespace().next().unwrap().parse().unwrap()
+        };
+        lines.map(value).sum()
     };
-    eprintln!("{slow:#?}");
-    assert!(slow.iter().any(|line| figure(line, "shared") > 0), "{slow:?}");
-    assert!(slow.iter().any(|line| figure(line, "alone") > 0 && figure(line, "detachments") > 0), "{slow:?}");
+    assert!(figure("slow", "shared") > 0 && figure("slow", "detachments") > 0, "{stats:?}");
+    assert!(figure("slow", "alone") > figure("b", "alone"), "{stats:?}");
+    assert_eq!(figure("late", "shared"), 0, "{stats:?}");
+    assert!(figure("late", "alone") > 0, "{stats:?}");
+}
+
+/// Elements the windows of the replicas whose metrics listen at `metrics_addrs` decoded,
+/// and elements jobs took from them, in all.
+fn windows_decoded_and_shared(metrics_addrs: &[String]) -> (u64, u64) {
+    let counters: Vec<(u64, u64, u64)> = metrics_addrs.iter().map(|addr| window_counters(addr)).collect();
+    eprintln!("(decoded, shared, detachments) per replica: {counters:?}");
+    counters.iter().fold((0, 0), |(d, s), c| (d + c.0, s + c.1))
 }
 
 /// A job of two consumers that comes after another job read everything: it reads alone

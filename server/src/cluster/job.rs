@@ -530,7 +530,15 @@ impl std::fmt::Debug for JobFeed {
 
 impl FileFeed for JobFeed {
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
-        self.next_file_in(epoch, 0..u32::MAX)
+        // A job that followed the jobs' window reads what it followed first (`follow.rs`).
+        let again = {
+            let mut state = self.state();
+            if state.void.is_none() { state.following.offer_again.pop_front() } else { None }
+        };
+        match again {
+            Some(again) => Ok(Some(again)),
+            None => self.next_file_in(epoch, 0..u32::MAX),
+        }
     }
 
     fn file_read(&self, split: SplitRef, records: u64) {
@@ -552,9 +560,6 @@ impl JobFeed {
         };
         if let Leases::Void { reason } = self.leases() {
             return Err(SourceError::Ledger { epoch, reason });
-        }
-        if let Some(again) = self.state().following.offer_again.pop_front() {
-            return Ok(Some(again));
         }
         self.plan(epoch).map_err(ledger_error)?;
         let held: Vec<SplitRef> = self.state().held.keys().copied().collect();
@@ -590,6 +595,6 @@ impl JobFeed {
             });
         }
         state.held.insert(split, held);
-        Ok(Some(FedFile { file: split.file as usize, split: split.file, epoch: split.epoch, leave_out }))
+        Ok(Some(FedFile::of(split, leave_out)))
     }
 }

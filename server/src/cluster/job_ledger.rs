@@ -41,10 +41,12 @@ impl Ledger {
     }
 
     /// Deletes shared reader `container/shared_name`'s job if it was read from and no
-    /// replica reads it now (`queries::DELETE_IDLE_JOB`); whether it did.
+    /// replica reads it now, none having reported on it for two lease times
+    /// (`queries::DELETE_IDLE_JOB`); whether it did.
     pub fn delete_idle_job(&self, container: &str, shared_name: &str) -> Result<bool, LedgerError> {
+        let quiet = 2.0 * self.lease_time().as_secs_f64();
         self.run(|client| {
-            let deleted = client.execute(queries::DELETE_IDLE_JOB, &[&container, &shared_name, &self.now()])?;
+            let deleted = client.execute(queries::DELETE_IDLE_JOB, &[&container, &shared_name, &self.now(), &quiet])?;
             Ok(deleted > 0)
         })
     }

@@ -128,7 +128,7 @@ pub mod selection_ledger;
 
 pub use crate::pipeline::record_set::RecordSet;
 pub use crate::source::SplitRef;
-pub use job::{EpochOrder, JobFeed, Leases, Usage};
+pub use job::{Acked, EpochOrder, JobFeed, Leases, Usage};
 pub use ledger::{
     EpochProgress, EpochSelection, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError,
     ReplicaReport, SplitCommit, SplitKey, SplitSnapshot,

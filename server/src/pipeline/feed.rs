@@ -22,6 +22,14 @@ pub struct FedFile {
     pub leave_out: RecordSet,
 }
 
+impl FedFile {
+    /// Split `split` of a job whose splits are its files (not a mixture's component),
+    /// leaving out `leave_out`.
+    pub fn of(split: crate::source::SplitRef, leave_out: RecordSet) -> Self {
+        Self { file: split.file as usize, split: split.file, epoch: split.epoch, leave_out }
+    }
+}
+
 pub trait FileFeed: Send + Sync {
     /// The next file of `epoch` (from 1) or of an earlier epoch for this pipeline; `None`
     /// when there is none now. Blocking. (A job on replicas that took its elements from

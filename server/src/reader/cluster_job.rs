@@ -216,8 +216,9 @@ impl ReplicaJob {
 /// (`crate::cluster::job::follow`).
 #[derive(Clone, Debug)]
 pub enum WindowEvent {
-    /// It leased a split.
-    Leased(FedFile),
+    /// It leased a split; `taken_over`: with records to leave out (the window's job had
+    /// some of it read by a replica that died).
+    Leased { split: SplitRef, taken_over: bool },
     /// It read a split to its end, taking this many records of it.
     Read(SplitRef, u64),
     /// Records it took and never handed out (settled as acknowledged).
@@ -249,7 +250,8 @@ impl FileFeed for RecordingFeed {
     fn next_file(&self, epoch: u64) -> std::result::Result<Option<FedFile>, SourceError> {
         let fed = self.feed.next_file(epoch)?;
         if let Some(fed) = &fed {
-            self.log.push(WindowEvent::Leased(fed.clone()));
+            let split = SplitRef { epoch: fed.epoch, file: fed.split };
+            self.log.push(WindowEvent::Leased { split, taken_over: !fed.leave_out.is_empty() });
         }
         Ok(fed)
     }

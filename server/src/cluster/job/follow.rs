@@ -11,9 +11,9 @@
 //! pipeline first ([`JobFeed::diverge`]), each leaving out the records the window already
 //! handed to the job, unless every record of it was handed out.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
-use super::{Held, JobFeed};
+use super::{Acked, Held, JobFeed};
 use crate::pipeline::feed::FedFile;
 use crate::pipeline::record_set::RecordSet;
 use crate::source::{SourceError, SplitRef};
@@ -65,21 +65,17 @@ impl JobFeed {
         Ok(untouched)
     }
 
-    /// Whether this replica holds split `split` of the job (not done yet).
-    pub fn holds(&self, split: SplitRef) -> bool {
-        self.state().held.contains_key(&split)
-    }
-
-    /// The window's producer read split `split` to its end, taking `records` records of it.
-    pub fn followed_read(&self, split: SplitRef, records: u64) {
-        crate::pipeline::feed::FileFeed::file_read(self, split, records);
+    /// Keeps in `by_split` only the splits this replica holds (not done yet).
+    pub fn keep_held(&self, by_split: &mut Acked) {
+        let state = self.state();
+        by_split.retain(|split, _| state.held.contains_key(split));
     }
 
     /// The job reads alone from now on: each split it followed is offered to its pipeline
     /// again, leaving out the records `handed` (by split) the window gave the job and those
     /// acknowledged when it was leased, unless the producer read it to its end and every
     /// record of it was handed out.
-    pub fn diverge(&self, handed: &HashMap<SplitRef, RecordSet>) {
+    pub fn diverge(&self, handed: &Acked) {
         let mut state = self.state();
         let state = &mut *state;
         for (split, acked) in std::mem::take(&mut state.following.followed) {
@@ -94,8 +90,7 @@ impl JobFeed {
                 leave_out.extend(handed);
             }
             *held = Held::records_left_out(leave_out.len());
-            let file = split.file as usize;
-            state.following.offer_again.push_back(FedFile { file, split: split.file, epoch: split.epoch, leave_out });
+            state.following.offer_again.push_back(FedFile::of(split, leave_out));
         }
     }
 }

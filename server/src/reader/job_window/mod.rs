@@ -168,6 +168,10 @@ impl JobWindow {
     /// A window filled by `producer` (a reader at the first element of the jobs' spec),
     /// keeping at most `limit` bytes.
     pub fn new(producer: Reader, limit: usize) -> Arc<Self> {
+        Self::filled_by(producer, limit, None)
+    }
+
+    fn filled_by(producer: Reader, limit: usize, replica_log: Option<Arc<WindowLog>>) -> Arc<Self> {
         Arc::new(Self {
             spec: producer.spec().proto.clone(),
             fingerprint: producer.spec().fingerprint.clone(),
@@ -177,7 +181,7 @@ impl JobWindow {
             limit,
             next_seat: AtomicU64::new(0),
             decoded: AtomicU64::new(0),
-            replica_log: None,
+            replica_log,
         })
     }
 
@@ -189,9 +193,7 @@ impl JobWindow {
     /// (`crate::cluster::job::follow`). A seat attaches only at the first element, while the
     /// window still holds it, and reads alone for good once it leaves.
     pub fn on_replicas(producer: Reader, limit: usize, log: Arc<WindowLog>) -> Arc<Self> {
-        let mut window = Arc::into_inner(Self::new(producer, limit)).expect("a new window");
-        window.replica_log = Some(log);
-        Arc::new(window)
+        Self::filled_by(producer, limit, Some(log))
     }
 
     /// Whether a seat takes from it (or may: seated, not gone for good).

@@ -28,7 +28,7 @@ pub struct Seat {
     turn: Mutex<()>,
     /// On replicas: the records of each split the window gave the job (handed out or
     /// settled), and whether the job left the window for good (see `seat/replicas.rs`).
-    handed: Mutex<std::collections::HashMap<crate::source::SplitRef, crate::pipeline::record_set::RecordSet>>,
+    handed: Mutex<crate::cluster::Acked>,
     left_for_good: std::sync::atomic::AtomicBool,
 }
 
@@ -239,7 +239,8 @@ impl Seat {
             // Records were taken from it raw: its elements are its own.
             return None;
         }
-        if seat.window.is_on_replicas() && seat.left_for_good.load(Ordering::Relaxed) {
+        // Only a seat at a window on replicas leaves it for good.
+        if seat.left_for_good.load(Ordering::Relaxed) {
             return None;
         }
         if !progress.attached {

@@ -241,14 +241,19 @@ pub const JOB_EXISTS: &str = "SELECT 1 FROM readerd_jobs WHERE id = $1";
 pub const DELETE_JOB: &str = "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2";
 
 /// Deletes shared reader `$1/$2`'s job if it was read from (a split done or leased once)
-/// and nobody reads it now (no split held by a live lease at `$3`, now): a jobs' window's
-/// job (`crate::registry`) starts again for the next sweep.
+/// and nobody reads it now (at `$3`, now): no split held by a live lease, and no replica
+/// reported on it within `$4` seconds (a reader between two splits holds no lease, but its
+/// replica reports on the job every renewal). A jobs' window's job (`crate::registry`)
+/// starts again so for the next sweep.
 pub const DELETE_IDLE_JOB: &str = "DELETE FROM readerd_jobs AS job WHERE container = $1 AND shared_name = $2
        AND EXISTS (SELECT 1 FROM readerd_splits AS split
                    WHERE split.job = job.id AND (split.done OR split.owner IS NOT NULL))
        AND NOT EXISTS (SELECT 1 FROM readerd_splits AS split
                        WHERE split.job = job.id AND NOT split.done AND split.owner IS NOT NULL
-                         AND NOT split.released AND split.lease_expires > coalesce($3::timestamptz, now()))";
+                         AND NOT split.released AND split.lease_expires > coalesce($3::timestamptz, now()))
+       AND NOT EXISTS (SELECT 1 FROM readerd_job_replicas AS report
+                       WHERE report.job = job.id
+                         AND report.reported_at > coalesce($3::timestamptz, now()) - make_interval(secs => $4))";
 
 /// Marks job `$1` stopped.
 pub const STOP_JOB: &str = "UPDATE readerd_jobs SET stopped = true WHERE id = $1";

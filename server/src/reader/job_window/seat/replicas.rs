@@ -6,13 +6,15 @@
 use std::sync::atomic::Ordering;
 
 use super::Seat;
+use crate::pipeline::feed::FileFeed;
 use crate::reader::Reader;
 use crate::reader::cluster_job::WindowEvent;
 use crate::reader::job_window::{JOB_WINDOWS, Taken};
-use crate::source::SplitRef;
 use readerd_common::sync::MutexUnpoisoned;
 
-/// Splits whose handed-out records a seat keeps before it forgets those of splits done.
+/// Splits whose handed-out records a seat keeps before it forgets those of splits done
+/// (a job holds a few splits at a time: the window's reader's open files, and those whose
+/// records wait in its shuffle buffer).
 const HANDED_SPLITS_BEFORE_PRUNING: usize = 1024;
 
 impl Seat {
@@ -24,11 +26,10 @@ impl Seat {
             return false;
         };
         for event in events.iter() {
-            if let WindowEvent::Leased(fed) = event {
-                let split = SplitRef { epoch: fed.epoch, file: fed.split };
+            if let WindowEvent::Leased { split, taken_over } = *event {
                 // A split the producer took over leaves out what the window's job had:
                 // not what this job has.
-                if !fed.leave_out.is_empty() || !feed.follow(split).unwrap_or(false) {
+                if taken_over || !feed.follow(split).unwrap_or(false) {
                     return false;
                 }
             }
@@ -36,14 +37,14 @@ impl Seat {
         let mut handed = self.handed.lock_unpoisoned();
         for event in events.iter() {
             match event {
-                WindowEvent::Read(split, records) => feed.followed_read(*split, *records),
+                WindowEvent::Read(split, records) => feed.file_read(*split, *records),
                 WindowEvent::Settled(records) => {
                     feed.acknowledge(records);
                     for record in records {
                         handed.entry(record.split()).or_default().insert(record.number);
                     }
                 }
-                WindowEvent::Leased(_) => {}
+                WindowEvent::Leased { .. } => {}
             }
         }
         for record in elements.iter().flat_map(|element| &element.records) {
@@ -51,7 +52,7 @@ impl Seat {
         }
         if handed.len() > HANDED_SPLITS_BEFORE_PRUNING {
             // Of splits done, nothing is offered again.
-            handed.retain(|split, _| feed.holds(*split));
+            feed.keep_held(&mut handed);
         }
         true
     }

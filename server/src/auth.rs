@@ -2,9 +2,10 @@
 //!
 //! The token file (`--auth-tokens`) is JSON:
 //! `{"tokens": [{"token": "...", "containers": ["team-a"], "admin": false}]}`; `"*"` grants
-//! every container. A request's `authorization: Bearer <token>` header is checked once,
-//! by the interceptor in front of every data-plane service, which puts the [`Caller`] in
-//! the request; handlers then ask the caller about the container they touch. Without
+//! every container. A request's `authorization: Bearer <token>` header (the scheme's name
+//! in any case) is checked once, by the interceptor in front of every data-plane service,
+//! which puts the [`Caller`] in the request; handlers then ask the caller about the
+//! container they touch (the watch listener, `crate::status::http`, the same way). Without
 //! `--allow-unauthenticated`, a request without a token is `UNAUTHENTICATED`; with it,
 //! such a request is served as [`Caller::Anonymous`] (every container, every verb).
 //! Health and reflection need no token (probes).
@@ -109,15 +110,23 @@ impl AccessPolicy {
                 false => Err(ServeError::Unauthenticated("send `authorization: Bearer <token>`".into())),
             };
         };
-        let token = header
-            .strip_prefix("Bearer ")
+        let token = bearer_token(header)
             .ok_or_else(|| ServeError::Unauthenticated("the authorization header is not `Bearer <token>`".into()))?;
         // Hash lookups compare digests, so the time taken says nothing about the token.
         self.grants
-            .get(&digest(token.trim()))
+            .get(&digest(token))
             .map(|grant| Caller::Token(grant.clone()))
             .ok_or_else(|| ServeError::Unauthenticated("the token is not valid".into()))
     }
+}
+
+/// The token of an `authorization` header value `Bearer <token>`: the scheme's name in
+/// any case (RFC 7235, 2.1: `bearer`, `BEARER`), then spaces or tabs, then the token.
+/// Both doors read the header here: gRPC's interceptor and the watch listener.
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once([' ', '\t'])?;
+    let token = token.trim_start_matches([' ', '\t']);
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// The caller a handler serves: put in the request by the interceptor.
@@ -167,6 +176,11 @@ mod tests {
         assert!(reader.check("a", Access::Read).is_ok());
         assert!(matches!(reader.check("b", Access::Read), Err(ServeError::PermissionDenied(_))));
         assert!(matches!(reader.check("a", Access::Admin), Err(ServeError::PermissionDenied(_))));
+        // The scheme's name is case-insensitive (RFC 7235); the token is not.
+        for header in ["bearer reader-token-0123456", "BEARER  reader-token-0123456", "beArer\treader-token-0123456"] {
+            assert!(policy.authenticate(Some(header)).unwrap().check("a", Access::Read).is_ok(), "{header}");
+        }
+        assert!(policy.authenticate(Some("bearer READER-TOKEN-0123456")).is_err());
         let admin = policy.authenticate(Some("Bearer admin-token-01234567")).unwrap();
         assert!(admin.check("anything", Access::Admin).is_ok());
     }
@@ -178,6 +192,8 @@ mod tests {
             assert!(matches!(strict.authenticate(header), Err(ServeError::Unauthenticated(_))), "{header:?}");
         }
         let open = policy(true);
+        assert!(matches!(open.authenticate(Some("Bearer")), Err(ServeError::Unauthenticated(_))));
+        assert!(matches!(open.authenticate(Some("Bearerreader-token-0123456")), Err(ServeError::Unauthenticated(_))));
         assert!(matches!(open.authenticate(None), Ok(Caller::Anonymous)));
         assert!(matches!(open.authenticate(Some("Bearer nope")), Err(ServeError::Unauthenticated(_))));
     }

@@ -74,8 +74,10 @@ impl Metrics {
         }
     }
 
-    /// The text exposition of every metric, the readers' included.
-    pub fn render(&self, registry: &ReaderRegistry) -> String {
+    /// The text exposition of every metric: the server-wide ones, and those of the
+    /// readers of the containers `visible` lets through (labelled `container`; the
+    /// listener passes the caller's grant, as for `/status.json`).
+    pub fn render(&self, registry: &ReaderRegistry, visible: &dyn Fn(&str) -> bool) -> String {
         let mut out = String::new();
         let mut counter = |name: &str, help: &str, kind: &str, value: u64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
@@ -158,7 +160,8 @@ impl Metrics {
                 s.elements_awaiting_redelivery
             }),
         ];
-        let readers: Vec<_> = registry.all().into_iter().map(|(c, n, reader)| (c, n, reader.stats())).collect();
+        let shown: Vec<_> = registry.all().into_iter().filter(|(container, _, _)| visible(container)).collect();
+        let readers: Vec<_> = shown.iter().map(|(c, n, reader)| (c.clone(), n.clone(), reader.stats())).collect();
         for (name, help, kind, value) in per_reader {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for (container, shared_name, stats) in &readers {
@@ -172,7 +175,7 @@ impl Metrics {
             }
         }
         render_components(&mut out, &readers);
-        render_watch(&mut out, &registry.all());
+        render_watch(&mut out, &shown);
         out
     }
 }

@@ -205,3 +205,36 @@ async fn each_acknowledgement_on_a_call_is_checked_against_the_callers_grant() {
     assert!(denied.message().contains("\"a\""), "{denied:?}");
     assert_eq!(team_a.acknowledge(&stream.stream_id, seq).await.unwrap(), seq + 1, "the stream's own team may");
 }
+
+/// The authorization scheme's name is case-insensitive (RFC 7235): `bearer <token>` in
+/// lower case is as good as `Bearer <token>`, on gRPC and on the watch listener.
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive_on_grpc_and_http() {
+    use readerd_proto::v1 as pb;
+    let data = data();
+    let tokens = data.path().join("tokens.json");
+    std::fs::write(&tokens, r#"{"tokens": [{"token": "team-a-reader-0123456789", "containers": ["a"]}]}"#).unwrap();
+    let metrics = readerd_tests::free_address();
+    let server = ServerProcess::start_with(
+        &[data.path()],
+        &["--auth-tokens", tokens.to_str().unwrap(), "--metrics-listen", metrics.as_str()],
+    );
+    let mut client = pb::data_service_client::DataServiceClient::connect(server.addr.clone()).await.unwrap();
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let mut request = tonic::Request::new(pb::ListReadersRequest { container: "a".into() });
+        let value = format!("{scheme} team-a-reader-0123456789").parse().unwrap();
+        request.metadata_mut().insert("authorization", value);
+        let listed = client.list_readers(request).await;
+        assert!(listed.is_ok(), "gRPC, `{scheme} <token>`: {listed:?}");
+        let header = format!("{scheme} team-a-reader-0123456789");
+        let (code, body) = readerd_tests::http_get(&metrics, "/status.json", &[("authorization", header.as_str())]);
+        assert_eq!(code, 200, "/status.json, `{scheme} <token>`: {body}");
+        // Token checks from one address are rated (5 a second).
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    }
+    // The token itself is compared exactly.
+    let mut request = tonic::Request::new(pb::ListReadersRequest { container: "a".into() });
+    request.metadata_mut().insert("authorization", "bearer TEAM-A-READER-0123456789".parse().unwrap());
+    let refused = client.list_readers(request).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+}

@@ -42,6 +42,22 @@ fn key(job: Job, epoch: u64, file: u32) -> SplitKey {
 /// Splits of any file (a mixture's component leases its own files' only).
 const EVERY_FILE: std::ops::Range<u32> = 0..u32::MAX;
 
+/// Time passes on `clock` by `by` while the replicas of `alive` beat (renewing the splits
+/// each holds) every quarter of `times`' lease time, as live replicas do: the ledger sees
+/// no outage, only the silence of the replicas not in `alive`.
+fn live_through(clock: &LedgerClock, times: LeaseTimes, by: Duration, alive: &[(&Ledger, &[SplitKey])]) {
+    let step = times.ttl / 4;
+    let mut passed = Duration::ZERO;
+    while passed < by {
+        let now = step.min(by - passed);
+        clock.advance(now);
+        passed += now;
+        for (replica, held) in alive {
+            replica.heartbeat(held).unwrap();
+        }
+    }
+}
+
 fn job(ledger: &Ledger) -> Job {
     ledger.job("team", "train", "fingerprint-1", &[]).unwrap()
 }
@@ -140,7 +156,7 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
     a.commit(job, &[SplitCommit { split: split(1, 7), acked: set([0, 1, 2]), records: None }]).unwrap();
     // A dies: no more heartbeats. Its lease expires, but consumer-1 may still hold
     // records it received from A and acknowledged there without A committing them.
-    clock.advance(Duration::from_millis(900));
+    live_through(&clock, times, Duration::from_millis(900), &[(&b, &[])]);
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "consumer-1 has not re-sent its acknowledgements");
     // consumer-1 moves to B and re-sends them (B commits them, anyone's count)...
     b.attach_session(job, "consumer-1").unwrap();
@@ -181,11 +197,10 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
         Some(1),
         "the free split first"
     );
-    b.heartbeat(&[key(job, 1, 1)]).unwrap();
-    clock.advance(Duration::from_millis(500));
-    b.heartbeat(&[key(job, 1, 1)]).unwrap();
+    let b_holds = [key(job, 1, 1)];
+    live_through(&clock, times, Duration::from_millis(500), &[(&b, &b_holds)]);
     assert_eq!(b.lease_next(job, 1, &[], EVERY_FILE).unwrap(), None, "expired, but within the grace period");
-    clock.advance(Duration::from_millis(2000));
+    live_through(&clock, times, Duration::from_millis(2000), &[(&b, &b_holds)]);
     let taken = b.lease_next(job, 1, &[], EVERY_FILE).unwrap().expect("taken over after the grace period");
     assert!(taken.taken_over && taken.position == 0);
     b.heartbeat(&[]).unwrap();
@@ -296,7 +311,7 @@ fn a_replica_just_connected_takes_over_a_given_up_split_at_once_and_an_expired_l
         None,
         "an expired lease, within a lease time"
     );
-    clock.advance(Duration::from_millis(450));
+    live_through(&clock, times, Duration::from_millis(450), &[(&c, &[key(job, 1, 1)])]);
     let expired = c.lease_next(job, 1, &[split(1, 1)], EVERY_FILE).unwrap().expect("taken over a lease time later");
     assert!(expired.taken_over && expired.position == 0);
 }
@@ -401,4 +416,48 @@ fn a_job_that_unbatches_settles_tombstones_and_a_record_delivered_in_part_keeps_
     b.commit(job, &[SplitCommit { split: split(1, 0), acked: settled, records: None }]).unwrap();
     let snapshot = b.snapshot_job("team", "train").unwrap().unwrap();
     assert_eq!(snapshot.selections, [EpochSelection { scope: 0, epoch: 1, skipped: 1, taken: 3 }]);
+}
+
+#[test]
+fn an_outage_of_the_whole_ledger_counts_against_no_lease_and_its_grace() {
+    // PostgreSQL is down for longer than a lease time and the grace period together: no
+    // replica could renew, nor commit what its consumers acknowledged meanwhile. The first
+    // replica back (here asking for a next split before its own heartbeat) must not take
+    // the others' splits over: they are alive, and come back within a lease time.
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let times = LeaseTimes { ttl: Duration::from_millis(400), grace: Duration::from_millis(1000) };
+    let clock = LedgerClock::manual();
+    let a = replica_at(&schema, "a", times, &clock);
+    let b = replica_at(&schema, "b", times, &clock);
+    let job = job(&a);
+    a.plan_epoch(job, 1, &[0, 1, 2]).unwrap();
+    a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
+    a.attach_session(job, "consumer-of-a").unwrap();
+    b.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
+    let (a_holds, b_holds) = ([key(job, 1, 0)], [key(job, 1, 1)]);
+    live_through(&clock, times, Duration::from_millis(600), &[(&a, &a_holds), (&b, &b_holds)]);
+
+    clock.advance(Duration::from_secs(5));
+    let after =
+        b.lease_next(job, 1, &[split(1, 1)], EVERY_FILE).unwrap().map(|lease| (lease.position, lease.taken_over));
+    assert_eq!(
+        after,
+        Some((2, false)),
+        "the free split, not A's, whose lease ran only while nobody reached the ledger"
+    );
+    assert_eq!(b.lease_next(job, 1, &[split(1, 1), split(1, 2)], EVERY_FILE).unwrap(), None);
+    assert_eq!(b.heartbeat(&[key(job, 1, 1), key(job, 1, 2)]).unwrap().len(), 2);
+    // A comes back within a lease time of the ledger: its split is still its own.
+    clock.advance(Duration::from_millis(300));
+    assert_eq!(a.heartbeat(&a_holds).unwrap(), a_holds, "A's lease outlived the outage");
+    let both = [key(job, 1, 1), key(job, 1, 2)];
+    live_through(&clock, times, Duration::from_millis(2000), &[(&a, &a_holds), (&b, &both)]);
+    assert_eq!(b.lease_next(job, 1, &[split(1, 1), split(1, 2)], EVERY_FILE).unwrap(), None, "A renews");
+
+    // A dies for good: its split goes to B after a lease time and the grace period.
+    live_through(&clock, times, Duration::from_millis(1200), &[(&b, &both)]);
+    assert_eq!(b.lease_next(job, 1, &[split(1, 1), split(1, 2)], EVERY_FILE).unwrap(), None, "within the grace");
+    live_through(&clock, times, Duration::from_millis(400), &[(&b, &both)]);
+    let taken = b.lease_next(job, 1, &[split(1, 1), split(1, 2)], EVERY_FILE).unwrap().expect("A's, after the grace");
+    assert_eq!((taken.position, taken.taken_over), (0, true));
 }

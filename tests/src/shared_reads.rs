@@ -10,7 +10,12 @@ use crate::{jsonl, write_file};
 
 /// 8 text files of `lines` lines (keys `part-<f>.txt:<line>`).
 pub fn write_lines(root: &Path, lines: usize) {
-    for f in 0..8 {
+    write_line_files(root, 8, lines);
+}
+
+/// `files` text files of `lines` lines (keys `part-<f>.txt:<line>`).
+pub fn write_line_files(root: &Path, files: usize, lines: usize) {
+    for f in 0..files {
         let text: String = (0..lines).map(|l| format!("{f}-{l}\n")).collect();
         write_file(root, &format!("part-{f}.txt"), text.as_bytes());
     }
@@ -78,6 +83,27 @@ pub fn assert_every_key_twice(all: &[String], lines: usize) {
         wrong.len(),
         &wrong[..wrong.len().min(12)]
     );
+}
+
+/// How many keys of `all` were printed other than once per epoch (`epochs` times), of the
+/// `files` files of `lines` lines of [`write_line_files`]: `(missing, repeated)` records,
+/// counted, with the first few of each named in the assertion's message by the caller.
+pub fn count_off_by_key(all: &[String], files: usize, lines: usize, epochs: usize) -> (Vec<String>, Vec<String>) {
+    let mut counts = std::collections::HashMap::with_capacity(files * lines);
+    for key in all {
+        *counts.entry(key.as_str()).or_insert(0usize) += 1;
+    }
+    let (mut missing, mut repeated) = (Vec::new(), Vec::new());
+    for f in 0..files {
+        for l in 1..=lines {
+            let key = format!("part-{f}.txt:{l}");
+            let n = counts.remove(key.as_str()).unwrap_or(0);
+            missing.extend(std::iter::repeat_n(key.clone(), epochs.saturating_sub(n)));
+            repeated.extend(std::iter::repeat_n(key, n.saturating_sub(epochs)));
+        }
+    }
+    repeated.extend(counts.into_iter().flat_map(|(key, n)| std::iter::repeat_n(key.to_owned(), n)));
+    (missing, repeated)
 }
 
 /// Lines printed so far to `outputs`.

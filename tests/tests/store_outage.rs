@@ -8,8 +8,8 @@ use std::path::Path;
 
 use readerd_tests::postgres::OwnPostgres;
 use readerd_tests::shared_reads::{
-    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, keys_and_end, lines_printed, spawn_consumers,
-    wait_for_consumers, wait_until_printed, write_lines,
+    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, count_off_by_key, keys_and_end, lines_printed,
+    spawn_consumers, wait_for_consumers, wait_until_printed, write_line_files, write_lines,
 };
 use readerd_tests::{ServerProcess, write_spec};
 use serde_json::json;
@@ -175,6 +175,90 @@ fn jobs_sharing_windows_on_two_replicas_wait_out_a_15_s_outage_and_each_get_ever
         })
         .sum();
     assert!(shared > 0, "no job took an element from a window");
+}
+
+/// 3 replicas with 2 s leases and the default 10 s grace, 4 consumers reading from all of
+/// them, `files` files of `lines` lines read by `spec` for 2 epochs; PostgreSQL stopped
+/// for `outage` once a tenth was printed, longer than a lease time and the grace together.
+/// No consumer died: every record must come exactly once per epoch.
+fn every_record_once_through_an_outage_past_the_lease(
+    spec: serde_json::Value,
+    files: usize,
+    lines: usize,
+    outage: std::time::Duration,
+) {
+    let postgres = OwnPostgres::start();
+    let data = tempfile::tempdir().unwrap();
+    write_line_files(data.path(), files, lines);
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &spec);
+    let servers: Vec<_> = (0..3).map(|_| replica_with(&postgres, data.path(), &["--failover-grace", "10s"])).collect();
+    let addrs = servers.iter().map(|(server, _)| server.addr.clone()).collect::<Vec<_>>().join(",");
+    let outputs: Vec<std::path::PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers = spawn_consumers(&addrs, &["--spec", spec_path.as_str()], &outputs);
+    let batch = spec["pipeline"]["batchSize"].as_u64().unwrap() as usize;
+    wait_until_printed(&outputs, 2 * files * lines / batch / 10);
+    postgres.stop();
+    std::thread::sleep(outage);
+    postgres.start_again();
+    let printed_during = lines_printed(&outputs);
+    let all = wait_for_consumers(consumers, &outputs, true);
+    assert!(
+        printed_during * batch * 4 < all.len() * 3,
+        "{} of {} records were printed before PostgreSQL came back: too few were left to test",
+        printed_during * batch,
+        all.len()
+    );
+    let (missing, repeated) = count_off_by_key(&all, files, lines, 2);
+    assert!(
+        missing.is_empty() && repeated.is_empty(),
+        "{} records missing (the first: {:?}), {} delivered again (the first: {:?}), of {}",
+        missing.len(),
+        &missing[..missing.len().min(8)],
+        repeated.len(),
+        &repeated[..repeated.len().min(8)],
+        all.len()
+    );
+}
+
+/// 16 files of 2,500 lines, files shuffled and interleaved, batches of 8.
+fn sixteen_files_spec() -> serde_json::Value {
+    json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 5, "shuffleFiles": true, "cycleLength": 2, "numEpochs": 2, "batchSize": 8}
+    })
+}
+
+/// The exact global shuffle of 8 files of 20,000 lines, batches of 16.
+fn global_batches_of_16_spec() -> serde_json::Value {
+    json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 5, "shuffle": {"global": true}, "numEpochs": 2, "batchSize": 16}
+    })
+}
+
+#[test]
+fn a_15_s_outage_past_lease_and_grace_repeats_no_record() {
+    let outage = std::time::Duration::from_secs(15);
+    every_record_once_through_an_outage_past_the_lease(sixteen_files_spec(), 16, 2500, outage);
+}
+
+#[test]
+fn a_45_s_outage_past_lease_and_grace_repeats_no_record() {
+    let outage = std::time::Duration::from_secs(45);
+    every_record_once_through_an_outage_past_the_lease(sixteen_files_spec(), 16, 2500, outage);
+}
+
+#[test]
+fn a_15_s_outage_past_lease_and_grace_repeats_no_record_of_a_global_shuffle() {
+    let outage = std::time::Duration::from_secs(15);
+    every_record_once_through_an_outage_past_the_lease(global_batches_of_16_spec(), 8, 20_000, outage);
+}
+
+#[test]
+fn a_45_s_outage_past_lease_and_grace_repeats_no_record_of_a_global_shuffle() {
+    let outage = std::time::Duration::from_secs(45);
+    every_record_once_through_an_outage_past_the_lease(global_batches_of_16_spec(), 8, 20_000, outage);
 }
 
 #[test]

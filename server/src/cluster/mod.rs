@@ -61,6 +61,15 @@
 //! period counts as dead with it, and its unacknowledged elements are delivered again, as
 //! for any consumer that vanishes.
 //!
+//! **PostgreSQL goes away.** Statements wait for it (up to `--store-outage-limit`), and
+//! no lease can be renewed meanwhile. Time nobody could reach the ledger does not count
+//! against a lease: every replica's heartbeat and every lease of a next split first beats
+//! the ledger's own clock (`Ledger::beat`, one row), and a gap in it moves the leases that
+//! ran then on by its length (their grace periods with them); nothing is taken over for a
+//! lease time after it, while the replicas come back, commit the acknowledgements they
+//! held and renew. A replica that does not come back within a lease time of the ledger
+//! counts as dead, as one that died.
+//!
 //! **A consumer leaves a live replica.** A consumer may leave a replica that is alive
 //! (it found it silent: an unanswered ping or acknowledgement) and re-send through
 //! another what it consumed there. So when a stream of a consumer session vanishes, the

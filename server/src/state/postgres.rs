@@ -24,7 +24,7 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE readerd_record_indexes (key TEXT PRIMARY KEY, value BYTEA NOT NULL);
 ",
     // The split ledger of shared readers served by several replicas (`crate::cluster`):
-    // versions 3 to 8, next to the ledger's statements.
+    // versions 3 to 10, next to the ledger's statements.
     super::ledger::schema::REPLICAS_JOBS_SPLITS_SESSIONS,
     super::ledger::schema::RESTORES_AND_REPORTS,
     super::ledger::schema::STOPPED_JOBS,
@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     super::ledger::schema::STEADY_REPLICAS,
     super::ledger::schema::SPLITS_BY_FILE,
     super::ledger::schema::SELECTION_COUNTS,
+    super::ledger::schema::LEDGER_CLOCK,
 ];
 
 /// A connection to `url`, with its tables in `schema` when given (tests keep each in a

@@ -325,6 +325,7 @@ impl Ledger {
             // A heartbeat a lease time or more after the one before (an outage, PostgreSQL
             // or this replica paused) starts a new steady run: see `lease_next`.
             let now = self.now();
+            self.beat(client)?;
             client.execute(queries::HEARTBEAT, &[&self.replica, &seconds(self.times.ttl), &now])?;
             if held.is_empty() {
                 return Ok(Vec::new());
@@ -336,6 +337,19 @@ impl Ledger {
             )?;
             Ok(rows.iter().map(SplitKey::from_row).collect::<Result<_, _>>()?)
         })
+    }
+
+    /// The ledger's own heartbeat, before a heartbeat's renewals and in every lease of a
+    /// next split: a gap since the last one, of any replica, was an outage of the ledger
+    /// for all of them. The leases that ran then are moved on by it, and nothing is taken
+    /// over for a lease time after it (`queries::LEDGER_HEARTBEAT`). Without it the first
+    /// replica back would find every other one's leases expired, and its grace period
+    /// passed, though none of them could renew or commit what their consumers
+    /// acknowledged meanwhile: their splits would be produced twice.
+    fn beat(&self, client: &mut impl postgres::GenericClient) -> Result<(), LedgerError> {
+        let every = seconds(self.times.renew_every());
+        client.execute(queries::LEDGER_HEARTBEAT, &[&every, &self.now()])?;
+        Ok(())
     }
 
     /// Gives up this replica's leases of `splits` now: they go to others as soon as this
@@ -374,7 +388,8 @@ impl Ledger {
     /// splits: one whose lease expired while it stalled is still being read). A lease that
     /// merely expired is taken over only by a replica that has renewed steadily for a lease
     /// time (`readerd_replicas.steady_since`): after an outage or a stall every lease
-    /// expired unrenewed, and the live owners renew theirs first. `None` when there is none
+    /// expired unrenewed, and the live owners renew theirs first; and only on a ledger that
+    /// some replica reached steadily for as long (`Ledger::beat`). `None` when there is none
     /// now (every split is done or held). Only splits of `files` (a range of file indices:
     /// a mixture's component leases its own files' splits). A split taken over gives back
     /// its outstanding places in a selection's `take`.
@@ -396,6 +411,9 @@ impl Ledger {
             // File indices past the column's range are past every file: the range is cut there.
             let file = |index: u32| i32::try_from(index).unwrap_or(i32::MAX);
             let mut transaction = client.transaction()?;
+            // Before anything is found expired: time nobody reached the ledger is not
+            // counted against any lease (`Ledger::beat`).
+            self.beat(&mut transaction)?;
             let row = transaction.query_opt(
                 queries::LEASE_NEXT,
                 &[

@@ -34,6 +34,32 @@ pub const HEARTBEAT: &str = "UPDATE readerd_replicas SET heartbeat_at = coalesce
              THEN coalesce($3::timestamptz, now()) ELSE steady_since END
      WHERE id = $1";
 
+/// The ledger's heartbeat at `$2` (now), by any replica, every renewal interval (`$1`,
+/// a third of a lease time) or more often. A gap of more than one and a half intervals
+/// since the last one is time nobody reached the ledger (an outage of PostgreSQL, or of
+/// every replica): the leases that ran then are moved on by the gap, less one interval,
+/// so that no lease (nor grace period) runs out while its owner could not renew it; and
+/// the ledger starts a new steady run, in which nothing is taken over for a lease time
+/// (`LEASE_NEXT`), while the replicas come back and renew. The row's lock orders the
+/// beats: a gap is counted once.
+pub const LEDGER_HEARTBEAT: &str = "WITH last AS (
+         SELECT beat_at FROM readerd_ledger_clock FOR UPDATE
+     ), gap AS (
+         SELECT beat_at AS since, coalesce($2::timestamptz, now()) - beat_at AS length,
+                coalesce($2::timestamptz, now()) - beat_at > make_interval(secs => $1::float8 * 1.5) AS paused
+         FROM last
+     ), moved AS (
+         UPDATE readerd_splits AS split
+         SET lease_expires = split.lease_expires + (gap.length - make_interval(secs => $1::float8))
+         FROM gap
+         WHERE gap.paused AND split.owner IS NOT NULL AND NOT split.done AND NOT split.released
+           AND split.lease_expires > gap.since
+     )
+     UPDATE readerd_ledger_clock AS clock
+     SET beat_at = greatest(clock.beat_at, coalesce($2::timestamptz, now())),
+         steady_since = CASE WHEN gap.paused THEN coalesce($2::timestamptz, now()) ELSE clock.steady_since END
+     FROM gap";
+
 /// Forgets replica `$1` (a clean shutdown).
 pub const UNREGISTER_REPLICA: &str = "DELETE FROM readerd_replicas WHERE id = $1";
 
@@ -71,7 +97,8 @@ pub const PLAN_EPOCH: &str = "INSERT INTO readerd_splits (job, epoch, position, 
 
 /// Leases replica `$3` the first split of job `$1` in epochs up to `$2`, of files `$8` to
 /// `$9` (excluded), not one of (epoch, file) `($6[i], $7[i])`, that nobody holds: never leased, or given
-/// up, or expired (taken by a replica steady for a lease time, `$4`) once its owner's
+/// up, or expired (taken by a replica steady for a lease time, `$4`, on a ledger steady as
+/// long: `LEDGER_HEARTBEAT`) once its owner's
 /// consumer sessions are flushed or the grace period (`$5`) passed; its own live lease
 /// first when `$10` (a retry). Now is `$11`. Returns `epoch, position, file, acked,
 /// leases`.
@@ -84,9 +111,12 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits
            AND (epoch, file) NOT IN (SELECT * FROM unnest($6::int8[], $7::int4[]))
            AND (
              ($10 AND owner = $3 AND NOT released AND lease_expires > coalesce($11::timestamptz, now())) OR
-             owner IS NULL OR ((released OR EXISTS (
+             owner IS NULL OR ((released OR (EXISTS (
                  SELECT 1 FROM readerd_replicas
-                 WHERE id = $3 AND steady_since < coalesce($11::timestamptz, now()) - make_interval(secs => $4))) AND
+                 WHERE id = $3 AND steady_since < coalesce($11::timestamptz, now()) - make_interval(secs => $4))
+               AND EXISTS (
+                 SELECT 1 FROM readerd_ledger_clock
+                 WHERE steady_since < coalesce($11::timestamptz, now()) - make_interval(secs => $4)))) AND
                  lease_expires < coalesce($11::timestamptz, now()) AND (
                      lease_expires < coalesce($11::timestamptz, now()) - make_interval(secs => $5)
                      OR NOT EXISTS (

@@ -1,5 +1,5 @@
 //! The split ledger's tables, as the migrations that create and change them: versions 3
-//! to 9 of the one schema version the database keeps, applied in order after the state
+//! to 10 of the one schema version the database keeps, applied in order after the state
 //! store's own versions 1 and 2 (`MIGRATIONS` in `super::super::postgres`). A migration's
 //! text and place never change once released: a change to the tables is a new version.
 
@@ -102,4 +102,18 @@ pub const SELECTION_COUNTS: &str = "
     );
     ALTER TABLE readerd_splits ADD COLUMN granted BYTEA NOT NULL DEFAULT '';
     ALTER TABLE readerd_splits ADD COLUMN grant_scope INT NOT NULL DEFAULT 0;
+";
+
+/// Version 10: the ledger's own heartbeat, one row: when any replica last reached the
+/// ledger, and since when they have reached it steadily. A gap in it is time nobody could
+/// reach the ledger (PostgreSQL stopped, restarting or cut off from every replica): leases
+/// do not run out during it, and nothing is taken over until the replicas had a lease time
+/// to come back (`Ledger::heartbeat`, `Ledger::lease_next`).
+pub const LEDGER_CLOCK: &str = "
+    CREATE TABLE readerd_ledger_clock (
+        one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+        beat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        steady_since TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    INSERT INTO readerd_ledger_clock DEFAULT VALUES;
 ";

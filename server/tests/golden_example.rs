@@ -179,7 +179,7 @@ fn golden_parse_sequence_example_cases_match_tensorflow() {
         .collect();
     println!("parse_sequence_example: {} passed, {} failed", all.len() - failures.len(), failures.len());
     assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n"));
-    assert_eq!(all.len(), 28);
+    assert_eq!(all.len(), 30);
 }
 
 /// An Example of int64 features, serialized.

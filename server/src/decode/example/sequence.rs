@@ -50,6 +50,22 @@ impl SequenceExampleParser {
     }
 
     pub fn new(context: Vec<(String, FeatureSpec)>, sequence: Vec<(String, FeatureSpec)>) -> Result<Self, DecodeError> {
+        // TensorFlow's Python layer takes VarLen, FixedLen and Ragged context features,
+        // checked in the order of their keys, before any feature list.
+        let mut names: Vec<&(String, FeatureSpec)> = context.iter().collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some((name, FeatureSpec::Sparse { index_keys, value_key, dtype, size, already_sorted })) =
+            names.into_iter().find(|(_, spec)| matches!(spec, FeatureSpec::Sparse { .. }))
+        {
+            let index_key = python_list(index_keys, |key| format!("'{key}'"));
+            let size = python_list(size, i64::to_string);
+            let dtype = python_dtype(*dtype);
+            let sorted = if *already_sorted { "True" } else { "False" };
+            return Err(DecodeError::new(format!(
+                "Unsupported SparseFeature SparseFeature(index_key={index_key}, value_key='{value_key}', \
+                 dtype={dtype}, size={size}, already_sorted={sorted}) for key '{name}'"
+            )));
+        }
         let mut slot_of = HashMap::new();
         for (name, spec) in &sequence {
             let keys: Vec<&str> = match spec {
@@ -330,6 +346,25 @@ fn read_steps<'r>(
         steps.record_steps.push(steps.step_values.len() - 1);
     }
     Ok(steps)
+}
+
+/// How Python writes `items` in a SparseFeature's repr: one item as itself, several as a
+/// list.
+fn python_list<T>(items: &[T], repr: impl Fn(&T) -> String) -> String {
+    match items {
+        [one] => repr(one),
+        many => format!("[{}]", many.iter().map(repr).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// A dtype as Python writes it (`tf.float32`).
+fn python_dtype(dtype: DType) -> String {
+    let name = match dtype {
+        DType::Float32 => "float32",
+        DType::Float64 => "float64",
+        other => other.name(),
+    };
+    format!("tf.{name}")
 }
 
 /// A VarLen feature list: sparse `[B, max_steps, max_values]` (or `[max_steps, max_values]`).

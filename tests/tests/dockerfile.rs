@@ -94,12 +94,24 @@ fn log_lines_have_no_escape_codes_when_stderr_is_a_file() {
     assert!(!log.contains(&0x1b), "escape codes in a log written to a file: {text:?}");
 }
 
+/// A folder of the test's own that any user may enter (mode 0755) under `/tmp`, which
+/// every user may enter too: the repository's own folders and `$TMPDIR` may lie under a
+/// private home or a 0700 folder, where uid 10001 cannot look.
+fn folder_any_user_enters() -> tempfile::TempDir {
+    let base = Path::new("/tmp");
+    let dir = if base.is_dir() { tempfile::tempdir_in(base) } else { tempfile::tempdir() }.unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
 /// Runs readerd on `state_dir` (as uid 10001 when the test runs as root, so that a folder
-/// root owns is not writable to it) and returns its stderr; it must fail to start.
+/// root owns is not writable to it) and returns its stderr; it must fail to start. Its
+/// data root is an empty folder of its own that uid 10001 may read.
 fn start_failure(state_dir: &Path, as_uid_10001: bool) -> String {
+    let data = folder_any_user_enters();
     let mut command = Command::new(binary("readerd"));
     command.args(["--listen", "127.0.0.1:0", "--allow-unauthenticated", "--state-dir"]).arg(state_dir);
-    command.arg("--data-root").arg(golden_dir()).env("RUST_LOG", "error");
+    command.arg("--data-root").arg(data.path()).env("RUST_LOG", "error");
     if as_uid_10001 {
         command.uid(10001).gid(10001);
     }
@@ -113,8 +125,7 @@ fn start_failure(state_dir: &Path, as_uid_10001: bool) -> String {
 #[test]
 fn a_state_dir_readerd_cannot_write_is_named_with_the_fix() {
     let running_as_root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = folder_any_user_enters();
 
     // A folder owned by someone else (root, as a host folder is), or read-only to us.
     let state = dir.path().join("state");

@@ -26,8 +26,9 @@ pg_isready -h 127.0.0.1 -p 5432
 export READERD_TEST_POSTGRES_URL="${READERD_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
 
 # The Python client's tests (run by `cargo test`) need pyarrow, numpy, pytest, and grpcio
-# with grpcio-reflection (the stock reflection client).
-if ! python3 -c "import pyarrow.flight, numpy, pytest, grpc, grpc_reflection" 2>/dev/null; then
+# with grpcio-reflection (the stock reflection client); the Flight tests (tests/tests/flight.rs)
+# pandas too, for pyarrow's read_pandas.
+if ! python3 -c "import pyarrow.flight, numpy, pandas, pytest, grpc, grpc_reflection" 2>/dev/null; then
     python3 -m pip install --quiet -r client/python/requirements-test.txt
 fi
 

@@ -139,6 +139,8 @@ def read_all_flight(addr: str, spec: dict) -> list[dict]:
         if chunk.data is None:
             continue
         metadata = json.loads(chunk.app_metadata.to_pybytes())
+        if "seq" not in metadata:
+            continue  # a batch of 0 rows carrying only a checkpoint
         tensors = readerd.decode_batch(chunk.data, metadata.get("shapes", {}), batched)
         features = {name: tensor_json(t) for name, t in tensors.items()}
         out.append({"seq": metadata["seq"], "keys": metadata["keys"], "features": features})

@@ -65,6 +65,19 @@ struct Jobs {
 }
 
 impl Jobs {
+    /// Forgets job `job` of `container/shared_name`, releasing its reader; and the name's
+    /// window once no job of it is left and `window_kept` (the job default's reader) is
+    /// false. Whether there was the job.
+    fn remove_job(&mut self, (container, shared_name, job): (&str, &str, &str), window_kept: bool) -> bool {
+        let key = (container.to_owned(), shared_name.to_owned(), job.to_owned());
+        let Some(reader) = self.readers.remove(&key) else { return false };
+        reader.release();
+        if !window_kept && self.readers.keys().all(|(c, n, _)| (c.as_str(), n.as_str()) != (container, shared_name)) {
+            self.windows.remove(&(key.0, key.1));
+        }
+        true
+    }
+
     /// Forgets the jobs of `container` (and of `shared_name` when given), releasing their readers.
     fn remove(&mut self, container: &str, shared_name: Option<&str>) -> usize {
         let matches = |c: &str, n: &str| c == container && shared_name.is_none_or(|name| name == n);
@@ -417,20 +430,57 @@ impl ReaderRegistry {
         Ok(reader)
     }
 
-    /// Releases a reader: it leaves the registry and its streams end. On a replica, its
-    /// job leaves the split ledger too (the next reader of that name starts afresh).
-    pub fn delete(&self, container: &str, shared_name: &str) -> Result<()> {
-        let jobs = self.inner.jobs.write_unpoisoned().remove(container, Some(shared_name));
-        let removed = self.write_lock().remove(&(container.to_owned(), shared_name.to_owned()));
-        let in_ledger = match &self.inner.setup.cluster {
-            Some(cluster) => cluster.ledger().delete_job(container, shared_name)?,
-            None => false,
+    /// Releases a shared reader with every job on it, or job `job` alone (`default`: the
+    /// shared reader's own): they leave the registry and their streams end. On a replica,
+    /// their jobs leave the split ledger too (the next reader of that name starts afresh),
+    /// also when no reader of theirs is on this replica.
+    pub fn delete(&self, container: &str, shared_name: &str, job: Option<&str>) -> Result<()> {
+        let cluster = self.inner.setup.cluster.as_ref();
+        // The registry's names of what goes: the shared reader (the job default) and, on
+        // replicas, the jobs' readers of their own (`job_reader_name`).
+        let job_of = |name: &str| -> Option<String> {
+            let job = name.strip_prefix(shared_name)?.strip_prefix(" (job ")?.strip_suffix(')')?;
+            Some(job.to_owned())
         };
-        match removed {
-            Some(reader) => reader.release(),
-            None if in_ledger || jobs > 0 => {}
-            None => return Err(ServeError::ReaderNotFound(display_name(container, shared_name))),
+        let removed: Vec<Arc<Reader>> = {
+            let mut readers = self.write_lock();
+            let names: Vec<String> = match job {
+                None => (readers.keys())
+                    .filter(|(c, name)| c == container && (name == shared_name || job_of(name).is_some()))
+                    .map(|(_, name)| name.clone())
+                    .collect(),
+                Some(DEFAULT_JOB) => vec![shared_name.to_owned()],
+                Some(job) => vec![crate::reader::job_reader_name(shared_name, job)],
+            };
+            names.into_iter().filter_map(|name| readers.remove(&(container.to_owned(), name))).collect()
+        };
+        // One server's jobs other than default.
+        let jobs = match job {
+            None => self.inner.jobs.write_unpoisoned().remove(container, Some(shared_name)),
+            Some(DEFAULT_JOB) => 0,
+            Some(job) => {
+                let window_kept = self.read_lock().contains_key(&(container.to_owned(), shared_name.to_owned()));
+                let removed = self.inner.jobs.write_unpoisoned().remove_job((container, shared_name, job), window_kept);
+                usize::from(removed)
+            }
+        };
+        let in_ledger = match (cluster, job) {
+            (None, _) => 0,
+            (Some(cluster), None) => cluster.ledger().delete_job_with_its_jobs(container, shared_name)?,
+            (Some(cluster), Some(DEFAULT_JOB)) => u64::from(cluster.ledger().delete_job(container, shared_name)?),
+            (Some(cluster), Some(job)) => {
+                let name = crate::reader::job_reader_name(shared_name, job);
+                u64::from(cluster.ledger().delete_job(container, &name)?)
+            }
+        };
+        if removed.is_empty() && jobs == 0 && in_ledger == 0 {
+            let name = display_name(container, shared_name);
+            return Err(ServeError::ReaderNotFound(match job {
+                Some(job) => format!("job {job} of {name}"),
+                None => name,
+            }));
         }
+        removed.iter().for_each(|reader| reader.release());
         Ok(())
     }
 

@@ -699,3 +699,60 @@ async fn an_unbatched_job_that_falls_behind_inside_a_record_reads_again_from_the
     let alone: i64 = stats.jobs.iter().map(|job| job.elements_decoded + job.elements_read_again).sum();
     assert!(stats.elements_decoded >= alone, "the reader's decoding counts every job's: {stats:?}");
 }
+
+/// `readerctl delete` of shared reader `sweep`, with `args`: its exit status and stderr.
+fn delete(addr: &str, args: &[&str]) -> (bool, String) {
+    let args: Vec<&str> = ["delete", "--shared-name", "sweep"].into_iter().chain(args.iter().copied()).collect();
+    let output = readerd_tests::readerctl(addr, &args);
+    (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// Whether job `job` of `sweep` is there: `readerctl checkpoint` of it succeeds.
+fn job_is_there(addr: &str, job: &str) -> bool {
+    let output = readerd_tests::readerctl(addr, &["checkpoint", "--shared-name", "sweep", "--job", job]);
+    output.status.success()
+}
+
+#[test]
+fn delete_with_a_job_releases_that_job_alone() {
+    let (data, spec) = dataset();
+    let server = ServerProcess::start(&[data.path()]);
+    for job in ["a", "b"] {
+        let read = read_job_command(&server.addr, &spec, job, &["--max-batches", "3"]).stdout(Stdio::null()).status();
+        assert!(read.unwrap().success());
+    }
+    assert!(job_is_there(&server.addr, "a") && job_is_there(&server.addr, "b"));
+    assert_eq!(delete(&server.addr, &["--job", "a"]), (true, String::new()));
+    assert!(!job_is_there(&server.addr, "a"), "job a is released");
+    assert!(job_is_there(&server.addr, "b"), "job b is not");
+    let (deleted, stderr) = delete(&server.addr, &["--job", "a"]);
+    assert!(!deleted && stderr.contains("NOT_FOUND") && stderr.contains("job a of /sweep"), "{stderr}");
+    // Without --job: the reader with every job left on it.
+    assert_eq!(delete(&server.addr, &[]), (true, String::new()));
+    assert!(!job_is_there(&server.addr, "b"));
+    let (deleted, stderr) = delete(&server.addr, &[]);
+    assert!(!deleted && stderr.contains("NOT_FOUND"), "{stderr}");
+}
+
+#[test]
+fn on_replicas_delete_finds_a_reader_only_jobs_use_from_any_replica() {
+    let Some(db) = readerd_tests::postgres::Database::new() else { return };
+    let (data, _dir, spec) = lines_in_batches();
+    let (replicas, _) = two_replicas(&db.url(), data.path(), &[]);
+    let [first, second] = [0, 1].map(|i| replicas[i].as_ref().unwrap().addr.clone());
+    for job in ["a", "b"] {
+        let status =
+            read_job_command(&first, &spec, job, &["--max-batches", "3"]).stdout(Stdio::null()).status().unwrap();
+        assert!(status.success());
+    }
+    // Job a alone, through the replica that never served it: its ledger job goes.
+    assert_eq!(delete(&second, &["--job", "a"]), (true, String::new()));
+    let (deleted, stderr) = delete(&second, &["--job", "a"]);
+    assert!(!deleted && stderr.contains("NOT_FOUND"), "job a is gone from the ledger: {stderr}");
+    // The shared name, which no stream of the job default ever read: every job on it.
+    assert_eq!(delete(&second, &[]), (true, String::new()));
+    let (deleted, stderr) = delete(&second, &["--job", "b"]);
+    assert!(!deleted && stderr.contains("NOT_FOUND"), "job b went with the shared name: {stderr}");
+    let (deleted, stderr) = delete(&second, &[]);
+    assert!(!deleted && stderr.contains("NOT_FOUND"), "{stderr}");
+}

@@ -180,7 +180,7 @@ async fn delete_ends_streams_and_containers_reset_together() {
     // A stream that is waiting for its trainer ends with ABORTED when the reader goes.
     let mut stream = client.read("jobs", "a", None).await.unwrap();
     assert!(stream.message().await.unwrap().is_some());
-    let request = pb::DeleteReaderRequest { reader: Some(reader_ref("jobs", "a")) };
+    let request = pb::DeleteReaderRequest { reader: Some(reader_ref("jobs", "a")), job: String::new() };
     client.service().delete_reader(request).await.unwrap();
     let status = loop {
         match stream.message().await {

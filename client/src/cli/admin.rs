@@ -123,9 +123,10 @@ pub async fn reset(mut client: Client, container: &str, shared_name: &str) -> an
     Ok(ExitCode::SUCCESS)
 }
 
-/// `readerctl delete`: releases a reader; its streams end.
-pub async fn delete(mut client: Client, container: &str, shared_name: &str) -> anyhow::Result<ExitCode> {
-    let request = pb::DeleteReaderRequest { reader: Some(reader_ref(container, shared_name)) };
+/// `readerctl delete`: releases a reader with every job on it, or job `job` alone; their
+/// streams end.
+pub async fn delete(mut client: Client, container: &str, shared_name: &str, job: &str) -> anyhow::Result<ExitCode> {
+    let request = pb::DeleteReaderRequest { reader: Some(reader_ref(container, shared_name)), job: job.to_owned() };
     client.service().delete_reader(request).await?;
     Ok(ExitCode::SUCCESS)
 }

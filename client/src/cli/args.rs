@@ -117,6 +117,10 @@ pub enum Command {
         container: String,
         #[arg(long)]
         shared_name: String,
+        /// Only this job (`default`: the shared reader's own); without it, the reader
+        /// and every job on it.
+        #[arg(long, default_value = "")]
+        job: String,
     },
     /// Release every reader of a container.
     ResetContainer {

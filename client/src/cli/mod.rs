@@ -77,8 +77,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reset { container, shared_name } => {
             admin::reset(connect(addr, &options).await?, &container, &shared_name).await
         }
-        Command::Delete { container, shared_name } => {
-            admin::delete(connect(addr, &options).await?, &container, &shared_name).await
+        Command::Delete { container, shared_name, job } => {
+            admin::delete(connect(addr, &options).await?, &container, &shared_name, &job).await
         }
         Command::Checkpoint { container, shared_name, job } => {
             admin::checkpoint(connect(addr, &options).await?, &container, &shared_name, &job).await

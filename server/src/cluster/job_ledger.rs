@@ -40,6 +40,12 @@ impl Ledger {
         })
     }
 
+    /// Deletes shared reader `container/shared_name`'s job and the ledger jobs of the
+    /// jobs on it (`crate::reader::job_reader_name`, and their window's); how many.
+    pub fn delete_job_with_its_jobs(&self, container: &str, shared_name: &str) -> Result<u64, LedgerError> {
+        self.run(|client| Ok(client.execute(queries::DELETE_JOB_WITH_ITS_JOBS, &[&container, &shared_name])?))
+    }
+
     /// Deletes shared reader `container/shared_name`'s job if it was read from and no
     /// replica reads it now, none having reported on it for two lease times
     /// (`queries::DELETE_IDLE_JOB`); whether it did.

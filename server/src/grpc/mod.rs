@@ -374,10 +374,12 @@ impl pb::data_service_server::DataService for DataService {
         request: Request<pb::DeleteReaderRequest>,
     ) -> Result<Response<pb::DeleteReaderResponse>, Status> {
         let caller = auth::caller(&request)?;
-        let (container, shared_name) = names(request.into_inner().reader);
+        let request = request.into_inner();
+        let (container, shared_name) = names(request.reader);
         caller.check(&container, Access::Admin)?;
+        let job = Some(request.job).filter(|job| !job.is_empty());
         // Blocking: on a replica, the job leaves the split ledger too.
-        self.blocking(move |registry| registry.delete(&container, &shared_name)).await?;
+        self.blocking(move |registry| registry.delete(&container, &shared_name, job.as_deref())).await?;
         Ok(Response::new(pb::DeleteReaderResponse {}))
     }
 

@@ -270,6 +270,12 @@ pub const JOB_EXISTS: &str = "SELECT 1 FROM readerd_jobs WHERE id = $1";
 /// Deletes shared reader `$1/$2`'s job, with its splits, sessions and reports.
 pub const DELETE_JOB: &str = "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2";
 
+/// Deletes shared reader `$1/$2`'s job with the ledger jobs of its jobs on replicas:
+/// `NAME (job J)` for each job J and their window's, `NAME (window)`.
+pub const DELETE_JOB_WITH_ITS_JOBS: &str = "DELETE FROM readerd_jobs
+     WHERE container = $1 AND (shared_name = $2 OR shared_name = $2 || ' (window)'
+         OR (starts_with(shared_name, $2 || ' (job ') AND right(shared_name, 1) = ')'))";
+
 /// Deletes shared reader `$1/$2`'s job if it was read from (a split done or leased once)
 /// and nobody reads it now (at `$3`, now): no split held by a live lease, and no replica
 /// reported on it within `$4` seconds (a reader between two splits holds no lease, but its

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::cluster::LedgerError;
 use crate::source::SourceError;
 
 pub type Result<T, E = ServeError> = std::result::Result<T, E>;
@@ -40,8 +41,12 @@ pub enum ServeError {
     ReaderDeleted(String),
     #[error("server is shutting down; resume from the stream's last checkpoint")]
     ShuttingDown,
-    #[error("{0}")]
-    StateStore(String),
+    /// The state store failed: its error, kind and all, to the one mapping below.
+    #[error(transparent)]
+    StateStore(Arc<crate::state::StateError>),
+    /// The split ledger failed (a replica's).
+    #[error(transparent)]
+    Ledger(Arc<crate::cluster::LedgerError>),
     /// This server cannot serve it now; another may (a replica that lost its lease).
     #[error("{0}")]
     Unavailable(String),
@@ -51,7 +56,7 @@ pub enum ServeError {
 
 impl From<crate::state::StateError> for ServeError {
     fn from(err: crate::state::StateError) -> Self {
-        ServeError::StateStore(err.to_string())
+        ServeError::StateStore(Arc::new(err))
     }
 }
 
@@ -60,7 +65,7 @@ impl From<crate::cluster::LedgerError> for ServeError {
         match err {
             crate::cluster::LedgerError::OtherSpec(_) => ServeError::FailedPrecondition(err.to_string()),
             crate::cluster::LedgerError::Deleted(name) => ServeError::ReaderDeleted(name),
-            _ => ServeError::StateStore(err.to_string()),
+            _ => ServeError::Ledger(Arc::new(err)),
         }
     }
 }
@@ -109,7 +114,16 @@ impl ServeError {
             ServeError::SpecMismatch { .. } | ServeError::FailedPrecondition(_) => Code::FailedPrecondition,
             ServeError::ResourceExhausted(_) => Code::ResourceExhausted,
             ServeError::ReaderDeleted(_) => Code::Aborted,
-            ServeError::ShuttingDown | ServeError::StateStore(_) | ServeError::Unavailable(_) => Code::Unavailable,
+            ServeError::StateStore(_) => Code::Unavailable,
+            ServeError::Ledger(err) => match err.as_ref() {
+                LedgerError::Postgres(_) | LedgerError::Unreachable(_) | LedgerError::State(_) => Code::Unavailable,
+                // The ledger holds what does not decode: a record set, a job's spec.
+                LedgerError::BadRecordSet(_) | LedgerError::BadSpec(_) => Code::DataLoss,
+                LedgerError::OutOfRange(_) => Code::Internal,
+                LedgerError::OtherSpec(_) => Code::FailedPrecondition,
+                LedgerError::Deleted(_) => Code::Aborted,
+            },
+            ServeError::ShuttingDown | ServeError::Unavailable(_) => Code::Unavailable,
             ServeError::Internal(_) => Code::Internal,
         }
     }
@@ -122,5 +136,27 @@ impl From<ServeError> for tonic::Status {
             tracing::error!(error = %err, "internal error"); // logged once, here
         }
         tonic::Status::new(code, err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::record_set::RecordSet;
+    use crate::state::session::Unreachable;
+
+    #[test]
+    fn the_state_stores_and_the_ledgers_errors_keep_their_kind_to_the_status() {
+        let unreachable = || Unreachable { waited: std::time::Duration::from_secs(60), last: "refused".into() };
+        let ledger = |err: LedgerError| ServeError::Ledger(Arc::new(err)).code();
+        assert_eq!(ServeError::from(crate::state::StateError::from(unreachable())).code(), tonic::Code::Unavailable);
+        assert_eq!(ServeError::from(LedgerError::from(unreachable())).code(), tonic::Code::Unavailable);
+        let bad_set = RecordSet::decode(&[0xff, 0xff, 0xff]).expect_err("not a record set");
+        assert_eq!(ledger(LedgerError::from(bad_set)), tonic::Code::DataLoss);
+        assert_eq!(ServeError::from(LedgerError::Deleted("team/train".into())).code(), tonic::Code::Aborted);
+        let other = ServeError::from(LedgerError::OtherSpec("team/train".into()));
+        assert_eq!(other.code(), tonic::Code::FailedPrecondition);
+        let status = tonic::Status::from(ServeError::from(LedgerError::from(unreachable())));
+        assert!(status.message().starts_with("split ledger: unreachable for 60"), "{}", status.message());
     }
 }

@@ -182,6 +182,40 @@ impl Client {
         });
     }
 
+    /// Whether the server answers a call within `within`: a gRPC health check, any
+    /// answer counting (an error status, or a broken connection, is the server's or the
+    /// network's answer). A server stopped (SIGSTOP), frozen or cut off still has its
+    /// connections accepted by its kernel, and then answers nothing.
+    pub async fn answers_within(&self, within: std::time::Duration) -> bool {
+        use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+        let mut health = HealthClient::new(self.raw.clone());
+        tokio::time::timeout(within, health.check(HealthCheckRequest { service: String::new() })).await.is_ok()
+    }
+
+    /// [`read_with`](Self::read_with) on a server that must prove alive: it fails
+    /// `UNAVAILABLE` unless the server answers a health check within `within` (the
+    /// stream's opening itself may take longer: a checkpoint to restore, a state store
+    /// that is being waited for).
+    pub async fn read_answered(
+        &mut self,
+        request: pb::ReadRequest,
+        within: std::time::Duration,
+    ) -> Result<ReadStream, tonic::Status> {
+        let prober = self.clone();
+        let probe = prober.answers_within(within);
+        let read = self.read_with(request);
+        tokio::pin!(read);
+        tokio::select! {
+            read = &mut read => read,
+            answered = probe => match answered {
+                true => read.await,
+                false => Err(tonic::Status::unavailable(format!(
+                    "the server answered nothing within {within:?} (stopped, frozen or cut off)"
+                ))),
+            },
+        }
+    }
+
     /// The generated client, for every call of `readerd.v1.DataService`.
     pub fn service(&mut self) -> &mut Service {
         &mut self.service

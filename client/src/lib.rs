@@ -63,6 +63,6 @@ pub use client::{
     SpecError, parse_spec, reader_ref,
 };
 pub use readerd_proto::v1;
-pub use resume::{Event, KEEP_ALIVE, Received, Reconnect, ResumingStream, StreamError, merge, received};
+pub use resume::{ANSWER_WITHIN, Event, KEEP_ALIVE, Received, Reconnect, ResumingStream, StreamError, merge, received};
 pub use status::{code_name, connection_failed, error_message, status_code, status_message};
 pub use stream::{ReaderStream, open_stream};

@@ -31,6 +31,12 @@ use crate::status::{code_name, error_message, status_code, status_message};
 /// element ready yet is waited for).
 pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
 
+/// How long a server just connected to has to answer (a health check) before the
+/// attempt counts as failed: one stopped, frozen or cut off has its connections accepted
+/// by its kernel and answers nothing, and waiting for its pings to go unanswered would
+/// take [`KEEP_ALIVE`] three times over for each attempt.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
 /// How reconnection is tried.
 #[derive(Clone, Debug)]
 pub struct Reconnect {
@@ -297,8 +303,8 @@ impl ResumingStream {
     }
 
     /// Commits a checkpoint after the last element returned and returns its token. When
-    /// the server is gone it reconnects first (unless it may not: then the failure is
-    /// returned, the stream left to end with its own), and reads ahead to the first
+    /// the server is gone, or no longer knows a private stream, it reconnects first
+    /// (unless it may not: then the failure is returned), and reads ahead to the first
     /// element the trainer does not have (kept for `next`): the new stream has then sent
     /// everything the checkpoint covers.
     pub async fn checkpoint(&mut self) -> Result<String, StreamError> {
@@ -311,7 +317,7 @@ impl ResumingStream {
                         self.keep_checkpoint(token.clone(), after_seq);
                         return Ok(token);
                     }
-                    Err(status) if retryable(&status) && self.reconnect.attempts > 0 => status,
+                    Err(status) if self.reconnect.attempts > 0 && self.lost_for_checkpoints(&status) => status,
                     Err(status) => return Err(StreamError::Status(status)),
                 },
             };
@@ -324,6 +330,15 @@ impl ResumingStream {
                 }
             };
         }
+    }
+
+    /// Whether a checkpoint that failed with `status` needs the stream opened again: the
+    /// server went away, or (a private stream) it no longer knows the stream, as a server
+    /// restarted on the same address does not, nor one whose trainer was silent for long
+    /// after its last element (NOT_FOUND). A private stream reopens exactly from its newest
+    /// checkpoint; a shared one's NOT_FOUND is its answer.
+    fn lost_for_checkpoints(&self, status: &tonic::Status) -> bool {
+        retryable(status) || (!self.is_shared() && status_code(status) == tonic::Code::NotFound)
     }
 
     /// Tells the server the trainer holds every element up to the last one returned
@@ -396,13 +411,18 @@ impl ResumingStream {
             true => (self.reconnect.attempts + 1).max(u32::try_from(self.addrs.len()).unwrap_or(u32::MAX)),
             false => self.reconnect.attempts,
         };
+        // When the attempt before started: the wait before the next runs from there (one
+        // that waited for a silent server to answer has waited already).
+        let mut attempt_started: Option<std::time::Instant> = None;
         for attempt in 0..attempts {
             if !(first_open && attempt == 0) {
                 self.current = (self.current + 1) % self.addrs.len();
                 let wait = self.reconnect.delay(attempt, self.jitter.next_u64());
+                let waited = attempt_started.map_or(Duration::ZERO, |started| started.elapsed());
                 tracing::debug!(?wait, addr = %self.addrs[self.current], "reconnecting");
-                tokio::time::sleep(wait).await;
+                tokio::time::sleep(wait.saturating_sub(waited)).await;
             }
+            attempt_started = Some(std::time::Instant::now());
             let addr = &self.addrs[self.current];
             let mut client = match Client::connect_with(addr, &self.options).await {
                 Ok(client) => client,
@@ -413,7 +433,7 @@ impl ResumingStream {
                 // A bad address or TLS setting: no retry changes it.
                 Err(err) => return Err(StreamError::Status(err.to_status())),
             };
-            match client.read_with(self.request.clone()).await {
+            match client.read_answered(self.request.clone(), ANSWER_WITHIN).await {
                 Ok(read) => {
                     if !first_open {
                         self.reconnects += 1;

@@ -16,6 +16,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -89,9 +90,28 @@ pub struct StreamRecord {
     pub checkpointable: bool,
     /// `(seq of the next element, reader state)` before each chunk, oldest first.
     snapshots: Mutex<VecDeque<(i64, Vec<u8>)>>,
+    /// When a call last named the stream (an acknowledgement, a report of the trainer's
+    /// time, a checkpoint asked for, begun or ended): its trainer is still reading it.
+    last_call: Mutex<Instant>,
+    /// Checkpoints of the stream being committed now (one may wait out a store outage).
+    committing: AtomicU64,
 }
 
 impl StreamRecord {
+    /// A call named the stream now: its trainer is still there.
+    pub fn touch(&self) {
+        *self.last_call.lock_unpoisoned() = Instant::now();
+    }
+
+    /// How long since a call last named the stream (or since it opened); zero while one
+    /// of its checkpoints is being committed.
+    pub fn since_last_call(&self) -> std::time::Duration {
+        if self.committing.load(Ordering::Relaxed) > 0 {
+            return std::time::Duration::ZERO;
+        }
+        self.last_call.lock_unpoisoned().elapsed()
+    }
+
     /// Remembers the reader's state before the element `next_seq` (blocking).
     pub fn snapshot(&self, next_seq: i64) {
         // A reader inside an unbatched record or failed has no state to keep here.
@@ -178,6 +198,8 @@ impl Streams {
             consumer,
             checkpointable,
             snapshots: Mutex::default(),
+            last_call: Mutex::new(Instant::now()),
+            committing: AtomicU64::new(0),
         });
         self.records.lock_unpoisoned().insert(id, record.clone());
         record
@@ -262,12 +284,17 @@ impl Streams {
         Ok((reader, record, checkpoint.after_seq + 1))
     }
 
+    /// The stream `id`, for a call that names it (which counts as its trainer's sign of
+    /// life: see [`StreamRecord::touch`]).
     pub fn get(&self, id: &str) -> Result<Arc<StreamRecord>> {
-        self.records
+        let record = self
+            .records
             .lock_unpoisoned()
             .get(id)
             .cloned()
-            .ok_or_else(|| ServeError::NotFound(format!("stream {id} is not open on this server")))
+            .ok_or_else(|| ServeError::NotFound(format!("stream {id} is not open on this server")))?;
+        record.touch();
+        Ok(record)
     }
 
     /// How many streams are known now (open, or lingering after their end).
@@ -340,6 +367,21 @@ impl Checkpointer {
 
     /// Commits the state after `after_seq` of a stream; returns its token (blocking).
     pub fn checkpoint(&self, stream: &StreamRecord, after_seq: i64) -> Result<String> {
+        // A checkpoint may wait out a store outage (up to `--store-outage-limit`): the
+        // stream stays known while it does, and from its end.
+        struct Committing<'a>(&'a StreamRecord);
+        impl Drop for Committing<'_> {
+            fn drop(&mut self) {
+                self.0.touch();
+                self.0.committing.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        stream.committing.fetch_add(1, Ordering::Relaxed);
+        let _committing = Committing(stream);
+        self.checkpoint_now(stream, after_seq)
+    }
+
+    fn checkpoint_now(&self, stream: &StreamRecord, after_seq: i64) -> Result<String> {
         let (reader_state, shared) = if stream.checkpointable {
             (stream.state_after(after_seq)?, None)
         } else {

@@ -13,8 +13,10 @@
 //! leaves its read going on: the next `next()` waits for that same element, so nothing is
 //! lost. A server that stops answering (stopped, frozen, cut off) is noticed by HTTP/2
 //! pings ([`readerd_client::KEEP_ALIVE`]) and counts as lost: the stream reconnects and
-//! resumes. An element reaches Python as `(seq, keys, {feature: tensor})`, its tensors
-//! made by [`crate::arrays`].
+//! resumes, each attempt failing unless the server answers within
+//! [`readerd_client::ANSWER_WITHIN`], so `next()` raises `UNAVAILABLE` once the retries are
+//! spent rather than waiting on a silent server for good. An element reaches Python as
+//! `(seq, keys, {feature: tensor})`, its tensors made by [`crate::arrays`].
 
 use std::sync::Mutex;
 

@@ -118,3 +118,62 @@ def test_an_address_that_cannot_parse_is_refused_at_once(tmp_path: Path) -> None
     assert time.monotonic() - started < 2, "the address was retried"
     assert failure.value.code == "INVALID_ARGUMENT"
     assert "not a host:::" in failure.value.message
+
+
+# The child: reads 10 elements (automatic checkpoints every 100), waits for the server to
+# be stopped ("go"), then calls next() until it raises, and says what it raised and when.
+SILENT_CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    import readerd
+
+    retry = readerd.RetryPolicy(attempts=4, initial_delay=0.1, max_delay=1.0)
+    stream = readerd.Client(sys.argv[1]).read(json.loads(sys.argv[2]), checkpoint_every=100, retry=retry)
+    for _ in range(10):
+        next(stream)
+    print("read 10", flush=True)
+    sys.stdin.readline()  # "go": the server is stopped
+    started = time.monotonic()
+    try:
+        while True:
+            next(stream)
+    except readerd.ReaderdError as err:
+        waited = time.monotonic() - started
+        print(json.dumps({"code": err.code, "message": err.message, "waited": waited}), flush=True)
+    """
+)
+
+
+def test_next_on_a_silent_server_raises_unavailable_once_its_retries_are_spent(server: Server, data_root: Path) -> None:
+    """A server stopped with SIGSTOP still has its connections accepted (by its kernel):
+    the stream finds it silent by its pings (about 15 s), and each reconnection attempt
+    by a health check answered within 2 s, so next() raises UNAVAILABLE after its retries
+    instead of waiting on the frozen server for good."""
+    padded(data_root, 300)
+    spec = padded_spec(batchSize=2, numEpochs=-1)
+    child = subprocess.Popen(
+        [sys.executable, "-c", SILENT_CHILD, server.addr, json.dumps(spec)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.process is not None
+    stopped = False
+    try:
+        assert read_line(child, 30) == "read 10"
+        server.process.send_signal(signal.SIGSTOP)
+        stopped = True
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        line = read_line(child, 120)
+        assert line, "next() was still blocked on the stopped server after 120 s"
+        raised = json.loads(line)
+        assert raised["code"] == "UNAVAILABLE", raised
+        assert raised["waited"] < 60, f"next() raised only after {raised['waited']:.0f} s: {raised}"
+    finally:
+        if stopped:
+            server.process.send_signal(signal.SIGCONT)
+        if child.poll() is None:
+            child.kill()
+        child.wait()

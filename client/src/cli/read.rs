@@ -58,12 +58,15 @@ pub struct HowToRead {
 /// a line for each checkpoint the server sends on its own (the final one of a SIGTERM
 /// drain); the stream's error, a broken connection as UNAVAILABLE, as the last line.
 ///
-/// An acknowledgement or a checkpoint every N that fails with UNAVAILABLE (the server going
-/// away, the connection broken) or NOT_FOUND (the stream ended meanwhile) does not end the
-/// read: the stream still holds what the server sent before it went away, a final
-/// checkpoint included, and ends with the error. Stopping at `max_batches`, the last
-/// acknowledgement is committed before the answer (on a replica, to the split ledger), and
-/// must go through: a checkpoint taken next, through any replica, covers what was printed.
+/// An acknowledgement that fails with UNAVAILABLE (the server going away, the connection
+/// broken) or NOT_FOUND (the stream ended meanwhile) does not end the read: the stream
+/// still holds what the server sent before it went away, a final checkpoint included, and
+/// ends with the error. A checkpoint every N that fails ends the read with its error (exit
+/// status 1), whatever its code: elements printed after it would be covered by no token,
+/// and a read that goes on to its end with status 0 would say they were. Stopping at
+/// `max_batches`, the last acknowledgement is committed before the answer (on a replica,
+/// to the split ledger), and must go through: a checkpoint taken next, through any
+/// replica, covers what was printed.
 pub async fn read(
     addrs: &[&str],
     request: pb::ReadRequest,
@@ -117,8 +120,8 @@ pub async fn read(
         if checkpoint_every.is_some_and(|n| received.is_multiple_of(n) || done) {
             match stream.checkpoint().await {
                 Ok(token) => print_checkpoint(&mut stdout, output, &token, element.seq)?,
-                // As for acknowledgements: the stream says how it ended.
-                Err(err) if !done && matches!(err.code(), tonic::Code::NotFound | tonic::Code::Unavailable) => {}
+                // A checkpoint asked for and not committed is a failure, never hidden:
+                // the trainer must not carry on believing its progress is saved.
                 Err(err) => return Ok(print_stream_error(output, &err)),
             }
         }

@@ -44,7 +44,8 @@ const CHUNK_BYTES: usize = 4 << 20;
 const JOB_POLL: Duration = Duration::from_millis(200);
 
 /// How long a stream stays known after its last message, for the acknowledgements and
-/// checkpoints of what it sent.
+/// checkpoints of what it sent; a private stream's, after its last message or the last
+/// call that named it, whichever came later (see [`linger`]).
 const LINGER_AFTER_END: Duration = Duration::from_secs(10);
 
 /// A message of the stream, as the transport takes it.
@@ -542,14 +543,21 @@ fn last_message(last: Result<pb::EndOfSequence>) -> Message {
 
 /// Waits after a stream's last message until a shared reader's stream has every element
 /// acknowledged or its trainer went away (`open`: the stream, still open), or a private
-/// one's `max` passed (it may still be checkpointed); either ends when the server drains
-/// or the reader is deleted.
+/// one's trainer was silent for `max` (it may still be checkpointed); either ends when
+/// the server drains or the reader is deleted.
 /// A shared reader's stream has no deadline: a trainer that is still there still holds
 /// what it was sent (a slow step, elements buffered ahead), and giving those to other
 /// streams would deliver them twice.
+/// A private stream's last message left this task long before its trainer reads it: the
+/// transport holds up to its HTTP/2 window of elements (16 MiB, tens of thousands of small
+/// ones), which a trainer may take minutes to reach, and a store outage holds its
+/// checkpoints meanwhile. It stays known while its trainer calls on it (its time reports,
+/// about once a second while it reads, acknowledgements, checkpoints, one being committed
+/// included), and `max` after the last call or the last message, whichever came later.
 async fn linger(stream: &StreamRecord, max: Duration, drain: &CancellationToken, open: Option<&mpsc::Sender<Message>>) {
-    let deadline = tokio::time::Instant::now() + max;
-    while open.is_some() || tokio::time::Instant::now() < deadline {
+    let ended = Instant::now();
+    let silent_for = || ended.elapsed().min(stream.since_last_call());
+    while open.is_some() || silent_for() < max {
         if !stream.checkpointable && stream.consumer.unacknowledged() == 0 {
             return;
         }

@@ -100,9 +100,7 @@ fn flight_data(encoded: EncodedData, app_metadata: impl Into<bytes::Bytes>) -> F
     }
 }
 
-/// The longest `sessionId` a ticket may name, in bytes (a UUID, or a host name with a
-/// process id, fits many times over).
-pub const MAX_SESSION_ID_BYTES: usize = 256;
+pub use crate::grpc::MAX_SESSION_ID_BYTES;
 
 /// How long the batch of an element that an automatic checkpoint is due after waits for
 /// it, to carry it: a checkpoint that takes longer goes out on a batch of 0 rows.
@@ -111,24 +109,7 @@ pub const HOLD: Duration = Duration::from_millis(250);
 /// The ticket's fields Flight refuses: negative checkpoint periods, an oversized session
 /// id, split batches.
 fn check_ticket(read: &pb::ReadRequest) -> Result<(), Status> {
-    if read.checkpoint_every < 0 {
-        return Err(Status::invalid_argument(format!(
-            "checkpointEvery must be 0 (off) or more, got {}",
-            read.checkpoint_every
-        )));
-    }
-    if read.checkpoint_interval_ms < 0 {
-        return Err(Status::invalid_argument(format!(
-            "checkpointIntervalMs must be 0 (off) or more, got {}",
-            read.checkpoint_interval_ms
-        )));
-    }
-    if read.session_id.len() > MAX_SESSION_ID_BYTES {
-        return Err(Status::invalid_argument(format!(
-            "sessionId is {} bytes; at most {MAX_SESSION_ID_BYTES}",
-            read.session_id.len()
-        )));
-    }
+    crate::grpc::check_read_request(read)?;
     if read.max_message_bytes != 0 {
         return Err(Status::invalid_argument(
             "maxMessageBytes splits batches of readerd.v1 Read; Arrow Flight sends each element as one record batch",

@@ -137,3 +137,27 @@ async fn a_batch_above_the_element_limit_is_resource_exhausted() {
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     assert!(status.message().contains("batchSize"), "{status:?}");
 }
+
+#[tokio::test]
+async fn negative_checkpoint_periods_and_an_oversized_session_id_are_invalid_argument_naming_the_field() {
+    let server = ServerProcess::start(&[&golden_dir()]);
+    let mut client = server.client().await;
+    let lines = spec(json!({"source": {"files": ["text/lf.txt"], "format": "TEXT_LINE"}}));
+    let read = |change: &dyn Fn(&mut pb::ReadRequest)| {
+        let mut request = pb::ReadRequest { spec: Some(lines.clone()), ..Default::default() };
+        change(&mut request);
+        request
+    };
+    let refused: [(pb::ReadRequest, &str); 3] = [
+        (read(&|r| r.checkpoint_every = -5), "checkpoint_every"),
+        (read(&|r| r.checkpoint_interval_ms = -1), "checkpoint_interval_ms"),
+        (read(&|r| r.session_id = "s".repeat(100_000)), "session_id"),
+    ];
+    for (request, field) in refused {
+        let status = client.read_with(request).await.expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(field), "{status:?}");
+    }
+    // The server serves on.
+    assert!(client.read_with(read(&|r| r.checkpoint_every = 5)).await.is_ok());
+}

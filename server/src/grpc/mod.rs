@@ -91,6 +91,7 @@ impl DataService {
         caller: &Caller,
         request: pb::ReadRequest,
     ) -> Result<(Arc<Reader>, ReadStream), Status> {
+        check_read_request(&request)?;
         let (container, shared_name) = names(request.reader);
         caller.check(&container, Access::Read)?;
         tracing::Span::current().record("container", &container).record("shared_name", &shared_name);
@@ -137,6 +138,32 @@ impl DataService {
 fn names(reader: Option<pb::ReaderRef>) -> (String, String) {
     let reader = reader.unwrap_or_default();
     (reader.container, reader.shared_name)
+}
+
+/// The longest session id a read may name, in bytes (a UUID, or a host name with a
+/// process id, fits many times over).
+pub const MAX_SESSION_ID_BYTES: usize = 256;
+
+/// The fields of a read (`Read`, or a Flight ticket) refused before anything is opened:
+/// negative checkpoint periods, an oversized session id. Each message names the field as
+/// the proto3 JSON of a ticket spells it, and as the proto does.
+pub(crate) fn check_read_request(read: &pb::ReadRequest) -> Result<(), Status> {
+    let negative = |json: &str, proto: &str, value: i64| {
+        Status::invalid_argument(format!("{json} ({proto}) must be 0 (off) or more, got {value}"))
+    };
+    if read.checkpoint_every < 0 {
+        return Err(negative("checkpointEvery", "checkpoint_every", read.checkpoint_every));
+    }
+    if read.checkpoint_interval_ms < 0 {
+        return Err(negative("checkpointIntervalMs", "checkpoint_interval_ms", read.checkpoint_interval_ms));
+    }
+    if read.session_id.len() > MAX_SESSION_ID_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "sessionId (session_id) is {} bytes; at most {MAX_SESSION_ID_BYTES}",
+            read.session_id.len()
+        )));
+    }
+    Ok(())
 }
 
 /// A reader's counters for the wire, with its consumers' input-bound share and the

@@ -498,3 +498,57 @@ fn three_replicas_deliver_every_row_exactly_once(files: &str, format: &str) {
     let splits: i64 = ledger.query_one("SELECT count(*) FROM readerd_splits WHERE epoch = 1", &[]).unwrap().get(0);
     assert_eq!(splits, 8 * 4);
 }
+
+/// Issue 52, item 8: a footer claiming 3e9 rows in a row group of 1,000 (its column chunk
+/// holding 2,000 values, the truth) read with the exact global shuffle is DATA_LOSS naming
+/// the file and the claim, checked before the row index is sized from it (it was
+/// RESOURCE_EXHAUSTED, "retry later": an index of 3e9 rows against the memory budget); the
+/// server goes on serving the honest file.
+#[test]
+fn a_footer_claiming_3e9_rows_in_a_group_of_1000_is_data_loss_for_the_global_shuffle() {
+    let data = tempfile::tempdir().unwrap();
+    python(
+        r#"
+import sys, pyarrow as pa, pyarrow.parquet as pq
+root = sys.argv[1]
+# A list column of 2 items a row: its chunk's value count (2,000) is not the row count.
+pq.write_table(pa.table({"v": pa.array([[i, i] for i in range(1000)], pa.list_(pa.int64()))}),
+               f"{root}/honest.parquet", row_group_size=1000)
+b = open(f"{root}/honest.parquet", "rb").read()
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+n = int.from_bytes(b[-8:-4], "little")
+footer = b[-8 - n:-8]
+# The file's num_rows and the row group's: thrift compact i64 fields (0x16, zigzag varint).
+old, new = b"\x16" + varint(1000 << 1), b"\x16" + varint(3_000_000_000 << 1)
+assert footer.count(old) == 2, footer.count(old)
+footer = footer.replace(old, new)
+open(f"{root}/lies.parquet", "wb").write(b[:-8 - n] + footer + len(footer).to_bytes(4, "little") + b"PAR1")
+"#,
+        &[data.path().to_str().unwrap()],
+    );
+    let server = ServerProcess::start_with(&[data.path()], &["--memory-budget", "268435456"]);
+    let global = |file: &str| {
+        json!({"source": {"files": [file], "format": "PARQUET"},
+               "pipeline": {"seed": 3, "shuffle": {"global": true}, "batchSize": 64}})
+    };
+    let err = failed_read(&server.addr, &global("lies.parquet"));
+    assert_eq!(err["code"], "DATA_LOSS", "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("lies.parquet: row group 0: the footer claims 3000000000 rows")
+            && message.contains("at most 2000 values"),
+        "{err}"
+    );
+    // It serves on: the honest file's rows, each once.
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &global("honest.parquet"));
+    let lines = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    let rows: usize = elements(&lines).iter().map(|l| l["keys"].as_array().unwrap().len()).sum();
+    assert_eq!(rows, 1000, "{:?}", lines.last());
+}

@@ -356,3 +356,170 @@ impl FedGlobal {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+
+    use super::*;
+    use crate::decode::DType;
+    use crate::decode::columnar::ColumnType;
+    use crate::source::RecordValue;
+    use crate::source::columnar::{ColumnarConfig, ColumnarFormat, RecordsOf};
+
+    /// `rows` rows (`id` the row, `tag` a string) in row groups of `group_rows`, as a Parquet file.
+    fn parquet_bytes(rows: usize, group_rows: usize) -> Vec<u8> {
+        let ids = Int64Array::from_iter_values(0..rows as i64);
+        let tags = StringArray::from_iter_values((0..rows).map(|row| format!("row {row}")));
+        let batch =
+            RecordBatch::try_from_iter([("id", Arc::new(ids) as ArrayRef), ("tag", Arc::new(tags) as ArrayRef)])
+                .unwrap();
+        let properties = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(group_rows))
+            .build();
+        let mut bytes = Vec::new();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(properties)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        bytes
+    }
+
+    fn source() -> Arc<SourceConfig> {
+        let columns = vec![
+            ("id".to_owned(), ColumnType::Scalar(DType::Int64)),
+            ("tag".to_owned(), ColumnType::Scalar(DType::String)),
+        ];
+        let format = SourceFormat::Columnar(ColumnarConfig {
+            format: ColumnarFormat::Parquet,
+            records: RecordsOf::Rows(columns),
+        });
+        Arc::new(SourceConfig { format, compression: None, max_record_bytes: 1 << 20 })
+    }
+
+    /// Issue 52, item 6: the global shuffle of a file of one-row row groups opened the file
+    /// (read and parsed its footer, of every row group) again for each row: 14 rows/s over
+    /// 100,000 row groups. The file is opened once an epoch and each row group read once,
+    /// every row given once, in the permutation's order (the timing: the `parquet_global`
+    /// bench).
+    #[test]
+    fn the_global_shuffle_of_one_row_row_groups_opens_the_file_once_and_reads_each_group_once() {
+        const ROWS: usize = 5_000;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.parquet");
+        std::fs::write(&path, parquet_bytes(ROWS, 1)).unwrap();
+        let file = DataFile::local("tiny.parquet", path);
+        let source = source();
+        let index = Arc::new(load_index(&file, &source, None).unwrap());
+        assert_eq!(index.len(), ROWS);
+        let mut shuffle = GlobalShuffle::new(&[file], vec![0], vec![index], &source, SplitMix64 { state: 11 }).unwrap();
+        let reads = |shuffle: &GlobalShuffle| {
+            let RecordsAt::Columnar(at) = &shuffle.readers[0] else { panic!("a columnar file") };
+            at.reads()
+        };
+        let mut seen = vec![false; ROWS];
+        let mut order = Vec::new();
+        while let Some(record) = shuffle.next_record().unwrap() {
+            let RecordValue::Row(row) = &record.value else { panic!("a row") };
+            let id = row.rows.arrays()[0].as_primitive::<Int64Type>().value(row.index) as usize;
+            assert_eq!(id as u64, record.number, "row {} holds another row's id", record.number);
+            assert!(!std::mem::replace(&mut seen[id], true), "row {id} given twice");
+            order.push(id as u64);
+            if order.len() == 100 {
+                // Before: 100 openings (and as many footers of 5,000 row groups parsed).
+                assert_eq!(reads(&shuffle), (1, 100), "(openings, row groups read) after 100 rows");
+            }
+        }
+        assert!(seen.iter().all(|&seen| seen), "every row once");
+        assert_eq!(order, shuffle.permutation, "in the permutation's order");
+        assert!(order.windows(2).filter(|pair| pair[1] != pair[0] + 1).count() > ROWS / 2, "shuffled");
+        assert_eq!(reads(&shuffle), (1, ROWS as u64), "(openings, row groups read): the file read once");
+    }
+
+    /// Row groups of many rows, drawn at random: each is read once an epoch (kept until
+    /// each of its rows was taken), not once per draw that hops back to it.
+    #[test]
+    fn the_global_shuffle_reads_each_row_group_once_an_epoch_when_the_rows_fit() {
+        const ROWS: usize = 4_000;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("groups.parquet");
+        // 200 row groups of 20 rows: more than a count of kept groups per file would hold.
+        std::fs::write(&path, parquet_bytes(ROWS, 20)).unwrap();
+        let file = DataFile::local("groups.parquet", path);
+        let source = source();
+        let index = Arc::new(load_index(&file, &source, None).unwrap());
+        let mut shuffle = GlobalShuffle::new(&[file], vec![0], vec![index], &source, SplitMix64 { state: 5 }).unwrap();
+        let mut rows = 0;
+        while shuffle.next_record().unwrap().is_some() {
+            rows += 1;
+        }
+        assert_eq!(rows, ROWS);
+        let RecordsAt::Columnar(at) = &shuffle.readers[0] else { panic!("a columnar file") };
+        assert_eq!(at.reads(), (1, 200), "(openings, row groups read)");
+    }
+
+    /// An Arrow IPC file of 500 record batches of 3 rows, read the same way: opened once,
+    /// each batch read once (its descriptor closed between them), every row once.
+    #[test]
+    fn the_global_shuffle_of_an_arrow_ipc_file_opens_it_once_and_reads_each_batch_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.arrow");
+        let ids = Int64Array::from_iter_values(0..1_500);
+        let tags = StringArray::from_iter_values((0..1_500).map(|row| format!("row {row}")));
+        let batch =
+            RecordBatch::try_from_iter([("id", Arc::new(ids) as ArrayRef), ("tag", Arc::new(tags) as ArrayRef)])
+                .unwrap();
+        let mut writer = arrow_ipc::writer::FileWriter::try_new(File::create(&path).unwrap(), &batch.schema()).unwrap();
+        for start in (0..1_500).step_by(3) {
+            writer.write(&batch.slice(start, 3)).unwrap();
+        }
+        writer.finish().unwrap();
+        let file = DataFile::local("rows.arrow", path);
+        let SourceFormat::Columnar(parquet) = &source().format else { unreachable!() };
+        let config = ColumnarConfig { format: ColumnarFormat::ArrowIpc, ..parquet.clone() };
+        let source = Arc::new(SourceConfig { format: SourceFormat::Columnar(config), ..(*source()).clone() });
+        let index = Arc::new(load_index(&file, &source, None).unwrap());
+        let mut shuffle = GlobalShuffle::new(&[file], vec![0], vec![index], &source, SplitMix64 { state: 9 }).unwrap();
+        let mut seen = vec![false; 1_500];
+        while let Some(record) = shuffle.next_record().unwrap() {
+            let RecordValue::Row(row) = &record.value else { panic!("a row") };
+            let id = row.rows.arrays()[0].as_primitive::<Int64Type>().value(row.index) as usize;
+            assert_eq!(id as u64, record.number);
+            assert!(!std::mem::replace(&mut seen[id], true), "row {id} given twice");
+        }
+        assert!(seen.iter().all(|&seen| seen), "every row once");
+        let RecordsAt::Columnar(at) = &shuffle.readers[0] else { panic!("a columnar file") };
+        assert_eq!(at.reads(), (1, 500), "(openings, batches read)");
+    }
+
+    /// Issue 52, item 8: a footer claiming 3e9 rows in a row group of 1,000 (its column
+    /// chunks' value counts true) is DATA_LOSS naming the file and the claim when the global
+    /// shuffle indexes it, not an index sized from the claim (RESOURCE_EXHAUSTED before).
+    #[test]
+    fn a_footer_claiming_more_rows_than_its_chunks_hold_is_data_loss_before_the_index_is_sized() {
+        use parquet::file::metadata::{ParquetMetaDataReader, ParquetMetaDataWriter};
+        let honest = parquet_bytes(1_000, 1_000);
+        let metadata = ParquetMetaDataReader::new().parse_and_finish(&bytes::Bytes::from(honest.clone())).unwrap();
+        let footer_len = u32::from_le_bytes(honest[honest.len() - 8..honest.len() - 4].try_into().unwrap()) as usize;
+        let mut lying = honest[..honest.len() - 8 - footer_len].to_vec();
+        let group = metadata.row_group(0).clone().into_builder().set_num_rows(3_000_000_000).build().unwrap();
+        let metadata = metadata.into_builder().set_row_groups(vec![group]).build();
+        ParquetMetaDataWriter::new(&mut lying, &metadata).finish().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("lies.parquet"), &lying).unwrap();
+        std::fs::write(dir.path().join("honest.parquet"), &honest).unwrap();
+        let lies = DataFile::local("lies.parquet", dir.path().join("lies.parquet"));
+        let err = load_index(&lies, &source(), None).unwrap_err();
+        let SourceError::Columnar { data_loss: true, .. } = &err else { panic!("not DATA_LOSS: {err:?}") };
+        let message = err.to_string();
+        assert!(
+            message.starts_with("lies.parquet: row group 0: the footer claims 3000000000 rows")
+                && message.contains("at most 1000 values"),
+            "{message}"
+        );
+        // The honest file indexes.
+        let honest = DataFile::local("honest.parquet", dir.path().join("honest.parquet"));
+        assert_eq!(load_index(&honest, &source(), None).unwrap().len(), 1_000);
+    }
+}

@@ -130,6 +130,12 @@ impl FileBytes {
         self.len == 0
     }
 
+    /// Closes the file `Read` holds open (a local file's descriptor), for every clone: the
+    /// next read opens it again where it stands.
+    pub fn close_reader(&self) {
+        *self.reader.lock_unpoisoned() = None;
+    }
+
     /// The error of the last read that failed, taken.
     pub fn take_failure(&self) -> Option<SourceError> {
         self.failed.lock_unpoisoned().take()

@@ -128,6 +128,11 @@ impl IpcFile {
         self.footer.schema.clone()
     }
 
+    /// Closes the file its reads hold open (the next read opens it again).
+    pub fn close_reader(&self) {
+        self.bytes.close_reader();
+    }
+
     pub fn take_failure(&self) -> Option<SourceError> {
         self.bytes.take_failure()
     }
@@ -167,14 +172,6 @@ impl IpcFile {
             }
         }
         Ok(self.batch_starts.get_or_init(|| starts))
-    }
-
-    /// Takes each batch's first row from `starts` (as [`Self::batch_starts`] gave them for
-    /// this file before) instead of the headers; ignored unless one per batch and the end.
-    pub fn know_batch_starts(&self, starts: &[u64]) {
-        if starts.len() == self.footer.batches.len() + 1 {
-            let _ = self.batch_starts.set(starts.to_vec());
-        }
     }
 
     /// Batches of the `columns` (indexes into the file's schema) from batch `unit` up to

@@ -114,35 +114,47 @@ impl ColumnarRecords {
     /// be in the file with the types the reader's first file gave them.
     /// Read front to back: each row group's reading starts fetching the next's.
     pub fn open(file: &DataFile, config: &ColumnarConfig, position: Option<Position>) -> Result<Self, SourceError> {
-        guarded(&file.name, || Self::open_reading_ahead(file, config, position, None))
+        guarded(&file.name, || Self::open_reading_ahead(file, config, position, true))
     }
 
-    /// For single rows: the rows of the unit holding `position`, from the unit's first row
-    /// (`starts`: each unit's first row, as [`unit_starts`] gave them, so that no Arrow IPC
-    /// batch header is read again), nothing fetched ahead.
-    pub fn open_for_rows(
-        file: &DataFile,
-        config: &ColumnarConfig,
-        position: Position,
-        starts: &[u64],
-    ) -> Result<Self, SourceError> {
-        guarded(&file.name, || Self::open_reading_ahead(file, config, Some(position), Some(starts)))
+    /// For single rows: the rows of the unit holding `position`, from the unit's first
+    /// row, nothing fetched ahead. [`ColumnarRecords::restart_at_unit`] then reads another
+    /// unit without opening the file again.
+    pub fn open_for_rows(file: &DataFile, config: &ColumnarConfig, position: Position) -> Result<Self, SourceError> {
+        guarded(&file.name, || Self::open_reading_ahead(file, config, Some(position), false))
     }
 
-    /// Opens `file` at `position`, reading ahead unless `unit_starts` is given (single rows).
+    /// For single rows: reads unit `unit` from its first row on, through the footer read
+    /// when the file was opened.
+    pub fn restart_at_unit(&mut self, unit: u64) -> Result<(), SourceError> {
+        let name = self.name.clone();
+        guarded(&name, || {
+            let unit = usize::try_from(unit).unwrap_or(usize::MAX);
+            let first = self.unit_first_row(unit)?.unwrap_or(u64::MAX);
+            self.start_unit(unit, first)
+        })
+    }
+
+    /// Closes what the file holds open between reads (an Arrow IPC file's descriptor), so
+    /// that files kept open for single rows (an epoch of the global shuffle, each of its
+    /// files) hold none between their units. The next read opens it again.
+    pub fn close_idle(&self) {
+        if let Unit::Ipc(file) = &self.file {
+            file.close_reader();
+        }
+    }
+
+    /// Opens `file` at `position`, reading ahead with `read_ahead`, else from the first
+    /// row of the unit holding `position` (single rows).
     fn open_reading_ahead(
         file: &DataFile,
         config: &ColumnarConfig,
         position: Option<Position>,
-        unit_starts: Option<&[u64]>,
+        read_ahead: bool,
     ) -> Result<Self, SourceError> {
         let name = file.name.clone();
         let bytes = FileBytes::open(file)?;
-        let read_ahead = unit_starts.is_none();
         let unit = Unit::open(bytes, &name, config.format, read_ahead)?;
-        if let (Unit::Ipc(ipc), Some(starts)) = (&unit, unit_starts) {
-            ipc.know_batch_starts(starts);
-        }
         let (unit, part, first) = part_of(file, unit)?;
         let columns = column_indexes(&name, &unit.schema(), &config.records)?;
         let mut records = Self {
@@ -424,10 +436,18 @@ impl Unit {
 /// The first row of each unit of `file` (row group of a Parquet file, record batch of an
 /// Arrow IPC file), and the rows after the last: from the footer, or the batches' message
 /// headers.
+///
+/// A Parquet footer's row counts are checked against what the row groups' column chunks
+/// can hold (`ParquetFile::check_row_counts`) before anything is sized from them: a file
+/// claiming more rows than it holds is DATA_LOSS naming it, not an index that exhausts
+/// the memory budget.
 pub fn unit_starts(file: &DataFile, format: ColumnarFormat) -> Result<Vec<u64>, SourceError> {
     guarded(&file.name, || {
         Ok(match Unit::open(FileBytes::open(file)?, &file.name, format, false)? {
-            Unit::Parquet(parquet) => parquet.group_starts().to_vec(),
+            Unit::Parquet(parquet) => {
+                parquet.check_row_counts(&file.name)?;
+                parquet.group_starts().to_vec()
+            }
             Unit::Ipc(ipc) => ipc.batch_starts(&file.name)?.to_vec(),
         })
     })

@@ -22,6 +22,11 @@ use crate::source::SourceError;
 const BATCH_BYTES: u64 = 4 << 20;
 const MAX_BATCH_ROWS: u64 = 4096;
 
+/// Fewer bytes than any page header takes (a v1 data page's, thrift compact, with zero
+/// sizes, is 17): a column chunk of `n` bytes holds at most `n / 12` pages, each of at
+/// most `i32::MAX` values (a page header's count).
+const FEWEST_PAGE_BYTES: u64 = 12;
+
 /// A Parquet file open for reading from one row group on.
 pub struct ParquetFile {
     bytes: FileBytes,
@@ -64,6 +69,43 @@ impl ParquetFile {
         }
         let read_ahead_before = if read_ahead { usize::MAX } else { 0 };
         Ok(Self { bytes, metadata, group_starts, read_ahead_before, ahead: Mutex::new(None) })
+    }
+
+    /// Checks each row group's row count against what its column chunks can hold: every
+    /// row has at least one value (or null, or empty list) in each column, so a group's
+    /// rows are at most the values of its fullest chunk, and a chunk's values at most its
+    /// pages' (its bytes over [`FEWEST_PAGE_BYTES`], `i32::MAX` values each). A footer
+    /// claiming more (3e9 rows in a group of 1,000) lies: DATA_LOSS naming the file and
+    /// the group, before anything is sized from the claim.
+    pub fn check_row_counts(&self, name: &str) -> Result<(), SourceError> {
+        let schema = self.metadata().file_metadata().schema_descr();
+        for (group, row_group) in self.metadata().row_groups().iter().enumerate() {
+            let claimed = row_group.num_rows();
+            let Ok(rows) = u64::try_from(claimed) else {
+                return Err(group_error(name, group, None, &format!("the footer claims {claimed} rows")));
+            };
+            // The chunk that can hold the most values: (values, column).
+            let mut fullest: Option<(u64, usize)> = None;
+            for (i, column) in row_group.columns().iter().enumerate() {
+                let values = u64::try_from(column.num_values()).unwrap_or(0);
+                let pages = u64::try_from(column.compressed_size()).unwrap_or(0).div_ceil(FEWEST_PAGE_BYTES);
+                let holds = values.min(pages.saturating_mul(i32::MAX as u64));
+                if fullest.is_none_or(|(most, _)| holds > most) {
+                    fullest = Some((holds, i));
+                }
+            }
+            if let Some((most, column)) = fullest
+                && rows > most
+            {
+                let column = schema.column(column).path().string();
+                let message = format!(
+                    "the footer claims {rows} rows, and its column chunks hold at most {most} values \
+                     (the fullest, column {column}): the file holds fewer rows than it says"
+                );
+                return Err(group_error(name, group, None, &message));
+            }
+        }
+        Ok(())
     }
 
     /// Reading ends before row group `end` (a part of the file): nothing of it or after

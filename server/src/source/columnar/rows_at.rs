@@ -1,84 +1,165 @@
 //! Single rows of a columnar file at known positions (the exact global shuffle, a
-//! restored shuffle buffer): the row's unit (row group, IPC batch) is read whole and kept,
-//! up to [`MAX_UNITS`] units a file, within the memory budget (the oldest dropped when it
-//! is short), so that a draw over a dataset whose rows fit the budget reads each unit
-//! once. Past that, a draw that hops between units reads a unit each time: exact, but
-//! slow over large row groups (README, "Parquet and Arrow IPC files").
+//! restored shuffle buffer): the file is opened once (its footer read and parsed once,
+//! however many row groups it has), and a row's unit (row group, IPC batch) is read whole
+//! from it and kept until each of its rows was taken (a permutation takes each once),
+//! within the memory budget (the oldest dropped when it is short, or when the file's units
+//! kept pass [`MOST_KEPT_SHARE`] of it), so that a draw over a dataset whose rows fit the
+//! budget reads each unit once. Past that, a draw that hops between units reads a unit
+//! each time: exact, but slow over large row groups (README, "Parquet and Arrow IPC
+//! files").
+//!
+//! Before, each unit read opened the file again: a file of 100,000 one-row row groups
+//! parsed its 100,000 row groups' footer for every row, 14 rows/s.
 
-use std::collections::VecDeque;
-use std::sync::{Mutex, OnceLock};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{ColumnarConfig, ColumnarRecords, unit_starts};
+use super::{ColumnarConfig, ColumnarRecords};
 use crate::format::Position;
 use crate::memory::{self, Reservation};
 use crate::source::{DataFile, Record, SourceError};
 use readerd_common::sync::MutexUnpoisoned;
 
-/// Units kept per file.
-pub const MAX_UNITS: usize = 64;
+/// The units one file keeps take at most this share of the memory budget: the rest is
+/// for the batches, other readers and other files.
+pub const MOST_KEPT_SHARE: usize = 4;
 
 pub struct ColumnarAt {
     file: DataFile,
     config: ColumnarConfig,
-    /// The units read, oldest first.
-    units: Mutex<VecDeque<Unit>>,
-    /// Each unit's first row, and the rows after the last: read once (an Arrow IPC file's
-    /// from every batch's header).
-    starts: OnceLock<Vec<u64>>,
+    kept: Mutex<Kept>,
+    /// How often the file was opened (its footer read), and units read: what tests count.
+    openings: AtomicU64,
+    units_read: AtomicU64,
+}
+
+/// The file open for single rows, and the units read from it.
+#[derive(Default)]
+struct Kept {
+    /// Open at the last unit read; reading another one seeks it there.
+    reader: Option<Box<ColumnarRecords>>,
+    units: HashMap<u64, Unit>,
+    /// The units kept, oldest first (one dropped since may still be listed).
+    order: VecDeque<u64>,
+    /// The bytes of the units kept.
+    bytes: usize,
 }
 
 /// The records of one unit from `first_row` on, and the memory they hold.
 struct Unit {
-    unit: u64,
     first_row: u64,
     records: Vec<Record>,
-    _reserved: Reservation,
+    /// Its rows taken: when every one was, it is dropped (a row asked for again is read
+    /// again).
+    taken: usize,
+    reserved: Reservation,
+}
+
+impl Kept {
+    /// The row at `start`, from a unit kept.
+    fn take(&mut self, start: Position) -> Option<Record> {
+        let unit = self.units.get_mut(&start.offset)?;
+        let index = usize::try_from(start.record.checked_sub(unit.first_row)?).ok()?;
+        let record = unit.records.get(index)?.clone();
+        unit.taken += 1;
+        if unit.taken >= unit.records.len() {
+            self.drop_unit(start.offset);
+        }
+        Some(record)
+    }
+
+    fn drop_unit(&mut self, unit: u64) {
+        if let Some(dropped) = self.units.remove(&unit) {
+            self.bytes -= dropped.reserved.bytes();
+        }
+    }
+
+    /// Drops the oldest unit kept; false when none is.
+    fn drop_oldest(&mut self) -> bool {
+        while let Some(unit) = self.order.pop_front() {
+            if self.units.contains_key(&unit) {
+                self.drop_unit(unit);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn keep(&mut self, unit: u64, read: Unit) {
+        let most = match memory::server().limit() {
+            0 => usize::MAX,
+            limit => limit / MOST_KEPT_SHARE,
+        };
+        while self.bytes + read.reserved.bytes() > most && self.drop_oldest() {}
+        // Listed units no longer kept: dropped when they are many.
+        if self.order.len() > 2 * self.units.len() + 64 {
+            let units = &self.units;
+            self.order.retain(|unit| units.contains_key(unit));
+        }
+        self.bytes += read.reserved.bytes();
+        self.drop_unit(unit);
+        self.units.insert(unit, read);
+        self.order.push_back(unit);
+    }
 }
 
 impl ColumnarAt {
     pub fn new(file: &DataFile, config: &ColumnarConfig) -> Self {
-        Self { file: file.clone(), config: config.clone(), units: Mutex::new(VecDeque::new()), starts: OnceLock::new() }
+        Self {
+            file: file.clone(),
+            config: config.clone(),
+            kept: Mutex::new(Kept::default()),
+            openings: AtomicU64::new(0),
+            units_read: AtomicU64::new(0),
+        }
+    }
+
+    /// How often the file was opened (its footer read) and how many units were read.
+    pub fn reads(&self) -> (u64, u64) {
+        (self.openings.load(Ordering::Relaxed), self.units_read.load(Ordering::Relaxed))
     }
 
     /// The row at `start` (a position a [`ColumnarRecords`] gave for this file).
     pub fn read(&self, start: Position) -> Result<Record, SourceError> {
-        let mut units = self.units.lock_unpoisoned();
-        let row_of = |unit: &Unit| {
-            let index = start.record.checked_sub(unit.first_row).filter(|_| unit.unit == start.offset)?;
-            unit.records.get(index as usize).cloned()
-        };
-        if let Some(record) = units.iter().find_map(row_of) {
+        let mut kept = self.kept.lock_unpoisoned();
+        if let Some(record) = kept.take(start) {
             return Ok(record);
         }
         let read = loop {
-            match self.read_unit(start) {
+            match self.read_unit(&mut kept.reader, start) {
                 // The budget is short: drop the oldest unit kept, and read again.
-                Err(SourceError::Memory(_)) if !units.is_empty() => drop(units.pop_front()),
-                read => break read?,
+                Err(SourceError::Memory(_)) if kept.drop_oldest() => {}
+                Err(err) => {
+                    // Opened again for the next row: nothing of a failed read stays.
+                    kept.reader = None;
+                    return Err(err);
+                }
+                Ok(read) => break read,
             }
         };
-        let record = row_of(&read);
-        if units.len() == MAX_UNITS {
-            units.pop_front();
-        }
-        units.push_back(read);
-        record.ok_or_else(|| SourceError::Columnar {
+        kept.keep(start.offset, read);
+        kept.take(start).ok_or_else(|| SourceError::Columnar {
             file: self.file.name.to_string(),
             message: format!("no row {} (the file changed since it was indexed)", start.record),
             data_loss: false,
         })
     }
 
-    /// The unit holding `start`, from its first row.
-    fn read_unit(&self, start: Position) -> Result<Unit, SourceError> {
-        let starts = match self.starts.get() {
-            Some(starts) => starts,
+    /// The unit holding `start`, from its first row, read through `reader` (the file
+    /// opened at `start` when it is not yet).
+    fn read_unit(&self, reader: &mut Option<Box<ColumnarRecords>>, start: Position) -> Result<Unit, SourceError> {
+        let rows = match reader {
+            Some(rows) => {
+                rows.restart_at_unit(start.offset)?;
+                rows
+            }
             None => {
-                let starts = unit_starts(&self.file, self.config.format)?;
-                self.starts.get_or_init(|| starts)
+                self.openings.fetch_add(1, Ordering::Relaxed);
+                reader.insert(Box::new(ColumnarRecords::open_for_rows(&self.file, &self.config, start)?))
             }
         };
-        let mut rows = ColumnarRecords::open_for_rows(&self.file, &self.config, start, starts)?;
+        self.units_read.fetch_add(1, Ordering::Relaxed);
         let first_row = rows.position().record;
         let mut records = Vec::new();
         let mut reserved = memory::server().reservation();
@@ -89,6 +170,8 @@ impl ColumnarAt {
             reserved.resize(bytes, || format!("unit {} of {} read for single rows", start.offset, self.file.name))?;
             records.push(record);
         }
-        Ok(Unit { unit: start.offset, first_row, records, _reserved: reserved })
+        // Kept open for the next unit, but holding no file descriptor until then.
+        rows.close_idle();
+        Ok(Unit { first_row, records, taken: 0, reserved })
     }
 }

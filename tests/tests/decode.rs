@@ -181,7 +181,7 @@ fn golden_examples_stream_as_tensorflow_parses_them() {
     }
     println!("golden Example cases end to end: {} of {ran} passed", ran - failures.len());
     assert!(failures.is_empty(), "failing cases:\n{}", failures.join("\n"));
-    assert_eq!(ran, 80);
+    assert_eq!(ran, 82);
 }
 
 #[test]

@@ -52,6 +52,9 @@ impl Ledger {
     pub fn delete_idle_job(&self, container: &str, shared_name: &str) -> Result<bool, LedgerError> {
         let quiet = 2.0 * self.lease_time().as_secs_f64();
         self.run(|client| {
+            // A gap in the ledger's clock (an outage) makes every report old: none is
+            // deleted until the ledger was reached steadily for as long again.
+            self.beat(client)?;
             let deleted = client.execute(queries::DELETE_IDLE_JOB, &[&container, &shared_name, &self.now(), &quiet])?;
             Ok(deleted > 0)
         })

@@ -346,7 +346,7 @@ impl Ledger {
     /// replica back would find every other one's leases expired, and its grace period
     /// passed, though none of them could renew or commit what their consumers
     /// acknowledged meanwhile: their splits would be produced twice.
-    fn beat(&self, client: &mut impl postgres::GenericClient) -> Result<(), LedgerError> {
+    pub(super) fn beat(&self, client: &mut impl postgres::GenericClient) -> Result<(), LedgerError> {
         let every = seconds(self.times.renew_every());
         client.execute(queries::LEDGER_HEARTBEAT, &[&every, &self.now()])?;
         Ok(())
@@ -410,10 +410,11 @@ impl Ledger {
             let held = SplitArrays::of_job(job, held)?;
             // File indices past the column's range are past every file: the range is cut there.
             let file = |index: u32| i32::try_from(index).unwrap_or(i32::MAX);
-            let mut transaction = client.transaction()?;
             // Before anything is found expired: time nobody reached the ledger is not
-            // counted against any lease (`Ledger::beat`).
-            self.beat(&mut transaction)?;
+            // counted against any lease (`Ledger::beat`). A statement of its own, so the
+            // clock's row is not held through the lease (a retry beats again).
+            self.beat(client)?;
+            let mut transaction = client.transaction()?;
             let row = transaction.query_opt(
                 queries::LEASE_NEXT,
                 &[

@@ -38,7 +38,9 @@ pub const HEARTBEAT: &str = "UPDATE readerd_replicas SET heartbeat_at = coalesce
 /// a third of a lease time) or more often. A gap of more than one and a half intervals
 /// since the last one is time nobody reached the ledger (an outage of PostgreSQL, or of
 /// every replica): the leases that ran then are moved on by the gap, less one interval,
-/// so that no lease (nor grace period) runs out while its owner could not renew it; and
+/// so that no lease (nor grace period) runs out while its owner could not renew it (a
+/// lease that ran then was granted or renewed by the gap's start, so it ends within a
+/// lease time, three intervals, of it: one granted since is not moved); and
 /// the ledger starts a new steady run, in which nothing is taken over for a lease time
 /// (`LEASE_NEXT`), while the replicas come back and renew. The row's lock orders the
 /// beats: a gap is counted once.
@@ -54,6 +56,7 @@ pub const LEDGER_HEARTBEAT: &str = "WITH last AS (
          FROM gap
          WHERE gap.paused AND split.owner IS NOT NULL AND NOT split.done AND NOT split.released
            AND split.lease_expires > gap.since
+           AND split.lease_expires <= gap.since + make_interval(secs => 3 * $1::float8)
      )
      UPDATE readerd_ledger_clock AS clock
      SET beat_at = greatest(clock.beat_at, coalesce($2::timestamptz, now())),
@@ -276,7 +279,8 @@ pub const DELETE_JOB_WITH_ITS_JOBS: &str = "DELETE FROM readerd_jobs
      WHERE container = $1 AND (shared_name = $2 OR shared_name = $2 || ' (window)'
          OR (starts_with(shared_name, $2 || ' (job ') AND right(shared_name, 1) = ')'))";
 
-/// Deletes shared reader `$1/$2`'s job if it was read from (a split done or leased once)
+/// Deletes shared reader `$1/$2`'s job if it was read from (a split done or leased once),
+/// on a ledger reached steadily for `$4` seconds (after an outage every report is old),
 /// and nobody reads it now (at `$3`, now): no split held by a live lease, and no replica
 /// reported on it within `$4` seconds (a reader between two splits holds no lease, but its
 /// replica reports on the job every renewal). A jobs' window's job (`crate::registry`)
@@ -289,7 +293,9 @@ pub const DELETE_IDLE_JOB: &str = "DELETE FROM readerd_jobs AS job WHERE contain
                          AND NOT split.released AND split.lease_expires > coalesce($3::timestamptz, now()))
        AND NOT EXISTS (SELECT 1 FROM readerd_job_replicas AS report
                        WHERE report.job = job.id
-                         AND report.reported_at > coalesce($3::timestamptz, now()) - make_interval(secs => $4))";
+                         AND report.reported_at > coalesce($3::timestamptz, now()) - make_interval(secs => $4))
+       AND EXISTS (SELECT 1 FROM readerd_ledger_clock
+                   WHERE steady_since < coalesce($3::timestamptz, now()) - make_interval(secs => $4))";
 
 /// Marks job `$1` stopped.
 pub const STOP_JOB: &str = "UPDATE readerd_jobs SET stopped = true WHERE id = $1";

@@ -284,17 +284,15 @@ impl Streams {
         Ok((reader, record, checkpoint.after_seq + 1))
     }
 
-    /// The stream `id`, for a call that names it (which counts as its trainer's sign of
-    /// life: see [`StreamRecord::touch`]).
+    /// The stream `id`, for a call that names it. A call its caller may make counts as the
+    /// trainer's sign of life: the caller [`StreamRecord::touch`]es it once access is
+    /// checked (a refused call keeps no stream of another container alive).
     pub fn get(&self, id: &str) -> Result<Arc<StreamRecord>> {
-        let record = self
-            .records
+        self.records
             .lock_unpoisoned()
             .get(id)
             .cloned()
-            .ok_or_else(|| ServeError::NotFound(format!("stream {id} is not open on this server")))?;
-        record.touch();
-        Ok(record)
+            .ok_or_else(|| ServeError::NotFound(format!("stream {id} is not open on this server")))
     }
 
     /// How many streams are known now (open, or lingering after their end).

@@ -23,6 +23,7 @@ impl DataService {
     ) -> Result<pb::AcknowledgeResponse, Status> {
         let stream = self.streams.get(&request.stream_id)?;
         caller.check(&stream.container, Access::Read)?;
+        stream.touch();
         if let Some(time) = &request.consumer_time {
             stream.consumer.time.report(crate::watch::consumer_time::TimeSpent::from_pb(time));
         }

@@ -301,6 +301,7 @@ impl pb::data_service_server::DataService for DataService {
         }
         let stream = self.streams.get(&request.stream_id)?;
         caller.check(&stream.container, Access::Read)?;
+        stream.touch();
         let after_seq = request.after_seq;
         let token = self
             .blocking(move |registry| {

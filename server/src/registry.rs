@@ -436,6 +436,17 @@ impl ReaderRegistry {
     /// also when no reader of theirs is on this replica.
     pub fn delete(&self, container: &str, shared_name: &str, job: Option<&str>) -> Result<()> {
         let cluster = self.inner.setup.cluster.as_ref();
+        // The ledger first: if it fails, nothing was taken out here, and the call may be
+        // made again.
+        let in_ledger = match (cluster, job) {
+            (None, _) => 0,
+            (Some(cluster), None) => cluster.ledger().delete_job_with_its_jobs(container, shared_name)?,
+            (Some(cluster), Some(DEFAULT_JOB)) => u64::from(cluster.ledger().delete_job(container, shared_name)?),
+            (Some(cluster), Some(job)) => {
+                let name = crate::reader::job_reader_name(shared_name, job);
+                u64::from(cluster.ledger().delete_job(container, &name)?)
+            }
+        };
         // The registry's names of what goes: the shared reader (the job default) and, on
         // replicas, the jobs' readers of their own (`job_reader_name`).
         let job_of = |name: &str| -> Option<String> {
@@ -462,15 +473,6 @@ impl ReaderRegistry {
                 let window_kept = self.read_lock().contains_key(&(container.to_owned(), shared_name.to_owned()));
                 let removed = self.inner.jobs.write_unpoisoned().remove_job((container, shared_name, job), window_kept);
                 usize::from(removed)
-            }
-        };
-        let in_ledger = match (cluster, job) {
-            (None, _) => 0,
-            (Some(cluster), None) => cluster.ledger().delete_job_with_its_jobs(container, shared_name)?,
-            (Some(cluster), Some(DEFAULT_JOB)) => u64::from(cluster.ledger().delete_job(container, shared_name)?),
-            (Some(cluster), Some(job)) => {
-                let name = crate::reader::job_reader_name(shared_name, job);
-                u64::from(cluster.ledger().delete_job(container, &name)?)
             }
         };
         if removed.is_empty() && jobs == 0 && in_ledger == 0 {

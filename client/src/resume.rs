@@ -433,7 +433,13 @@ impl ResumingStream {
                 // A bad address or TLS setting: no retry changes it.
                 Err(err) => return Err(StreamError::Status(err.to_status())),
             };
-            match client.read_answered(self.request.clone(), ANSWER_WITHIN).await {
+            // A reconnection must find a server that answers (the one that went silent may
+            // still accept connections); the first open waits for the stream as it comes.
+            let opened = match first_open {
+                true => client.read_with(self.request.clone()).await,
+                false => client.read_answered(self.request.clone(), ANSWER_WITHIN).await,
+            };
+            match opened {
                 Ok(read) => {
                     if !first_open {
                         self.reconnects += 1;

@@ -135,12 +135,19 @@ impl ColumnarRecords {
         })
     }
 
-    /// Closes what the file holds open between reads (an Arrow IPC file's descriptor), so
-    /// that files kept open for single rows (an epoch of the global shuffle, each of its
-    /// files) hold none between their units. The next read opens it again.
-    pub fn close_idle(&self) {
-        if let Unit::Ipc(file) = &self.file {
-            file.close_reader();
+    /// Lets go of what the file holds between reads: the unit's decoded batches and their
+    /// reservation, a Parquet file's fetched column chunks, an Arrow IPC file's
+    /// descriptor; so that files kept open for single rows (an epoch of the global
+    /// shuffle, each of its files) hold none of it between their units. The next read
+    /// ([`ColumnarRecords::restart_at_unit`]) reads the unit again.
+    pub fn close_idle(&mut self) {
+        self.batches = None;
+        self.rows = None;
+        self.column = None;
+        self.reserved.resize(0, String::new).expect("shrinking");
+        match &self.file {
+            Unit::Parquet(file) => file.release_chunks(),
+            Unit::Ipc(file) => file.close_reader(),
         }
     }
 

@@ -2,9 +2,10 @@
 //! restored shuffle buffer): the file is opened once (its footer read and parsed once,
 //! however many row groups it has), and a row's unit (row group, IPC batch) is read whole
 //! from it and kept until each of its rows was taken (a permutation takes each once),
-//! within the memory budget (the oldest dropped when it is short, or when the file's units
-//! kept pass [`MOST_KEPT_SHARE`] of it), so that a draw over a dataset whose rows fit the
-//! budget reads each unit once. Past that, a draw that hops between units reads a unit
+//! within the memory budget (the oldest dropped when it is short, or when the units every
+//! file keeps pass [`MOST_KEPT_SHARE`] of it; a row whose unit cannot be kept is read
+//! alone), so that a draw over a dataset whose rows fit the budget reads each unit once.
+//! Between units the file holds no decoded batch, fetched chunk or descriptor. Past that, a draw that hops between units reads a unit
 //! each time: exact, but slow over large row groups (README, "Parquet and Arrow IPC
 //! files").
 //!
@@ -13,7 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::{ColumnarConfig, ColumnarRecords};
 use crate::format::Position;
@@ -21,9 +22,13 @@ use crate::memory::{self, Reservation};
 use crate::source::{DataFile, Record, SourceError};
 use readerd_common::sync::MutexUnpoisoned;
 
-/// The units one file keeps take at most this share of the memory budget: the rest is
-/// for the batches, other readers and other files.
+/// The units every file keeps, together, take at most this share of the memory budget:
+/// the rest is for the batches and other readers. Past it a file drops its oldest unit,
+/// and with none to drop keeps nothing: the row is read alone.
 pub const MOST_KEPT_SHARE: usize = 4;
+
+/// The bytes of the units all files keep now.
+static KEPT_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 pub struct ColumnarAt {
     file: DataFile,
@@ -72,6 +77,7 @@ impl Kept {
     fn drop_unit(&mut self, unit: u64) {
         if let Some(dropped) = self.units.remove(&unit) {
             self.bytes -= dropped.reserved.bytes();
+            KEPT_BYTES.fetch_sub(dropped.reserved.bytes(), Ordering::Relaxed);
         }
     }
 
@@ -86,21 +92,36 @@ impl Kept {
         false
     }
 
-    fn keep(&mut self, unit: u64, read: Unit) {
+    /// Keeps `read`, the unit `unit`, within every file's share of the budget
+    /// ([`MOST_KEPT_SHARE`]), dropping this file's oldest units for it; gives it back when
+    /// it does not fit even so.
+    fn keep(&mut self, unit: u64, read: Unit) -> Result<(), Unit> {
         let most = match memory::server().limit() {
             0 => usize::MAX,
             limit => limit / MOST_KEPT_SHARE,
         };
-        while self.bytes + read.reserved.bytes() > most && self.drop_oldest() {}
+        let fits = |bytes: usize| KEPT_BYTES.load(Ordering::Relaxed).saturating_add(bytes) <= most;
+        self.drop_unit(unit);
+        while !fits(read.reserved.bytes()) && self.drop_oldest() {}
+        if !fits(read.reserved.bytes()) {
+            return Err(read);
+        }
         // Listed units no longer kept: dropped when they are many.
         if self.order.len() > 2 * self.units.len() + 64 {
             let units = &self.units;
             self.order.retain(|unit| units.contains_key(unit));
         }
         self.bytes += read.reserved.bytes();
-        self.drop_unit(unit);
+        KEPT_BYTES.fetch_add(read.reserved.bytes(), Ordering::Relaxed);
         self.units.insert(unit, read);
         self.order.push_back(unit);
+        Ok(())
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        KEPT_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -126,10 +147,13 @@ impl ColumnarAt {
         if let Some(record) = kept.take(start) {
             return Ok(record);
         }
+        let mut whole = true;
         let read = loop {
-            match self.read_unit(&mut kept.reader, start) {
-                // The budget is short: drop the oldest unit kept, and read again.
+            match self.read_unit(&mut kept.reader, start, whole) {
+                // The budget is short: drop the oldest unit kept, and read again; with
+                // none left, read the row alone.
                 Err(SourceError::Memory(_)) if kept.drop_oldest() => {}
+                Err(SourceError::Memory(_)) if whole => whole = false,
                 Err(err) => {
                     // Opened again for the next row: nothing of a failed read stays.
                     kept.reader = None;
@@ -138,17 +162,32 @@ impl ColumnarAt {
                 Ok(read) => break read,
             }
         };
-        kept.keep(start.offset, read);
-        kept.take(start).ok_or_else(|| SourceError::Columnar {
+        let missing = || SourceError::Columnar {
             file: self.file.name.to_string(),
             message: format!("no row {} (the file changed since it was indexed)", start.record),
             data_loss: false,
-        })
+        };
+        if !whole {
+            return read.records.into_iter().next().ok_or_else(missing);
+        }
+        match kept.keep(start.offset, read) {
+            Ok(()) => kept.take(start).ok_or_else(missing),
+            // Not kept (the files' share of the budget is taken): its row alone.
+            Err(read) => {
+                let index = start.record.checked_sub(read.first_row).and_then(|i| usize::try_from(i).ok());
+                index.and_then(|i| read.records.into_iter().nth(i)).ok_or_else(missing)
+            }
+        }
     }
 
-    /// The unit holding `start`, from its first row, read through `reader` (the file
-    /// opened at `start` when it is not yet).
-    fn read_unit(&self, reader: &mut Option<Box<ColumnarRecords>>, start: Position) -> Result<Unit, SourceError> {
+    /// The unit holding `start`, from its first row (or, not `whole`, its row at `start`
+    /// alone), read through `reader` (the file opened at `start` when it is not yet).
+    fn read_unit(
+        &self,
+        reader: &mut Option<Box<ColumnarRecords>>,
+        start: Position,
+        whole: bool,
+    ) -> Result<Unit, SourceError> {
         let rows = match reader {
             Some(rows) => {
                 rows.restart_at_unit(start.offset)?;
@@ -165,7 +204,11 @@ impl ColumnarAt {
         let mut reserved = memory::server().reservation();
         let mut bytes = 0;
         while rows.position().offset == start.offset {
+            let at = rows.position().record;
             let Some(record) = rows.next_record()? else { break };
+            if !whole && at != start.record {
+                continue;
+            }
             bytes += record.value.len() + std::mem::size_of::<Record>();
             reserved.resize(bytes, || format!("unit {} of {} read for single rows", start.offset, self.file.name))?;
             records.push(record);

@@ -75,7 +75,7 @@ fn run_replica(schema: &Schema, id: &str, files: &Arc<[DataFile]>, times: LeaseT
     let mut produced = Produced::default();
     loop {
         match pipeline.next_step().unwrap() {
-            Next::Record(record) => {
+            Next::Item(record) => {
                 let entry = (record.epoch, String::from_utf8(record.value.as_bytes().unwrap().to_vec()).unwrap());
                 let received = produced.acknowledged.len() + produced.unacknowledged.len() + 1;
                 match fate {
@@ -123,7 +123,7 @@ fn one_replica_reads_the_job_exactly_as_a_single_server_reads_the_spec() {
     let mut expected = Vec::new();
     loop {
         match single.next_step().unwrap() {
-            Next::Record(record) => {
+            Next::Item(record) => {
                 expected.push((record.epoch, String::from_utf8(record.value.as_bytes().unwrap().to_vec()).unwrap()))
             }
             Next::EndOfEpoch => {}

@@ -129,7 +129,7 @@ fn check_csv_dataset(case: &Value, roots: &DataRoots) -> Result<(), String> {
     // Like iterating the dataset: rows until the end or the first error.
     let outcome = loop {
         match cursor.next_step() {
-            Ok(Next::Record(record)) => {
+            Ok(Next::Item(record)) => {
                 match decode_records(&config, CsvDialect::CsvDataset, &[record.value.as_bytes().unwrap().clone()], &[])
                 {
                     Ok(row) => rows.push(row),

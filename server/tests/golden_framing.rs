@@ -56,7 +56,7 @@ fn check(case: &Value, roots: &DataRoots) -> Result<(), String> {
     let mut records: Vec<Record> = Vec::new();
     let outcome = loop {
         match cursor.next_step() {
-            Ok(Next::Record(record)) => records.push(record),
+            Ok(Next::Item(record)) => records.push(record),
             Ok(Next::End | Next::EndOfEpoch) => break Ok(()),
             Err(err) => break Err(ServeError::from(err)),
         }

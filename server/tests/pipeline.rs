@@ -271,7 +271,7 @@ fn global_shuffle_reads_every_format_at_its_indexed_positions() {
         let collect = |config: PipelineConfig| {
             let mut pipeline = RecordPipeline::new(files.clone(), source.clone(), config, PipelineEnv::default());
             let mut out = Vec::new();
-            while let Next::Record(record) = pipeline.next_step().unwrap() {
+            while let Next::Item(record) = pipeline.next_step().unwrap() {
                 out.push((record.key_string(), record.value.as_bytes().unwrap().to_vec()));
             }
             out.sort();
@@ -288,7 +288,7 @@ fn steps(pipeline: &mut RecordPipeline, limit: usize) -> Vec<String> {
     let mut out = Vec::new();
     while out.len() < limit {
         match pipeline.next_step().unwrap() {
-            Next::Record(r) => out.push(String::from_utf8(r.value.as_bytes().unwrap().to_vec()).unwrap()),
+            Next::Item(r) => out.push(String::from_utf8(r.value.as_bytes().unwrap().to_vec()).unwrap()),
             Next::EndOfEpoch => out.push("<epoch>".into()),
             Next::End => break,
         }

@@ -74,7 +74,7 @@ fn a_shuffle_buffer_of_parquet_rows_keeps_alive_about_twice_their_bytes_and_ever
     let (mut worst, mut seen) = (0.0f64, Vec::new());
     loop {
         match pipeline.next_step().unwrap() {
-            Next::Record(record) => {
+            Next::Item(record) => {
                 let RecordValue::Row(row) = &record.value else { panic!("a row") };
                 let id = row.rows.arrays()[0].as_primitive::<Int64Type>().value(row.index);
                 assert_eq!(id as u64, record.number, "row {} holds another row's id", record.number);

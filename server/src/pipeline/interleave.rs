@@ -96,7 +96,7 @@ pub struct Interleave {
 
 /// A record, the file (index into the source's files) it came from and where it starts
 /// (what reading it again needs).
-pub struct Taken {
+pub struct SourcedRecord {
     pub record: Record,
     pub file: usize,
     pub start: Position,
@@ -218,7 +218,7 @@ impl Interleave {
 
     /// The next record in interleave order; `None` when every file is done. An error
     /// closes the file it came from (the caller may go on, skipping the rest of it).
-    pub fn next_record(&mut self) -> Result<Option<Taken>, SourceError> {
+    pub fn next_record(&mut self) -> Result<Option<SourcedRecord>, SourceError> {
         loop {
             if let Some(slot) = &mut self.slots[self.cycle_index] {
                 if slot.pending.is_empty() {
@@ -249,7 +249,7 @@ impl Interleave {
                         if self.block_index == self.block_length {
                             self.advance();
                         }
-                        return Ok(Some(Taken { record, file, start, epoch }));
+                        return Ok(Some(SourcedRecord { record, file, start, epoch }));
                     }
                     None => {
                         self.close_current();

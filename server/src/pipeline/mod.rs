@@ -126,8 +126,9 @@ impl Default for PipelineEnv {
 
 /// The next step of the sequence.
 #[derive(Debug)]
-pub enum Next {
-    Record(Record),
+pub enum Next<T = Record> {
+    /// The next item: a record, or what a reader makes of records.
+    Item(T),
     /// An epoch ended and the next one begins (batches end here).
     EndOfEpoch,
     /// The last epoch ended.
@@ -459,14 +460,14 @@ impl RecordPipeline {
                     }
                     None => {
                         self.emitted += 1;
-                        return Ok(Next::Record(taken.record));
+                        return Ok(Next::Item(taken.record));
                     }
                 }
                 continue;
             }
             if let Some((record, _)) = self.shuffle.as_mut().and_then(ShuffleBuffer::pop) {
                 self.emitted += 1;
-                return Ok(Next::Record(record));
+                return Ok(Next::Item(record));
             }
             // The input is done and the buffer drained: the epoch is over.
             return Ok(self.end_epoch());
@@ -508,7 +509,7 @@ impl RecordPipeline {
                 continue;
             }
             self.emitted += 1;
-            return Ok(Next::Record(Record { epoch: self.epoch, ..record }));
+            return Ok(Next::Item(Record { epoch: self.epoch, ..record }));
         }
     }
 
@@ -522,7 +523,7 @@ impl RecordPipeline {
             match next? {
                 Some(record) => {
                     self.emitted += 1;
-                    return Ok(Next::Record(record));
+                    return Ok(Next::Item(record));
                 }
                 None => self.input_done = true,
             }
@@ -630,7 +631,7 @@ mod tests {
         let mut steps = Vec::new();
         for _ in 0..1000 {
             match pipeline.next_step() {
-                Ok(Next::Record(record)) => {
+                Ok(Next::Item(record)) => {
                     steps.push(String::from_utf8(record.value.as_bytes().unwrap().to_vec()).unwrap())
                 }
                 Ok(Next::EndOfEpoch) => steps.push("<epoch>".into()),
@@ -672,7 +673,7 @@ mod tests {
         // A state taken after the first record restores without reporting the error again.
         let mut pipeline = RecordPipeline::new(files.clone(), source(), config.clone(), PipelineEnv::default());
         assert!(pipeline.next_step().is_err());
-        assert!(matches!(pipeline.next_step(), Ok(Next::Record(_))));
+        assert!(matches!(pipeline.next_step(), Ok(Next::Item(_))));
         let mut restored =
             RecordPipeline::restore(files, source(), config, PipelineEnv::default(), &pipeline.state()).unwrap();
         let rest = steps(&mut restored);

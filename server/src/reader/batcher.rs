@@ -1,4 +1,4 @@
-//! Where records are batched: one loop for every reader. A [`RecordSource`] gives items
+//! Where records are batched: one loop for every reader. A [`BatchSource`] gives items
 //! one at a time (a plain reader's selected records, an unbatching reader's examples, a
 //! mixture's `(component, record)`s); [`take_batches`] groups them into the spec's
 //! batches (`batchSize`, `dropRemainder`), ends a batch at an epoch's end, refuses a
@@ -7,19 +7,11 @@
 //! ledger) is the caller's.
 
 use crate::error::{Result, ServeError};
-
-/// What a source found next.
-pub(super) enum Step<T> {
-    Item(T),
-    /// The end of an epoch: a batch ends here (a partial one is a remainder).
-    EndOfEpoch,
-    /// The end of the sequence.
-    End,
-}
+use crate::pipeline::Next;
 
 /// Where a reader's items come from, one at a time, under the reader's lock. An error
 /// fails the reader (the source has recorded it so).
-pub(super) trait RecordSource {
+pub(super) trait BatchSource {
     type Item;
     /// What its items are called in messages ("records", "examples").
     const ITEMS: &'static str;
@@ -29,7 +21,7 @@ pub(super) trait RecordSource {
         Ok(())
     }
 
-    fn next(&mut self) -> Result<Step<Self::Item>>;
+    fn next(&mut self) -> Result<Next<Self::Item>>;
 
     /// An item's bytes, counted against the limit per element and the chunk's budget.
     fn bytes(item: &Self::Item) -> usize;
@@ -57,7 +49,7 @@ impl BatchRule {
 /// What [`take_batches`] did: the batches it handed on, and the error or the end of the
 /// sequence that stopped it before its budgets did.
 #[derive(Debug, Default)]
-pub(super) struct Taken {
+pub(super) struct BatchesTaken {
     pub batches: u64,
     pub error: Option<ServeError>,
     pub end: bool,
@@ -67,15 +59,15 @@ pub(super) struct Taken {
 /// `max_bytes` of items are taken), handing each to `on_batch` with its number (from
 /// `first`) as soon as it is whole, and each remainder `dropRemainder` drops to
 /// `on_dropped`. An error of `on_batch` stops it as the source's do.
-pub(super) fn take_batches<S: RecordSource>(
+pub(super) fn take_batches<S: BatchSource>(
     source: &mut S,
     rule: BatchRule,
     first: u64,
     (max_elements, max_bytes): (usize, usize),
     mut on_batch: impl FnMut(u64, Vec<S::Item>) -> Result<()>,
     mut on_dropped: impl FnMut(Vec<S::Item>),
-) -> Taken {
-    let mut taken = Taken::default();
+) -> BatchesTaken {
+    let mut taken = BatchesTaken::default();
     let mut bytes = 0;
     while (taken.batches as usize) < max_elements && bytes < max_bytes {
         let (batch, batch_bytes, last_of_sequence) = match take_batch(source, rule) {
@@ -105,13 +97,13 @@ pub(super) fn take_batches<S: RecordSource>(
 
 /// One batch: its items (fewer than the rule's size at an epoch's or the sequence's
 /// end), their bytes, and whether the sequence ended.
-fn take_batch<S: RecordSource>(source: &mut S, rule: BatchRule) -> Result<(Vec<S::Item>, usize, bool)> {
+fn take_batch<S: BatchSource>(source: &mut S, rule: BatchRule) -> Result<(Vec<S::Item>, usize, bool)> {
     source.start_batch()?;
     let mut batch = Vec::with_capacity(rule.size.min(1024));
     let mut bytes = 0;
     while batch.len() < rule.size {
         match source.next()? {
-            Step::Item(item) => {
+            Next::Item(item) => {
                 bytes += S::bytes(&item);
                 batch.push(item);
                 if bytes > rule.max_element_bytes {
@@ -124,9 +116,9 @@ fn take_batch<S: RecordSource>(source: &mut S, rule: BatchRule) -> Result<(Vec<S
                     )));
                 }
             }
-            Step::EndOfEpoch if batch.is_empty() => {}
-            Step::EndOfEpoch => return Ok((batch, bytes, false)),
-            Step::End => return Ok((batch, bytes, true)),
+            Next::EndOfEpoch if batch.is_empty() => {}
+            Next::EndOfEpoch => return Ok((batch, bytes, false)),
+            Next::End => return Ok((batch, bytes, true)),
         }
     }
     Ok((batch, bytes, false))
@@ -143,21 +135,21 @@ mod tests {
         at: (u32, u32),
     }
 
-    impl RecordSource for Counting {
+    impl BatchSource for Counting {
         type Item = u32;
         const ITEMS: &'static str = "items";
 
-        fn next(&mut self) -> Result<Step<u32>> {
+        fn next(&mut self) -> Result<Next<u32>> {
             let (epoch, i) = self.at;
             if epoch == self.epochs {
-                return Ok(Step::End);
+                return Ok(Next::End);
             }
             if i == self.n {
                 self.at = (epoch + 1, 0);
-                return Ok(Step::EndOfEpoch);
+                return Ok(Next::EndOfEpoch);
             }
             self.at = (epoch, i + 1);
-            Ok(Step::Item(i))
+            Ok(Next::Item(i))
         }
 
         fn bytes(_: &u32) -> usize {
@@ -166,7 +158,7 @@ mod tests {
     }
 
     /// The batches taken (numbered), those dropped, and how the taking ended.
-    type Batched = (Vec<(u64, Vec<u32>)>, Vec<Vec<u32>>, Taken);
+    type Batched = (Vec<(u64, Vec<u32>)>, Vec<Vec<u32>>, BatchesTaken);
 
     fn batches(source: &mut Counting, size: usize, drop_remainder: bool) -> Batched {
         let rule = BatchRule { size, drop_remainder, max_element_bytes: usize::MAX };

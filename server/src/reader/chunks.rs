@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use super::batcher::{BatchRule, Taken, take_batches};
+use super::batcher::{BatchRule, BatchesTaken, take_batches};
 use super::decoding::{Batches, DecodedElements};
 use super::mix::MixedRecords;
 use super::mix_decode::TakenBatches;
@@ -207,7 +207,10 @@ impl Reader {
     /// that a checkpoint meanwhile replays from before it. An error fails the reader.
     /// Returns the number of the chunk's first element for a shared reader, and the error
     /// or the end of the sequence that stopped it early.
-    fn take_chunk(&self, take: impl FnOnce(&mut ReaderState, u64) -> Taken) -> (Option<u64>, Option<ServeError>, bool) {
+    fn take_chunk(
+        &self,
+        take: impl FnOnce(&mut ReaderState, u64) -> BatchesTaken,
+    ) -> (Option<u64>, Option<ServeError>, bool) {
         // Waiting for another stream's chunk of this reader is queueing.
         let mut state = self.watch.stages.time(Stage::Queueing, || self.lock());
         // One served by replicas is checkpointed in the ledger instead.

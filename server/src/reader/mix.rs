@@ -5,7 +5,7 @@
 //! keys are the component's keys with `<component index>/` in front
 //! (`1/tabular/part-0.csv:12`).
 
-use super::batcher::{RecordSource, Step};
+use super::batcher::BatchSource;
 use super::figures::Figures;
 use super::mix_gather::Layout;
 use super::records::ReaderState;
@@ -133,7 +133,7 @@ impl<'a> MixedRecords<'a> {
     }
 }
 
-impl RecordSource for MixedRecords<'_> {
+impl BatchSource for MixedRecords<'_> {
     type Item = (usize, Record);
     const ITEMS: &'static str = "records of the mixture";
 
@@ -147,10 +147,10 @@ impl RecordSource for MixedRecords<'_> {
         Ok(())
     }
 
-    fn next(&mut self) -> Result<Step<(usize, Record)>> {
+    fn next(&mut self) -> Result<Next<(usize, Record)>> {
         let progress = self.state.mix.as_mut().expect("started by start_batch");
         loop {
-            let Some(i) = progress.choice.choose() else { return Ok(Step::End) };
+            let Some(i) = progress.choice.choose() else { return Ok(Next::End) };
             let component = &self.mixture.components[i];
             let component_state = self.locked[i].get_or_insert_with(|| component.lock());
             loop {
@@ -159,9 +159,9 @@ impl RecordSource for MixedRecords<'_> {
                     ledger.settle_later(component_state.take_dropped());
                 }
                 match next {
-                    Ok(Next::Record(record)) => {
+                    Ok(Next::Item(record)) => {
                         progress.taken[i] += 1;
-                        return Ok(Step::Item((i, record)));
+                        return Ok(Next::Item((i, record)));
                     }
                     Ok(Next::EndOfEpoch) => continue,
                     Ok(Next::End) => {

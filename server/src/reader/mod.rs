@@ -20,7 +20,7 @@
 //!   `Examples` (`unbatch`) are the batcher's sources, as `mix.rs`'s `MixedRecords` is a
 //!   mixture's.
 //! - `batcher.rs`: where records are batched, one loop for every source (the
-//!   `RecordSource` trait): batch size, `dropRemainder`, epoch ends, the limit per element.
+//!   `BatchSource` trait): batch size, `dropRemainder`, epoch ends, the limit per element.
 //! - `chunks.rs`: where batches become a chunk. [`Reader::next_chunk`] takes batches
 //!   under the lock and has them decoded, on the server's decoding threads when it has
 //!   them, in order; it names each element's records for the ledger on replicas.
@@ -61,7 +61,7 @@
 //!
 //! A stage that changes which records a reader gives (a new selection, say) belongs in
 //! `records.rs` (`ReaderState::next_selected`), with its progress in `ReaderState`, saved
-//! by `state.rs` (and `state.proto`). One that regroups records is a `RecordSource`
+//! by `state.rs` (and `state.proto`). One that regroups records is a `BatchSource`
 //! wrapped around another, handed to the batcher by `chunks.rs`. On replicas, what a stage's
 //! records owe the job's ledger (settled, counted, claimed) is `InLedger`'s, in `records.rs`.
 
@@ -398,7 +398,7 @@ impl Reader {
         let mut records = Vec::new();
         while records.len() < max_records {
             match state.next_selected(&self.spec)? {
-                Next::Record(record) => records.push(record),
+                Next::Item(record) => records.push(record),
                 Next::EndOfEpoch => {}
                 Next::End => return Ok((records, true)),
             }

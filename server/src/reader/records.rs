@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::batcher::{RecordSource, Step};
+use super::batcher::BatchSource;
 use super::unbatch::{Example, unbatch_record};
 use crate::cluster::JobFeed;
 use crate::cluster::selection_ledger::{Fate, SelectionLimits};
@@ -23,16 +23,12 @@ pub(super) struct SelectedRecords<'a> {
     pub spec: &'a ReaderSpec,
 }
 
-impl RecordSource for SelectedRecords<'_> {
+impl BatchSource for SelectedRecords<'_> {
     type Item = Record;
     const ITEMS: &'static str = "records";
 
-    fn next(&mut self) -> Result<Step<Record>> {
-        Ok(match self.state.next_selected(self.spec)? {
-            Next::Record(record) => Step::Item(record),
-            Next::EndOfEpoch => Step::EndOfEpoch,
-            Next::End => Step::End,
-        })
+    fn next(&mut self) -> Result<Next<Record>> {
+        self.state.next_selected(self.spec)
     }
 
     fn bytes(record: &Record) -> usize {
@@ -46,11 +42,11 @@ pub(super) struct Examples<'a> {
     pub spec: &'a ReaderSpec,
 }
 
-impl RecordSource for Examples<'_> {
+impl BatchSource for Examples<'_> {
     type Item = Example;
     const ITEMS: &'static str = "examples";
 
-    fn next(&mut self) -> Result<Step<Example>> {
+    fn next(&mut self) -> Result<Next<Example>> {
         self.state.next_example(self.spec)
     }
 
@@ -190,15 +186,15 @@ impl ReaderState {
     }
 
     /// The next example of an unbatched record, or an epoch boundary or the end.
-    fn next_example(&mut self, spec: &ReaderSpec) -> Result<Step<Example>> {
+    fn next_example(&mut self, spec: &ReaderSpec) -> Result<Next<Example>> {
         loop {
             if let Some(example) = self.pending_examples.pop_front() {
-                return Ok(Step::Item(example));
+                return Ok(Next::Item(example));
             }
             let record = match self.next_selected(spec)? {
-                Next::Record(record) => record,
-                Next::EndOfEpoch => return Ok(Step::EndOfEpoch),
-                Next::End => return Ok(Step::End),
+                Next::Item(record) => record,
+                Next::EndOfEpoch => return Ok(Next::EndOfEpoch),
+                Next::End => return Ok(Next::End),
             };
             let unbatched = match unbatch_record(spec, &record) {
                 Ok(examples) if examples.is_empty() => {
@@ -236,7 +232,7 @@ impl ReaderState {
         }
         loop {
             let record = match self.next_filtered(spec)? {
-                Next::Record(record) => record,
+                Next::Item(record) => record,
                 other => return Ok(other),
             };
             if self.selected_in_epoch <= select.skip {
@@ -248,7 +244,7 @@ impl ReaderState {
                 self.pipeline.skip_rest_of_epoch();
                 continue;
             }
-            return Ok(Next::Record(record));
+            return Ok(Next::Item(record));
         }
     }
 
@@ -259,7 +255,7 @@ impl ReaderState {
     fn next_claimed(&mut self, spec: &ReaderSpec, job: &JobFeed, scope: u32) -> Result<Next> {
         loop {
             if let Some(record) = self.claimed.pop_front() {
-                return Ok(Next::Record(record));
+                return Ok(Next::Item(record));
             }
             if let Some(step) = self.claimed_then.take() {
                 return Ok(step);
@@ -267,7 +263,7 @@ impl ReaderState {
             let mut group = Vec::new();
             while group.len() < CLAIM_GROUP {
                 match self.next_filtered(spec)? {
-                    Next::Record(record) => group.push(record),
+                    Next::Item(record) => group.push(record),
                     step => {
                         self.claimed_then = Some(step);
                         break;
@@ -301,7 +297,7 @@ impl ReaderState {
         let select = &spec.select;
         loop {
             let record = match self.next(spec)? {
-                Next::Record(record) => record,
+                Next::Item(record) => record,
                 Next::EndOfEpoch if self.selected_in_epoch == 0 && spec.pipeline.num_epochs.is_none() => {
                     // Repeating epochs that select nothing would spin forever.
                     self.pipeline.finish();
@@ -343,7 +339,7 @@ impl ReaderState {
                 }
             }
             self.selected_in_epoch += 1;
-            return Ok(Next::Record(record));
+            return Ok(Next::Item(record));
         }
     }
 
@@ -354,7 +350,7 @@ impl ReaderState {
         loop {
             match self.pipeline.next_step() {
                 Ok(next) => {
-                    if matches!(next, Next::Record(_)) {
+                    if matches!(next, Next::Item(_)) {
                         self.records_produced += 1;
                     }
                     return Ok(next);

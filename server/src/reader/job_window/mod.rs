@@ -129,7 +129,7 @@ impl Window {
 }
 
 /// What a seat takes from the window at its position.
-pub(super) enum Taken {
+pub(super) enum WindowTake {
     /// Elements from the position on, the number after them, and the state there.
     Elements {
         elements: Vec<Element>,
@@ -279,28 +279,28 @@ impl JobWindow {
 
     /// What the window holds from `position` on, the producer's next chunk (of up to
     /// `max_elements`) when it is at `position`.
-    fn take(&self, seat: u64, position: u64, max_elements: usize) -> Taken {
+    fn take(&self, seat: u64, position: u64, max_elements: usize) -> WindowTake {
         loop {
             {
                 let mut window = self.window.lock_unpoisoned();
                 if position < window.oldest() {
                     window.seats.insert(seat, (position, false));
-                    return Taken::Behind;
+                    return WindowTake::Behind;
                 }
                 if let Some(taken) = self.take_from(&mut window, seat, position) {
                     return taken;
                 }
                 if let Some(err) = window.failed.clone() {
                     window.seats.insert(seat, (position, false));
-                    return Taken::Failed(err);
+                    return WindowTake::Failed(err);
                 }
                 if window.ended {
-                    return Taken::Ended;
+                    return WindowTake::Ended;
                 }
                 if position != window.end {
                     // Past the window's end (it moved behind this seat): alone from here.
                     window.seats.insert(seat, (position, false));
-                    return Taken::Behind;
+                    return WindowTake::Behind;
                 }
             }
             self.produce(position, max_elements);
@@ -309,7 +309,7 @@ impl JobWindow {
 
     /// The elements the window holds from `position` on, if it holds any: no reading,
     /// no waiting for the producer (`None` otherwise).
-    fn take_held(&self, seat: u64, position: u64) -> Option<Taken> {
+    fn take_held(&self, seat: u64, position: u64) -> Option<WindowTake> {
         let mut window = self.window.lock_unpoisoned();
         if position < window.oldest() {
             return None;
@@ -318,14 +318,14 @@ impl JobWindow {
     }
 
     /// The window's chunk at `position`, from there on, for `seat`, which moves past it.
-    fn take_from(&self, window: &mut Window, seat: u64, position: u64) -> Option<Taken> {
+    fn take_from(&self, window: &mut Window, seat: u64, position: u64) -> Option<WindowTake> {
         let chunk = window.chunks.iter().find(|chunk| position < chunk.end)?;
         let elements: Vec<Element> =
             chunk.elements.iter().filter(|element| element.index >= position).cloned().collect();
         let (end, state_after, events) = (chunk.end, chunk.state_after.clone(), chunk.events.clone());
         window.seats.insert(seat, (end, true));
         window.make_room(self.limit);
-        Some(Taken::Elements { elements, end, state_after, events })
+        Some(WindowTake::Elements { elements, end, state_after, events })
     }
 
     /// Has the producer decode its next chunk into the window, unless another seat did

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{JOB_WINDOWS, JobWindow, Taken};
+use super::{JOB_WINDOWS, JobWindow, WindowTake};
 use crate::element::Element;
 use crate::error::ServeError;
 use crate::reader::records::ReaderState;
@@ -270,15 +270,15 @@ impl Seat {
                 return None;
             }
             match taken {
-                Taken::Elements { elements, end, state_after, .. } => {
+                WindowTake::Elements { elements, end, state_after, .. } => {
                     seat.took(reader, &mut progress, position, elements, end, state_after);
                 }
-                Taken::Ended => return Some(Chunk { end_of_sequence: true, ..Chunk::default() }),
-                Taken::Failed(err) => {
+                WindowTake::Ended => return Some(Chunk { end_of_sequence: true, ..Chunk::default() }),
+                WindowTake::Failed(err) => {
                     state.failed = Some(err.clone());
                     return Some(Chunk { error: Some(err), ..Chunk::default() });
                 }
-                Taken::Behind => {
+                WindowTake::Behind => {
                     // Fell behind: on its own from the state at its position, or else
                     // from the last one kept, reading again up to its position unsent.
                     let known = progress.state.take().or_else(|| progress.kept.take());
@@ -322,7 +322,8 @@ impl Seat {
         }
         let position = state.elements_produced;
         if progress.pending.is_empty() {
-            let Some(Taken::Elements { elements, end, state_after, .. }) = self.window.take_held(self.id, position)
+            let Some(WindowTake::Elements { elements, end, state_after, .. }) =
+                self.window.take_held(self.id, position)
             else {
                 return None;
             };

@@ -9,7 +9,7 @@ use super::Seat;
 use crate::pipeline::feed::FileFeed;
 use crate::reader::Reader;
 use crate::reader::cluster_job::WindowEvent;
-use crate::reader::job_window::{JOB_WINDOWS, Taken};
+use crate::reader::job_window::{JOB_WINDOWS, WindowTake};
 use readerd_common::sync::MutexUnpoisoned;
 
 /// Splits whose handed-out records a seat keeps before it forgets those of splits done
@@ -21,8 +21,8 @@ impl Seat {
     /// Whether its job may take `taken`: the chunk's leases followed in the job's ledger
     /// job, then its splits read to their end and its records settled there. A failed or
     /// ended producer, or a chunk dropped for room, is not followed: the job reads alone.
-    pub(super) fn follows(&self, reader: &Reader, taken: &Taken) -> bool {
-        let (Some(feed), Taken::Elements { elements, events, .. }) = (reader.cluster_job(), taken) else {
+    pub(super) fn follows(&self, reader: &Reader, taken: &WindowTake) -> bool {
+        let (Some(feed), WindowTake::Elements { elements, events, .. }) = (reader.cluster_job(), taken) else {
             return false;
         };
         for event in events.iter() {

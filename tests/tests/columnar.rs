@@ -552,3 +552,47 @@ open(f"{root}/lies.parquet", "wb").write(b[:-8 - n] + footer + len(footer).to_by
     let rows: usize = elements(&lines).iter().map(|l| l["keys"].as_array().unwrap().len()).sum();
     assert_eq!(rows, 1000, "{:?}", lines.last());
 }
+
+/// The same for an Arrow IPC file: a record batch header claiming 3e9 rows (its length
+/// and its column's field node) for a body of 8,000 bytes (1,000 int64 values, the truth)
+/// read with the exact global shuffle is DATA_LOSS naming the file, the batch and the
+/// claim, checked before the row index is sized from it (it was RESOURCE_EXHAUSTED); the
+/// server goes on serving the honest file.
+#[test]
+fn an_arrow_ipc_batch_header_claiming_3e9_rows_in_a_body_of_8000_bytes_is_data_loss_for_the_global_shuffle() {
+    let data = tempfile::tempdir().unwrap();
+    python(
+        r#"
+import sys, pyarrow as pa
+root = sys.argv[1]
+table = pa.table({"v": pa.array(range(1000), pa.int64())})
+with pa.ipc.new_file(f"{root}/honest.arrow", table.schema) as writer:
+    writer.write_table(table)
+b = open(f"{root}/honest.arrow", "rb").read()
+# The batch header's length and its column's field node length: little-endian i64s.
+old, new = (1000).to_bytes(8, "little"), (3_000_000_000).to_bytes(8, "little")
+assert b.count(old) == 2, b.count(old)
+open(f"{root}/lies.arrow", "wb").write(b.replace(old, new))
+"#,
+        &[data.path().to_str().unwrap()],
+    );
+    let server = ServerProcess::start_with(&[data.path()], &["--memory-budget", "268435456"]);
+    let global = |file: &str| {
+        json!({"source": {"files": [file], "format": "ARROW_IPC"},
+               "pipeline": {"seed": 3, "shuffle": {"global": true}, "batchSize": 64}})
+    };
+    let err = failed_read(&server.addr, &global("lies.arrow"));
+    assert_eq!(err["code"], "DATA_LOSS", "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("lies.arrow: record batch 0: the header claims 3000000000 rows")
+            && message.contains("its body of 8000 bytes holds at most 64000"),
+        "{err}"
+    );
+    // It serves on: the honest file's rows, each once.
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(&dir, &global("honest.arrow"));
+    let lines = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
+    let rows: usize = elements(&lines).iter().map(|l| l["keys"].as_array().unwrap().len()).sum();
+    assert_eq!(rows, 1000, "{:?}", lines.last());
+}

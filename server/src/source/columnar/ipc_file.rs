@@ -91,17 +91,151 @@ fn read_block(bytes: &mut FileBytes, block: &Block) -> std::io::Result<Buffer> {
     Ok(buffer.into())
 }
 
-/// The rows of the record batch whose message metadata is `meta` (a continuation marker
-/// and length, then the flatbuffer `Message`).
-fn rows_of_message(meta: &[u8], name: &str, batch: usize) -> Result<u64, SourceError> {
+/// What a record batch's message header says: its rows, and whether its body is
+/// compressed (the codec's name).
+struct BatchHeader {
+    rows: u64,
+    compressed: Option<&'static str>,
+}
+
+/// The header of the record batch whose message metadata is `meta` (a continuation
+/// marker and length, then the flatbuffer `Message`).
+fn header_of_message(meta: &[u8], name: &str, batch: usize) -> Result<BatchHeader, SourceError> {
     let body = match meta.get(..4) {
         Some([0xff, 0xff, 0xff, 0xff]) => meta.get(8..),
         _ => meta.get(4..),
     };
     let message = body.and_then(|body| arrow_ipc::root_as_message(body).ok());
-    let rows = message.and_then(|message| message.header_as_record_batch()).map(|header| header.length());
-    rows.and_then(|rows| u64::try_from(rows).ok())
-        .ok_or_else(|| bad(name, format!("record batch {batch}: its message header does not say its rows")))
+    let header = message.and_then(|message| message.header_as_record_batch());
+    let rows = header.and_then(|header| u64::try_from(header.length()).ok());
+    let Some((header, rows)) = header.zip(rows) else {
+        return Err(bad(name, format!("record batch {batch}: its message header does not say its rows")));
+    };
+    let compressed = header.compression().map(|compression| compression.codec().variant_name().unwrap_or("unknown"));
+    Ok(BatchHeader { rows, compressed })
+}
+
+/// Whether every row of a column of Arrow type `data_type` takes at least one bit of
+/// its batch's body, uncompressed, null or not (with or without a validity buffer):
+/// booleans one bit (their values' bitmap), fixed-width values at least a byte, strings,
+/// binaries and lists an offset (`n + 1` of them for `n` rows), views 16 bytes,
+/// dictionaries an index, unions a type id; a struct through any of its fields, a
+/// fixed-size list through its items when it has any (`n * size` of them). A row of
+/// nulls (`Null`), of zero-width values (`FixedSizeBinary(0)`, a fixed-size list of size
+/// 0) or of runs (`RunEndEncoded`: a run's end stands for many rows) may take none.
+fn a_bit_a_row(data_type: &arrow_schema::DataType) -> bool {
+    use arrow_schema::DataType as A;
+    match data_type {
+        A::Null | A::RunEndEncoded(..) => false,
+        A::FixedSizeBinary(width) => *width > 0,
+        A::FixedSizeList(item, size) => *size > 0 && a_bit_a_row(item.data_type()),
+        A::Struct(fields) => fields.iter().any(|field| a_bit_a_row(field.data_type())),
+        A::Boolean
+        | A::Int8
+        | A::Int16
+        | A::Int32
+        | A::Int64
+        | A::UInt8
+        | A::UInt16
+        | A::UInt32
+        | A::UInt64
+        | A::Float16
+        | A::Float32
+        | A::Float64
+        | A::Timestamp(..)
+        | A::Date32
+        | A::Date64
+        | A::Time32(_)
+        | A::Time64(_)
+        | A::Duration(_)
+        | A::Interval(_)
+        | A::Decimal32(..)
+        | A::Decimal64(..)
+        | A::Decimal128(..)
+        | A::Decimal256(..)
+        | A::Binary
+        | A::LargeBinary
+        | A::BinaryView
+        | A::Utf8
+        | A::LargeUtf8
+        | A::Utf8View
+        | A::List(_)
+        | A::LargeList(_)
+        | A::ListView(_)
+        | A::LargeListView(_)
+        | A::Map(..)
+        | A::Dictionary(..)
+        | A::Union(..) => true,
+    }
+}
+
+/// How many rows a record batch's body can hold, from the file's schema: what a batch
+/// header's row count is checked against ([`RowBound::check`]) before anything is sized
+/// from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowBound {
+    /// The schema has no columns: a batch holds no rows. (Arrow allows rows of no
+    /// columns, but this server reads none: a reader of no columns is refused.)
+    NoColumns,
+    /// Some column takes at least a bit of the body a row ([`a_bit_a_row`]): a batch of
+    /// `n` rows (every column of a batch has its `n` rows) has at least `n` bits of body
+    /// uncompressed, so a body of `b` bytes holds at most `8 * b` rows. (A column this
+    /// server does not read is not decoded, but a file whose column holds fewer rows than
+    /// its batch is damaged whichever columns are read.) `every_column`: every column does.
+    Bits { every_column: bool },
+    /// No column does (only nulls, zero-width values or runs): the body bounds nothing.
+    None,
+}
+
+impl RowBound {
+    fn of(schema: &arrow_schema::Schema) -> Self {
+        let fields = schema.fields();
+        if fields.is_empty() {
+            return RowBound::NoColumns;
+        }
+        let bits = fields.iter().filter(|field| a_bit_a_row(field.data_type())).count();
+        match bits {
+            0 => RowBound::None,
+            _ => RowBound::Bits { every_column: bits == fields.len() },
+        }
+    }
+
+    /// Checks that record batch `batch`, its header claiming `header.rows` rows and its
+    /// body (as the footer's block says) `body` bytes, can hold them: a header claiming
+    /// more lies (3e9 rows in a body of 8,000 bytes), DATA_LOSS naming the file and the
+    /// batch.
+    ///
+    /// The bound, `8 * body` rows, holds for an uncompressed body ([`RowBound::Bits`]).
+    /// A compressed body (LZ4, ZSTD) may hold far more rows than bits, but this server
+    /// decompresses no buffer (arrow-ipc is built without its codecs): it reads a
+    /// compressed batch only where the buffers of the columns it reads are stored raw
+    /// (an uncompressed length of -1), so the bound holds for the columns it reads when
+    /// every column of the schema takes a bit a row; else a compressed batch is not
+    /// checked.
+    fn check(self, header: &BatchHeader, body: u64, name: &str, batch: usize) -> Result<(), SourceError> {
+        let rows = header.rows;
+        let most = match self {
+            RowBound::NoColumns => 0,
+            RowBound::Bits { every_column } if header.compressed.is_none() || every_column => body.saturating_mul(8),
+            RowBound::Bits { .. } | RowBound::None => return Ok(()),
+        };
+        if rows <= most {
+            return Ok(());
+        }
+        let holds = match (self, header.compressed) {
+            (RowBound::NoColumns, _) => "the file has no columns to hold them".to_owned(),
+            (_, None) => format!("its body of {body} bytes holds at most {most}"),
+            (_, Some(codec)) => format!(
+                "its body of {body} bytes ({codec}, which this server does not decompress) holds at most {most}"
+            ),
+        };
+        Err(bad(
+            name,
+            format!(
+                "record batch {batch}: the header claims {rows} rows, and {holds}: the file holds fewer rows than it says"
+            ),
+        ))
+    }
 }
 
 pub struct IpcFile {
@@ -109,6 +243,8 @@ pub struct IpcFile {
     footer: Footer,
     /// The first row of each record batch, and the rows after the last: read on demand.
     batch_starts: OnceLock<Vec<u64>>,
+    /// What a batch's body can hold, from the schema.
+    row_bound: RowBound,
 }
 
 fn ipc_error(name: &str, what: &str, err: &arrow_schema::ArrowError) -> SourceError {
@@ -121,7 +257,8 @@ impl IpcFile {
     /// decoder sees it.
     pub fn open(bytes: FileBytes, name: &str) -> Result<Self, SourceError> {
         let footer = read_footer(&bytes, name)?;
-        Ok(Self { bytes, footer, batch_starts: OnceLock::new() })
+        let row_bound = RowBound::of(&footer.schema);
+        Ok(Self { bytes, footer, batch_starts: OnceLock::new(), row_bound })
     }
 
     pub fn schema(&self) -> arrow_schema::SchemaRef {
@@ -144,7 +281,10 @@ impl IpcFile {
 
     /// The first row of each record batch, and the rows after the last, from the batches'
     /// message headers ([`HEADERS_AT_ONCE`] fetched together, each reserved from the memory
-    /// budget while read; their bodies are not read).
+    /// budget while read; their bodies are not read). Each header's row count is checked
+    /// against what its body can hold ([`RowBound::check`]: at most 8 rows a byte) before
+    /// anything is sized from it: a header claiming more is DATA_LOSS naming the file and
+    /// the batch.
     pub fn batch_starts(&self, name: &str) -> Result<&[u64], SourceError> {
         if let Some(starts) = self.batch_starts.get() {
             return Ok(starts);
@@ -167,7 +307,11 @@ impl IpcFile {
             let ranges: Vec<(u64, usize)> = blocks.iter().map(|block| (block.offset() as u64, meta(block))).collect();
             // Exactly the headers: the bodies between them are not read.
             for (i, meta) in self.bytes.ranges(&ranges, 0)?.iter().enumerate() {
-                rows = rows.saturating_add(rows_of_message(meta, name, chunk * HEADERS_AT_ONCE + i)?);
+                let batch = chunk * HEADERS_AT_ONCE + i;
+                let header = header_of_message(meta, name, batch)?;
+                // Lengths checked against the file by `read_footer`.
+                self.row_bound.check(&header, blocks[i].bodyLength() as u64, name, batch)?;
+                rows = rows.saturating_add(header.rows);
                 starts.push(rows);
             }
         }
@@ -266,5 +410,135 @@ impl Iterator for BatchesFrom {
             Err(err) => return Some(Err(err.into())),
         };
         self.decoder.read_record_batch(&block, &buffer).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, BooleanArray, Int64Array};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::*;
+    use crate::source::DataFile;
+
+    /// Writes `batches` as an Arrow IPC file `name` in `dir`.
+    fn write(dir: &std::path::Path, name: &str, batches: &[RecordBatch]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut writer = arrow_ipc::writer::FileWriter::try_new(&mut bytes, &batches[0].schema()).unwrap();
+        for batch in batches {
+            writer.write(batch).unwrap();
+        }
+        writer.finish().unwrap();
+        drop(writer);
+        std::fs::write(dir.join(name), &bytes).unwrap();
+        bytes
+    }
+
+    fn open(dir: &std::path::Path, name: &str) -> IpcFile {
+        IpcFile::open(FileBytes::open(&DataFile::local(name, dir.join(name))).unwrap(), name).unwrap()
+    }
+
+    /// Record batch `batch`'s header of `file` with every i64 `from` (its length, its
+    /// columns' field nodes' lengths) made `to`.
+    fn claim_rows(dir: &std::path::Path, file: &str, bytes: &[u8], batch: usize, from: i64, to: i64) -> Vec<u8> {
+        let block = open(dir, file).footer.batches[batch];
+        let (start, len) = (block.offset() as usize, block.metaDataLength() as usize);
+        let mut lies = bytes.to_vec();
+        let mut found = 0;
+        for at in start..start + len - 8 {
+            if lies[at..at + 8] == from.to_le_bytes() {
+                lies[at..at + 8].copy_from_slice(&to.to_le_bytes());
+                found += 1;
+            }
+        }
+        assert!(found >= 1, "the header says {from} rows");
+        lies
+    }
+
+    fn batch_of(column: ArrayRef) -> RecordBatch {
+        RecordBatch::try_from_iter([("v", column)]).unwrap()
+    }
+
+    /// A batch header claiming 3e9 rows for a body of 8,000 bytes (1,000 int64 values,
+    /// the truth) is DATA_LOSS naming the file, the batch, the claim and the bound, before
+    /// anything is sized from it; the honest file's starts are its batches' rows.
+    #[test]
+    fn a_batch_header_claiming_more_rows_than_its_body_holds_is_data_loss() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = batch_of(Arc::new(Int64Array::from_iter_values(0..1_000)));
+        let bytes = write(dir.path(), "honest.arrow", &[batch.clone(), batch]);
+        assert_eq!(open(dir.path(), "honest.arrow").batch_starts("honest.arrow").unwrap(), &[0, 1_000, 2_000]);
+        let lies = claim_rows(dir.path(), "honest.arrow", &bytes, 1, 1_000, 3_000_000_000);
+        std::fs::write(dir.path().join("lies.arrow"), lies).unwrap();
+        let err = open(dir.path(), "lies.arrow").batch_starts("lies.arrow").unwrap_err();
+        let SourceError::Columnar { file, message, data_loss: true } = &err else { panic!("data loss: {err:?}") };
+        assert_eq!(file, "lies.arrow");
+        assert!(
+            message.starts_with(
+                "record batch 1: the header claims 3000000000 rows, and its body of 8000 bytes holds at most 64000"
+            ),
+            "{message}"
+        );
+        assert!(err.to_string().contains("lies.arrow"), "{err}");
+    }
+
+    /// Booleans take a bit a row: 1,024 null-free rows (no validity buffer) in a body of
+    /// 128 bytes are the most it holds, and read; 1,025 claimed are DATA_LOSS.
+    #[test]
+    fn a_body_of_booleans_holds_8_rows_a_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = batch_of(Arc::new(BooleanArray::from_iter((0..1_024).map(|row| Some(row % 3 == 0)))));
+        let bytes = write(dir.path(), "bools.arrow", &[batch]);
+        let file = open(dir.path(), "bools.arrow");
+        assert_eq!(file.footer.batches[0].bodyLength(), 128);
+        assert_eq!(file.batch_starts("bools.arrow").unwrap(), &[0, 1_024]);
+        let rows: usize = file
+            .batches_from((0, 1), 0, None, &[0], "bools.arrow")
+            .unwrap()
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum();
+        assert_eq!(rows, 1_024);
+        let lies = claim_rows(dir.path(), "bools.arrow", &bytes, 0, 1_024, 1_025);
+        std::fs::write(dir.path().join("lies.arrow"), lies).unwrap();
+        let err = open(dir.path(), "lies.arrow").batch_starts("lies.arrow").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("record batch 0: the header claims 1025 rows, and its body of 128 bytes holds at most 1024"),
+            "{err}"
+        );
+    }
+
+    /// Rows of zero-width values take no body: such a file's claims are not bounded by it
+    /// (3e9 rows of `FixedSizeBinary(0)` may be true), and rows of no columns none.
+    #[test]
+    fn what_bounds_a_batch_follows_its_columns_types() {
+        let field = |name: &str, data_type: DataType| Field::new(name, data_type, true);
+        let bound = |fields: Vec<Field>| RowBound::of(&Schema::new(fields));
+        assert_eq!(bound(vec![]), RowBound::NoColumns);
+        assert_eq!(bound(vec![field("a", DataType::FixedSizeBinary(0)), field("b", DataType::Null)]), RowBound::None);
+        let items = Arc::new(field("item", DataType::Int64));
+        assert_eq!(bound(vec![field("a", DataType::FixedSizeList(items.clone(), 0))]), RowBound::None);
+        assert_eq!(
+            bound(vec![field("a", DataType::FixedSizeList(items.clone(), 2)), field("b", DataType::Boolean)]),
+            RowBound::Bits { every_column: true }
+        );
+        assert_eq!(
+            bound(vec![field("a", DataType::FixedSizeBinary(0)), field("b", DataType::List(items))]),
+            RowBound::Bits { every_column: false }
+        );
+        let header = |rows, compressed| BatchHeader { rows, compressed };
+        let check = |bound: RowBound, header: BatchHeader, body| bound.check(&header, body, "f.arrow", 0).is_ok();
+        assert!(check(RowBound::None, header(3_000_000_000, None), 0));
+        assert!(check(RowBound::NoColumns, header(0, None), 0));
+        assert!(!check(RowBound::NoColumns, header(1, None), 1_000));
+        let some = RowBound::Bits { every_column: false };
+        let every = RowBound::Bits { every_column: true };
+        assert!(check(some, header(800, None), 100) && !check(some, header(801, None), 100));
+        // A compressed body bounds rows only when every column is read raw or not at all.
+        assert!(check(some, header(3_000_000_000, Some("ZSTD")), 100));
+        assert!(!check(every, header(801, Some("ZSTD")), 100));
     }
 }

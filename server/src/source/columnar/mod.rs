@@ -447,7 +447,9 @@ impl Unit {
 /// A Parquet footer's row counts are checked against what the row groups' column chunks
 /// can hold (`ParquetFile::check_row_counts`) before anything is sized from them: a file
 /// claiming more rows than it holds is DATA_LOSS naming it, not an index that exhausts
-/// the memory budget.
+/// the memory budget. So is each Arrow IPC batch header's, against what the batch's body
+/// can hold (`IpcFile::batch_starts`: at most 8 rows a byte, where the file's columns take
+/// a bit a row).
 pub fn unit_starts(file: &DataFile, format: ColumnarFormat) -> Result<Vec<u64>, SourceError> {
     guarded(&file.name, || {
         Ok(match Unit::open(FileBytes::open(file)?, &file.name, format, false)? {

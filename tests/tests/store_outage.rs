@@ -16,6 +16,15 @@ use serde_json::json;
 
 const LINES: usize = 2000;
 
+/// Held by the tests that load both cores for minutes (3 replicas and 4 consumers over
+/// tens of thousands of records) and by the one whose jobs must keep up with a window:
+/// they run one at a time, beside the lighter tests only.
+static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_heavy_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn spec() -> serde_json::Value {
     json!({
         "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
@@ -138,6 +147,7 @@ fn three_replicas_skipping_and_taking_wait_out_a_15_s_outage_and_take_exactly_pe
 /// outage stalls both ledgers' leases; each job still gets every record once per epoch.
 #[test]
 fn jobs_sharing_windows_on_two_replicas_wait_out_a_15_s_outage_and_each_get_every_record_once() {
+    let _heavy = one_heavy_at_a_time();
     let postgres = OwnPostgres::start();
     let data = tempfile::tempdir().unwrap();
     write_lines(data.path(), LINES);
@@ -189,6 +199,7 @@ fn every_record_once_through_an_outage_past_the_lease(
     lines: usize,
     outage: std::time::Duration,
 ) {
+    let _heavy = one_heavy_at_a_time();
     let postgres = OwnPostgres::start();
     let data = tempfile::tempdir().unwrap();
     write_line_files(data.path(), files, lines);

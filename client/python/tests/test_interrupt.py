@@ -3,6 +3,7 @@ answering, ``next()`` on a closed stream, an address that cannot parse."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import signal
@@ -59,24 +60,39 @@ def read_line(process: subprocess.Popen, timeout: float) -> str:
     return process.stdout.readline().strip() if ready else ""
 
 
-def test_ctrl_c_interrupts_next_while_the_server_is_stopped(server: Server, data_root: Path) -> None:
-    padded(data_root, 300)
-    spec = padded_spec(batchSize=2, numEpochs=-1)
+@contextlib.contextmanager
+def child_reading(server: Server, script: str, spec: dict):
+    """A Python process running `script` on `server`'s address and `spec` (as JSON), its
+    stdin and stdout pipes of text; on leaving, the server runs again (a SIGCONT, for one
+    a test stopped) and the child has ended."""
+    assert server.process is not None
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, server.addr, json.dumps(spec)],
+        [sys.executable, "-c", script, server.addr, json.dumps(spec)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert server.process is not None
-    stopped = False
     try:
+        yield child
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
+def tell(child: subprocess.Popen, line: str) -> None:
+    assert child.stdin is not None
+    child.stdin.write(line + "\n")
+    child.stdin.flush()
+
+
+def test_ctrl_c_interrupts_next_while_the_server_is_stopped(server: Server, data_root: Path) -> None:
+    padded(data_root, 300)
+    with child_reading(server, CHILD, padded_spec(batchSize=2, numEpochs=-1)) as child:
         assert read_line(child, 30) == "opened"
         server.process.send_signal(signal.SIGSTOP)
-        stopped = True
-        assert child.stdin is not None
-        child.stdin.write("go\n")
-        child.stdin.flush()
+        tell(child, "go")
         # What the client had buffered is read first; then next() waits.
         assert read_line(child, 60) == "blocked"
         child.send_signal(signal.SIGINT)
@@ -84,17 +100,9 @@ def test_ctrl_c_interrupts_next_while_the_server_is_stopped(server: Server, data
         assert read_line(child, 5) == "interrupted", "Ctrl-C did not interrupt next()"
         assert time.monotonic() - started < 3
         server.process.send_signal(signal.SIGCONT)
-        stopped = False
-        child.stdin.write("resumed\n")
-        child.stdin.flush()
+        tell(child, "resumed")
         assert read_line(child, 30).startswith("next after resume "), "the stream did not go on"
         assert child.wait(timeout=30) == 0
-    finally:
-        if stopped:
-            server.process.send_signal(signal.SIGCONT)
-        if child.poll() is None:
-            child.kill()
-            child.wait()
 
 
 def test_next_on_a_closed_stream_is_an_error_not_the_end(server: Server, data_root: Path) -> None:
@@ -150,30 +158,12 @@ def test_next_on_a_silent_server_raises_unavailable_once_its_retries_are_spent(s
     by a health check answered within 2 s, so next() raises UNAVAILABLE after its retries
     instead of waiting on the frozen server for good."""
     padded(data_root, 300)
-    spec = padded_spec(batchSize=2, numEpochs=-1)
-    child = subprocess.Popen(
-        [sys.executable, "-c", SILENT_CHILD, server.addr, json.dumps(spec)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.process is not None
-    stopped = False
-    try:
+    with child_reading(server, SILENT_CHILD, padded_spec(batchSize=2, numEpochs=-1)) as child:
         assert read_line(child, 30) == "read 10"
         server.process.send_signal(signal.SIGSTOP)
-        stopped = True
-        assert child.stdin is not None
-        child.stdin.write("go\n")
-        child.stdin.flush()
+        tell(child, "go")
         line = read_line(child, 120)
         assert line, "next() was still blocked on the stopped server after 120 s"
         raised = json.loads(line)
         assert raised["code"] == "UNAVAILABLE", raised
         assert raised["waited"] < 60, f"next() raised only after {raised['waited']:.0f} s: {raised}"
-    finally:
-        if stopped:
-            server.process.send_signal(signal.SIGCONT)
-        if child.poll() is None:
-            child.kill()
-        child.wait()

@@ -532,25 +532,12 @@ open(f"{root}/lies.parquet", "wb").write(b[:-8 - n] + footer + len(footer).to_by
 "#,
         &[data.path().to_str().unwrap()],
     );
-    let server = ServerProcess::start_with(&[data.path()], &["--memory-budget", "268435456"]);
-    let global = |file: &str| {
-        json!({"source": {"files": [file], "format": "PARQUET"},
-               "pipeline": {"seed": 3, "shuffle": {"global": true}, "batchSize": 64}})
-    };
-    let err = failed_read(&server.addr, &global("lies.parquet"));
-    assert_eq!(err["code"], "DATA_LOSS", "{err}");
-    let message = err["message"].as_str().unwrap();
+    let message = lying_file_is_data_loss_and_the_honest_one_serves(data.path(), "PARQUET", "parquet");
     assert!(
         message.contains("lies.parquet: row group 0: the footer claims 3000000000 rows")
             && message.contains("at most 2000 values"),
-        "{err}"
+        "{message}"
     );
-    // It serves on: the honest file's rows, each once.
-    let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &global("honest.parquet"));
-    let lines = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
-    let rows: usize = elements(&lines).iter().map(|l| l["keys"].as_array().unwrap().len()).sum();
-    assert_eq!(rows, 1000, "{:?}", lines.last());
 }
 
 /// The same for an Arrow IPC file: a record batch header claiming 3e9 rows (its length
@@ -576,23 +563,30 @@ open(f"{root}/lies.arrow", "wb").write(b.replace(old, new))
 "#,
         &[data.path().to_str().unwrap()],
     );
-    let server = ServerProcess::start_with(&[data.path()], &["--memory-budget", "268435456"]);
-    let global = |file: &str| {
-        json!({"source": {"files": [file], "format": "ARROW_IPC"},
-               "pipeline": {"seed": 3, "shuffle": {"global": true}, "batchSize": 64}})
-    };
-    let err = failed_read(&server.addr, &global("lies.arrow"));
-    assert_eq!(err["code"], "DATA_LOSS", "{err}");
-    let message = err["message"].as_str().unwrap();
+    let message = lying_file_is_data_loss_and_the_honest_one_serves(data.path(), "ARROW_IPC", "arrow");
     assert!(
         message.contains("lies.arrow: record batch 0: the header claims 3000000000 rows")
             && message.contains("its body of 8000 bytes holds at most 64000"),
-        "{err}"
+        "{message}"
     );
+}
+
+/// A server on `data` reads `lies.EXT` (of `format`) with the exact global shuffle: it
+/// must fail DATA_LOSS, whose message is returned; then the server serves `honest.EXT`,
+/// all 1,000 rows of it.
+fn lying_file_is_data_loss_and_the_honest_one_serves(data: &std::path::Path, format: &str, ext: &str) -> String {
+    let server = ServerProcess::start_with(&[data], &["--memory-budget", "268435456"]);
+    let global = |file: &str| {
+        json!({"source": {"files": [file], "format": format},
+               "pipeline": {"seed": 3, "shuffle": {"global": true}, "batchSize": 64}})
+    };
+    let err = failed_read(&server.addr, &global(&format!("lies.{ext}")));
+    assert_eq!(err["code"], "DATA_LOSS", "{err}");
     // It serves on: the honest file's rows, each once.
     let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &global("honest.arrow"));
+    let spec_path = write_spec(&dir, &global(&format!("honest.{ext}")));
     let lines = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec_path, "--output", "jsonl"]).stdout);
     let rows: usize = elements(&lines).iter().map(|l| l["keys"].as_array().unwrap().len()).sum();
     assert_eq!(rows, 1000, "{:?}", lines.last());
+    err["message"].as_str().unwrap().to_owned()
 }

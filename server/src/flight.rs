@@ -205,6 +205,12 @@ impl FlightEncoder {
         self.held.take()
     }
 
+    /// The held batch, then `error` if any: what goes out when nothing more will ride on
+    /// the held batch.
+    fn flush_then(&mut self, error: Option<Status>) -> Vec<Result<FlightData, Status>> {
+        self.flush().into_iter().map(Ok).chain(error.map(Err)).collect()
+    }
+
     /// The messages `response` becomes, to send now: the schema before the first batch,
     /// the batch held before, the end marker. An element's batch is held (sent with the
     /// next message, or by [`Self::flush`]); a checkpoint rides on the held batch, or on
@@ -317,13 +323,13 @@ impl FlightService for FlightPlane {
                 };
                 let Some(response) = response else {
                     // Nothing came in time: the held batch goes out alone.
-                    if !send_all(&flight_tx, encoder.flush().into_iter().map(Ok).collect()).await {
+                    if !send_all(&flight_tx, encoder.flush_then(None)).await {
                         return;
                     }
                     continue;
                 };
                 let Some(response) = response else {
-                    let _ = send_all(&flight_tx, encoder.flush().into_iter().map(Ok).collect()).await;
+                    let _ = send_all(&flight_tx, encoder.flush_then(None)).await;
                     return;
                 };
                 let end =
@@ -335,9 +341,7 @@ impl FlightService for FlightPlane {
                     Ok(messages) => messages.into_iter().map(Ok).collect(),
                     // What was held goes out before the error.
                     Err(status) => {
-                        let mut messages: Vec<_> = encoder.flush().into_iter().map(Ok).collect();
-                        messages.push(Err(status));
-                        let _ = send_all(&flight_tx, messages).await;
+                        let _ = send_all(&flight_tx, encoder.flush_then(Some(status))).await;
                         return;
                     }
                 };

@@ -449,15 +449,13 @@ impl ReaderRegistry {
         };
         // The registry's names of what goes: the shared reader (the job default) and, on
         // replicas, the jobs' readers of their own (`job_reader_name`).
-        let job_of = |name: &str| -> Option<String> {
-            let job = name.strip_prefix(shared_name)?.strip_prefix(" (job ")?.strip_suffix(')')?;
-            Some(job.to_owned())
-        };
         let removed: Vec<Arc<Reader>> = {
             let mut readers = self.write_lock();
             let names: Vec<String> = match job {
                 None => (readers.keys())
-                    .filter(|(c, name)| c == container && (name == shared_name || job_of(name).is_some()))
+                    .filter(|(c, name)| {
+                        c == container && (name == shared_name || crate::reader::is_job_reader_of(name, shared_name))
+                    })
                     .map(|(_, name)| name.clone())
                     .collect(),
                 Some(DEFAULT_JOB) => vec![shared_name.to_owned()],

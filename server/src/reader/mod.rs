@@ -75,7 +75,7 @@ mod decoding;
 mod figures;
 pub use decoding::{DECODE_PANICS, catch_decode_panic};
 mod job_window;
-pub use job_window::{JOB_WINDOWS, JobWindow, Seat, SeatFigures, job_reader_name};
+pub use job_window::{JOB_WINDOWS, JobWindow, Seat, SeatFigures, is_job_reader_of, job_reader_name};
 mod mix;
 mod mix_decode;
 mod mix_gather;

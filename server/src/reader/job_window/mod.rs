@@ -37,6 +37,11 @@ pub fn job_reader_name(name: &str, job: &str) -> String {
     format!("{name} (job {job})")
 }
 
+/// Whether `reader` is a [`job_reader_name`] of a job of `name`.
+pub fn is_job_reader_of(reader: &str, name: &str) -> bool {
+    reader.strip_prefix(name).and_then(|rest| rest.strip_prefix(" (job ")).is_some_and(|job| job.ends_with(')'))
+}
+
 /// The payload bytes the producer gathers at most in one chunk.
 const CHUNK_BYTES: usize = 4 << 20;
 

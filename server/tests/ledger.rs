@@ -42,6 +42,16 @@ fn key(job: Job, epoch: u64, file: u32) -> SplitKey {
 /// Splits of any file (a mixture's component leases its own files' only).
 const EVERY_FILE: std::ops::Range<u32> = 0..u32::MAX;
 
+/// Replicas `a` and `b` with lease times `times`, going by one manual clock (returned
+/// first), and the job `team/train` made by `a`.
+fn two_replicas_on_a_manual_clock(schema: &Schema, times: LeaseTimes) -> (LedgerClock, Ledger, Ledger, Job) {
+    let clock = LedgerClock::manual();
+    let a = replica_at(schema, "a", times, &clock);
+    let b = replica_at(schema, "b", times, &clock);
+    let job = job(&a);
+    (clock, a, b, job)
+}
+
 /// Time passes on `clock` by `by` while the replicas of `alive` beat (renewing the splits
 /// each holds) every quarter of `times`' lease time, as live replicas do: the ledger sees
 /// no outage, only the silence of the replicas not in `alive`.
@@ -146,10 +156,7 @@ fn replicas_leasing_at_once_never_hold_the_same_split() {
 fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_acknowledged() {
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(600), grace: Duration::from_secs(60) };
-    let clock = LedgerClock::manual();
-    let a = replica_at(&schema, "a", times, &clock);
-    let b = replica_at(&schema, "b", times, &clock);
-    let job = job(&a);
+    let (clock, a, b, job) = two_replicas_on_a_manual_clock(&schema, times);
     a.plan_epoch(job, 1, &[7]).unwrap();
     let lease = a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.attach_session(job, "consumer-1").unwrap();
@@ -185,10 +192,7 @@ fn a_dead_replicas_split_waits_for_its_consumers_then_goes_on_from_what_was_ackn
 fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_period() {
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_millis(2000) };
-    let clock = LedgerClock::manual();
-    let a = replica_at(&schema, "a", times, &clock);
-    let b = replica_at(&schema, "b", times, &clock);
-    let job = job(&a);
+    let (clock, a, b, job) = two_replicas_on_a_manual_clock(&schema, times);
     a.plan_epoch(job, 1, &[0, 1]).unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.attach_session(job, "consumer-gone").unwrap();
@@ -216,10 +220,7 @@ fn without_its_consumers_a_dead_replicas_split_is_taken_over_after_the_grace_per
 fn only_the_splits_a_reader_holds_are_renewed_and_a_given_up_one_goes_at_once() {
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_secs(60) };
-    let clock = LedgerClock::manual();
-    let a = replica_at(&schema, "a", times, &clock);
-    let b = replica_at(&schema, "b", times, &clock);
-    let job = job(&a);
+    let (clock, a, b, job) = two_replicas_on_a_manual_clock(&schema, times);
     a.plan_epoch(job, 1, &[0, 1, 2]).unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
@@ -322,9 +323,7 @@ fn skip_and_take_count_per_job_and_a_takeover_gives_back_the_places_never_acknow
     use readerd_server::source::RecordId;
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(300), grace: Duration::from_millis(0) };
-    let clock = LedgerClock::manual();
-    let (a, b) = (replica_at(&schema, "a", times, &clock), replica_at(&schema, "b", times, &clock));
-    let job = job(&a);
+    let (clock, a, b, job) = two_replicas_on_a_manual_clock(&schema, times);
     a.plan_epoch(job, 1, &[0, 1]).unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     b.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
@@ -426,10 +425,7 @@ fn an_outage_of_the_whole_ledger_counts_against_no_lease_and_its_grace() {
     // the others' splits over: they are alive, and come back within a lease time.
     let Some(schema) = Schema::new("readerd_ledger") else { return };
     let times = LeaseTimes { ttl: Duration::from_millis(400), grace: Duration::from_millis(1000) };
-    let clock = LedgerClock::manual();
-    let a = replica_at(&schema, "a", times, &clock);
-    let b = replica_at(&schema, "b", times, &clock);
-    let job = job(&a);
+    let (clock, a, b, job) = two_replicas_on_a_manual_clock(&schema, times);
     a.plan_epoch(job, 1, &[0, 1, 2]).unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
     a.attach_session(job, "consumer-of-a").unwrap();

@@ -23,6 +23,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from golden_index import replace_cases  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CATEGORY = "parse_sequence_example"
 PREFIX = "pse_context_sparse_"
@@ -108,14 +110,7 @@ def main():
         record(PREFIX + "batch_sorted_keys", "batch: two SparseFeatures beside a VarLen one; the first by key is "
                "named.", {"zx": sparse, "cy": two_keys, "a": tf.io.VarLenFeature(tf.int64)}, batched=True),
     ]
-    index_path = os.path.join(HERE, "cases", "index.json")
-    with open(index_path) as fh:
-        index = json.load(fh)
-    index["cases"] = [c for c in index["cases"] if not c["id"].startswith(PREFIX)] + entries
-    with open(index_path, "w") as fh:
-        fh.write(json.dumps(index, indent=1, sort_keys=True) + "\n")
-    for e in entries:
-        print(e["id"], e["status"])
+    replace_cases(PREFIX, entries)
 
 
 if __name__ == "__main__":

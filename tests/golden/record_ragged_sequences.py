@@ -26,6 +26,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from golden_index import replace_cases  # noqa: E402
+
 SEED = 20240607
 HERE = os.path.dirname(os.path.abspath(__file__))
 CATEGORY = "parse_sequence_example"
@@ -378,14 +380,7 @@ def main():
         "than the values' -> error.",
         [{"v": ("int64", steps_of(ints, [1, 2])), "lens": ("int64", [[1, 2]])}], {"r": f}, batched=True))
 
-    index_path = os.path.join(HERE, "cases", "index.json")
-    with open(index_path) as fh:
-        index = json.load(fh)
-    index["cases"] = [c for c in index["cases"] if not c["id"].startswith(PREFIX)] + entries
-    with open(index_path, "w") as fh:
-        fh.write(json.dumps(index, indent=1, sort_keys=True) + "\n")
-    for e in entries:
-        print(e["id"], e["status"])
+    replace_cases(PREFIX, entries)
 
 
 if __name__ == "__main__":

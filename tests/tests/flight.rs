@@ -152,20 +152,24 @@ fn host(server: &ServerProcess) -> &str {
     server.addr.strip_prefix("http://").unwrap_or(&server.addr)
 }
 
-#[test]
-fn checkpoints_by_count_ride_on_batches_and_every_reader_gets_every_row() {
+/// [`READS`] (its assertions: every reader gets every row, each checkpoint covers what
+/// was received, the last resumes exactly) against a server of [`rows_csv`], with
+/// `checkpoints` added to the ticket.
+fn every_reader_gets_every_row_with(checkpoints: &str) {
     let root = rows_csv();
     let server = ServerProcess::start(&[root.path()]);
-    let out = python(READS, &[host(&server), r#"{"checkpointEvery": 5}"#, &ROWS.to_string()]);
+    let out = python(READS, &[host(&server), checkpoints, &ROWS.to_string()]);
     eprintln!("{out}");
 }
 
 #[test]
+fn checkpoints_by_count_ride_on_batches_and_every_reader_gets_every_row() {
+    every_reader_gets_every_row_with(r#"{"checkpointEvery": 5}"#);
+}
+
+#[test]
 fn checkpoints_by_time_ride_on_batches_and_every_reader_gets_every_row() {
-    let root = rows_csv();
-    let server = ServerProcess::start(&[root.path()]);
-    let out = python(READS, &[host(&server), r#"{"checkpointIntervalMs": 1}"#, &ROWS.to_string()]);
-    eprintln!("{out}");
+    every_reader_gets_every_row_with(r#"{"checkpointIntervalMs": 1}"#);
 }
 
 #[test]

@@ -106,10 +106,20 @@ fn folder_any_user_enters() -> tempfile::TempDir {
 
 /// Runs readerd on `state_dir` (as uid 10001 when the test runs as root, so that a folder
 /// root owns is not writable to it) and returns its stderr; it must fail to start. Its
-/// data root is an empty folder of its own that uid 10001 may read.
+/// data root is an empty folder of its own that uid 10001 may read, and uid 10001 runs a
+/// copy of the binary in another (the build's may lie in a folder it cannot enter).
 fn start_failure(state_dir: &Path, as_uid_10001: bool) -> String {
     let data = folder_any_user_enters();
-    let mut command = Command::new(binary("readerd"));
+    let bin = folder_any_user_enters();
+    let readerd = match as_uid_10001 {
+        true => {
+            let copy = bin.path().join("readerd");
+            std::fs::copy(binary("readerd"), &copy).unwrap();
+            copy
+        }
+        false => binary("readerd"),
+    };
+    let mut command = Command::new(readerd);
     command.args(["--listen", "127.0.0.1:0", "--allow-unauthenticated", "--state-dir"]).arg(state_dir);
     command.arg("--data-root").arg(data.path()).env("RUST_LOG", "error");
     if as_uid_10001 {

@@ -1,7 +1,8 @@
 //! The shape of the code a newcomer enters: in the crates' `src` folders (their unit
 //! tests aside) every file opens with a `//!` doc that says what it holds, no two
 //! modules import each other, directly or around a loop, files are read only through
-//! `source/`, and no run of 6 lines of code is written twice.
+//! `source/`, elements are decoded only through the reader's decode stage, and no run of
+//! 6 lines of code is written twice.
 //!
 //! Lengths are not checked: a module holds one idea, however long. Limits on file and
 //! function lengths had become targets that code was split to meet, by size rather than
@@ -17,6 +18,15 @@ use std::path::{Path, PathBuf};
 
 const REPEAT_LINES: usize = 6;
 const CRATES: [&str; 5] = ["common/src", "server/src", "client/src", "client/python/src", "proto/src"];
+
+/// Where a decoder may be called: the decoders themselves, the reader's decode stage, and
+/// the fuzzing entry points that feed the decoders arbitrary bytes.
+const DECODER_CALLERS: [&str; 3] = ["server/src/decode/", "server/src/reader/decoding.rs", "server/src/fuzzing.rs"];
+
+/// Whether `code` calls a decoder's entry points.
+fn calls_a_decoder(code: &str) -> bool {
+    [".decode_records(", ".decode_placed("].iter().any(|call| code.contains(call))
+}
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -275,6 +285,11 @@ fn modules_say_what_they_hold_and_depend_one_way() {
             if code.contains("RecordFile::open(") && !name.starts_with("server/src/source/") {
                 problems.push(format!("{name}: opens a RecordFile (read files through source::FileRecords)"));
             }
+            // Every element is decoded by one stage, `reader/decoding.rs` (where a
+            // per-element transform runs too): nothing else calls a decoder.
+            if calls_a_decoder(&code) && !DECODER_CALLERS.iter().any(|allowed| name.starts_with(allowed)) {
+                problems.push(format!("{name}: calls a decoder (decode through reader/decoding.rs's Decoding)"));
+            }
             all_files.push((name, code.clone()));
             files.push((path, code));
         }
@@ -306,4 +321,6 @@ fn the_layout_checks_find_references_cycles_and_repeats() {
     let files = [("a.rs".to_owned(), helper.to_owned()), ("b.rs".to_owned(), format!("use x;\n{helper}"))];
     assert_eq!(repeated_runs(&files), ["a.rs:1 and b.rs:2: 6 or more lines alike"]);
     assert!(repeated_runs(&files[..1]).is_empty(), "a run is not alike itself");
+    assert!(calls_a_decoder(&code_of("let f = spec.decoder.decode_records(&v, &[], false);")));
+    assert!(!calls_a_decoder(&code_of("// spec.decoder.decode_records(&v)\nlet f = decoding.decode_record(&r, &k);")));
 }

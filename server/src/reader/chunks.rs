@@ -63,7 +63,7 @@ impl Reader {
             let mut elements = Vec::new();
             let batched = self.spec.batch_size > 0;
             let taken = self.take_chunk(|state, first| {
-                let mut source = Examples { state, spec: &self.spec };
+                let mut source = Examples { state, spec: &self.spec, decoding: &self.decoding };
                 let stack = |index, examples| {
                     elements.push(Ok(Some(stack_examples(examples, batched)?.numbered(index))));
                     Ok(())
@@ -110,7 +110,7 @@ impl Reader {
         } else {
             let take = |emit: &mut dyn FnMut(Batches<Record>)| {
                 self.take_chunk(|state, first| {
-                    let mut source = SelectedRecords { state, spec: &self.spec };
+                    let mut source = SelectedRecords { state, spec: &self.spec, decoding: &self.decoding };
                     let on_batch = |index, batch| {
                         emit(vec![(index, batch)]);
                         Ok(())

@@ -1,6 +1,10 @@
-//! Where a batch of records is decoded into an element: a reader's [`Decoding`], the
-//! spec's decoder over the whole batch, and with `onError: SKIP` the records at fault
-//! found, counted and dropped. A panic while decoding is caught here too.
+//! Where records are decoded: a reader's [`Decoding`] is the one stage that calls its
+//! spec's decoder (`tests/source_layout.rs` checks it). A batch becomes an element here,
+//! the decoder over the whole batch, and with `onError: SKIP` the records at fault found,
+//! counted and dropped; a mixture's components decode their records of a set here
+//! (`mix_decode.rs`), and a record is decoded alone here for a selection's predicates
+//! and for `unbatch`. A per-element stage after decoding belongs here too, so that it
+//! runs on every path. A panic while decoding is caught here too.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,6 +98,25 @@ impl Decoding {
         };
         catch_decode_panic(&self.reader, || set.into_iter().map(|(index, batch)| (index, decode(batch))).collect())
             .unwrap_or_else(|err| vec![(first, Err(err))])
+    }
+
+    /// One record decoded alone, not as an element (a selection's predicates read its
+    /// features, `unbatch` splits them): an error names it by `key`.
+    pub(super) fn decode_record(&self, record: &Record, key: &str) -> Result<Vec<(String, Tensor)>> {
+        let (values, keys) = (std::slice::from_ref(&record.value), [key.to_owned()]);
+        self.decoder
+            .decode_records(values, &keys, false)
+            .map_err(|err| ServeError::Decode(format!("{} (record {key})", err.message)))
+    }
+
+    /// A mixture's component's records of a set decoded with their numeric fixed-shape
+    /// rows written at their places in the set's buffers (`Decoder::decode_placed`).
+    pub(super) fn decode_into_set(
+        &self,
+        values: &[RecordValue],
+        place: &mut crate::decode::Placement<'_>,
+    ) -> std::result::Result<crate::decode::PlacedFeatures, crate::decode::DecodeError> {
+        self.decoder.decode_placed(values, place)
     }
 
     /// `values` named by `keys` decoded as one element (see `decode`), unnumbered.

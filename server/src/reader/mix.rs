@@ -154,7 +154,7 @@ impl BatchSource for MixedRecords<'_> {
             let component = &self.mixture.components[i];
             let component_state = self.locked[i].get_or_insert_with(|| component.lock());
             loop {
-                let next = component_state.next_selected(&component.spec);
+                let next = component_state.next_selected(&component.spec, &component.decoding);
                 if let Some(ledger) = &mut self.state.ledger {
                     ledger.settle_later(component_state.take_dropped());
                 }

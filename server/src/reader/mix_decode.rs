@@ -174,7 +174,7 @@ impl Mixture {
                 continue;
             }
             let mut place = Placement { rows: &group.places, total, buffers: &mut buffers };
-            let features = self.components[component].spec.decoder.decode_placed(&group.values, &mut place).ok()?;
+            let features = self.components[component].decoding.decode_into_set(&group.values, &mut place).ok()?;
             decoded.push((component, Decoded::placed(features, &self.layout, component)));
         }
         let set = merge_placed(&self.layout, decoded.iter().map(|(_, d)| d), total, &mut buffers)?;

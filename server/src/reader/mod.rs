@@ -397,7 +397,7 @@ impl Reader {
         state.read_raw = true;
         let mut records = Vec::new();
         while records.len() < max_records {
-            match state.next_selected(&self.spec)? {
+            match state.next_selected(&self.spec, &self.decoding)? {
                 Next::Item(record) => records.push(record),
                 Next::EndOfEpoch => {}
                 Next::End => return Ok((records, true)),

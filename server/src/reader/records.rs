@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::batcher::BatchSource;
+use super::decoding::Decoding;
 use super::unbatch::{Example, unbatch_record};
 use crate::cluster::JobFeed;
 use crate::cluster::selection_ledger::{Fate, SelectionLimits};
@@ -21,6 +22,7 @@ use crate::spec::ReaderSpec;
 pub(super) struct SelectedRecords<'a> {
     pub state: &'a mut ReaderState,
     pub spec: &'a ReaderSpec,
+    pub decoding: &'a Decoding,
 }
 
 impl BatchSource for SelectedRecords<'_> {
@@ -28,7 +30,7 @@ impl BatchSource for SelectedRecords<'_> {
     const ITEMS: &'static str = "records";
 
     fn next(&mut self) -> Result<Next<Record>> {
-        self.state.next_selected(self.spec)
+        self.state.next_selected(self.spec, self.decoding)
     }
 
     fn bytes(record: &Record) -> usize {
@@ -40,6 +42,7 @@ impl BatchSource for SelectedRecords<'_> {
 pub(super) struct Examples<'a> {
     pub state: &'a mut ReaderState,
     pub spec: &'a ReaderSpec,
+    pub decoding: &'a Decoding,
 }
 
 impl BatchSource for Examples<'_> {
@@ -47,7 +50,7 @@ impl BatchSource for Examples<'_> {
     const ITEMS: &'static str = "examples";
 
     fn next(&mut self) -> Result<Next<Example>> {
-        self.state.next_example(self.spec)
+        self.state.next_example(self.spec, self.decoding)
     }
 
     fn bytes(example: &Example) -> usize {
@@ -186,17 +189,17 @@ impl ReaderState {
     }
 
     /// The next example of an unbatched record, or an epoch boundary or the end.
-    fn next_example(&mut self, spec: &ReaderSpec) -> Result<Next<Example>> {
+    fn next_example(&mut self, spec: &ReaderSpec, decoding: &Decoding) -> Result<Next<Example>> {
         loop {
             if let Some(example) = self.pending_examples.pop_front() {
                 return Ok(Next::Item(example));
             }
-            let record = match self.next_selected(spec)? {
+            let record = match self.next_selected(spec, decoding)? {
                 Next::Item(record) => record,
                 Next::EndOfEpoch => return Ok(Next::EndOfEpoch),
                 Next::End => return Ok(Next::End),
             };
-            let unbatched = match unbatch_record(spec, &record) {
+            let unbatched = match unbatch_record(decoding, &record) {
                 Ok(examples) if examples.is_empty() => {
                     self.no_examples(spec, &record);
                     continue;
@@ -219,7 +222,7 @@ impl ReaderState {
     }
 
     /// The next record the spec's selection keeps, or an epoch boundary or the end.
-    pub(super) fn next_selected(&mut self, spec: &ReaderSpec) -> Result<Next> {
+    pub(super) fn next_selected(&mut self, spec: &ReaderSpec, decoding: &Decoding) -> Result<Next> {
         let select = &spec.select;
         if select.is_empty() {
             return self.next(spec);
@@ -228,10 +231,10 @@ impl ReaderState {
             && select.counts()
         {
             let (job, scope) = (job.clone(), *scope);
-            return self.next_claimed(spec, &job, scope);
+            return self.next_claimed(spec, decoding, &job, scope);
         }
         loop {
-            let record = match self.next_filtered(spec)? {
+            let record = match self.next_filtered(spec, decoding)? {
                 Next::Item(record) => record,
                 other => return Ok(other),
             };
@@ -252,7 +255,7 @@ impl ReaderState {
     /// claimed in groups ([`CLAIM_GROUP`]), each epoch's `skip` and `take` counted across
     /// replicas (`crate::cluster::selection_ledger`, which settles those skipped and
     /// dropped). An epoch's end or the end comes after the group it ended.
-    fn next_claimed(&mut self, spec: &ReaderSpec, job: &JobFeed, scope: u32) -> Result<Next> {
+    fn next_claimed(&mut self, spec: &ReaderSpec, decoding: &Decoding, job: &JobFeed, scope: u32) -> Result<Next> {
         loop {
             if let Some(record) = self.claimed.pop_front() {
                 return Ok(Next::Item(record));
@@ -262,7 +265,7 @@ impl ReaderState {
             }
             let mut group = Vec::new();
             while group.len() < CLAIM_GROUP {
-                match self.next_filtered(spec)? {
+                match self.next_filtered(spec, decoding)? {
                     Next::Item(record) => group.push(record),
                     step => {
                         self.claimed_then = Some(step);
@@ -293,7 +296,7 @@ impl ReaderState {
 
     /// The next record the selection's filters (key buckets, predicates) keep, counted in
     /// `selected_in_epoch`, or an epoch boundary or the end.
-    fn next_filtered(&mut self, spec: &ReaderSpec) -> Result<Next> {
+    fn next_filtered(&mut self, spec: &ReaderSpec, decoding: &Decoding) -> Result<Next> {
         let select = &spec.select;
         loop {
             let record = match self.next(spec)? {
@@ -314,9 +317,7 @@ impl ReaderState {
                 continue;
             }
             if select.needs_features() {
-                let decoded =
-                    spec.decoder.decode_records(std::slice::from_ref(&record.value), std::slice::from_ref(&key), false);
-                let kept = match decoded {
+                let kept = match decoding.decode_record(&record, &key) {
                     Ok(features) => select.keeps_features(&features).map_err(ServeError::InvalidSpec),
                     Err(err) if spec.skip_errors => {
                         tracing::warn!(record = %key, error = %err, "undecodable record skipped");
@@ -324,7 +325,7 @@ impl ReaderState {
                         self.drop_record(spec, &record);
                         continue;
                     }
-                    Err(err) => Err(ServeError::Decode(format!("{} (record {key})", err.message))),
+                    Err(err) => Err(err),
                 };
                 match kept {
                     Ok(true) => {}

@@ -2,11 +2,11 @@
 //! features into examples ([`unbatch_record`]), and examples stacked again into the
 //! spec's batches ([`stack_examples`]).
 
+use super::decoding::Decoding;
 use crate::decode::{Dense, Tensor};
 use crate::element::{Element, Keys, RecordId};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
-use crate::spec::ReaderSpec;
 
 /// One example of an unbatched record: `<record key>[i]` and its dense features.
 #[derive(Debug)]
@@ -25,12 +25,9 @@ impl Example {
 }
 
 /// Decodes a record on its own and splits every feature along its first dimension.
-pub(super) fn unbatch_record(spec: &ReaderSpec, record: &Record) -> Result<Vec<Example>> {
+pub(super) fn unbatch_record(decoding: &Decoding, record: &Record) -> Result<Vec<Example>> {
     let key = record.key_string();
-    let features = spec
-        .decoder
-        .decode_records(std::slice::from_ref(&record.value), std::slice::from_ref(&key), false)
-        .map_err(|err| ServeError::Decode(format!("{} (record {key})", err.message)))?;
+    let features = decoding.decode_record(record, &key)?;
     let mut columns = Vec::with_capacity(features.len());
     for (name, tensor) in features {
         let Tensor::Dense(dense) = tensor else {

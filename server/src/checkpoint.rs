@@ -399,6 +399,48 @@ impl Checkpointer {
         self.commit(&state, &stream.reader.spec().fingerprint)
     }
 
+    /// A checkpoint a caller asked for through `stream`, after its element `after_seq`
+    /// (blocking): the stream's own, replaying its reader, or where the reader's
+    /// coordinator checkpoints the job instead (on replicas), the whole job.
+    pub fn checkpoint_asked(&self, registry: &ReaderRegistry, stream: &StreamRecord, after_seq: i64) -> Result<String> {
+        if stream.reader.coordinator().checkpoints_by_replay() {
+            return self.checkpoint(stream, after_seq);
+        }
+        let job = registry.job_snapshot(&stream.container, &stream.shared_name)?;
+        let job = job.ok_or_else(|| ServeError::ReaderNotFound(stream.shared_name.clone()))?;
+        let lineage = Some(stream.lineage.clone());
+        self.checkpoint_job(&stream.container, &stream.shared_name, after_seq, lineage, job)
+    }
+
+    /// A checkpoint of job `job` (empty: `default`) of shared reader
+    /// `container/shared_name`, taken outside any stream (blocking): on replicas the
+    /// job as the ledger holds it (a job other than `default` is a shared reader of its
+    /// own there), on one server a replay of the job's reader.
+    pub fn checkpoint_named(
+        &self,
+        registry: &ReaderRegistry,
+        container: &str,
+        shared_name: &str,
+        job: &str,
+    ) -> Result<String> {
+        let named_job = !job.is_empty() && job != DEFAULT_JOB;
+        if named_job && !registry.is_cluster() {
+            let reader = registry.get_job(container, shared_name, job)?;
+            return self.checkpoint_shared_reader(container, shared_name, &reader);
+        }
+        let shared_name = match named_job {
+            true => crate::reader::job_reader_name(shared_name, job),
+            false => shared_name.to_owned(),
+        };
+        match registry.job_snapshot(container, &shared_name)? {
+            Some(job) => self.checkpoint_job(container, &shared_name, -1, None, job),
+            None => {
+                let reader = registry.get(container, &shared_name)?;
+                self.checkpoint_shared_reader(container, &shared_name, &reader)
+            }
+        }
+    }
+
     /// A checkpoint of a shared reader as a whole, taken outside any stream (blocking).
     pub fn checkpoint_shared_reader(&self, container: &str, shared_name: &str, reader: &Reader) -> Result<String> {
         if !reader.is_shared() {

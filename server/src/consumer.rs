@@ -8,7 +8,7 @@
 //! (it found it silent) and re-sent what it consumed here through another: its elements
 //! are parked until the consumer's session is flushed for this replica, or the grace
 //! period passed, and then only those whose records the split ledger does not hold
-//! acknowledged go to the other streams (`JobFeed::watch_session`).
+//! acknowledged go to the other streams (`Coordinator::watch_session`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+use crate::coordinator::Coordinator;
 use crate::element::{Element, RecordId};
 use crate::watch::consumer_time::{ConsumerTime, TimeSpent};
 use readerd_common::sync::MutexUnpoisoned;
@@ -92,8 +93,9 @@ pub struct Delivery {
     /// snapshot (a shared checkpoint lists them so a restore skips them).
     acknowledged: Mutex<std::collections::BTreeSet<u64>>,
     changed: Notify,
-    /// A shared reader served by replicas: acknowledged records go to its job's ledger.
-    job: std::sync::OnceLock<Arc<crate::cluster::JobFeed>>,
+    /// What the reader answers to, once it answers to more than this server (on
+    /// replicas, the split ledger): acknowledged records go there.
+    coordinator: std::sync::OnceLock<Arc<dyn Coordinator>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -120,13 +122,13 @@ impl Delivery {
     pub fn detach(&self, consumer: &Arc<Consumer>) {
         lock(&self.consumers).retain(|c| !Arc::ptr_eq(c, consumer));
         let unacked = std::mem::take(&mut *lock(&consumer.unacked));
-        if let (Some(job), Some(session)) = (self.job.get(), consumer.session.get())
+        if let (Some(coordinator), Some(session)) = (self.coordinator.get(), consumer.session.get())
             && !unacked.is_empty()
         {
             // Still in flight until the job resolves the session (`take_redelivery`).
             tracing::info!(stream = %consumer.stream_id, elements = unacked.len(), "unacknowledged elements wait for their session");
             let elements: Vec<Element> = unacked.into_values().collect();
-            job.watch_session(session, elements.iter().flat_map(|e| &e.records).map(RecordId::split));
+            coordinator.watch_session(session, &mut elements.iter().flat_map(|e| &e.records).map(RecordId::split));
             lock(&self.parked).push((session.clone(), elements));
             self.changed.notify_waiters();
             return;
@@ -139,9 +141,9 @@ impl Delivery {
         self.changed.notify_waiters();
     }
 
-    /// Acknowledged records are committed to `job`'s ledger from now on.
-    pub fn commit_to(&self, job: Arc<crate::cluster::JobFeed>) {
-        let _ = self.job.set(job);
+    /// Acknowledged records go to `coordinator` from now on.
+    pub fn answer_to(&self, coordinator: Arc<dyn Coordinator>) {
+        let _ = self.coordinator.set(coordinator);
     }
 
     /// Up to `max` elements waiting for a stream.
@@ -174,7 +176,7 @@ impl Delivery {
     /// acknowledged in the ledger were consumed (and re-sent through another replica),
     /// the others go to the other streams.
     fn unpark(&self) {
-        let Some(job) = self.job.get() else { return };
+        let Some(coordinator) = self.coordinator.get() else { return };
         let mut parked = lock(&self.parked);
         if parked.is_empty() {
             return;
@@ -184,7 +186,7 @@ impl Delivery {
         sessions.dedup();
         let mut settled = 0;
         for session in sessions {
-            let Some(acked) = job.session_acked(&session) else { continue };
+            let Some(acked) = coordinator.session_acked(&session) else { continue };
             let consumed = |element: &Element| {
                 !element.records.is_empty()
                     && element.records.iter().all(|r| acked.get(&r.split()).is_some_and(|set| set.contains(r.number)))
@@ -220,8 +222,8 @@ impl Delivery {
             let keep = unacked.split_off(&(up_to_seq.saturating_add(1)));
             let done = std::mem::replace(&mut *unacked, keep);
             lock(&self.acknowledged).extend(done.values().map(|e| e.index));
-            let ticket = match self.job.get() {
-                Some(job) => job.acknowledge(done.values().flat_map(|e| &e.records)),
+            let ticket = match self.coordinator.get() {
+                Some(coordinator) => coordinator.acknowledge(&mut done.values().flat_map(|e| &e.records)),
                 None => 0,
             };
             lock(&consumer.commits).waiting.push_back((up_to_seq, ticket));
@@ -239,7 +241,7 @@ impl Delivery {
     /// have their acknowledgement committed: to the split ledger in a cluster (every
     /// 100 ms, by the cluster's thread), at once otherwise.
     pub fn committed_elements(&self, consumer: &Consumer) -> i64 {
-        let committed = self.job.get().map_or(u64::MAX, |job| job.committed_ticket());
+        let committed = self.coordinator.get().map_or(u64::MAX, |coordinator| coordinator.committed_ticket());
         let mut commits = lock(&consumer.commits);
         while let Some(&(up_to_seq, ticket)) = commits.waiting.front() {
             if ticket > committed {

@@ -26,7 +26,8 @@
 //!   (`reader/batcher.rs`, one loop for every source), where a batch is decoded
 //!   (`reader/decoding.rs`, ordered and parallel in `reader/chunks.rs`), where a shared
 //!   reader keeps its books (`reader/shared_books.rs`), where it is checkpointed
-//!   (`reader/state.rs`), and the adapter to a cluster job (`reader/cluster_job.rs`).
+//!   (`reader/state.rs`), and what it answers to for what it hands out, this server or the split ledger
+//!   ([`coordinator`], `reader/ledger_coordinator.rs`).
 //! - [`registry`]: the readers by `(container, shared_name)`.
 //! - [`element`]: records → `pb::Element` for the wire.
 //! - [`grpc`]: the thin `DataService` handlers, and in `grpc/stream.rs` the per-stream
@@ -46,6 +47,7 @@
 //! - [`metrics`]: Prometheus counters and the `/metrics` endpoint.
 //! - [`limits`]: RESOURCE_EXHAUSTED limits (readers, streams, files, batch bytes, rate).
 //! - [`memory`]: the server-wide memory budget that growing buffers reserve from.
+//! - [`stats`]: a reader's stats as every call that returns them answers them.
 //! - [`snapshots`]: which snapshots of a reader's state a full list drops (private
 //!   streams' and shared readers' alike).
 //! - [`auth`]: bearer tokens and the containers and verbs each may use.
@@ -61,6 +63,7 @@ pub mod cluster;
 pub mod columns;
 pub mod config;
 pub mod consumer;
+pub mod coordinator;
 pub mod decode;
 pub mod element;
 pub mod error;
@@ -80,6 +83,7 @@ pub mod snapshots;
 pub mod source;
 pub mod spec;
 pub mod state;
+pub mod stats;
 pub mod status;
 pub mod telemetry;
 pub mod watch;

@@ -213,7 +213,8 @@ fn render_watch(out: &mut String, readers: &[(String, String, std::sync::Arc<cra
     );
     for (container, shared_name, reader) in readers {
         // From the job as the status last saw it: a scrape asks the ledger nothing.
-        let recommended = crate::watch::replicas_recommended(reader.replicas_serving(), reader.input_bound());
+        let recommended =
+            crate::watch::replicas_recommended(reader.coordinator().servers_serving(), reader.input_bound());
         let labels = labels(container, shared_name);
         let _ = writeln!(out, "readerd_reader_replicas_recommended{{{labels}}} {recommended}");
     }

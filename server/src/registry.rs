@@ -21,7 +21,7 @@ use readerd_proto::v1 as pb;
 use crate::cluster::{Cluster, JobSnapshot};
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
-use crate::reader::{JobWindow, Reader, ReaderSettings, ReplicaJob};
+use crate::reader::{JobWindow, LedgerCoordinator, Reader, ReaderSettings};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
 use readerd_common::sync::RwLockUnpoisoned;
@@ -182,10 +182,10 @@ impl ReaderRegistry {
         }
         if let Some(cluster) = &self.inner.setup.cluster {
             let spec = reader.spec();
-            let order = ReplicaJob::order(&reader)?;
+            let order = LedgerCoordinator::order(&reader)?;
             let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
             let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;
-            ReplicaJob::join(&reader, job)?;
+            LedgerCoordinator::join(&reader, job)?;
         }
         let mut readers = self.inner.readers.write_unpoisoned();
         if let Some(existing) = readers.get(&key) {
@@ -362,8 +362,8 @@ impl ReaderRegistry {
     pub fn job_snapshot(&self, container: &str, shared_name: &str) -> Result<Option<JobSnapshot>> {
         let Some(cluster) = &self.inner.setup.cluster else { return Ok(None) };
         let local = self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned();
-        if let Some(job) = local.as_ref().and_then(|reader| reader.cluster_job()) {
-            job.commit()?;
+        if let Some(reader) = &local {
+            reader.coordinator().commit()?;
         }
         let snapshot = cluster.ledger().snapshot_job(container, shared_name)?;
         snapshot.map(Some).ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))
@@ -389,21 +389,21 @@ impl ReaderRegistry {
     /// stream reads the job on through a new one.
     fn forget_deleted_job(&self, key: &ReaderKey) -> Result<()> {
         let Some(cluster) = &self.inner.setup.cluster else { return Ok(()) };
-        let Some(job) = self.read_lock().get(key).and_then(|reader| reader.cluster_job().cloned()) else {
-            return Ok(());
+        let Some(reader) = self.read_lock().get(key).cloned() else { return Ok(()) };
+        let Some(local) = reader.coordinator().job_id() else { return Ok(()) };
+        let still_held = |readers: &BTreeMap<ReaderKey, Arc<Reader>>| {
+            readers.get(key).is_some_and(|held| Arc::ptr_eq(held, &reader))
         };
-        let local = job.job().id;
-        if matches!(job.leases(), crate::cluster::Leases::Void { .. }) {
+        if reader.coordinator().is_void() {
             let mut readers = self.write_lock();
-            if readers.get(key).and_then(|reader| reader.cluster_job()).is_some_and(|held| Arc::ptr_eq(held, &job)) {
+            if still_held(&readers) {
                 readers.remove(key);
             }
             return Ok(());
         }
         if cluster.ledger().job_id(&key.0, &key.1)? != Some(local) {
             let mut readers = self.write_lock();
-            let still_local = readers.get(key).and_then(|reader| reader.cluster_job().map(|job| job.job().id));
-            if still_local == Some(local)
+            if still_held(&readers)
                 && let Some(stale) = readers.remove(key)
             {
                 stale.release();

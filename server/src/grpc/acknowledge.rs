@@ -28,28 +28,23 @@ impl DataService {
             stream.consumer.time.report(crate::watch::consumer_time::TimeSpent::from_pb(time));
         }
         stream.reader.delivery().acknowledge(&stream.consumer, request.up_to_seq);
-        if let Some(job) = stream.reader.cluster_job().cloned()
-            && (!request.records.is_empty() || request.flushed || request.commit)
-        {
-            // Re-sent for a replica that died, or asked for: committed to the split ledger
-            // before the answer, so the dead replica's splits may go to others without
-            // delivering again what the consumer has, and a checkpoint after it covers it.
-            // (Otherwise the cluster's thread commits the stream's acknowledgements; the
-            // answer says which are.)
+        if !stream.reader.coordinator().names_records() {
+            // Nothing to re-send or to commit: acknowledgements are final when made.
+        } else if !request.records.is_empty() || request.flushed || request.commit {
+            // Re-sent for a replica that died, or asked for: committed before the answer
+            // (`Coordinator::commit_resent`). Otherwise the coordinator commits the
+            // stream's acknowledgements on its own; the answer says which are.
             let records: Vec<_> = request.records.iter().flat_map(crate::element::record_ids_from_pb).collect();
             let (session, from, flushed) = (request.session_id, request.from_replica, request.flushed);
+            let reader = stream.reader.clone();
             self.blocking(move |_| {
-                job.acknowledge(&records);
-                job.commit()?;
-                if flushed && !from.is_empty() && !session.is_empty() {
-                    job.session_flushed(&session, &from)?;
-                }
-                Ok(())
+                let flushed_from = (flushed && !from.is_empty() && !session.is_empty()).then_some((&*session, &*from));
+                reader.coordinator().commit_resent(&records, flushed_from)
             })
             .await?;
         }
         let committed_elements = stream.reader.delivery().committed_elements(&stream.consumer);
-        let unreachable = stream.reader.cluster_job().and_then(|job| job.ledger_unreachable_for());
+        let unreachable = stream.reader.coordinator().unreachable_for();
         let ledger_unreachable_ms = unreachable.map_or(0, |waited| waited.as_millis().max(1) as i64);
         Ok(pb::AcknowledgeResponse { committed_elements, ledger_unreachable_ms })
     }

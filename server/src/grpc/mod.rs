@@ -25,7 +25,7 @@ use tonic::{Request, Response, Status};
 use crate::auth::{self, Access, Caller};
 use crate::checkpoint::{Checkpointer, OpenStream, Streams};
 use crate::error::{Result, ServeError};
-use crate::reader::{Reader, ReaderStats};
+use crate::reader::Reader;
 use crate::registry::ReaderRegistry;
 pub use read_frames::ReadWithoutCopies;
 pub use reply::{ReadStream, Reply, ReplyStream};
@@ -108,11 +108,14 @@ impl DataService {
         };
         let (reader, record, first_seq) =
             self.blocking(move |registry| streams.open(&registry, &checkpointer, opening)).await?;
-        if let Some(job) = reader.cluster_job().cloned().filter(|_| !session.is_empty()) {
-            // The ledger learns which replicas this consumer reads through: if this one
-            // dies, its splits wait for the consumer to re-send what it consumed here.
-            record.consumer.set_session(session.clone());
-            self.blocking(move |_| Ok(job.attach_session(&session)?)).await?;
+        if !session.is_empty() {
+            // The coordinator learns which servers this consumer reads through (on
+            // replicas: if this one dies, its splits wait for the consumer to re-send
+            // what it consumed here).
+            let (coordinated, session_id) = (reader.clone(), session.clone());
+            if self.blocking(move |_| coordinated.coordinator().attach_session(&session_id)).await? {
+                record.consumer.set_session(session);
+            }
         }
         let buffer = reader.spec().prefetch.unwrap_or(self.stream_buffer);
         let (element_tx, element_rx) = mpsc::channel(buffer);
@@ -166,49 +169,12 @@ pub(crate) fn check_read_request(read: &pb::ReadRequest) -> Result<(), Status> {
     Ok(())
 }
 
-/// A reader's counters for the wire, with its consumers' input-bound share and the
-/// replicas recommended for it when `serving` servers serve it (derived from the
-/// consumers' figures in `stats`, so every call that returns stats agrees).
-fn stats_to_pb(stats: ReaderStats, serving: u64) -> pb::ReaderStats {
-    let input_bound =
-        crate::watch::consumer_time::input_bound(stats.consumers.iter().filter_map(|consumer| consumer.time));
-    pb::ReaderStats {
-        records_produced: stats.records_produced as i64,
-        work_units_completed: stats.work_units_completed as i64,
-        elements_produced: stats.elements_produced as i64,
-        records_skipped: stats.records_skipped as i64,
-        files_cut_short: stats.files_cut_short as i64,
-        consumers: stats
-            .consumers
-            .into_iter()
-            .map(|c| pb::ConsumerStats {
-                stream_id: c.stream_id,
-                delivered: c.delivered as i64,
-                acknowledged: c.acknowledged as i64,
-                redelivered: c.redelivered as i64,
-                input_bound: c.time.and_then(|time| time.input_bound()),
-                elements_per_second: c.time.and_then(|time| time.elements_per_second()),
-            })
-            .collect(),
-        elements_in_flight: stats.elements_in_flight as i64,
-        elements_awaiting_redelivery: stats.elements_awaiting_redelivery as i64,
-        active_streams: stats.active_streams as i64,
-        replicas: Vec::new(),
-        components: stats.components,
-        selections: Vec::new(),
-        input_bound,
-        replicas_recommended: crate::watch::replicas_recommended(serving, input_bound) as i64,
-        elements_decoded: stats.elements_decoded as i64,
-        jobs: Vec::new(),
-    }
-}
-
 fn info_to_pb(container: String, shared_name: String, reader: &Reader, created: bool) -> pb::ReaderInfo {
     pb::ReaderInfo {
         reader: Some(pb::ReaderRef { container, shared_name }),
         fingerprint: reader.spec().fingerprint.clone(),
         created,
-        stats: Some(stats_to_pb(reader.stats(), reader.replicas_serving())),
+        stats: Some(crate::stats::to_pb(&reader)),
         spec: Some(reader.spec().proto.clone()),
     }
 }
@@ -277,25 +243,7 @@ impl pb::data_service_server::DataService for DataService {
             }
             let job = request.job;
             let token = self
-                .blocking(move |registry| {
-                    let named_job = !job.is_empty() && job != crate::registry::DEFAULT_JOB;
-                    // On replicas a job is a shared reader of its own.
-                    let shared_name = match named_job && registry.is_cluster() {
-                        true => crate::reader::job_reader_name(&shared_name, &job),
-                        false => shared_name,
-                    };
-                    if named_job && !registry.is_cluster() {
-                        let reader = registry.get_job(&container, &shared_name, &job)?;
-                        return checkpointer.checkpoint_shared_reader(&container, &shared_name, &reader);
-                    }
-                    match registry.job_snapshot(&container, &shared_name)? {
-                        Some(job) => checkpointer.checkpoint_job(&container, &shared_name, -1, None, job),
-                        None => {
-                            let reader = registry.get(&container, &shared_name)?;
-                            checkpointer.checkpoint_shared_reader(&container, &shared_name, &reader)
-                        }
-                    }
-                })
+                .blocking(move |registry| checkpointer.checkpoint_named(&registry, &container, &shared_name, &job))
                 .await?;
             return Ok(Response::new(pb::CheckpointResponse { token, after_seq: -1 }));
         }
@@ -303,18 +251,7 @@ impl pb::data_service_server::DataService for DataService {
         caller.check(&stream.container, Access::Read)?;
         stream.touch();
         let after_seq = request.after_seq;
-        let token = self
-            .blocking(move |registry| {
-                if stream.reader.cluster_job().is_none() {
-                    return checkpointer.checkpoint(&stream, after_seq);
-                }
-                // A stream of a job served by replicas checkpoints the whole job.
-                let job = registry.job_snapshot(&stream.container, &stream.shared_name)?;
-                let job = job.ok_or_else(|| ServeError::ReaderNotFound(stream.shared_name.clone()))?;
-                let lineage = Some(stream.lineage.clone());
-                checkpointer.checkpoint_job(&stream.container, &stream.shared_name, after_seq, lineage, job)
-            })
-            .await?;
+        let token = self.blocking(move |registry| checkpointer.checkpoint_asked(&registry, &stream, after_seq)).await?;
         Ok(Response::new(pb::CheckpointResponse { token, after_seq }))
     }
 
@@ -346,42 +283,8 @@ impl pb::data_service_server::DataService for DataService {
         let caller = auth::caller(&request)?;
         let (container, shared_name) = names(request.into_inner().reader);
         caller.check(&container, Access::Read)?;
-        let (decoded, jobs) = self.registry.job_stats(&container, &shared_name);
-        let reader = match self.registry.get(&container, &shared_name) {
-            Ok(reader) => reader,
-            // Only jobs other than `default` read it: their figures.
-            Err(ServeError::ReaderNotFound(_)) if !jobs.is_empty() => {
-                let active_streams = jobs.iter().map(|job| job.active_streams).sum();
-                let stats =
-                    pb::ReaderStats { elements_decoded: decoded as i64, jobs, active_streams, ..Default::default() };
-                return Ok(Response::new(stats));
-            }
-            Err(err) => return Err(err.into()),
-        };
-        let mut stats = stats_to_pb(reader.stats(), reader.replicas_serving());
-        stats.elements_decoded += decoded as i64;
-        stats.jobs = jobs;
-        if let Some(job) = reader.cluster_job().cloned() {
-            let (replicas, selections) =
-                self.blocking(move |_| Ok((job.replica_reports()?, job.selection_counts()?))).await?;
-            let serving = replicas.iter().filter(|replica| replica.alive).count() as u64;
-            stats.replicas_recommended = crate::watch::replicas_recommended(serving, stats.input_bound) as i64;
-            stats.selections = selections.iter().map(pb::EpochSelection::from).collect();
-            stats.replicas = replicas
-                .into_iter()
-                .map(|replica| pb::ReplicaStats {
-                    replica_id: replica.replica,
-                    address: replica.address,
-                    alive: replica.alive,
-                    splits_leased: replica.splits_leased as i64,
-                    elements_in_flight: replica.elements_in_flight as i64,
-                    consumers: replica.consumers as i64,
-                    splits_done: replica.splits_done as i64,
-                    heartbeat_age_seconds: replica.heartbeat_age,
-                })
-                .collect();
-        }
-        Ok(Response::new(stats))
+        let stats = self.blocking(move |registry| crate::stats::of_shared_reader(&registry, &container, &shared_name));
+        Ok(Response::new(stats.await?))
     }
 
     async fn reset_reader(
@@ -392,9 +295,9 @@ impl pb::data_service_server::DataService for DataService {
         let (container, shared_name) = names(request.into_inner().reader);
         caller.check(&container, Access::Admin)?;
         let reader = self.registry.get(&container, &shared_name)?;
-        reader.refuse_in_cluster("ResetReader")?;
+        reader.coordinator().refuse("ResetReader", reader.name())?;
         reader.reset();
-        Ok(Response::new(stats_to_pb(reader.stats(), reader.replicas_serving())))
+        Ok(Response::new(crate::stats::to_pb(&reader)))
     }
 
     async fn delete_reader(
@@ -450,7 +353,7 @@ impl pb::data_service_server::DataService for DataService {
             .blocking(move |registry| {
                 let reader = registry.get(&container, &shared_name)?;
                 reader.restore_state(&request.state)?;
-                Ok(stats_to_pb(reader.stats(), reader.replicas_serving()))
+                Ok(crate::stats::to_pb(&reader))
             })
             .await?;
         Ok(Response::new(stats))

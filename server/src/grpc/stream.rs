@@ -18,7 +18,7 @@ use tonic::Status;
 
 use super::Reply;
 use crate::checkpoint::{Checkpointer, StreamRecord};
-use crate::cluster::Leases;
+use crate::coordinator::Fence;
 use crate::element::{Element, element_to_pb};
 use crate::error::{Result, ServeError};
 use crate::limits::Limits;
@@ -228,7 +228,7 @@ impl ElementStream {
 
     /// The stream's first message: its id and the number of its first element.
     fn started(&self) -> Message {
-        let replica_id = self.reader.cluster_job().map(|job| job.replica().to_owned()).unwrap_or_default();
+        let replica_id = self.reader.coordinator().replica_id().to_owned();
         let started = pb::StreamStarted { stream_id: self.record.id.clone(), first_seq: self.first_seq, replica_id };
         Ok(Reply::Message(pb::ReadResponse { kind: Some(pb::read_response::Kind::Started(started)) }))
     }
@@ -265,13 +265,7 @@ impl ElementStream {
         if !self.exhausted || sent_any {
             return Continue(());
         }
-        if self.reader.cluster_job().is_some() {
-            return self.wait_for_the_job(tx).await;
-        }
-        if !self.shared || self.reader.delivery().settled_for(&self.record.consumer) {
-            return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
-        }
-        self.wait_for_delivery_change(tx).await
+        self.wait_for_the_end(tx).await
     }
 
     /// How many elements this turn takes (`free`), and the fewest worth waiting for
@@ -439,13 +433,23 @@ impl ElementStream {
         }
     }
 
-    /// A reader served by replicas is done here: the sequence ends once the job is done
-    /// on every replica (each split produced and acknowledged); until then the reader
-    /// looks for splits of replicas that died, and this stream delivers those.
-    async fn wait_for_the_job(&mut self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
+    /// The reader is done here: the sequence ends once its coordinator says nothing more
+    /// comes from anywhere (on replicas: the job is done on every replica, each split
+    /// produced and acknowledged; until then the reader looks for splits of replicas that
+    /// died, and this stream delivers those), and a shared reader's elements are all
+    /// acknowledged (those of other streams may come back to this one).
+    async fn wait_for_the_end(&mut self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
+        let settled = |stream: &Self| !stream.shared || stream.reader.delivery().settled_for(&stream.record.consumer);
+        if self.reader.coordinator().names_records() {
+            // Asks the ledger (blocking).
+        } else if settled(self) {
+            return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
+        } else {
+            return self.wait_for_delivery_change(tx).await;
+        }
         let reader = self.reader.clone();
-        match tokio::task::spawn_blocking(move || reader.job_finished_or_look_again()).await {
-            Ok(Ok(true)) if self.reader.delivery().settled_for(&self.record.consumer) => {
+        match tokio::task::spawn_blocking(move || reader.coordinator().at_end()).await {
+            Ok(Ok(true)) if settled(self) => {
                 return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
             }
             Ok(Ok(true)) => return self.wait_for_delivery_change(tx).await,
@@ -467,17 +471,16 @@ impl ElementStream {
     /// it holds may be produced elsewhere too, and the stream ends `UNAVAILABLE` (the
     /// consumer reads on from the other replicas).
     async fn wait_for_leases(&self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
-        let Some(job) = self.reader.cluster_job() else { return Continue(()) };
         loop {
-            match job.leases() {
-                Leases::Valid => return Continue(()),
-                Leases::Void { reason } => {
+            match self.reader.coordinator().fence() {
+                Fence::Open => return Continue(()),
+                Fence::Void(reason) => {
                     return stop(ServeError::Unavailable(format!(
                         "reader {}: {reason}: read on from the other replicas",
                         self.reader.name()
                     )));
                 }
-                Leases::Unconfirmed => {}
+                Fence::Closed => {}
             }
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(20)) => {}

@@ -70,7 +70,7 @@ impl Reader {
                 };
                 // Examples taken and never handed out (`dropRemainder`) are settled.
                 let settle = |dropped: Vec<Example>| {
-                    self.settle(&dropped.iter().filter_map(|example| example.id).collect::<Vec<_>>());
+                    self.coordinator().settle(&dropped.iter().filter_map(|example| example.id).collect::<Vec<_>>());
                 };
                 take_batches(&mut source, rule, first, budgets, stack, settle)
             });
@@ -80,11 +80,7 @@ impl Reader {
             let take = |emit: &mut dyn FnMut(TakenBatches)| {
                 self.take_chunk(|state, first| {
                     let mut set = Vec::with_capacity(set_size);
-                    let look_again = |progress: &mut _| {
-                        if let Some(job) = self.job.get() {
-                            job.look_again_while_mixing(mixture, progress);
-                        }
-                    };
+                    let look_again = |progress: &mut _| mixture.look_again_while_mixing(self.coordinator(), progress);
                     let mut source = MixedRecords::new(mixture, state, &look_again);
                     let on_batch = |index, batch| {
                         set.push((index, batch));
@@ -93,8 +89,7 @@ impl Reader {
                         }
                         Ok(())
                     };
-                    let settle =
-                        |dropped: Vec<(usize, Record)>| self.settle(&self.ledger_ids(dropped.iter().map(|(_, r)| r)));
+                    let settle = |dropped: Vec<(usize, Record)>| self.settle(dropped.iter().map(|(_, record)| record));
                     let taken = take_batches(&mut source, rule, first, budgets, on_batch, settle);
                     if !set.is_empty() {
                         emit(set);
@@ -115,7 +110,7 @@ impl Reader {
                         emit(vec![(index, batch)]);
                         Ok(())
                     };
-                    let settle = |dropped: Vec<Record>| self.settle(&self.ledger_ids(&dropped));
+                    let settle = |dropped: Vec<Record>| self.settle(&dropped);
                     take_batches(&mut source, rule, first, budgets, on_batch, settle)
                 })
             };
@@ -129,28 +124,28 @@ impl Reader {
         self.chunk_of(decoded, Chunk { error, end_of_sequence, first_index, ..Chunk::default() })
     }
 
-    /// Decodes `set` with `decode`, and numbers each element and names it by the ledger
-    /// ids of every record of its batch (`record` finds an item's), those a decoder
-    /// dropped included: acknowledging the element settles them all. A batch whose
-    /// records were all dropped is settled at once (no element acknowledges it).
+    /// Decodes `set` with `decode`, and numbers each element; when the coordinator has
+    /// elements name their records, names it by every record of its batch (`record` finds
+    /// an item's), those a decoder dropped included: acknowledging the element accounts
+    /// for them all. A batch whose records were all dropped is settled at once (no
+    /// element acknowledges it).
     fn with_ledger_ids<T>(
         &self,
         set: Batches<T>,
         record: impl Fn(&T) -> &Record,
         decode: impl FnOnce(Batches<T>) -> DecodedElements,
     ) -> DecodedElements {
-        if self.job.get().is_none() {
-            // Outside a cluster an element has no ledger ids: only its number.
-            let numbered = |(index, decoded): (u64, Result<Option<Element>>)| {
-                (index, decoded.map(|element| element.map(|element| element.numbered(index))))
-            };
-            return decode(set).into_iter().map(numbered).collect();
-        }
-        let ids: Vec<(u64, Vec<RecordId>)> =
-            set.iter().map(|(index, batch)| (*index, self.ledger_ids(batch.iter().map(&record)))).collect();
+        let coordinator = self.coordinator();
+        let names = coordinator.names_records();
+        let ids: Vec<(u64, Vec<RecordId>)> = match names {
+            true => set
+                .iter()
+                .map(|(index, batch)| (*index, batch.iter().map(|item| record(item).id()).collect()))
+                .collect(),
+            false => Vec::new(),
+        };
         let mut ids = ids.into_iter();
-        let decoded = decode(set);
-        decoded
+        decode(set)
             .into_iter()
             .map(|(index, decoded)| {
                 let records = ids.find(|(i, _)| *i == index).map(|(_, records)| records).unwrap_or_default();
@@ -161,7 +156,7 @@ impl Reader {
                         Ok(Some(element))
                     }
                     Ok(None) => {
-                        self.settle(&records);
+                        coordinator.settle(&records);
                         Ok(None)
                     }
                     Err(err) => Err(err),
@@ -171,15 +166,12 @@ impl Reader {
             .collect()
     }
 
-    /// The ledger's names of `records` (empty outside a cluster, without looking at them).
-    fn ledger_ids<'a>(&self, records: impl IntoIterator<Item = &'a Record>) -> Vec<RecordId> {
-        self.job.get().map(|job| job.ledger_ids(records)).unwrap_or_default()
-    }
-
-    /// Settles records never handed out in the ledger (`ReplicaJob::settle`).
-    fn settle(&self, records: &[RecordId]) {
-        if let Some(job) = self.job.get() {
-            job.settle(records);
+    /// Records taken and never handed out are settled with the coordinator (when it
+    /// has elements name their records: else it needs no names).
+    fn settle<'a>(&self, records: impl IntoIterator<Item = &'a Record>) {
+        let coordinator = self.coordinator();
+        if coordinator.names_records() {
+            coordinator.settle(&records.into_iter().map(Record::id).collect::<Vec<_>>());
         }
     }
 
@@ -213,13 +205,13 @@ impl Reader {
     ) -> (Option<u64>, Option<ServeError>, bool) {
         // Waiting for another stream's chunk of this reader is queueing.
         let mut state = self.watch.stages.time(Stage::Queueing, || self.lock());
-        // One served by replicas is checkpointed in the ledger instead.
-        if self.job.get().is_none() {
+        // One whose coordinator checkpoints the job keeps no snapshots.
+        if self.coordinator().checkpoints_by_replay() {
             self.books.keep_snapshot(state.elements_produced, || self.state_bytes(&state));
         }
         let first = state.elements_produced;
         let taken = self.watch.stages.working_on_this_thread(|| stages::counted(|| take(&mut state, first)));
-        self.settle(&state.take_dropped());
+        self.coordinator().settle(&state.take_dropped());
         if let Some(err) = &taken.error {
             state.failed = Some(err.clone());
         }

@@ -122,7 +122,7 @@ pub(super) struct MixedRecords<'a> {
     state: &'a mut ReaderState,
     locked: Vec<Option<super::figures::StateGuard<'a>>>,
     /// Called before each batch, with the choice (on replicas: takes back components
-    /// exhausted for a while, `cluster_job.rs`).
+    /// exhausted for a while, `Mixture::look_again_while_mixing`).
     before_batch: &'a dyn Fn(&mut MixProgress),
 }
 
@@ -279,6 +279,23 @@ impl Mixture {
                 }
             })
             .collect()
+    }
+
+    /// While it goes on, takes back the components it found with nothing left at most
+    /// once every `coordinator.look_again_every()` (on replicas: splits of a replica that
+    /// died are then taken over although other components still run). The caller holds
+    /// the mixture's lock.
+    pub(super) fn look_again_while_mixing(
+        &self,
+        coordinator: &dyn crate::coordinator::Coordinator,
+        progress: &mut MixProgress,
+    ) {
+        let Some(every) = coordinator.look_again_every() else { return };
+        if !progress.choice.any_exhausted() || progress.looked_again_at.is_some_and(|at| at.elapsed() < every) {
+            return;
+        }
+        progress.looked_again_at = Some(std::time::Instant::now());
+        self.take_back_exhausted(progress);
     }
 
     /// The components the choice found exhausted look at the ledger again, and the

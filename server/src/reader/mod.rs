@@ -46,15 +46,17 @@
 //! - `job_window.rs`: where the jobs of a shared reader share one decoded stream: each
 //!   job's reader takes its chunks from a window of decoded chunks ([`JobWindow`]) while
 //!   its position is inside it, and reads on its own while it is not.
-//! - `cluster_job.rs`: the adapter of a shared reader served by replicas
-//!   ([`ReplicaJob`]): its pipeline reads the splits this replica leases (a mixture's
-//!   components, each their own files'), records never handed out are settled in the
-//!   ledger, and its sequence ends when the whole job is done.
+//! - `ledger_coordinator.rs`: what a reader answers to on replicas for what it hands out
+//!   ([`LedgerCoordinator`], a `crate::coordinator::Coordinator`; on one server, the
+//!   server itself, `Local`): its pipeline reads the splits this replica leases (a
+//!   mixture's components, each their own files'), records never handed out are settled
+//!   there, elements go out behind the lease fence, and its sequence ends when the whole
+//!   job is done. Nothing outside the reader asks whether there is a ledger.
 //!
 //! Dependencies between them go one way, each using only those after it: `chunks`,
 //! `state`, `shared_books`, `decoding`, `records`, `batcher`, `unbatch`; `mix` (then
 //! `mix_decode`, `mix_gather`, `mix_placed`) gives `chunks` its source and decoding;
-//! `cluster_job` and `csv_header` stand alone; `figures` uses only `records`. A mixture's
+//! `ledger_coordinator` and `csv_header` stand alone; `figures` uses only `records`. A mixture's
 //! component errors are named by `in_component`, here.
 //!
 //! # Adding a pipeline stage
@@ -62,13 +64,15 @@
 //! A stage that changes which records a reader gives (a new selection, say) belongs in
 //! `records.rs` (`ReaderState::next_selected`), with its progress in `ReaderState`, saved
 //! by `state.rs` (and `state.proto`). One that regroups records is a `BatchSource`
-//! wrapped around another, handed to the batcher by `chunks.rs`. On replicas, what a stage's
-//! records owe the job's ledger (settled, counted, claimed) is `InLedger`'s, in `records.rs`.
+//! wrapped around another, handed to the batcher by `chunks.rs`. What a stage's records
+//! owe the coordinator (settled: taken and never handed out) goes through
+//! `Coordinator::settle`; on replicas, what the selection owes the job's ledger
+//! (counted, claimed) is `InLedger`'s, in `records.rs`.
 
 mod batcher;
 mod chunks;
-mod cluster_job;
-pub use cluster_job::ReplicaJob;
+mod ledger_coordinator;
+pub use ledger_coordinator::LedgerCoordinator;
 mod columnar_schema;
 mod csv_header;
 mod decoding;
@@ -92,6 +96,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use crate::consumer::Delivery;
+use crate::coordinator::Coordinator;
 use crate::element::Element;
 use crate::error::{Result, ServeError};
 use crate::pipeline::{Next, PipelineEnv, RecordPipeline};
@@ -167,8 +172,9 @@ pub struct Reader {
     files_held: Mutex<Option<crate::limits::FileReservation>>,
     /// Its per-file state's share of the memory budget.
     _state_reserved: crate::memory::Reservation,
-    /// The cluster job it serves with other replicas (`cluster_job.rs`).
-    job: std::sync::OnceLock<ReplicaJob>,
+    /// On replicas, the split ledger it answers to (`ledger_coordinator.rs`); unset, it
+    /// answers to this server alone ([`Reader::coordinator`]).
+    ledger: std::sync::OnceLock<Arc<LedgerCoordinator>>,
     /// A mixture's component readers and its decoding (`mix.rs`); `None` for a reader of
     /// files.
     mixture: Option<mix::Mixture>,
@@ -271,7 +277,7 @@ impl Reader {
             books: SharedBooks::default(),
             files_held: Mutex::default(),
             _state_reserved: state_reserved,
-            job: Default::default(),
+            ledger: Default::default(),
             mixture,
             decoding,
             watch: Default::default(),
@@ -319,19 +325,21 @@ impl Reader {
         self.mixture.as_ref().map_or(1, mix::Mixture::elements_decoded_together)
     }
 
-    /// `UNIMPLEMENTED` for `verb` on a reader served by replicas: its position is the
-    /// job's in the ledger, not this replica's pipeline state.
-    pub fn refuse_in_cluster(&self, verb: &str) -> Result<()> {
-        match self.job.get() {
-            Some(_) => Err(ServeError::Unimplemented(format!(
-                "{verb} of reader {}, served by replicas through the split ledger, is not built yet",
-                self.name
-            ))),
-            None => Ok(()),
+    /// What it answers to for what it hands out: this server, or on replicas the split
+    /// ledger (`crate::coordinator`).
+    pub fn coordinator(&self) -> &dyn Coordinator {
+        match self.ledger.get() {
+            Some(ledger) => ledger.as_ref(),
+            None => &crate::coordinator::LOCAL,
         }
     }
 
-    /// The job this reader serves with other replicas, if it does (`cluster_job.rs`).
+    /// On replicas, its job's feed in the split ledger (a job's seat follows the window's
+    /// leases in it, `job_window/seat/replicas.rs`).
+    fn ledger_feed(&self) -> Option<&Arc<crate::cluster::JobFeed>> {
+        self.ledger.get().map(|ledger| ledger.feed())
+    }
+
     /// Its time by stage and what its streams sent.
     pub fn watch(&self) -> &crate::watch::ReaderWatch {
         &self.watch
@@ -342,23 +350,6 @@ impl Reader {
     pub fn input_bound(&self) -> Option<f64> {
         let times = self.books.delivery.stats().0.into_iter().filter_map(|consumer| consumer.time);
         crate::watch::consumer_time::input_bound(times)
-    }
-
-    /// The servers serving it: the live replicas of its job as the status last saw them
-    /// (`JobFeed::view`; 1 before that), or 1 on a single server. Asks nothing.
-    pub fn replicas_serving(&self) -> u64 {
-        let view = self.cluster_job().and_then(|job| job.view());
-        view.map_or(1, |view| view.replicas.iter().filter(|replica| replica.alive).count() as u64)
-    }
-
-    pub fn cluster_job(&self) -> Option<&Arc<crate::cluster::JobFeed>> {
-        self.job.get().map(ReplicaJob::feed)
-    }
-
-    /// At the end of this replica's sequence (blocking): whether every replica is done
-    /// ([`ReplicaJob::finished_or_look_again`]); a reader not served by replicas is.
-    pub fn job_finished_or_look_again(&self) -> Result<bool> {
-        self.job.get().map_or(Ok(true), |job| job.finished_or_look_again(self))
     }
 
     /// Streams attached now.
@@ -377,7 +368,7 @@ impl Reader {
     /// The classic reader verb: up to `max_records` raw records, ignoring batching, and
     /// whether the reader has reached its end.
     pub fn read_up_to(&self, max_records: usize) -> Result<(Vec<Record>, bool)> {
-        self.refuse_in_cluster("ReadUpTo")?;
+        self.coordinator().refuse("ReadUpTo", &self.name)?;
         let rows = |source: &crate::source::SourceConfig| {
             matches!(&source.format, crate::source::SourceFormat::Columnar(columnar)
                 if matches!(columnar.records, crate::source::columnar::RecordsOf::Rows(_)))
@@ -472,7 +463,7 @@ impl Reader {
             // Short-lived (a checkpoint's replay): counted in its original's reservations.
             files_held: Mutex::default(),
             _state_reserved: crate::memory::Reservation::default(),
-            job: Default::default(),
+            ledger: Default::default(),
             mixture: self.mixture.as_ref().map(mix::Mixture::replica),
             decoding: self.decoding.fresh(),
             watch: Default::default(),

@@ -85,7 +85,7 @@ pub(super) struct ReaderState {
     claimed_then: Option<Next>,
 }
 
-/// On replicas, a reader's records in its job's ledger (`cluster_job.rs`). What it does
+/// On replicas, a reader's records in its job's ledger (`ledger_coordinator.rs`). What it does
 /// there follows from the spec: records its selection drops are settled; with `unbatch`,
 /// each record's examples are counted in the job (which names examples) and those already
 /// acknowledged left out; with `skip` or `take`, records are claimed from the job

@@ -19,7 +19,7 @@ impl Reader {
     /// The classic `ReaderSerializeState`: positions, seeds and counters (a
     /// `pb::ReaderState`), never record bytes.
     pub fn serialize_state(&self) -> Result<Vec<u8>> {
-        self.refuse_in_cluster("SerializeReaderState")?;
+        self.coordinator().refuse("SerializeReaderState", &self.name)?;
         let mut state = self.lock();
         if let Some(seat) = self.seat() {
             seat.leave(self, &mut state, "SerializeReaderState")?;
@@ -81,7 +81,7 @@ impl Reader {
     /// The classic `ReaderRestoreState`: continues exactly where `bytes` (from
     /// [`Reader::serialize_state`] of a reader with the same spec and files) was taken.
     pub fn restore_state(&self, bytes: &[u8]) -> Result<()> {
-        self.refuse_in_cluster("RestoreReaderState")?;
+        self.coordinator().refuse("RestoreReaderState", &self.name)?;
         // A mixture's components are restored under its lock: no read sees them half done.
         let mut state = self.lock();
         *state = self.restored_state(bytes)?;
@@ -140,7 +140,7 @@ impl Reader {
     /// acknowledged. Restoring replays from that state and delivers the others again
     /// (also those taken from the reader but not yet handed to a stream).
     pub fn shared_checkpoint(&self) -> Result<pb::SharedCheckpoint> {
-        self.refuse_in_cluster("A checkpoint")?;
+        self.coordinator().refuse("A checkpoint", &self.name)?;
         // Read `produced` first: whatever is produced after is not in the checkpoint.
         let produced = self.lock().elements_produced;
         let oldest = self.books.oldest_unacknowledged(produced);
@@ -156,7 +156,7 @@ impl Reader {
     /// Continues a shared reader from its checkpoint (blocking): replays to where it was
     /// and queues the unacknowledged elements for delivery.
     pub fn restore_shared(&self, checkpoint: &pb::SharedCheckpoint) -> Result<()> {
-        self.refuse_in_cluster("Resuming a single server's checkpoint")?;
+        self.coordinator().refuse("Resuming a single server's checkpoint", &self.name)?;
         self.restore_state(&checkpoint.reader_state)?;
         let acknowledged: std::collections::BTreeSet<u64> = checkpoint.acknowledged.iter().copied().collect();
         let mut requeued = Vec::new();

@@ -11,7 +11,7 @@ use readerd_proto::v1 as pb;
 
 use super::{ReaderRegistry, display_name, mismatch};
 use crate::error::{Result, ServeError};
-use crate::reader::{JobWindow, Reader, ReplicaJob, job_reader_name};
+use crate::reader::{JobWindow, LedgerCoordinator, Reader, job_reader_name};
 use crate::spec::ReaderSpec;
 use readerd_common::sync::RwLockUnpoisoned;
 
@@ -58,7 +58,7 @@ impl ReaderRegistry {
                     self.inner.setup.cluster.as_ref().ok_or_else(|| ServeError::Internal("no cluster".into()))?;
                 let producer =
                     self.open(display_name(container, &window_job_name(shared_name)), reader.spec().proto.clone())?;
-                let order = ReplicaJob::order(&producer)?;
+                let order = LedgerCoordinator::order(&producer)?;
                 let spec = producer.spec();
                 let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
                 let window_job = window_job_name(shared_name);
@@ -67,7 +67,7 @@ impl ReaderRegistry {
                 // decides what a job delivers: its own ledger job does.
                 cluster.ledger().delete_idle_job(container, &window_job)?;
                 let feed = cluster.job_feed(container, &window_job, &spec.fingerprint, &spec_bytes, order)?;
-                let log = ReplicaJob::produce_for_window(&producer, feed);
+                let log = LedgerCoordinator::produce_for_window(&producer, feed);
                 let window = JobWindow::on_replicas(producer, self.inner.setup.job_window_bytes, log);
                 self.inner.jobs.write_unpoisoned().windows.entry(key).or_insert(window).clone()
             }

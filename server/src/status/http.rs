@@ -276,8 +276,8 @@ async fn sample_history(watch: Arc<Watch>) {
         let watch = watch.clone();
         let sampled = tokio::task::spawn_blocking(move || {
             let readers = watched(&watch.registry, &watch.streams, &|_| true);
-            for job in readers.iter().filter_map(|watched| watched.reader.cluster_job()) {
-                if let Err(err) = job.refresh_view() {
+            for watched in &readers {
+                if let Err(err) = watched.reader.coordinator().refresh_view() {
                     tracing::debug!(error = %err, "the status keeps the job's last view of the ledger");
                 }
             }

@@ -4,7 +4,7 @@
 //! memory budget, and on a cluster the replicas and splits of each job. Built on demand
 //! from the registry and the open streams ([`Status::gather`]), the history's points and
 //! each job's view of the ledger, which the listener's task refreshes every 5 s
-//! (`JobFeed::refresh_view`): no request asks PostgreSQL anything.
+//! (`Coordinator::refresh_view`): no request asks PostgreSQL anything.
 //!
 //! - [`history`]: the last 15 minutes of each reader, a point every 5 s.
 //! - [`http`]: the listener of `--metrics-listen`: `/metrics`, `/status.json`, and `/`,
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::checkpoint::Streams;
-use crate::cluster::job_view::JobView;
+use crate::coordinator::JobView;
 use crate::reader::Reader;
 use crate::registry::{DEFAULT_JOB, ReaderRegistry};
 use crate::watch::consumer_time::together;
@@ -198,9 +198,9 @@ impl Status {
             .zip(histories)
             .map(|(watched, history)| {
                 let mut status = reader_status(watched, history);
-                // The job as the listener's task last asked the ledger (`JobFeed::view`):
+                // The job as the listener's task last asked the ledger (`Coordinator::view`):
                 // a status request asks nothing.
-                if let Some(view) = watched.reader.cluster_job().and_then(|job| job.view()) {
+                if let Some(view) = watched.reader.coordinator().view() {
                     status.epochs = job_epochs(&view);
                     let serving = job_replicas(watched, &view);
                     status.replicas = serving.iter().filter(|replica| replica.alive).count() as u64;

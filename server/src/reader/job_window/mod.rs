@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::cluster_job::{WindowEvent, WindowLog};
+use super::ledger_coordinator::{WindowEvent, WindowLog};
 use super::{Chunk, Reader};
 use crate::element::Element;
 use crate::error::ServeError;
@@ -191,7 +191,7 @@ impl JobWindow {
     }
 
     /// A window on a replica of a cluster, filled by `producer`, which reads the splits it
-    /// leases in the window's ledger job (`ReplicaJob::produce_for_window`, which gave
+    /// leases in the window's ledger job (`LedgerCoordinator::produce_for_window`, which gave
     /// `log`). Every record the producer reads is settled there at once (the window hands
     /// nothing out itself), so a split of the window's job is done once read; each job
     /// keeps its own ledger job, following the producer's leases in it
@@ -351,9 +351,8 @@ impl JobWindow {
             Some(_) => {
                 // The window's job: each record read is done with (the jobs answer for
                 // theirs in their own ledger jobs).
-                if let Some(feed) = producer.cluster_job() {
-                    feed.acknowledge(chunk.elements.iter().flat_map(|element| &element.records));
-                }
+                let records = &mut chunk.elements.iter().flat_map(|element| &element.records);
+                producer.coordinator().acknowledge(records);
                 None
             }
             None => producer.serialize_state().ok().map(Arc::new),

@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use super::Seat;
 use crate::pipeline::feed::FileFeed;
 use crate::reader::Reader;
-use crate::reader::cluster_job::WindowEvent;
 use crate::reader::job_window::{JOB_WINDOWS, WindowTake};
+use crate::reader::ledger_coordinator::WindowEvent;
 use readerd_common::sync::MutexUnpoisoned;
 
 /// Splits whose handed-out records a seat keeps before it forgets those of splits done
@@ -22,7 +22,7 @@ impl Seat {
     /// job, then its splits read to their end and its records settled there. A failed or
     /// ended producer, or a chunk dropped for room, is not followed: the job reads alone.
     pub(super) fn follows(&self, reader: &Reader, taken: &WindowTake) -> bool {
-        let (Some(feed), WindowTake::Elements { elements, events, .. }) = (reader.cluster_job(), taken) else {
+        let (Some(feed), WindowTake::Elements { elements, events, .. }) = (reader.ledger_feed(), taken) else {
             return false;
         };
         for event in events.iter() {
@@ -63,7 +63,7 @@ impl Seat {
         if self.left_for_good.swap(true, Ordering::Relaxed) {
             return;
         }
-        if let Some(feed) = reader.cluster_job() {
+        if let Some(feed) = reader.ledger_feed() {
             let handed = std::mem::take(&mut *self.handed.lock_unpoisoned());
             feed.diverge(&handed);
         }

@@ -1,37 +1,41 @@
-//! Where a shared reader joins a cluster: with replicas (a `postgres://` state store), a
-//! [`ReplicaJob`] adapts the reader to its job in the split ledger (`crate::cluster`). Its
+//! The coordinator of a shared reader served by replicas (a `postgres://` state store):
+//! a [`LedgerCoordinator`] adapts the reader to its job in the split ledger
+//! (`crate::cluster`). Its
 //! pipeline reads the splits this replica leases (a mixture's components each their own
 //! files'), its elements name their records (`Record::id`), and their acknowledgements
 //! are committed to the ledger. Its sequence ends only when the whole job is done: until
 //! then, at its end it looks again for splits of replicas that died. A mixture that
 //! stops at its first exhausted component ends where its own choice found one
-//! ([`ReplicaJob::finished_or_look_again`]).
+//! ([`LedgerCoordinator::finished_or_look_again`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use super::Reader;
-use super::mix::Mixture;
-use super::records::InLedger;
+use crate::cluster::job_view::JobView;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
-use crate::cluster::{EpochOrder, JobFeed};
+use crate::cluster::{Acked, EpochOrder, EpochSelection, JobFeed, Leases, ReplicaReport};
+use crate::coordinator::{Coordinator, Fence};
 use crate::element::RecordId;
 use crate::error::Result;
 use crate::pipeline::RecordPipeline;
 use crate::pipeline::feed::{FedFile, FileFeed};
-use crate::pipeline::mix::MixProgress;
-use crate::source::{Record, SourceError, SplitRef};
+use crate::reader::Reader;
+use crate::reader::mix::Mixture;
+use crate::reader::records::InLedger;
+use crate::source::{SourceError, SplitRef};
 use readerd_common::sync::MutexUnpoisoned;
 
 /// How often a mixture on replicas takes back components that had no free split.
 const LOOK_AGAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A shared reader's job in the split ledger, which it serves with other replicas.
-pub struct ReplicaJob {
+pub struct LedgerCoordinator {
     feed: Arc<JobFeed>,
+    /// The reader it coordinates, whose end it finds ([`Coordinator::at_end`]).
+    reader: Weak<Reader>,
     /// Of the jobs' window's producer: what it does in its ledger job, for the jobs that
     /// follow it (`super::job_window`).
     window_log: Option<Arc<WindowLog>>,
-    /// When [`ReplicaJob::finished_or_look_again`] last asked the ledger, and its answer:
+    /// When [`LedgerCoordinator::finished_or_look_again`] last asked the ledger, and its answer:
     /// every stream at its end asks, but the ledger is asked once per [`POLL_EVERY`].
     polled: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
 }
@@ -40,7 +44,7 @@ pub struct ReplicaJob {
 /// (and looks for splits of replicas that died), however many of its streams wait.
 const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
-impl ReplicaJob {
+impl LedgerCoordinator {
     /// Makes new shared reader `reader` read through `feed`'s job (before any stream reads
     /// it).
     /// A mixture that stops at its first exhausted component joins a job stopped elsewhere
@@ -50,7 +54,7 @@ impl ReplicaJob {
             let weak = Arc::downgrade(reader);
             let on_stopped = Box::new(move || {
                 if let Some(reader) = weak.upgrade()
-                    && let Some(job) = reader.job.get()
+                    && let Some(job) = reader.ledger.get()
                 {
                     job.stopped_elsewhere(&reader);
                 }
@@ -69,12 +73,18 @@ impl ReplicaJob {
         } else {
             read_fed(reader, feed.clone(), InLedger::new(feed.clone(), 0));
         }
-        reader.books.delivery.commit_to(feed.clone());
         let weak = Arc::downgrade(reader);
         feed.report_usage(Box::new(move || {
             weak.upgrade().map_or((0, 0), |reader| (reader.books.delivery.in_flight(), reader.stream_count() as u64))
         }));
-        let _ = reader.job.set(ReplicaJob { feed, window_log: None, polled: Default::default() });
+        let coordinator = Arc::new(LedgerCoordinator {
+            feed,
+            reader: Arc::downgrade(reader),
+            window_log: None,
+            polled: Default::default(),
+        });
+        reader.books.delivery.answer_to(coordinator.clone());
+        let _ = reader.ledger.set(coordinator);
         Ok(())
     }
 
@@ -95,23 +105,6 @@ impl ReplicaJob {
         &self.feed
     }
 
-    /// The ledger's names of `records`.
-    pub(super) fn ledger_ids<'a>(&self, records: impl IntoIterator<Item = &'a Record>) -> Vec<RecordId> {
-        records.into_iter().map(Record::id).collect()
-    }
-
-    /// Records taken but never handed out (a remainder that `dropRemainder` drops, a batch
-    /// whose records `onError: SKIP` all dropped) are settled in the ledger as acknowledged:
-    /// no replica produces them again, and their splits can be done.
-    pub(super) fn settle(&self, records: &[RecordId]) {
-        if !records.is_empty() {
-            self.feed.acknowledge(records);
-            if let Some(log) = &self.window_log {
-                log.push(WindowEvent::Settled(records.to_vec()));
-            }
-        }
-    }
-
     /// Makes `reader` (the jobs' window's producer, a plain spec: no mixture) read the
     /// splits it leases in `feed`'s job (the window's), each done once read (see
     /// `JobWindow::on_replicas`): what it does there is logged for the jobs that follow.
@@ -120,23 +113,10 @@ impl ReplicaJob {
         let recording = Arc::new(RecordingFeed { feed: feed.clone(), log: log.clone() });
         read_fed(reader, recording, InLedger::new(feed.clone(), 0));
         let window_log = Some(log.clone());
-        let _ = reader.job.set(ReplicaJob { feed, window_log, polled: Default::default() });
+        // Its end is the window's (`JobWindow`), never asked of it here.
+        let coordinator = LedgerCoordinator { feed, reader: Weak::new(), window_log, polled: Default::default() };
+        let _ = reader.ledger.set(Arc::new(coordinator));
         log
-    }
-
-    /// A mixture on replicas takes back the components it found with no free split (their
-    /// pipelines look at the ledger again) at most once every [`LOOK_AGAIN_EVERY`] while
-    /// it goes on: splits of a replica that died are then taken over although other
-    /// components still run. The caller holds the mixture's lock.
-    pub(super) fn look_again_while_mixing(&self, mixture: &Mixture, progress: &mut MixProgress) {
-        if !progress.choice.any_exhausted() {
-            return;
-        }
-        if progress.looked_again_at.is_some_and(|at| at.elapsed() < LOOK_AGAIN_EVERY) {
-            return;
-        }
-        progress.looked_again_at = Some(std::time::Instant::now());
-        mixture.take_back_exhausted(progress);
     }
 
     /// At the end of this replica's sequence of `reader` (blocking): whether the job is
@@ -163,7 +143,7 @@ impl ReplicaJob {
         Ok(finished)
     }
 
-    /// [`ReplicaJob::finished_or_look_again`], asking the ledger.
+    /// [`LedgerCoordinator::finished_or_look_again`], asking the ledger.
     fn poll(&self, reader: &Reader) -> Result<bool> {
         let job = &self.feed;
         if stops_on_empty(reader) && mixture_ended(reader) {
@@ -208,6 +188,133 @@ impl ReplicaJob {
         if let Err(err) = self.end_here_if_delivered(reader) {
             tracing::warn!(reader = %reader.name, error = %err, "not marked ended in the stopped job");
         }
+    }
+}
+
+impl std::fmt::Debug for LedgerCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LedgerCoordinator").field("feed", &self.feed).finish_non_exhaustive()
+    }
+}
+
+impl Coordinator for LedgerCoordinator {
+    fn replica_id(&self) -> &str {
+        self.feed.replica()
+    }
+
+    fn refuse(&self, verb: &str, reader: &str) -> Result<()> {
+        Err(crate::error::ServeError::Unimplemented(format!(
+            "{verb} of reader {reader}, served by replicas through the split ledger, is not built yet"
+        )))
+    }
+
+    fn names_records(&self) -> bool {
+        true
+    }
+
+    /// The job is checkpointed in the ledger (`Ledger::snapshot_job`).
+    fn checkpoints_by_replay(&self) -> bool {
+        false
+    }
+
+    /// Settled in the ledger as acknowledged: no replica produces them again, and their
+    /// splits can be done.
+    fn settle(&self, records: &[RecordId]) {
+        if !records.is_empty() {
+            self.feed.acknowledge(records);
+            if let Some(log) = &self.window_log {
+                log.push(WindowEvent::Settled(records.to_vec()));
+            }
+        }
+    }
+
+    /// Splits of a replica that died are taken over although other components still run.
+    fn look_again_every(&self) -> Option<std::time::Duration> {
+        Some(LOOK_AGAIN_EVERY)
+    }
+
+    /// The reader is gone: nothing more comes from it.
+    fn at_end(&self) -> Result<bool> {
+        self.reader.upgrade().map_or(Ok(true), |reader| self.finished_or_look_again(&reader))
+    }
+
+    /// Elements go out only while every lease of the job's splits this replica holds is
+    /// surely its own.
+    fn fence(&self) -> Fence {
+        match self.feed.leases() {
+            Leases::Valid => Fence::Open,
+            Leases::Unconfirmed => Fence::Closed,
+            Leases::Void { reason } => Fence::Void(reason),
+        }
+    }
+
+    /// Committed by the cluster's thread every 100 ms, or by [`Coordinator::commit`].
+    fn acknowledge(&self, records: &mut dyn Iterator<Item = &RecordId>) -> u64 {
+        self.feed.acknowledge(records)
+    }
+
+    fn committed_ticket(&self) -> u64 {
+        self.feed.committed_ticket()
+    }
+
+    fn commit(&self) -> Result<()> {
+        Ok(self.feed.commit()?)
+    }
+
+    /// Committed before the answer, so that the dead replica's splits may go to others
+    /// without delivering again what the consumer has, and a checkpoint after it covers it.
+    fn commit_resent(&self, records: &[RecordId], flushed_from: Option<(&str, &str)>) -> Result<()> {
+        self.feed.acknowledge(records);
+        self.feed.commit()?;
+        if let Some((session, from)) = flushed_from {
+            self.feed.session_flushed(session, from)?;
+        }
+        Ok(())
+    }
+
+    fn unreachable_for(&self) -> Option<std::time::Duration> {
+        self.feed.ledger_unreachable_for()
+    }
+
+    /// The ledger learns which replicas the session reads through: if this one dies, its
+    /// splits wait for the consumer to re-send what it consumed here.
+    fn attach_session(&self, session: &str) -> Result<bool> {
+        self.feed.attach_session(session)?;
+        Ok(true)
+    }
+
+    fn watch_session(&self, session: &str, splits: &mut dyn Iterator<Item = SplitRef>) {
+        self.feed.watch_session(session, splits);
+    }
+
+    fn session_acked(&self, session: &str) -> Option<Arc<Acked>> {
+        self.feed.session_acked(session)
+    }
+
+    fn is_void(&self) -> bool {
+        matches!(self.feed.leases(), Leases::Void { .. })
+    }
+
+    fn job_id(&self) -> Option<i64> {
+        Some(self.feed.job().id)
+    }
+
+    /// The live replicas of its job as the status last saw them (1 before that).
+    fn servers_serving(&self) -> u64 {
+        let view = self.feed.view();
+        view.map_or(1, |view| view.replicas.iter().filter(|replica| replica.alive).count() as u64)
+    }
+
+    fn view(&self) -> Option<Arc<JobView>> {
+        self.feed.view()
+    }
+
+    fn refresh_view(&self) -> Result<()> {
+        Ok(self.feed.refresh_view()?)
+    }
+
+    fn job_reports(&self) -> Result<Option<(Vec<ReplicaReport>, Vec<EpochSelection>)>> {
+        Ok(Some((self.feed.replica_reports()?, self.feed.selection_counts()?)))
     }
 }
 

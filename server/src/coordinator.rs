@@ -1,0 +1,169 @@
+//! Who a shared reader answers to for what it hands out: its [`Coordinator`]. On one
+//! server that is the server itself ([`Local`]): every record it reads is its own, an
+//! acknowledgement is final when it is made, a checkpoint replays the reader's own
+//! state, and its sequence ends where its pipeline does. On replicas it is the split
+//! ledger (`crate::reader::LedgerCoordinator`, in `reader/ledger_coordinator.rs`): the
+//! reader reads the splits this replica leases, elements name their records,
+//! acknowledgements are committed to the ledger, elements go out only behind the lease
+//! fence, and the sequence ends when the whole job is done.
+//!
+//! Everything outside the reader asks the coordinator (`Reader::coordinator`), never
+//! whether there is a ledger: the stream's fence and end, acknowledgements and their
+//! commits, consumer sessions, the job's figures for stats and the status page.
+//!
+//! # A new coordinator
+//!
+//! Implement [`Coordinator`]: every method has the single server's answer as its default,
+//! so a coordinator overrides what it owns (leases, commits, sessions, the end), and
+//! `Reader::coordinate` hands the reader to it before any stream reads.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use crate::cluster::job_view::JobView;
+pub use crate::cluster::{Acked, EpochSelection, ReplicaReport};
+use crate::error::Result;
+use crate::source::{RecordId, SplitRef};
+
+/// Whether a server may hand out what it holds now (`Coordinator::fence`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fence {
+    /// What it holds is surely its own to deliver.
+    Open,
+    /// It cannot tell yet (the ledger did not confirm its leases for a lease time):
+    /// deliver nothing until it can.
+    Closed,
+    /// What it holds may be delivered elsewhere too: its streams end with this reason.
+    Void(String),
+}
+
+/// What a shared reader answers to. The defaults are a single server's ([`Local`]).
+pub trait Coordinator: Send + Sync + std::fmt::Debug {
+    /// This server's name among the replicas of the job ("" on a single server).
+    fn replica_id(&self) -> &str {
+        ""
+    }
+
+    /// `UNIMPLEMENTED` for `verb` (a verb that sets or reads the reader's position by
+    /// hand) when the reader's position is not its own but the coordinator's.
+    fn refuse(&self, _verb: &str, _reader: &str) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether each element names its records (`Element::records`): acknowledging it
+    /// accounts for all of them.
+    fn names_records(&self) -> bool {
+        false
+    }
+
+    /// Whether a checkpoint replays the reader's own state (the reader keeps snapshots
+    /// for it); otherwise the coordinator checkpoints the job.
+    fn checkpoints_by_replay(&self) -> bool {
+        true
+    }
+
+    /// Records taken and never handed out (a dropped remainder, a batch whose records
+    /// were all skipped): accounted for as if acknowledged.
+    fn settle(&self, _records: &[RecordId]) {}
+
+    /// How often a mixture takes back the components it found with nothing left, while
+    /// it goes on (`None`: never; what one server's component ran out of stays out).
+    fn look_again_every(&self) -> Option<Duration> {
+        None
+    }
+
+    /// At the end of the reader's sequence here (blocking): whether nothing more comes
+    /// from anywhere. When not, the reader is set to look for more work at its next chunk.
+    fn at_end(&self) -> Result<bool> {
+        Ok(true)
+    }
+
+    /// Whether the reader may hand out the elements it holds now.
+    fn fence(&self) -> Fence {
+        Fence::Open
+    }
+
+    /// Records a consumer acknowledged: the ticket that [`Coordinator::committed_ticket`]
+    /// reaches once they are committed.
+    fn acknowledge(&self, _records: &mut dyn Iterator<Item = &RecordId>) -> u64 {
+        0
+    }
+
+    /// Tickets below this are committed.
+    fn committed_ticket(&self) -> u64 {
+        u64::MAX
+    }
+
+    /// Commits every acknowledgement made so far (blocking).
+    fn commit(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Records a consumer re-sent (they were acknowledged to a replica that died), and
+    /// whether its session has re-sent all it had from replica `from`: committed before
+    /// the call returns (blocking).
+    fn commit_resent(&self, _records: &[RecordId], _flushed_from: Option<(&str, &str)>) -> Result<()> {
+        Ok(())
+    }
+
+    /// How long the coordinator has been out of reach, when it is.
+    fn unreachable_for(&self) -> Option<Duration> {
+        None
+    }
+
+    /// A consumer session reads through this server (blocking): whether sessions are
+    /// tracked (a session's elements left behind wait for it, `watch_session`).
+    fn attach_session(&self, _session: &str) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// A stream of `session` vanished holding elements of `splits`: they wait until the
+    /// coordinator knows which of them the session consumed ([`Self::session_acked`]).
+    fn watch_session(&self, _session: &str, _splits: &mut dyn Iterator<Item = SplitRef>) {}
+
+    /// What `session` consumed of the splits watched for it, once known.
+    fn session_acked(&self, _session: &str) -> Option<Arc<Acked>> {
+        None
+    }
+
+    /// Whether the reader's work was given up (its next stream needs a new reader).
+    fn is_void(&self) -> bool {
+        false
+    }
+
+    /// The job it coordinates, as the coordinator names it (`None` on a single server):
+    /// a reader whose job is no longer the coordinator's was deleted elsewhere.
+    fn job_id(&self) -> Option<i64> {
+        None
+    }
+
+    /// The servers serving the reader, as last seen (1 on a single server). Asks nothing.
+    fn servers_serving(&self) -> u64 {
+        1
+    }
+
+    /// The job as the coordinator last showed it (`None` on a single server).
+    fn view(&self) -> Option<Arc<JobView>> {
+        None
+    }
+
+    /// Asks the coordinator for the job's view again (blocking).
+    fn refresh_view(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Every server's report on the job and each epoch's selection counts (blocking;
+    /// `None` on a single server).
+    fn job_reports(&self) -> Result<Option<(Vec<ReplicaReport>, Vec<EpochSelection>)>> {
+        Ok(None)
+    }
+}
+
+/// A single server: it answers to itself (every method's default).
+#[derive(Debug)]
+pub struct Local;
+
+impl Coordinator for Local {}
+
+/// The single server's coordinator, shared.
+pub static LOCAL: Local = Local;

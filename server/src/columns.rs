@@ -3,9 +3,12 @@
 //! One row per example of a batch (one row for an unbatched element) and one column per
 //! feature:
 //! - a dense tensor whose per-example shape is a scalar: a primitive column;
-//! - a dense tensor whose per-example shape the spec fixes (`fixedLen`): a fixed-size list,
-//!   tagged with the canonical `arrow.fixed_shape_tensor` extension when numeric;
-//! - any other dense tensor (`fixedLenSequence`, raw bytes, ...): a large list per row;
+//! - a dense tensor whose per-example shape the decoder's output fixes
+//!   (`Decoder::output`: `fixedLen`, raw bytes of a fixed length, a fixed-shape column):
+//!   a fixed-size list, tagged with the canonical `arrow.fixed_shape_tensor` extension
+//!   when numeric;
+//! - any other dense tensor (`fixedLenSequence`, raw bytes of varying length, ...): a
+//!   large list per row;
 //! - a sparse tensor: two columns, `<name>/indices` (per row, the full index rows of its
 //!   entries) and `<name>/values`;
 //! - a ragged tensor: nested lists whose offsets are its row splits, fixed-size lists for
@@ -18,7 +21,7 @@
 //! sparse tensors and the static shapes of its ragged ones (`null` where rows vary), so a
 //! client rebuilds each tensor from the flat value buffer without copying.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::types::{
@@ -32,6 +35,8 @@ use arrow_array::{
 use arrow_buffer::{BooleanBuffer, Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 use readerd_proto::v1 as pb;
+
+use crate::decode::OutputFeature;
 
 #[derive(Debug, thiserror::Error)]
 #[error("feature {feature}: {message}")]
@@ -49,7 +54,7 @@ fn error(feature: &str, message: impl Into<String>) -> ColumnError {
 pub struct BatchEncoder {
     /// Elements are batches: a tensor's first dimension is the row.
     batched: bool,
-    /// Per-example shapes the spec fixes, by feature name.
+    /// Per-example shapes the decoder's output fixes, by feature name.
     fixed_shapes: HashMap<String, Vec<usize>>,
     /// Stream facts for the schema's metadata (stream id, first seq).
     stream_metadata: HashMap<String, String>,
@@ -57,14 +62,17 @@ pub struct BatchEncoder {
 }
 
 impl BatchEncoder {
-    pub fn new(spec: &pb::DatasetSpec, stream_id: &str, first_seq: i64) -> Self {
-        let batched = spec.pipeline.as_ref().is_some_and(|pipeline| pipeline.batch_size > 0);
+    /// The encoder of a stream of elements of `output`'s features (batches when
+    /// `batched`): a feature whose shape `output` fixes is a fixed-size list.
+    pub fn new(batched: bool, output: &[OutputFeature], stream_id: &str, first_seq: i64) -> Self {
+        let fixed_shapes =
+            output.iter().filter_map(|feature| Some((feature.name.clone(), feature.fixed_shape()?))).collect();
         let stream_metadata = HashMap::from([
             ("readerd.stream_id".to_owned(), stream_id.to_owned()),
             ("readerd.first_seq".to_owned(), first_seq.to_string()),
             ("readerd.batched".to_owned(), batched.to_string()),
         ]);
-        Self { batched, fixed_shapes: fixed_shapes(spec), stream_metadata, schema: None }
+        Self { batched, fixed_shapes, stream_metadata, schema: None }
     }
 
     /// The stream's schema: fixed by its first element; with no element, no columns.
@@ -386,31 +394,4 @@ fn dense_shape_of(name: &str, sparse: &pb::SparseTensor) -> Result<Vec<usize>, C
     let values: Vec<i64> =
         shape.data.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or_default())).collect();
     dims(name, &values)
-}
-
-/// Per-example shapes the spec fixes: the `fixedLen` features of an Example decoder and
-/// the context ones of a SequenceExample decoder (named as the decoder names them).
-fn fixed_shapes(spec: &pb::DatasetSpec) -> HashMap<String, Vec<usize>> {
-    use pb::feature_spec::Kind;
-    let fixed = |features: &BTreeMap<String, pb::FeatureSpec>, prefix: &str| -> Vec<(String, Vec<usize>)> {
-        features
-            .iter()
-            .filter_map(|(name, feature)| match &feature.kind {
-                Some(Kind::FixedLen(fixed)) => {
-                    let shape: Option<Vec<usize>> = fixed.shape.iter().map(|&d| usize::try_from(d).ok()).collect();
-                    Some((format!("{prefix}{name}"), shape?))
-                }
-                _ => None,
-            })
-            .collect()
-    };
-    let mut shapes = HashMap::new();
-    match spec.decoder.as_ref().and_then(|decoder| decoder.kind.as_ref()) {
-        Some(pb::decoder::Kind::Example(example)) => shapes.extend(fixed(&example.features, "")),
-        Some(pb::decoder::Kind::SequenceExample(sequence)) => {
-            shapes.extend(fixed(&sequence.context, "context/"));
-        }
-        _ => {}
-    }
-    shapes
 }

@@ -294,7 +294,12 @@ impl FlightService for FlightPlane {
             return Err(Status::internal("stream did not start"));
         };
         let mut encoder = FlightEncoder {
-            columns: BatchEncoder::new(&reader.spec().proto, &started.stream_id, started.first_seq),
+            columns: BatchEncoder::new(
+                reader.spec().batch_size > 0,
+                &reader.spec().decoder.output(),
+                &started.stream_id,
+                started.first_seq,
+            ),
             generator: IpcDataGenerator::default(),
             tracker: DictionaryTracker::new(false),
             options: IpcWriteOptions::default(),
@@ -398,7 +403,7 @@ mod tests {
 
     fn encoder(every: i64, interval_ms: i64) -> FlightEncoder {
         FlightEncoder {
-            columns: BatchEncoder::new(&pb::DatasetSpec::default(), "s", 0),
+            columns: BatchEncoder::new(false, &[], "s", 0),
             generator: IpcDataGenerator::default(),
             tracker: DictionaryTracker::new(false),
             options: IpcWriteOptions::default(),
@@ -434,6 +439,29 @@ mod tests {
     fn rows(message: &FlightData) -> Option<i64> {
         let header = arrow_ipc::root_as_message(&message.data_header).ok()?;
         header.header_as_record_batch().map(|batch| batch.length())
+    }
+
+    /// The column Flight lays a batch of two raw records of 4 uint8 out as, for a spec's
+    /// raw decoder of `fixed_length` bytes a record (0: any length).
+    fn raw_column_type(fixed_length: i64) -> arrow_schema::DataType {
+        let spec = serde_json::json!({"source": {"files": ["x"], "format": "FIXED_LENGTH", "recordBytes": 4},
+            "decoder": {"raw": {"outType": "UINT8", "fixedLength": fixed_length}}, "pipeline": {"batchSize": 2}});
+        let spec = crate::spec::ReaderSpec::from_proto(serde_json::from_value(spec).unwrap(), 1 << 20).unwrap();
+        let mut columns = BatchEncoder::new(true, &spec.decoder.output(), "s", 0);
+        let records = [bytes::Bytes::from_static(&[1, 2, 3, 4]), bytes::Bytes::from_static(&[5, 6, 7, 8])];
+        let features = spec.decoder.decode(&records, &[], true).unwrap();
+        let keys = crate::element::Keys::Strings(vec!["a".into(), "b".into()]);
+        let element = crate::element::element_to_pb(0, crate::element::Element::new(keys, features, Vec::new()));
+        let (batch, _) = columns.encode(element).unwrap();
+        batch.schema().field(0).data_type().clone()
+    }
+
+    #[test]
+    fn a_feature_whose_shape_the_decoder_fixes_is_a_fixed_size_list() {
+        let fixed = raw_column_type(4);
+        assert!(matches!(fixed, arrow_schema::DataType::FixedSizeList(_, 4)), "{fixed:?}");
+        let varying = raw_column_type(0);
+        assert!(matches!(varying, arrow_schema::DataType::LargeList(_)), "{varying:?}");
     }
 
     #[test]

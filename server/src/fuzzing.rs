@@ -147,7 +147,7 @@ pub fn decode_with_spec(data: &[u8]) -> bool {
     for (count, batched) in [(records.len(), true), (1, false)] {
         if let Ok(features) = spec.decoder.decode(&records[..count], &keys[..count], batched) {
             decoded = true;
-            send(&proto, features, &keys[..count], batched);
+            send(&spec.decoder.output(), features, &keys[..count], batched);
         }
     }
     let mut buffers = crate::decode::PlacedBuffers::default();
@@ -160,7 +160,12 @@ pub fn decode_with_spec(data: &[u8]) -> bool {
 
 /// An element's way to a trainer: as messages of a few rows each, joined back, and as
 /// Arrow columns.
-fn send(spec: &pb::DatasetSpec, features: Vec<(String, crate::decode::Tensor)>, keys: &[String], batched: bool) {
+fn send(
+    output: &[crate::decode::OutputFeature],
+    features: Vec<(String, crate::decode::Tensor)>,
+    keys: &[String],
+    batched: bool,
+) {
     use crate::element::{Element, Keys, element_to_pb};
     let element = element_to_pb(0, Element::new(Keys::Strings(keys.to_vec()), features, vec![]));
     for max_bytes in [1, 24] {
@@ -171,11 +176,7 @@ fn send(spec: &pb::DatasetSpec, features: Vec<(String, crate::decode::Tensor)>, 
         }
         assert_eq!(joined.as_ref(), Some(&element), "an element split by rows joins back to itself");
     }
-    let mut spec = spec.clone();
-    if let Some(pipeline) = spec.pipeline.as_mut() {
-        pipeline.batch_size = if batched { keys.len().max(1) as i64 } else { 0 };
-    }
-    let _ = crate::columns::BatchEncoder::new(&spec, "fuzz", 0).encode(element);
+    let _ = crate::columns::BatchEncoder::new(batched, output, "fuzz", 0).encode(element);
 }
 
 /// The choices a fuzz input makes, read off its front (zeros once it is used up).

@@ -6,6 +6,7 @@
 //! - [`csv`] is `tf.io.decode_csv`, and the field rules of `tf.data.experimental.CsvDataset`;
 //! - [`columnar`] is the `columns` decoder of columnar files' rows (Parquet, Arrow IPC);
 //! - [`number`] turns text into numbers as TensorFlow's `strings::safe_strto*` parse it;
+//! - [`output`]: what a decoder gives one record, feature by feature (`Decoder::output`);
 //! - [`Placement`]: records decoded straight into their rows of a larger batch (a
 //!   mixture's, whose components' records alternate).
 
@@ -13,9 +14,11 @@ pub mod columnar;
 pub mod csv;
 pub mod example;
 pub mod number;
+pub mod output;
 pub mod raw;
 pub mod tensor;
 
+pub use output::{OutputFeature, OutputKind};
 pub(crate) use tensor::put_le;
 pub use tensor::{DType, Dense, Ragged, Sparse, Tensor, Values};
 
@@ -229,38 +232,44 @@ impl Decoder {
         }
     }
 
-    /// What the decoder gives one record, feature by feature: `(name, description)` with
-    /// the tensor's kind, dtype and shape (`?` where records differ), as
-    /// `parse_single_example` and its kin give it. A mixture's components must agree on it.
-    /// A SequenceExample's feature lists are described as lists of steps (`length/`
-    /// features come only with batches).
-    pub fn signature(&self) -> Vec<(String, String)> {
-        let described = |features: &[(String, example::FeatureSpec)], prefix: &str, list: &str| {
-            features
-                .iter()
-                .map(|(name, spec)| (format!("{prefix}{name}"), format!("{list}{}", describe(spec))))
-                .collect()
+    /// What the decoder gives one record, feature by feature (its output schema, written
+    /// here only), as `parse_single_example` and its kin give it. A SequenceExample's
+    /// feature lists are lists of steps (`length/` features come only with batches).
+    pub fn output(&self) -> Vec<OutputFeature> {
+        let of_specs = |features: &[(String, example::FeatureSpec)], prefix: &str, steps: bool| {
+            let feature = |(name, spec): &(String, example::FeatureSpec)| OutputFeature {
+                steps,
+                ..feature_output(format!("{prefix}{name}"), spec)
+            };
+            features.iter().map(feature).collect::<Vec<_>>()
         };
         match self {
-            Decoder::None => vec![(RAW_FEATURE.to_owned(), dense_description(DType::String, &[]))],
+            Decoder::None => vec![OutputFeature::dense(RAW_FEATURE, DType::String, &[])],
             Decoder::Raw(config) => {
                 let size = config.out_type.size().unwrap_or(1);
-                let length = config.fixed_length.map_or("?".to_owned(), |bytes| (bytes / size).to_string());
-                vec![(RAW_FEATURE.to_owned(), format!("dense {} [{length}]", config.out_type.name()))]
+                let length = config.fixed_length.map(|bytes| bytes / size);
+                let shape = vec![length];
+                vec![OutputFeature { shape, ..OutputFeature::dense(RAW_FEATURE, config.out_type, &[]) }]
             }
             Decoder::Csv { config, names, .. } => names
                 .iter()
                 .zip(&config.columns)
-                .map(|(name, column)| (name.clone(), dense_description(column.dtype, &[])))
+                .map(|(name, column)| OutputFeature::dense(name.clone(), column.dtype, &[]))
                 .collect(),
-            Decoder::Example(parser) => described(parser.features(), "", ""),
-            Decoder::Columns(decoder) => decoder.signature(),
+            Decoder::Example(parser) => of_specs(parser.features(), "", false),
+            Decoder::Columns(decoder) => decoder.output(),
             Decoder::SequenceExample(parser) => {
-                let mut features: Vec<(String, String)> = described(parser.context_features(), "context/", "");
-                features.extend(described(parser.sequence_features(), "sequence/", "a list of steps of "));
+                let mut features = of_specs(parser.context_features(), "context/", false);
+                features.extend(of_specs(parser.sequence_features(), "sequence/", true));
                 features
             }
         }
+    }
+
+    /// [`Decoder::output`] in words, feature by feature: `(name, description)`. A
+    /// mixture's components must agree on it.
+    pub fn signature(&self) -> Vec<(String, String)> {
+        self.output().into_iter().map(|feature| (feature.name.clone(), feature.describe())).collect()
     }
 
     /// Decodes a batch as `decode` does (batched, without keys), with the numeric rows of
@@ -363,28 +372,29 @@ impl Decoder {
     }
 }
 
-/// A dense tensor of one record of `shape`, as a signature describes it.
-fn dense_description(dtype: DType, shape: &[usize]) -> String {
-    format!("dense {} {shape:?}", dtype.name())
-}
-
-/// A feature's tensor for one record: kind, dtype and shape (`?` where records differ).
-fn describe(spec: &example::FeatureSpec) -> String {
+/// What a feature of an Example gives one record.
+fn feature_output(name: String, spec: &example::FeatureSpec) -> OutputFeature {
     use example::{FeatureSpec as F, Partition};
-    match spec {
-        F::FixedLen { dtype, shape, .. } => dense_description(*dtype, shape),
-        F::FixedLenSequence { dtype, shape, .. } => format!("dense {} [?] + {shape:?}", dtype.name()),
-        F::VarLen { dtype } => format!("sparse {} [?]", dtype.name()),
-        F::Sparse { dtype, size, .. } => format!("sparse {} {size:?}", dtype.name()),
+    let fixed = |shape: &[usize]| shape.iter().map(|&d| Some(d)).collect::<Vec<_>>();
+    let (kind, dtype, shape) = match spec {
+        F::FixedLen { dtype, shape, .. } => (OutputKind::Dense, *dtype, fixed(shape)),
+        F::FixedLenSequence { dtype, shape, .. } => {
+            (OutputKind::PaddedDense, *dtype, std::iter::once(None).chain(fixed(shape)).collect())
+        }
+        F::VarLen { dtype } => (OutputKind::Sparse, *dtype, vec![None]),
+        F::Sparse { dtype, size, .. } => {
+            (OutputKind::Sparse, *dtype, size.iter().map(|&d| usize::try_from(d).ok()).collect())
+        }
         F::Ragged { dtype, partitions, row_splits_dtype, .. } => {
-            let dims: Vec<String> = partitions
+            let dims = partitions
                 .iter()
                 .map(|p| match p {
-                    Partition::UniformRowLength(n) => n.to_string(),
-                    _ => "?".to_owned(),
+                    Partition::UniformRowLength(n) => Some(*n),
+                    _ => None,
                 })
                 .collect();
-            format!("ragged {} [{}] splits {}", dtype.name(), dims.join(", "), row_splits_dtype.name())
+            (OutputKind::Ragged { splits: *row_splits_dtype }, *dtype, dims)
         }
-    }
+    };
+    OutputFeature { name, kind, dtype, shape, steps: false }
 }

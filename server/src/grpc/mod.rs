@@ -174,7 +174,7 @@ fn info_to_pb(container: String, shared_name: String, reader: &Reader, created: 
         reader: Some(pb::ReaderRef { container, shared_name }),
         fingerprint: reader.spec().fingerprint.clone(),
         created,
-        stats: Some(crate::stats::to_pb(&reader)),
+        stats: Some(crate::stats::to_pb(reader)),
         spec: Some(reader.spec().proto.clone()),
     }
 }

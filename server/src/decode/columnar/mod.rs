@@ -250,18 +250,20 @@ impl ColumnarDecoder {
         scalars.map(|column| super::element_bytes(column.ty.dtype())).sum()
     }
 
-    /// Each feature's tensor for one row, as [`super::Decoder::signature`] describes it.
-    pub fn signature(&self) -> Vec<(String, String)> {
-        let describe = |column: &ColumnFeature| match (&column.ty, &column.shape) {
-            (ColumnType::Scalar(dtype), _) => super::dense_description(*dtype, &[]),
-            (ty, Some(shape)) => super::dense_description(ty.dtype(), shape),
-            (ty, None) => {
-                let dims: Vec<String> =
-                    ty.list_sizes().iter().map(|size| size.map_or("?".to_owned(), |n| n.to_string())).collect();
-                format!("ragged {} [{}] splits int64", ty.dtype().name(), dims.join(", "))
-            }
+    /// Each feature's tensor for one row (its part of [`super::Decoder::output`]).
+    pub fn output(&self) -> Vec<super::OutputFeature> {
+        let output = |column: &ColumnFeature| match (&column.ty, &column.shape) {
+            (ColumnType::Scalar(dtype), _) => super::OutputFeature::dense(column.name.clone(), *dtype, &[]),
+            (ty, Some(shape)) => super::OutputFeature::dense(column.name.clone(), ty.dtype(), shape),
+            (ty, None) => super::OutputFeature {
+                name: column.name.clone(),
+                kind: super::OutputKind::Ragged { splits: DType::Int64 },
+                dtype: ty.dtype(),
+                shape: ty.list_sizes(),
+                steps: false,
+            },
         };
-        self.columns.iter().map(|column| (column.name.clone(), describe(column))).collect()
+        self.columns.iter().map(output).collect()
     }
 
     /// Decodes rows of Arrow batches ([`arrow_rows`]): a batch (`batched`: each feature

@@ -18,6 +18,9 @@ use super::file_bytes::FileBytes;
 use crate::memory;
 use crate::source::SourceError;
 
+/// The record batches [`IpcFile::batches_from`] reads, decoded one at a time.
+pub type IpcBatches = Box<dyn Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + Send>;
+
 /// A record batch's message header is a few hundred bytes (a few KB for thousands of
 /// columns); one claiming more than this is refused rather than read.
 const MOST_HEADER_BYTES: usize = 16 << 20;
@@ -330,8 +333,7 @@ impl IpcFile {
         known_first_row: Option<u64>,
         columns: &[usize],
         name: &str,
-    ) -> Result<Option<Box<dyn Iterator<Item = Result<RecordBatch, arrow_schema::ArrowError>> + Send>>, SourceError>
-    {
+    ) -> Result<Option<IpcBatches>, SourceError> {
         let fail = |err: &arrow_schema::ArrowError| {
             self.bytes.take_failure().unwrap_or_else(|| ipc_error(name, "reading", err))
         };
@@ -364,7 +366,9 @@ impl IpcFile {
             return if row == first_row { Ok(None) } else { Err(stale()) };
         }
         let skip = (row - first_row) as usize;
-        let blocks = blocks[..blocks.len().min(end.saturating_sub(unit))].to_vec().into_iter();
+        // Owned: the batches outlive the file's list of blocks.
+        let blocks: Vec<_> = blocks[..blocks.len().min(end.saturating_sub(unit))].to_vec();
+        let blocks = blocks.into_iter();
         let mut batches = BatchesFrom { bytes, decoder, blocks, skip, stale: Some(stale()), name: name.to_owned() };
         // A skip past the first batch's rows names a row the file does not have there.
         match batches.first() {

@@ -1,18 +1,16 @@
-//! Where records become chunks: [`Reader::next_chunk`] takes batches from the reader's
-//! source (`records.rs`, or `mix.rs` for a mixture) through the batcher (`batcher.rs`)
-//! under the reader's lock, and has them decoded outside it, on the server's decoding
-//! threads when it has them (a decoder that only copies, on this thread), in order; with `unbatch` the batches of examples are stacked
-//! instead. A shared reader keeps its state before each chunk, and marks the chunk as
-//! being handed to a stream, in its books (`shared_books.rs`).
+//! Where a reader's elements become chunks: [`Reader::next_chunk`] runs the reader's
+//! chain of stages (`element_source.rs`: its batches taken under the reader's lock, each
+//! decoded outside it, on the server's decoding threads when it has them), in order, or
+//! takes a job's chunk from its window (`job_window/`). A shared reader keeps its state
+//! before each chunk, and marks the chunk as being handed to a stream, in its books
+//! (`shared_books.rs`).
 
 use std::sync::Mutex;
 
-use super::batcher::{BatchRule, BatchesTaken, take_batches};
+use super::batcher::BatchesTaken;
 use super::decoding::{Batches, DecodedElements};
-use super::mix::MixedRecords;
-use super::mix_decode::TakenBatches;
-use super::records::{Examples, ReaderState, SelectedRecords};
-use super::unbatch::{Example, stack_examples};
+use super::element_source::{ChunkSpan, ElementSource, Files, Mixed, Unbatched};
+use super::records::ReaderState;
 use super::{Chunk, Reader};
 use crate::element::{Element, RecordId};
 use crate::error::{Result, ServeError};
@@ -51,76 +49,27 @@ impl Reader {
         self.seat()?.ready_chunk(self, max_elements)
     }
 
-    /// [`Reader::next_chunk`] from the reader's own pipeline.
+    /// [`Reader::next_chunk`] from the reader's own pipeline, through its kind's chain
+    /// of stages (`element_source.rs`).
     fn read_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
         let budgets = (max_elements, max_bytes);
-        let rule = BatchRule::of(&self.spec);
-        // A decoder that only copies decodes on this thread: waking a decoding thread for
-        // each batch costs more than its copies.
-        let pool = (self.settings.decode_pool.as_deref())
-            .filter(|_| max_elements > 1 && !(self.spec.decoder.only_copies() && self.mixture.is_none()));
-        let (taken, decoded) = if self.spec.unbatch {
-            let mut elements = Vec::new();
-            let batched = self.spec.batch_size > 0;
-            let taken = self.take_chunk(|state, first| {
-                let mut source = Examples { state, spec: &self.spec, decoding: &self.decoding };
-                let stack = |index, examples| {
-                    elements.push(Ok(Some(stack_examples(examples, batched)?.numbered(index))));
-                    Ok(())
-                };
-                // Examples taken and never handed out (`dropRemainder`) are settled.
-                let settle = |dropped: Vec<Example>| {
-                    self.coordinator().settle(&dropped.iter().filter_map(|example| example.id).collect::<Vec<_>>());
-                };
-                take_batches(&mut source, rule, first, budgets, stack, settle)
-            });
-            (taken, elements)
-        } else if let Some(mixture) = &self.mixture {
-            let set_size = mixture.elements_decoded_together();
-            let take = |emit: &mut dyn FnMut(TakenBatches)| {
-                self.take_chunk(|state, first| {
-                    let mut set = Vec::with_capacity(set_size);
-                    let look_again = |progress: &mut _| mixture.look_again_while_mixing(self.coordinator(), progress);
-                    let mut source = MixedRecords::new(mixture, state, &look_again);
-                    let on_batch = |index, batch| {
-                        set.push((index, batch));
-                        if set.len() == set_size {
-                            emit(std::mem::replace(&mut set, Vec::with_capacity(set_size)));
-                        }
-                        Ok(())
-                    };
-                    let settle = |dropped: Vec<(usize, Record)>| self.settle(dropped.iter().map(|(_, record)| record));
-                    let taken = take_batches(&mut source, rule, first, budgets, on_batch, settle);
-                    if !set.is_empty() {
-                        emit(set);
-                    }
-                    taken
-                })
-            };
-            let decode = |set: TakenBatches| {
-                let decode = || self.with_ledger_ids(set, |(_, r)| r, |set| mixture.decode_mixed_set(set));
-                self.watch.stages.time(Stage::Decoding, decode)
-            };
-            decode_while_taking(pool, take, decode)
-        } else {
-            let take = |emit: &mut dyn FnMut(Batches<Record>)| {
-                self.take_chunk(|state, first| {
-                    let mut source = SelectedRecords { state, spec: &self.spec, decoding: &self.decoding };
-                    let on_batch = |index, batch| {
-                        emit(vec![(index, batch)]);
-                        Ok(())
-                    };
-                    let settle = |dropped: Vec<Record>| self.settle(&dropped);
-                    take_batches(&mut source, rule, first, budgets, on_batch, settle)
-                })
-            };
-            let decode = |set| {
-                let decode = || self.with_ledger_ids(set, |record| record, |set| self.decoding.decode_set(set));
-                self.watch.stages.time(Stage::Decoding, decode)
-            };
-            decode_while_taking(pool, take, decode)
+        match &self.mixture {
+            _ if self.spec.unbatch => self.read_from(&Unbatched(self), budgets),
+            Some(mixture) => self.read_from(&Mixed { reader: self, mixture }, budgets),
+            None => self.read_from(&Files(self), budgets),
+        }
+    }
+
+    /// A chunk from `source`: its batches taken under the reader's lock, each decoded as
+    /// soon as it is taken, on the server's decoding threads when it has them and the
+    /// source's decoding is worth them (else on this thread after), in order.
+    fn read_from<S: ElementSource>(&self, source: &S, budgets: (usize, usize)) -> Chunk {
+        let pool = (self.settings.decode_pool.as_deref()).filter(|_| budgets.0 > 1 && source.decodes_in_parallel());
+        let take = |emit: &mut dyn FnMut(S::Work)| {
+            self.take_chunk(|state, first| source.take(state, ChunkSpan { first, budgets }, emit))
         };
-        let (first_index, error, end_of_sequence) = taken;
+        let decode = |work| self.watch.stages.time(Stage::Decoding, || source.decode(work));
+        let ((first_index, error, end_of_sequence), decoded) = decode_while_taking(pool, take, decode);
         self.chunk_of(decoded, Chunk { error, end_of_sequence, first_index, ..Chunk::default() })
     }
 
@@ -129,7 +78,7 @@ impl Reader {
     /// an item's), those a decoder dropped included: acknowledging the element accounts
     /// for them all. A batch whose records were all dropped is settled at once (no
     /// element acknowledges it).
-    fn with_ledger_ids<T>(
+    pub(super) fn with_ledger_ids<T>(
         &self,
         set: Batches<T>,
         record: impl Fn(&T) -> &Record,
@@ -168,7 +117,7 @@ impl Reader {
 
     /// Records taken and never handed out are settled with the coordinator (when it
     /// has elements name their records: else it needs no names).
-    fn settle<'a>(&self, records: impl IntoIterator<Item = &'a Record>) {
+    pub(super) fn settle<'a>(&self, records: impl IntoIterator<Item = &'a Record>) {
         let coordinator = self.coordinator();
         if coordinator.names_records() {
             coordinator.settle(&records.into_iter().map(Record::id).collect::<Vec<_>>());

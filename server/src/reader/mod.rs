@@ -21,9 +21,12 @@
 //!   mixture's.
 //! - `batcher.rs`: where records are batched, one loop for every source (the
 //!   `BatchSource` trait): batch size, `dropRemainder`, epoch ends, the limit per element.
-//! - `chunks.rs`: where batches become a chunk. [`Reader::next_chunk`] takes batches
-//!   under the lock and has them decoded, on the server's decoding threads when it has
-//!   them, in order; it names each element's records for the ledger on replicas.
+//! - `element_source.rs`: the chain of stages each kind of reader runs (files, unbatched,
+//!   a mixture: `ElementSource`): select and batch under the lock, then decode outside it.
+//! - `chunks.rs`: where a source's batches become a chunk. [`Reader::next_chunk`] runs
+//!   the reader's source, its batches decoded on the server's decoding threads when it
+//!   has them, in order; it names each element's records when the coordinator has them
+//!   named.
 //! - `decoding.rs`: where a batch is decoded into an element (`Decoding`), dropping and
 //!   counting undecodable records with `onError: SKIP`.
 //! - `unbatch.rs`: records split into examples, and examples stacked into batches.
@@ -54,9 +57,10 @@
 //!   job is done. Nothing outside the reader asks whether there is a ledger.
 //!
 //! Dependencies between them go one way, each using only those after it: `chunks`,
-//! `state`, `shared_books`, `decoding`, `records`, `batcher`, `unbatch`; `mix` (then
-//! `mix_decode`, `mix_gather`, `mix_placed`) gives `chunks` its source and decoding;
-//! `ledger_coordinator` and `csv_header` stand alone; `figures` uses only `records`. A mixture's
+//! `element_source`, `state`, `shared_books`, `decoding`, `records`, `batcher`,
+//! `unbatch`; `mix` (then `mix_decode`, `mix_gather`, `mix_placed`) gives
+//! `element_source` a mixture's records and decoding; `ledger_coordinator` and
+//! `csv_header` stand alone; `figures` uses only `records`. A mixture's
 //! component errors are named by `in_component`, here.
 //!
 //! # Adding a pipeline stage
@@ -76,6 +80,7 @@ pub use ledger_coordinator::LedgerCoordinator;
 mod columnar_schema;
 mod csv_header;
 mod decoding;
+mod element_source;
 mod figures;
 pub use decoding::{DECODE_PANICS, catch_decode_panic};
 mod job_window;

@@ -45,6 +45,20 @@ fn check_names(names: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// A shared name a caller gives: `INVALID_ARGUMENT` for the shapes the server names its
+/// jobs' readers and windows with on replicas (`NAME (job J)`, `NAME (window)`), which a
+/// reader of that name would share the split ledger's rows with.
+pub fn check_shared_name(name: &str) -> Result<()> {
+    let job_reader = name.ends_with(')') && name.contains(" (job ");
+    if job_reader || name.ends_with(" (window)") {
+        return Err(ServeError::InvalidArgument(format!(
+            "shared_name {name:?}: names ending in \" (job J)\" or \" (window)\" are the server's own (its jobs on \
+             replicas); choose another name"
+        )));
+    }
+    Ok(())
+}
+
 #[derive(Clone)]
 pub struct ReaderRegistry {
     inner: Arc<Inner>,

@@ -82,6 +82,21 @@ impl From<SourceError> for ServeError {
     }
 }
 
+/// A split ledger error's code, wherever it surfaces (as itself, or as a pipeline's).
+fn ledger_code(err: &LedgerError) -> tonic::Code {
+    use tonic::Code;
+    match err {
+        LedgerError::Postgres(_) | LedgerError::Unreachable(_) | LedgerError::State(_) => Code::Unavailable,
+        // The streams end; the consumer reads on from the other replicas.
+        LedgerError::Void(_) => Code::Unavailable,
+        // The ledger holds what does not decode: a record set, a job's spec.
+        LedgerError::BadRecordSet(_) | LedgerError::BadSpec(_) => Code::DataLoss,
+        LedgerError::OutOfRange(_) | LedgerError::Inconsistent(_) => Code::Internal,
+        LedgerError::OtherSpec(_) => Code::FailedPrecondition,
+        LedgerError::Deleted(_) => Code::Aborted,
+    }
+}
+
 impl ServeError {
     pub fn code(&self) -> tonic::Code {
         use tonic::Code;
@@ -98,7 +113,11 @@ impl ServeError {
                 },
                 SourceError::Read { .. } => Code::Internal,
                 SourceError::BadRoot { .. } => Code::InvalidArgument,
-                SourceError::Unavailable { .. } | SourceError::Ledger { .. } => Code::Unavailable,
+                SourceError::Unavailable { .. } => Code::Unavailable,
+                // The ledger's error, its kind kept (`LedgerError::for_epoch`).
+                SourceError::Ledger { cause, .. } => {
+                    cause.downcast_ref::<LedgerError>().map_or(Code::Unavailable, ledger_code)
+                }
                 SourceError::Changed { .. } | SourceError::BadAnswer { .. } => Code::FailedPrecondition,
                 SourceError::OutsideDataRoots { .. } => Code::PermissionDenied,
                 SourceError::NoMatch { .. } => Code::NotFound,
@@ -115,14 +134,7 @@ impl ServeError {
             ServeError::ResourceExhausted(_) => Code::ResourceExhausted,
             ServeError::ReaderDeleted(_) => Code::Aborted,
             ServeError::StateStore(_) => Code::Unavailable,
-            ServeError::Ledger(err) => match err.as_ref() {
-                LedgerError::Postgres(_) | LedgerError::Unreachable(_) | LedgerError::State(_) => Code::Unavailable,
-                // The ledger holds what does not decode: a record set, a job's spec.
-                LedgerError::BadRecordSet(_) | LedgerError::BadSpec(_) => Code::DataLoss,
-                LedgerError::OutOfRange(_) => Code::Internal,
-                LedgerError::OtherSpec(_) => Code::FailedPrecondition,
-                LedgerError::Deleted(_) => Code::Aborted,
-            },
+            ServeError::Ledger(err) => ledger_code(err),
             ServeError::ShuttingDown | ServeError::Unavailable(_) => Code::Unavailable,
             ServeError::Internal(_) => Code::Internal,
         }
@@ -158,5 +170,16 @@ mod tests {
         assert_eq!(other.code(), tonic::Code::FailedPrecondition);
         let status = tonic::Status::from(ServeError::from(LedgerError::from(unreachable())));
         assert!(status.message().starts_with("split ledger: unreachable for 60"), "{}", status.message());
+
+        // Met while leasing a pipeline's next file, a ledger error keeps its kind.
+        let leasing = |err: LedgerError| tonic::Status::from(ServeError::from(err.for_epoch(3)));
+        assert_eq!(leasing(LedgerError::from(unreachable())).code(), tonic::Code::Unavailable);
+        let bad_set = RecordSet::decode(&[0xff, 0xff, 0xff]).expect_err("not a record set");
+        assert_eq!(leasing(LedgerError::from(bad_set)).code(), tonic::Code::DataLoss);
+        assert_eq!(leasing(LedgerError::Deleted("team/train".into())).code(), tonic::Code::Aborted);
+        let void = leasing(LedgerError::Void("a split was taken over".into()));
+        assert_eq!(void.code(), tonic::Code::Unavailable);
+        assert_eq!(void.message(), "cannot lease the next file of epoch 3: a split was taken over");
+        assert_eq!(leasing(LedgerError::Inconsistent("file 9 of 0..4".into())).code(), tonic::Code::Internal);
     }
 }

@@ -181,7 +181,7 @@ impl JobFeed {
     pub fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
         self.ledger.claim_selected(self.job, limits, records).map_err(|err| {
             self.void(err.to_string());
-            SourceError::Ledger { epoch: records.first().map_or(0, |record| record.epoch), reason: err.to_string() }
+            err.for_epoch(records.first().map_or(0, |record| record.epoch))
         })
     }
 
@@ -556,10 +556,10 @@ impl JobFeed {
         // this one's leases are never renewed again (others take its splits over).
         let ledger_error = |err: LedgerError| {
             self.void(err.to_string());
-            SourceError::Ledger { epoch, reason: err.to_string() }
+            err.for_epoch(epoch)
         };
         if let Leases::Void { reason } = self.leases() {
-            return Err(SourceError::Ledger { epoch, reason });
+            return Err(LedgerError::Void(reason).for_epoch(epoch));
         }
         self.plan(epoch).map_err(ledger_error)?;
         let held: Vec<SplitRef> = self.state().held.keys().copied().collect();
@@ -589,10 +589,9 @@ impl JobFeed {
             drop(state);
             // Lost meanwhile: given up at once, as the others were.
             self.ledger.release(&[SplitKey { job: self.job.id, split }]).map_err(ledger_error)?;
-            return Err(SourceError::Ledger {
-                epoch: split.epoch,
-                reason: "another of this replica's splits was taken over".into(),
-            });
+            return Err(
+                LedgerError::Void("another of this replica's splits was taken over".into()).for_epoch(split.epoch)
+            );
         }
         state.held.insert(split, held);
         Ok(Some(FedFile::of(split, leave_out)))

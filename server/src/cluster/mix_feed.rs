@@ -36,10 +36,11 @@ impl FileFeed for ComponentFeed {
         // it is a bug, refused rather than read as another component's.
         match fed.file.checked_sub(self.files.start as usize) {
             Some(file) if file < self.files.len() => Ok(Some(FedFile { file, ..fed })),
-            _ => Err(SourceError::Ledger {
-                epoch,
-                reason: format!("the ledger leased file {} to the component of files {:?}", fed.file, self.files),
-            }),
+            _ => Err(super::LedgerError::Inconsistent(format!(
+                "the ledger leased file {} to the component of files {:?}",
+                fed.file, self.files
+            ))
+            .for_epoch(epoch)),
         }
     }
 

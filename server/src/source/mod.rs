@@ -394,9 +394,11 @@ pub enum SourceError {
     Changed { file: String },
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryExhausted),
-    /// A cluster replica could not reach the split ledger for its next file.
-    #[error("cannot lease the next file of epoch {epoch}: {reason}")]
-    Ledger { epoch: u64, reason: String },
+    /// A cluster replica could not lease its next file: `cause` is the split ledger's
+    /// error (a `crate::cluster::LedgerError`, whose kind the one mapping to gRPC codes
+    /// reads: this module does not know the ledger).
+    #[error("cannot lease the next file of epoch {epoch}: {cause}")]
+    Ledger { epoch: u64, cause: std::sync::Arc<dyn std::error::Error + Send + Sync> },
 }
 
 impl SourceError {

@@ -45,7 +45,7 @@ impl JobFeed {
     pub fn follow(&self, split: SplitRef) -> Result<bool, SourceError> {
         let ledger_error = |err: crate::cluster::ledger::LedgerError| {
             self.void(err.to_string());
-            SourceError::Ledger { epoch: split.epoch, reason: err.to_string() }
+            err.for_epoch(split.epoch)
         };
         self.plan(split.epoch).map_err(ledger_error)?;
         let Some(lease) = self.ledger.lease_never_leased(self.job(), split).map_err(ledger_error)? else {
@@ -57,7 +57,7 @@ impl JobFeed {
             // Void meanwhile: given up at once, as its other leases were.
             let key = crate::cluster::ledger::SplitKey { job: self.job().id, split };
             self.ledger.release(&[key]).map_err(ledger_error)?;
-            return Err(SourceError::Ledger { epoch: split.epoch, reason });
+            return Err(crate::cluster::ledger::LedgerError::Void(reason).for_epoch(split.epoch));
         }
         state.held.insert(split, Held::records_left_out(lease.acked.len()));
         let untouched = lease.acked.is_empty();

@@ -51,6 +51,20 @@ pub enum LedgerError {
     /// The job was deleted (on some replica) while this one served it.
     #[error("shared reader {0} was deleted")]
     Deleted(String),
+    /// This replica's work on the job is void (a split was taken over, or the ledger
+    /// stayed unreachable past the outage limit): why.
+    #[error("{0}")]
+    Void(String),
+    /// The ledger answered what its statements exclude (a bug): what.
+    #[error("split ledger: {0}")]
+    Inconsistent(String),
+}
+
+impl LedgerError {
+    /// As a pipeline's error for its next file of `epoch`, its kind kept.
+    pub fn for_epoch(self, epoch: u64) -> crate::source::SourceError {
+        crate::source::SourceError::Ledger { epoch, cause: std::sync::Arc::new(self) }
+    }
 }
 
 impl SessionError for LedgerError {

@@ -167,6 +167,19 @@ impl ReaderRegistry {
         shared_name: &str,
         spec: Option<pb::DatasetSpec>,
     ) -> Result<(Arc<Reader>, bool)> {
+        self.lookup_or_create_with(container, shared_name, spec, |_| {})
+    }
+
+    /// [`Self::lookup_or_create`], with `prepare` run on a reader it creates before any
+    /// other call can find it (a job's reader on replicas takes its seat at its window
+    /// there: a stream that found it first would read alone).
+    fn lookup_or_create_with(
+        &self,
+        container: &str,
+        shared_name: &str,
+        spec: Option<pb::DatasetSpec>,
+        prepare: impl FnOnce(&Arc<Reader>),
+    ) -> Result<(Arc<Reader>, bool)> {
         if shared_name.is_empty() {
             return Err(ServeError::InvalidArgument("shared_name is empty (use a private read)".into()));
         }
@@ -201,6 +214,7 @@ impl ReaderRegistry {
             let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;
             LedgerCoordinator::join(&reader, job)?;
         }
+        prepare(&reader);
         let mut readers = self.inner.readers.write_unpoisoned();
         if let Some(existing) = readers.get(&key) {
             // Created by a concurrent call while the files were resolved.

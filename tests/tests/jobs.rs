@@ -244,11 +244,32 @@ async fn each_job_resumes_exactly_from_its_own_token_after_kill_9() {
 /// far fewer elements than three jobs' worth.
 #[test]
 fn on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill() {
+    let (data, dir, spec) = lines_in_batches();
+    three_jobs_through_a_replica_kill(data, dir, spec);
+}
+
+/// As `on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill`, with
+/// the exact global shuffle: its splits are ranges of the epoch's permutation, and the
+/// jobs share a window of them as of files.
+#[test]
+fn on_replicas_jobs_of_a_global_shuffle_share_a_window_and_get_every_record_once_across_a_replica_kill() {
+    let (data, dir, _) = lines_in_batches();
+    let spec = json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 3, "shuffle": {"global": true}, "numEpochs": 2, "batchSize": 8}
+    });
+    let spec = write_spec(&dir, &spec);
+    three_jobs_through_a_replica_kill(data, dir, spec);
+}
+
+/// Three jobs of one consumer each, reading `spec` (`lines_in_batches`' records, twice)
+/// through two replicas, one killed mid-epoch: each job gets every record once per epoch,
+/// and the survivor's jobs took most of their elements from its window.
+fn three_jobs_through_a_replica_kill(data: tempfile::TempDir, dir: tempfile::TempDir, spec: String) {
     use readerd_tests::shared_reads::{
         assert_every_key_twice, spawn_consumers, wait_for_consumers, wait_until_printed,
     };
     let Some(db) = readerd_tests::postgres::Database::new() else { return };
-    let (data, dir, spec) = lines_in_batches();
     let url = db.url();
     let (mut replicas, metrics_addrs) = two_replicas(&url, data.path(), &[]);
     let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().addr.clone()).collect();

@@ -147,12 +147,23 @@ fn three_replicas_skipping_and_taking_wait_out_a_15_s_outage_and_take_exactly_pe
 /// outage stalls both ledgers' leases; each job still gets every record once per epoch.
 #[test]
 fn jobs_sharing_windows_on_two_replicas_wait_out_a_15_s_outage_and_each_get_every_record_once() {
+    jobs_sharing_windows_through_a_15_s_outage(spec());
+}
+
+/// The same with the exact global shuffle, whose splits are ranges of each epoch's
+/// permutation.
+#[test]
+fn jobs_sharing_windows_of_a_global_shuffle_wait_out_a_15_s_outage_and_each_get_every_record_once() {
+    jobs_sharing_windows_through_a_15_s_outage(global_spec());
+}
+
+fn jobs_sharing_windows_through_a_15_s_outage(spec: serde_json::Value) {
     let _heavy = one_heavy_at_a_time();
     let postgres = OwnPostgres::start();
     let data = tempfile::tempdir().unwrap();
     write_lines(data.path(), LINES);
     let dir = tempfile::tempdir().unwrap();
-    let spec_path = write_spec(&dir, &spec());
+    let spec_path = write_spec(&dir, &spec);
     let metrics: Vec<String> = (0..2).map(|_| readerd_tests::free_address()).collect();
     let servers: Vec<_> =
         metrics.iter().map(|addr| replica_with(&postgres, data.path(), &["--metrics-listen", addr])).collect();

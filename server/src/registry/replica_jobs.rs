@@ -3,7 +3,7 @@
 //! take their elements from one window of decoded elements on this replica
 //! (`JobWindow::on_replicas`), whose producer leases splits in a ledger job of its own,
 //! `NAME (window)`. A spec the window does not serve on replicas yet (a mixture,
-//! `unbatch`, `skip`/`take`, the global shuffle) has each job read alone, as before.
+//! `unbatch`, `skip`/`take`) has each job read alone, as before.
 
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ use readerd_common::sync::RwLockUnpoisoned;
 
 /// Whether jobs of `spec` share a window on replicas.
 fn shares_on_replicas(spec: &ReaderSpec) -> bool {
-    spec.mix.is_none() && !spec.unbatch && !spec.select.counts() && !spec.pipeline.global_shuffle
+    spec.mix.is_none() && !spec.unbatch && !spec.select.counts()
 }
 
 /// The ledger job of the window the jobs of `shared_name` share on each replica.
@@ -36,14 +36,17 @@ impl ReaderRegistry {
         (shared_name, job): (&str, &str),
         spec: Option<pb::DatasetSpec>,
     ) -> Result<(Arc<Reader>, bool)> {
-        let (reader, created) = self.lookup_or_create(container, &job_reader_name(shared_name, job), spec)?;
-        if created && reader.seat().is_none() && shares_on_replicas(reader.spec()) {
-            match self.replica_window(container, shared_name, &reader) {
+        // Seated before any stream can find it, so that none reads alone meanwhile.
+        let seat = |reader: &Arc<Reader>| {
+            if !shares_on_replicas(reader.spec()) {
+                return;
+            }
+            match self.replica_window(container, shared_name, reader) {
                 Ok(window) => reader.join_window(window.seat(job.to_owned())),
                 Err(err) => tracing::warn!(reader = reader.name(), error = %err, "the job reads alone"),
             }
-        }
-        Ok((reader, created))
+        };
+        self.lookup_or_create_with(container, &job_reader_name(shared_name, job), spec, seat)
     }
 
     /// The window of `container/shared_name`'s jobs on this replica, made for `reader`'s

@@ -28,12 +28,11 @@ impl DataService {
             stream.consumer.time.report(crate::watch::consumer_time::TimeSpent::from_pb(time));
         }
         stream.reader.delivery().acknowledge(&stream.consumer, request.up_to_seq);
-        if !stream.reader.coordinator().names_records() {
-            // Nothing to re-send or to commit: acknowledgements are final when made.
-        } else if !request.records.is_empty() || request.flushed || request.commit {
+        if !request.records.is_empty() || request.flushed || request.commit {
             // Re-sent for a replica that died, or asked for: committed before the answer
-            // (`Coordinator::commit_resent`). Otherwise the coordinator commits the
-            // stream's acknowledgements on its own; the answer says which are.
+            // (`Coordinator::commit_resent`; on one server acknowledgements are final when
+            // made). Otherwise the coordinator commits the stream's acknowledgements on its
+            // own; the answer says which are.
             let records: Vec<_> = request.records.iter().flat_map(crate::element::record_ids_from_pb).collect();
             let (session, from, flushed) = (request.session_id, request.from_replica, request.flushed);
             let reader = stream.reader.clone();

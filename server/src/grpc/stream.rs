@@ -440,13 +440,7 @@ impl ElementStream {
     /// acknowledged (those of other streams may come back to this one).
     async fn wait_for_the_end(&mut self, tx: &mpsc::Sender<Message>) -> ControlFlow<Ended> {
         let settled = |stream: &Self| !stream.shared || stream.reader.delivery().settled_for(&stream.record.consumer);
-        if self.reader.coordinator().names_records() {
-            // Asks the ledger (blocking).
-        } else if settled(self) {
-            return Break(Ended::Last(Ok(pb::EndOfSequence { after_seq: self.seq - 1 })));
-        } else {
-            return self.wait_for_delivery_change(tx).await;
-        }
+        // Blocking: on replicas it asks the ledger.
         let reader = self.reader.clone();
         match tokio::task::spawn_blocking(move || reader.coordinator().at_end()).await {
             Ok(Ok(true)) if settled(self) => {

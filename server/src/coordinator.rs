@@ -14,8 +14,12 @@
 //! # A new coordinator
 //!
 //! Implement [`Coordinator`]: every method has the single server's answer as its default,
-//! so a coordinator overrides what it owns (leases, commits, sessions, the end), and
-//! `Reader::coordinate` hands the reader to it before any stream reads.
+//! so a coordinator overrides what it owns (leases, commits, sessions, the end). The
+//! reader is handed to it before any stream reads, as `LedgerCoordinator::join` does: it
+//! becomes what `Reader::coordinator` returns, and the reader's consumer books answer to
+//! it (`consumer::Delivery::answer_to`). Whether elements name their records
+//! (`names_records`) and whether a checkpoint replays the reader (`checkpoints_by_replay`)
+//! are the two questions the reader itself still asks.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -219,7 +219,6 @@ impl Streams {
         if shared_name.is_empty() && job_name != DEFAULT_JOB {
             return Err(ServeError::InvalidArgument(format!("job {job_name:?} needs a shared reader (a shared_name)")));
         }
-        crate::registry::check_shared_name(&shared_name)?;
         // On replicas a job is a shared reader of its own (its name says which).
         let replica_job =
             (registry.is_cluster() && job_name != DEFAULT_JOB).then(|| (shared_name.clone(), job_name.clone()));

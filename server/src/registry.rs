@@ -45,10 +45,11 @@ fn check_names(names: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// A shared name a caller gives: `INVALID_ARGUMENT` for the shapes the server names its
+/// A shared name a caller gives (`lookup_or_create`, `lookup_or_create_job`):
+/// `INVALID_ARGUMENT` for the shapes the server names its
 /// jobs' readers and windows with on replicas (`NAME (job J)`, `NAME (window)`), which a
 /// reader of that name would share the split ledger's rows with.
-pub fn check_shared_name(name: &str) -> Result<()> {
+fn check_shared_name(name: &str) -> Result<()> {
     let job_reader = name.ends_with(')') && name.contains(" (job ");
     if job_reader || name.ends_with(" (window)") {
         return Err(ServeError::InvalidArgument(format!(
@@ -167,6 +168,7 @@ impl ReaderRegistry {
         shared_name: &str,
         spec: Option<pb::DatasetSpec>,
     ) -> Result<(Arc<Reader>, bool)> {
+        check_shared_name(shared_name)?;
         self.lookup_or_create_with(container, shared_name, spec, |_| {})
     }
 
@@ -254,6 +256,7 @@ impl ReaderRegistry {
             return Err(ServeError::InvalidArgument(format!("job {job:?} needs a shared reader (a shared_name)")));
         }
         check_names(&[container, shared_name, job])?;
+        check_shared_name(shared_name)?;
         let name = display_name(container, shared_name);
         if self.is_cluster() {
             return self.replica_job(container, (shared_name, job), spec);

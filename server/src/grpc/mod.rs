@@ -198,7 +198,6 @@ impl pb::data_service_server::DataService for DataService {
         caller.check(&container, Access::Read)?;
         let info = self
             .blocking(move |registry| {
-                crate::registry::check_shared_name(&shared_name)?;
                 let spec = registry.resolve_spec(request.spec, &request.dataset)?;
                 let (reader, created) = registry.lookup_or_create(&container, &shared_name, spec)?;
                 Ok(info_to_pb(container, shared_name, &reader, created))

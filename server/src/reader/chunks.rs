@@ -78,7 +78,7 @@ impl Reader {
     /// an item's), those a decoder dropped included: acknowledging the element accounts
     /// for them all. A batch whose records were all dropped is settled at once (no
     /// element acknowledges it).
-    pub(super) fn with_ledger_ids<T>(
+    pub(super) fn named_by_records<T>(
         &self,
         set: Batches<T>,
         record: impl Fn(&T) -> &Record,

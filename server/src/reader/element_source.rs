@@ -76,7 +76,7 @@ impl ElementSource for Files<'_> {
 
     fn decode(&self, set: Self::Work) -> DecodedElements {
         let reader = self.0;
-        reader.with_ledger_ids(set, |record| record, |set| reader.decoding.decode_set(set))
+        reader.named_by_records(set, |record| record, |set| reader.decoding.decode_set(set))
     }
 
     /// A decoder that only copies decodes on the taking thread: waking a decoding thread
@@ -155,7 +155,7 @@ impl ElementSource for Mixed<'_> {
     }
 
     fn decode(&self, set: Self::Work) -> DecodedElements {
-        self.reader.with_ledger_ids(set, |(_, record)| record, |set| self.mixture.decode_mixed_set(set))
+        self.reader.named_by_records(set, |(_, record)| record, |set| self.mixture.decode_mixed_set(set))
     }
 
     /// Its components' records decode by their own decoders, gathered: always worth it.

@@ -2,6 +2,9 @@
 # tests/tests/dockerfile.rs checks the binaries, flags, variables and port named here against
 # the real binaries, so this file cannot silently fall behind them.
 FROM rust:1.95-bookworm AS build
+# libjpeg-turbo (TensorFlow's JPEG decoder, for the decodeImage transform) is built from
+# source and linked statically: cmake builds it, nasm its SIMD code.
+RUN apt-get update && apt-get install -y --no-install-recommends cmake nasm && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked --bin readerd --bin readerctl

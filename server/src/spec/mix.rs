@@ -60,8 +60,10 @@ fn mixed_stream_part(pipeline: &pb::Pipeline) -> pb::Pipeline {
 
 pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Result<ReaderSpec> {
     let mix = proto.mix.as_ref().expect("a mixture");
-    if proto.source.is_some() || proto.decoder.is_some() {
-        return Err(invalid("a spec with mix has no source or decoder of its own: each of mix.datasets has its own"));
+    if proto.source.is_some() || proto.decoder.is_some() || !proto.transforms.is_empty() {
+        return Err(invalid(
+            "a spec with mix has no source, decoder or transforms of its own: each of mix.datasets has its own",
+        ));
     }
     let n = mix.datasets.len();
     if n == 0 {
@@ -102,6 +104,11 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
             ServeError::InvalidSpec(message) => invalid(format!("{field}: {message}")),
             other => other,
         })?;
+        if !component.transforms.is_empty() {
+            return Err(invalid(format!(
+                "{field}.transforms: transforms in a mixture's components are not built yet (a single spec takes them)"
+            )));
+        }
         if component.batch_size > 0 || component.unbatch {
             return Err(invalid(format!(
                 "{field}.pipeline: components are not batched (batchSize, unbatch): the outer pipeline batches the mixture"
@@ -131,6 +138,7 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
         select: Default::default(),
         unbatch: false,
         decoder: first.decoder.clone(),
+        transforms: Arc::default(),
         skip_errors: false,
         mix: Some(Arc::new(MixSpec { components, weights, choice, stop_on_empty: mix.stop_on_empty_dataset })),
         proto,

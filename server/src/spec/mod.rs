@@ -1,9 +1,11 @@
 //! A dataset spec, checked: `pb::DatasetSpec` in, the settings the server acts on out.
 //! Everything a request can get wrong is found here, before any file is opened.
-//! `mix.rs` checks a mixture's spec: its components and their weights.
+//! `mix.rs` checks a mixture's spec: its components and their weights; `transforms.rs`
+//! its per-element operations.
 
 mod columnar;
 mod mix;
+pub mod transforms;
 
 pub use mix::MixSpec;
 
@@ -26,6 +28,7 @@ use crate::pipeline::select::{Predicate, Scalar, Selection, Test};
 use crate::pipeline::shuffle::ShuffleConfig;
 use crate::pipeline::{PipelineConfig, Shard};
 use crate::source::{Compression, SourceConfig, SourceFormat};
+use crate::transform::Transforms;
 
 /// Largest batch a spec may ask for.
 const MAX_BATCH_SIZE: i64 = 1 << 20;
@@ -52,6 +55,8 @@ pub struct ReaderSpec {
     /// Records hold several examples along their features' first dimension.
     pub unbatch: bool,
     pub decoder: Arc<Decoder>,
+    /// Per-element operations after decoding (`transforms`), before batching.
+    pub transforms: Arc<Transforms>,
     /// `onError: SKIP`: drop and count corrupt or undecodable records.
     pub skip_errors: bool,
     /// A mixture of other specs (then no source of its own: `patterns` is empty).
@@ -85,7 +90,14 @@ impl ReaderSpec {
     /// defaults, CSV columns, their names and dialect) and the same `onError`. A mixture
     /// of such components decodes each batch as one.
     pub fn decodes_like(&self, other: &ReaderSpec) -> bool {
-        self.decoder == other.decoder && self.skip_errors == other.skip_errors
+        self.decoder == other.decoder && self.transforms == other.transforms && self.skip_errors == other.skip_errors
+    }
+
+    /// What an element gives for one record, feature by feature: the decoder's output,
+    /// transformed (the schema signatures describe and Flight lays out).
+    pub fn output(&self) -> Vec<crate::decode::OutputFeature> {
+        let decoded = self.decoder.output();
+        self.transforms.output(decoded.clone()).unwrap_or(decoded)
     }
 
     pub fn from_proto(proto: pb::DatasetSpec, max_record_bytes: u64) -> Result<Self> {
@@ -124,6 +136,7 @@ impl ReaderSpec {
             return Err(invalid(format!("pipeline.batchSize must be in 0..={MAX_BATCH_SIZE}")));
         }
         let pipeline_config = pipeline_config_of(&pipeline, num_epochs)?;
+        let transforms = transforms_of(&proto, &decoder, &pipeline)?;
         if pipeline_config.global_shuffle {
             if !matches!(source.compression(), pb::Compression::None | pb::Compression::Auto) {
                 return Err(invalid("pipeline.shuffle.global needs random access: uncompressed files only"));
@@ -145,11 +158,34 @@ impl ReaderSpec {
             unbatch: pipeline.unbatch,
             prefetch: prefetch_of(pipeline.prefetch)?,
             decoder: Arc::new(decoder),
+            transforms: Arc::new(transforms),
             skip_errors: pipeline.on_error() == pb::OnError::Skip,
             mix: None,
             proto,
         })
     }
+}
+
+/// A spec's `transforms`, checked against what its decoder gives (each step's feature
+/// exists and is dense; shapes fit where they are known).
+fn transforms_of(proto: &pb::DatasetSpec, decoder: &Decoder, pipeline: &pb::Pipeline) -> Result<Transforms> {
+    let transforms = transforms::transforms_of(&proto.transforms, pipeline.seed as u64).map_err(invalid)?;
+    if transforms.is_empty() {
+        return Ok(transforms);
+    }
+    let output = decoder.output();
+    if pipeline.batch_size > 0 {
+        let padded = output.iter().find(|f| f.kind == crate::decode::OutputKind::PaddedDense);
+        if let Some(feature) = padded.filter(|f| transforms.reads(&f.name)) {
+            return Err(invalid(format!(
+                "transforms: {} is a fixedLenSequence feature, padded per batch; a transform reads one record's \
+                 dense feature (unbatched specs may transform it)",
+                feature.name
+            )));
+        }
+    }
+    transforms.output(output).map_err(invalid)?;
+    Ok(transforms)
 }
 
 fn selection_of(select: Option<&pb::Select>) -> Result<Selection> {

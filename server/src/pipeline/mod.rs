@@ -356,7 +356,10 @@ impl RecordPipeline {
             state.epoch,
         );
         if let (Some(config), Some((rng, refs))) = (pipeline.config.shuffle, &state.shuffle) {
-            let records = read_records_at(&pipeline.files, &pipeline.source, refs)?;
+            let mut records = read_records_at(&pipeline.files, &pipeline.source, refs)?;
+            // A buffer holds records of its epoch only (epochs are kept apart): they were
+            // read for it, as the ledger and each element's random draws must know.
+            records.iter_mut().for_each(|record| record.epoch = state.epoch);
             let items = records.into_iter().zip(refs.iter().copied()).collect();
             pipeline.shuffle = Some(ShuffleBuffer::restore(config, SplitMix64 { state: *rng }, items));
         }

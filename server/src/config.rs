@@ -97,6 +97,10 @@ pub struct Config {
     /// Largest record (and claimed record length) accepted; larger is DATA_LOSS.
     #[arg(long, env = "READERD_MAX_RECORD_BYTES", default_value_t = 256 << 20)]
     pub max_record_bytes: u64,
+    /// Most pixels an image a transform decodes may have (`decodeImage`); a larger one is
+    /// INVALID_ARGUMENT, found from its header before anything is allocated.
+    #[arg(long, env = "READERD_MAX_IMAGE_PIXELS", default_value_t = 100_000_000)]
+    pub max_image_pixels: u64,
     /// Elements buffered per stream before reading waits for the trainer.
     #[arg(long, env = "READERD_STREAM_BUFFER", default_value_t = 16)]
     pub stream_buffer: usize,
@@ -271,6 +275,7 @@ impl Config {
         set("store-outage-limit", format!("{}ms", self.store_outage_limit.as_millis()).into());
         set("checkpoints-kept", (self.checkpoints_kept as i64).into());
         set("max-record-bytes", (self.max_record_bytes as i64).into());
+        set("max-image-pixels", (self.max_image_pixels as i64).into());
         set("stream-buffer", (self.stream_buffer as i64).into());
         set("cache-bytes", (self.cache_bytes as i64).into());
         set("job-window-bytes", (self.job_window_bytes as i64).into());

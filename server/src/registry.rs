@@ -111,6 +111,8 @@ impl Jobs {
 pub struct RegistrySetup {
     pub roots: DataRoots,
     pub max_record_bytes: u64,
+    /// Pixels an image a transform decodes may have (`--max-image-pixels`).
+    pub max_image_pixels: u64,
     pub settings: ReaderSettings,
     /// Specs the configuration names.
     pub datasets: BTreeMap<String, pb::DatasetSpec>,
@@ -578,7 +580,8 @@ impl ReaderRegistry {
     }
 
     fn open(&self, name: String, spec: pb::DatasetSpec) -> Result<Reader> {
-        let spec = ReaderSpec::from_proto(spec, self.inner.setup.max_record_bytes)?;
+        let spec = ReaderSpec::from_proto(spec, self.inner.setup.max_record_bytes)?
+            .with_max_image_pixels(self.inner.setup.max_image_pixels);
         self.inner.setup.limits.check_spec(&spec)?;
         // A mixture reads its components' files: each component's cycle at once.
         let components = spec.mix.as_ref().map(|mix| mix.components.as_slice()).unwrap_or_default();

@@ -246,7 +246,18 @@ fn reader_registry(
     let files = FileBudget::new(config.max_open_files);
     let max_record_bytes = config.max_record_bytes;
     let job_window_bytes = config.job_window_bytes();
-    let setup = RegistrySetup { roots, max_record_bytes, settings, datasets, limits, files, cluster, job_window_bytes };
+    let max_image_pixels = config.max_image_pixels;
+    let setup = RegistrySetup {
+        roots,
+        max_record_bytes,
+        max_image_pixels,
+        settings,
+        datasets,
+        limits,
+        files,
+        cluster,
+        job_window_bytes,
+    };
     Ok(ReaderRegistry::new(setup))
 }
 

@@ -363,3 +363,26 @@ fn a_transform_that_does_not_fit_the_decoder_is_refused_before_reading() {
         assert!(error["message"].as_str().unwrap().contains(words), "{error}");
     }
 }
+
+#[test]
+fn an_image_over_the_pixel_limit_is_refused_from_its_header() {
+    let data = tempfile::tempdir().unwrap();
+    let case = readerd_tests::golden_case("img_jpeg_420_q90_48x64_c0");
+    write_images(
+        data.path(),
+        "images.tfrecord",
+        &[golden_file(case["inputs"]["features"]["image"]["file"].as_str().unwrap())],
+    );
+    let server = ServerProcess::start_with(&[data.path()], &["--max-image-pixels", "3000"]);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        &dir,
+        &image_spec(json!([{"decodeImage": {"feature": "image/encoded", "output": "image"}}]), json!({})),
+    );
+    let lines = jsonl(&readerctl(&server.addr, &["read", "--spec", &spec, "--output", "jsonl"]).stdout);
+    let error = &lines.last().unwrap()["error"];
+    assert_eq!(error["code"], "INVALID_ARGUMENT");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("image of 64x48 pixels is larger than the server's limit of 3000 pixels"), "{message}");
+    assert!(message.contains("images.tfrecord:0"), "{message}");
+}

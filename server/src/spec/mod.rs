@@ -93,6 +93,15 @@ impl ReaderSpec {
         self.decoder == other.decoder && self.transforms == other.transforms && self.skip_errors == other.skip_errors
     }
 
+    /// The spec with images its transforms decode limited to `pixels` (a mixture's
+    /// components have no transforms of their own yet).
+    pub fn with_max_image_pixels(mut self, pixels: u64) -> Self {
+        if !self.transforms.is_empty() {
+            Arc::make_mut(&mut self.transforms).max_image_pixels = pixels;
+        }
+        self
+    }
+
     /// What an element gives for one record, feature by feature: the decoder's output,
     /// transformed (the schema signatures describe and Flight lays out).
     pub fn output(&self) -> Vec<crate::decode::OutputFeature> {

@@ -522,4 +522,58 @@ mod tests {
             "Cannot batch tensors with different shapes in feature s. First element had shape [2] and element 1 had shape [3]."
         );
     }
+
+    /// One random operation on `image` for 10,000 elements (keys), each output's floats.
+    fn draws(json: &str, image: Dense) -> Vec<Vec<f32>> {
+        let transforms = parse(json);
+        (0..10_000)
+            .map(|n| {
+                let features = vec![("x".to_owned(), Tensor::Dense(image.clone()))];
+                let out = transforms.apply(features, 1, &format!("f.tfrecord:{n}")).unwrap();
+                let Tensor::Dense(dense) = &out[0].1 else { panic!() };
+                values::floats(dense).unwrap()
+            })
+            .collect()
+    }
+
+    /// Whether `values` spread evenly over [low, high): each tenth holds 10% ± 1.5%.
+    fn uniform_over(values: &[f32], low: f32, high: f32) -> bool {
+        let mut tenths = [0usize; 10];
+        for &v in values {
+            assert!((low..high).contains(&v), "{v} outside [{low}, {high})");
+            tenths[(((v - low) / (high - low)) * 10.0) as usize] += 1;
+        }
+        tenths.iter().all(|&n| (850..=1150).contains(&n))
+    }
+
+    #[test]
+    fn random_flips_happen_half_the_time() {
+        for op in ["randomFlipLeftRight", "randomFlipUpDown"] {
+            let image = Dense::float32(vec![2, 2, 1], &[0.0, 1.0, 2.0, 3.0]);
+            let outputs = draws(&format!(r#"[{{"{op}": {{"feature": "x"}}}}]"#), image);
+            let flipped = outputs.iter().filter(|v| v[0] != 0.0).count() as f64 / outputs.len() as f64;
+            assert!((0.48..=0.52).contains(&flipped), "{op}: flipped {flipped}");
+        }
+    }
+
+    #[test]
+    fn random_brightness_and_contrast_factors_are_uniform_over_their_ranges() {
+        let deltas: Vec<f32> = draws(
+            r#"[{"randomBrightness": {"feature": "x", "maxDelta": 0.5}}]"#,
+            Dense::float32(vec![1, 1, 1], &[0.0]),
+        )
+        .into_iter()
+        .map(|v| v[0])
+        .collect();
+        assert!(uniform_over(&deltas, -0.5, 0.5), "brightness deltas");
+        // Pixels 0 and 2 around their mean 1: the first comes out as 1 - factor.
+        let factors: Vec<f32> = draws(
+            r#"[{"randomContrast": {"feature": "x", "lower": 0.2, "upper": 1.8}}]"#,
+            Dense::float32(vec![1, 2, 1], &[0.0, 2.0]),
+        )
+        .into_iter()
+        .map(|v| 1.0 - v[0])
+        .collect();
+        assert!(uniform_over(&factors, 0.2, 1.8 + 1e-6), "contrast factors");
+    }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use prost::Message;
 use readerd_proto::tensorflow as tf;
@@ -385,4 +385,100 @@ fn an_image_over_the_pixel_limit_is_refused_from_its_header() {
     let message = error["message"].as_str().unwrap();
     assert!(message.contains("image of 64x48 pixels is larger than the server's limit of 3000 pixels"), "{message}");
     assert!(message.contains("images.tfrecord:0"), "{message}");
+}
+
+/// Each key's rows (a batch cut into its records), sorted: what a key got over all its
+/// epochs, whichever consumer printed which.
+fn rows_of_each_key(lines: &[Value]) -> BTreeMap<String, Vec<String>> {
+    let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for ((_, key), features) in rows_by_key(lines, true) {
+        rows.entry(key).or_default().push(serde_json::to_string(&features).unwrap());
+    }
+    for list in rows.values_mut() {
+        list.sort();
+    }
+    rows
+}
+
+/// The keys' rows of several outputs put together (each output's passes apart).
+fn merged_rows(outputs: &[Vec<Value>]) -> BTreeMap<String, Vec<String>> {
+    let mut all: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for lines in outputs {
+        for (key, rows) in rows_of_each_key(lines) {
+            all.entry(key).or_default().extend(rows);
+        }
+    }
+    all.values_mut().for_each(|rows| rows.sort());
+    all
+}
+
+#[test]
+fn three_replicas_with_random_transforms_deliver_every_element_once_as_a_single_server_makes_it() {
+    let Some(db) = readerd_tests::postgres::Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_cifar(data.path(), 10);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        &dir,
+        &cifar_spec(
+            json!({"seed": 5, "numEpochs": 2, "shuffleFiles": true, "cycleLength": 2, "shuffle": {"bufferSize": 5}, "batchSize": 3}),
+        ),
+    );
+    let single = ServerProcess::start(&[data.path()]);
+    let want = rows_of_each_key(&read(&single.addr, &spec, &[]));
+    assert_eq!(want.len(), 30);
+    assert!(want.values().all(|rows| rows.len() == 2 && rows[0] != rows[1]), "two epochs, drawn anew");
+    drop(single);
+
+    let url = db.url();
+    let replicas: Vec<(ServerProcess, tempfile::TempDir)> = (0..3)
+        .map(|_| {
+            let state = tempfile::tempdir().unwrap();
+            (ServerProcess::start_in(state.path(), &[data.path()], &["--state-url", &url, "--lease-time", "2s"]), state)
+        })
+        .collect();
+    let addrs: Vec<String> = replicas.iter().map(|(replica, _)| replica.addr.clone()).collect();
+    let outputs: Vec<PathBuf> = (0..4).map(|i| dir.path().join(format!("consumer-{i}.jsonl"))).collect();
+    let consumers: Vec<_> = outputs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, output)| {
+            readerd_tests::shared_reads::spawn_consumers(
+                &addrs[i % 3],
+                &["--spec", &spec],
+                std::slice::from_ref(output),
+            )
+        })
+        .collect();
+    readerd_tests::shared_reads::wait_for_consumers(consumers, &outputs, true);
+    let printed: Vec<Vec<Value>> = outputs.iter().map(|path| jsonl(&std::fs::read(path).unwrap())).collect();
+    assert_eq!(merged_rows(&printed), want, "every element once per epoch, each as the single server makes it");
+}
+
+#[test]
+fn jobs_of_a_sweep_get_equal_elements() {
+    let data = tempfile::tempdir().unwrap();
+    write_cifar(data.path(), 8);
+    let server = ServerProcess::start(&[data.path()]);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        &dir,
+        &cifar_spec(
+            json!({"seed": 11, "numEpochs": 2, "shuffleFiles": true, "shuffle": {"bufferSize": 6}, "batchSize": 4}),
+        ),
+    );
+    let jobs: Vec<Vec<Value>> = std::thread::scope(|scope| {
+        let readers: Vec<_> = ["lr-0.1", "lr-0.01"]
+            .into_iter()
+            .map(|job| {
+                let (addr, spec) = (&server.addr, &spec);
+                scope.spawn(move || read(addr, spec, &["--container", "c", "--shared-name", "sweep", "--job", job]))
+            })
+            .collect();
+        readers.into_iter().map(|reader| reader.join().unwrap()).collect()
+    });
+    let (first, second) = (rows_of_each_key(&jobs[0]), rows_of_each_key(&jobs[1]));
+    assert_eq!(first.len(), 24);
+    assert!(first.values().all(|rows| rows.len() == 2), "each job every element once per epoch");
+    assert_eq!(first, second, "both jobs get the same elements");
 }

@@ -42,6 +42,11 @@ impl DataService for Echo {
     async fn lookup_or_create_reader(&self, _: Request<pb::LookupOrCreateReaderRequest>) -> Reply<pb::ReaderInfo> {
         nothing()
     }
+
+    async fn describe_spec(&self, _: Request<pb::DescribeSpecRequest>) -> Reply<pb::DescribeSpecResponse> {
+        nothing()
+    }
+
     async fn read_up_to(&self, _: Request<pb::ReadUpToRequest>) -> Reply<pb::ReadUpToResponse> {
         nothing()
     }

@@ -51,12 +51,13 @@ use crate::grpc::DataService;
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// The actions of `DoAction`, each a `readerd.v1.DataService` call.
-const ACTIONS: [(&str, &str); 8] = [
+const ACTIONS: [(&str, &str); 9] = [
     ("Checkpoint", "commit a checkpoint of a stream: {streamId, afterSeq} -> {token, afterSeq}"),
     ("Acknowledge", "acknowledge a shared stream's elements: {streamId, upToSeq}"),
     ("GetReaderStats", "a reader's counters: {reader: {container, sharedName}}"),
     ("ListReaders", "the readers of a container: {container}"),
     ("ListDatasets", "the datasets the server's configuration names"),
+    ("DescribeSpec", "what a spec's elements hold, feature by feature: {spec | dataset}"),
     ("ResetReader", "rewind a reader: {reader}"),
     ("DeleteReader", "delete a reader: {reader}"),
     ("LookupOrCreateReader", "create or find a reader: {reader, spec | dataset}"),
@@ -376,6 +377,7 @@ impl FlightService for FlightPlane {
             "GetReaderStats" => json_reply(data.get_reader_stats(as_caller(&caller, json_request(kind, body)?)).await?),
             "ListReaders" => json_reply(data.list_readers(as_caller(&caller, json_request(kind, body)?)).await?),
             "ListDatasets" => json_reply(data.list_datasets(as_caller(&caller, json_request(kind, body)?)).await?),
+            "DescribeSpec" => json_reply(data.describe_spec(as_caller(&caller, json_request(kind, body)?)).await?),
             "ResetReader" => json_reply(data.reset_reader(as_caller(&caller, json_request(kind, body)?)).await?),
             "DeleteReader" => json_reply(data.delete_reader(as_caller(&caller, json_request(kind, body)?)).await?),
             "LookupOrCreateReader" => {

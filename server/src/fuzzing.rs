@@ -411,3 +411,60 @@ fn read_columnar_file(file: &crate::source::DataFile, format: crate::source::col
         }
     }
 }
+
+/// Arbitrary bytes as an encoded image and the parameters of a transform (the
+/// `image_transforms` target): `decodeImage` with any channels, then one operation with
+/// parameters from the first bytes. Returns whether the chain succeeded; it must never
+/// panic, nor allocate past the image limit (64K pixels here) or the transforms' own bounds.
+pub fn transform_image(data: &[u8]) -> bool {
+    use serde_json::json;
+    let Some((params, image)) = data.split_first_chunk::<8>() else { return false };
+    let p = |i: usize| i64::from(params[i]);
+    let small = |i: usize| p(i) % 70 - 2;
+    let fraction = |i: usize| p(i) as f64 / 200.0;
+    let op = match params[0] % 20 {
+        0 => {
+            json!({"resize": {"feature": "image", "size": [small(2), small(3)], "method": (["BILINEAR", "NEAREST", "BICUBIC", "AREA"][params[4] as usize % 4])}})
+        }
+        1 => json!({"centralCrop": {"feature": "image", "fraction": fraction(2)}}),
+        2 => json!({"resizeWithCropOrPad": {"feature": "image", "height": small(2), "width": small(3)}}),
+        3 => json!({"randomCrop": {"feature": "image", "size": [small(2), small(3), small(4)]}}),
+        4 => {
+            json!({"randomResizedCrop": {"feature": "image", "size": [small(2), small(3)], "area": [fraction(4), fraction(5)], "aspectRatio": [fraction(6), fraction(7) * 4.0]}})
+        }
+        5 => {
+            json!({"slice": {"feature": "image", "begin": [small(2), small(3), small(4)], "size": [small(5), small(6), small(7)]}})
+        }
+        6 => json!({"reshape": {"feature": "image", "shape": [small(2), -1]}}),
+        7 => json!({"transpose": {"feature": "image", "perm": [p(2) % 4, p(3) % 4, p(4) % 4]}}),
+        8 => {
+            json!({"cast": {"feature": "image", "dtype": (["INT8", "FLOAT16", "BFLOAT16", "FLOAT64", "BOOL"][params[2] as usize % 5])}})
+        }
+        9 => {
+            json!({"convertImageDtype": {"feature": "image", "dtype": (["FLOAT32", "INT32", "UINT16", "INT8"][params[2] as usize % 4]), "saturate": params[3] % 2 == 0}})
+        }
+        10 => json!({"perImageStandardization": {"feature": "image"}}),
+        11 => json!({"randomBrightness": {"feature": "image", "maxDelta": fraction(2)}}),
+        12 => json!({"randomContrast": {"feature": "image", "lower": fraction(2), "upper": fraction(3)}}),
+        13 => {
+            json!({"normalize": {"feature": "image", "mean": [fraction(2)], "std": [fraction(3), fraction(4), fraction(5)]}})
+        }
+        14 => json!({"randomFlipUpDown": {"feature": "image"}}),
+        15 => json!({"scale": {"feature": "image", "multiply": fraction(2), "add": -fraction(3)}}),
+        16 => json!({"decodeRaw": {"feature": "image", "outType": "INT32"}}),
+        17 => json!({"adjustContrast": {"feature": "image", "factor": fraction(2)}}),
+        18 => json!({"flipLeftRight": {"feature": "image"}}),
+        _ => json!({"drop": {"features": ["image"]}}),
+    };
+    let decode = json!({"decodeImage": {"feature": "image", "channels": ([0, 1, 3, 4, 2][params[1] as usize % 5])}});
+    // decodeRaw reads the encoded bytes; everything else the decoded image.
+    let list = if params[0] % 20 == 16 { vec![op] } else { vec![decode, op] };
+    let Ok(list) = list.into_iter().map(serde_json::from_value).collect::<Result<Vec<pb::Transform>, _>>() else {
+        return false;
+    };
+    let Ok(mut transforms) = crate::spec::transforms::transforms_of(&list, u64::from(params[7])) else { return false };
+    transforms.max_image_pixels = 1 << 16;
+    let image = crate::decode::Dense::strings(vec![], vec![Bytes::copy_from_slice(image)]);
+    let features = vec![("image".to_owned(), crate::decode::Tensor::Dense(image))];
+    transforms.apply(features, 1, "fuzz:0").is_ok()
+}

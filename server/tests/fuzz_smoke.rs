@@ -226,3 +226,25 @@ fn mutated_parquet_and_arrow_ipc_files_never_panic_the_columnar_reader() {
         assert!(rows > 0, "some mutated files still give rows");
     }
 }
+
+/// The golden images (JPEG, PNG, GIF, BMP), mutated, with random parameters for one
+/// transform after `decodeImage` (`fuzzing::transform_image`, the `image_transforms`
+/// target's entry point): decoders and operations answer, never panic.
+#[test]
+fn mutated_images_and_random_transform_parameters_never_panic() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/transforms/images");
+    let mut images: Vec<Vec<u8>> =
+        std::fs::read_dir(&dir).unwrap().map(|entry| std::fs::read(entry.unwrap().path()).unwrap()).collect();
+    images.sort();
+    assert!(images.len() > 20, "the golden images are the seeds");
+    let mut rng = SplitMix64 { state: 20261129 };
+    let (mut succeeded, rounds) = (0, 6_000);
+    for round in 0..rounds {
+        let image = &images[round % images.len()];
+        let mut data: Vec<u8> = rng.next_u64().to_le_bytes().to_vec();
+        data.extend(if round % 3 == 0 { image.clone() } else { mutate(&mut rng, image) });
+        succeeded += usize::from(fuzzing::transform_image(&data));
+    }
+    println!("{succeeded} of {rounds} transform chains succeeded");
+    assert!(succeeded > rounds / 10, "only {succeeded} of {rounds} chains succeeded: the parameters rarely fit");
+}

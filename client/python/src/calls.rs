@@ -108,6 +108,7 @@ async fn unary(client: &mut Client, kind: &str, body: &str) -> PyResult<String> 
         "Acknowledge" => reply(kind, service.acknowledge(parse::<pb::AcknowledgeRequest>(kind, body)?).await),
         "Checkpoint" => reply(kind, service.checkpoint(parse::<pb::CheckpointRequest>(kind, body)?).await),
         "ListDatasets" => reply(kind, service.list_datasets(parse::<pb::ListDatasetsRequest>(kind, body)?).await),
+        "DescribeSpec" => reply(kind, service.describe_spec(parse::<pb::DescribeSpecRequest>(kind, body)?).await),
         other => Err(reader_error("UNIMPLEMENTED", &format!("no call named {other:?}"))),
     }
 }

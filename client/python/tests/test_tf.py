@@ -270,3 +270,18 @@ def test_a_batched_mixture_of_sequence_examples_is_what_parse_sequence_example_g
         assert a["context/id"].numpy().tolist() == c["id"].numpy().tolist()
         assert a["sequence/steps"].numpy().tolist() == s["steps"].numpy().tolist()
         assert a["length/steps"].numpy().tolist() == n["steps"].numpy().tolist()
+
+
+def test_a_spec_with_transforms_has_the_static_shapes_the_server_describes(server, data_root: Path) -> None:
+    from test_transforms import SPEC, write_cifar
+
+    records = write_cifar(data_root)
+    spec = dict(SPEC, pipeline={"batchSize": 4, "dropRemainder": True})
+    ds = readerd.tf.dataset(server.addr, spec)
+    assert ds.element_spec == {
+        "label": tf.TensorSpec([4, 1], tf.uint8),
+        "image": tf.TensorSpec([4, 32, 32, 3], tf.uint8),
+        "scaled": tf.TensorSpec([4, 32, 32, 3], tf.float32),
+    }
+    first = next(iter(ds))
+    np.testing.assert_array_equal(first["image"].numpy(), records[:4, 1:].reshape(4, 3, 32, 32).transpose(0, 2, 3, 1))

@@ -45,3 +45,23 @@ def test_dataloader_workers_over_a_named_dataset_need_a_shared_reader(server, da
     write_ids(data_root, 1, 2)
     with pytest.raises(ValueError, match="give a shared_name"):
         loader_ids(readerd_torch.IterableDataset(server.addr, dataset="demo"))
+
+
+def test_transformed_images_arrive_as_nchw_float_tensors(server, data_root: Path) -> None:
+    """A spec whose transforms end in CHW (as torchvision's ToTensor gives) batches as
+    ``[B, C, H, W]`` float32 tensors: the layout a torch model takes, made on the server."""
+    from test_transforms import SPEC, write_cifar
+
+    records = write_cifar(data_root)
+    spec = dict(SPEC, transforms=[
+        {"slice": {"feature": "value", "begin": [1], "size": [3072], "output": "image"}},
+        {"reshape": {"feature": "image", "shape": [3, 32, 32]}},
+        {"convertImageDtype": {"feature": "image", "dtype": "FLOAT32"}},
+        {"drop": {"features": ["value"]}},
+    ])  # fmt: skip
+    batches = list(readerd_torch.loader(readerd_torch.IterableDataset(server.addr, spec)))
+    image = batches[0]["image"]
+    assert isinstance(image, torch.Tensor) and image.dtype == torch.float32
+    assert tuple(image.shape) == (4, 3, 32, 32)
+    want = torch.from_numpy(records[:4, 1:].reshape(4, 3, 32, 32).astype("float32")) * (1 / 255)
+    torch.testing.assert_close(image, want)

@@ -367,6 +367,26 @@ impl pb::data_service_server::DataService for DataService {
         Ok(Response::new(pb::ListDatasetsResponse { datasets: self.registry.datasets().clone() }))
     }
 
+    async fn describe_spec(
+        &self,
+        request: Request<pb::DescribeSpecRequest>,
+    ) -> Result<Response<pb::DescribeSpecResponse>, Status> {
+        auth::caller(&request)?;
+        let request = request.into_inner();
+        let spec = match (request.spec, request.dataset.as_str()) {
+            (Some(spec), "") => spec,
+            (None, "") => return Err(Status::invalid_argument("DescribeSpec needs a spec or a dataset")),
+            (None, name) => {
+                self.registry.datasets().get(name).cloned().ok_or_else(|| {
+                    Status::not_found(format!("no dataset named {name:?} in the server's configuration"))
+                })?
+            }
+            (Some(_), _) => return Err(Status::invalid_argument("DescribeSpec takes a spec or a dataset, not both")),
+        };
+        let spec = crate::spec::ReaderSpec::from_proto(spec, u64::MAX).map_err(Status::from)?;
+        Ok(Response::new(crate::spec::describe(&spec)))
+    }
+
     async fn reset_container(
         &self,
         request: Request<pb::ResetContainerRequest>,

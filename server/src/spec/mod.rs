@@ -63,6 +63,33 @@ pub struct ReaderSpec {
     pub mix: Option<Arc<MixSpec>>,
 }
 
+/// What `spec`'s elements hold, feature by feature (`DescribeSpec`).
+pub fn describe(spec: &ReaderSpec) -> pb::DescribeSpecResponse {
+    use crate::decode::OutputKind;
+    use pb::feature_description::Kind;
+    let features = spec
+        .output()
+        .into_iter()
+        .map(|feature| {
+            let (kind, splits) = match feature.kind {
+                OutputKind::Dense => (Kind::Dense, None),
+                OutputKind::PaddedDense => (Kind::PaddedDense, None),
+                OutputKind::Sparse => (Kind::Sparse, None),
+                OutputKind::Ragged { splits } => (Kind::Ragged, Some(splits)),
+            };
+            pb::FeatureDescription {
+                name: feature.name,
+                kind: kind as i32,
+                dtype: crate::element::dtype_to_pb(feature.dtype) as i32,
+                shape: feature.shape.iter().map(|d| d.map_or(-1, |d| d as i64)).collect(),
+                steps: feature.steps,
+                row_splits_dtype: splits.map_or(0, |s| crate::element::dtype_to_pb(s) as i32),
+            }
+        })
+        .collect();
+    pb::DescribeSpecResponse { features, batch_size: spec.batch_size as i64, drop_remainder: spec.drop_remainder }
+}
+
 /// The canonical fingerprint of a spec: equal for specs that mean the same, whatever
 /// their JSON spelling (key order, defaults written out, empty sections).
 pub fn fingerprint(spec: &pb::DatasetSpec) -> String {

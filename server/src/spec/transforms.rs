@@ -15,8 +15,8 @@ pub fn transforms_of(list: &[pb::Transform], seed: u64) -> Result<Transforms, St
     Ok(Transforms::new(steps, seed))
 }
 
-/// Most elements a transform's output shape may name (reshape, resize, crops, pads).
-const MAX_OUTPUT_ELEMENTS: u64 = 1 << 28;
+/// Most pixels a transform's output may have (resizes, pads, resized crops): 4096 × 4096.
+const MAX_OUTPUT_ELEMENTS: u64 = 1 << 24;
 
 fn step_of(index: usize, transform: &pb::Transform) -> Result<Step, String> {
     use pb::transform::Op as P;

@@ -326,8 +326,9 @@ fn run(op: &Op, input: &Dense, draws: &mut Draws, max_image_pixels: u64) -> Resu
             image::adjust_brightness(input, f64::from(delta))
         }
         Op::RandomContrast { lower, upper } => {
-            let factor = draws.uniform(*lower as f32, *upper as f32);
-            image::adjust_contrast(input, f64::from(factor))
+            // One factor for the element: every image of a batch [n, h, w, c] takes it.
+            let factor = f64::from(draws.uniform(*lower as f32, *upper as f32));
+            each_image(input, Ranks::AtLeastThree, |image| image::adjust_contrast(image, factor))
         }
     }
 }
@@ -368,7 +369,11 @@ fn output_of(op: &Op, dtype: DType, shape: &[Option<usize>]) -> Result<(DType, V
     let with_lead = |lead: Vec<Option<usize>>, dims: [Option<usize>; 3]| -> Vec<Option<usize>> {
         lead.into_iter().chain(dims).collect()
     };
-    let float = |dtype: DType| if dtype == DType::Float64 { DType::Float64 } else { DType::Float32 };
+    // Floats keep their dtype; anything else becomes float32.
+    let float = |dtype: DType| match dtype {
+        DType::Float16 | DType::Bfloat16 | DType::Float64 => dtype,
+        _ => DType::Float32,
+    };
     let same = Ok((dtype, shape.to_vec()));
     match op {
         Op::Slice { begin, size } => {
@@ -575,5 +580,57 @@ mod tests {
         .map(|v| 1.0 - v[0])
         .collect();
         assert!(uniform_over(&factors, 0.2, 1.8 + 1e-6), "contrast factors");
+    }
+
+    /// What `output` says each operation gives is what it gives: dtype, and every
+    /// dimension it claims to know.
+    #[test]
+    fn the_output_schema_is_what_the_operations_give() {
+        let ops = [
+            r#"{"slice": {"feature": "x", "begin": [1, 0, 0], "size": [2, -1, 3]}}"#,
+            r#"{"reshape": {"feature": "x", "shape": [-1, 3]}}"#,
+            r#"{"transpose": {"feature": "x", "perm": [2, 0, 1]}}"#,
+            r#"{"cast": {"feature": "x", "dtype": "INT32"}}"#,
+            r#"{"scale": {"feature": "x", "multiply": 0.5}}"#,
+            r#"{"resize": {"feature": "x", "size": [5, 7], "method": "NEAREST"}}"#,
+            r#"{"resize": {"feature": "x", "size": [5, 7], "method": "AREA"}}"#,
+            r#"{"centralCrop": {"feature": "x", "fraction": 0.5}}"#,
+            r#"{"resizeWithCropOrPad": {"feature": "x", "height": 9, "width": 4}}"#,
+            r#"{"convertImageDtype": {"feature": "x", "dtype": "FLOAT32"}}"#,
+            r#"{"normalize": {"feature": "x", "mean": [1], "std": [2]}}"#,
+            r#"{"perImageStandardization": {"feature": "x"}}"#,
+            r#"{"randomCrop": {"feature": "x", "size": [3, 3, 3]}}"#,
+            r#"{"randomResizedCrop": {"feature": "x", "size": [4, 4]}}"#,
+            r#"{"randomFlipLeftRight": {"feature": "x"}}"#,
+            r#"{"randomBrightness": {"feature": "x", "maxDelta": 0.2}}"#,
+            r#"{"randomContrast": {"feature": "x", "lower": 0.5, "upper": 1.5}}"#,
+        ];
+        let images = [
+            Dense {
+                dtype: DType::Uint8,
+                shape: vec![6, 8, 3],
+                values: crate::decode::Values::Bytes((0..144u8).collect::<Vec<_>>().into()),
+            },
+            values::cast_numbers((0..144u32).map(|v| values::Number::Int(i128::from(v))), DType::Float16, vec![6, 8, 3]),
+        ];
+        for image in images {
+            for op in ops {
+                let transforms = parse(&format!("[{op}]"));
+                let schema = transforms.output(vec![OutputFeature::dense("x", image.dtype, &image.shape)]).unwrap();
+                let out = transforms.apply(vec![("x".into(), Tensor::Dense(image.clone()))], 1, "k:0").unwrap();
+                let Tensor::Dense(got) = &out[0].1 else { panic!() };
+                assert_eq!(schema[0].dtype, got.dtype, "{op} on {:?}", image.dtype);
+                assert_eq!(schema[0].shape.len(), got.shape.len(), "{op}");
+                for (claimed, &dim) in schema[0].shape.iter().zip(&got.shape) {
+                    assert!(
+                        claimed.is_none_or(|c| c == dim),
+                        "{op} on {:?}: {:?} vs {:?}",
+                        image.dtype,
+                        schema[0].shape,
+                        got.shape
+                    );
+                }
+            }
+        }
     }
 }

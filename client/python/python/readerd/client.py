@@ -198,6 +198,14 @@ class Client:
         """The datasets the server's configuration names: ``{name: spec}``."""
         return self.action("ListDatasets", {}).get("datasets", {})
 
+    def describe(self, spec: Optional[dict] = None, dataset: str = "") -> dict:
+        """What a spec's (or named dataset's) elements hold, before reading:
+        ``{"features": [{"name", "kind", "dtype", "shape"}...], "batchSize", "dropRemainder"}``,
+        each feature's shape for one record (-1 where records differ), after the decoder and
+        the spec's transforms."""
+        body: dict = {"dataset": dataset} if dataset else {"spec": spec}
+        return self.action("DescribeSpec", body)
+
     def lookup_or_create(
         self, spec: Optional[dict] = None, *, container: str = "", shared_name: str = "", dataset: str = ""
     ) -> dict:

@@ -53,6 +53,9 @@ def dataset(
         if spec is None:
             raise ValueError("readerd.tf.dataset needs the spec, or element_spec= (with a named dataset or resume=)")
         element_spec = element_spec_of(spec)
+        if spec.get("transforms"):
+            with Client(addr, **(client_options or {})) as client:
+                element_spec = _transformed(element_spec, client.describe(spec))
     signature = dict(element_spec)
 
     def elements():
@@ -74,6 +77,23 @@ def _value(tensor: Any, spec: tf.TypeSpec) -> Any:
     if spec is not None and spec.dtype == tf.bfloat16:  # widened to float32 by the client
         return tf.cast(tensor, tf.bfloat16)
     return tensor
+
+
+def _transformed(decoded: dict, description: dict) -> dict:
+    """The element spec of a spec with ``transforms``: the decoder's features as TensorFlow
+    parses them, with those the transforms write (always dense) as the server describes
+    them (static shapes: a 224x224 crop is ``[B, 224, 224, 3]``), and those dropped gone."""
+    batch = int(description.get("batchSize", 0))
+    lead = [batch if description.get("dropRemainder") else None] if batch > 0 else []
+    out = {}
+    for feature in description.get("features", []):
+        name, kind = feature["name"], feature.get("kind", "DENSE")
+        shape = lead + [None if int(d) < 0 else int(d) for d in feature.get("shape", [])]
+        if kind == "DENSE":
+            out[name] = tf.TensorSpec(shape, _dtype(feature["dtype"]))
+        else:  # sparse, ragged or padded: untouched by transforms, as TensorFlow parses them
+            out[name] = decoded[name]
+    return out
 
 
 # --- element specs, by TensorFlow's own parsing functions ---------------------------------

@@ -147,7 +147,7 @@ pub fn decode_with_spec(data: &[u8]) -> bool {
     for (count, batched) in [(records.len(), true), (1, false)] {
         if let Ok(features) = spec.decoder.decode(&records[..count], &keys[..count], batched) {
             decoded = true;
-            send(&spec.decoder.output(), features, &keys[..count], batched);
+            send(&spec.output(), features, &keys[..count], batched);
         }
     }
     let mut buffers = crate::decode::PlacedBuffers::default();

@@ -482,3 +482,70 @@ fn jobs_of_a_sweep_get_equal_elements() {
     assert!(first.values().all(|rows| rows.len() == 2), "each job every element once per epoch");
     assert_eq!(first, second, "both jobs get the same elements");
 }
+
+/// A mixture component of CIFAR files `pattern`, with `transforms` of its own.
+fn cifar_component(pattern: &str, transforms: Value) -> Value {
+    json!({
+        "source": {"files": [pattern], "format": "FIXED_LENGTH", "recordBytes": 3073},
+        "decoder": {"raw": {"outType": "UINT8"}},
+        "transforms": transforms,
+        "pipeline": {"seed": 2}
+    })
+}
+
+/// The image of a CIFAR record as float32 [32, 32, 3], then `tail`.
+fn cifar_image(tail: &[Value]) -> Value {
+    let mut list = vec![
+        json!({"slice": {"feature": "value", "begin": [1], "size": [3072], "output": "image"}}),
+        json!({"reshape": {"feature": "image", "shape": [3, 32, 32]}}),
+        json!({"transpose": {"feature": "image", "perm": [1, 2, 0]}}),
+    ];
+    list.extend(tail.iter().cloned());
+    list.push(json!({"drop": {"features": ["value"]}}));
+    Value::Array(list)
+}
+
+#[test]
+fn each_component_of_a_mixture_runs_its_own_transforms() {
+    let data = tempfile::tempdir().unwrap();
+    write_cifar(data.path(), 6);
+    let server = ServerProcess::start(&[data.path()]);
+    let dir = tempfile::tempdir().unwrap();
+    let standardized = cifar_image(&[json!({"perImageStandardization": {"feature": "image"}})]);
+    let scaled = cifar_image(&[json!({"convertImageDtype": {"feature": "image", "dtype": "FLOAT32"}})]);
+    let mixture = |batch: i64| {
+        json!({"mix": {"datasets": [cifar_component("cifar-0.bin", standardized.clone()), cifar_component("cifar-[12].bin", scaled.clone())],
+                       "weights": [0.5, 0.5]},
+               "pipeline": {"seed": 4, "batchSize": batch}})
+    };
+    let mixed = rows_by_key(&read(&server.addr, &write_spec(&dir, &mixture(4)), &[]), true);
+    assert_eq!(mixed.len(), 18, "every record of both components once");
+    let unbatched = rows_by_key(&read(&server.addr, &write_spec(&dir, &mixture(0)), &[]), false);
+    assert_eq!(mixed, unbatched, "batched or not, each record the same");
+    // Each as its component alone makes it (deterministic transforms: no draws).
+    for (component, pattern, transforms) in [(0, "cifar-0.bin", &standardized), (1, "cifar-[12].bin", &scaled)] {
+        let alone = rows_by_key(
+            &read(&server.addr, &write_spec(&dir, &cifar_component(pattern, transforms.clone())), &[]),
+            false,
+        );
+        for ((pass, key), row) in alone {
+            assert_eq!(mixed[&(pass, format!("{component}/{key}"))], row, "{component}/{key}");
+        }
+    }
+
+    // Random transforms in a component: the same per element at any batch size.
+    let random = cifar_image(&[
+        json!({"randomBrightness": {"feature": "image", "maxDelta": 20}}),
+        json!({"cast": {"feature": "image", "dtype": "FLOAT32"}}),
+    ]);
+    let random_mixture = |batch: i64| {
+        json!({"mix": {"datasets": [cifar_component("cifar-0.bin", random.clone()), cifar_component("cifar-[12].bin", scaled.clone())]},
+               "pipeline": {"seed": 4, "batchSize": batch}})
+    };
+    let (three, seven) = (
+        rows_by_key(&read(&server.addr, &write_spec(&dir, &random_mixture(3)), &[]), true),
+        rows_by_key(&read(&server.addr, &write_spec(&dir, &random_mixture(7)), &[]), true),
+    );
+    assert_eq!(three.len(), 18);
+    assert_eq!(three, seven);
+}

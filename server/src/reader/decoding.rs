@@ -122,6 +122,10 @@ impl Decoding {
         values: &[RecordValue],
         place: &mut crate::decode::Placement<'_>,
     ) -> std::result::Result<crate::decode::PlacedFeatures, crate::decode::DecodeError> {
+        if !self.transforms.is_empty() {
+            // Transforms run per record after decoding: nothing is placed in the set's rows.
+            return Err(crate::decode::DecodeError::new("transformed features are gathered, not placed"));
+        }
         self.decoder.decode_placed(values, place)
     }
 
@@ -149,16 +153,27 @@ impl Decoding {
         epochs: &[u64],
         batched: bool,
     ) -> Result<Option<Element>> {
-        let decoded = if self.transforms.is_empty() {
-            self.decode_values(values, &|| keys.to_strings(), batched)?
-        } else {
-            self.decode_transformed(values, keys.to_strings(), epochs, batched)?
-        };
-        let Some((features, kept)) = decoded else {
+        let Some((features, kept)) = self.decode_and_transform(values, &|| keys.to_strings(), epochs, batched)? else {
             return Ok(None);
         };
         let keys = if kept.len() == keys.len() { keys } else { keys.select(&kept) };
         Ok(Some(Element::new(keys, features, Vec::new())))
+    }
+
+    /// `values`, read for `epochs`, decoded (see `decode_values`) and transformed: the
+    /// features and which values they hold. Keys (`key_strings`) name records in messages,
+    /// and seed each record's random transforms.
+    pub(super) fn decode_and_transform(
+        &self,
+        values: &[RecordValue],
+        key_strings: &dyn Fn() -> Vec<String>,
+        epochs: &[u64],
+        batched: bool,
+    ) -> Result<Option<DecodedValues>> {
+        if self.transforms.is_empty() {
+            return self.decode_values(values, key_strings, batched);
+        }
+        self.decode_transformed(values, key_strings(), epochs, batched)
     }
 
     /// Decodes `values` (see `decode_values`), then runs the spec's transforms on each

@@ -52,7 +52,7 @@ pub(super) fn open_mixture(
         components.push(reader);
     }
     let signature = |i: usize| {
-        let mut features = components[i].spec.decoder.signature();
+        let mut features = components[i].spec.signature();
         features.sort();
         features
     };

@@ -42,6 +42,8 @@ struct Batch {
 /// dropped them all, or the set has none).
 struct Group {
     values: Vec<RecordValue>,
+    /// The epoch each was read for (its transforms' draws).
+    epochs: Vec<u64>,
     places: Vec<usize>,
     decoded: Result<Option<DecodedGroup>>,
 }
@@ -92,6 +94,7 @@ impl Mixture {
             .iter()
             .map(|&count| Group {
                 values: Vec::with_capacity(count),
+                epochs: Vec::with_capacity(count),
                 places: Vec::with_capacity(count),
                 decoded: Ok(None),
             })
@@ -104,6 +107,7 @@ impl Mixture {
             for (component, record) in taken {
                 let group = &mut groups[component];
                 rows.push((component, group.values.len()));
+                group.epochs.push(record.epoch);
                 group.values.push(record.value);
                 group.places.push(total);
                 total += 1;
@@ -123,7 +127,7 @@ impl Mixture {
                 };
                 set.iter().flat_map(of_batch).collect()
             };
-            group.decoded = self.decode_group(component, &group.values, &key_strings);
+            group.decoded = self.decode_group(component, &group.values, &group.epochs, &key_strings);
         }
         let mut elements = Vec::with_capacity(set.len());
         let mut first_row = 0;
@@ -185,16 +189,18 @@ impl Mixture {
         Some(set)
     }
 
-    /// `values` of a component decoded as one batch; errors name the component.
+    /// `values` of a component (read for `epochs`) decoded and transformed as one batch;
+    /// errors name the component.
     fn decode_group(
         &self,
         component: usize,
         values: &[RecordValue],
+        epochs: &[u64],
         key_strings: &dyn Fn() -> Vec<String>,
     ) -> Result<Option<DecodedGroup>> {
         let decoded = self.components[component]
             .decoding
-            .decode_values(values, key_strings, true)
+            .decode_and_transform(values, key_strings, epochs, true)
             .map_err(|err| in_component(component, err))?;
         Ok(decoded.map(|(features, kept)| {
             let rows = (kept.len() != values.len()).then(|| {
@@ -225,7 +231,10 @@ impl Mixture {
             }
             let (first, end) = (batch.rows[first].1, batch.rows[last].1 + 1);
             let key_strings = || mine.iter().map(|&i| batch.keys.key(i)).collect();
-            alone[c] = Some((first, self.decode_group(c, &group.values[first..end], &key_strings)?));
+            alone[c] = Some((
+                first,
+                self.decode_group(c, &group.values[first..end], &group.epochs[first..end], &key_strings)?,
+            ));
         }
         let decoded_of = |c: usize| -> Option<(&DecodedGroup, usize)> {
             match (&alone[c], &groups[c].decoded) {

@@ -35,7 +35,7 @@ pub(super) struct Layout {
 
 impl Layout {
     pub(super) fn of(components: &[Reader]) -> Self {
-        let signatures: Vec<Vec<(String, String)>> = components.iter().map(|c| c.spec.decoder.signature()).collect();
+        let signatures: Vec<Vec<(String, String)>> = components.iter().map(|c| c.spec.signature()).collect();
         let first = signatures.first().cloned().unwrap_or_default();
         let varying = first.iter().map(|(_, description)| description.contains('?')).collect();
         let names = first.into_iter().map(|(name, _)| name).collect::<Vec<_>>();

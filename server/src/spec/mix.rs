@@ -62,7 +62,7 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
     let mix = proto.mix.as_ref().expect("a mixture");
     if proto.source.is_some() || proto.decoder.is_some() || !proto.transforms.is_empty() {
         return Err(invalid(
-            "a spec with mix has no source, decoder or transforms of its own: each of mix.datasets has its own",
+            "a spec with mix has no source or decoder of its own, nor transforms: each of mix.datasets has its own",
         ));
     }
     let n = mix.datasets.len();
@@ -104,11 +104,6 @@ pub(super) fn mixture_spec(proto: pb::DatasetSpec, max_record_bytes: u64) -> Res
             ServeError::InvalidSpec(message) => invalid(format!("{field}: {message}")),
             other => other,
         })?;
-        if !component.transforms.is_empty() {
-            return Err(invalid(format!(
-                "{field}.transforms: transforms in a mixture's components are not built yet (a single spec takes them)"
-            )));
-        }
         if component.batch_size > 0 || component.unbatch {
             return Err(invalid(format!(
                 "{field}.pipeline: components are not batched (batchSize, unbatch): the outer pipeline batches the mixture"

@@ -120,18 +120,32 @@ impl ReaderSpec {
         self.decoder == other.decoder && self.transforms == other.transforms && self.skip_errors == other.skip_errors
     }
 
-    /// The spec with images its transforms decode limited to `pixels` (a mixture's
-    /// components have no transforms of their own yet).
+    /// The spec with images its transforms (and its mixture's components') decode
+    /// limited to `pixels`.
     pub fn with_max_image_pixels(mut self, pixels: u64) -> Self {
         if !self.transforms.is_empty() {
             Arc::make_mut(&mut self.transforms).max_image_pixels = pixels;
         }
+        if let Some(mix) = self.mix.as_mut() {
+            let components = std::mem::take(&mut Arc::make_mut(mix).components);
+            Arc::make_mut(mix).components = components.into_iter().map(|c| c.with_max_image_pixels(pixels)).collect();
+        }
         self
+    }
+
+    /// [`ReaderSpec::output`] in words, feature by feature: `(name, description)`. A
+    /// mixture's components must agree on it.
+    pub fn signature(&self) -> Vec<(String, String)> {
+        self.output().into_iter().map(|feature| (feature.name.clone(), feature.describe())).collect()
     }
 
     /// What an element gives for one record, feature by feature: the decoder's output,
     /// transformed (the schema signatures describe and Flight lays out).
     pub fn output(&self) -> Vec<crate::decode::OutputFeature> {
+        if let Some(first) = self.mix.as_ref().and_then(|mix| mix.components.first()) {
+            // A mixture's components agree on it (checked when it opens).
+            return first.output();
+        }
         let decoded = self.decoder.output();
         self.transforms.output(decoded.clone()).unwrap_or(decoded)
     }

@@ -611,7 +611,11 @@ mod tests {
                 shape: vec![6, 8, 3],
                 values: crate::decode::Values::Bytes((0..144u8).collect::<Vec<_>>().into()),
             },
-            values::cast_numbers((0..144u32).map(|v| values::Number::Int(i128::from(v))), DType::Float16, vec![6, 8, 3]),
+            values::cast_numbers(
+                (0..144u32).map(|v| values::Number::Int(i128::from(v))),
+                DType::Float16,
+                vec![6, 8, 3],
+            ),
         ];
         for image in images {
             for op in ops {

@@ -204,7 +204,13 @@ class Client:
         each feature's shape for one record (-1 where records differ), after the decoder and
         the spec's transforms."""
         body: dict = {"dataset": dataset} if dataset else {"spec": spec}
-        return self.action("DescribeSpec", body)
+        described = self.action("DescribeSpec", body)
+        for feature in described.setdefault("features", []):
+            feature["shape"] = [int(d) for d in feature.get("shape", [])]
+            feature.setdefault("kind", "DENSE")
+        described["batchSize"] = int(described.get("batchSize", 0))
+        described["dropRemainder"] = bool(described.get("dropRemainder", False))
+        return described
 
     def lookup_or_create(
         self, spec: Optional[dict] = None, *, container: str = "", shared_name: str = "", dataset: str = ""

@@ -549,3 +549,26 @@ fn each_component_of_a_mixture_runs_its_own_transforms() {
     assert_eq!(three.len(), 18);
     assert_eq!(three, seven);
 }
+
+#[test]
+fn transforms_read_csv_columns_as_they_read_example_features() {
+    let data = tempfile::tempdir().unwrap();
+    write_file(data.path(), "prices.csv", b"1,0.5,2\n2,1.5,4\n3,2.5,6\n");
+    let server = ServerProcess::start(&[data.path()]);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = json!({
+        "source": {"files": ["prices.csv"], "format": "TEXT_LINE"},
+        "decoder": {"csv": {"columns": [{"name": "id", "dtype": "INT64"}, {"name": "price", "dtype": "FLOAT32"},
+                                        {"name": "qty", "dtype": "INT32"}]}},
+        "transforms": [{"scale": {"feature": "price", "multiply": 2, "add": 1, "output": "scaled"}},
+                       {"cast": {"feature": "qty", "dtype": "FLOAT64"}},
+                       {"reshape": {"feature": "id", "shape": [1]}}],
+        "pipeline": {"batchSize": 2}
+    });
+    let lines = read(&server.addr, &write_spec(&dir, &spec), &[]);
+    let first = &lines[0]["features"];
+    assert_eq!(first["scaled"], json!({"kind": "dense", "dtype": "float32", "shape": [2], "values": [2.0, 4.0]}));
+    assert_eq!(first["qty"], json!({"kind": "dense", "dtype": "float64", "shape": [2], "values": [2.0, 4.0]}));
+    assert_eq!(first["id"]["shape"], json!([2, 1]));
+    assert_eq!(first["price"]["values"], json!([0.5, 1.5]), "a feature read, not replaced, stays");
+}

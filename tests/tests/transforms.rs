@@ -572,3 +572,27 @@ fn transforms_read_csv_columns_as_they_read_example_features() {
     assert_eq!(first["id"]["shape"], json!([2, 1]));
     assert_eq!(first["price"]["values"], json!([0.5, 1.5]), "a feature read, not replaced, stays");
 }
+
+#[test]
+fn transforms_read_parquet_columns_too() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../demo");
+    let server = ServerProcess::start(&[&demo]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec: Value =
+        serde_json::from_str(&std::fs::read_to_string(demo.join("specs/train_parquet.json")).unwrap()).unwrap();
+    let plain = read(&server.addr, &write_spec(&dir, &spec), &[]);
+    spec["transforms"] = json!([{"scale": {"feature": "x1", "multiply": 10, "add": 1, "output": "x1_scaled"}},
+                                {"drop": {"features": ["x2"]}}]);
+    let transformed = read(&server.addr, &write_spec(&dir, &spec), &[]);
+    let (plain, transformed) = (&plain[0]["features"], &transformed[0]["features"]);
+    assert!(transformed.get("x2").is_none());
+    assert_eq!(transformed["x1"], plain["x1"]);
+    let want: Vec<f64> = plain["x1"]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| f64::from(golden_float(v) as f32 * 10.0 + 1.0))
+        .collect();
+    let got: Vec<f64> = transformed["x1_scaled"]["values"].as_array().unwrap().iter().map(golden_float).collect();
+    assert_eq!(got, want);
+}

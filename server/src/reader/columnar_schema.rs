@@ -1,6 +1,7 @@
 //! Typing a columnar source's columns from its first file's footer, once, when a reader
 //! opens: the `columns` decoder learns each column's type, and the source which columns
-//! each row holds. Every other file is checked against them as it opens.
+//! each row holds; the spec's transforms are checked against them. Every other file is
+//! checked against them as it opens.
 
 use std::sync::Arc;
 
@@ -25,5 +26,7 @@ pub(super) fn type_columns_from_first_file(spec: &mut ReaderSpec, files: &[DataF
     config.records =
         RecordsOf::Rows(resolved.columns().iter().map(|column| (column.name.clone(), column.ty.clone())).collect());
     spec.decoder = Arc::new(Decoder::Columns(resolved));
+    // Its transforms could not be checked against columns of unknown types: now they are.
+    spec.transforms.output(spec.decoder.output()).map_err(ServeError::InvalidSpec)?;
     Ok(())
 }

@@ -223,6 +223,10 @@ fn transforms_of(proto: &pb::DatasetSpec, decoder: &Decoder, pipeline: &pb::Pipe
     if transforms.is_empty() {
         return Ok(transforms);
     }
+    if matches!(decoder, Decoder::Columns(columns) if !columns.is_resolved()) {
+        // Typed from the first file when the reader opens, and checked then.
+        return Ok(transforms);
+    }
     let output = decoder.output();
     if pipeline.batch_size > 0 {
         let padded = output.iter().find(|f| f.kind == crate::decode::OutputKind::PaddedDense);

@@ -59,11 +59,27 @@ pub fn shape_words(shape: &[usize]) -> String {
     }
 }
 
-/// The box of `height` × `width` at (`top`, `left`), every channel.
+/// The box of `height` × `width` at (`top`, `left`), every channel: row by row.
 pub fn crop(image: &Dense, top: usize, left: usize, height: usize, width: usize) -> Dense {
-    let c = image.shape[2];
+    let (w, c) = (image.shape[1], image.shape[2]);
     let size = [height, width, c];
-    gather(image, size.to_vec(), box_indices(&image.shape, &[top, left, 0], &size))
+    let Some((bytes, pixel)) = pixel_bytes(image) else {
+        return gather(image, size.to_vec(), box_indices(&image.shape, &[top, left, 0], &size));
+    };
+    let mut out = Vec::with_capacity(height * width * pixel);
+    for y in top..top + height {
+        let start = (y * w + left) * pixel;
+        out.extend_from_slice(&bytes[start..start + width * pixel]);
+    }
+    Dense { dtype: image.dtype, shape: size.to_vec(), values: crate::decode::Values::Bytes(out.into()) }
+}
+
+/// A numeric image's bytes and the bytes of one pixel (all its channels).
+fn pixel_bytes(image: &Dense) -> Option<(&bytes::Bytes, usize)> {
+    match &image.values {
+        crate::decode::Values::Bytes(bytes) => Some((bytes, image.shape[2] * image.dtype.size()?)),
+        crate::decode::Values::Strings(_) => None,
+    }
 }
 
 /// `tf.image.central_crop(image, fraction)`.
@@ -130,6 +146,23 @@ fn append_zero(dense: &mut Dense) {
 /// `tf.image.flip_left_right` (`horizontal`) or `flip_up_down`.
 pub fn flip(image: &Dense, horizontal: bool) -> Result<Dense, String> {
     let (h, w, c) = hwc(image)?;
+    if let Some((bytes, pixel)) = pixel_bytes(image) {
+        let row = w * pixel;
+        let mut out = Vec::with_capacity(bytes.len());
+        for y in 0..h {
+            if horizontal {
+                let line = &bytes[y * row..(y + 1) * row];
+                line.rchunks_exact(pixel.max(1)).for_each(|p| out.extend_from_slice(p));
+            } else {
+                out.extend_from_slice(&bytes[(h - 1 - y) * row..(h - y) * row]);
+            }
+        }
+        return Ok(Dense {
+            dtype: image.dtype,
+            shape: image.shape.clone(),
+            values: crate::decode::Values::Bytes(out.into()),
+        });
+    }
     let sources = (0..h).flat_map(move |y| {
         (0..w).flat_map(move |x| {
             let (sy, sx) = if horizontal { (y, w - 1 - x) } else { (h - 1 - y, x) };

@@ -312,8 +312,15 @@ fn run(op: &Op, input: &Dense, draws: &mut Draws, max_image_pixels: u64) -> Resu
                 format!("'image' (shape {}) must be three-dimensional.", image::shape_words(&input.shape))
             })?;
             let crop = random::sample_box(sampling, h, w, draws);
-            let cropped = image::crop(input, crop.top, crop.left, crop.height, crop.width);
-            resize::resize(&cropped, *height, *width, Method::Bilinear)
+            let fused =
+                resize::crop_and_resize_bilinear(input, crop.top, crop.left, crop.height, crop.width, *height, *width);
+            match fused {
+                Some(resized) => Ok(resized),
+                None => {
+                    let cropped = image::crop(input, crop.top, crop.left, crop.height, crop.width);
+                    resize::resize(&cropped, *height, *width, Method::Bilinear)
+                }
+            }
         }
         Op::RandomFlipLeftRight | Op::RandomFlipUpDown => {
             let horizontal = matches!(op, Op::RandomFlipLeftRight);

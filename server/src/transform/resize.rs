@@ -90,16 +90,55 @@ fn lerps(input: usize, output: usize) -> Vec<Lerp> {
         .collect()
 }
 
+/// A window of an image's samples: `h` × `w` pixels of `c` channels at (`top`, `left`) of
+/// an image `stride` pixels wide; resized as if it had been cropped first.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub top: usize,
+    pub left: usize,
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+    pub stride: usize,
+}
+
+/// A sample an image holds, read as `static_cast<float>`.
+trait Sample: Copy {
+    fn float(self) -> f32;
+}
+
+impl Sample for u8 {
+    #[inline]
+    fn float(self) -> f32 {
+        f32::from(self)
+    }
+}
+
+impl Sample for f32 {
+    #[inline]
+    fn float(self) -> f32 {
+        self
+    }
+}
+
 fn bilinear(input: &[f32], (h, w, c): (usize, usize, usize), height: usize, width: usize) -> Vec<f32> {
+    bilinear_of(input, Window { top: 0, left: 0, h, w, c, stride: w }, height, width)
+}
+
+/// `ResizeBilinear` of a window, reading its samples where they are (no crop copied, no
+/// conversion of the whole image to floats first).
+fn bilinear_of<T: Sample>(input: &[T], window: Window, height: usize, width: usize) -> Vec<f32> {
+    let Window { top, left, h, w, c, stride } = window;
     let (ys, xs) = (lerps(h, height), lerps(w, width));
     let mut out = Vec::with_capacity(height * width * c);
     for y in &ys {
-        let (top, bottom) = (y.lower * w, y.upper * w);
+        let upper = &input[((top + y.lower) * stride + left) * c..][..w * c];
+        let lower = &input[((top + y.upper) * stride + left) * c..][..w * c];
         for x in &xs {
+            let (l, r) = (x.lower * c, x.upper * c);
             for ch in 0..c {
-                let at = |row: usize, col: usize| input[(row + col) * c + ch];
-                let (tl, tr) = (at(top, x.lower), at(top, x.upper));
-                let (bl, br) = (at(bottom, x.lower), at(bottom, x.upper));
+                let (tl, tr) = (upper[l + ch].float(), upper[r + ch].float());
+                let (bl, br) = (lower[l + ch].float(), lower[r + ch].float());
                 let top = tl + (tr - tl) * x.lerp;
                 let bottom = bl + (br - bl) * x.lerp;
                 out.push(top + (bottom - top) * y.lerp);
@@ -107,6 +146,35 @@ fn bilinear(input: &[f32], (h, w, c): (usize, usize, usize), height: usize, widt
         }
     }
     out
+}
+
+/// The window `top`, `left`, `h` × `w` of a `[height, width, c]` uint8 or float32 image
+/// resized bilinearly to `out_h` × `out_w`: what cropping then `resize` gives, float32.
+pub fn crop_and_resize_bilinear(
+    image: &Dense,
+    top: usize,
+    left: usize,
+    h: usize,
+    w: usize,
+    out_h: usize,
+    out_w: usize,
+) -> Option<Dense> {
+    let (stride, c) = (image.shape[1], image.shape[2]);
+    let crate::decode::Values::Bytes(bytes) = &image.values else { return None };
+    let window = Window { top, left, h, w, c, stride };
+    if h == 0 || w == 0 {
+        return None;
+    }
+    let out = match image.dtype {
+        crate::decode::DType::Uint8 => bilinear_of(bytes.as_ref(), window, out_h, out_w),
+        crate::decode::DType::Float32 => {
+            let floats: &[[u8; 4]] = bytes.as_chunks::<4>().0;
+            let floats: Vec<f32> = floats.iter().map(|b| super::values::daz(f32::from_le_bytes(*b))).collect();
+            bilinear_of(floats.as_slice(), window, out_h, out_w)
+        }
+        _ => return None,
+    };
+    Some(Dense::float32(vec![out_h, out_w, c], &out))
 }
 
 /// Entries of the Keys cubic kernel's table (`GetCoeffsTable`).
@@ -250,5 +318,28 @@ mod tests {
             resize(&image, 1, 4, Method::Bilinear).unwrap(),
             Dense::float32(vec![1, 4, 1], &[0.0, 1.0, 3.0, 4.0])
         );
+    }
+
+    #[test]
+    fn a_window_resized_in_place_is_the_crop_resized() {
+        let (h, w, c) = (23, 31, 3);
+        let bytes: Vec<u8> = (0..h * w * c).map(|i| (i * 37 % 251) as u8).collect();
+        let u8_image = Dense {
+            dtype: crate::decode::DType::Uint8,
+            shape: vec![h, w, c],
+            values: crate::decode::Values::Bytes(bytes.clone().into()),
+        };
+        let floats: Vec<f32> = bytes.iter().map(|&b| f32::from(b) * 0.37).collect();
+        let f32_image = Dense::float32(vec![h, w, c], &floats);
+        for image in [u8_image, f32_image] {
+            for (top, left, ch, cw, oh, ow) in
+                [(0, 0, 23, 31, 7, 9), (3, 5, 10, 17, 24, 24), (22, 30, 1, 1, 4, 4), (2, 0, 21, 31, 23, 31)]
+            {
+                let cropped = super::super::image::crop(&image, top, left, ch, cw);
+                let want = resize(&cropped, oh, ow, Method::Bilinear).unwrap();
+                let got = crop_and_resize_bilinear(&image, top, left, ch, cw, oh, ow).unwrap();
+                assert_eq!(got, want, "{:?} window {top},{left} {ch}x{cw} to {oh}x{ow}", image.dtype);
+            }
+        }
     }
 }

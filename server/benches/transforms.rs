@@ -1,0 +1,101 @@
+//! The transforms' cost per image on an ImageNet-like JPEG (400×375, quality 90, 4:2:0,
+//! photo-like content): `decodeImage` alone, `randomResizedCrop` to 224×224 and
+//! `randomFlipLeftRight` on a decoded image, and the whole training chain per element and
+//! as a batch of 64 (cut into records, transformed, stacked).
+//!
+//! Run: `cargo bench -p readerd-server --bench transforms` (images/s on one core).
+
+use bytes::Bytes;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use readerd_proto::v1 as pb;
+use readerd_server::decode::{Dense, Tensor};
+use readerd_server::spec::transforms::transforms_of;
+use readerd_server::transform::Transforms;
+
+const WIDTH: usize = 400;
+const HEIGHT: usize = 375;
+
+/// A photo-like RGB image (smooth gradients, a few edges, mild noise) as a JPEG.
+fn jpeg() -> Bytes {
+    let mut state = 7u32;
+    let mut pixels = Vec::with_capacity(WIDTH * HEIGHT * 3);
+    for y in 0..HEIGHT {
+        for x in 0..WIDTH {
+            state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let noise = (state >> 27) as usize;
+            let edge = if (x / 50 + y / 60) % 3 == 0 { 40 } else { 0 };
+            pixels.push(((x * 255 / WIDTH + edge + noise) % 256) as u8);
+            pixels.push(((y * 255 / HEIGHT + noise) % 256) as u8);
+            pixels.push((((x + y) * 128 / (WIDTH + HEIGHT) + 64 + edge) % 256) as u8);
+        }
+    }
+    let image = turbojpeg::Image {
+        pixels: pixels.as_slice(),
+        width: WIDTH,
+        pitch: WIDTH * 3,
+        height: HEIGHT,
+        format: turbojpeg::PixelFormat::RGB,
+    };
+    Bytes::from(turbojpeg::compress(image, 90, turbojpeg::Subsamp::Sub2x2).expect("compress").to_vec())
+}
+
+fn chain(json: &str) -> Transforms {
+    let list: Vec<pb::Transform> = serde_json::from_str(json).expect("transforms");
+    transforms_of(&list, 1).expect("valid")
+}
+
+fn features(jpeg: &Bytes) -> Vec<(String, Tensor)> {
+    vec![("image/encoded".to_owned(), Tensor::Dense(Dense::strings(vec![], vec![jpeg.clone()])))]
+}
+
+fn bench(c: &mut Criterion) {
+    let jpeg = jpeg();
+    println!("the JPEG: {WIDTH}x{HEIGHT}, {} bytes", jpeg.len());
+    let decode = chain(r#"[{"decodeImage": {"feature": "image/encoded", "channels": 3, "output": "image"}}]"#);
+    let crop = chain(r#"[{"randomResizedCrop": {"feature": "image", "size": [224, 224], "area": [0.08, 1.0]}}]"#);
+    let flip = chain(r#"[{"randomFlipLeftRight": {"feature": "image"}}]"#);
+    let training = chain(
+        r#"[{"decodeImage": {"feature": "image/encoded", "channels": 3, "output": "image"}},
+            {"randomResizedCrop": {"feature": "image", "size": [224, 224], "area": [0.08, 1.0]}},
+            {"randomFlipLeftRight": {"feature": "image"}},
+            {"drop": {"features": ["image/encoded"]}}]"#,
+    );
+    let decoded = decode.apply(features(&jpeg), 1, "k:0").unwrap().pop().unwrap();
+    let cropped = crop.apply(vec![decoded.clone()], 1, "k:0").unwrap();
+
+    let mut group = c.benchmark_group("transforms");
+    group.throughput(Throughput::Elements(1));
+    let mut n = 0u64;
+    group.bench_function("decodeImage", |b| b.iter(|| decode.apply(features(&jpeg), 1, "k:0").unwrap()));
+    group.bench_function("randomResizedCrop 224", |b| {
+        b.iter(|| {
+            n += 1;
+            crop.apply(vec![decoded.clone()], 1, &format!("k:{n}")).unwrap()
+        })
+    });
+    group.bench_function("randomFlipLeftRight", |b| {
+        b.iter(|| {
+            n += 1;
+            flip.apply(cropped.clone(), 1, &format!("k:{n}")).unwrap()
+        })
+    });
+    group.bench_function("decode + randomResizedCrop + flip", |b| {
+        b.iter(|| {
+            n += 1;
+            training.apply(features(&jpeg), 1, &format!("k:{n}")).unwrap()
+        })
+    });
+    group.throughput(Throughput::Elements(64));
+    let batch = vec![("image/encoded".to_owned(), Tensor::Dense(Dense::strings(vec![64], vec![jpeg.clone(); 64])))];
+    let keys: Vec<String> = (0..64).map(|i| format!("k:{i}")).collect();
+    let ids: Vec<(&str, u64)> = keys.iter().map(|k| (k.as_str(), 1)).collect();
+    group.bench_function("a batch of 64, stacked", |b| b.iter(|| training.apply_batch(batch.clone(), &ids).unwrap()));
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = bench
+}
+criterion_main!(benches);

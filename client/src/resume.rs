@@ -71,6 +71,9 @@ impl Reconnect {
     }
 }
 
+/// Rounds over the addresses a stream's first open makes before it gives up (about 3 s).
+const FIRST_OPEN_ROUNDS: u32 = 6;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
     /// The server answered with an error that retrying cannot fix (or a checkpoint or
@@ -407,10 +410,15 @@ impl ResumingStream {
         self.connection = None;
         let first_open = failure.is_none();
         let mut last = failure.map(|status| status_message(&status));
+        // The first open gives a server that is starting a few seconds (about 3 s of
+        // backoff), not a reconnection's whole patience: nothing listening at a wrong
+        // address or port is said soon, and names it.
+        let addrs = u32::try_from(self.addrs.len()).unwrap_or(u32::MAX);
         let attempts = match first_open {
-            true => (self.reconnect.attempts + 1).max(u32::try_from(self.addrs.len()).unwrap_or(u32::MAX)),
+            true => (self.reconnect.attempts + 1).min(FIRST_OPEN_ROUNDS.saturating_mul(addrs)).max(addrs),
             false => self.reconnect.attempts,
         };
+        let mut reached = false;
         // When the attempt before started: the wait before the next runs from there (one
         // that waited for a silent server to answer has waited already).
         let mut attempt_started: Option<std::time::Instant> = None;
@@ -425,7 +433,10 @@ impl ResumingStream {
             attempt_started = Some(std::time::Instant::now());
             let addr = &self.addrs[self.current];
             let mut client = match Client::connect_with(addr, &self.options).await {
-                Ok(client) => client,
+                Ok(client) => {
+                    reached = true;
+                    client
+                }
                 Err(err) if err.is_unreachable() => {
                     last = Some(error_message(&err));
                     continue;
@@ -455,6 +466,16 @@ impl ResumingStream {
                 Err(status) if retryable(&status) => last = Some(status_message(&status)),
                 Err(status) => return Err(StreamError::Status(status)),
             }
+        }
+        if first_open && !reached {
+            let last = last.unwrap_or_default();
+            return Err(StreamError::GaveUp {
+                attempts,
+                last: format!(
+                    "{last} (is readerd running there? check the address and port: {})",
+                    self.addrs.join(", ")
+                ),
+            });
         }
         Err(StreamError::GaveUp { attempts, last: last.unwrap_or_default() })
     }

@@ -62,16 +62,28 @@ impl Tokens {
 
     /// The checkpoint id of a genuine token.
     pub fn verify(&self, token: &str) -> Result<i64> {
-        let forged = || ServeError::InvalidArgument("the checkpoint token is not valid".into());
+        let malformed = || {
+            ServeError::InvalidArgument(
+                "the checkpoint token is not valid: it is not a token readerd issued (cut short or changed on the way?)".into(),
+            )
+        };
         let raw = token
             .strip_prefix(TOKEN_PREFIX)
             .and_then(|body| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(body).ok())
             .filter(|raw| raw.len() == 8 + MAC_BYTES)
-            .ok_or_else(forged)?;
+            .ok_or_else(malformed)?;
         let id = i64::from_le_bytes(raw[..8].try_into().expect("8 bytes"));
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
         mac.update(&id.to_le_bytes());
-        mac.verify_truncated_left(&raw[8..]).map_err(|_| forged())?;
+        // Well formed but not signed with this state store's key: most often a token of
+        // another server (another --state-dir or --state-url), else one changed on the way.
+        mac.verify_truncated_left(&raw[8..]).map_err(|_| {
+            ServeError::InvalidArgument(
+                "the checkpoint token is not valid here: it was issued by a server with another state store \
+                 (another --state-dir or --state-url), or changed; resume where it was issued"
+                    .into(),
+            )
+        })?;
         Ok(id)
     }
 }

@@ -161,3 +161,16 @@ fn a_state_dir_readerd_cannot_write_is_named_with_the_fix() {
     assert!(stderr.contains(&format!("state directory {} is not writable", state.display())), "{stderr}");
     assert!(stderr.contains("chown -R") && stderr.contains("named volume"), "{stderr}");
 }
+
+#[test]
+fn the_final_image_trusts_the_system_roots_and_the_build_caches_its_dependencies() {
+    let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Dockerfile")).unwrap();
+    let final_stage = dockerfile.rsplit("\nFROM ").next().unwrap();
+    assert!(final_stage.contains("ca-certificates"), "object stores over HTTPS verify against the system roots");
+    let build = dockerfile.split("\nFROM ").nth(1).unwrap();
+    assert!(
+        build.contains("--mount=type=cache,target=/usr/local/cargo/registry")
+            && build.contains("--mount=type=cache,target=/cache/target"),
+        "a source change must not rebuild every dependency"
+    );
+}

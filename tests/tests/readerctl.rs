@@ -56,3 +56,13 @@ fn list_shows_shared_readers() {
     assert_eq!(readers.len(), 1);
     assert_eq!((readers[0]["container"].as_str(), readers[0]["shared_name"].as_str()), (Some("team"), Some("lines")));
 }
+
+#[test]
+fn a_spec_file_that_cannot_be_read_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.json");
+    let out = readerd_tests::readerctl("http://127.0.0.1:1", &["read", "--spec", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("the spec {}: No such file or directory", missing.display())), "{stderr}");
+}

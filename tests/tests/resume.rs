@@ -417,3 +417,28 @@ fn a_full_filesystem_under_the_sqlite_store_is_a_clean_error_and_the_last_token_
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stdout));
     assert_eq!(lines(&resumed.stdout)[0]["seq"], 3);
 }
+
+#[test]
+fn a_token_of_another_server_is_told_from_a_damaged_one() {
+    let data = tempfile::tempdir().unwrap();
+    write_data(data.path());
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = write_spec(dir.path(), "spec.json", &spec());
+    let (first, second) = (ServerProcess::start(&[data.path()]), ServerProcess::start(&[data.path()]));
+    let args = ["read", "--spec", &spec_path, "--max-batches", "1", "--checkpoint-every", "1", "--output", "jsonl"];
+    let token = lines(&readerctl(&first.addr, &args).stdout).last().unwrap()["checkpoint"].as_str().unwrap().to_owned();
+    let error_of = |token: &str| {
+        let output = readerctl(&second.addr, &["read", "--resume", token, "--output", "jsonl"]);
+        assert_eq!(output.status.code(), Some(1));
+        lines(&output.stdout).last().unwrap()["error"].clone()
+    };
+    let elsewhere = error_of(&token);
+    assert_eq!(elsewhere["code"], "INVALID_ARGUMENT");
+    assert!(
+        elsewhere["message"].as_str().unwrap().contains("issued by a server with another state store"),
+        "{elsewhere}"
+    );
+    let damaged = error_of(&token[..token.len() - 3]);
+    assert_eq!(damaged["code"], "INVALID_ARGUMENT");
+    assert!(damaged["message"].as_str().unwrap().contains("not a token readerd issued"), "{damaged}");
+}

@@ -397,3 +397,20 @@ def test_a_slow_consumer_keeps_what_it_was_sent_after_the_end(server: Server, da
 
     first, second = in_threads(slow, late, timeout=40)
     assert sorted(first + second) == sorted(set(first + second)) and len(first + second) == 12
+
+
+def test_a_wrong_port_is_named_within_seconds() -> None:
+    """Nothing listening: the first read says so, naming the address, in a few seconds
+    (not after a reconnecting stream's whole patience)."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(readerd.ReaderdError) as failure:
+        next(iter(readerd.Client(f"127.0.0.1:{port}").read({"source": {"files": ["x"], "format": "TFRECORD"}})))
+    assert time.monotonic() - started < 10
+    assert failure.value.code == "UNAVAILABLE"
+    assert f"127.0.0.1:{port}" in str(failure.value) and "is readerd running there" in str(failure.value)

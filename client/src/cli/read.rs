@@ -31,8 +31,10 @@ pub fn request(
 ) -> anyhow::Result<pb::ReadRequest> {
     let spec = match spec {
         Some(path) => Some(
-            readerd_client::parse_spec(&std::fs::read_to_string(path)?)
-                .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?,
+            readerd_client::parse_spec(
+                &std::fs::read_to_string(path).map_err(|err| anyhow::anyhow!("the spec {}: {err}", path.display()))?,
+            )
+            .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?,
         ),
         None => None,
     };

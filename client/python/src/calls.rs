@@ -81,7 +81,7 @@ impl Connection {
 /// One unary call by its name.
 async fn unary(client: &mut Client, kind: &str, body: &str) -> PyResult<String> {
     fn parse<T: serde::de::DeserializeOwned>(kind: &str, body: &str) -> PyResult<T> {
-        serde_json::from_str(body).map_err(|err| bad_json(kind, &err))
+        crate::errors::from_json(kind, body)
     }
     fn reply<T: serde::Serialize>(kind: &str, answer: Result<tonic::Response<T>, tonic::Status>) -> PyResult<String> {
         let answer = answer.map_err(|status| from_status(&status))?.into_inner();

@@ -41,3 +41,13 @@ pub fn from_client(err: &ClientError) -> PyErr {
 pub fn bad_json(what: &str, err: &serde_json::Error) -> PyErr {
     reader_error("INVALID_ARGUMENT", &format!("{what}: {err}"))
 }
+
+/// `body`, the proto3 JSON of a `what` the Python side built from its dicts; an error
+/// names the field by its path (`spec.source.filez: unknown field ...`), as a spec file's do.
+pub fn from_json<T: serde::de::DeserializeOwned>(what: &str, body: &str) -> PyResult<T> {
+    let mut deserializer = serde_json::Deserializer::from_str(body);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        reader_error("INVALID_ARGUMENT", &format!("{what}: {path}: {}", err.inner()))
+    })
+}

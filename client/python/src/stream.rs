@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::arrays;
 use crate::calls::{Options, seconds};
-use crate::errors::{bad_json, from_stream, reader_error};
+use crate::errors::{from_stream, reader_error};
 use crate::runtime::{join, spawn, wait};
 use readerd_common::sync::MutexUnpoisoned;
 
@@ -118,7 +118,7 @@ impl Stream {
         initial_delay: f64,
         max_delay: f64,
     ) -> PyResult<Self> {
-        let request: pb::ReadRequest = serde_json::from_str(request).map_err(|err| bad_json("ReadRequest", &err))?;
+        let request: pb::ReadRequest = crate::errors::from_json("ReadRequest", request)?;
         let options = options.connect.clone();
         let reconnect = Reconnect {
             attempts,

@@ -414,3 +414,10 @@ def test_a_wrong_port_is_named_within_seconds() -> None:
     assert time.monotonic() - started < 10
     assert failure.value.code == "UNAVAILABLE"
     assert f"127.0.0.1:{port}" in str(failure.value) and "is readerd running there" in str(failure.value)
+
+
+def test_a_spec_field_got_wrong_is_named_by_its_path(server) -> None:
+    with pytest.raises(readerd.ReaderdError) as failure:
+        next(iter(readerd.Client(server.addr).read({"source": {"filez": ["x"], "format": "TFRECORD"}})))
+    assert failure.value.code == "INVALID_ARGUMENT"
+    assert "spec.source.filez: unknown field `filez`" in str(failure.value)

@@ -65,3 +65,53 @@ def test_transformed_images_arrive_as_nchw_float_tensors(server, data_root: Path
     assert tuple(image.shape) == (4, 3, 32, 32)
     want = torch.from_numpy(records[:4, 1:].reshape(4, 3, 32, 32).astype("float32")) * (1 / 255)
     torch.testing.assert_close(image, want)
+
+
+def _cifar_loader(server, data_root: Path, **options):
+    from test_transforms import SPEC, write_cifar
+
+    records = write_cifar(data_root)
+    spec = dict(SPEC, pipeline={"batchSize": 2, "shuffle": {"bufferSize": 4}, "seed": 3})
+    return records, spec
+
+
+def test_batches_are_writable_tensors_without_a_warning(server, data_root: Path) -> None:
+    import warnings
+
+    _, spec = _cifar_loader(server, data_root)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "The given NumPy array is not writable" would fail
+        batch = next(iter(readerd_torch.loader(readerd_torch.IterableDataset(server.addr, spec))))
+        before = batch["image"].clone()
+        batch["image"] += 1
+    assert torch.equal(batch["image"], before + 1)
+
+
+def test_a_dataloader_that_batches_again_is_refused_saying_what_to_do(server, data_root: Path) -> None:
+    from torch.utils.data import DataLoader
+
+    _, spec = _cifar_loader(server, data_root)
+    with pytest.raises(ValueError, match="batch_size=None"):
+        next(iter(DataLoader(readerd_torch.IterableDataset(server.addr, spec))))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_state_dict_resumes_exactly(server, data_root: Path, workers: int) -> None:
+    _, spec = _cifar_loader(server, data_root)
+
+    def labels(loader, count=None):
+        out = []
+        for batch in loader:
+            out.append(batch["label"].flatten().tolist())
+            if count is not None and len(out) == count:
+                break
+        return out
+
+    whole = labels(readerd_torch.loader(readerd_torch.IterableDataset(server.addr, spec), num_workers=workers))
+    first = readerd_torch.loader(readerd_torch.IterableDataset(server.addr, spec, checkpoint_every=1), num_workers=workers)
+    head = labels(first, 3)
+    state = first.state_dict()
+    del first
+    again = readerd_torch.loader(readerd_torch.IterableDataset(server.addr, spec, checkpoint_every=1), num_workers=workers)
+    again.load_state_dict(state)
+    assert head + labels(again) == whole

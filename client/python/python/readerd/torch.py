@@ -2,10 +2,18 @@
 
 Imported on demand (``import readerd.torch``); it needs torch, which the readerd package
 does not depend on. Each item is a dict of tensors: dense numeric arrays become
-``torch.Tensor`` (``torch.from_numpy``, no copy, read-only memory: copy before writing
-into them), strings stay ``readerd.Strings``, ``Sparse`` becomes a sparse COO tensor and
-``Ragged`` stays as it is. :func:`loader` makes the ``DataLoader`` (``batch_size=None``:
-the spec batches).
+``torch.Tensor``s you may write into (copied out of the receive buffer, which is
+immutable; ``writable=False`` hands out the buffer itself, no copy, to be read only),
+strings stay ``readerd.Strings``, ``Sparse`` becomes a sparse COO tensor and ``Ragged``
+stays as it is. :func:`loader` makes the ``DataLoader`` (``batch_size=None``: the spec
+batches); a ``DataLoader`` that would batch the spec's batches again is refused.
+
+**Resuming**, as torchdata's ``StatefulDataLoader``: :func:`loader`'s ``state_dict()``
+says how far the training loop got, worker by worker (each worker's newest checkpoint
+token and how many elements it handed out after it), and ``load_state_dict()`` on a new
+loader (the same spec and ``num_workers``) resumes each worker there: exactly, with
+``num_workers`` 0 or more, for private readers (shards). A shared reader resumes as
+shared readers do (elements handed out but not acknowledged are delivered again).
 
 With a ``DataLoader`` of several workers each worker opens its own stream, in one of two
 ways:
@@ -28,6 +36,8 @@ workers over a named ``dataset`` (no spec to shard) need a ``shared_name``.
 from __future__ import annotations
 
 import inspect
+import sys
+import warnings
 from collections.abc import Iterator
 from typing import Any, Optional
 
@@ -45,12 +55,22 @@ from .client import Client
 from .shards import worker_spec
 from .tensors import Sparse
 
-__all__ = ["IterableDataset", "loader", "to_torch", "worker_spec"]
+__all__ = ["IterableDataset", "Loader", "loader", "to_torch", "worker_spec"]
+
+# The key under which a worker's position rides on each element to the loader (removed there).
+_STATE_KEY = "__readerd_state__"
 
 
-def to_torch(value: Any) -> Any:
+def to_torch(value: Any, writable: bool = True) -> Any:
     """A decoded tensor as torch sees it (see the module docstring)."""
     if isinstance(value, np.ndarray) and value.dtype != object:
+        if not value.flags.writeable:
+            if writable:
+                value = value.copy()
+            else:
+                with warnings.catch_warnings():  # read only by contract (writable=False)
+                    warnings.simplefilter("ignore", UserWarning)
+                    return torch.from_numpy(value)
         return torch.from_numpy(value)
     if isinstance(value, Sparse):
         return torch.sparse_coo_tensor(
@@ -62,9 +82,9 @@ def to_torch(value: Any) -> Any:
 class IterableDataset(_TorchIterableDataset):
     """Streams ``Client(addr, **client_options).read(spec, **read_options)`` in each
     worker (the worker's shard of ``spec`` unless ``shared_name`` is given). ``last_token``
-    is the latest checkpoint token of the current iteration in this process: with
-    ``num_workers=0`` pass it as ``resume=`` to continue; a worker's token stays in the
-    worker (checkpoint a shared reader with ``Client.read(...).checkpoint()`` instead)."""
+    is the latest checkpoint token of the current iteration in this process; with
+    ``num_workers=0``, ``state_dict()``/``load_state_dict()`` here resume exactly, and
+    :class:`Loader` does the same for any number of workers."""
 
     def __init__(
         self,
@@ -72,12 +92,27 @@ class IterableDataset(_TorchIterableDataset):
         spec: Optional[dict] = None,
         *,
         client_options: Optional[dict] = None,
+        writable: bool = True,
         **read_options: Any,
     ) -> None:
         super().__init__()
         self.addr, self.spec, self.read_options = addr, spec, read_options
         self.client_options = client_options or {}
+        self.writable = writable
         self.last_token: Optional[str] = None
+        # Where this process's iteration is: (token, elements handed out after it).
+        self._position: tuple[Optional[str], int] = (None, 0)
+        # Where each worker (by id; -1: the main process) resumes, from load_state_dict.
+        self._resume: dict[int, tuple[Optional[str], int]] = {}
+        self._rotation = 0
+        self._with_state = False
+
+    def _worker(self) -> int:
+        """This worker's place among the shards (-1: no workers). A resumed loader's
+        workers are rotated so that the one whose turn was next comes first, as the
+        interrupted loader would have gone on (its in-order round robin)."""
+        info = get_worker_info()
+        return -1 if info is None else (info.id + self._rotation) % info.num_workers
 
     def _worker_spec(self) -> Optional[dict]:
         info = get_worker_info()
@@ -88,22 +123,110 @@ class IterableDataset(_TorchIterableDataset):
                 f"{info.num_workers} DataLoader workers over a named dataset would each read all of it: "
                 "give a shared_name (one shared reader) or a spec (one shard per worker)"
             )
-        return worker_spec(self.spec, info.id, info.num_workers)
+        return worker_spec(self.spec, self._worker(), info.num_workers)
+
+    def _check_not_batched_again(self) -> None:
+        """A ``DataLoader`` with automatic batching (its default ``batch_size=1``) would
+        stack the spec's batches into a new leading dimension: refused, saying what to do."""
+        batch_size = ((self.spec or {}).get("pipeline") or {}).get("batchSize", 0)
+        if not int(batch_size or 0):
+            return
+        frame = sys._getframe(1)
+        while frame is not None:
+            # torch's fetchers hold `auto_collation` (the iterators `_auto_collation`).
+            locals_ = frame.f_locals
+            owner = locals_.get("self")
+            auto = locals_.get("auto_collation", getattr(owner, "auto_collation", getattr(owner, "_auto_collation", None)))
+            if auto is True:
+                raise ValueError(
+                    "readerd.torch.IterableDataset yields whole batches (the spec's batchSize), and this DataLoader "
+                    "batches them again into a new leading dimension: use readerd.torch.loader(dataset) or "
+                    "DataLoader(dataset, batch_size=None)"
+                )
+            frame = frame.f_back
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        self._check_not_batched_again()
         spec = self._worker_spec()
-        with Client(self.addr, **self.client_options).read(spec, **self.read_options) as stream:
+        worker = self._worker()
+        # Resumed from `token`, `skip` elements after it were handed out already.
+        token, skip = self._resume.get(worker, (None, 0))
+        options = dict(self.read_options)
+        options.setdefault("checkpoint_every", 100)
+        if token is not None:
+            options["resume"] = token
+        self._position = (token, skip)
+        with Client(self.addr, **self.client_options).read(spec, **options) as stream:
+            since = 0  # elements received after `token`
             for element in stream:
+                since += 1
+                if since <= skip:  # handed out before the state was saved: not again
+                    continue
                 self.last_token = stream.last_token
-                yield {name: to_torch(tensor) for name, tensor in element.items()}
+                covered = stream.last_token_seq
+                if self.last_token is not None and covered is not None and self.last_token != token:
+                    self._position = (self.last_token, stream.seq - covered)
+                else:
+                    self._position = (token, since)
+                item = {name: to_torch(tensor, self.writable) for name, tensor in element.items()}
+                if self._with_state:
+                    item[_STATE_KEY] = (worker, self._position)
+                yield item
+
+    def state_dict(self) -> dict:
+        """This process's position (``num_workers=0``): resumed by ``load_state_dict``."""
+        token, after = self._position
+        return {"workers": {-1: {"token": token, "after": after}}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._resume = {int(w): (s.get("token"), int(s.get("after", 0))) for w, s in state.get("workers", {}).items()}
+        self._rotation = int(state.get("next_worker", 0))
+        self._position = self._resume.get(-1, (None, 0))
 
 
-def loader(dataset: IterableDataset, num_workers: int = 0, **dataloader_options: Any) -> DataLoader:
-    """A ``DataLoader`` over ``dataset``: ``batch_size=None`` (the spec batches), and over a
-    shared reader ``in_order=False`` (see the module docstring)."""
+class Loader(DataLoader):
+    """A ``DataLoader`` over a :class:`IterableDataset` that knows how far the training
+    loop got with each worker (``state_dict``) and resumes there (``load_state_dict``,
+    before iterating), as torchdata's ``StatefulDataLoader``."""
+
+    def __init__(self, dataset: IterableDataset, *args: Any, **kwargs: Any) -> None:
+        dataset._with_state = True
+        super().__init__(dataset, *args, **kwargs)
+        self._positions: dict[int, tuple[Optional[str], int]] = dict(dataset._resume)
+        self._next_worker = dataset._rotation
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in super().__iter__():
+            if isinstance(item, dict) and _STATE_KEY in item:
+                worker, position = item.pop(_STATE_KEY)
+                self._positions[int(worker)] = tuple(position)
+                self._next_worker = (int(worker) + 1) % max(self.num_workers, 1)
+            yield item
+
+    def state_dict(self) -> dict:
+        return {
+            "num_workers": self.num_workers,
+            "next_worker": self._next_worker,
+            "workers": {w: {"token": t, "after": a} for w, (t, a) in self._positions.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if int(state.get("num_workers", self.num_workers)) != self.num_workers:
+            raise ValueError(
+                f"the state was saved with num_workers={state.get('num_workers')}: resume with as many "
+                f"(this loader has {self.num_workers}), each worker reading its own shard"
+            )
+        self.dataset.load_state_dict(state)
+        self._positions = dict(self.dataset._resume)
+        self._next_worker = self.dataset._rotation
+
+
+def loader(dataset: IterableDataset, num_workers: int = 0, **dataloader_options: Any) -> Loader:
+    """A :class:`Loader` over ``dataset``: ``batch_size=None`` (the spec batches), and over
+    a shared reader ``in_order=False`` (see the module docstring)."""
     dataloader_options.setdefault("batch_size", None)
     if dataset.read_options.get("shared_name") and num_workers > 1:
         if "in_order" not in inspect.signature(DataLoader).parameters:
             raise RuntimeError("DataLoader workers over a shared reader need in_order=False (torch 2.6 or later)")
         dataloader_options.setdefault("in_order", False)
-    return DataLoader(dataset, num_workers=num_workers, **dataloader_options)
+    return Loader(dataset, num_workers=num_workers, **dataloader_options)

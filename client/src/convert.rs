@@ -124,6 +124,8 @@ pub fn csv_to_tfrecord<R: Read, W: Write>(
     let types: Vec<ColumnType> = types.into_iter().map(|kind| kind.unwrap_or(ColumnType::Bytes)).collect();
     let mut writer = TfRecordWriter::new(output);
     let mut records = 0;
+    // Columns with an empty field somewhere: those are missing features there.
+    let mut gaps = vec![false; header.len()];
     let mut row = csv::StringRecord::new();
     loop {
         match reader.read_record(&mut row) {
@@ -133,8 +135,9 @@ pub fn csv_to_tfrecord<R: Read, W: Write>(
         }
         let line = line_of(row.position());
         let mut features = BTreeMap::new();
-        for ((name, kind), field) in header.iter().zip(&types).zip(row.iter()) {
+        for (column, ((name, kind), field)) in header.iter().zip(&types).zip(row.iter()).enumerate() {
             if field.is_empty() {
+                gaps[column] = true;
                 continue;
             }
             let bad = |expected| ConvertError::Field { line, column: name.clone(), field: field.to_owned(), expected };
@@ -158,8 +161,19 @@ pub fn csv_to_tfrecord<R: Read, W: Write>(
     }
     writer.finish()?;
     let columns: Vec<(String, ColumnType)> = header.into_iter().zip(types).collect();
-    let features: serde_json::Map<String, Value> =
-        columns.iter().map(|(name, kind)| (name.clone(), json!({"varLen": {"dtype": kind.dtype()}}))).collect();
+    // A column every row fills is a scalar (`fixedLen`, shape []), as a CSV column is; one
+    // with gaps is `varLen` (a missing value is no value, not a default the data never had).
+    let features: serde_json::Map<String, Value> = columns
+        .iter()
+        .zip(&gaps)
+        .map(|((name, kind), &gap)| {
+            let feature = match gap || records == 0 {
+                true => json!({"varLen": {"dtype": kind.dtype()}}),
+                false => json!({"fixedLen": {"dtype": kind.dtype(), "shape": []}}),
+            };
+            (name.clone(), feature)
+        })
+        .collect();
     let spec = json!({
         "source": {"files": [file_name], "format": "TFRECORD"},
         "decoder": {"example": {"features": features}},
@@ -193,7 +207,12 @@ mod tests {
         let second = &examples[1].features.as_ref().unwrap().feature;
         assert!(!second.contains_key("price"), "empty field: missing feature");
         assert_eq!(third_price(&examples[2]), Some(4.0), "an integer in a float column is a float");
-        assert_eq!(converted.spec["decoder"]["example"]["features"]["price"]["varLen"]["dtype"], "FLOAT32");
+        assert_eq!(
+            converted.spec["decoder"]["example"]["features"]["price"]["varLen"]["dtype"], "FLOAT32",
+            "it has a gap"
+        );
+        let id = &converted.spec["decoder"]["example"]["features"]["id"];
+        assert_eq!(*id, json!({"fixedLen": {"dtype": "INT64", "shape": []}}), "filled in every row: a scalar");
     }
 
     fn third_price(example: &tf::Example) -> Option<f32> {

@@ -78,14 +78,18 @@ fn convert_makes_examples_that_read_back_as_the_csv() {
     let server = ServerProcess::start(&[dir.path()]);
     let elements = read_all(&server.addr, &spec);
     assert_eq!(elements.len(), 3);
-    // varLen features are sparse: their values are a dense tensor.
-    let ids: Vec<&Value> = elements.iter().map(|e| &e["features"]["id"]["values"]["values"]).collect();
-    assert_eq!(ids, [&serde_json::json!([1]), &serde_json::json!([2]), &serde_json::json!([3])]);
+    // A column every row fills is a scalar (fixedLen, dense); one with a gap is varLen
+    // (sparse: its values are a dense tensor), the gap a missing value.
+    let ids: Vec<&Value> = elements.iter().map(|e| &e["features"]["id"]).collect();
+    for (id, want) in ids.iter().zip(1..) {
+        assert_eq!(**id, serde_json::json!({"kind": "dense", "dtype": "int64", "shape": [], "values": [want]}));
+    }
+    assert_eq!(elements[1]["features"]["price"]["kind"], "sparse");
     assert_eq!(elements[1]["features"]["price"]["values"]["values"], serde_json::json!([]), "empty field: missing");
     assert_eq!(elements[2]["features"]["price"]["values"]["values"], serde_json::json!([4.0]));
     let name = base64::Engine::decode(
         &base64::engine::general_purpose::STANDARD,
-        elements[2]["features"]["name"]["values"]["values"][0].as_str().unwrap(),
+        elements[2]["features"]["name"]["values"][0].as_str().unwrap(),
     )
     .unwrap();
     assert_eq!(name, b"fig, dried");

@@ -1,7 +1,8 @@
 """What the golden recorders share (tests/golden/record_*.py): putting a recorder's
-cases into `cases/index.json`."""
+cases into `cases/index.json`, and a float as the cases' JSON writes it."""
 
 import json
+import math
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -18,3 +19,15 @@ def replace_cases(prefix, entries):
         fh.write(json.dumps(index, indent=1, sort_keys=True) + "\n")
     for e in entries:
         print(e["id"], e["status"])
+
+
+def float_json(x):
+    """A float as the cases hold it: a JSON number, or "nan", "inf", "-inf", "-0.0"."""
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0.0 and math.copysign(1.0, x) < 0:
+        return "-0.0"
+    return x

@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from golden_index import replace_cases  # noqa: E402
+from golden_index import float_json, replace_cases  # noqa: E402
 
 SEED = 20240607
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,17 +49,6 @@ def b64(raw):
 
 def f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
-
-
-def float_json(x):
-    x = float(x)
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == 0.0 and math.copysign(1.0, x) < 0:
-        return "-0.0"
-    return x
 
 
 def dense_json(t):

@@ -47,7 +47,7 @@ import tensorflow as tf  # noqa: E402
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from golden_index import replace_cases  # noqa: E402
+from golden_index import float_json, replace_cases  # noqa: E402
 
 assert sys.byteorder == "little"
 
@@ -96,17 +96,6 @@ def gzip_bytes(data):
 
 def b64(raw):
     return base64.b64encode(raw).decode("ascii")
-
-
-def float_json(x):
-    x = float(x)
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == 0.0 and math.copysign(1.0, x) < 0:
-        return "-0.0"
-    return x
 
 
 def dumps(obj, indent=0):

@@ -217,3 +217,35 @@ fn the_cifar_and_mnist_readers_give_tensorflows_elements() {
         }
     }
 }
+
+#[test]
+fn decode_and_crop_gives_tensorflows_pixels_of_the_window() {
+    let cases = golden::cases(&["decode_and_crop"]);
+    assert!(cases.len() > 100, "the decode_and_crop cases (tests/golden/record_decode_and_crop.py)");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let inputs = &case["inputs"];
+        let contents = std::fs::read(golden_dir().join(inputs["file"].as_str().unwrap())).unwrap();
+        let window: Vec<usize> =
+            inputs["crop_window"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        let channels = inputs["channels"].as_u64().unwrap() as u32;
+        let got = readerd_server::transform::image_decode::decode_and_crop_jpeg(
+            &contents,
+            channels,
+            (window[0], window[1], window[2], window[3]),
+            1 << 30,
+        );
+        let result =
+            got.map_err(|e| e.to_string()).and_then(|dense| check(&case["expected"]["image"], &dense, 0.0, 0.0));
+        if let Err(err) = result {
+            failures.push(format!("{}: {err}", case["id"].as_str().unwrap()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} differ from TensorFlow's decode_and_crop_jpeg:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}

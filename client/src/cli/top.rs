@@ -143,7 +143,8 @@ fn render(addr: &str, status: &Value, files_seen: &mut HashMap<String, (Instant,
 }
 
 /// `epoch 3/50 [#####.....] 41% files 82/200 ETA 1m12s`: the ETA from the rate at which
-/// files were completed since the last screen.
+/// files were completed since the last screen; for an endless spec, `epoch 272 (repeats
+/// forever) ... this epoch ends in 2s`.
 fn progress(name: &str, reader: &Value, files_seen: &mut HashMap<String, (Instant, u64)>, now: Instant) -> String {
     let Some(epoch) = reader["epoch"].as_u64() else { return "epoch: a mixture's components each have theirs".into() };
     let epochs = reader["numEpochs"].as_u64().map_or("∞".to_owned(), |n| n.to_string());
@@ -158,10 +159,16 @@ fn progress(name: &str, reader: &Value, files_seen: &mut HashMap<String, (Instan
     let share = if files == 0 { 1.0 } else { (done as f64 / files as f64).min(1.0) };
     let filled = (share * BAR_WIDTH as f64).round() as usize;
     let bar = format!("{}{}", "#".repeat(filled), ".".repeat(BAR_WIDTH - filled));
-    let eta = match rate {
-        Some(rate) => format!("ETA {}", duration(files.saturating_sub(done) as f64 / rate)),
-        None => "ETA -".to_owned(),
-    };
+    let left = rate.map(|rate| duration(files.saturating_sub(done) as f64 / rate));
+    if reader["numEpochs"].as_u64().is_none() {
+        // Endless: no end to estimate, only this epoch's.
+        let ends = left.map_or("-".to_owned(), |left| format!("in {left}"));
+        return format!(
+            "epoch {epoch} (repeats forever) [{bar}] {:>3.0}%  files {done}/{files}  this epoch ends {ends}",
+            share * 100.0
+        );
+    }
+    let eta = left.map_or("ETA -".to_owned(), |left| format!("ETA {left}"));
     format!("epoch {epoch}/{epochs} [{bar}] {:>3.0}%  files {done}/{files}  {eta}", share * 100.0)
 }
 
@@ -235,5 +242,11 @@ mod tests {
         later["readers"][0]["epochFilesDone"] = 6.into();
         let second = render("h:1", &later, &mut seen, start + Duration::from_secs(10));
         assert!(second.contains("files 6/10  ETA 40s"), "{second}");
+        // Endless: the epoch is counted, and only its own end is estimated.
+        let mut endless = later.clone();
+        endless["readers"][0].as_object_mut().unwrap().remove("numEpochs");
+        let third = render("h:1", &endless, &mut seen, start + Duration::from_secs(20));
+        assert!(third.contains("epoch 2 (repeats forever) ["), "{third}");
+        assert!(!third.contains('∞'), "{third}");
     }
 }

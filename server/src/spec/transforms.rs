@@ -150,7 +150,10 @@ fn step_of(index: usize, transform: &pb::Transform) -> Result<Step, String> {
                 min_object_covered: r.min_object_covered.unwrap_or(0.1) as f32,
                 max_attempts: if r.max_attempts <= 0 { 100 } else { r.max_attempts as u32 },
             };
-            step(Op::RandomResizedCrop { height, width, sampling }, &r.feature, &r.output)
+            if !matches!(r.channels, 0 | 1 | 3) {
+                return Err(format!("{}: channels must be 0, 1 or 3, got {}", field("randomResizedCrop"), r.channels));
+            }
+            step(Op::RandomResizedCrop { height, width, sampling, channels: r.channels as u32 }, &r.feature, &r.output)
         }
         P::RandomBrightness(r) => {
             if !(r.max_delta >= 0.0 && r.max_delta.is_finite()) {

@@ -83,6 +83,49 @@ fn decode_jpeg(contents: &[u8], channels: u32, max_pixels: u64) -> Result<Decode
     Ok((header.height, header.width, pixels.channels(), decoded))
 }
 
+/// A JPEG's `(height, width)` from its header (`None`: not a JPEG, or not a valid one).
+pub fn jpeg_dimensions(contents: &[u8]) -> Option<(usize, usize)> {
+    if !contents.starts_with(b"\xff\xd8\xff") {
+        return None;
+    }
+    let header = super::jpeg::Decompressor::new().ok()?.header(contents).ok()?;
+    Some((header.height, header.width))
+}
+
+/// `tf.io.decode_and_crop_jpeg(contents, [top, left, height, width], channels)`: only the
+/// window is decoded (see `jpeg::Decompressor::decode_window`), uint8 `[height, width, c]`.
+pub fn decode_and_crop_jpeg(
+    contents: &[u8],
+    channels: u32,
+    (top, left, height, width): (usize, usize, usize, usize),
+    max_pixels: u64,
+) -> Result<Dense, String> {
+    use super::jpeg::{Colorspace, Decompressor, INVALID, Pixels};
+    if !matches!(channels, 0 | 1 | 3) {
+        return Err(format!("channels must be 0, 1 or 3 for decode_and_crop_jpeg, got {channels}"));
+    }
+    let mut decompressor = Decompressor::new()?;
+    let header = decompressor.header(contents)?;
+    check_pixels(header.height, header.width, max_pixels)?;
+    if height == 0 || width == 0 || top + height > header.height || left + width > header.width {
+        return Err(format!(
+            "Invalid JPEG data or crop window: window [{top}, {left}, {height}, {width}] of a {}x{} image",
+            header.height, header.width
+        ));
+    }
+    let pixels = match (channels, header.colorspace) {
+        (_, Colorspace::Cmyk) => return Err(INVALID.to_owned()),
+        (1, _) | (0, Colorspace::Gray) => Pixels::Gray,
+        _ => Pixels::Rgb,
+    };
+    let decoded = decompressor.decode_window(contents, pixels, (top, left, height, width))?;
+    Ok(Dense {
+        dtype: DType::Uint8,
+        shape: vec![height, width, pixels.channels()],
+        values: Values::Bytes(Bytes::from(decoded)),
+    })
+}
+
 /// Gray from RGB as TensorFlow's libpng set-up computes it (`png_set_rgb_to_gray` with
 /// 0.299 and 0.587: 15-bit coefficients), truncated on 8-bit samples and rounded on the
 /// 16-bit samples of 16-bit files, as libpng's two paths do.

@@ -118,6 +118,62 @@ impl Decompressor {
         }
     }
 
+    /// Decodes only the window of `height` rows and `width` columns at (`top`, `left`) of
+    /// `jpeg`, as TensorFlow's `decode_and_crop_jpeg` does: libjpeg-turbo skips the rows
+    /// above and below (`jpeg_skip_scanlines`) and decodes the columns from the iMCU
+    /// boundary at or left of `left` (`jpeg_crop_scanline`); the columns left of `left`
+    /// are then dropped. The header must have been read ([`Self::header`]) and the window
+    /// must lie inside the image.
+    pub fn decode_window(
+        &mut self,
+        jpeg: &[u8],
+        pixels: Pixels,
+        (top, left, height, width): (usize, usize, usize, usize),
+    ) -> Result<Vec<u8>, String> {
+        // The iMCU width of each TurboJPEG subsampling (its header's `tjMCUWidth`, a
+        // static table the library does not export): 4:4:4, 4:2:2, 4:2:0, gray, 4:4:0,
+        // 4:1:1, 4:4:1.
+        const MCU_WIDTH: [usize; 7] = [8, 16, 16, 8, 8, 32, 8];
+        let subsampling = self.get(raw::TJPARAM_TJPARAM_SUBSAMP);
+        let mcu = match usize::try_from(subsampling).ok().and_then(|s| MCU_WIDTH.get(s)) {
+            Some(&width) => width,
+            None => return Err(INVALID.to_owned()),
+        };
+        let x = left - left % mcu.max(1);
+        let decoded_width = left + width - x;
+        let region = raw::tjregion {
+            x: CInt::try_from(x).map_err(|_| INVALID.to_owned())?,
+            y: CInt::try_from(top).map_err(|_| INVALID.to_owned())?,
+            w: CInt::try_from(decoded_width).map_err(|_| INVALID.to_owned())?,
+            h: CInt::try_from(height).map_err(|_| INVALID.to_owned())?,
+        };
+        // SAFETY: a live handle; the region was checked against the header by the caller.
+        if unsafe { raw::tj3SetCroppingRegion(self.handle, region) } != 0 {
+            return Err(INVALID.to_owned());
+        }
+        let channels = pixels.channels();
+        let pitch = decoded_width * channels;
+        let mut out = vec![0u8; pitch * height];
+        let c_pitch = CInt::try_from(pitch).map_err(|_| INVALID.to_owned())?;
+        // SAFETY: `out` holds `height` rows of `pitch` bytes, what tj3Decompress8 writes for
+        // this cropping region and pixel format; `jpeg` outlives the call.
+        let status = unsafe {
+            raw::tj3Decompress8(self.handle, jpeg.as_ptr(), jpeg.len() as _, out.as_mut_ptr(), c_pitch, pixels.format())
+        };
+        if status != 0 {
+            return Err(INVALID.to_owned());
+        }
+        if x == left {
+            return Ok(out);
+        }
+        let skip = (left - x) * channels;
+        let mut window = Vec::with_capacity(width * height * channels);
+        for row in out.chunks_exact(pitch) {
+            window.extend_from_slice(&row[skip..skip + width * channels]);
+        }
+        Ok(window)
+    }
+
     /// Decodes `jpeg`, whose header is `header` (read by [`Self::header`] on this
     /// decompressor, just before), into `pixels` rows; a warning (a truncated scan) is an
     /// error, as TensorFlow's decoder makes it.

@@ -31,30 +31,81 @@ use resize::Method;
 /// One operation, its parameters checked.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
-    Slice { begin: Vec<i64>, size: Vec<i64> },
-    Reshape { shape: Vec<i64> },
-    Transpose { perm: Vec<i64> },
-    Cast { dtype: DType },
-    Scale { multiply: f64, add: f64 },
-    Drop { features: Vec<String> },
-    DecodeRaw { out_type: DType, little_endian: bool },
-    DecodeImage { channels: u32 },
-    Resize { height: usize, width: usize, method: Method },
-    CentralCrop { fraction: f64 },
-    ResizeWithCropOrPad { height: usize, width: usize },
-    ConvertImageDtype { dtype: DType, saturate: bool },
-    Normalize { mean: Vec<f64>, std: Vec<f64> },
+    Slice {
+        begin: Vec<i64>,
+        size: Vec<i64>,
+    },
+    Reshape {
+        shape: Vec<i64>,
+    },
+    Transpose {
+        perm: Vec<i64>,
+    },
+    Cast {
+        dtype: DType,
+    },
+    Scale {
+        multiply: f64,
+        add: f64,
+    },
+    Drop {
+        features: Vec<String>,
+    },
+    DecodeRaw {
+        out_type: DType,
+        little_endian: bool,
+    },
+    DecodeImage {
+        channels: u32,
+    },
+    Resize {
+        height: usize,
+        width: usize,
+        method: Method,
+    },
+    CentralCrop {
+        fraction: f64,
+    },
+    ResizeWithCropOrPad {
+        height: usize,
+        width: usize,
+    },
+    ConvertImageDtype {
+        dtype: DType,
+        saturate: bool,
+    },
+    Normalize {
+        mean: Vec<f64>,
+        std: Vec<f64>,
+    },
     PerImageStandardization,
     FlipLeftRight,
     FlipUpDown,
-    AdjustBrightness { delta: f64 },
-    AdjustContrast { factor: f64 },
-    RandomCrop { size: Vec<i64> },
-    RandomResizedCrop { height: usize, width: usize, sampling: BoxSampling },
+    AdjustBrightness {
+        delta: f64,
+    },
+    AdjustContrast {
+        factor: f64,
+    },
+    RandomCrop {
+        size: Vec<i64>,
+    },
+    /// `channels`: of an encoded image, decoded in the box (`decode_and_crop_jpeg`).
+    RandomResizedCrop {
+        height: usize,
+        width: usize,
+        sampling: BoxSampling,
+        channels: u32,
+    },
     RandomFlipLeftRight,
     RandomFlipUpDown,
-    RandomBrightness { max_delta: f64 },
-    RandomContrast { lower: f64, upper: f64 },
+    RandomBrightness {
+        max_delta: f64,
+    },
+    RandomContrast {
+        lower: f64,
+        upper: f64,
+    },
 }
 
 impl Op {
@@ -307,7 +358,17 @@ fn run(op: &Op, input: &Dense, draws: &mut Draws, max_image_pixels: u64) -> Resu
             each_image(input, Ranks::AtLeastThree, |image| image::adjust_contrast(image, *factor))
         }
         Op::RandomCrop { size } => random_crop(input, size, draws),
-        Op::RandomResizedCrop { height, width, sampling } => {
+        Op::RandomResizedCrop { height, width, sampling, channels } => {
+            if let (crate::decode::Values::Strings(strings), []) = (&input.values, input.shape.as_slice()) {
+                return random_resized_crop_encoded(
+                    &strings[0],
+                    *channels,
+                    (*height, *width),
+                    sampling,
+                    draws,
+                    max_image_pixels,
+                );
+            }
             let (h, w, _) = image::hwc(input).map_err(|_| {
                 format!("'image' (shape {}) must be three-dimensional.", image::shape_words(&input.shape))
             })?;
@@ -338,6 +399,31 @@ fn run(op: &Op, input: &Dense, draws: &mut Draws, max_image_pixels: u64) -> Resu
             each_image(input, Ranks::AtLeastThree, |image| image::adjust_contrast(image, factor))
         }
     }
+}
+
+/// `randomResizedCrop` of an encoded image: a JPEG's box sampled from its header and
+/// only the box decoded (`decode_and_crop_jpeg`), then resized; another format decoded
+/// whole (`decode_image`), then cropped and resized.
+fn random_resized_crop_encoded(
+    contents: &[u8],
+    channels: u32,
+    (height, width): (usize, usize),
+    sampling: &BoxSampling,
+    draws: &mut Draws,
+    max_image_pixels: u64,
+) -> Result<Dense, String> {
+    let Some((h, w)) = image_decode::jpeg_dimensions(contents) else {
+        let decoded = image_decode::decode_image(contents, channels, max_image_pixels)?;
+        let (h, w, _) = image::hwc(&decoded)?;
+        let crop = random::sample_box(sampling, h, w, draws);
+        return resize::crop_and_resize_bilinear(&decoded, crop.top, crop.left, crop.height, crop.width, height, width)
+            .ok_or_else(|| "an empty image".to_owned());
+    };
+    let crop = random::sample_box(sampling, h, w, draws);
+    let window = (crop.top, crop.left, crop.height, crop.width);
+    let decoded = image_decode::decode_and_crop_jpeg(contents, channels, window, max_image_pixels)?;
+    resize::crop_and_resize_bilinear(&decoded, 0, 0, crop.height, crop.width, height, width)
+        .ok_or_else(|| "an empty image".to_owned())
 }
 
 /// `tf.image.random_crop(value, size)`: an offset uniform over the places the box fits,
@@ -456,6 +542,12 @@ fn output_of(op: &Op, dtype: DType, shape: &[Option<usize>]) -> Result<(DType, V
         | Op::RandomBrightness { .. }
         | Op::RandomContrast { .. } => same,
         Op::RandomCrop { size } => Ok((dtype, size.iter().map(|&s| usize::try_from(s).ok()).collect())),
+        Op::RandomResizedCrop { height, width, channels, .. } if dtype == DType::String => {
+            if !shape.is_empty() {
+                return Err("randomResizedCrop of an encoded image reads a string scalar".to_owned());
+            }
+            Ok((DType::Float32, vec![Some(*height), Some(*width), (*channels > 0).then_some(*channels as usize)]))
+        }
         Op::RandomResizedCrop { height, width, .. } => {
             let (lead, [_, _, c]) = image_shape()?;
             if !lead.is_empty() {
@@ -643,5 +735,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `randomResizedCrop` of an encoded JPEG decodes only its box; when the box is the
+    /// whole image it is what decoding the image and resizing it gives.
+    #[test]
+    fn a_resized_crop_of_an_encoded_jpeg_decodes_its_box_only() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/golden/transforms/images/jpeg_420_q90_48x64.jpg");
+        let jpeg = Dense::strings(vec![], vec![std::fs::read(path).unwrap().into()]);
+        let encoded = |json: &str| {
+            let out = parse(json).apply(vec![("x".into(), Tensor::Dense(jpeg.clone()))], 1, "k:0").unwrap();
+            let Tensor::Dense(image) = out.into_iter().next().unwrap().1 else { panic!() };
+            image
+        };
+        let whole = encoded(
+            r#"[{"randomResizedCrop": {"feature": "x", "size": [20, 30], "area": [1.0, 1.0], "aspectRatio": [1.3333333, 1.3333334], "channels": 3}}]"#,
+        );
+        let resized = encoded(
+            r#"[{"decodeImage": {"feature": "x", "channels": 3}}, {"resize": {"feature": "x", "size": [20, 30]}}]"#,
+        );
+        assert_eq!(whole, resized);
+        let cropped = encoded(
+            r#"[{"randomResizedCrop": {"feature": "x", "size": [24, 24], "area": [0.1, 0.5], "channels": 3}}]"#,
+        );
+        assert_eq!((cropped.dtype, cropped.shape.clone()), (DType::Float32, vec![24, 24, 3]));
+        let schema = parse(r#"[{"randomResizedCrop": {"feature": "x", "size": [24, 24], "channels": 3}}]"#)
+            .output(vec![OutputFeature::dense("x", DType::String, &[])])
+            .unwrap();
+        assert_eq!(schema[0].shape, vec![Some(24), Some(24), Some(3)]);
     }
 }

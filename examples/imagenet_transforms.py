@@ -9,7 +9,7 @@ int64, and a few more) with synthetic photo-like JPEGs (Pillow; sides of 256 to 
 and the spec ``DIR/imagenet.json``:
 
     decoder: example, image/encoded (STRING []), image/class/label (INT64 [])
-    transforms: decodeImage (3 channels) -> "image", randomResizedCrop [224, 224] of area
+    transforms: randomResizedCrop of the encoded JPEG (its box decoded, 3 channels) -> "image", [224, 224] of area
       [0.08, 1], randomFlipLeftRight, normalize by ImageNet's mean and std times 255 (the crop
       is float32 in 0..255), drop image/encoded
     pipeline: shuffled files and records, batches of 64, repeated
@@ -100,8 +100,10 @@ def spec_of(pattern: str, seed: int, batch_size: int) -> dict:
             }
         },
         "transforms": [
-            {"decodeImage": {"feature": "image/encoded", "channels": 3, "output": "image"}},
-            {"randomResizedCrop": {"feature": "image", "size": [224, 224], "area": [0.08, 1.0]}},
+            # Of the encoded JPEG: only the sampled box is decoded (tf.io.decode_and_crop_jpeg,
+            # as the ResNet reference preprocessing does), then resized to 224x224.
+            {"randomResizedCrop": {"feature": "image/encoded", "size": [224, 224], "area": [0.08, 1.0],
+                                   "channels": 3, "output": "image"}},
             {"randomFlipLeftRight": {"feature": "image"}},
             {"normalize": {"feature": "image", "mean": MEAN, "std": STD}},
             {"drop": {"features": ["image/encoded"]}},

@@ -1,7 +1,8 @@
 //! The transforms' cost per image on an ImageNet-like JPEG (400×375, quality 90, 4:2:0,
 //! photo-like content): `decodeImage` alone, `randomResizedCrop` to 224×224 and
-//! `randomFlipLeftRight` on a decoded image, and the whole training chain per element and
-//! as a batch of 64 (cut into records, transformed, stacked).
+//! `randomFlipLeftRight` on a decoded image, the whole training chain per element (the
+//! image decoded whole, or only the crop's box) and as a batch of 64 (cut into records,
+//! transformed, stacked).
 //!
 //! Run: `cargo bench -p readerd-server --bench transforms` (images/s on one core).
 
@@ -60,6 +61,11 @@ fn bench(c: &mut Criterion) {
             {"randomFlipLeftRight": {"feature": "image"}},
             {"drop": {"features": ["image/encoded"]}}]"#,
     );
+    let fused = chain(
+        r#"[{"randomResizedCrop": {"feature": "image/encoded", "size": [224, 224], "area": [0.08, 1.0], "channels": 3, "output": "image"}},
+            {"randomFlipLeftRight": {"feature": "image"}},
+            {"drop": {"features": ["image/encoded"]}}]"#,
+    );
     let decoded = decode.apply(features(&jpeg), 1, "k:0").unwrap().pop().unwrap();
     let cropped = crop.apply(vec![decoded.clone()], 1, "k:0").unwrap();
 
@@ -83,6 +89,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             n += 1;
             training.apply(features(&jpeg), 1, &format!("k:{n}")).unwrap()
+        })
+    });
+    group.bench_function("randomResizedCrop of the JPEG (its box decoded) + flip", |b| {
+        b.iter(|| {
+            n += 1;
+            fused.apply(features(&jpeg), 1, &format!("k:{n}")).unwrap()
         })
     });
     group.throughput(Throughput::Elements(64));

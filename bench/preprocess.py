@@ -2,10 +2,11 @@
 """JPEG decoding and ImageNet augmentation three ways, on one machine in one run (issue 55):
 
   local    tf.data in the trainer process: TFRecordDataset(files, num_parallel_reads=2)
-           .repeat() .shuffle(256) .map(parse_single_example + the ResNet reference training
+           .shuffle(256) .map(parse_single_example + the ResNet reference training
            preprocessing: sample_distorted_bounding_box on extract_jpeg_shape,
            decode_and_crop_jpeg, resize to 224x224 (bilinear, float32), random_flip_left_right,
-           num_parallel_calls=AUTOTUNE) .batch(64) .prefetch(AUTOTUNE)
+           num_parallel_calls=AUTOTUNE) .batch(64) .repeat() .prefetch(AUTOTUNE): epochs kept
+           apart as readerd keeps them (each ends in a short batch)
   service  that whole pipeline on a tf.data service: a DispatchServer and one WorkerServer in
            one separate process on 127.0.0.1 (as ../shared/tfdata-bench/tfdata_bench.py
            runs them), the trainer consuming
@@ -159,11 +160,13 @@ def tf_pipeline(tf, files: list[str]):
         return {"image": image, "image/class/label": parsed["image/class/label"]}
 
     AUTOTUNE = tf.data.AUTOTUNE
+    # Epochs kept apart, as readerd keeps them (`numEpochs` -1): each epoch shuffled anew and
+    # ending in a short batch; the prefetch after the repeat carries over epoch boundaries.
     return (tf.data.TFRecordDataset(files, num_parallel_reads=2)
-            .repeat()
             .shuffle(256)
             .map(preprocess, num_parallel_calls=AUTOTUNE)
             .batch(BATCH)
+            .repeat()
             .prefetch(AUTOTUNE))
 
 
@@ -397,6 +400,8 @@ def table(results: list[dict], modes: list[str]) -> str:
 
         def cell(key, spec, scale=1.0):
             values = [None if key(r) is None else key(r) * scale for r in runs]
+            if all(v is None for v in values):
+                return "-"
             each = ", ".join(fmt(v, spec) for v in values)
             return f"{fmt(med(values), spec)} ({each})" if len(values) > 1 else fmt(med(values), spec)
 

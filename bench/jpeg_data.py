@@ -7,7 +7,7 @@ Writes OUT_DIR/jpeg-XXX-of-016.tfrecord: `tf.train.Example`s with `image/encoded
 from `tf.io.encode_jpeg(..., quality=90, chroma_downsampling=True)`, 4:2:0, one in ten
 progressive) and `image/class/label` (int64, 0..999), as TensorFlow's
 `build_imagenet_data.py` lays them out; and OUT_DIR/jpeg.json, the readerd spec of the
-benchmark's pipeline (decodeImage, randomResizedCrop to 224x224, randomFlipLeftRight, batches
+benchmark's pipeline (randomResizedCrop of the encoded JPEG to 224x224, randomFlipLeftRight, batches
 of 64). Image sides are drawn independently from 256 to 512 pixels. The content is made to
 compress like photographs (30-70 KB an image at quality 90): low-frequency random fields
 upsampled bilinearly, a few smooth shapes, patches of texture and mild per-pixel noise.
@@ -33,10 +33,11 @@ SPEC = {
         "image/class/label": {"fixedLen": {"dtype": "INT64", "shape": []}},
     }}},
     "transforms": [
-        {"decodeImage": {"feature": "image/encoded", "channels": 3, "output": "image"}},
-        {"randomResizedCrop": {"feature": "image", "size": [224, 224], "area": [0.08, 1.0],
+        # Of the encoded JPEG: its box sampled from the header and only the box decoded, as
+        # the reference's sample_distorted_bounding_box + decode_and_crop_jpeg.
+        {"randomResizedCrop": {"feature": "image/encoded", "size": [224, 224], "area": [0.08, 1.0],
                                "aspectRatio": [0.75, 1.3333333], "minObjectCovered": 0.1,
-                               "maxAttempts": 10}},
+                               "maxAttempts": 10, "channels": 3, "output": "image"}},
         {"randomFlipLeftRight": {"feature": "image"}},
         {"drop": {"features": ["image/encoded"]}},
     ],

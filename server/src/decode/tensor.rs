@@ -223,16 +223,16 @@ impl Dense {
         let mut shape = vec![parts.len()];
         shape.extend_from_slice(&first.shape);
         let values = match &first.values {
-            Values::Bytes(_) => {
-                let mut out = Vec::new();
+            Values::Bytes(first_bytes) => {
+                let mut out = Vec::with_capacity(first_bytes.len() * parts.len());
                 for part in parts {
                     let Values::Bytes(bytes) = &part.values else { return None };
                     out.extend_from_slice(bytes);
                 }
                 Values::Bytes(Bytes::from(out))
             }
-            Values::Strings(_) => {
-                let mut out = Vec::new();
+            Values::Strings(first_strings) => {
+                let mut out = Vec::with_capacity(first_strings.len() * parts.len());
                 for part in parts {
                     let Values::Strings(strings) = &part.values else { return None };
                     out.extend_from_slice(strings);

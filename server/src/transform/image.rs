@@ -144,6 +144,35 @@ fn append_zero(dense: &mut Dense) {
 }
 
 /// `tf.image.flip_left_right` (`horizontal`) or `flip_up_down`.
+/// [`flip`] of an image this caller holds alone: in place when its buffer is not shared
+/// (a transform's own output), else copied.
+pub fn flip_owned(image: Dense, horizontal: bool) -> Result<Dense, String> {
+    let (h, w, _) = hwc(&image)?;
+    let Some((_, pixel)) = pixel_bytes(&image) else { return flip(&image, horizontal) };
+    let Dense { dtype, shape, values } = image;
+    let crate::decode::Values::Bytes(bytes) = values else { unreachable!("pixel_bytes: numeric") };
+    match bytes.try_into_mut() {
+        Ok(mut pixels) => {
+            let row = w * pixel;
+            if horizontal {
+                for line in pixels.chunks_exact_mut(row.max(1)) {
+                    for x in 0..w / 2 {
+                        let (left, right) = line.split_at_mut((w - 1 - x) * pixel);
+                        left[x * pixel..(x + 1) * pixel].swap_with_slice(&mut right[..pixel]);
+                    }
+                }
+            } else {
+                for y in 0..h / 2 {
+                    let (upper, lower) = pixels.split_at_mut((h - 1 - y) * row);
+                    upper[y * row..(y + 1) * row].swap_with_slice(&mut lower[..row]);
+                }
+            }
+            Ok(Dense { dtype, shape, values: crate::decode::Values::Bytes(pixels.freeze()) })
+        }
+        Err(shared) => flip(&Dense { dtype, shape, values: crate::decode::Values::Bytes(shared) }, horizontal),
+    }
+}
+
 pub fn flip(image: &Dense, horizontal: bool) -> Result<Dense, String> {
     let (h, w, c) = hwc(image)?;
     if let Some((bytes, pixel)) = pixel_bytes(image) {
@@ -399,6 +428,19 @@ mod tests {
             resize_with_crop_or_pad(&image, 4, 3).unwrap(),
             u8_image(4, 3, 1, &[0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0])
         );
+    }
+
+    #[test]
+    fn a_flip_in_place_is_the_flip() {
+        let values: Vec<u8> = (0..5 * 7 * 3).map(|v| v as u8).collect();
+        for horizontal in [true, false] {
+            let owned = u8_image(5, 7, 3, &values);
+            let shared = owned.clone(); // the buffer shared: copied
+            assert_eq!(flip_owned(u8_image(5, 7, 3, &values), horizontal).unwrap(), flip(&owned, horizontal).unwrap());
+            assert_eq!(flip_owned(shared, horizontal).unwrap(), flip(&owned, horizontal).unwrap());
+            let unique = Dense { values: Values::Bytes(values.to_vec().into()), ..owned.clone() };
+            assert_eq!(flip_owned(unique, horizontal).unwrap(), flip(&owned, horizontal).unwrap(), "in place");
+        }
     }
 
     #[test]

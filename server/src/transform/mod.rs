@@ -202,14 +202,30 @@ impl Transforms {
                 features.retain(|(name, _)| !dropped.contains(name));
                 continue;
             }
-            let Some((_, input)) = features.iter().find(|(name, _)| *name == step.feature) else {
+            let Some(at) = features.iter().position(|(name, _)| *name == step.feature) else {
                 let names: Vec<&str> = features.iter().map(|(n, _)| n.as_str()).collect();
                 return Err(words(format!("no such feature (the element has {})", names.join(", "))));
             };
-            let Tensor::Dense(input) = input else {
+            let Tensor::Dense(input) = &features[at].1 else {
                 return Err(words("transforms read dense features, not sparse or ragged ones".to_owned()));
             };
-            let output = run(&step.op, input, &mut seed.generator(index), self.max_image_pixels).map_err(words)?;
+            let draws = &mut seed.generator(index);
+            let flip = match step.op {
+                Op::RandomFlipLeftRight => Some(true),
+                Op::RandomFlipUpDown => Some(false),
+                _ => None,
+            };
+            let output = match flip {
+                // A feature replaced by its own flip: flipped in place when its buffer is
+                // this element's alone (an earlier transform's output).
+                Some(horizontal) if step.output == step.feature && input.shape.len() == 3 => {
+                    let empty = Tensor::Dense(Dense::strings(vec![0], Vec::new()));
+                    let Tensor::Dense(owned) = std::mem::replace(&mut features[at].1, empty) else { unreachable!() };
+                    if draws.unit() < 0.5 { image::flip_owned(owned, horizontal) } else { Ok(owned) }
+                }
+                _ => run(&step.op, input, draws, self.max_image_pixels),
+            }
+            .map_err(words)?;
             match features.iter_mut().find(|(name, _)| *name == step.output) {
                 Some((_, slot)) => *slot = Tensor::Dense(output),
                 None => features.push((step.output.clone(), Tensor::Dense(output))),

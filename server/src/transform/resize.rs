@@ -48,8 +48,17 @@ pub fn resize(image: &Dense, height: usize, width: usize, method: Method) -> Res
         return Ok(gather(image, vec![height, width, c], sources));
     }
     let input = floats(image).ok_or_else(|| format!("resize takes a numeric image, not {}", image.dtype.name()))?;
+    if method == Method::Bilinear {
+        let window = Window { top: 0, left: 0, h, w, c, stride: w };
+        let bytes = bilinear_of(input.as_slice(), window, height, width);
+        return Ok(Dense {
+            dtype: crate::decode::DType::Float32,
+            shape: vec![height, width, c],
+            values: crate::decode::Values::Bytes(bytes.into()),
+        });
+    }
     let out = match method {
-        Method::Bilinear => bilinear(&input, (h, w, c), height, width),
+        Method::Bilinear => unreachable!("above"),
         Method::Bicubic => bicubic(&input, (h, w, c), height, width),
         Method::Area => area(&input, (h, w, c), height, width),
         Method::Nearest => unreachable!("above"),
@@ -121,28 +130,48 @@ impl Sample for f32 {
     }
 }
 
-fn bilinear(input: &[f32], (h, w, c): (usize, usize, usize), height: usize, width: usize) -> Vec<f32> {
-    bilinear_of(input, Window { top: 0, left: 0, h, w, c, stride: w }, height, width)
-}
-
 /// `ResizeBilinear` of a window, reading its samples where they are (no crop copied, no
-/// conversion of the whole image to floats first).
-fn bilinear_of<T: Sample>(input: &[T], window: Window, height: usize, width: usize) -> Vec<f32> {
+/// conversion of the whole image to floats first). Computed as TensorFlow's kernel does,
+/// `top + (bottom - top) * y_lerp` of the rows' `left + (right - left) * x_lerp`, but a
+/// row at a time: each input row's horizontal interpolation once (rows shared by output
+/// rows are not interpolated again), then the vertical one over whole rows. The same
+/// float operations in the same order: the same results.
+fn bilinear_of<T: Sample>(input: &[T], window: Window, height: usize, width: usize) -> Vec<u8> {
     let Window { top, left, h, w, c, stride } = window;
     let (ys, xs) = (lerps(h, height), lerps(w, width));
-    let mut out = Vec::with_capacity(height * width * c);
+    let row_len = width * c;
+    // Each output sample's two taps (sample offsets in a window row) and weight.
+    let taps: Vec<(usize, usize, f32)> =
+        xs.iter().flat_map(|x| (0..c).map(move |ch| (x.lower * c + ch, x.upper * c + ch, x.lerp))).collect();
+    let interpolate = |row: usize, into: &mut Vec<f32>| {
+        let samples = &input[((top + row) * stride + left) * c..][..w * c];
+        into.clear();
+        into.extend(taps.iter().map(|&(l, r, lerp)| {
+            let (l, r) = (samples[l].float(), samples[r].float());
+            l + (r - l) * lerp
+        }));
+    };
+    // The output as float32's little-endian bytes, written once (what travels).
+    let mut out: Vec<u8> = Vec::with_capacity(height * row_len * 4);
+    let (mut upper, mut lower) = (Vec::with_capacity(row_len), Vec::with_capacity(row_len));
+    let mut rows: (Option<usize>, Option<usize>) = (None, None);
     for y in &ys {
-        let upper = &input[((top + y.lower) * stride + left) * c..][..w * c];
-        let lower = &input[((top + y.upper) * stride + left) * c..][..w * c];
-        for x in &xs {
-            let (l, r) = (x.lower * c, x.upper * c);
-            for ch in 0..c {
-                let (tl, tr) = (upper[l + ch].float(), upper[r + ch].float());
-                let (bl, br) = (lower[l + ch].float(), lower[r + ch].float());
-                let top = tl + (tr - tl) * x.lerp;
-                let bottom = bl + (br - bl) * x.lerp;
-                out.push(top + (bottom - top) * y.lerp);
+        if rows.0 != Some(y.lower) {
+            if rows.1 == Some(y.lower) {
+                std::mem::swap(&mut upper, &mut lower);
+                rows.1 = None;
+            } else {
+                interpolate(y.lower, &mut upper);
             }
+            rows.0 = Some(y.lower);
+        }
+        if rows.1 != Some(y.upper) {
+            interpolate(y.upper, &mut lower);
+            rows.1 = Some(y.upper);
+        }
+        let lerp = y.lerp;
+        for (&top, &bottom) in upper.iter().zip(&lower) {
+            out.extend_from_slice(&(top + (bottom - top) * lerp).to_le_bytes());
         }
     }
     out
@@ -165,7 +194,7 @@ pub fn crop_and_resize_bilinear(
     if h == 0 || w == 0 {
         return None;
     }
-    let out = match image.dtype {
+    let bytes = match image.dtype {
         crate::decode::DType::Uint8 => bilinear_of(bytes.as_ref(), window, out_h, out_w),
         crate::decode::DType::Float32 => {
             let floats: &[[u8; 4]] = bytes.as_chunks::<4>().0;
@@ -174,7 +203,11 @@ pub fn crop_and_resize_bilinear(
         }
         _ => return None,
     };
-    Some(Dense::float32(vec![out_h, out_w, c], &out))
+    Some(Dense {
+        dtype: crate::decode::DType::Float32,
+        shape: vec![out_h, out_w, c],
+        values: crate::decode::Values::Bytes(bytes.into()),
+    })
 }
 
 /// Entries of the Keys cubic kernel's table (`GetCoeffsTable`).

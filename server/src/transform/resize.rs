@@ -50,12 +50,7 @@ pub fn resize(image: &Dense, height: usize, width: usize, method: Method) -> Res
     let input = floats(image).ok_or_else(|| format!("resize takes a numeric image, not {}", image.dtype.name()))?;
     if method == Method::Bilinear {
         let window = Window { top: 0, left: 0, h, w, c, stride: w };
-        let bytes = bilinear_of(input.as_slice(), window, height, width);
-        return Ok(Dense {
-            dtype: crate::decode::DType::Float32,
-            shape: vec![height, width, c],
-            values: crate::decode::Values::Bytes(bytes.into()),
-        });
+        return Ok(Dense::float32(vec![height, width, c], &bilinear_of(input.as_slice(), window, height, width)));
     }
     let out = match method {
         Method::Bilinear => unreachable!("above"),
@@ -136,7 +131,7 @@ impl Sample for f32 {
 /// row at a time: each input row's horizontal interpolation once (rows shared by output
 /// rows are not interpolated again), then the vertical one over whole rows. The same
 /// float operations in the same order: the same results.
-fn bilinear_of<T: Sample>(input: &[T], window: Window, height: usize, width: usize) -> Vec<u8> {
+fn bilinear_of<T: Sample>(input: &[T], window: Window, height: usize, width: usize) -> Vec<f32> {
     let Window { top, left, h, w, c, stride } = window;
     let (ys, xs) = (lerps(h, height), lerps(w, width));
     let row_len = width * c;
@@ -151,8 +146,7 @@ fn bilinear_of<T: Sample>(input: &[T], window: Window, height: usize, width: usi
             l + (r - l) * lerp
         }));
     };
-    // The output as float32's little-endian bytes, written once (what travels).
-    let mut out: Vec<u8> = Vec::with_capacity(height * row_len * 4);
+    let mut out: Vec<f32> = Vec::with_capacity(height * row_len);
     let (mut upper, mut lower) = (Vec::with_capacity(row_len), Vec::with_capacity(row_len));
     let mut rows: (Option<usize>, Option<usize>) = (None, None);
     for y in &ys {
@@ -170,9 +164,7 @@ fn bilinear_of<T: Sample>(input: &[T], window: Window, height: usize, width: usi
             rows.1 = Some(y.upper);
         }
         let lerp = y.lerp;
-        for (&top, &bottom) in upper.iter().zip(&lower) {
-            out.extend_from_slice(&(top + (bottom - top) * lerp).to_le_bytes());
-        }
+        out.extend(upper.iter().zip(&lower).map(|(&top, &bottom)| top + (bottom - top) * lerp));
     }
     out
 }
@@ -203,11 +195,7 @@ pub fn crop_and_resize_bilinear(
         }
         _ => return None,
     };
-    Some(Dense {
-        dtype: crate::decode::DType::Float32,
-        shape: vec![out_h, out_w, c],
-        values: crate::decode::Values::Bytes(bytes.into()),
-    })
+    Some(Dense::float32(vec![out_h, out_w, c], &bytes))
 }
 
 /// Entries of the Keys cubic kernel's table (`GetCoeffsTable`).

@@ -235,9 +235,8 @@ fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() 
     let (code, head, _) = readerd_tests::http_exchange(&metrics_addr, "POST", "/login", &form, &login);
     assert_eq!(code, 303);
     let set_cookies: Vec<&str> = (head.lines())
-        .filter_map(|line| {
-            line.to_ascii_lowercase().starts_with("set-cookie:").then(|| line["set-cookie:".len()..].trim())
-        })
+        .filter(|line| line.to_ascii_lowercase().starts_with("set-cookie:"))
+        .map(|line| line["set-cookie:".len()..].trim())
         .collect();
     let cookie = set_cookies.iter().find(|c| c.starts_with("readerd_session=")).unwrap_or_else(|| panic!("{head}"));
     // The cookie earlier versions set, which held the token, is cleared.

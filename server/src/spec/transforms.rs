@@ -162,7 +162,8 @@ fn step_of(index: usize, transform: &pb::Transform) -> Result<Step, String> {
             step(Op::RandomBrightness { max_delta: r.max_delta }, &r.feature, &r.output)
         }
         P::RandomContrast(r) => {
-            if !(r.upper > r.lower) {
+            // Refused as TensorFlow refuses it: NaN bounds too.
+            if r.upper.partial_cmp(&r.lower) != Some(std::cmp::Ordering::Greater) {
                 return Err(format!("{}: upper must be > lower.", field("randomContrast")));
             }
             if r.lower < 0.0 {

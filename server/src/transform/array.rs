@@ -2,8 +2,6 @@
 //! shift, and `tf.io.decode_raw` of a string feature; each with TensorFlow's messages for an
 //! input it refuses.
 
-use bytes::Bytes;
-
 use super::values::{Number, box_indices, cast_numbers, daz, gather, numbers, strides};
 use crate::decode::raw::{RawConfig, decode_raw};
 use crate::decode::{DType, Dense, Values};
@@ -167,16 +165,6 @@ pub fn decode_raw_feature(dense: &Dense, out_type: DType, little_endian: bool) -
     decode_raw(&config, strings, &dense.shape).map_err(|e| e.message)
 }
 
-/// Numbers as a tensor of `dtype` (for tests and the golden harness).
-pub fn from_numbers(values: Vec<Number>, dtype: DType, shape: Vec<usize>) -> Dense {
-    cast_numbers(values.into_iter(), dtype, shape)
-}
-
-/// A string scalar.
-pub fn string_scalar(bytes: Bytes) -> Dense {
-    Dense::strings(vec![], vec![bytes])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,7 +185,8 @@ mod tests {
 
     #[test]
     fn scale_casts_integers_to_float32() {
-        let x = Dense { dtype: DType::Uint8, shape: vec![2], values: Values::Bytes(Bytes::from_static(&[0, 255])) };
+        let x =
+            Dense { dtype: DType::Uint8, shape: vec![2], values: Values::Bytes(bytes::Bytes::from_static(&[0, 255])) };
         assert_eq!(scale(&x, 1.0 / 255.0, -0.5).unwrap(), Dense::float32(vec![2], &[-0.5, 0.5]));
     }
 }

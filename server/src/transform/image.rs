@@ -2,7 +2,7 @@
 //! crops and pads, flips, `convert_image_dtype`, brightness, contrast, standardization and
 //! a per-channel normalization. Resizing is in [`super::resize`].
 
-use super::values::{Number, box_indices, cast_numbers, floats, gather, numbers};
+use super::values::{Number, box_indices, cast_numbers, floats, gather, int_of, numbers};
 use crate::decode::{DType, Dense};
 
 /// `[height, width, channels]` of an image, or TensorFlow's message for another rank.
@@ -267,13 +267,6 @@ pub fn convert_image_dtype(image: &Dense, dtype: DType, saturate: bool) -> Resul
         }
         (None, None) if is_float(from) && is_float(dtype) => Ok(cast_numbers(values.into_iter(), dtype, shape)),
         _ => Err(format!("convertImageDtype cannot convert {} to {}", from.name(), dtype.name())),
-    }
-}
-
-fn int_of(value: Number) -> i128 {
-    match value {
-        Number::Int(i) => i,
-        Number::Float(f) => f as i128,
     }
 }
 

@@ -468,7 +468,8 @@ fn random_crop(input: &Dense, size: &[i64], draws: &mut Draws) -> Result<Dense, 
 /// An operation's output dtype and shape for an input of `dtype` and `shape`.
 fn output_of(op: &Op, dtype: DType, shape: &[Option<usize>]) -> Result<(DType, Vec<Option<usize>>), String> {
     // An image's [h, w, c], after a batch's leading dimension if it is one.
-    let image_shape = || -> Result<(Vec<Option<usize>>, [Option<usize>; 3]), String> {
+    type Leading = Vec<Option<usize>>;
+    let image_shape = || -> Result<(Leading, [Option<usize>; 3]), String> {
         match shape {
             [h, w, c] => Ok((vec![], [*h, *w, *c])),
             [n, h, w, c] => Ok((vec![*n], [*h, *w, *c])),
@@ -600,7 +601,7 @@ mod tests {
         let Tensor::Dense(image) = &out[1].1 else { panic!() };
         assert_eq!(image.shape, vec![2, 2, 3]);
         // Pixel (0, 0) holds the first byte of each channel plane: 1, 5, 9.
-        assert_eq!(values::numbers(image).unwrap()[..3], [1, 5, 9].map(|v| values::Number::Int(v)));
+        assert_eq!(values::numbers(image).unwrap()[..3], [1, 5, 9].map(values::Number::Int));
         let schema = transforms.output(vec![OutputFeature::dense("value", DType::Uint8, &[13])]).unwrap();
         assert_eq!(
             schema.iter().map(|f| (f.name.as_str(), f.shape.clone())).collect::<Vec<_>>(),

@@ -75,11 +75,6 @@ pub fn floats(dense: &Dense) -> Option<Vec<f32>> {
     }
 }
 
-/// A float32 tensor of `shape`.
-pub fn float32(shape: Vec<usize>, values: &[f32]) -> Dense {
-    Dense::float32(shape, values)
-}
-
 /// `values` cast to `dtype` as `static_cast` does, as a tensor of `shape`.
 pub fn cast_numbers(values: impl ExactSizeIterator<Item = Number>, dtype: DType, shape: Vec<usize>) -> Dense {
     let size = dtype.size().expect("a numeric dtype");
@@ -116,7 +111,7 @@ fn is_nonzero(value: Number) -> bool {
 
 /// An integer as `static_cast` from the value makes one before narrowing: floats truncate
 /// toward zero (out of range they saturate here, where C++ leaves it undefined).
-fn int_of(value: Number) -> i128 {
+pub(crate) fn int_of(value: Number) -> i128 {
     match value {
         Number::Int(i) => i,
         Number::Float(f) => f as i128,

@@ -157,6 +157,20 @@ impl ReaderRegistry {
         }
     }
 
+    /// What the elements of a spec (its own, or the configuration's dataset of that name)
+    /// hold after its decoder and transforms, parsed as `open` parses it and typed from its
+    /// files as a reader opening it would be (blocking: reads CSV headers and a columnar
+    /// source's first footer).
+    pub fn describe(&self, spec: Option<pb::DatasetSpec>, dataset: &str) -> Result<pb::DescribeSpecResponse> {
+        let spec = self
+            .resolve_spec(spec, dataset)?
+            .ok_or_else(|| ServeError::InvalidArgument("DescribeSpec needs a spec or a dataset".into()))?;
+        let mut spec = ReaderSpec::from_proto(spec, self.inner.setup.max_record_bytes)?
+            .with_max_image_pixels(self.inner.setup.max_image_pixels);
+        crate::reader::type_from_files(&mut spec, &self.inner.setup.roots)?;
+        Ok(crate::spec::describe(&spec))
+    }
+
     pub fn datasets(&self) -> &BTreeMap<String, pb::DatasetSpec> {
         &self.inner.setup.datasets
     }

@@ -149,6 +149,33 @@ def test_every_column_without_a_decoder_and_a_projection_with_shapes(server, dat
     np.testing.assert_array_equal(batch["pair"], [[i, -i] for i in range(6)])
 
 
+def test_describe_types_the_columns_from_the_first_file(server, data_root: Path) -> None:
+    """Before any reader opens: ``DescribeSpec`` reads the first file's footer, as a reader
+    opening the spec would, and gives each column's dtype and shape (``-1`` where rows
+    differ); a CSV spec's unnamed columns are named by the header line."""
+    data = pa.table({
+        "id": pa.array(range(6), pa.int64()),
+        "pair": pa.array([[i, -i] for i in range(6)], pa.list_(pa.int32())),
+        "score": pa.array([0.5] * 6, pa.float32()),
+    })
+    pq.write_table(data, data_root / "p.parquet")
+    client = readerd.Client(server.addr)
+    described = client.describe({"source": {"files": ["p.parquet"], "format": "PARQUET"},
+                                 "pipeline": {"batchSize": 4}})  # fmt: skip
+    assert described["batchSize"] == 4
+    assert [(f["name"], f["kind"], f["dtype"], f["shape"]) for f in described["features"]] == [
+        ("id", "DENSE", "INT64", []),
+        ("pair", "RAGGED", "INT32", [-1]),
+        ("score", "DENSE", "FLOAT32", []),
+    ]
+    (data_root / "h.csv").write_text("a,b\n1,2.5\n")
+    csv = {"source": {"files": ["h.csv"], "format": "CSV", "header": True},
+           "decoder": {"csv": {"columns": [{"dtype": "INT64"}, {"dtype": "FLOAT32"}]}}}  # fmt: skip
+    assert [(f["name"], f["dtype"]) for f in client.describe(csv)["features"]] == [("a", "INT64"), ("b", "FLOAT32")]
+    with pytest.raises(readerd.ReaderdError, match="missing.parquet"):
+        client.describe({"source": {"files": ["missing.parquet"], "format": "PARQUET"}})
+
+
 def test_a_null_without_default_names_the_column_and_row(server, data_root: Path) -> None:
     pq.write_table(pa.table({"label": pa.array([1, None, 3], pa.int64())}), data_root / "n.parquet")
     bad = {"source": {"files": ["n.parquet"], "format": "PARQUET"}, "pipeline": {"batchSize": 3}}

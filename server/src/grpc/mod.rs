@@ -373,18 +373,8 @@ impl pb::data_service_server::DataService for DataService {
     ) -> Result<Response<pb::DescribeSpecResponse>, Status> {
         auth::caller(&request)?;
         let request = request.into_inner();
-        let spec = match (request.spec, request.dataset.as_str()) {
-            (Some(spec), "") => spec,
-            (None, "") => return Err(Status::invalid_argument("DescribeSpec needs a spec or a dataset")),
-            (None, name) => {
-                self.registry.datasets().get(name).cloned().ok_or_else(|| {
-                    Status::not_found(format!("no dataset named {name:?} in the server's configuration"))
-                })?
-            }
-            (Some(_), _) => return Err(Status::invalid_argument("DescribeSpec takes a spec or a dataset, not both")),
-        };
-        let spec = crate::spec::ReaderSpec::from_proto(spec, u64::MAX).map_err(Status::from)?;
-        Ok(Response::new(crate::spec::describe(&spec)))
+        let described = self.blocking(move |registry| registry.describe(request.spec, &request.dataset)).await?;
+        Ok(Response::new(described))
     }
 
     async fn reset_container(

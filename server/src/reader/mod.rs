@@ -102,10 +102,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::consumer::Delivery;
 use crate::coordinator::Coordinator;
+use crate::decode::Decoder;
 use crate::element::Element;
 use crate::error::{Result, ServeError};
+use crate::format::FormatConfig;
 use crate::pipeline::{Next, PipelineEnv, RecordPipeline};
-use crate::source::{Compression, DataFile, DataRoots, Record, SourceConfig};
+use crate::source::{Compression, DataFile, DataRoots, Record, SourceConfig, SourceFormat};
 use crate::spec::ReaderSpec;
 use columnar_schema::type_columns_from_first_file;
 use csv_header::name_csv_columns_from_headers;
@@ -218,6 +220,30 @@ impl ReaderSettings {
         };
         Ok(Self { decode_pool, pipeline })
     }
+}
+
+/// What a reader opening `spec` learns from its files before its first record (blocking:
+/// file-system or object-store reads): CSV columns named by the files' header lines, and
+/// a columnar source's column types from its first file. A mixture's elements are its
+/// first component's. `DescribeSpec` describes a spec typed so.
+pub fn type_from_files(spec: &mut ReaderSpec, roots: &DataRoots) -> Result<()> {
+    if let Some(mix) = spec.mix.as_mut() {
+        return match Arc::make_mut(mix).components.first_mut() {
+            Some(first) => type_from_files(first, roots),
+            None => Ok(()),
+        };
+    }
+    let header_names = matches!(spec.source.format, SourceFormat::Framed(FormatConfig::Csv { header: true, .. }));
+    let untyped_columns = matches!(spec.decoder.as_ref(), Decoder::Columns(columns) if !columns.is_resolved());
+    if !header_names && !untyped_columns {
+        return Ok(());
+    }
+    let mut files = Vec::new();
+    for pattern in &spec.patterns {
+        files.extend(roots.resolve(pattern)?);
+    }
+    name_csv_columns_from_headers(spec, &files)?;
+    type_columns_from_first_file(spec, &files)
 }
 
 impl Reader {

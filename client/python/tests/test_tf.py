@@ -7,6 +7,10 @@ install it (about 600 MB), so in CI these tests are skipped unless the machine h
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -285,3 +289,88 @@ def test_a_spec_with_transforms_has_the_static_shapes_the_server_describes(serve
     }
     first = next(iter(ds))
     np.testing.assert_array_equal(first["image"].numpy(), records[:4, 1:].reshape(4, 3, 32, 32).transpose(0, 2, 3, 1))
+
+
+DEMO = Path(__file__).resolve().parents[3] / "demo"
+
+
+@pytest.mark.parametrize("name", ["train.json", "train_parquet.json"])
+def test_the_demo_specs_need_no_element_spec(server, data_root: Path, name: str) -> None:
+    """CSV columns named by the file's header and Parquet columns typed by the file: the
+    server reads them, and the dataset's elements are the file's rows."""
+    spec = json.loads((DEMO / "specs" / name).read_text())
+    shutil.copy(DEMO / spec["source"]["files"][0], data_root)
+    spec["pipeline"] = {"batchSize": 32, "numEpochs": 1}  # in file order
+    ds = readerd.tf.dataset(server.addr, spec)
+    assert ds.element_spec == {
+        "id": tf.TensorSpec([None], tf.int64),
+        "x1": tf.TensorSpec([None], tf.float32),
+        "x2": tf.TensorSpec([None], tf.float32),
+        "x3": tf.TensorSpec([None], tf.float32),
+        "label": tf.TensorSpec([None], tf.int64),
+    }
+    batches = list(ds)
+    assert sum(len(b["id"]) for b in batches) == 2000
+    theirs = next(iter(tf.data.experimental.make_csv_dataset(
+        str(DEMO / "train.csv"), batch_size=32, shuffle=False, num_epochs=1,
+        column_defaults=[tf.int64, tf.float32, tf.float32, tf.float32, tf.int64])))  # fmt: skip
+    for key in ds.element_spec:
+        np.testing.assert_array_equal(batches[0][key].numpy(), theirs[key].numpy())
+
+
+def test_a_named_dataset_needs_no_element_spec(data_root: Path, tmp_path: Path) -> None:
+    spec = json.loads((DEMO / "specs" / "train_parquet.json").read_text())
+    shutil.copy(DEMO / "train.parquet", data_root)
+    config = tmp_path / "datasets.json"
+    config.write_text(json.dumps({"train": spec}))
+    from helpers import Server
+
+    server = Server(data_root, tmp_path / "named-state", tmp_path / "named.log", ["--datasets", str(config)])
+    server.start()
+    try:
+        ds = readerd.tf.dataset(server.addr, dataset="train")
+        assert ds.element_spec["x1"] == tf.TensorSpec([None], tf.float32)
+        assert sum(len(b["id"]) for b in ds) == 2000
+    finally:
+        server.stop()
+
+
+def write_ids(data_root: Path, n: int) -> dict:
+    write_tfrecord(data_root / "ids.tfrecord", [example({"id": i, "x": [i * 0.01, 1.0]}) for i in range(n)])
+    return {
+        "source": {"files": ["ids.tfrecord"], "format": "TFRECORD"},
+        "decoder": {"example": {"features": {"id": {"fixedLen": {"dtype": "INT64", "shape": []}},
+                                             "x": {"fixedLen": {"dtype": "FLOAT32", "shape": [2]}}}}},
+        "pipeline": {"batchSize": 8, "numEpochs": 1, "seed": 7, "shuffle": {"bufferSize": 32}},
+    }  # fmt: skip
+
+
+def train(mode: str, server, spec_path: Path, backup: Path, log: Path, epochs: int, kill_at: int = 0) -> int:
+    trainer = Path(__file__).with_name("tf_trainer.py")
+    args = [sys.executable, str(trainer), mode, server.addr, str(spec_path), str(backup), str(log), str(epochs), "3"]
+    process = subprocess.run(args + ([str(kill_at)] if kill_at else []), capture_output=True, text=True, timeout=300)
+    assert process.returncode == (-9 if kill_at else 0), process.stderr[-3000:]
+    return process.returncode
+
+
+@pytest.mark.parametrize("mode", ["keras", "loop"])
+def test_a_trainer_killed_mid_epoch_resumes_after_the_last_step_it_saved(
+    server, data_root: Path, tmp_path: Path, mode: str
+) -> None:
+    """``kill -9`` at step 19 of 24 (two passes of 12 batches), saved every 3 steps: run
+    again, the trainer restores the step-18 backup and trains on each element of the second
+    pass after it, once, in the order an uninterrupted read gives."""
+    spec = write_ids(data_root, 96)
+    spec_path = tmp_path / "ids.json"
+    spec_path.write_text(json.dumps(spec))
+    with readerd.Client(server.addr) as client, client.read(spec) as stream:
+        one_pass = [element["id"].tolist() for element in stream]
+    assert len(one_pass) == 12
+    backup, log = tmp_path / "backup", tmp_path / "trained.jsonl"
+    train(mode, server, spec_path, backup, log, epochs=2, kill_at=19)
+    first = [json.loads(line) for line in log.read_text().splitlines()]
+    assert first == one_pass + one_pass[:7]  # step 19 trained, then killed before its backup
+    log.unlink()
+    train(mode, server, spec_path, backup, log, epochs=2)
+    second = [json.loads(line) for line in log.read_text().splitlines()]
+    assert second == one_pass[6:]  # after the step-18 backup: steps 7..12 of the second pass

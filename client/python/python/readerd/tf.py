@@ -1,5 +1,5 @@
-"""``readerd.tf.dataset``: a readerd stream as a ``tf.data.Dataset``, for tf.data (service)
-users moving over.
+"""``readerd.tf``: a readerd stream as a ``tf.data.Dataset``, for tf.data (service) users
+moving over, resumable in a ``tf.train.Checkpoint`` or by Keras's ``BackupAndRestore``.
 
     import readerd.tf
 
@@ -7,14 +7,20 @@ users moving over.
     for batch in ds:                                         # {"label": tf.Tensor, ...}
         train_step(batch)
 
-Its ``element_spec`` comes from the spec, computed by TensorFlow itself: the spec's decoder
-becomes ``tf.io`` feature specs (``FixedLenFeature``, ``VarLenFeature``, ``SparseFeature``,
-``RaggedFeature``...) and the element spec is what ``tf.io.parse_example`` (or
-``parse_single_example``, ``parse_sequence_example``, ``decode_csv``, ``decode_raw``) gives
-for a batch of the spec's size, so a model built on a tf.data pipeline's ``element_spec``
-takes readerd's dataset unchanged. The batch dimension is ``None`` unless the spec drops
-remainders. CSV columns named by the files' header (no ``name`` in the spec) cannot be
-known before reading: pass ``element_spec=`` then.
+    reader = readerd.tf.Reader("127.0.0.1:50051", spec)      # resumable
+    model.fit(reader.dataset().map(to_xy), epochs=3,
+              callbacks=[readerd.tf.BackupAndRestore("/ckpt/backup", reader)])
+
+No ``element_spec=`` is needed for any spec. Where the spec alone says what its elements
+hold, TensorFlow itself computes it: the spec's decoder becomes ``tf.io`` feature specs
+(``FixedLenFeature``, ``VarLenFeature``, ``SparseFeature``, ``RaggedFeature``...) and the
+element spec is what ``tf.io.parse_example`` (or ``parse_single_example``,
+``parse_sequence_example``, ``decode_csv``, ``decode_raw``) gives for a batch of the spec's
+size, so a model built on a tf.data pipeline's ``element_spec`` takes readerd's dataset
+unchanged. What only the files say (CSV columns named by a header line, Parquet and Arrow
+columns) and what ``transforms`` write (static shapes: a 224x224 crop is
+``[B, 224, 224, 3]``) come from the server (``DescribeSpec``). The batch dimension is
+``None`` unless the spec drops remainders.
 
 Imported on demand (``import readerd.tf``); it needs TensorFlow, which the readerd package
 does not depend on. The elements are read by the native client (``readerd.Client``), then
@@ -23,6 +29,10 @@ handed to TensorFlow (which copies them into its tensors).
 
 from __future__ import annotations
 
+import collections
+import json
+import os
+import threading
 from typing import Any, Optional, Union
 
 try:
@@ -35,7 +45,7 @@ import numpy as np
 from .client import Client
 from .tensors import Ragged, Sparse, Strings
 
-__all__ = ["dataset", "element_spec_of"]
+__all__ = ["BackupAndRestore", "Reader", "dataset", "element_spec_from_server", "element_spec_of"]
 
 
 def dataset(
@@ -48,14 +58,10 @@ def dataset(
 ) -> tf.data.Dataset:
     """The stream ``Client(addr, **client_options).read(spec, **read_options)`` as a
     ``tf.data.Dataset`` of ``{feature: tf.Tensor | tf.SparseTensor | tf.RaggedTensor}``.
-    Each iteration of the dataset opens a new stream (with ``resume=``, from that token)."""
+    Each iteration of the dataset opens a new stream (with ``resume=``, from that token).
+    To save and restore where a training loop is, use :class:`Reader`."""
     if element_spec is None:
-        if spec is None:
-            raise ValueError("readerd.tf.dataset needs the spec, or element_spec= (with a named dataset or resume=)")
-        element_spec = element_spec_of(spec)
-        if spec.get("transforms"):
-            with Client(addr, **(client_options or {})) as client:
-                element_spec = _transformed(element_spec, client.describe(spec))
+        element_spec = element_spec_from_server(addr, spec, read_options.get("dataset"), client_options)
     signature = dict(element_spec)
 
     def elements():
@@ -64,6 +70,254 @@ def dataset(
                 yield {name: _value(element[name], signature[name]) for name in signature}
 
     return tf.data.Dataset.from_generator(elements, output_signature=signature)
+
+
+def element_spec_from_server(
+    addr: Union[str, list[str]], spec: Optional[dict], dataset: Optional[str] = None, client_options: Optional[dict] = None
+) -> dict:
+    """``{feature: tf.TypeSpec}`` of a spec's (or the server's named ``dataset``'s) elements:
+    TensorFlow's own parsing functions give them where the spec alone says (see
+    :func:`element_spec_of`); the server's ``DescribeSpec`` gives what only the files say
+    (CSV columns named by a header, Parquet and Arrow columns) and what transforms write."""
+    if spec is None and not dataset:
+        raise ValueError("readerd.tf needs a spec or dataset= (or element_spec=)")
+    with Client(addr, **(client_options or {})) as client:
+        description = client.describe(spec) if spec is not None else client.describe(dataset=dataset)
+        if spec is None:
+            spec = client.list_datasets()[dataset]
+    try:
+        parsed: Optional[dict] = element_spec_of(spec)
+    except _KnownFromFiles:
+        parsed = None
+    return _described(description, parsed, transformed=_has_transforms(spec))
+
+
+def _has_transforms(spec: dict) -> bool:
+    components = spec.get("mix", {}).get("datasets", [])
+    return bool(spec.get("transforms")) or any(c.get("transforms") for c in components)
+
+
+class Reader(tf.Module):
+    """A private readerd stream as a ``tf.data.Dataset`` that knows how far the training
+    loop got, in a checkpointable variable, as a tf.data iterator in a ``tf.train.Checkpoint``
+    does (``from_generator`` datasets cannot be checkpointed by TensorFlow itself).
+
+    ``position`` (a string ``tf.Variable``) is where the loop is: the newest checkpoint
+    token of the stream and how many elements the loop took after it. Save it with
+    ``tf.train.Checkpoint(model=model, data=reader)``, or with Keras through
+    :class:`BackupAndRestore`; a new process restores it first, and :meth:`dataset` then
+    resumes right after the last element the loop took: exactly, nothing repeated or lost.
+
+    An element counts as taken when the loop has it: handed out by iterating the reader
+    itself (``for batch in reader:``), counted by :class:`BackupAndRestore` as Keras
+    finishes a step, or told by :meth:`taken`. Elements read ahead (tf.data prefetches)
+    do not count. When a pass over a finite spec has been taken to its end, the position
+    goes back to the start: the next iteration (Keras's next epoch) reads the spec again.
+
+    Private readers only (no ``shared_name``): a shared reader's elements are shared by
+    its consumers, and its checkpoints are the reader's (``Client.checkpoint_reader``)."""
+
+    def __init__(
+        self,
+        addr: Union[str, list[str]],
+        spec: Optional[dict] = None,
+        *,
+        element_spec: Optional[dict] = None,
+        client_options: Optional[dict] = None,
+        name: Optional[str] = None,
+        **read_options: Any,
+    ) -> None:
+        super().__init__(name=name)
+        if read_options.get("shared_name"):
+            raise ValueError("readerd.tf.Reader resumes private streams: drop shared_name, or use readerd.tf.dataset")
+        if "resume" in read_options:
+            raise ValueError("readerd.tf.Reader resumes from its position: restore the checkpoint instead of resume=")
+        if element_spec is None:
+            element_spec = element_spec_from_server(addr, spec, read_options.get("dataset"), client_options)
+        read_options.setdefault("checkpoint_every", 100)
+        self.position = tf.Variable(_START, dtype=tf.string, trainable=False, name="position")
+        # Plain Python state, kept out of TensorFlow's tracking.
+        self._stream = _StreamOf(addr, spec, dict(element_spec), client_options or {}, read_options)
+
+    @property
+    def element_spec(self) -> dict:
+        return self._stream.signature
+
+    def dataset(self) -> tf.data.Dataset:
+        """The stream from ``position`` on, as a ``tf.data.Dataset``; each iteration opens
+        a new stream there (an iteration abandoned before its end counts for nothing)."""
+        stream = self._stream
+
+        def elements():
+            token, skip = _parse_position(self.position.numpy())
+            yield from stream.elements(token, skip)
+
+        return tf.data.Dataset.from_generator(elements, output_signature=stream.signature)
+
+    def __iter__(self):
+        """Iterates :meth:`dataset`, each element taken as it is handed out."""
+        for element in self.dataset():
+            self.taken(1)
+            yield element
+        self.settle()
+
+    def taken(self, count: int = 1) -> None:
+        """The training loop took ``count`` more elements: ``position`` moves past them."""
+        position = self._stream.take(count)
+        if position is not None:
+            self.position.assign(_format_position(position))
+
+    def settle(self) -> None:
+        """At the end of a pass (Keras's epoch end): if the stream ended and the loop took
+        every element, the next iteration starts from the beginning."""
+        if self._stream.finished():
+            self.position.assign(_START)
+
+
+class BackupAndRestore(tf.keras.callbacks.BackupAndRestore):
+    """Keras's ``BackupAndRestore`` that backs up and restores a :class:`Reader`'s position
+    with the model, so that ``model.fit(reader.dataset(), ...)`` killed and run again goes
+    on with the element after the last one the backed-up model trained on.
+
+    Each step Keras finishes takes its batches from the reader; the position is written
+    (atomically) before Keras writes the model, kept with the one before it, and restored
+    as the one of the epoch and batch Keras's own metadata restores."""
+
+    _POSITIONS = "readerd_position.json"
+
+    def __init__(self, backup_dir: str, reader: Reader, **options: Any) -> None:
+        super().__init__(backup_dir, **options)
+        self.reader = reader
+        self._steps_taken = 0
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
+        self._steps_taken = 0
+        super().on_epoch_begin(epoch, logs)
+
+    def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
+        # `batch` is the epoch's last finished step (with steps_per_execution, several).
+        self.reader.taken(batch + 1 - self._steps_taken)
+        self._steps_taken = batch + 1
+        super().on_train_batch_end(batch, logs)
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        self.reader.settle()
+        super().on_epoch_end(epoch, logs)
+
+    def _positions_path(self) -> str:
+        return os.path.join(self.backup_dir, self._POSITIONS)
+
+    def _save_model(self) -> None:
+        os.makedirs(self.backup_dir, exist_ok=True)
+        saved = self._read_positions()
+        entry = {"epoch": self._current_epoch, "batch": self._last_batch_seen,
+                 "position": self.reader.position.numpy().decode()}  # fmt: skip
+        positions = {"current": entry, "previous": saved.get("current")}
+        tmp = self._positions_path() + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(positions, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._positions_path())
+        super()._save_model()
+
+    def _read_positions(self) -> dict:
+        try:
+            with open(self._positions_path()) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+
+    def _load_model(self) -> None:
+        super()._load_model()
+        metadata_path = os.path.join(self.backup_dir, "training_metadata.json")
+        if not os.path.exists(metadata_path):
+            return
+        with open(metadata_path) as f:
+            metadata = json.load(f)
+        saved = self._read_positions()
+        for entry in (saved.get("current"), saved.get("previous")):
+            if entry and (entry["epoch"], entry["batch"]) == (metadata.get("epoch"), metadata.get("batch")):
+                self.reader.position.assign(entry["position"])
+                return
+        raise RuntimeError(
+            f"{self.backup_dir}: the model backup (epoch {metadata.get('epoch')}, batch {metadata.get('batch')}) "
+            f"has no readerd position saved with it ({self._POSITIONS}): the data would not resume where it was"
+        )
+
+
+_START = json.dumps({"token": None, "after": 0})
+
+
+def _parse_position(value: Union[bytes, str]) -> tuple[Optional[str], int]:
+    text = value.decode() if isinstance(value, bytes) else value
+    try:
+        position = json.loads(text or _START)
+        return position.get("token"), int(position.get("after", 0))
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f"readerd.tf.Reader: not a position a Reader saved: {text[:80]!r}") from exc
+
+
+def _format_position(position: tuple[Optional[str], int]) -> str:
+    return json.dumps({"token": position[0], "after": position[1]})
+
+
+class _StreamOf:
+    """The streams of a :class:`Reader`, one per iteration, and the positions after the
+    elements the newest handed to TensorFlow and the loop has not taken yet."""
+
+    def __init__(self, addr: Any, spec: Optional[dict], signature: dict, client_options: dict, read_options: dict):
+        self.addr, self.spec, self.signature = addr, spec, signature
+        self.client_options, self.read_options = client_options, read_options
+        self._lock = threading.Lock()
+        self._iteration = 0
+        self._pending: collections.deque = collections.deque()
+        self._ended = False
+
+    def elements(self, token: Optional[str], skip: int):
+        with self._lock:
+            self._iteration += 1
+            iteration = self._iteration
+            self._pending.clear()
+            self._ended = False
+        options = dict(self.read_options)
+        if token is not None:
+            options["resume"] = token
+        with Client(self.addr, **self.client_options).read(self.spec, **options) as stream:
+            since = 0  # elements received after `token`
+            for element in stream:
+                since += 1
+                if since <= skip:  # taken before the position was saved: not again
+                    continue
+                newest, covered = stream.last_token, stream.last_token_seq
+                if newest is not None and covered is not None and newest != token:
+                    position = (newest, stream.seq - covered)
+                else:
+                    position = (token, since)
+                with self._lock:
+                    if iteration != self._iteration:
+                        return  # a newer iteration started: this one was abandoned
+                    self._pending.append(position)
+                yield {name: _value(element[name], self.signature[name]) for name in self.signature}
+        with self._lock:
+            if iteration == self._iteration:
+                self._ended = True
+
+    def take(self, count: int) -> Optional[tuple[Optional[str], int]]:
+        with self._lock:
+            if count > len(self._pending):
+                raise RuntimeError(
+                    f"readerd.tf.Reader: {count} elements taken, but its dataset handed out {len(self._pending)} "
+                    "not yet taken (is another dataset of this reader iterated at the same time?)"
+                )
+            position = None
+            for _ in range(count):
+                position = self._pending.popleft()
+            return position
+
+    def finished(self) -> bool:
+        with self._lock:
+            return self._ended and not self._pending
 
 
 def _value(tensor: Any, spec: tf.TypeSpec) -> Any:
@@ -79,21 +333,35 @@ def _value(tensor: Any, spec: tf.TypeSpec) -> Any:
     return tensor
 
 
-def _transformed(decoded: dict, description: dict) -> dict:
-    """The element spec of a spec with ``transforms``: the decoder's features as TensorFlow
-    parses them, with those the transforms write (always dense) as the server describes
-    them (static shapes: a 224x224 crop is ``[B, 224, 224, 3]``), and those dropped gone."""
+def _described(description: dict, parsed: Optional[dict], transformed: bool) -> dict:
+    """The element spec: the features TensorFlow parses from the spec (``parsed``) as it
+    parses them; those the transforms write (always dense), and all of them when only the
+    files say (``parsed`` is None), as the server describes them (static shapes: a 224x224
+    crop is ``[B, 224, 224, 3]``)."""
+    if parsed is not None and not transformed:
+        return parsed
     batch = int(description.get("batchSize", 0))
     lead = [batch if description.get("dropRemainder") else None] if batch > 0 else []
     out = {}
     for feature in description.get("features", []):
         name, kind = feature["name"], feature.get("kind", "DENSE")
+        if parsed is not None and name in parsed and kind != "DENSE":
+            out[name] = parsed[name]  # sparse, ragged or padded: untouched by transforms
+            continue
         shape = lead + [None if int(d) < 0 else int(d) for d in feature.get("shape", [])]
-        if kind == "DENSE":
-            out[name] = tf.TensorSpec(shape, _dtype(feature["dtype"]))
-        else:  # sparse, ragged or padded: untouched by transforms, as TensorFlow parses them
-            out[name] = decoded[name]
+        dtype = _dtype(feature["dtype"])
+        if kind == "SPARSE":
+            out[name] = tf.SparseTensorSpec(shape, dtype)
+        elif kind == "RAGGED" and len(shape) > 1:
+            splits = _dtype(feature.get("rowSplitsDtype") or "INT64")
+            out[name] = tf.RaggedTensorSpec(shape, dtype, ragged_rank=len(shape) - 1, row_splits_dtype=splits)
+        else:
+            out[name] = tf.TensorSpec(shape, dtype)
     return out
+
+
+class _KnownFromFiles(ValueError):
+    """The spec alone does not say what its elements hold: its files do."""
 
 
 # --- element specs, by TensorFlow's own parsing functions ---------------------------------
@@ -194,9 +462,11 @@ def element_spec_of(spec: dict) -> dict:
     if "csv" in decoder:
         columns = decoder["csv"].get("columns", [])
         if any(not c.get("name") for c in columns) and spec.get("source", {}).get("header"):
-            raise ValueError("CSV columns named by the files' header: pass element_spec=")
+            raise _KnownFromFiles("CSV columns named by the files' header")
         lead = [batch] if batched else []
         return {c.get("name") or f"col{i}": tf.TensorSpec(lead, _dtype(c["dtype"])) for i, c in enumerate(columns)}
+    if "columns" in decoder:
+        raise _KnownFromFiles("Parquet or Arrow columns, typed by the files")
     lead = [batch] if batched else []
     if "raw" in decoder:
         raw = decoder["raw"]

@@ -95,6 +95,15 @@ def main():
         assert bounds[starved] > 0.5, f"a trainer starved by a slow object store shows as not input-bound: {bounds}"
         names = [card.get_attribute("data-reader") for card in driver.find_elements(By.CSS_SELECTOR, ".reader")]
         assert not [n for n in names if n.startswith(args.hidden + "/")], f"another container's readers: {names}"
+        # The server's memory is plotted once, in its own card, not in every reader's; each
+        # plot has its axes: 0 and its top in its unit, and the minutes before now.
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#memory svg.plot")) == 1, "the memory plot, once"
+        assert not reader_card(driver, steady).find_elements(By.CSS_SELECTOR, "svg.plot[data-title^='memory']")
+        for svg in driver.find_elements(By.CSS_SELECTOR, "svg.plot"):
+            ticks = [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.tick")]
+            assert len(ticks) == 4 and ticks[-1] == "now" and ticks[-2].startswith("−"), ticks
+        y_ticks = [t.text for t in reader_card(driver, steady).find_elements(By.CSS_SELECTOR, "text[data-axis=y]")]
+        assert y_ticks[0].endswith("/s") and y_ticks[2:] == ["100%", "0%"], y_ticks
         bars = reader_card(driver, starved).find_elements(By.CSS_SELECTOR, ".bar [data-stage]")
         widths = {bar.get_attribute("data-stage"): bar.value_of_css_property("width") for bar in bars}
         print("stage bar of the starved reader:", widths)

@@ -2,7 +2,7 @@
 //! [`SAMPLE_EVERY`] ([`History::sample`], run by the watch's task), [`POINTS`] of them
 //! per reader in a ring. A point holds the rates over its interval: elements and bytes
 //! sent per second, the consumers' input-bound fraction then, and the seconds each
-//! stage took.
+//! stage took. The server's memory, one figure for all readers, has a ring of its own.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -28,8 +28,16 @@ pub struct Point {
     pub input_bound: Option<f64>,
     /// Seconds spent in each stage over the interval, in `Stage::ALL`'s order.
     pub stages: [f64; Stage::ALL.len()],
+}
+
+/// The server's memory at a sample.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryPoint {
+    /// Seconds since the Unix epoch.
+    pub time: u64,
     /// Bytes of the server's memory budget reserved then.
-    pub memory_reserved: u64,
+    pub reserved_bytes: u64,
 }
 
 /// A reader's totals when last sampled, and its points.
@@ -45,10 +53,11 @@ struct Ring {
 }
 
 /// Every watched reader's ring, by the reader (a reader gone is dropped at the next
-/// sample).
+/// sample), and the server's memory.
 #[derive(Default)]
 pub struct History {
     rings: Mutex<HashMap<usize, Ring>>,
+    memory: Mutex<VecDeque<MemoryPoint>>,
 }
 
 /// A reader's key in the history: the address of its allocation (its ring's `Weak`
@@ -63,7 +72,14 @@ impl History {
     pub fn sample(&self, readers: &[(Arc<Reader>, Option<f64>)]) {
         let now = Instant::now();
         let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
-        let memory_reserved = crate::memory::server().reserved() as u64;
+        {
+            let reserved_bytes = crate::memory::server().reserved() as u64;
+            let mut memory = self.memory.lock_unpoisoned();
+            if memory.len() == POINTS {
+                memory.pop_front();
+            }
+            memory.push_back(MemoryPoint { time, reserved_bytes });
+        }
         let mut rings = self.rings.lock_unpoisoned();
         rings.retain(|k, _| readers.iter().any(|(reader, _)| key(reader) == *k));
         for (reader, input_bound) in readers {
@@ -83,7 +99,6 @@ impl History {
                 bytes_per_second: bytes.saturating_sub(ring.bytes) as f64 / seconds,
                 input_bound: *input_bound,
                 stages: std::array::from_fn(|i| (stages[i] - ring.stages[i]).max(0.0)),
-                memory_reserved,
             };
             if ring.points.len() == POINTS {
                 ring.points.pop_front();
@@ -105,5 +120,11 @@ impl History {
         let after = |point: &&Point| since.is_none_or(|since| point.time > since);
         let points = |reader| rings.get(&key(reader)).map(|ring| ring.points.iter().filter(after).cloned().collect());
         readers.into_iter().map(|reader| points(reader).unwrap_or_default()).collect()
+    }
+
+    /// The server's memory points, oldest first: those after `since` when given.
+    pub fn memory_points(&self, since: Option<u64>) -> Vec<MemoryPoint> {
+        let memory = self.memory.lock_unpoisoned();
+        memory.iter().filter(|point| since.is_none_or(|since| point.time > since)).cloned().collect()
     }
 }

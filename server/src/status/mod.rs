@@ -142,6 +142,8 @@ pub struct MemoryStatus {
     /// `--memory-budget` (0: none).
     pub budget_bytes: u64,
     pub reserved_bytes: u64,
+    /// Its last 15 minutes, or the points after `?since=`.
+    pub history: Vec<history::MemoryPoint>,
 }
 
 /// A reader as the status finds it: its names and itself.
@@ -211,7 +213,11 @@ impl Status {
             })
             .collect();
         let memory = crate::memory::server();
-        let memory = MemoryStatus { budget_bytes: memory.limit() as u64, reserved_bytes: memory.reserved() as u64 };
+        let memory = MemoryStatus {
+            budget_bytes: memory.limit() as u64,
+            reserved_bytes: memory.reserved() as u64,
+            history: history.memory_points(since),
+        };
         Status { readers, replicas, memory }
     }
 }

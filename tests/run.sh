@@ -54,9 +54,30 @@ if ! command -v azurite-blob >/dev/null; then
     npm install --global --silent azurite@3.37.0
 fi
 
-# The Python package: its native core (client/python/src, on the Rust client) built by
-# maturin into a wheel and installed, every time (the tests must run this commit's code).
-python3 -m pip install --quiet --force-reinstall --no-deps ./client/python
+# The Python package: one abi3 wheel (its native core, client/python/src, on the Rust
+# client) built by maturin in the release profile, every time (the tests must run this
+# commit's code), and installed from it as the README installs it.
+if ! python3 -m maturin --version >/dev/null 2>&1; then
+    python3 -m pip install --quiet "maturin>=1.7,<2"
+fi
+rm -rf target/wheels
+python3 -m maturin build --quiet --release --manifest-path client/python/Cargo.toml --out target/wheels
+python3 -m pip install --quiet --force-reinstall --no-deps target/wheels/readerd-*.whl
+
+# The framework adapters' tests (tests/tests/python_adapters.rs) run real TensorFlow and
+# torch, in a venv of their own: installed once (about 3 minutes; PyPI's torch brings its
+# CUDA libraries, unused here), with this commit's wheel every time.
+adapters="${READERD_ADAPTERS_VENV:-target/adapters-venv}"
+if ! "$adapters/bin/python" -c "import tensorflow, torch, pyarrow.flight, pytest, grpc" 2>/dev/null; then
+    python3 -m venv "$adapters"
+    # One framework per install: pip's resolver backtracks for long over both at once.
+    "$adapters/bin/pip" install --quiet "tensorflow-cpu==2.21.*"
+    "$adapters/bin/pip" install --quiet "torch==2.15.*"
+    "$adapters/bin/pip" install --quiet -r client/python/requirements-test.txt
+fi
+"$adapters/bin/pip" install --quiet --force-reinstall --no-deps target/wheels/readerd-*.whl
+READERD_ADAPTERS_PYTHON="$(cd "$adapters" && pwd)/bin/python"
+export READERD_ADAPTERS_PYTHON
 
 cargo --version
 cargo test --workspace --locked "$@"

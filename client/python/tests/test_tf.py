@@ -1,8 +1,10 @@
-"""``readerd.tf.dataset`` against TensorFlow's own pipeline on the same files: the same
-``element_spec`` and the same values (dense, sparse, ragged, strings; Examples and CSV).
+"""``readerd.tf`` against TensorFlow's own pipeline on the same files: the same
+``element_spec`` and the same values (dense, sparse, ragged, strings; Examples, CSV,
+Parquet, named datasets, transforms), and ``Reader`` resumed exactly by Keras's
+``BackupAndRestore`` and by a ``tf.train.Checkpoint`` loop after SIGKILL.
 
-Runs where TensorFlow is installed (``pip install tensorflow-cpu``); ``.ci/run`` does not
-install it (about 600 MB), so in CI these tests are skipped unless the machine has it.
+``.ci/run`` runs these with real tensorflow-cpu (``tests/tests/python_adapters.rs``, in
+the venv ``tests/run.sh`` makes); elsewhere they are skipped where TensorFlow is missing.
 """
 
 from __future__ import annotations

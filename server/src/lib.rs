@@ -49,6 +49,8 @@
 //! - [`metrics`]: Prometheus counters and the `/metrics` endpoint.
 //! - [`limits`]: RESOURCE_EXHAUSTED limits (readers, streams, files, batch bytes, rate).
 //! - [`memory`]: the server-wide memory budget that growing buffers reserve from.
+//! - [`batch_buffers`]: batches too large for the allocator to keep, reused instead of
+//!   mapped and faulted in again for each batch.
 //! - [`stats`]: a reader's stats as every call that returns them answers them.
 //! - [`snapshots`]: which snapshots of a reader's state a full list drops (private
 //!   streams' and shared readers' alike).
@@ -60,6 +62,7 @@
 //! - [`server`], [`config`], [`shutdown`], [`telemetry`]: running the process.
 
 pub mod auth;
+pub mod batch_buffers;
 pub mod checkpoint;
 pub mod cluster;
 pub mod columns;

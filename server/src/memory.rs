@@ -186,6 +186,7 @@ pub fn watch_resident_memory(period: std::time::Duration, excluded: impl Fn() ->
             let limit = budget.limit();
             let unreserved = resident.saturating_sub(excluded).saturating_sub(budget.reserved());
             if unreserved > limit / 4 && !recently {
+                crate::batch_buffers::release();
                 readerd_proto::allocator::release_free_memory();
                 trimmed_at = Some(std::time::Instant::now());
                 continue; // measured again next time, after the trim

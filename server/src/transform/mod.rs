@@ -23,7 +23,9 @@ pub mod random;
 pub mod resize;
 pub mod values;
 
-use crate::decode::{DType, Dense, OutputFeature, OutputKind, Tensor};
+use bytes::Bytes;
+
+use crate::decode::{DType, Dense, OutputFeature, OutputKind, Tensor, Values};
 use image::{Ranks, each_image};
 use random::{BoxSampling, Draws, ElementSeed};
 use resize::Method;
@@ -262,29 +264,22 @@ impl Transforms {
             }
             kept.push((name, None));
         }
-        let mut transformed = Vec::with_capacity(ids.len());
+        // Each record's outputs are copied into the batch's buffers as soon as they are made,
+        // and freed: the next record's transforms reuse that memory, warm in cache, instead
+        // of every record's outputs living until the batch is stacked.
+        let mut stacked: Vec<Stacking> = Vec::new();
         for (i, (record, &(key, epoch))) in records.into_iter().zip(ids).enumerate() {
             let features =
                 self.apply(record, epoch, key).map_err(|message| TransformError { message, record: Some(i) })?;
-            transformed.push(features);
-        }
-        let Some(first) = transformed.first() else { return Ok(Vec::new()) };
-        let names: Vec<String> = first.iter().map(|(name, _)| name.clone()).collect();
-        let mut stacked: Vec<(String, Tensor)> = Vec::with_capacity(names.len());
-        for (j, name) in names.iter().enumerate() {
-            let mut parts = Vec::with_capacity(transformed.len());
-            for record in &transformed {
-                let Some((_, Tensor::Dense(dense))) = record.get(j) else { unreachable!("apply gives dense features") };
-                parts.push(dense.clone());
+            if i == 0 {
+                stacked = features.into_iter().map(|(name, tensor)| Stacking::first(name, tensor, ids.len())).collect();
+                continue;
             }
-            if let Some(i) = parts.iter().position(|p| p.shape != parts[0].shape || p.dtype != parts[0].dtype) {
-                return Err(failed(format!(
-                    "Cannot batch tensors with different shapes in feature {name}. First element had shape {:?} and element {i} had shape {:?}.",
-                    parts[0].shape, parts[i].shape
-                )));
+            for (stacking, (_, tensor)) in stacked.iter_mut().zip(features) {
+                stacking.push(tensor, i).map_err(failed)?;
             }
-            stacked.push((name.clone(), Tensor::Dense(Dense::stack(&parts).expect("one dtype and shape"))));
         }
+        let mut stacked: Vec<(String, Tensor)> = stacked.into_iter().map(|s| s.finish(ids.len())).collect();
         // The batch's order: its features as they came, those the steps wrote in place,
         // then the new ones.
         let mut out: Features = Vec::with_capacity(kept.len() + stacked.len());
@@ -572,6 +567,67 @@ fn output_of(op: &Op, dtype: DType, shape: &[Option<usize>]) -> Result<(DType, V
             }
             Ok((DType::Float32, vec![Some(*height), Some(*width), c]))
         }
+    }
+}
+
+/// One output feature of a batch, stacked record by record into `[n, ...]` (TensorFlow's
+/// `batch` after a `map`): every record's tensor must have the first one's dtype and shape.
+struct Stacking {
+    name: String,
+    dtype: DType,
+    shape: Vec<usize>,
+    values: StackedValues,
+}
+
+enum StackedValues {
+    Bytes(Vec<u8>),
+    Strings(Vec<Bytes>),
+}
+
+/// The most a batch's buffer is sized for up front; past it the buffer grows as records
+/// come (sizes come from the records, so they are not trusted for one allocation).
+const STACK_RESERVE_MAX: usize = 256 << 20;
+
+impl Stacking {
+    fn first(name: String, tensor: Tensor, records: usize) -> Self {
+        let Tensor::Dense(dense) = tensor else { unreachable!("transforms give dense features") };
+        let values = match dense.values {
+            Values::Bytes(bytes) => {
+                let mut out = crate::batch_buffers::take(bytes.len().saturating_mul(records).min(STACK_RESERVE_MAX));
+                out.extend_from_slice(&bytes);
+                StackedValues::Bytes(out)
+            }
+            Values::Strings(strings) => StackedValues::Strings(strings),
+        };
+        Self { name, dtype: dense.dtype, shape: dense.shape, values }
+    }
+
+    /// Record `index`'s tensor, after the ones before it.
+    fn push(&mut self, tensor: Tensor, index: usize) -> Result<(), String> {
+        let Tensor::Dense(dense) = tensor else { unreachable!("transforms give dense features") };
+        if dense.shape != self.shape || dense.dtype != self.dtype {
+            return Err(format!(
+                "Cannot batch tensors with different shapes in feature {}. First element had shape {:?} and element {index} had shape {:?}.",
+                self.name, self.shape, dense.shape
+            ));
+        }
+        match (&mut self.values, dense.values) {
+            (StackedValues::Bytes(out), Values::Bytes(bytes)) => out.extend_from_slice(&bytes),
+            (StackedValues::Strings(out), Values::Strings(strings)) => out.extend(strings),
+            _ => unreachable!("one dtype holds one kind of values"),
+        }
+        Ok(())
+    }
+
+    fn finish(self, records: usize) -> (String, Tensor) {
+        let mut shape = Vec::with_capacity(self.shape.len() + 1);
+        shape.push(records);
+        shape.extend_from_slice(&self.shape);
+        let values = match self.values {
+            StackedValues::Bytes(bytes) => Values::Bytes(crate::batch_buffers::into_bytes(bytes)),
+            StackedValues::Strings(strings) => Values::Strings(strings),
+        };
+        (self.name, Tensor::Dense(Dense { dtype: self.dtype, shape, values }))
     }
 }
 

@@ -168,7 +168,8 @@ impl ReaderRegistry {
         let mut spec = ReaderSpec::from_proto(spec, self.inner.setup.max_record_bytes)?
             .with_max_image_pixels(self.inner.setup.max_image_pixels);
         crate::reader::type_from_files(&mut spec, &self.inner.setup.roots)?;
-        Ok(crate::spec::describe(&spec))
+        let element_count = crate::reader::element_count(&spec, &self.inner.setup.roots)?;
+        Ok(pb::DescribeSpecResponse { element_count, ..crate::spec::describe(&spec) })
     }
 
     pub fn datasets(&self) -> &BTreeMap<String, pb::DatasetSpec> {

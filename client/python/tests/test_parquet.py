@@ -176,6 +176,41 @@ def test_describe_types_the_columns_from_the_first_file(server, data_root: Path)
         client.describe({"source": {"files": ["missing.parquet"], "format": "PARQUET"}})
 
 
+@pytest.mark.parametrize("pipeline", [
+    {}, {"batchSize": 4}, {"batchSize": 4, "dropRemainder": True}, {"batchSize": 4, "numEpochs": 3},
+    {"shard": {"count": 2, "index": 1}}, {"shard": {"count": 3, "index": 2}, "batchSize": 2},
+    {"shuffle": {"bufferSize": 5}, "seed": 3, "numEpochs": 2, "batchSize": 5},
+])  # fmt: skip
+def test_the_element_count_described_is_what_the_stream_gives(server, data_root: Path, pipeline: dict) -> None:
+    """Parquet (footers, two files) and fixed-length files (sizes): each spec's
+    ``elementCount`` equals the elements a stream of it gives, through shards by file
+    and by record, epochs, and batches that end at each epoch's end."""
+    pq.write_table(pa.table({"id": pa.array(range(7), pa.int64())}), data_root / "a.parquet", row_group_size=3)
+    pq.write_table(pa.table({"id": pa.array(range(7, 13), pa.int64())}), data_root / "b.parquet")
+    (data_root / "r.bin").write_bytes(b"hh" + bytes(range(40)) + b"f")
+    specs = [
+        {"source": {"files": ["a.parquet", "b.parquet"], "format": "PARQUET"}, "pipeline": pipeline},
+        {"source": {"files": ["r.bin"], "format": "FIXED_LENGTH", "recordBytes": 4, "headerBytes": 2, "footerBytes": 1},
+         "pipeline": pipeline},
+    ]  # fmt: skip
+    client = readerd.Client(server.addr)
+    for spec in specs:
+        described = client.describe(spec)["elementCount"]
+        with client.read(spec) as stream:
+            given = sum(1 for _ in stream)
+        assert described == given, (spec["source"]["format"], pipeline)
+
+
+def test_an_element_count_not_known_before_reading_says_so(server, data_root: Path) -> None:
+    pq.write_table(pa.table({"id": pa.array(range(4), pa.int64())}), data_root / "a.parquet")
+    (data_root / "t.txt").write_text("a\nb\n")
+    client = readerd.Client(server.addr)
+    parquet = {"source": {"files": ["a.parquet"], "format": "PARQUET"}}
+    assert client.describe({**parquet, "pipeline": {"numEpochs": -1}})["elementCount"] == -1  # endless
+    assert client.describe({**parquet, "pipeline": {"select": {"skip": 1}}})["elementCount"] == -2
+    assert client.describe({"source": {"files": ["t.txt"], "format": "TEXT_LINE"}})["elementCount"] == -2
+
+
 def test_a_null_without_default_names_the_column_and_row(server, data_root: Path) -> None:
     pq.write_table(pa.table({"label": pa.array([1, None, 3], pa.int64())}), data_root / "n.parquet")
     bad = {"source": {"files": ["n.parquet"], "format": "PARQUET"}, "pipeline": {"batchSize": 3}}

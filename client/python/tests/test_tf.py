@@ -376,3 +376,17 @@ def test_a_trainer_killed_mid_epoch_resumes_after_the_last_step_it_saved(
     train(mode, server, spec_path, backup, log, epochs=2)
     second = [json.loads(line) for line in log.read_text().splitlines()]
     assert second == one_pass[6:]  # after the step-18 backup: steps 7..12 of the second pass
+
+
+def test_a_finite_parquet_spec_has_the_cardinality_keras_shows(server, data_root: Path) -> None:
+    spec = json.loads((DEMO / "specs" / "train_parquet.json").read_text())
+    shutil.copy(DEMO / "train.parquet", data_root)
+    ds = readerd.tf.dataset(server.addr, spec)  # 2,000 rows in batches of 32
+    assert int(ds.cardinality()) == len(ds) == 63 == sum(1 for _ in ds)
+    assert int(readerd.tf.Reader(server.addr, spec).dataset().cardinality()) == 63
+    endless = dict(spec, pipeline={"batchSize": 32, "numEpochs": -1})
+    assert int(readerd.tf.dataset(server.addr, endless).cardinality()) == int(tf.data.INFINITE_CARDINALITY)
+    csv = json.loads((DEMO / "specs" / "train.json").read_text())
+    csv["pipeline"]["numEpochs"] = 1
+    shutil.copy(DEMO / "train.csv", data_root)
+    assert int(readerd.tf.dataset(server.addr, csv).cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)

@@ -15,7 +15,6 @@ from test_shards import SPEC, write_ids
 
 torch = pytest.importorskip("torch")
 import readerd.torch as readerd_torch  # noqa: E402
-import readerd.torch as readerd_torch  # noqa: E402
 
 
 def loader_ids(dataset: readerd_torch.IterableDataset) -> list[int]:
@@ -115,3 +114,21 @@ def test_state_dict_resumes_exactly(server, data_root: Path, workers: int) -> No
     again = readerd_torch.loader(readerd_torch.IterableDataset(server.addr, spec, checkpoint_every=1), num_workers=workers)
     again.load_state_dict(state)
     assert head + labels(again) == whole
+
+
+def test_a_parquet_spec_has_a_length_counted_per_worker_shard(server, data_root: Path) -> None:
+    """``len()`` of a finite Parquet spec, from the server before reading: the loader's
+    batches, with 0 workers and with 2 (each its shard, each ending with its own partial
+    batch); a spec whose files must be read to be counted has no length."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": pa.array(range(105), pa.int64())}), data_root / "ids.parquet")
+    spec = {"source": {"files": ["ids.parquet"], "format": "PARQUET"}, "pipeline": {"batchSize": 10}}
+    dataset = readerd_torch.IterableDataset(server.addr, spec)
+    assert len(dataset) == 11 == sum(1 for _ in readerd_torch.loader(dataset))
+    two = readerd_torch.loader(readerd_torch.IterableDataset(server.addr, spec), num_workers=2)
+    assert len(two) == 12 == sum(1 for _ in two)  # 53 and 52 rows: 6 + 6 batches
+    write_ids(data_root, 2, 3)
+    with pytest.raises(TypeError, match="not known before reading"):
+        len(readerd_torch.IterableDataset(server.addr, SPEC))

@@ -38,7 +38,11 @@
 //! - `shared_books.rs`: where a shared reader keeps its books ([`SharedBooks`]): delivery
 //!   to its streams, chunks being handed out, and snapshots of its state, which its
 //!   checkpoints (`state.rs`) replay from.
-//! - `csv_header.rs`: CSV columns named from the files' header lines when a reader opens.
+//! - `csv_header.rs`: CSV columns named from the files' header lines when a reader opens;
+//!   `columnar_schema.rs`: a columnar source's columns typed from its first file. Both
+//!   also type a spec for `DescribeSpec` ([`type_from_files`]).
+//! - `element_count.rs`: how many elements a spec gives where its files say so before
+//!   reading (`DescribeSpec`'s element count, tf.data's cardinality).
 //! - `mix.rs`: a mixture (`Mixture`): a reader per component, records chosen among them
 //!   (by weight or in a fixed order), their states kept together; `mix_decode.rs` decodes
 //!   each batch as one when the components decode alike, else by their components (a set
@@ -83,6 +87,8 @@ mod decoding;
 mod element_source;
 mod figures;
 pub use decoding::{DECODE_PANICS, catch_decode_panic};
+pub mod element_count;
+pub use element_count::element_count;
 mod job_window;
 pub use job_window::{JOB_WINDOWS, JobWindow, Seat, SeatFigures, is_job_reader_of, job_reader_name};
 mod mix;

@@ -63,7 +63,8 @@ pub struct ReaderSpec {
     pub mix: Option<Arc<MixSpec>>,
 }
 
-/// What `spec`'s elements hold, feature by feature (`DescribeSpec`).
+/// What `spec`'s elements hold, feature by feature (`DescribeSpec`; its element count,
+/// which needs the files, is the registry's to fill in).
 pub fn describe(spec: &ReaderSpec) -> pb::DescribeSpecResponse {
     use crate::decode::OutputKind;
     use pb::feature_description::Kind;
@@ -87,7 +88,12 @@ pub fn describe(spec: &ReaderSpec) -> pb::DescribeSpecResponse {
             }
         })
         .collect();
-    pb::DescribeSpecResponse { features, batch_size: spec.batch_size as i64, drop_remainder: spec.drop_remainder }
+    pb::DescribeSpecResponse {
+        features,
+        batch_size: spec.batch_size as i64,
+        drop_remainder: spec.drop_remainder,
+        element_count: crate::reader::element_count::UNKNOWN,
+    }
 }
 
 /// The canonical fingerprint of a spec: equal for specs that mean the same, whatever

@@ -200,9 +200,11 @@ class Client:
 
     def describe(self, spec: Optional[dict] = None, dataset: str = "") -> dict:
         """What a spec's (or named dataset's) elements hold, before reading:
-        ``{"features": [{"name", "kind", "dtype", "shape"}...], "batchSize", "dropRemainder"}``,
-        each feature's shape for one record (-1 where records differ), after the decoder and
-        the spec's transforms."""
+        ``{"features": [{"name", "kind", "dtype", "shape"}...], "batchSize", "dropRemainder",
+        "elementCount"}``, each feature's shape for one record (-1 where records differ),
+        after the decoder and the spec's transforms; ``elementCount`` as tf.data's
+        cardinality: the elements the spec gives where its files say so before reading
+        (Parquet / Arrow footers, fixed-length files), -1 endless, -2 unknown."""
         body: dict = {"dataset": dataset} if dataset else {"spec": spec}
         described = self.action("DescribeSpec", body)
         for feature in described.setdefault("features", []):
@@ -210,6 +212,7 @@ class Client:
             feature.setdefault("kind", "DENSE")
         described["batchSize"] = int(described.get("batchSize", 0))
         described["dropRemainder"] = bool(described.get("dropRemainder", False))
+        described["elementCount"] = int(described.get("elementCount", 0))
         return described
 
     def lookup_or_create(

@@ -60,8 +60,9 @@ def dataset(
     ``tf.data.Dataset`` of ``{feature: tf.Tensor | tf.SparseTensor | tf.RaggedTensor}``.
     Each iteration of the dataset opens a new stream (with ``resume=``, from that token).
     To save and restore where a training loop is, use :class:`Reader`."""
+    count = UNKNOWN
     if element_spec is None:
-        element_spec = element_spec_from_server(addr, spec, read_options.get("dataset"), client_options)
+        element_spec, count = _from_server(addr, spec, read_options.get("dataset"), client_options)
     signature = dict(element_spec)
 
     def elements():
@@ -69,7 +70,24 @@ def dataset(
             for element in stream:
                 yield {name: _value(element[name], signature[name]) for name in signature}
 
-    return tf.data.Dataset.from_generator(elements, output_signature=signature)
+    ds = tf.data.Dataset.from_generator(elements, output_signature=signature)
+    if read_options.get("resume") or read_options.get("shared_name"):
+        return ds  # from a token, or shared with other consumers: how many is not known
+    return _with_cardinality(ds, count)
+
+
+UNKNOWN = -2  # DescribeSpec's elementCount, as tf.data.UNKNOWN_CARDINALITY
+ENDLESS = -1  # as tf.data.INFINITE_CARDINALITY
+
+
+def _with_cardinality(ds: tf.data.Dataset, count: int) -> tf.data.Dataset:
+    """``ds`` with the element count the server described, so that Keras and progress
+    bars know it (``len(ds)``, ``ds.cardinality()``)."""
+    if count >= 0:
+        return ds.apply(tf.data.experimental.assert_cardinality(count))
+    if count == ENDLESS:
+        return ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    return ds
 
 
 def element_spec_from_server(
@@ -79,6 +97,13 @@ def element_spec_from_server(
     TensorFlow's own parsing functions give them where the spec alone says (see
     :func:`element_spec_of`); the server's ``DescribeSpec`` gives what only the files say
     (CSV columns named by a header, Parquet and Arrow columns) and what transforms write."""
+    return _from_server(addr, spec, dataset, client_options)[0]
+
+
+def _from_server(
+    addr: Union[str, list[str]], spec: Optional[dict], dataset: Optional[str], client_options: Optional[dict]
+) -> tuple[dict, int]:
+    """The element spec (:func:`element_spec_from_server`) and the server's element count."""
     if spec is None and not dataset:
         raise ValueError("readerd.tf needs a spec or dataset= (or element_spec=)")
     with Client(addr, **(client_options or {})) as client:
@@ -89,7 +114,7 @@ def element_spec_from_server(
         parsed: Optional[dict] = element_spec_of(spec)
     except _KnownFromFiles:
         parsed = None
-    return _described(description, parsed, transformed=_has_transforms(spec))
+    return _described(description, parsed, transformed=_has_transforms(spec)), description["elementCount"]
 
 
 def _has_transforms(spec: dict) -> bool:
@@ -132,12 +157,14 @@ class Reader(tf.Module):
             raise ValueError("readerd.tf.Reader resumes private streams: drop shared_name, or use readerd.tf.dataset")
         if "resume" in read_options:
             raise ValueError("readerd.tf.Reader resumes from its position: restore the checkpoint instead of resume=")
+        count = UNKNOWN
         if element_spec is None:
-            element_spec = element_spec_from_server(addr, spec, read_options.get("dataset"), client_options)
+            element_spec, count = _from_server(addr, spec, read_options.get("dataset"), client_options)
         read_options.setdefault("checkpoint_every", 100)
         self.position = tf.Variable(_START, dtype=tf.string, trainable=False, name="position")
         # Plain Python state, kept out of TensorFlow's tracking.
         self._stream = _StreamOf(addr, spec, dict(element_spec), client_options or {}, read_options)
+        self._count = count
 
     @property
     def element_spec(self) -> dict:
@@ -147,12 +174,15 @@ class Reader(tf.Module):
         """The stream from ``position`` on, as a ``tf.data.Dataset``; each iteration opens
         a new stream there (an iteration abandoned before its end counts for nothing)."""
         stream = self._stream
+        token, skip, taken = _parse_position(self.position.numpy())
 
         def elements():
-            token, skip = _parse_position(self.position.numpy())
-            yield from stream.elements(token, skip)
+            yield from stream.elements(*_parse_position(self.position.numpy()))
 
-        return tf.data.Dataset.from_generator(elements, output_signature=stream.signature)
+        ds = tf.data.Dataset.from_generator(elements, output_signature=stream.signature)
+        # A resumed pass gives fewer elements than the passes after it: its dataset's
+        # count is left unknown.
+        return _with_cardinality(ds, self._count) if (token, skip, taken) == (None, 0, 0) else ds
 
     def __iter__(self):
         """Iterates :meth:`dataset`, each element taken as it is handed out."""
@@ -246,20 +276,24 @@ class BackupAndRestore(tf.keras.callbacks.BackupAndRestore):
         )
 
 
-_START = json.dumps({"token": None, "after": 0})
+_START = json.dumps({"token": None, "after": 0, "taken": 0})
+
+# Where a loop is: the newest token, the elements taken after it, and the elements of the
+# pass taken in all (what is left of the pass is the spec's count less these).
+Position = tuple[Optional[str], int, int]
 
 
-def _parse_position(value: Union[bytes, str]) -> tuple[Optional[str], int]:
+def _parse_position(value: Union[bytes, str]) -> Position:
     text = value.decode() if isinstance(value, bytes) else value
     try:
         position = json.loads(text or _START)
-        return position.get("token"), int(position.get("after", 0))
+        return position.get("token"), int(position.get("after", 0)), int(position.get("taken", 0))
     except (ValueError, AttributeError, TypeError) as exc:
         raise ValueError(f"readerd.tf.Reader: not a position a Reader saved: {text[:80]!r}") from exc
 
 
-def _format_position(position: tuple[Optional[str], int]) -> str:
-    return json.dumps({"token": position[0], "after": position[1]})
+def _format_position(position: Position) -> str:
+    return json.dumps({"token": position[0], "after": position[1], "taken": position[2]})
 
 
 class _StreamOf:
@@ -274,7 +308,7 @@ class _StreamOf:
         self._pending: collections.deque = collections.deque()
         self._ended = False
 
-    def elements(self, token: Optional[str], skip: int):
+    def elements(self, token: Optional[str], skip: int, taken: int):
         with self._lock:
             self._iteration += 1
             iteration = self._iteration
@@ -290,10 +324,11 @@ class _StreamOf:
                 if since <= skip:  # taken before the position was saved: not again
                     continue
                 newest, covered = stream.last_token, stream.last_token_seq
+                taken_then = taken + since - skip
                 if newest is not None and covered is not None and newest != token:
-                    position = (newest, stream.seq - covered)
+                    position = (newest, stream.seq - covered, taken_then)
                 else:
-                    position = (token, since)
+                    position = (token, since, taken_then)
                 with self._lock:
                     if iteration != self._iteration:
                         return  # a newer iteration started: this one was abandoned
@@ -303,7 +338,7 @@ class _StreamOf:
             if iteration == self._iteration:
                 self._ended = True
 
-    def take(self, count: int) -> Optional[tuple[Optional[str], int]]:
+    def take(self, count: int) -> Optional[Position]:
         with self._lock:
             if count > len(self._pending):
                 raise RuntimeError(

@@ -173,6 +173,13 @@ class IterableDataset(_TorchIterableDataset):
                     item[_STATE_KEY] = (worker, self._position)
                 yield item
 
+    def __len__(self) -> int:
+        """The elements one iteration gives (``num_workers=0``; :class:`Loader` counts
+        its workers' shards), where the server knows it before reading
+        (``Client.describe``'s ``elementCount``: Parquet and Arrow files, fixed-length
+        files); ``TypeError`` otherwise, as for an iterable without a length."""
+        return _element_count(self, self.spec)
+
     def state_dict(self) -> dict:
         """This process's position (``num_workers=0``): resumed by ``load_state_dict``."""
         token, after = self._position
@@ -203,6 +210,17 @@ class Loader(DataLoader):
                 self._next_worker = (int(worker) + 1) % max(self.num_workers, 1)
             yield item
 
+    def __len__(self) -> int:
+        """The elements an iteration gives: each worker's shard counted (see
+        :meth:`IterableDataset.__len__`)."""
+        dataset = self.dataset
+        if self.num_workers <= 1 or dataset.read_options.get("shared_name"):
+            return len(dataset)
+        return sum(
+            _element_count(dataset, worker_spec(dataset.spec, w, self.num_workers)) if dataset.spec is not None
+            else len(dataset) for w in range(self.num_workers)
+        )  # fmt: skip
+
     def state_dict(self) -> dict:
         return {
             "num_workers": self.num_workers,
@@ -219,6 +237,23 @@ class Loader(DataLoader):
         self.dataset.load_state_dict(state)
         self._positions = dict(self.dataset._resume)
         self._next_worker = self.dataset._rotation
+
+
+def _element_count(dataset: IterableDataset, spec: Optional[dict]) -> int:
+    """The elements ``spec`` gives, as the server describes it; ``TypeError`` where that is
+    not known (a resumed or shared stream, a format counted only by reading it)."""
+    options = dataset.read_options
+    if options.get("resume") or dataset._resume or options.get("shared_name"):
+        raise TypeError("readerd.torch: a resumed or shared stream has no length")
+    with Client(dataset.addr, **dataset.client_options) as client:
+        described = client.describe(spec) if spec is not None else client.describe(dataset=options.get("dataset", ""))
+    count = described["elementCount"]
+    if count < 0:
+        raise TypeError(
+            "readerd.torch: this spec's length is not known before reading it"
+            + (" (it repeats forever)" if count == -1 else " (its files must be read to count its elements)")
+        )
+    return count
 
 
 def loader(dataset: IterableDataset, num_workers: int = 0, **dataloader_options: Any) -> Loader:

@@ -2,7 +2,7 @@
 //! photo-like content): `decodeImage` alone, `randomResizedCrop` to 224×224 and
 //! `randomFlipLeftRight` on a decoded image, the whole training chain per element (the
 //! image decoded whole, or only the crop's box) and as a batch of 64 (cut into records,
-//! transformed, stacked).
+//! transformed, stacked); a 112x112 crop of the JPEG, exact and `fast` (DCT-scaled).
 //!
 //! Run: `cargo bench -p readerd-server --bench transforms` (images/s on one core).
 
@@ -66,6 +66,13 @@ fn bench(c: &mut Criterion) {
             {"randomFlipLeftRight": {"feature": "image"}},
             {"drop": {"features": ["image/encoded"]}}]"#,
     );
+    let small_fused = |fast: bool| {
+        chain(&format!(
+            r#"[{{"randomResizedCrop": {{"feature": "image/encoded", "size": [112, 112], "area": [0.08, 1.0], "channels": 3, "output": "image", "fast": {fast}}}}},
+                {{"drop": {{"features": ["image/encoded"]}}}}]"#
+        ))
+    };
+    let (exact_112, fast_112) = (small_fused(false), small_fused(true));
     let decoded = decode.apply(features(&jpeg), 1, "k:0").unwrap().pop().unwrap();
     let cropped = crop.apply(vec![decoded.clone()], 1, "k:0").unwrap();
 
@@ -95,6 +102,20 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             n += 1;
             fused.apply(features(&jpeg), 1, &format!("k:{n}")).unwrap()
+        })
+    });
+    // 112x112 crops: a box of 224 or more a side (most, on this image) is decoded at half
+    // its size by the IDCT with `fast`.
+    group.bench_function("randomResizedCrop 112 of the JPEG", |b| {
+        b.iter(|| {
+            n += 1;
+            exact_112.apply(features(&jpeg), 1, &format!("k:{n}")).unwrap()
+        })
+    });
+    group.bench_function("randomResizedCrop 112 of the JPEG, fast", |b| {
+        b.iter(|| {
+            n += 1;
+            fast_112.apply(features(&jpeg), 1, &format!("k:{n}")).unwrap()
         })
     });
     group.throughput(Throughput::Elements(64));

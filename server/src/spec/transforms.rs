@@ -153,7 +153,8 @@ fn step_of(index: usize, transform: &pb::Transform) -> Result<Step, String> {
             if !matches!(r.channels, 0 | 1 | 3) {
                 return Err(format!("{}: channels must be 0, 1 or 3, got {}", field("randomResizedCrop"), r.channels));
             }
-            step(Op::RandomResizedCrop { height, width, sampling, channels: r.channels as u32 }, &r.feature, &r.output)
+            let op = Op::RandomResizedCrop { height, width, sampling, channels: r.channels as u32, fast: r.fast };
+            step(op, &r.feature, &r.output)
         }
         P::RandomBrightness(r) => {
             if !(r.max_delta >= 0.0 && r.max_delta.is_finite()) {

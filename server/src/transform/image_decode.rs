@@ -97,7 +97,21 @@ pub fn jpeg_dimensions(contents: &[u8]) -> Option<(usize, usize)> {
 pub fn decode_and_crop_jpeg(
     contents: &[u8],
     channels: u32,
+    window: (usize, usize, usize, usize),
+    max_pixels: u64,
+) -> Result<Dense, String> {
+    decode_and_crop_jpeg_scaled(contents, channels, window, 1, max_pixels)
+}
+
+/// [`decode_and_crop_jpeg`] of the image decoded at 1/`scale` of its size (2, 4 or 8: the
+/// IDCT's own scaling; not TensorFlow's pixels), the window in the full image's
+/// coordinates: uint8 `[height / scale, width / scale, c]` (at least one pixel a side)
+/// of the scaled window at (`top / scale`, `left / scale`).
+pub fn decode_and_crop_jpeg_scaled(
+    contents: &[u8],
+    channels: u32,
     (top, left, height, width): (usize, usize, usize, usize),
+    scale: usize,
     max_pixels: u64,
 ) -> Result<Dense, String> {
     use super::jpeg::{Colorspace, Decompressor, INVALID, Pixels};
@@ -118,7 +132,12 @@ pub fn decode_and_crop_jpeg(
         (1, _) | (0, Colorspace::Gray) => Pixels::Gray,
         _ => Pixels::Rgb,
     };
-    let decoded = decompressor.decode_window(contents, pixels, (top, left, height, width))?;
+    // In the scaled image (of TJSCALED sides, `side.div_ceil(scale)`): the window's corner
+    // scaled down, its sides too, kept inside the scaled image.
+    let (top, left) = (top / scale, left / scale);
+    let height = (height / scale).max(1).min(header.height.div_ceil(scale) - top);
+    let width = (width / scale).max(1).min(header.width.div_ceil(scale) - left);
+    let decoded = decompressor.decode_window(contents, pixels, (top, left, height, width), scale)?;
     Ok(Dense {
         dtype: DType::Uint8,
         shape: vec![height, width, pixels.channels()],

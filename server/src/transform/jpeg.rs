@@ -124,11 +124,16 @@ impl Decompressor {
     /// boundary at or left of `left` (`jpeg_crop_scanline`); the columns left of `left`
     /// are then dropped. The header must have been read ([`Self::header`]) and the window
     /// must lie inside the image.
+    ///
+    /// With `scale` 2, 4 or 8, the image is decoded at 1/`scale` of its size by the IDCT
+    /// itself (libjpeg's DCT scaling, not TensorFlow's pixels), and the window is in the
+    /// scaled image's coordinates.
     pub fn decode_window(
         &mut self,
         jpeg: &[u8],
         pixels: Pixels,
         (top, left, height, width): (usize, usize, usize, usize),
+        scale: usize,
     ) -> Result<Vec<u8>, String> {
         // The iMCU width of each TurboJPEG subsampling (its header's `tjMCUWidth`, a
         // static table the library does not export): 4:4:4, 4:2:2, 4:2:0, gray, 4:4:0,
@@ -139,6 +144,13 @@ impl Decompressor {
             Some(&width) => width,
             None => return Err(INVALID.to_owned()),
         };
+        let factor = raw::tjscalingfactor { num: 1, denom: CInt::try_from(scale).map_err(|_| INVALID.to_owned())? };
+        // SAFETY: a live handle; 1/1, 1/2, 1/4 and 1/8 are factors TurboJPEG supports.
+        if !matches!(scale, 1 | 2 | 4 | 8) || unsafe { raw::tj3SetScalingFactor(self.handle, factor) } != 0 {
+            return Err(INVALID.to_owned());
+        }
+        // The iMCU in the scaled image (TurboJPEG's TJSCALED).
+        let mcu = mcu.div_ceil(scale);
         let x = left - left % mcu.max(1);
         let decoded_width = left + width - x;
         let region = raw::tjregion {

@@ -98,6 +98,9 @@ pub enum Op {
         width: usize,
         sampling: BoxSampling,
         channels: u32,
+        /// Of a JPEG: decode a box at least twice the output's size at 1/2, 1/4 or 1/8
+        /// (libjpeg's DCT scaling); faster, not TensorFlow's pixels.
+        fast: bool,
     },
     RandomFlipLeftRight,
     RandomFlipUpDown,
@@ -369,11 +372,11 @@ fn run(op: &Op, input: &Dense, draws: &mut Draws, max_image_pixels: u64) -> Resu
             each_image(input, Ranks::AtLeastThree, |image| image::adjust_contrast(image, *factor))
         }
         Op::RandomCrop { size } => random_crop(input, size, draws),
-        Op::RandomResizedCrop { height, width, sampling, channels } => {
+        Op::RandomResizedCrop { height, width, sampling, channels, fast } => {
             if let (crate::decode::Values::Strings(strings), []) = (&input.values, input.shape.as_slice()) {
                 return random_resized_crop_encoded(
                     &strings[0],
-                    *channels,
+                    (*channels, *fast),
                     (*height, *width),
                     sampling,
                     draws,
@@ -417,7 +420,7 @@ fn run(op: &Op, input: &Dense, draws: &mut Draws, max_image_pixels: u64) -> Resu
 /// whole (`decode_image`), then cropped and resized.
 fn random_resized_crop_encoded(
     contents: &[u8],
-    channels: u32,
+    (channels, fast): (u32, bool),
     (height, width): (usize, usize),
     sampling: &BoxSampling,
     draws: &mut Draws,
@@ -432,8 +435,14 @@ fn random_resized_crop_encoded(
     };
     let crop = random::sample_box(sampling, h, w, draws);
     let window = (crop.top, crop.left, crop.height, crop.width);
-    let decoded = image_decode::decode_and_crop_jpeg(contents, channels, window, max_image_pixels)?;
-    resize::crop_and_resize_bilinear(&decoded, 0, 0, crop.height, crop.width, height, width)
+    // `fast`: the largest IDCT scaling that leaves the box at least the output's size.
+    let scale = match fast {
+        true => [8, 4, 2].into_iter().find(|s| crop.height / s >= height && crop.width / s >= width).unwrap_or(1),
+        false => 1,
+    };
+    let decoded = image_decode::decode_and_crop_jpeg_scaled(contents, channels, window, scale, max_image_pixels)?;
+    let (box_height, box_width, _) = image::hwc(&decoded)?;
+    resize::crop_and_resize_bilinear(&decoded, 0, 0, box_height, box_width, height, width)
         .ok_or_else(|| "an empty image".to_owned())
 }
 
@@ -638,6 +647,62 @@ mod tests {
     fn parse(json: &str) -> Transforms {
         let list: Vec<readerd_proto::v1::Transform> = serde_json::from_str(json).unwrap();
         crate::spec::transforms::transforms_of(&list, 42).unwrap()
+    }
+
+    /// A 400x375 JPEG of smooth gradients and edges, 4:2:0, quality 90.
+    fn photo_like_jpeg() -> Bytes {
+        let (width, height) = (400, 375);
+        let mut pixels = Vec::with_capacity(width * height * 3);
+        for y in 0..height {
+            for x in 0..width {
+                let edge = if (x / 50 + y / 60) % 3 == 0 { 40 } else { 0 };
+                pixels.push(((x * 255 / width + edge) % 256) as u8);
+                pixels.push((y * 255 / height) as u8);
+                pixels.push((((x + y) * 128 / (width + height) + 64 + edge) % 256) as u8);
+            }
+        }
+        let image = turbojpeg::Image {
+            pixels: pixels.as_slice(),
+            width,
+            pitch: width * 3,
+            height,
+            format: turbojpeg::PixelFormat::RGB,
+        };
+        Bytes::from(turbojpeg::compress(image, 90, turbojpeg::Subsamp::Sub2x2).unwrap().to_vec())
+    }
+
+    fn floats(features: &Features) -> Vec<f32> {
+        let Tensor::Dense(dense) = &features[0].1 else { panic!("dense") };
+        values::floats(dense).unwrap()
+    }
+
+    #[test]
+    fn a_fast_crop_is_close_to_the_exact_one_and_exact_when_the_box_is_small() {
+        let jpeg = photo_like_jpeg();
+        let crop = |fast: bool, size: usize| {
+            parse(&format!(
+                r#"[{{"randomResizedCrop": {{"feature": "jpeg", "size": [{size}, {size}], "channels": 3, "fast": {fast}}}}}]"#
+            ))
+        };
+        let input = || vec![("jpeg".to_owned(), Tensor::Dense(Dense::strings(vec![], vec![jpeg.clone()])))];
+        let (mut total, mut count, mut scaled) = (0.0f64, 0usize, 0);
+        for key in 0..40 {
+            let key = format!("k:{key}");
+            let exact = floats(&crop(false, 64).apply(input(), 1, &key).unwrap());
+            let fast = floats(&crop(true, 64).apply(input(), 1, &key).unwrap());
+            assert_eq!(exact.len(), 64 * 64 * 3);
+            assert_eq!(fast.len(), exact.len());
+            scaled += usize::from(exact != fast);
+            total += exact.iter().zip(&fast).map(|(a, b)| f64::from((a - b).abs())).sum::<f64>();
+            count += exact.len();
+            // A 300x300 output: no box of this image is twice that, so nothing is scaled.
+            let exact = crop(false, 300).apply(input(), 1, &key).unwrap();
+            assert_eq!(crop(true, 300).apply(input(), 1, &key).unwrap(), exact);
+        }
+        let mean = total / count as f64;
+        println!("fast randomResizedCrop 64x64: {scaled} of 40 boxes scaled, mean |difference| {mean:.2} of 255");
+        assert!(scaled > 20, "most boxes are at least twice 64x64: {scaled}");
+        assert!(mean < 8.0, "the scaled decode stays close to the exact pixels: {mean}");
     }
 
     #[test]

@@ -102,7 +102,10 @@ fn ci_runs_the_readmes_test_command_which_sets_up_everything_the_tests_need() {
         "client/python/requirements-test.txt",
         "tests/requirements.txt",
         "azurite",
-        "pip install --quiet --force-reinstall --no-deps ./client/python",
+        "maturin build --quiet --release --manifest-path client/python/Cargo.toml --out target/wheels",
+        "pip install --quiet --force-reinstall --no-deps target/wheels/readerd-*.whl",
+        "tensorflow-cpu",
+        "torch",
         "READERD_TEST_POSTGRES_URL",
         "cargo test --workspace --locked",
     ] {

@@ -309,9 +309,20 @@ fn backoff(attempt: usize) -> Duration {
     base.mul_f64(0.5 + f64::from(jitter % 1000) / 2000.0)
 }
 
-/// An error's message without the request details some stores append on later lines.
-pub fn first_line(err: &dyn std::error::Error) -> String {
-    err.to_string().lines().next().unwrap_or_default().to_owned()
+/// An error's message without the request details some stores append on later lines,
+/// and its root cause when the message does not say it: an HTTP client's "error sending
+/// request" is not what to fix, "invalid peer certificate: UnknownIssuer" is.
+pub fn first_line(err: &(dyn std::error::Error + 'static)) -> String {
+    let line = |err: &dyn std::error::Error| err.to_string().lines().next().unwrap_or_default().to_owned();
+    let message = line(err);
+    let mut root = err.source();
+    while let Some(next) = root.and_then(|e| e.source()) {
+        root = Some(next);
+    }
+    match root.map(line) {
+        Some(cause) if !cause.is_empty() && !message.contains(&cause) => format!("{message} ({cause})"),
+        _ => message,
+    }
 }
 
 #[cfg(test)]

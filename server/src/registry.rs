@@ -169,7 +169,7 @@ impl ReaderRegistry {
             .with_max_image_pixels(self.inner.setup.max_image_pixels);
         crate::reader::type_from_files(&mut spec, &self.inner.setup.roots)?;
         let element_count = crate::reader::element_count(&spec, &self.inner.setup.roots)?;
-        Ok(pb::DescribeSpecResponse { element_count, ..crate::spec::describe(&spec) })
+        Ok(crate::spec::describe(&spec, element_count))
     }
 
     pub fn datasets(&self) -> &BTreeMap<String, pb::DatasetSpec> {

@@ -63,9 +63,9 @@ pub struct ReaderSpec {
     pub mix: Option<Arc<MixSpec>>,
 }
 
-/// What `spec`'s elements hold, feature by feature (`DescribeSpec`; its element count,
-/// which needs the files, is the registry's to fill in).
-pub fn describe(spec: &ReaderSpec) -> pb::DescribeSpecResponse {
+/// What `spec`'s elements hold, feature by feature, and how many there are
+/// (`element_count`, counted from the files: `crate::reader::element_count`): `DescribeSpec`.
+pub fn describe(spec: &ReaderSpec, element_count: i64) -> pb::DescribeSpecResponse {
     use crate::decode::OutputKind;
     use pb::feature_description::Kind;
     let features = spec
@@ -92,7 +92,7 @@ pub fn describe(spec: &ReaderSpec) -> pb::DescribeSpecResponse {
         features,
         batch_size: spec.batch_size as i64,
         drop_remainder: spec.drop_remainder,
-        element_count: crate::reader::element_count::UNKNOWN,
+        element_count,
     }
 }
 

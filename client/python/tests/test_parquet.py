@@ -209,6 +209,13 @@ def test_an_element_count_not_known_before_reading_says_so(server, data_root: Pa
     assert client.describe({**parquet, "pipeline": {"numEpochs": -1}})["elementCount"] == -1  # endless
     assert client.describe({**parquet, "pipeline": {"select": {"skip": 1}}})["elementCount"] == -2
     assert client.describe({"source": {"files": ["t.txt"], "format": "TEXT_LINE"}})["elementCount"] == -2
+    # More than 256 Parquet files: their footers are not all read to describe the spec.
+    (data_root / "many").mkdir()
+    for i in range(257):
+        pq.write_table(pa.table({"id": pa.array([i], pa.int64())}), data_root / "many" / f"p{i:03}.parquet")
+    many = {"source": {"files": ["many/*.parquet"], "format": "PARQUET"}}
+    assert client.describe(many)["elementCount"] == -2
+    assert client.describe({"source": {"files": ["many/p00*.parquet"], "format": "PARQUET"}})["elementCount"] == 10
 
 
 def test_a_null_without_default_names_the_column_and_row(server, data_root: Path) -> None:

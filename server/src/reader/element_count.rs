@@ -6,13 +6,19 @@
 //!
 //! Unknown where counting would mean reading the records: TFRecord, text and CSV files,
 //! compressed files, the classic reader's hops, a selection (key buckets, predicates,
-//! skip/take), unbatching, skipped errors, mixtures.
+//! skip/take), unbatching, skipped errors, mixtures; and columnar sources of more than
+//! [`MAX_FOOTERS`] files.
 
 use crate::error::Result;
 use crate::format::FormatConfig;
 use crate::source::columnar::unit_starts;
 use crate::source::{Compression, DataFile, DataRoots, SourceFormat};
 use crate::spec::ReaderSpec;
+
+/// The most columnar files whose footers are read to count rows (one ranged read each;
+/// on an object store, a request each): past it the count is [`UNKNOWN`], so that
+/// describing a spec of many thousand objects stays quick.
+pub const MAX_FOOTERS: usize = 256;
 
 /// tf.data's `cardinality`: `INFINITE_CARDINALITY`.
 pub const ENDLESS: i64 = -1;
@@ -34,6 +40,9 @@ pub fn element_count(spec: &ReaderSpec, roots: &DataRoots) -> Result<i64> {
     // The files an epoch reads: this shard's when there are at least as many files as
     // shards (`RecordPipeline::epoch_order`), else every file, sharded by record.
     let file_shard = spec.pipeline.shard.filter(|shard| files.len() >= shard.count);
+    if matches!(spec.source.format, SourceFormat::Columnar(_)) && files.len() > MAX_FOOTERS {
+        return Ok(UNKNOWN);
+    }
     let mut records: u64 = 0;
     for (i, file) in files.iter().enumerate() {
         if file_shard.is_some_and(|shard| i % shard.count != shard.index) {

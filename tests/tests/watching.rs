@@ -330,3 +330,38 @@ fn readerctl_top_under_tmux_shows_the_readers_and_updates_in_place() {
     assert_eq!(second.matches("readerd at ").count(), 1, "{second}");
     assert_ne!(drawn, second, "the screen did not change in 2 s");
 }
+
+#[test]
+fn readerctl_read_on_a_terminal_shows_its_progress_out_of_the_described_total() {
+    let data = tempfile::tempdir().unwrap();
+    write_file(data.path(), "records.bin", &(0..400u32).map(|i| i as u8).collect::<Vec<u8>>());
+    let spec = data.path().join("spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"source": {"files": ["records.bin"], "format": "FIXED_LENGTH", "recordBytes": 4}, "pipeline": {"batchSize": 10}}"#,
+    )
+    .unwrap();
+    let server = ServerProcess::start(&[data.path()]);
+    let session = format!("readerd-read-{}", std::process::id());
+    // stdout (the elements) away; the progress line is stderr's, on the terminal.
+    let read = format!(
+        "{} --addr {} read --spec {} --step-ms 300 > /dev/null; sleep 30",
+        binary("readerctl").display(),
+        server.addr,
+        spec.display()
+    );
+    let started =
+        Command::new("tmux").args(["new-session", "-d", "-s", &session, "-x", "160", "-y", "10", &read]).status();
+    assert!(started.unwrap().success(), "tmux is needed");
+    let mut shown = String::new();
+    for _ in 0..80 {
+        shown = pane(&session);
+        if shown.contains("/10 elements (") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = Command::new("tmux").args(["kill-session", "-t", &session]).status();
+    // 100 records in batches of 10: the server says 10 elements before any is read.
+    assert!(shown.contains("/10 elements (") && shown.contains(" records in "), "{shown}");
+}

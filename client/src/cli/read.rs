@@ -47,6 +47,21 @@ pub fn request(
     })
 }
 
+/// The elements a fresh, private read of `request` gives, as the server counts them before
+/// reading (`DescribeSpec`): for the progress line's total. `None` where the count is not
+/// known, for a shared reader (its elements are shared), a resumed read, or a server
+/// that does not answer it.
+async fn element_total(addr: &str, request: &pb::ReadRequest, options: &ConnectOptions) -> Option<u64> {
+    let shared = request.reader.as_ref().is_some_and(|reader| !reader.shared_name.is_empty());
+    if shared || !request.resume_token.is_empty() {
+        return None;
+    }
+    let mut client = readerd_client::Client::connect_with(addr, options).await.ok()?;
+    let describe = pb::DescribeSpecRequest { spec: request.spec.clone(), dataset: request.dataset.clone() };
+    let described = client.service().describe_spec(describe).await.ok()?.into_inner();
+    u64::try_from(described.element_count).ok()
+}
+
 /// How `readerctl read` reads: when it stops, how often it checkpoints, and the step it
 /// takes after each element, as a trainer would.
 pub struct HowToRead {
@@ -79,6 +94,9 @@ pub async fn read(
 ) -> anyhow::Result<ExitCode> {
     let HowToRead { max_batches, checkpoint_every, step } = how;
     let mut progress = readerd_client::progress::Progress::new("records", !quiet);
+    if progress.shown() {
+        progress = progress.with_total(element_total(addrs[0], &request, &options).await);
+    }
     let mut stream = match open_stream(addrs, request, Reconnect::never(), options).await {
         Ok(stream) => stream,
         Err(err) => return Ok(print_stream_error(output, &err)),
@@ -113,7 +131,7 @@ pub async fn read(
         }
         stdout.flush()?;
         received += 1;
-        progress.add(element.keys.len() as u64);
+        progress.element(element.keys.len() as u64);
         // Printed: it is this process's now (a shared reader delivers it to nobody else).
         let done = max_batches.is_some_and(|max| received >= max);
         if let Err(err) = stream.acknowledge_with(done).await {

@@ -132,3 +132,42 @@ def test_a_parquet_spec_has_a_length_counted_per_worker_shard(server, data_root:
     write_ids(data_root, 2, 3)
     with pytest.raises(TypeError, match="not known before reading"):
         len(readerd_torch.IterableDataset(server.addr, SPEC))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_trainer_killed_mid_epoch_resumes_from_its_saved_state_dict(
+    server, data_root: Path, tmp_path: Path, workers: int
+) -> None:
+    """``kill -9`` at step 8 of 12, the loader's state saved every 3 steps: run again, the
+    trainer loads the step-6 state and trains on each batch after it once, in the order an
+    uninterrupted loader gives (with 2 workers, each its shard, in turn)."""
+    import json
+    import subprocess
+    import sys
+
+    from readerd.tfrecord import example, write_tfrecord
+
+    write_tfrecord(data_root / "ids.tfrecord", [example({"id": i, "x": [i * 0.01, 1.0]}) for i in range(96)])
+    spec = {
+        "source": {"files": ["ids.tfrecord"], "format": "TFRECORD"},
+        "decoder": {"example": {"features": {"id": {"fixedLen": {"dtype": "INT64", "shape": []}},
+                                             "x": {"fixedLen": {"dtype": "FLOAT32", "shape": [2]}}}}},
+        "pipeline": {"batchSize": 8, "seed": 7, "shuffle": {"bufferSize": 32}},
+    }  # fmt: skip
+    spec_path = tmp_path / "ids.json"
+    spec_path.write_text(json.dumps(spec))
+    whole = [b["id"].tolist() for b in readerd_torch.loader(readerd_torch.IterableDataset(server.addr, spec),
+                                                            num_workers=workers)]  # fmt: skip
+    assert len(whole) == 12 and sorted(sum(whole, [])) == list(range(96))
+    state, log = tmp_path / "state.pt", tmp_path / "trained.jsonl"
+    trainer = [sys.executable, str(Path(__file__).with_name("torch_trainer.py")), server.addr, str(spec_path),
+               str(state), str(log), str(workers), "3"]  # fmt: skip
+    killed = subprocess.run(trainer + ["8"], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    first = [json.loads(line) for line in log.read_text().splitlines()]
+    assert first == whole[:8]
+    log.unlink()
+    resumed = subprocess.run(trainer, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    second = [json.loads(line) for line in log.read_text().splitlines()]
+    assert second == whole[6:]  # after the step-6 state: batches 7..12

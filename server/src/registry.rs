@@ -167,8 +167,10 @@ impl ReaderRegistry {
             .ok_or_else(|| ServeError::InvalidArgument("DescribeSpec needs a spec or a dataset".into()))?;
         let mut spec = ReaderSpec::from_proto(spec, self.inner.setup.max_record_bytes)?
             .with_max_image_pixels(self.inner.setup.max_image_pixels);
-        crate::reader::type_from_files(&mut spec, &self.inner.setup.roots)?;
-        let element_count = crate::reader::element_count(&spec, &self.inner.setup.roots)?;
+        // One listing for both: a mixture's files type it, and it is not counted.
+        let files = crate::reader::files_of(crate::reader::typed_by(&spec), &self.inner.setup.roots)?;
+        crate::reader::type_from_files(&mut spec, &files)?;
+        let element_count = crate::reader::element_count(&spec, &files)?;
         Ok(crate::spec::describe(&spec, element_count))
     }
 

@@ -12,7 +12,7 @@
 use crate::error::Result;
 use crate::format::FormatConfig;
 use crate::source::columnar::unit_starts;
-use crate::source::{Compression, DataFile, DataRoots, SourceFormat};
+use crate::source::{Compression, DataFile, SourceFormat};
 use crate::spec::ReaderSpec;
 
 /// The most columnar files whose footers are read to count rows (one ranged read each;
@@ -25,18 +25,14 @@ pub const ENDLESS: i64 = -1;
 /// tf.data's `cardinality`: `UNKNOWN_CARDINALITY`.
 pub const UNKNOWN: i64 = -2;
 
-/// The elements `spec` gives: a count, [`ENDLESS`] or [`UNKNOWN`] (blocking: reads file
-/// sizes and columnar footers).
-pub fn element_count(spec: &ReaderSpec, roots: &DataRoots) -> Result<i64> {
+/// The elements `spec` gives, reading its `files` (`reader::files_of`): a count, [`ENDLESS`]
+/// or [`UNKNOWN`] (blocking: reads file sizes and columnar footers).
+pub fn element_count(spec: &ReaderSpec, files: &[DataFile]) -> Result<i64> {
     let selects = !spec.select.is_empty();
     if spec.mix.is_some() || spec.unbatch || spec.skip_errors || selects {
         return Ok(UNKNOWN);
     }
     let Some(epochs) = spec.pipeline.num_epochs else { return Ok(ENDLESS) };
-    let mut files = Vec::new();
-    for pattern in &spec.patterns {
-        files.extend(roots.resolve(pattern)?);
-    }
     // The files an epoch reads: this shard's when there are at least as many files as
     // shards (`RecordPipeline::epoch_order`), else every file, sharded by record.
     let file_shard = spec.pipeline.shard.filter(|shard| files.len() >= shard.count);

@@ -108,12 +108,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::consumer::Delivery;
 use crate::coordinator::Coordinator;
-use crate::decode::Decoder;
 use crate::element::Element;
 use crate::error::{Result, ServeError};
-use crate::format::FormatConfig;
 use crate::pipeline::{Next, PipelineEnv, RecordPipeline};
-use crate::source::{Compression, DataFile, DataRoots, Record, SourceConfig, SourceFormat};
+use crate::source::{Compression, DataFile, DataRoots, Record, SourceConfig};
 use crate::spec::ReaderSpec;
 use columnar_schema::type_columns_from_first_file;
 use csv_header::name_csv_columns_from_headers;
@@ -228,38 +226,42 @@ impl ReaderSettings {
     }
 }
 
-/// What a reader opening `spec` learns from its files before its first record (blocking:
-/// file-system or object-store reads): CSV columns named by the files' header lines, and
-/// a columnar source's column types from its first file. A mixture's elements are its
-/// first component's. `DescribeSpec` describes a spec typed so.
-pub fn type_from_files(spec: &mut ReaderSpec, roots: &DataRoots) -> Result<()> {
-    if let Some(mix) = spec.mix.as_mut() {
-        return match Arc::make_mut(mix).components.first_mut() {
-            Some(first) => type_from_files(first, roots),
-            None => Ok(()),
-        };
-    }
-    let header_names = matches!(spec.source.format, SourceFormat::Framed(FormatConfig::Csv { header: true, .. }));
-    let untyped_columns = matches!(spec.decoder.as_ref(), Decoder::Columns(columns) if !columns.is_resolved());
-    if !header_names && !untyped_columns {
-        return Ok(());
-    }
+/// The files `spec`'s patterns name, in the patterns' order (blocking: file-system
+/// lookups and object-store listings).
+pub fn files_of(spec: &ReaderSpec, roots: &DataRoots) -> Result<Vec<DataFile>> {
     let mut files = Vec::new();
     for pattern in &spec.patterns {
         files.extend(roots.resolve(pattern)?);
     }
-    name_csv_columns_from_headers(spec, &files)?;
-    type_columns_from_first_file(spec, &files)
+    Ok(files)
+}
+
+/// The spec whose files type `spec`'s elements: a mixture's first component (its elements
+/// are that component's), else `spec` itself.
+pub fn typed_by(spec: &ReaderSpec) -> &ReaderSpec {
+    spec.mix.as_deref().and_then(|mix| mix.components.first()).unwrap_or(spec)
+}
+
+/// What a reader opening `spec` learns from its `files` (those of [`typed_by`]) before
+/// its first record (blocking: file-system or object-store reads): CSV columns named by
+/// the files' header lines, and a columnar source's column types from its first file.
+/// `DescribeSpec` describes a spec typed so.
+pub fn type_from_files(spec: &mut ReaderSpec, files: &[DataFile]) -> Result<()> {
+    if let Some(mix) = spec.mix.as_mut() {
+        return match Arc::make_mut(mix).components.first_mut() {
+            Some(first) => type_from_files(first, files),
+            None => Ok(()),
+        };
+    }
+    name_csv_columns_from_headers(spec, files)?;
+    type_columns_from_first_file(spec, files)
 }
 
 impl Reader {
     /// Resolves the spec's files (blocking: file-system lookups) and makes a reader at the
     /// first record.
     pub fn open(name: String, mut spec: ReaderSpec, roots: &DataRoots, settings: &ReaderSettings) -> Result<Self> {
-        let mut files = Vec::new();
-        for pattern in &spec.patterns {
-            files.extend(roots.resolve(pattern)?);
-        }
+        let files = files_of(&spec, roots)?;
         // Per-file state (names, paths, positions) grows with the spec's file list and
         // its globs, not with the request's size: reserved from the memory budget.
         let state_bytes = files.iter().map(|file| std::mem::size_of::<DataFile>() + 3 * file.name.len()).sum();

@@ -20,7 +20,7 @@ pub mod tensor;
 
 pub use output::{OutputFeature, OutputKind};
 pub(crate) use tensor::put_le;
-pub use tensor::{DType, Dense, Ragged, Sparse, Tensor, Values};
+pub use tensor::{DType, Dense, DenseStack, Ragged, Sparse, Tensor, Values};
 
 /// A record that does not decode. The message follows TensorFlow's (it names the record
 /// and the feature or column); the gRPC code is INVALID_ARGUMENT.

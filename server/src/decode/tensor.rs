@@ -216,31 +216,88 @@ impl Dense {
 
     /// Tensors of one dtype and shape `[...]` stacked into `[n, ...]`; `None` when they differ.
     pub fn stack(parts: &[Dense]) -> Option<Dense> {
-        let first = parts.first()?;
-        if parts.iter().any(|p| p.dtype != first.dtype || p.shape != first.shape) {
-            return None;
-        }
-        let mut shape = vec![parts.len()];
-        shape.extend_from_slice(&first.shape);
-        let values = match &first.values {
-            Values::Bytes(first_bytes) => {
-                let mut out = Vec::with_capacity(first_bytes.len() * parts.len());
-                for part in parts {
-                    let Values::Bytes(bytes) = &part.values else { return None };
-                    out.extend_from_slice(bytes);
-                }
-                Values::Bytes(Bytes::from(out))
+        let (first, rest) = parts.split_first()?;
+        let mut stack = DenseStack::new(first, parts.len());
+        for part in rest {
+            if !stack.push(part) {
+                return None;
             }
-            Values::Strings(first_strings) => {
-                let mut out = Vec::with_capacity(first_strings.len() * parts.len());
-                for part in parts {
-                    let Values::Strings(strings) = &part.values else { return None };
-                    out.extend_from_slice(strings);
-                }
-                Values::Strings(out)
+        }
+        Some(stack.finish())
+    }
+}
+
+/// Tensors of one dtype and shape `[...]` stacked into `[n, ...]` as they come (tf.data's
+/// `batch`), each copied into the stack's buffer as it is pushed so that it can be freed
+/// at once. A buffer of a large batch comes from the server's pool of batch buffers
+/// (`crate::batch_buffers`) and goes back there when the batch has been sent.
+#[derive(Debug)]
+pub struct DenseStack {
+    dtype: DType,
+    part_shape: Vec<usize>,
+    parts: usize,
+    values: StackValues,
+}
+
+#[derive(Debug)]
+enum StackValues {
+    Bytes(Vec<u8>),
+    Strings(Vec<Bytes>),
+}
+
+/// The most a stack's buffer is sized for up front; past it the buffer grows as parts
+/// come (the expected count comes from records and requests, so it is not trusted for one
+/// allocation).
+const STACK_RESERVE_MAX: usize = 256 << 20;
+
+impl DenseStack {
+    /// A stack that starts with `first`, sized for about `expected` parts.
+    pub fn new(first: &Dense, expected: usize) -> Self {
+        let values = match &first.values {
+            Values::Bytes(bytes) => {
+                let mut out = crate::batch_buffers::take(bytes.len().saturating_mul(expected).min(STACK_RESERVE_MAX));
+                out.extend_from_slice(bytes);
+                StackValues::Bytes(out)
+            }
+            Values::Strings(strings) => {
+                let mut out = Vec::with_capacity(strings.len().saturating_mul(expected).min(STACK_RESERVE_MAX / 32));
+                out.extend_from_slice(strings);
+                StackValues::Strings(out)
             }
         };
-        Some(Dense { dtype: first.dtype, shape, values })
+        Self { dtype: first.dtype, part_shape: first.shape.clone(), parts: 1, values }
+    }
+
+    /// Appends `part`; false, appending nothing, when its dtype or shape is not the first
+    /// part's.
+    pub fn push(&mut self, part: &Dense) -> bool {
+        if part.dtype != self.dtype || part.shape != self.part_shape {
+            return false;
+        }
+        match (&mut self.values, &part.values) {
+            (StackValues::Bytes(out), Values::Bytes(bytes)) => out.extend_from_slice(bytes),
+            (StackValues::Strings(out), Values::Strings(strings)) => out.extend_from_slice(strings),
+            _ => return false,
+        }
+        self.parts += 1;
+        true
+    }
+
+    /// The shape of each part: the first one's.
+    pub fn part_shape(&self) -> &[usize] {
+        &self.part_shape
+    }
+
+    /// The stacked tensor, `[parts, ...]`.
+    pub fn finish(self) -> Dense {
+        let mut shape = Vec::with_capacity(self.part_shape.len() + 1);
+        shape.push(self.parts);
+        shape.extend_from_slice(&self.part_shape);
+        let values = match self.values {
+            StackValues::Bytes(bytes) => Values::Bytes(crate::batch_buffers::into_bytes(bytes)),
+            StackValues::Strings(strings) => Values::Strings(strings),
+        };
+        Dense { dtype: self.dtype, shape, values }
     }
 }
 

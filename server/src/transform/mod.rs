@@ -23,9 +23,7 @@ pub mod random;
 pub mod resize;
 pub mod values;
 
-use bytes::Bytes;
-
-use crate::decode::{DType, Dense, OutputFeature, OutputKind, Tensor, Values};
+use crate::decode::{DType, Dense, DenseStack, OutputFeature, OutputKind, Tensor};
 use image::{Ranks, each_image};
 use random::{BoxSampling, Draws, ElementSeed};
 use resize::Method;
@@ -282,7 +280,7 @@ impl Transforms {
                 stacking.push(tensor, i).map_err(failed)?;
             }
         }
-        let mut stacked: Vec<(String, Tensor)> = stacked.into_iter().map(|s| s.finish(ids.len())).collect();
+        let mut stacked: Vec<(String, Tensor)> = stacked.into_iter().map(Stacking::finish).collect();
         // The batch's order: its features as they came, those the steps wrote in place,
         // then the new ones.
         let mut out: Features = Vec::with_capacity(kept.len() + stacked.len());
@@ -583,65 +581,38 @@ fn output_of(op: &Op, dtype: DType, shape: &[Option<usize>]) -> Result<(DType, V
 /// `batch` after a `map`): every record's tensor must have the first one's dtype and shape.
 struct Stacking {
     name: String,
-    dtype: DType,
-    shape: Vec<usize>,
-    values: StackedValues,
+    stack: DenseStack,
 }
-
-enum StackedValues {
-    Bytes(Vec<u8>),
-    Strings(Vec<Bytes>),
-}
-
-/// The most a batch's buffer is sized for up front; past it the buffer grows as records
-/// come (sizes come from the records, so they are not trusted for one allocation).
-const STACK_RESERVE_MAX: usize = 256 << 20;
 
 impl Stacking {
     fn first(name: String, tensor: Tensor, records: usize) -> Self {
         let Tensor::Dense(dense) = tensor else { unreachable!("transforms give dense features") };
-        let values = match dense.values {
-            Values::Bytes(bytes) => {
-                let mut out = crate::batch_buffers::take(bytes.len().saturating_mul(records).min(STACK_RESERVE_MAX));
-                out.extend_from_slice(&bytes);
-                StackedValues::Bytes(out)
-            }
-            Values::Strings(strings) => StackedValues::Strings(strings),
-        };
-        Self { name, dtype: dense.dtype, shape: dense.shape, values }
+        Self { name, stack: DenseStack::new(&dense, records) }
     }
 
     /// Record `index`'s tensor, after the ones before it.
     fn push(&mut self, tensor: Tensor, index: usize) -> Result<(), String> {
         let Tensor::Dense(dense) = tensor else { unreachable!("transforms give dense features") };
-        if dense.shape != self.shape || dense.dtype != self.dtype {
-            return Err(format!(
-                "Cannot batch tensors with different shapes in feature {}. First element had shape {:?} and element {index} had shape {:?}.",
-                self.name, self.shape, dense.shape
-            ));
+        if self.stack.push(&dense) {
+            return Ok(());
         }
-        match (&mut self.values, dense.values) {
-            (StackedValues::Bytes(out), Values::Bytes(bytes)) => out.extend_from_slice(&bytes),
-            (StackedValues::Strings(out), Values::Strings(strings)) => out.extend(strings),
-            _ => unreachable!("one dtype holds one kind of values"),
-        }
-        Ok(())
+        Err(format!(
+            "Cannot batch tensors with different shapes in feature {}. First element had shape {:?} and element {index} had shape {:?}.",
+            self.name,
+            self.stack.part_shape(),
+            dense.shape
+        ))
     }
 
-    fn finish(self, records: usize) -> (String, Tensor) {
-        let mut shape = Vec::with_capacity(self.shape.len() + 1);
-        shape.push(records);
-        shape.extend_from_slice(&self.shape);
-        let values = match self.values {
-            StackedValues::Bytes(bytes) => Values::Bytes(crate::batch_buffers::into_bytes(bytes)),
-            StackedValues::Strings(strings) => Values::Strings(strings),
-        };
-        (self.name, Tensor::Dense(Dense { dtype: self.dtype, shape, values }))
+    fn finish(self) -> (String, Tensor) {
+        (self.name, Tensor::Dense(self.stack.finish()))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
     use super::*;
 
     fn parse(json: &str) -> Transforms {

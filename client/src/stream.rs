@@ -130,6 +130,12 @@ impl ReaderStream {
         next
     }
 
+    /// The connection the stream reads on now, for other calls to the same server (a
+    /// clone shares it); `None` while it has none.
+    pub fn connection(&self) -> Option<Client> {
+        self.on.time_reporter().map(|(client, _)| client.clone())
+    }
+
     /// Keeps where the trainer's time goes while `next()` waits: the stream's connection
     /// and id, cloned only when they change (a reconnect, another replica).
     fn take_reporter(&mut self) {

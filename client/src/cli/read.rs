@@ -13,8 +13,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use readerd_client::{
-    ConnectOptions, Received, Reconnect, StreamError, code_name, json, open_stream, reader_ref, status_code,
-    status_message, v1 as pb,
+    ConnectOptions, ReaderStream, Received, Reconnect, StreamError, code_name, json, open_stream, reader_ref,
+    status_code, status_message, v1 as pb,
 };
 use serde_json::json;
 
@@ -48,18 +48,21 @@ pub fn request(
 }
 
 /// The elements a fresh, private read of `request` gives, as the server counts them before
-/// reading (`DescribeSpec`): for the progress line's total. `None` where the count is not
-/// known, for a shared reader (its elements are shared), a resumed read, or a server
-/// that does not answer it.
-async fn element_total(addr: &str, request: &pb::ReadRequest, options: &ConnectOptions) -> Option<u64> {
-    let shared = request.reader.as_ref().is_some_and(|reader| !reader.shared_name.is_empty());
-    if shared || !request.resume_token.is_empty() {
-        return None;
-    }
-    let mut client = readerd_client::Client::connect_with(addr, options).await.ok()?;
-    let describe = pb::DescribeSpecRequest { spec: request.spec.clone(), dataset: request.dataset.clone() };
-    let described = client.service().describe_spec(describe).await.ok()?.into_inner();
+/// reading (`DescribeSpec`, asked on the stream's own connection): for the progress
+/// line's total. `None` where the count is not known, for a shared reader (its elements
+/// are shared), a resumed read, or a server that does not answer it.
+async fn element_total(stream: &ReaderStream, describe: Option<pb::DescribeSpecRequest>) -> Option<u64> {
+    let mut client = stream.connection()?;
+    let described = client.service().describe_spec(describe?).await.ok()?.into_inner();
     u64::try_from(described.element_count).ok()
+}
+
+/// What to ask `DescribeSpec` for `request`'s total: nothing for a shared reader or a
+/// resumed read, whose elements are not the spec's from its start.
+fn describe_request(request: &pb::ReadRequest) -> Option<pb::DescribeSpecRequest> {
+    let shared = request.reader.as_ref().is_some_and(|reader| !reader.shared_name.is_empty());
+    let counted = !shared && request.resume_token.is_empty();
+    counted.then(|| pb::DescribeSpecRequest { spec: request.spec.clone(), dataset: request.dataset.clone() })
 }
 
 /// How `readerctl read` reads: when it stops, how often it checkpoints, and the step it
@@ -94,13 +97,14 @@ pub async fn read(
 ) -> anyhow::Result<ExitCode> {
     let HowToRead { max_batches, checkpoint_every, step } = how;
     let mut progress = readerd_client::progress::Progress::new("records", !quiet);
-    if progress.shown() {
-        progress = progress.with_total(element_total(addrs[0], &request, &options).await);
-    }
+    let counting = describe_request(&request).filter(|_| progress.shown());
     let mut stream = match open_stream(addrs, request, Reconnect::never(), options).await {
         Ok(stream) => stream,
         Err(err) => return Ok(print_stream_error(output, &err)),
     };
+    if counting.is_some() {
+        progress = progress.with_total(element_total(&stream, counting).await);
+    }
     if max_batches == Some(0) {
         return Ok(ExitCode::SUCCESS);
     }

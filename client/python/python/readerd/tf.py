@@ -45,7 +45,7 @@ import numpy as np
 from .client import Client
 from .tensors import Ragged, Sparse, Strings
 
-__all__ = ["BackupAndRestore", "Reader", "dataset", "element_spec_from_server", "element_spec_of"]
+__all__ = ["BackupAndRestore", "Reader", "dataset", "element_spec_of"]
 
 
 def dataset(
@@ -90,20 +90,14 @@ def _with_cardinality(ds: tf.data.Dataset, count: int) -> tf.data.Dataset:
     return ds
 
 
-def element_spec_from_server(
-    addr: Union[str, list[str]], spec: Optional[dict], dataset: Optional[str] = None, client_options: Optional[dict] = None
-) -> dict:
-    """``{feature: tf.TypeSpec}`` of a spec's (or the server's named ``dataset``'s) elements:
-    TensorFlow's own parsing functions give them where the spec alone says (see
-    :func:`element_spec_of`); the server's ``DescribeSpec`` gives what only the files say
-    (CSV columns named by a header, Parquet and Arrow columns) and what transforms write."""
-    return _from_server(addr, spec, dataset, client_options)[0]
-
-
 def _from_server(
     addr: Union[str, list[str]], spec: Optional[dict], dataset: Optional[str], client_options: Optional[dict]
 ) -> tuple[dict, int]:
-    """The element spec (:func:`element_spec_from_server`) and the server's element count."""
+    """``{feature: tf.TypeSpec}`` of a spec's (or the server's named ``dataset``'s) elements,
+    and the server's count of them (tf.data's cardinality). TensorFlow's own parsing
+    functions give the types where the spec alone says (see :func:`element_spec_of`); the
+    server's ``DescribeSpec`` gives what only the files say (CSV columns named by a header,
+    Parquet and Arrow columns) and what transforms write."""
     if spec is None and not dataset:
         raise ValueError("readerd.tf needs a spec or dataset= (or element_spec=)")
     with Client(addr, **(client_options or {})) as client:

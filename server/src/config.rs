@@ -104,6 +104,11 @@ pub struct Config {
     /// Elements buffered per stream before reading waits for the trainer.
     #[arg(long, env = "READERD_STREAM_BUFFER", default_value_t = 16)]
     pub stream_buffer: usize,
+    /// Payload bytes buffered per stream before reading waits for the trainer, whatever
+    /// `--stream-buffer` allows (0: no limit; an element larger than this still goes,
+    /// alone). What a stalled trainer holds on the server.
+    #[arg(long, env = "READERD_STREAM_BUFFER_BYTES", default_value_t = 64 << 20)]
+    pub stream_buffer_bytes: usize,
     /// A JSON file of named datasets, `{"imagenet-train": SPEC, ...}` (SPEC as in a spec
     /// file), so trainers can ask for a dataset by name.
     #[arg(long, env = "READERD_DATASETS")]
@@ -277,6 +282,7 @@ impl Config {
         set("max-record-bytes", (self.max_record_bytes as i64).into());
         set("max-image-pixels", (self.max_image_pixels as i64).into());
         set("stream-buffer", (self.stream_buffer as i64).into());
+        set("stream-buffer-bytes", (self.stream_buffer_bytes as i64).into());
         set("cache-bytes", (self.cache_bytes as i64).into());
         set("job-window-bytes", (self.job_window_bytes as i64).into());
         set("idle-reader-timeout", format!("{}ms", self.idle_reader_timeout.as_millis()).into());

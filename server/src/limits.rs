@@ -17,6 +17,8 @@ pub struct Limits {
     pub readers_per_container: usize,
     pub consumers_per_reader: usize,
     pub batch_bytes: usize,
+    /// Payload bytes a stream's buffer holds before reading waits for the trainer.
+    pub stream_buffer_bytes: usize,
 }
 
 impl Limits {

@@ -242,6 +242,7 @@ fn reader_registry(
         readers_per_container: config.max_readers_per_container,
         consumers_per_reader: config.max_consumers_per_reader,
         batch_bytes: config.max_batch_bytes,
+        stream_buffer_bytes: config.stream_buffer_bytes,
     };
     let files = FileBudget::new(config.max_open_files);
     let max_record_bytes = config.max_record_bytes;

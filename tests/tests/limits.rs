@@ -1,7 +1,7 @@
 //! Every limit answers RESOURCE_EXHAUSTED, and the server goes on serving the others.
 
 use readerd_client::v1 as pb;
-use readerd_tests::{ServerProcess, write_file};
+use readerd_tests::{ServerProcess, free_address, scrape_metrics, write_file};
 use serde_json::json;
 
 fn data() -> tempfile::TempDir {
@@ -94,6 +94,67 @@ async fn batches_over_the_byte_limit_end_the_stream_alone() {
     assert_eq!(err.code(), tonic::Code::ResourceExhausted);
     assert!(err.message().contains("--max-batch-bytes 200"), "{}", err.message());
     first(&mut client, "", "", spec(4, 1)).await.expect("small batches are served");
+}
+
+/// The elements buffered in the server's streams (`readerd_stream_buffered_elements`).
+fn buffered_elements(metrics_addr: &str) -> f64 {
+    let metrics = scrape_metrics(metrics_addr);
+    let line = metrics.lines().find_map(|line| line.strip_prefix("readerd_stream_buffered_elements "));
+    line.unwrap_or_else(|| panic!("no buffered elements in:\n{metrics}")).parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_stalled_trainer_holds_at_most_its_streams_buffer_bytes_and_then_reads_on() {
+    // 1,000 records of 16 KiB, in batches of 16: 63 elements of 256 KiB (the last 128 KiB)
+    // an epoch; three epochs, 48 MiB a stream, more than its HTTP/2 window (16 MiB) lets
+    // the trainer's side take while it stalls.
+    let data = tempfile::tempdir().unwrap();
+    let records: Vec<u8> = (0..1000u32).flat_map(|i| i.to_le_bytes().repeat(4096)).collect();
+    write_file(data.path(), "records.bin", &records);
+    let spec: pb::DatasetSpec = serde_json::from_value(json!({
+        "source": {"files": ["records.bin"], "format": "FIXED_LENGTH", "recordBytes": 16384},
+        "decoder": {"raw": {"outType": "INT32"}},
+        "pipeline": {"batchSize": 16, "numEpochs": 3}
+    }))
+    .unwrap();
+    // 16 elements a stream may hold, but only 512 KiB of them: two of these.
+    let metrics_addr = free_address();
+    let args = ["--stream-buffer", "16", "--stream-buffer-bytes", "524288", "--metrics-listen", &metrics_addr];
+    let server = ServerProcess::start_with(&[data.path()], &args);
+    let mut client = server.client().await;
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        stalled.push(first(&mut client, "", "", spec.clone()).await.unwrap());
+    }
+    // The trainers stall; the streams fill what they may and wait.
+    let mut buffered = 0.0;
+    for _ in 0..20 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        buffered = buffered_elements(&metrics_addr);
+    }
+    assert!(buffered > 0.0, "the streams read ahead of their stalled trainers");
+    assert!(buffered <= 8.0, "{buffered} elements buffered in 4 streams of at most 2 (512 KiB) each");
+    // Nothing was ended or lost: each trainer reads on to its end, every record once.
+    for mut stream in stalled {
+        let mut records = Vec::new();
+        let end = loop {
+            match stream.message().await.unwrap() {
+                Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::Element(element)) }) => {
+                    let tensor = element.features[0].tensor.as_ref().and_then(|t| t.kind.as_ref());
+                    let Some(pb::tensor::Kind::Dense(dense)) = tensor else { panic!("a dense tensor") };
+                    let firsts =
+                        dense.data.chunks(16384).map(|record| u32::from_le_bytes(record[..4].try_into().unwrap()));
+                    records.extend(firsts);
+                }
+                Some(pb::ReadResponse { kind: Some(pb::read_response::Kind::EndOfSequence(end)) }) => break end,
+                Some(_) => continue,
+                None => panic!("the stream ended without its end-of-sequence marker"),
+            }
+        };
+        let expected: Vec<u32> = (16..1000).chain(0..1000).chain(0..1000).collect();
+        assert_eq!(records, expected, "the records after the first batch, each once an epoch");
+        assert_eq!(end.after_seq, 3 * 63 - 1);
+    }
 }
 
 #[tokio::test]

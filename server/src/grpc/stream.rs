@@ -244,6 +244,11 @@ impl ElementStream {
         if self.holds_all_a_session_may() {
             return self.wait_for_delivery_change(tx).await;
         }
+        if self.buffer.room_under(self.limits.stream_buffer_bytes) == 0 {
+            // The buffer holds all the bytes it may: wait for the transport to take one.
+            drop(self.reserve(tx, (tx.capacity() + 1).min(tx.max_capacity())).await?);
+            return Continue(());
+        }
         let (free, least) = self.room(tx);
         let waiting = Instant::now();
         let permits = self.reserve(tx, free).await?;
@@ -279,8 +284,9 @@ impl ElementStream {
         let streams = METRICS.streams_active.load(Ordering::Relaxed).max(1);
         let threads = self.reader.decode_threads() / usize::try_from(streams).unwrap_or(usize::MAX);
         let per_stream = threads.max(1) * self.reader.elements_decoded_together();
-        let least = per_stream.clamp(1, tx.max_capacity());
-        let mut free = self.session_room(tx.capacity().clamp(least, CHUNK_ELEMENTS.max(least)));
+        let fitting = self.buffer.room_under(self.limits.stream_buffer_bytes);
+        let least = per_stream.clamp(1, tx.max_capacity()).min(fitting);
+        let mut free = self.session_room(tx.capacity().clamp(least, CHUNK_ELEMENTS.max(least)).min(fitting));
         if self.auto.every > 0 {
             // A chunk ends where a checkpoint by count is due, so each comes exactly then.
             free = free.min(usize::try_from(self.auto.every - self.since_checkpoint).unwrap_or(usize::MAX).max(1));

@@ -9,7 +9,9 @@
 #       bench/replicas.sh DATA_DIR [WORKLOADS]
 #
 # DATA_DIR: written here by `readerctl gen-demo` when it has no specs yet (WORKLOADS,
-# default "tabular,images"). CPU caps: cgroup v1 `cpu.cfs_quota_us` under
+# default "tabular,images"); a workload whose spec is DATA_DIR/WORKLOAD.json brings its own
+# files (`bench/jpeg_data.py DATA_DIR` writes the `jpeg` one: decoding and augmenting on
+# the server). CPU caps: cgroup v1 `cpu.cfs_quota_us` under
 # /sys/fs/cgroup/cpu (root); without it the script stops (taskset cannot give a quarter of
 # a core). At the default 0.25 core, 3 replicas use at most 0.75 core of the machine's 2,
 # beside the client and PostgreSQL. SPEC_PIPELINE: JSON merged into each spec's
@@ -39,10 +41,22 @@ cargo build --release --quiet --bin readerd --bin readerctl
 ctl=target/release/readerctl
 IFS=, read -ra names <<< "$workloads"
 for workload in "${names[@]}"; do
-    # The files once, the specs (with EPOCHS) every time.
-    only=""
-    [ -d "$data/$workload" ] && only=--specs-only
-    $ctl --quiet gen-demo --out "$data" --workloads "$workload" --epochs "$epochs" $only
+    if [ -f "$data/$workload.json" ]; then
+        # A workload that brings its own files and spec (bench/jpeg_data.py's jpeg): its
+        # spec with EPOCHS epochs, where `readerctl bench` looks for it.
+        mkdir -p "$data/specs"
+        python3 - "$data/$workload.json" "$data/specs/$workload.json" "$epochs" <<'PY'
+import json, sys
+spec = json.load(open(sys.argv[1]))
+spec.setdefault("pipeline", {})["numEpochs"] = int(sys.argv[3])
+json.dump(spec, open(sys.argv[2], "w"), indent=2)
+PY
+    else
+        # The files once, the specs (with EPOCHS) every time.
+        only=""
+        [ -d "$data/$workload" ] && only=--specs-only
+        $ctl --quiet gen-demo --out "$data" --workloads "$workload" --epochs "$epochs" $only
+    fi
     if [ -n "${SPEC_PIPELINE:-}" ]; then
         python3 - "$data/specs/$workload.json" "$SPEC_PIPELINE" <<'PY'
 import json, sys

@@ -2,7 +2,8 @@
 """Stalled consumers against the memory budget (issue 55): a readerd with `--memory-budget`
 serving N private streams of a spec that each take one element and then stall, the
 server's resident memory (VmRSS) and peak (VmHWM) sampled every 5 s, and how many streams
-the server ended (its log's "stream failed" lines).
+the server ended (its log's "stream failed" lines), and how many read on when their
+trainers come back.
 
     python3 bench/stalled_consumers.py target/release/readerd /tmp/jpeg2000 --budget-mib 1024
 
@@ -65,6 +66,17 @@ def main() -> None:
                   f"peak {status_mib(server.pid, 'VmHWM:'):.0f} MiB (budget {args.budget_mib} MiB)", flush=True)
         failed = sum(1 for line in Path(log.name).read_text().splitlines() if "stream failed" in line)
         print(f"{args.consumers} consumers, {failed} streams ended by the server (see {log.name})")
+        # The trainers come back: each stream that is alive gives its next elements.
+        alive = 0
+        for stream in streams:
+            try:
+                for _ in range(3):
+                    next(stream)
+                alive += 1
+            except (readerd.ReaderdError, StopIteration) as err:
+                print(f"a stream did not read on: {str(err)[:160]}")
+        print(f"{alive} of {len(streams)} streams read on after the stall; "
+              f"peak RSS {status_mib(server.pid, 'VmHWM:'):.0f} MiB")
     finally:
         server.kill()
 

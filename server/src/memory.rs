@@ -94,6 +94,19 @@ impl MemoryBudget {
         self.unreserved.store(unreserved, Ordering::Relaxed);
     }
 
+    /// Whether what can wait (a stream reading ahead of its trainer) may take `bytes` more
+    /// now: it leaves a quarter of the room reservations of that size have, and a quarter
+    /// of the budget, to what cannot (a stream's next element, a file's read buffer).
+    pub fn room_to_read_ahead(&self, bytes: usize) -> bool {
+        let limit = self.limit();
+        if limit == 0 {
+            return true;
+        }
+        let ceiling = if bytes > SMALL_HOLDING { limit / 2 } else { limit - limit / 4 };
+        let total = self.reserved().saturating_add(bytes);
+        total <= ceiling - ceiling / 4 && total.saturating_add(self.unreserved()) <= limit - limit / 4
+    }
+
     /// An empty reservation, to grow with [`Reservation::resize`].
     pub fn reservation(&'static self) -> Reservation {
         Reservation { budget: self, bytes: 0 }
@@ -274,6 +287,21 @@ mod tests {
         assert_eq!(budget.reserved(), 1 << 20);
         drop(large);
         assert_eq!(budget.reserved(), 0);
+    }
+
+    #[test]
+    fn reading_ahead_leaves_a_quarter_of_the_room_to_what_cannot_wait() {
+        let budget: &'static MemoryBudget = Box::leak(Box::new(MemoryBudget::new(128 << 20)));
+        // Large holdings may take 64 MiB: reading ahead, 48 of them.
+        let held = budget.reserve(40 << 20, String::new).unwrap();
+        assert!(budget.room_to_read_ahead(8 << 20), "48 MiB");
+        assert!(!budget.room_to_read_ahead(9 << 20), "49 MiB");
+        budget.reserve(9 << 20, String::new).expect("a reservation of what cannot wait still fits");
+        drop(held);
+        // What the process holds beyond its reservations counts too: 96 MiB of the 128 in all.
+        budget.measured(90 << 20, 0);
+        assert!(!budget.room_to_read_ahead(9 << 20));
+        assert!(MemoryBudget::new(0).room_to_read_ahead(usize::MAX), "no budget: no limit");
     }
 
     #[test]

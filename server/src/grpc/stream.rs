@@ -244,8 +244,9 @@ impl ElementStream {
         if self.holds_all_a_session_may() {
             return self.wait_for_delivery_change(tx).await;
         }
-        if self.buffer.room_under(self.limits.stream_buffer_bytes) == 0 {
-            // The buffer holds all the bytes it may: wait for the transport to take one.
+        let budget = crate::memory::server();
+        if self.buffer.is_full(self.limits.stream_buffer_bytes) || !self.buffer.may_read_ahead(budget) {
+            // The buffer holds all it may: wait for the transport to take an element.
             drop(self.reserve(tx, (tx.capacity() + 1).min(tx.max_capacity())).await?);
             return Continue(());
         }
@@ -284,8 +285,10 @@ impl ElementStream {
         let streams = METRICS.streams_active.load(Ordering::Relaxed).max(1);
         let threads = self.reader.decode_threads() / usize::try_from(streams).unwrap_or(usize::MAX);
         let per_stream = threads.max(1) * self.reader.elements_decoded_together();
-        let fitting = self.buffer.room_under(self.limits.stream_buffer_bytes);
-        let least = per_stream.clamp(1, tx.max_capacity()).min(fitting);
+        let least = per_stream.clamp(1, tx.max_capacity());
+        // No more than the buffer takes under --stream-buffer-bytes, but a slot per
+        // decoding thread still (the bound may be passed by one turn's elements).
+        let fitting = self.buffer.room_under(self.limits.stream_buffer_bytes).max(least);
         let mut free = self.session_room(tx.capacity().clamp(least, CHUNK_ELEMENTS.max(least)).min(fitting));
         if self.auto.every > 0 {
             // A chunk ends where a checkpoint by count is due, so each comes exactly then.

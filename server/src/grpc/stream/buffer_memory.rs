@@ -1,11 +1,13 @@
 //! What a stream's buffer holds: the payload bytes of the elements in it, bounded by
 //! `--stream-buffer-bytes` as well as by its length in elements, and their share of the
-//! memory budget, given back as the transport takes them.
+//! memory budget, given back as the transport takes them. Reading ahead yields to the
+//! budget: a buffer that holds its trainer's next element reads no more while that would
+//! press on the budget.
 
 use std::collections::VecDeque;
 
 use super::Outgoing;
-use crate::memory::Reservation;
+use crate::memory::{MemoryBudget, Reservation};
 
 /// The elements in the stream's buffer, oldest first: their payload bytes and the part of
 /// those reserved by this stream (a redelivered element's bytes stay with the chunk it
@@ -49,10 +51,22 @@ impl BufferMemory {
         self.reserved.absorb(chunk_reserved);
     }
 
-    /// How many more elements fit under `limit` bytes (0: no limit), judged by the last
-    /// one's size: none while the buffer holds an element and one more would go past the
-    /// limit, otherwise at least one (a single element larger than the limit still goes,
-    /// alone). Before the first element, whose size nobody knows yet: one.
+    /// Whether the buffer holds `limit` payload bytes or more (0: no limit): the stream
+    /// then waits for its trainer to take some.
+    pub(super) fn is_full(&self, limit: usize) -> bool {
+        limit > 0 && self.held_bytes >= limit
+    }
+
+    /// Whether reading ahead may add to the buffer under the memory `budget`: a buffer that
+    /// holds elements already (its trainer's next one is there) yields to others when one
+    /// more would press on the budget; an empty one reads.
+    pub(super) fn may_read_ahead(&self, budget: &MemoryBudget) -> bool {
+        self.elements.is_empty() || self.last_element_bytes.is_none_or(|each| budget.room_to_read_ahead(each))
+    }
+
+    /// How many more elements the buffer takes before it holds `limit` bytes (0: no limit),
+    /// judged by the last one's size; the last of them may take it past the limit. At
+    /// least one; before the first element, whose size nobody knows yet, one.
     pub(super) fn room_under(&self, limit: usize) -> usize {
         if limit == 0 {
             return usize::MAX;
@@ -60,10 +74,7 @@ impl BufferMemory {
         match self.last_element_bytes {
             None => 1,
             Some(0) => usize::MAX,
-            Some(each) => {
-                let room = limit.saturating_sub(self.held_bytes) / each;
-                if self.elements.is_empty() { room.max(1) } else { room }
-            }
+            Some(each) => limit.saturating_sub(self.held_bytes).div_ceil(each).max(1),
         }
     }
 }
@@ -82,19 +93,22 @@ mod tests {
     }
 
     #[test]
-    fn the_buffer_has_room_for_what_fits_under_its_byte_limit_and_one_element_when_empty() {
+    fn the_buffer_takes_elements_until_it_holds_its_byte_limit() {
         let mut buffer = BufferMemory::default();
         assert_eq!(buffer.room_under(100), 1, "nothing known of the elements yet: one");
+        assert!(!buffer.is_full(100));
         buffer.hold(&[element_of(40)], Reservation::default());
-        assert_eq!(buffer.room_under(100), 1);
-        buffer.hold(&[element_of(40)], Reservation::default());
-        assert_eq!(buffer.room_under(100), 0, "a third would take it past 100 bytes");
-        buffer.transport_took(1);
+        assert_eq!(buffer.room_under(100), 2, "the second of them takes it past 100 bytes");
+        buffer.hold(&[element_of(40), element_of(40)], Reservation::default());
+        assert!(buffer.is_full(100));
+        buffer.transport_took(2);
+        assert!(!buffer.is_full(100), "80 bytes left");
         assert_eq!(buffer.room_under(100), 1);
         buffer.transport_took(0);
-        assert_eq!(buffer.room_under(30), 1, "one element larger than the limit still goes, alone");
+        assert_eq!(buffer.room_under(30), 1, "an element larger than the limit still goes, alone");
         buffer.hold(&[element_of(40)], Reservation::default());
-        assert_eq!(buffer.room_under(30), 0);
-        assert_eq!(buffer.room_under(0), usize::MAX, "0: no limit");
+        assert!(buffer.is_full(30));
+        assert!(!buffer.is_full(0), "0: no limit");
+        assert_eq!(buffer.room_under(0), usize::MAX);
     }
 }

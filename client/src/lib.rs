@@ -12,14 +12,15 @@
 //!   client read: one [`ReaderStream`], a [`ResumingStream`] on one server or a
 //!   `ReplicaSession` on replicas; [`received`]: what each message of a stream asks its
 //!   reader to act on ([`Received`]);
-//! - [`tfrecord`]: TFRecord framing for local files; [`inspect`] (dump a local file),
-//!   [`convert`] (CSV → TFRecord of Examples) and [`demo`] (the benchmark workloads), the
-//!   file tools of `readerctl`; [`progress`]: its progress line;
+//! - [`tfrecord`]: TFRecord framing for local files; `inspect` (dump a local file),
+//!   `convert` (CSV → TFRecord of Examples) and `demo` (the benchmark workloads), the
+//!   file tools of `readerctl` (cargo feature `tools`, on by default; the Python package's
+//!   native core builds without it); [`progress`]: its progress line;
 //! - `object_url` (cargo feature `object-store`, on by default): `s3://`, `gs://`, `az://`
 //!   and `http(s)://` objects read and written by those tools, their stores built by
 //!   `readerd_common::object` as the server builds its data roots;
-//! - [`bench`](mod@bench): the load generator of `readerctl bench`; [`echo`]: its
-//!   reference line, tonic's own loopback streaming rate;
+//! - `bench`: the load generator of `readerctl bench`; `echo`: its reference line,
+//!   tonic's own loopback streaming rate (feature `tools` too);
 //! - [`code_name`]: a gRPC code's canonical name (`DATA_LOSS`); [`status_code`] and
 //!   [`status_message`]: a failed call's code and message, a broken connection as
 //!   UNAVAILABLE ([`connection_failed`]); [`error_message`]: an error with its causes;
@@ -34,14 +35,22 @@
 //! client must agree on with the server byte for byte (the generator, TFRecord's masked
 //! CRC) is `readerd_common`'s.
 
+#[cfg(feature = "tools")]
 pub mod bench;
 pub mod consumer_clock;
+#[cfg(feature = "tools")]
 pub mod convert;
+#[cfg(feature = "tools")]
 pub mod convert_parquet;
+#[cfg(feature = "tools")]
 pub mod demo;
+#[cfg(feature = "tools")]
 pub mod demo_parquet;
+#[cfg(feature = "tools")]
 pub mod echo;
+#[cfg(feature = "tools")]
 pub mod inspect;
+#[cfg(feature = "tools")]
 pub mod inspect_parquet;
 pub mod json;
 #[cfg(feature = "object-store")]
@@ -53,6 +62,7 @@ pub mod stream;
 pub mod tfrecord;
 
 mod client;
+#[cfg(feature = "tools")]
 mod payload;
 mod read_call;
 mod rng;

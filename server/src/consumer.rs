@@ -73,6 +73,12 @@ impl Consumer {
     pub fn unacknowledged(&self) -> usize {
         lock(&self.unacked).len()
     }
+
+    /// The payload bytes of the elements delivered to this stream and not acknowledged
+    /// yet: the reader holds them until they are.
+    pub fn unacknowledged_bytes(&self) -> usize {
+        lock(&self.unacked).values().map(Element::payload_bytes).sum()
+    }
 }
 
 /// A reader's deliveries across its streams.

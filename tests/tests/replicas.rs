@@ -519,11 +519,28 @@ fn elements_in_flight(addr: &str) -> u64 {
 
 #[test]
 fn a_consumer_that_stops_reading_holds_few_elements_and_the_others_read_the_rest() {
+    // The bound (256), and at most the few elements of a chunk read ahead (one a decoding
+    // thread) past it.
+    a_stalled_session_holds(&[], 256, 256 + 4);
+}
+
+#[test]
+fn a_consumer_that_stops_reading_holds_twice_the_stream_buffer_bytes() {
+    // Batches of 8 lines of 3 to 5 bytes: 1,600 bytes are 40 to 66 elements, and the few
+    // of a chunk read ahead.
+    a_stalled_session_holds(&["--stream-buffer-bytes", "800"], 40, 66 + 4);
+}
+
+/// A consumer session on a replica (started with `args`) takes one element and stalls:
+/// the elements it holds unacknowledged settle between `at_least` and `at_most`; another
+/// consumer reads the rest, then the first reads on, each record once per epoch.
+fn a_stalled_session_holds(args: &[&str], at_least: usize, at_most: usize) {
     let Some(db) = Database::new() else { return };
     let data = tempfile::tempdir().unwrap();
     write_lines(data.path(), 1000);
     let spec: readerd_client::v1::DatasetSpec = serde_json::from_value(spec()).unwrap();
-    let (replica, _state) = replica(&db, data.path());
+    let args: Vec<&str> = ["--lease-time", "2s", "--failover-grace", "30s"].iter().chain(args).copied().collect();
+    let (replica, _state) = replica_with(&db, data.path(), &args);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // A consumer takes one element (a batch of 8 lines) and then does not ask for more:
     // its stream may hold what is in transit, not the 2,000 elements (all 16,000 records)
@@ -541,15 +558,13 @@ fn a_consumer_that_stops_reading_holds_few_elements_and_the_others_read_the_rest
     loop {
         std::thread::sleep(std::time::Duration::from_millis(500));
         let now = elements_in_flight(&replica.addr) as usize;
-        if now >= 256 && now == held {
+        if now >= at_least && now == held {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "the first consumer's stream holds {now} elements");
         held = now;
     }
-    // The bound (256), and at most the few elements of a chunk read ahead (one a decoding
-    // thread) past it.
-    assert!(held <= 256 + 4, "a consumer that stopped reading holds {held} elements");
+    assert!(held <= at_most, "a consumer that stopped reading holds {held} elements");
     // Another consumer reads everything else meanwhile, and then the first reads on: both
     // end, with every record once per epoch.
     let consumed = Arc::new(AtomicUsize::new(0));

@@ -282,10 +282,34 @@ fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() 
     assert!(guesses.contains(&429) && guesses.iter().all(|code| [401, 429].contains(code)), "{guesses:?}");
 }
 
-/// `tmux capture-pane` of session `session`: what its terminal shows now.
-fn pane(session: &str) -> String {
-    let captured = Command::new("tmux").args(["capture-pane", "-p", "-t", session]).output().unwrap();
-    String::from_utf8_lossy(&captured.stdout).into_owned()
+/// A tmux session of 160 columns running a shell command, ended when dropped.
+struct Terminal {
+    session: String,
+}
+
+impl Terminal {
+    /// Starts `command` in a detached session named `name` (and this process's id) of
+    /// `rows` rows.
+    fn start(name: &str, rows: u16, command: &str) -> Self {
+        let session = format!("{name}-{}", std::process::id());
+        let rows = rows.to_string();
+        let args = ["new-session", "-d", "-s", &session, "-x", "160", "-y", &rows, command];
+        let started = Command::new("tmux").args(args).status();
+        assert!(started.unwrap().success(), "tmux is needed");
+        Self { session }
+    }
+
+    /// `tmux capture-pane`: what the terminal shows now.
+    fn pane(&self) -> String {
+        let captured = Command::new("tmux").args(["capture-pane", "-p", "-t", &self.session]).output().unwrap();
+        String::from_utf8_lossy(&captured.stdout).into_owned()
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.session]).status();
+    }
 }
 
 #[test]
@@ -305,14 +329,11 @@ fn readerctl_top_under_tmux_shows_the_readers_and_updates_in_place() {
     let server = ServerProcess::start_with(&[data.path()], &["--metrics-listen", &metrics_addr]);
     let mut child =
         spawn_reader(&server.addr, &[], &spec, &["--container", "c", "--shared-name", "s", "--step-ms", "5"]);
-    let session = format!("readerd-top-{}", std::process::id());
     let top = format!("{} top --status {metrics_addr} --every 0.5", binary("readerctl").display());
-    let started =
-        Command::new("tmux").args(["new-session", "-d", "-s", &session, "-x", "160", "-y", "50", &top]).status();
-    assert!(started.unwrap().success(), "tmux is needed");
+    let terminal = Terminal::start("readerd-top", 50, &top);
     let mut first = String::new();
     for _ in 0..60 {
-        first = pane(&session);
+        first = terminal.pane();
         if first.contains("c/s ") && first.contains("files ") && first.contains("consumer ") {
             break;
         }
@@ -320,8 +341,8 @@ fn readerctl_top_under_tmux_shows_the_readers_and_updates_in_place() {
     }
     let drawn = first.clone();
     std::thread::sleep(Duration::from_secs(2));
-    let second = pane(&session);
-    let _ = Command::new("tmux").args(["kill-session", "-t", &session]).status();
+    let second = terminal.pane();
+    drop(terminal);
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(drawn.contains("c/s ") && drawn.contains("epoch ") && drawn.contains("stages  reading"), "{drawn}");
@@ -342,7 +363,6 @@ fn readerctl_read_on_a_terminal_shows_its_progress_out_of_the_described_total() 
     )
     .unwrap();
     let server = ServerProcess::start(&[data.path()]);
-    let session = format!("readerd-read-{}", std::process::id());
     // stdout (the elements) away; the progress line is stderr's, on the terminal.
     let read = format!(
         "{} --addr {} read --spec {} --step-ms 300 > /dev/null; sleep 30",
@@ -350,18 +370,16 @@ fn readerctl_read_on_a_terminal_shows_its_progress_out_of_the_described_total() 
         server.addr,
         spec.display()
     );
-    let started =
-        Command::new("tmux").args(["new-session", "-d", "-s", &session, "-x", "160", "-y", "10", &read]).status();
-    assert!(started.unwrap().success(), "tmux is needed");
+    let terminal = Terminal::start("readerd-read", 10, &read);
     let mut shown = String::new();
     for _ in 0..80 {
-        shown = pane(&session);
+        shown = terminal.pane();
         if shown.contains("/10 elements (") {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let _ = Command::new("tmux").args(["kill-session", "-t", &session]).status();
+    drop(terminal);
     // 100 records in batches of 10: the server says 10 elements before any is read.
     assert!(shown.contains("/10 elements (") && shown.contains(" records in "), "{shown}");
 }

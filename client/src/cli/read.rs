@@ -51,9 +51,9 @@ pub fn request(
 /// reading (`DescribeSpec`, asked on the stream's own connection): for the progress
 /// line's total. `None` where the count is not known, for a shared reader (its elements
 /// are shared), a resumed read, or a server that does not answer it.
-async fn element_total(stream: &ReaderStream, describe: Option<pb::DescribeSpecRequest>) -> Option<u64> {
+async fn element_total(stream: &ReaderStream, describe: pb::DescribeSpecRequest) -> Option<u64> {
     let mut client = stream.connection()?;
-    let described = client.service().describe_spec(describe?).await.ok()?.into_inner();
+    let described = client.service().describe_spec(describe).await.ok()?.into_inner();
     u64::try_from(described.element_count).ok()
 }
 
@@ -102,8 +102,8 @@ pub async fn read(
         Ok(stream) => stream,
         Err(err) => return Ok(print_stream_error(output, &err)),
     };
-    if counting.is_some() {
-        progress = progress.with_total(element_total(&stream, counting).await);
+    if let Some(describe) = counting {
+        progress = progress.with_total(element_total(&stream, describe).await);
     }
     if max_batches == Some(0) {
         return Ok(ExitCode::SUCCESS);

@@ -102,7 +102,7 @@ impl MemoryBudget {
         if limit == 0 {
             return true;
         }
-        let ceiling = if bytes > SMALL_HOLDING { limit / 2 } else { limit - limit / 4 };
+        let ceiling = ceiling(limit, bytes);
         let total = self.reserved().saturating_add(bytes);
         total <= ceiling - ceiling / 4 && total.saturating_add(self.unreserved()) <= limit - limit / 4
     }
@@ -118,6 +118,12 @@ impl MemoryBudget {
         reservation.resize(bytes, what)?;
         Ok(reservation)
     }
+}
+
+/// What all reservations may add up to when one holding grows to `bytes` under `limit`:
+/// three quarters of the budget for small holdings, half of it beyond [`SMALL_HOLDING`].
+fn ceiling(limit: usize, bytes: usize) -> usize {
+    if bytes > SMALL_HOLDING { limit / 2 } else { limit - limit / 4 }
 }
 
 /// Bytes held against a budget, given back when dropped or shrunk.
@@ -156,7 +162,7 @@ impl Reservation {
         let more = bytes - self.bytes;
         let limit = self.budget.limit();
         if limit > 0 {
-            let ceiling = if bytes > SMALL_HOLDING { limit / 2 } else { limit - limit / 4 };
+            let ceiling = ceiling(limit, bytes);
             let unreserved = self.budget.unreserved();
             let grown = used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
                 used.checked_add(more).filter(|&total| total <= ceiling && total.saturating_add(unreserved) <= limit)

@@ -45,6 +45,14 @@ def cpu_seconds(processes: list[subprocess.Popen]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def memory_mib(process: subprocess.Popen, key: str) -> int:
+    """`key` of the process's /proc status (VmRSS, VmHWM), in MiB."""
+    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1]) // 1024
+    return -1
+
+
 def start_replica(i: int, data: Path, cap: float, state_url: str) -> subprocess.Popen:
     group = CGROUPS / f"readerd-recommend-{i}"
     group.mkdir(exist_ok=True)
@@ -105,6 +113,8 @@ def run(data: Path, replicas: int, args: argparse.Namespace) -> dict:
             "recommended": int(lines["replicas recommended"]),
             "images_per_s": received * 64 / args.seconds,
             "server_cores": server_cores,
+            "rss_mib": [memory_mib(server, "VmRSS:") for server in servers],
+            "peak_rss_mib": [memory_mib(server, "VmHWM:") for server in servers],
         }
     finally:
         for process in consumers + servers:
@@ -133,7 +143,8 @@ def main() -> None:
         bound = result["input_bound"]
         print(f"{replicas} replica(s) using {result['server_cores']:.2f} cores: {result['images_per_s']:.0f} images/s "
               f"received, consumers input-bound "
-              f"{'unknown' if bound is None else f'{100 * bound:.1f}%'}, replicasRecommended {result['recommended']}",
+              f"{'unknown' if bound is None else f'{100 * bound:.1f}%'}, replicasRecommended {result['recommended']}; "
+              f"replicas' RSS {result['rss_mib']} MiB, peak {result['peak_rss_mib']}",
               flush=True)  # fmt: skip
         if result["recommended"] == replicas:
             break

@@ -5,9 +5,16 @@
 //! transformed, stacked); a 112x112 crop of the JPEG, exact and `fast` (DCT-scaled).
 //!
 //! Run: `cargo bench -p readerd-server --bench transforms` (images/s on one core).
+//!
+//! With `READERD_BENCH_JPEGS=DIR` it runs once over the `*.jpg` files of DIR instead, on one
+//! thread, for `bench/jpeg_instructions.sh` to count instructions (valgrind) and time:
+//! `READERD_BENCH_ONLY` is `none` (the files read only), `libjpeg` (libjpeg-turbo decoding
+//! each whole to RGB through its own API, default settings), `decodeImage` (readerd's whole
+//! decode), `chain` (the transforms of the spec `READERD_BENCH_SPEC` on each image) or
+//! `batch` (that chain on batches of 64, stacked, as the server runs it).
 
 use bytes::Bytes;
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use readerd_proto::v1 as pb;
 use readerd_server::decode::{Dense, Tensor};
 use readerd_server::spec::transforms::transforms_of;
@@ -126,9 +133,78 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// One pass over the JPEGs of `dir` in the mode `READERD_BENCH_ONLY` names; prints the
+/// images done and the wall time per image.
+fn once_over(dir: &str) {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .expect("READERD_BENCH_JPEGS: a directory")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "jpg"))
+        .collect();
+    paths.sort();
+    let jpegs: Vec<Bytes> = paths.iter().map(|p| Bytes::from(std::fs::read(p).expect("a JPEG"))).collect();
+    let mode = std::env::var("READERD_BENCH_ONLY").unwrap_or_else(|_| "chain".to_owned());
+    let spec_chain = || {
+        let path = std::env::var("READERD_BENCH_SPEC").expect("READERD_BENCH_SPEC: the spec whose transforms run");
+        let spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).expect("the spec")).expect("JSON");
+        let list: Vec<pb::Transform> = serde_json::from_value(spec["transforms"].clone()).expect("its transforms");
+        transforms_of(&list, 1).expect("valid transforms")
+    };
+    let began = std::time::Instant::now();
+    let mut made = 0usize; // bytes read, pixels or features made: kept so no work is optimised away
+    match mode.as_str() {
+        "none" => made = jpegs.iter().map(Bytes::len).sum(),
+        "libjpeg" => {
+            for jpeg in &jpegs {
+                made += turbojpeg::decompress(jpeg, turbojpeg::PixelFormat::RGB).expect("libjpeg-turbo").pixels.len();
+            }
+        }
+        "decodeImage" => {
+            let decode = chain(r#"[{"decodeImage": {"feature": "image/encoded", "channels": 3, "output": "image"}}]"#);
+            for (i, jpeg) in jpegs.iter().enumerate() {
+                made += decode.apply(features(jpeg), 1, &format!("k:{i}")).expect("decoded").len();
+            }
+        }
+        "chain" => {
+            let chain = spec_chain();
+            for (i, jpeg) in jpegs.iter().enumerate() {
+                made += chain.apply(features(jpeg), 1, &format!("k:{i}")).expect("transformed").len();
+            }
+        }
+        "batch" => {
+            let chain = spec_chain();
+            let keys: Vec<String> = (0..jpegs.len()).map(|i| format!("k:{i}")).collect();
+            for (group, keys) in jpegs.chunks(64).zip(keys.chunks(64)) {
+                let batch = vec![(
+                    "image/encoded".to_owned(),
+                    Tensor::Dense(Dense::strings(vec![group.len()], group.to_vec())),
+                )];
+                let ids: Vec<(&str, u64)> = keys.iter().map(|k| (k.as_str(), 1)).collect();
+                made += chain.apply_batch(batch, &ids).expect("transformed").len();
+            }
+        }
+        other => panic!("READERD_BENCH_ONLY: none, libjpeg, decodeImage, chain or batch, not {other}"),
+    }
+    let took = began.elapsed();
+    println!(
+        "{mode}: {} images, {:.1} us an image ({made})",
+        jpegs.len(),
+        took.as_secs_f64() * 1e6 / jpegs.len().max(1) as f64
+    );
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20);
     targets = bench
 }
-criterion_main!(benches);
+
+fn main() {
+    match std::env::var("READERD_BENCH_JPEGS") {
+        Ok(dir) => once_over(&dir),
+        Err(_) => {
+            benches();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
+}

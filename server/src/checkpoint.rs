@@ -94,6 +94,8 @@ pub struct StreamRecord {
     pub container: String,
     /// The shared reader the stream reads (empty: a private reader).
     pub shared_name: String,
+    /// Its job (consumer group) of the shared reader: `default` when it names none.
+    pub job: String,
     pub spec: pb::DatasetSpec,
     pub lineage: String,
     pub reader: Arc<Reader>,
@@ -190,8 +192,7 @@ pub struct Streams {
 impl Streams {
     fn register(
         &self,
-        container: String,
-        shared_name: String,
+        (container, shared_name, job): (String, String, String),
         spec: pb::DatasetSpec,
         lineage: Option<String>,
         reader: Arc<Reader>,
@@ -205,6 +206,7 @@ impl Streams {
             id: id.clone(),
             container,
             shared_name,
+            job,
             spec,
             reader,
             consumer,
@@ -231,13 +233,6 @@ impl Streams {
         if shared_name.is_empty() && job_name != DEFAULT_JOB {
             return Err(ServeError::InvalidArgument(format!("job {job_name:?} needs a shared reader (a shared_name)")));
         }
-        // On replicas a job is a shared reader of its own (its name says which).
-        let replica_job =
-            (registry.is_cluster() && job_name != DEFAULT_JOB).then(|| (shared_name.clone(), job_name.clone()));
-        let (shared_name, job_name) = match &replica_job {
-            Some((base, job)) => (crate::reader::job_reader_name(base, job), DEFAULT_JOB.to_owned()),
-            None => (shared_name, job_name),
-        };
         if !shared_name.is_empty() {
             let (spec, checkpoint) = if resume_token.is_empty() {
                 (registry.resolve_spec(spec, &dataset)?, None)
@@ -251,14 +246,13 @@ impl Streams {
                 }
                 if let Some(job) = &checkpoint.job {
                     let snapshot = job_snapshot(checkpoint.spec.clone().unwrap_or_default(), job);
-                    registry.restore_job(&container, &shared_name, &job.restore_id, &snapshot)?;
+                    registry.restore_job(&container, &shared_name, &job_name, &job.restore_id, &snapshot)?;
                 }
                 (checkpoint.spec.clone(), Some(checkpoint))
             };
-            let (reader, created) = match (&replica_job, job_name.as_str()) {
-                (Some((base, job)), _) => registry.lookup_or_create_job(&container, base, job, spec)?,
-                (None, DEFAULT_JOB) => registry.lookup_or_create(&container, &shared_name, spec)?,
-                (None, job) => registry.lookup_or_create_job(&container, &shared_name, job, spec)?,
+            let (reader, created) = match job_name.as_str() {
+                DEFAULT_JOB => registry.lookup_or_create(&container, &shared_name, spec)?,
+                job => registry.lookup_or_create_job(&container, &shared_name, job, spec)?,
             };
             registry.limits().check_consumers(reader.name(), reader.stream_count())?;
             reader.set_shared();
@@ -275,13 +269,14 @@ impl Streams {
             };
             let lineage = checkpoint.map(|checkpoint| checkpoint.lineage);
             let spec = reader.spec().proto.clone();
-            let record = self.register(container, shared_name, spec, lineage, reader.clone(), false);
+            let record = self.register((container, shared_name, job_name), spec, lineage, reader.clone(), false);
             return Ok((reader, record, first_seq));
         }
         if resume_token.is_empty() {
             let spec = registry.resolve_spec(spec, &dataset)?;
             let reader = registry.private(spec.clone())?;
-            let record = self.register(container, shared_name, spec.unwrap_or_default(), None, reader.clone(), true);
+            let named = (container, shared_name, DEFAULT_JOB.to_owned());
+            let record = self.register(named, spec.unwrap_or_default(), None, reader.clone(), true);
             return Ok((reader, record, 0));
         }
         let checkpoint = checkpointer.load(&resume_token, &container, &shared_name)?;
@@ -292,7 +287,8 @@ impl Streams {
         let reader = registry.private(Some(stored_spec.clone()))?;
         reader.restore_state(&checkpoint.reader_state)?;
         let lineage = Some(checkpoint.lineage.clone());
-        let record = self.register(container, shared_name, stored_spec, lineage, reader.clone(), true);
+        let record =
+            self.register((container, shared_name, DEFAULT_JOB.to_owned()), stored_spec, lineage, reader.clone(), true);
         Ok((reader, record, checkpoint.after_seq + 1))
     }
 
@@ -323,6 +319,15 @@ impl Streams {
         if let Some(record) = record {
             record.reader.delivery().detach(&record.consumer);
         }
+    }
+}
+
+/// The lineage of checkpoints of job `job` of shared reader `shared_name` taken outside
+/// any stream: each job's own (a commit prunes its lineage's older checkpoints).
+fn reader_lineage(shared_name: &str, job: &str) -> String {
+    match job {
+        "" | DEFAULT_JOB => format!("reader:{shared_name}"),
+        job => format!("reader:{shared_name} job:{job}"),
     }
 }
 
@@ -418,16 +423,16 @@ impl Checkpointer {
         if stream.reader.coordinator().checkpoints_by_replay() {
             return self.checkpoint(stream, after_seq);
         }
-        let job = registry.job_snapshot(&stream.container, &stream.shared_name)?;
+        let named = (stream.container.as_str(), stream.shared_name.as_str(), stream.job.as_str());
+        let job = registry.job_snapshot(named)?;
         let job = job.ok_or_else(|| ServeError::ReaderNotFound(stream.shared_name.clone()))?;
         let lineage = Some(stream.lineage.clone());
-        self.checkpoint_job(&stream.container, &stream.shared_name, after_seq, lineage, job)
+        self.checkpoint_job(named, after_seq, lineage, job)
     }
 
     /// A checkpoint of job `job` (empty: `default`) of shared reader
     /// `container/shared_name`, taken outside any stream (blocking): on replicas the
-    /// job as the ledger holds it (a job other than `default` is a shared reader of its
-    /// own there), on one server a replay of the job's reader.
+    /// job as the ledger holds it, on one server a replay of the job's reader.
     pub fn checkpoint_named(
         &self,
         registry: &ReaderRegistry,
@@ -435,22 +440,15 @@ impl Checkpointer {
         shared_name: &str,
         job: &str,
     ) -> Result<String> {
-        let named_job = !job.is_empty() && job != DEFAULT_JOB;
-        if named_job && !registry.is_cluster() {
-            let reader = registry.get_job(container, shared_name, job)?;
-            return self.checkpoint_shared_reader(container, shared_name, &reader);
+        let job = if job.is_empty() { DEFAULT_JOB } else { job };
+        if let Some(snapshot) = registry.job_snapshot((container, shared_name, job))? {
+            return self.checkpoint_job((container, shared_name, job), -1, None, snapshot);
         }
-        let shared_name = match named_job {
-            true => crate::reader::job_reader_name(shared_name, job),
-            false => shared_name.to_owned(),
+        let reader = match job {
+            DEFAULT_JOB => registry.get(container, shared_name)?,
+            job => registry.get_job(container, shared_name, job)?,
         };
-        match registry.job_snapshot(container, &shared_name)? {
-            Some(job) => self.checkpoint_job(container, &shared_name, -1, None, job),
-            None => {
-                let reader = registry.get(container, &shared_name)?;
-                self.checkpoint_shared_reader(container, &shared_name, &reader)
-            }
-        }
+        self.checkpoint_shared_reader(container, shared_name, &reader)
     }
 
     /// A checkpoint of a shared reader as a whole, taken outside any stream (blocking).
@@ -465,7 +463,7 @@ impl Checkpointer {
             spec: Some(reader.spec().proto.clone()),
             reader_state: Default::default(),
             after_seq: -1,
-            lineage: format!("reader:{shared_name}"),
+            lineage: reader_lineage(shared_name, &job_name_of(reader)),
             shared: Some(reader.shared_checkpoint()?),
             shared_name: shared_name.to_owned(),
             job: None,
@@ -479,8 +477,7 @@ impl Checkpointer {
     /// `-1` and `None` outside a stream.
     pub fn checkpoint_job(
         &self,
-        container: &str,
-        shared_name: &str,
+        (container, shared_name, job_name): (&str, &str, &str),
         after_seq: i64,
         lineage: Option<String>,
         job: JobSnapshot,
@@ -506,11 +503,11 @@ impl Checkpointer {
             spec: Some(spec),
             reader_state: Default::default(),
             after_seq,
-            lineage: lineage.unwrap_or_else(|| format!("reader:{shared_name}")),
+            lineage: lineage.unwrap_or_else(|| reader_lineage(shared_name, job_name)),
             shared: None,
             shared_name: shared_name.to_owned(),
             job: Some(pb::JobCheckpoint { restore_id, splits, stopped: job.stopped, selections }),
-            job_name: String::new(),
+            job_name: if job_name == DEFAULT_JOB { String::new() } else { job_name.to_owned() },
         };
         self.commit(&state, &job.fingerprint)
     }
@@ -559,8 +556,17 @@ impl Checkpointer {
                 stored.container
             )));
         }
-        let checkpoint: pb::CheckpointState = prost::Message::decode(&stored.state[..])
+        let mut checkpoint: pb::CheckpointState = prost::Message::decode(&stored.state[..])
             .map_err(|err| ServeError::Internal(format!("checkpoint {id} does not decode: {err}")))?;
+        // A job's checkpoint on replicas taken before the ledger keyed its jobs by job named
+        // the shared reader `NAME (job J)`: it resumes job J of NAME.
+        if checkpoint.job.is_some() && checkpoint.job_name.is_empty() {
+            let legacy = checkpoint.shared_name.strip_prefix(shared_name).and_then(|rest| rest.strip_prefix(" (job "));
+            if let Some(job) = legacy.and_then(|rest| rest.strip_suffix(')')).filter(|_| !shared_name.is_empty()) {
+                checkpoint.job_name = job.to_owned();
+                checkpoint.shared_name = shared_name.to_owned();
+            }
+        }
         // A shared checkpoint taken before checkpoints recorded the name resumes under none.
         let wants_shared = !shared_name.is_empty();
         let is_shared = checkpoint.shared.is_some() || checkpoint.job.is_some();
@@ -583,6 +589,28 @@ impl Checkpointer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A job's checkpoint on replicas from before the ledger keyed jobs by job named its
+    /// shared reader `NAME (job J)`; it resumes job J of NAME, and nothing else.
+    #[test]
+    fn a_jobs_token_from_before_job_keys_resumes_that_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::state::sqlite::SqliteStore::open(&dir.path().join("state.db")).unwrap();
+        let checkpointer = Checkpointer::new(Arc::new(store), 4).unwrap();
+        let state = pb::CheckpointState {
+            container: "team".into(),
+            shared_name: "train (job a)".into(),
+            job: Some(pb::JobCheckpoint { restore_id: "r".into(), ..Default::default() }),
+            job_name: String::new(),
+            ..Default::default()
+        };
+        let token = checkpointer.commit(&state, "fingerprint").unwrap();
+        let loaded = checkpointer.load(&token, "team", "train").unwrap();
+        assert_eq!((loaded.shared_name.as_str(), loaded.job_name.as_str()), ("train", "a"));
+        let other = checkpointer.load(&token, "team", "trains").unwrap_err();
+        assert!(other.to_string().contains("\"train (job a)\""), "{other}");
+        assert!(checkpointer.load(&token, "team", "train (job a)").is_ok(), "as it was taken");
+    }
 
     #[test]
     fn tokens_verify_and_forgeries_do_not() {

@@ -135,10 +135,11 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
         false
     }
 
-    /// The job it coordinates, as the coordinator names it (`None` on a single server):
-    /// a reader whose job is no longer the coordinator's was deleted elsewhere.
-    fn job_id(&self) -> Option<i64> {
-        None
+    /// Whether the job it coordinates is no longer the coordinator's (deleted, or replaced
+    /// by a restore, through another server): the reader is then stale. Never on a single
+    /// server; blocking on replicas (it asks the ledger).
+    fn deleted_elsewhere(&self) -> Result<bool> {
+        Ok(false)
     }
 
     /// The servers serving the reader, as last seen (1 on a single server). Asks nothing.

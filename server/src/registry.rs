@@ -5,20 +5,20 @@
 //! readers of their own, keyed by `(container, shared_name, job)`, which share one window
 //! of decoded elements per shared name (`crate::reader::JobWindow`); the shared reader
 //! itself, the job `default`, joins that window once another job reads the name. On
-//! replicas a job is a shared reader of its own in the split ledger
-//! ([`crate::reader::job_reader_name`]), seated at its shared name's window on that
-//! replica (`registry/replica_jobs.rs`).
+//! replicas each job's reader is keyed the same way and is also its own job in the split
+//! ledger (`crate::cluster::JobKey`), seated at its shared name's window on that replica
+//! (`registry/replica_jobs.rs`).
 //!
 //! Creating a reader resolves its files: blocking work, so call `lookup_or_create` and
-//! `private` from blocking threads. On a replica of a cluster, a new shared reader joins
-//! its job in the split ledger (`crate::cluster`).
+//! `private` from blocking threads. On a replica of a cluster, a new reader joins its job
+//! in the split ledger (`crate::cluster`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use readerd_proto::v1 as pb;
 
-use crate::cluster::{Cluster, JobSnapshot};
+use crate::cluster::{Cluster, JobKey, JobSnapshot};
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
 use crate::reader::{JobWindow, LedgerCoordinator, Reader, ReaderSettings};
@@ -32,7 +32,7 @@ const MAX_NAME_BYTES: usize = 512;
 
 type ReaderKey = (String, String);
 /// A job's reader: container, shared name and job.
-type JobKey = (String, String, String);
+type JobReaderKey = (String, String, String);
 
 /// The job a stream belongs to when it names none: the shared reader itself.
 pub const DEFAULT_JOB: &str = "default";
@@ -41,21 +41,6 @@ pub const DEFAULT_JOB: &str = "default";
 fn check_names(names: &[&str]) -> Result<()> {
     if names.iter().any(|name| name.len() > MAX_NAME_BYTES) {
         return Err(ServeError::InvalidArgument(format!("names are limited to {MAX_NAME_BYTES} bytes")));
-    }
-    Ok(())
-}
-
-/// A shared name a caller gives (`lookup_or_create`, `lookup_or_create_job`):
-/// `INVALID_ARGUMENT` for the shapes the server names its
-/// jobs' readers and windows with on replicas (`NAME (job J)`, `NAME (window)`), which a
-/// reader of that name would share the split ledger's rows with.
-fn check_shared_name(name: &str) -> Result<()> {
-    let job_reader = name.ends_with(')') && name.contains(" (job ");
-    if job_reader || name.ends_with(" (window)") {
-        return Err(ServeError::InvalidArgument(format!(
-            "shared_name {name:?}: names ending in \" (job J)\" or \" (window)\" are the server's own (its jobs on \
-             replicas); choose another name"
-        )));
     }
     Ok(())
 }
@@ -75,7 +60,7 @@ struct Inner {
 
 #[derive(Default)]
 struct Jobs {
-    readers: BTreeMap<JobKey, Arc<Reader>>,
+    readers: BTreeMap<JobReaderKey, Arc<Reader>>,
     windows: BTreeMap<ReaderKey, Arc<JobWindow>>,
 }
 
@@ -96,7 +81,7 @@ impl Jobs {
     /// Forgets the jobs of `container` (and of `shared_name` when given), releasing their readers.
     fn remove(&mut self, container: &str, shared_name: Option<&str>) -> usize {
         let matches = |c: &str, n: &str| c == container && shared_name.is_none_or(|name| name == n);
-        let keys: Vec<JobKey> = self.readers.keys().filter(|(c, n, _)| matches(c, n)).cloned().collect();
+        let keys: Vec<JobReaderKey> = self.readers.keys().filter(|(c, n, _)| matches(c, n)).cloned().collect();
         for key in &keys {
             if let Some(reader) = self.readers.remove(key) {
                 reader.release();
@@ -187,27 +172,13 @@ impl ReaderRegistry {
         shared_name: &str,
         spec: Option<pb::DatasetSpec>,
     ) -> Result<(Arc<Reader>, bool)> {
-        check_shared_name(shared_name)?;
-        self.lookup_or_create_with(container, shared_name, spec, |_| {})
-    }
-
-    /// [`Self::lookup_or_create`], with `prepare` run on a reader it creates before any
-    /// other call can find it (a job's reader on replicas takes its seat at its window
-    /// there: a stream that found it first would read alone).
-    fn lookup_or_create_with(
-        &self,
-        container: &str,
-        shared_name: &str,
-        spec: Option<pb::DatasetSpec>,
-        prepare: impl FnOnce(&Arc<Reader>),
-    ) -> Result<(Arc<Reader>, bool)> {
         if shared_name.is_empty() {
             return Err(ServeError::InvalidArgument("shared_name is empty (use a private read)".into()));
         }
         check_names(&[container, shared_name])?;
         let key = (container.to_owned(), shared_name.to_owned());
         let requested = spec.as_ref().map(spec::fingerprint);
-        self.forget_deleted_job(&key)?;
+        self.forget_stale_reader(&key)?;
         if let Some(existing) = self.read_lock().get(&key) {
             check_same_spec(existing, requested.as_deref())?;
             existing.mark_used();
@@ -232,10 +203,10 @@ impl ReaderRegistry {
             let spec = reader.spec();
             let order = LedgerCoordinator::order(&reader)?;
             let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
-            let job = cluster.job_feed(container, shared_name, &spec.fingerprint, &spec_bytes, order)?;
+            let key = JobKey::job(container, shared_name, DEFAULT_JOB);
+            let job = cluster.job_feed(key, &spec.fingerprint, &spec_bytes, order)?;
             LedgerCoordinator::join(&reader, job)?;
         }
-        prepare(&reader);
         let mut readers = self.inner.readers.write_unpoisoned();
         if let Some(existing) = readers.get(&key) {
             // Created by a concurrent call while the files were resolved.
@@ -253,8 +224,8 @@ impl ReaderRegistry {
         Ok((reader, true))
     }
 
-    /// Whether this server is a replica of a cluster: there a job other than `default` is
-    /// a shared reader of its own in the split ledger, named by [`crate::reader::job_reader_name`].
+    /// Whether this server is a replica of a cluster (its shared readers' jobs are the
+    /// split ledger's).
     pub fn is_cluster(&self) -> bool {
         self.inner.setup.cluster.is_some()
     }
@@ -275,10 +246,9 @@ impl ReaderRegistry {
             return Err(ServeError::InvalidArgument(format!("job {job:?} needs a shared reader (a shared_name)")));
         }
         check_names(&[container, shared_name, job])?;
-        check_shared_name(shared_name)?;
         let name = display_name(container, shared_name);
         if self.is_cluster() {
-            return self.replica_job(container, (shared_name, job), spec);
+            return self.replica_job((container, shared_name, job), spec);
         }
         let key = (container.to_owned(), shared_name.to_owned(), job.to_owned());
         let requested = spec.as_ref().map(spec::fingerprint);
@@ -333,20 +303,10 @@ impl ReaderRegistry {
     }
 
     /// The readers of shared reader `container/shared_name`'s jobs other than `default`, by
-    /// job (on replicas, the shared readers of its jobs seated at its window).
+    /// job.
     pub fn jobs_of(&self, container: &str, shared_name: &str) -> Vec<(String, Arc<Reader>)> {
-        if self.is_cluster() {
-            let readers = self.read_lock();
-            let seated = readers.values().filter_map(|reader| Some((reader.seat()?.job().to_owned(), reader)));
-            return seated
-                .filter(|(job, reader)| {
-                    reader.name() == crate::reader::job_reader_name(&display_name(container, shared_name), job)
-                })
-                .map(|(job, reader)| (job, reader.clone()))
-                .collect();
-        }
         let jobs = self.inner.jobs.read_unpoisoned();
-        let of_name = |(c, n, _): &&JobKey| c == container && n == shared_name;
+        let of_name = |(c, n, _): &&JobReaderKey| c == container && n == shared_name;
         jobs.readers
             .iter()
             .filter(|(key, _)| of_name(key))
@@ -406,60 +366,67 @@ impl ReaderRegistry {
         self.inner.jobs.read_unpoisoned().windows.get(&(container.to_owned(), shared_name.to_owned())).cloned()
     }
 
-    /// On a replica: shared reader `container/shared_name`'s job as the ledger holds it,
-    /// with every acknowledgement this replica has received committed first (blocking).
-    /// `None` on a single server.
-    pub fn job_snapshot(&self, container: &str, shared_name: &str) -> Result<Option<JobSnapshot>> {
+    /// On a replica: job `job` of shared reader `container/shared_name` as the ledger
+    /// holds it, with every acknowledgement this replica has received committed first
+    /// (blocking). `None` on a single server.
+    pub fn job_snapshot(&self, (container, shared_name, job): (&str, &str, &str)) -> Result<Option<JobSnapshot>> {
         let Some(cluster) = &self.inner.setup.cluster else { return Ok(None) };
-        let local = self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned();
+        let local = match job {
+            DEFAULT_JOB => self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned(),
+            job => self.job_reader(&(container.to_owned(), shared_name.to_owned(), job.to_owned())),
+        };
         if let Some(reader) = &local {
             reader.coordinator().commit()?;
         }
-        let snapshot = cluster.ledger().snapshot_job(container, shared_name)?;
-        snapshot.map(Some).ok_or_else(|| ServeError::ReaderNotFound(display_name(container, shared_name)))
+        let key = JobKey::job(container, shared_name, job);
+        let snapshot = cluster.ledger().snapshot_job(&key)?;
+        snapshot.map(Some).ok_or_else(|| {
+            ServeError::ReaderNotFound(match job {
+                DEFAULT_JOB => display_name(container, shared_name),
+                _ => key.to_string(),
+            })
+        })
     }
 
-    /// On a replica: makes shared reader `container/shared_name`'s job the one a
+    /// On a replica: makes job `job` of shared reader `container/shared_name` the one a
     /// checkpoint holds (once per checkpoint, `restore_id`: a later resume with the same
     /// token joins the job as it went on). `FAILED_PRECONDITION` on a single server.
-    pub fn restore_job(&self, container: &str, shared_name: &str, restore_id: &str, job: &JobSnapshot) -> Result<()> {
+    pub fn restore_job(
+        &self,
+        container: &str,
+        shared_name: &str,
+        job_name: &str,
+        restore_id: &str,
+        job: &JobSnapshot,
+    ) -> Result<()> {
         let Some(cluster) = &self.inner.setup.cluster else {
             return Err(ServeError::FailedPrecondition(format!(
                 "the token checkpoints {}, served by replicas: resume it on a replica (a postgres:// state store)",
                 display_name(container, shared_name)
             )));
         };
-        cluster.ledger().restore_job(container, shared_name, restore_id, job)?;
+        cluster.ledger().restore_job(&JobKey::job(container, shared_name, job_name), restore_id, job)?;
         Ok(())
     }
 
-    /// On a replica: releases the local reader of `key` when its job is no longer the
-    /// ledger's (deleted through another replica), so that the next one starts afresh;
-    /// forgets it when it lost a lease (its streams end `UNAVAILABLE`), so that the next
-    /// stream reads the job on through a new one.
-    fn forget_deleted_job(&self, key: &ReaderKey) -> Result<()> {
-        let Some(cluster) = &self.inner.setup.cluster else { return Ok(()) };
+    /// Forgets the shared reader of `key` when it is stale ([`Stale`]), so that the next
+    /// stream reads its job through a new one.
+    fn forget_stale_reader(&self, key: &ReaderKey) -> Result<()> {
         let Some(reader) = self.read_lock().get(key).cloned() else { return Ok(()) };
-        let Some(local) = reader.coordinator().job_id() else { return Ok(()) };
-        let still_held = |readers: &BTreeMap<ReaderKey, Arc<Reader>>| {
-            readers.get(key).is_some_and(|held| Arc::ptr_eq(held, &reader))
-        };
-        if reader.coordinator().is_void() {
+        let stale = Stale::of(&reader)?;
+        if stale != Stale::No {
             let mut readers = self.write_lock();
-            if still_held(&readers) {
+            if readers.get(key).is_some_and(|held| Arc::ptr_eq(held, &reader)) {
                 readers.remove(key);
-            }
-            return Ok(());
-        }
-        if cluster.ledger().job_id(&key.0, &key.1)? != Some(local) {
-            let mut readers = self.write_lock();
-            if still_held(&readers)
-                && let Some(stale) = readers.remove(key)
-            {
-                stale.release();
+                stale.release(&reader);
             }
         }
         Ok(())
+    }
+
+    /// Job `key`'s reader, if the registry holds one.
+    fn job_reader(&self, key: &JobReaderKey) -> Option<Arc<Reader>> {
+        self.inner.jobs.read_unpoisoned().readers.get(key).cloned()
     }
 
     /// A reader for one stream, in no container.
@@ -490,30 +457,17 @@ impl ReaderRegistry {
         // made again.
         let in_ledger = match (cluster, job) {
             (None, _) => 0,
-            (Some(cluster), None) => cluster.ledger().delete_job_with_its_jobs(container, shared_name)?,
-            (Some(cluster), Some(DEFAULT_JOB)) => u64::from(cluster.ledger().delete_job(container, shared_name)?),
+            (Some(cluster), None) => cluster.ledger().delete_jobs_of(container, shared_name)?,
             (Some(cluster), Some(job)) => {
-                let name = crate::reader::job_reader_name(shared_name, job);
-                u64::from(cluster.ledger().delete_job(container, &name)?)
+                u64::from(cluster.ledger().delete_job(&JobKey::job(container, shared_name, job))?)
             }
         };
-        // The registry's names of what goes: the shared reader (the job default) and, on
-        // replicas, the jobs' readers of their own (`job_reader_name`).
-        let removed: Vec<Arc<Reader>> = {
-            let mut readers = self.write_lock();
-            let names: Vec<String> = match job {
-                None => (readers.keys())
-                    .filter(|(c, name)| {
-                        c == container && (name == shared_name || crate::reader::is_job_reader_of(name, shared_name))
-                    })
-                    .map(|(_, name)| name.clone())
-                    .collect(),
-                Some(DEFAULT_JOB) => vec![shared_name.to_owned()],
-                Some(job) => vec![crate::reader::job_reader_name(shared_name, job)],
-            };
-            names.into_iter().filter_map(|name| readers.remove(&(container.to_owned(), name))).collect()
+        // The shared reader itself (the job default).
+        let removed = match job {
+            None | Some(DEFAULT_JOB) => self.write_lock().remove(&(container.to_owned(), shared_name.to_owned())),
+            Some(_) => None,
         };
-        // One server's jobs other than default.
+        // Its jobs other than default.
         let jobs = match job {
             None => self.inner.jobs.write_unpoisoned().remove(container, Some(shared_name)),
             Some(DEFAULT_JOB) => 0,
@@ -523,7 +477,7 @@ impl ReaderRegistry {
                 usize::from(removed)
             }
         };
-        if removed.is_empty() && jobs == 0 && in_ledger == 0 {
+        if removed.is_none() && jobs == 0 && in_ledger == 0 {
             let name = display_name(container, shared_name);
             return Err(ServeError::ReaderNotFound(match job {
                 Some(job) => format!("job {job} of {name}"),
@@ -621,6 +575,36 @@ impl ReaderRegistry {
 
     fn write_lock(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<ReaderKey, Arc<Reader>>> {
         self.inner.readers.write_unpoisoned()
+    }
+}
+
+/// Whether a reader still serves its job as the coordinator holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stale {
+    No,
+    /// Its work was given up (it lost a lease, or the ledger for too long): its streams
+    /// end `UNAVAILABLE` of themselves; the registry forgets it.
+    Void,
+    /// Its job is no longer the ledger's (deleted, or replaced by a restore, through
+    /// another replica): released, so that the next reader starts afresh.
+    Deleted,
+}
+
+impl Stale {
+    /// What `reader`'s coordinator says (it asks the ledger on a replica: blocking).
+    fn of(reader: &Reader) -> Result<Stale> {
+        let coordinator = reader.coordinator();
+        if coordinator.is_void() {
+            return Ok(Stale::Void);
+        }
+        Ok(if coordinator.deleted_elsewhere()? { Stale::Deleted } else { Stale::No })
+    }
+
+    /// Releases `reader`, taken out of the registry, if it must be.
+    fn release(self, reader: &Reader) {
+        if self == Stale::Deleted {
+            reader.release();
+        }
     }
 }
 

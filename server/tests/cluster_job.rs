@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::Schema;
-use readerd_server::cluster::{Cluster, LeaseTimes, Ledger};
+use readerd_server::cluster::{Cluster, JobKey, LeaseTimes, Ledger};
 use readerd_server::format::FormatConfig;
 use readerd_server::format::tfrecord::write_record;
 use readerd_server::pipeline::shuffle::ShuffleConfig;
@@ -69,7 +69,7 @@ fn run_replica(schema: &Schema, id: &str, files: &Arc<[DataFile]>, times: LeaseT
     let cluster = Cluster::start(ledger, times.ttl / 3);
     let n = files.len();
     let order = Box::new(move |epoch| RecordPipeline::epoch_order(n, &config(), epoch));
-    let feed = cluster.job_feed("team", "train", "fingerprint", &[], order).unwrap();
+    let feed = cluster.job_feed(JobKey::job("team", "train", "default"), "fingerprint", &[], order).unwrap();
     let mut pipeline = RecordPipeline::new(files.clone(), source(), config(), PipelineEnv::default());
     pipeline.read_from(feed.clone());
     let mut produced = Produced::default();

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::Schema;
 use readerd_server::cluster::{
-    Job, LeaseTimes, Ledger, LedgerClock, LedgerError, RecordSet, SplitCommit, SplitKey, SplitRef,
+    Job, JobKey, LeaseTimes, Ledger, LedgerClock, LedgerError, RecordSet, SplitCommit, SplitKey, SplitRef,
 };
 
 fn replica(schema: &Schema, id: &str, times: LeaseTimes) -> Ledger {
@@ -68,8 +68,88 @@ fn live_through(clock: &LedgerClock, times: LeaseTimes, by: Duration, alive: &[(
     }
 }
 
+/// Shared reader `team/train`'s own ledger job (its consumer group `default`).
+fn train() -> JobKey {
+    JobKey::job("team", "train", "default")
+}
+
 fn job(ledger: &Ledger) -> Job {
-    ledger.job("team", "train", "fingerprint-1", &[]).unwrap()
+    ledger.job(&train(), "fingerprint-1", &[]).unwrap()
+}
+
+#[test]
+fn each_job_of_a_shared_reader_and_their_window_are_ledger_jobs_of_their_own() {
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let a = replica(&schema, "a", LeaseTimes::default());
+    let b = replica(&schema, "b", LeaseTimes::default());
+    let keys = [train(), JobKey::job("team", "train", "a"), JobKey::window("team", "train")];
+    let jobs: Vec<Job> = keys.iter().map(|key| a.job(key, "fingerprint-1", &[]).unwrap()).collect();
+    assert!(jobs[0].id != jobs[1].id && jobs[1].id != jobs[2].id && jobs[0].id != jobs[2].id, "{jobs:?}");
+    // Another replica finds the same ones, and splits leased in one are not the other's.
+    for (key, job) in keys.iter().zip(&jobs) {
+        assert_eq!(b.job(key, "fingerprint-1", &[]).unwrap(), *job, "{key}");
+    }
+    for job in &jobs {
+        a.plan_epoch(*job, 0, &[0, 1]).unwrap();
+    }
+    let lease = |ledger: &Ledger, job: Job| ledger.lease_next(job, 0, &[], EVERY_FILE).unwrap().map(|l| l.split.file);
+    assert_eq!(lease(&a, jobs[0]), Some(0));
+    assert_eq!(lease(&b, jobs[1]), Some(0), "file 0 of job a is free though job default holds its own");
+    // A job of another container or shared reader is not theirs.
+    assert!(a.job_id(&JobKey::job("team", "other", "a")).unwrap().is_none());
+    assert!(a.job_id(&JobKey::job("other", "train", "a")).unwrap().is_none());
+    // Job a alone goes; then every job of the shared reader.
+    assert!(a.delete_job(&keys[1]).unwrap());
+    assert_eq!(b.job_id(&keys[1]).unwrap(), None);
+    assert_eq!(b.job_id(&keys[0]).unwrap(), Some(jobs[0].id));
+    assert_eq!(a.delete_jobs_of("team", "train").unwrap(), 2);
+    assert!(keys.iter().all(|key| b.job_id(key).unwrap().is_none()));
+}
+
+/// A ledger written before ledger jobs were keyed by job (schema version 10): a job's
+/// reading on replicas was a job named `NAME (job J)`, and their window's `NAME (window)`.
+/// Migrated, each row is its parts, keeping its id (and so its splits).
+#[test]
+fn a_ledger_of_jobs_named_after_their_job_is_migrated_to_job_keys() {
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let mut admin = postgres::Client::connect(&schema.url, postgres::NoTls).unwrap();
+    let version_10 = readerd_server::state::postgres::MIGRATIONS[..10].join(";");
+    admin
+        .batch_execute(&format!(
+            "CREATE SCHEMA \"{0}\"; SET search_path TO \"{0}\";
+             CREATE TABLE readerd_schema (version INT NOT NULL); INSERT INTO readerd_schema VALUES (10); {version_10}",
+            schema.name
+        ))
+        .unwrap();
+    let old_names = ["train", "train (job a)", "train (window)", "r (job a) (job b)", "w (job x"];
+    let mut ids = Vec::new();
+    for name in old_names {
+        let row = admin
+            .query_one(
+                "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec) VALUES ('team', $1, 'f', '') \
+                 RETURNING id",
+                &[&name],
+            )
+            .unwrap();
+        ids.push(row.get::<_, i64>(0));
+    }
+    admin.execute("INSERT INTO readerd_splits (job, epoch, position, file) VALUES ($1, 0, 0, 0)", &[&ids[1]]).unwrap();
+    let ledger = replica(&schema, "a", LeaseTimes::default());
+    let keys = [
+        train(),
+        JobKey::job("team", "train", "a"),
+        JobKey::window("team", "train"),
+        JobKey::job("team", "r (job a)", "b"),
+        JobKey::job("team", "w (job x", "default"),
+    ];
+    for (key, id) in keys.iter().zip(&ids) {
+        assert_eq!(ledger.job_id(key).unwrap(), Some(*id), "{key}");
+    }
+    let splits: i64 = admin.query_one("SELECT count(*) FROM readerd_splits WHERE job = $1", &[&ids[1]]).unwrap().get(0);
+    assert_eq!(splits, 1, "job a kept its split");
+    // A new job of the same shared reader is a row of its own.
+    let b = ledger.job(&JobKey::job("team", "train", "b"), "f", &[]).unwrap();
+    assert!(!ids.contains(&b.id));
 }
 
 #[test]
@@ -78,8 +158,8 @@ fn one_replica_leases_every_split_in_the_epochs_file_order() {
     let a = replica(&schema, "a", LeaseTimes::default());
     let b = replica(&schema, "b", LeaseTimes::default());
     let job = job(&a);
-    assert_eq!(b.job("team", "train", "fingerprint-1", &[]).unwrap(), job, "one job for every replica");
-    assert!(matches!(b.job("team", "train", "fingerprint-2", b"other"), Err(LedgerError::OtherSpec(_))));
+    assert_eq!(b.job(&train(), "fingerprint-1", &[]).unwrap(), job, "one job for every replica");
+    assert!(matches!(b.job(&train(), "fingerprint-2", b"other"), Err(LedgerError::OtherSpec(_))));
     let order = [3, 0, 2, 1];
     a.plan_epoch(job, 1, &order).unwrap();
     b.plan_epoch(job, 1, &order).unwrap();
@@ -254,7 +334,7 @@ fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_w
     let job = job(&a);
     assert!(!a.join_stoppable(job).unwrap(), "a new job is not stopped");
     assert!(!b.report(job, 3, 1).unwrap());
-    let running = a.snapshot_job("team", "train").unwrap().unwrap();
+    let running = a.snapshot_job(&train()).unwrap().unwrap();
     assert!(!a.stopped_job_finished(job).unwrap(), "not stopped");
     a.stop_job(job).unwrap();
     assert!(b.report(job, 3, 1).unwrap(), "a report says it is stopped");
@@ -263,12 +343,12 @@ fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_w
     assert!(!b.stopped_job_finished(job).unwrap(), "neither ended");
     a.replica_ended(job).unwrap();
     assert!(!a.stopped_job_finished(job).unwrap(), "B did not end");
-    let stopping = a.snapshot_job("team", "train").unwrap().unwrap();
+    let stopping = a.snapshot_job(&train()).unwrap().unwrap();
     assert!(!stopping.stopped, "a checkpoint before its end would lose what B still delivers: not stopped");
     b.replica_ended(job).unwrap();
     b.report(job, 0, 0).unwrap();
     assert!(a.stopped_job_finished(job).unwrap(), "both ended (a later report keeps it)");
-    let stopped = a.snapshot_job("team", "train").unwrap().unwrap();
+    let stopped = a.snapshot_job(&train()).unwrap().unwrap();
     assert!(stopped.stopped && !running.stopped);
 
     // A replica that joins now finds it stopped, and serves it until it ends; one that
@@ -279,11 +359,11 @@ fn a_stopped_job_is_over_once_every_replica_serving_it_ended_and_stays_stopped_w
     clock.advance(Duration::from_millis(600));
     assert!(c.stopped_job_finished(job).unwrap(), "C's report is older than a lease time");
 
-    let restored = b.restore_job("team", "train", "restore-1", &running).unwrap();
+    let restored = b.restore_job(&train(), "restore-1", &running).unwrap();
     assert!(!a.join_stoppable(restored).unwrap(), "restored from before the stop: running again");
-    let restored = b.restore_job("team", "train", "restore-2", &stopped).unwrap();
+    let restored = b.restore_job(&train(), "restore-2", &stopped).unwrap();
     assert!(a.join_stoppable(restored).unwrap(), "restored from after the end: stopped");
-    assert!(a.delete_job("team", "train").unwrap());
+    assert!(a.delete_job(&train()).unwrap());
     assert!(matches!(a.stopped_job_finished(restored), Err(LedgerError::Deleted(_))));
     assert!(matches!(a.join_stoppable(restored), Err(LedgerError::Deleted(_))));
     assert!(matches!(a.replica_ended(restored), Err(LedgerError::Deleted(_))));
@@ -375,7 +455,7 @@ fn a_job_that_unbatches_settles_tombstones_and_a_record_delivered_in_part_keeps_
     let (a, b) = (replica_at(&schema, "a", times, &clock), replica_at(&schema, "b", times, &clock));
     let pipeline = readerd_proto::v1::Pipeline { unbatch: true, ..Default::default() };
     let spec = readerd_proto::v1::DatasetSpec { pipeline: Some(pipeline), ..Default::default() };
-    let job = a.job("team", "train", "fingerprint-u", &prost::Message::encode_to_vec(&spec)).unwrap();
+    let job = a.job(&train(), "fingerprint-u", &prost::Message::encode_to_vec(&spec)).unwrap();
     assert_eq!(job.names, LedgerNames::Examples, "named from the job's spec");
     a.plan_epoch(job, 1, &[0, 1]).unwrap();
     a.lease_next(job, 1, &[], EVERY_FILE).unwrap().unwrap();
@@ -407,13 +487,13 @@ fn a_job_that_unbatches_settles_tombstones_and_a_record_delivered_in_part_keeps_
     assert_eq!(fates, [Fate::Dropped, Fate::Taken, Fate::Taken, Fate::Taken, Fate::Dropped]);
     // A checkpoint now counts record 2's place as outstanding (none of its examples
     // acknowledged): given back, so a restore reads and takes it again. Record 1's is not.
-    let snapshot = b.snapshot_job("team", "train").unwrap().unwrap();
+    let snapshot = b.snapshot_job(&train()).unwrap().unwrap();
     assert_eq!(snapshot.selections, [EpochSelection { scope: 0, epoch: 1, skipped: 1, taken: 2 }]);
     // Record 2, taken again, gives no example: settled under its tombstone, it keeps its
     // place (a restore would otherwise read it as dropped and take one record more).
     let settled = set([tombstone(2)]);
     b.commit(job, &[SplitCommit { split: split(1, 0), acked: settled, records: None }]).unwrap();
-    let snapshot = b.snapshot_job("team", "train").unwrap().unwrap();
+    let snapshot = b.snapshot_job(&train()).unwrap().unwrap();
     assert_eq!(snapshot.selections, [EpochSelection { scope: 0, epoch: 1, skipped: 1, taken: 3 }]);
 }
 

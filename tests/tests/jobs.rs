@@ -289,15 +289,17 @@ fn three_jobs_through_a_replica_kill(data: tempfile::TempDir, dir: tempfile::Tem
         keys.sort();
         assert_every_key_twice(&keys, 500);
     }
-    // Each job is its own in the ledger.
+    // Each job is its own in the ledger, keyed by its name, and so is their window's
+    // reading (job '').
     let mut ledger = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let names: Vec<String> = ledger
-        .query("SELECT shared_name FROM readerd_jobs ORDER BY 1", &[])
+    let keys: Vec<(String, String)> = ledger
+        .query("SELECT shared_name, job FROM readerd_jobs ORDER BY 1, 2", &[])
         .unwrap()
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert_eq!(names, ["train (job a)", "train (job b)", "train (job c)", "train (window)"]);
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(name, job)| (name.as_str(), job.as_str())).collect();
+    assert_eq!(keys, [("train", ""), ("train", "a"), ("train", "b"), ("train", "c")]);
     // 3 jobs x 2 epochs x 500 batches in all: the survivor decoded well under 3 jobs'
     // worth of what it served, and each job took elements from its window there.
     let (decoded, shared, detachments) = window_counters(&metrics_addrs[0]);
@@ -341,6 +343,39 @@ fn on_replicas_a_second_sweep_shares_a_window_again() {
     let (decoded, shared) = (decoded_after - decoded, shared_after - shared);
     eprintln!("second sweep: decoded {decoded}, shared {shared}");
     assert!(decoded > 0 && shared > decoded, "the second sweep's jobs took {shared} elements of {decoded} decoded");
+}
+
+/// Jobs are a key of the split ledger and of the registry, not a naming convention: on
+/// replicas a shared reader a caller names `train (job a)` is not job a of `train` (their
+/// ledger rows were one when jobs were named so). Each reads every record once per epoch.
+#[test]
+fn on_replicas_a_shared_reader_named_like_a_job_is_a_reader_of_its_own() {
+    use readerd_tests::shared_reads::{assert_every_key_twice, wait_for_consumers};
+    let Some(db) = readerd_tests::postgres::Database::new() else { return };
+    let (data, dir, spec) = lines_in_batches();
+    let (replicas, _) = two_replicas(&db.url(), data.path(), &[]);
+    let addrs = replicas.iter().map(|r| r.as_ref().unwrap().addr.clone()).collect::<Vec<_>>().join(",");
+    let consume = |shared_name: &str, job: &str, output: &std::path::Path| {
+        Command::new(binary("readerctl"))
+            .args(["--addr", &addrs, "--quiet", "read", "--spec", &spec, "--container", "team"])
+            .args(["--shared-name", shared_name, "--job", job, "--output", "jsonl"])
+            .stdout(std::fs::File::create(output).unwrap())
+            .stderr(std::fs::File::create(output.with_extension("err")).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let outputs = [dir.path().join("job-a.jsonl"), dir.path().join("named.jsonl")];
+    let consumers = [consume("train", "a", &outputs[0]), consume("train (job a)", "default", &outputs[1])];
+    for (consumer, output) in consumers.into_iter().zip(&outputs) {
+        let mut keys = wait_for_consumers(vec![consumer], std::slice::from_ref(output), true);
+        keys.sort();
+        assert_every_key_twice(&keys, 500);
+    }
+    let mut ledger = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let rows = ledger.query("SELECT shared_name, job FROM readerd_jobs ORDER BY 1, 2", &[]).unwrap();
+    let keys: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(name, job)| (name.as_str(), job.as_str())).collect();
+    assert_eq!(keys, [("train", ""), ("train", "a"), ("train (job a)", "default")]);
 }
 
 /// 8 files of 500 lines (`shared_reads::write_lines`), a directory for outputs, and a spec

@@ -328,28 +328,3 @@ async fn idle_readers_are_released_but_not_while_streaming() {
     assert_eq!(stats(&mut client, "", "idle").await.unwrap_err().code(), tonic::Code::NotFound);
     assert!(stats(&mut client, "", "busy").await.is_ok(), "a reader with a stream stays");
 }
-
-/// On replicas the server names its jobs' readers and their window `NAME (job J)` and
-/// `NAME (window)` in the split ledger: a reader a caller names so would share their rows,
-/// so those names are refused on every server, by lookup and by a stream alike.
-#[tokio::test]
-async fn shared_names_shaped_as_the_servers_own_job_names_are_refused() {
-    let server = ServerProcess::start(&[&golden_dir()]);
-    let mut client = server.client().await;
-    for name in ["r (window)", "r (job a)", "x (job b) (job c)"] {
-        let err = create(&mut client, "c", name, text_spec(&["text/lf.txt"])).await.unwrap_err();
-        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{name}: {err:?}");
-        assert!(err.message().contains(&format!("shared_name {name:?}")), "{}", err.message());
-        let request = pb::ReadRequest {
-            reader: Some(reader_ref("c", name)),
-            spec: Some(text_spec(&["text/lf.txt"])),
-            ..Default::default()
-        };
-        let err = client.service().read(request).await.unwrap_err();
-        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{name}: {err:?}");
-    }
-    // Names that only look alike are a caller's own.
-    for name in ["r (windows)", "r (job a) x", "(job a)"] {
-        create(&mut client, "c", name, text_spec(&["text/lf.txt"])).await.unwrap();
-    }
-}

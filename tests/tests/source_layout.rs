@@ -41,8 +41,8 @@ const LEDGER_NAMERS: [&str; 6] = [
 ];
 
 /// Modules that still name the ledger, each until the coordinator takes over what it
-/// does there: the registry's jobs and windows on replicas (`NAME (job J)` readers, the
-/// window's ledger job), job checkpoints' tokens, a selection's claims made while taking
+/// does there: the registry's jobs and windows on replicas (each job's ledger job, the
+/// window's), job checkpoints' tokens, a selection's claims made while taking
 /// records, and a job window's following of the producer's leases. This list only
 /// shrinks.
 const NOT_YET_MOVED: [&str; 5] = [

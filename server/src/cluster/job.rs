@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::job_key::JobKey;
 use super::ledger::{Job, Ledger, LedgerError, SplitCommit, SplitKey};
 use super::selection_ledger::{Fate, LedgerNames, SelectionLimits};
 use crate::pipeline::feed::{FedFile, FileFeed};
@@ -34,6 +35,7 @@ pub type OnStopped = Box<dyn Fn() + Send + Sync>;
 
 pub struct JobFeed {
     pub(super) ledger: Arc<Ledger>,
+    key: JobKey,
     job: Job,
     lease_time: Duration,
     order: EpochOrder,
@@ -145,7 +147,7 @@ pub enum Leases {
 }
 
 impl JobFeed {
-    pub fn new(ledger: Arc<Ledger>, job: Job, order: EpochOrder) -> Self {
+    pub fn new(ledger: Arc<Ledger>, key: JobKey, job: Job, order: EpochOrder) -> Self {
         let lease_time = ledger.lease_time();
         // Every lease this feed takes is taken after now: none expires before this.
         let state = FeedState {
@@ -158,6 +160,7 @@ impl JobFeed {
         };
         Self {
             ledger,
+            key,
             job,
             lease_time,
             order,
@@ -218,6 +221,17 @@ impl JobFeed {
 
     pub fn job(&self) -> Job {
         self.job
+    }
+
+    /// Which ledger job this is.
+    pub fn key(&self) -> &JobKey {
+        &self.key
+    }
+
+    /// Whether its job is still the ledger's job of its key: not deleted, nor replaced by
+    /// a restore, through another replica.
+    pub fn is_the_ledgers(&self) -> Result<bool, LedgerError> {
+        Ok(self.ledger.job_id(&self.key)? == Some(self.job.id))
     }
 
     /// This replica's id in the ledger.

@@ -4,6 +4,7 @@
 //! that stops at its first exhausted component, with each replica's end of it. Blocking,
 //! as the rest of the ledger.
 
+use super::job_key::JobKey;
 use super::ledger::{
     Job, JobSnapshot, JobToSnapshot, Ledger, LedgerError, NamedJob, RestoringJob, SnapshotArrays, SplitSnapshot,
 };
@@ -11,51 +12,54 @@ use super::selection_ledger::LedgerNames;
 use crate::state::ledger::queries;
 
 impl Ledger {
-    /// The job of shared reader `container/shared_name`, created with `spec` if new.
-    pub fn job(&self, container: &str, shared_name: &str, fingerprint: &str, spec: &[u8]) -> Result<Job, LedgerError> {
+    /// The ledger job `key`, created with `spec` if new.
+    pub fn job(&self, key: &JobKey, fingerprint: &str, spec: &[u8]) -> Result<Job, LedgerError> {
+        let (container, shared_name, job) = (&key.container, &key.shared_name, key.job_column());
         self.run(|client| {
-            client.execute(queries::CREATE_JOB, &[&container, &shared_name, &fingerprint, &spec])?;
-            let named = NamedJob::from_row(&client.query_one(queries::JOB, &[&container, &shared_name])?);
+            client.execute(queries::CREATE_JOB, &[&container, &shared_name, &job, &fingerprint, &spec])?;
+            let named = NamedJob::from_row(&client.query_one(queries::JOB, &[&container, &shared_name, &job])?);
             if named.fingerprint != fingerprint {
-                return Err(LedgerError::OtherSpec(format!("{container}/{shared_name}")));
+                return Err(LedgerError::OtherSpec(key.to_string()));
             }
             Ok(Job { id: named.id, generation: named.generation, names: LedgerNames::of_spec(spec)? })
         })
     }
 
-    /// The id of shared reader `container/shared_name`'s job, if there is one.
-    pub fn job_id(&self, container: &str, shared_name: &str) -> Result<Option<i64>, LedgerError> {
+    /// The id of ledger job `key`, if there is one.
+    pub fn job_id(&self, key: &JobKey) -> Result<Option<i64>, LedgerError> {
+        let (container, shared_name, job) = (&key.container, &key.shared_name, key.job_column());
         self.run(|client| {
-            let row = client.query_opt(queries::JOB_ID, &[&container, &shared_name])?;
+            let row = client.query_opt(queries::JOB_ID, &[&container, &shared_name, &job])?;
             Ok(row.map(|row| row.get(0)))
         })
     }
 
-    /// Deletes shared reader `container/shared_name`'s job, its splits and sessions;
-    /// whether there was one.
-    pub fn delete_job(&self, container: &str, shared_name: &str) -> Result<bool, LedgerError> {
+    /// Deletes ledger job `key`, its splits and sessions; whether there was one.
+    pub fn delete_job(&self, key: &JobKey) -> Result<bool, LedgerError> {
+        let (container, shared_name, job) = (&key.container, &key.shared_name, key.job_column());
         self.run(|client| {
-            let deleted = client.execute(queries::DELETE_JOB, &[&container, &shared_name])?;
+            let deleted = client.execute(queries::DELETE_JOB, &[&container, &shared_name, &job])?;
             Ok(deleted > 0)
         })
     }
 
-    /// Deletes shared reader `container/shared_name`'s job and the ledger jobs of the
-    /// jobs on it (`crate::reader::job_reader_name`, and their window's); how many.
-    pub fn delete_job_with_its_jobs(&self, container: &str, shared_name: &str) -> Result<u64, LedgerError> {
-        self.run(|client| Ok(client.execute(queries::DELETE_JOB_WITH_ITS_JOBS, &[&container, &shared_name])?))
+    /// Deletes every ledger job of shared reader `container/shared_name` (each consumer
+    /// group's, and their windows'); how many.
+    pub fn delete_jobs_of(&self, container: &str, shared_name: &str) -> Result<u64, LedgerError> {
+        self.run(|client| Ok(client.execute(queries::DELETE_JOBS_OF, &[&container, &shared_name])?))
     }
 
-    /// Deletes shared reader `container/shared_name`'s job if it was read from and no
-    /// replica reads it now, none having reported on it for two lease times
-    /// (`queries::DELETE_IDLE_JOB`); whether it did.
-    pub fn delete_idle_job(&self, container: &str, shared_name: &str) -> Result<bool, LedgerError> {
+    /// Deletes ledger job `key` if it was read from and no replica reads it now, none
+    /// having reported on it for two lease times (`queries::DELETE_IDLE_JOB`); whether it did.
+    pub fn delete_idle_job(&self, key: &JobKey) -> Result<bool, LedgerError> {
+        let (container, shared_name, job) = (&key.container, &key.shared_name, key.job_column());
         let quiet = 2.0 * self.lease_time().as_secs_f64();
         self.run(|client| {
             // A gap in the ledger's clock (an outage) makes every report old: none is
             // deleted until the ledger was reached steadily for as long again.
             self.beat(client)?;
-            let deleted = client.execute(queries::DELETE_IDLE_JOB, &[&container, &shared_name, &self.now(), &quiet])?;
+            let deleted =
+                client.execute(queries::DELETE_IDLE_JOB, &[&container, &shared_name, &job, &self.now(), &quiet])?;
             Ok(deleted > 0)
         })
     }
@@ -114,16 +118,16 @@ impl Ledger {
         })
     }
 
-    /// Shared reader `container/shared_name`'s job as it stands (one consistent read), if
-    /// there is one.
-    pub fn snapshot_job(&self, container: &str, shared_name: &str) -> Result<Option<JobSnapshot>, LedgerError> {
+    /// Ledger job `key` as it stands (one consistent read), if there is one.
+    pub fn snapshot_job(&self, key: &JobKey) -> Result<Option<JobSnapshot>, LedgerError> {
+        let (container, shared_name, job) = (&key.container, &key.shared_name, key.job_column());
         self.run(|client| {
             let mut transaction = client
                 .build_transaction()
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()?;
-            let Some(row) = transaction.query_opt(queries::JOB_TO_SNAPSHOT, &[&container, &shared_name])? else {
+            let Some(row) = transaction.query_opt(queries::JOB_TO_SNAPSHOT, &[&container, &shared_name, &job])? else {
                 return Ok(None);
             };
             let job = JobToSnapshot::from_row(&row);
@@ -141,21 +145,16 @@ impl Ledger {
         })
     }
 
-    /// Makes shared reader `container/shared_name`'s job the one `snapshot` holds,
-    /// replacing whatever job has that name, unless it was already restored from the
+    /// Makes ledger job `key` the one `snapshot` holds, replacing whatever job has that
+    /// key, unless it was already restored from the
     /// same checkpoint (`restore_id`): replicas resuming one token restore it once, and
     /// later ones join the job as it went on. No split is leased after a restore.
-    pub fn restore_job(
-        &self,
-        container: &str,
-        shared_name: &str,
-        restore_id: &str,
-        snapshot: &JobSnapshot,
-    ) -> Result<Job, LedgerError> {
+    pub fn restore_job(&self, key: &JobKey, restore_id: &str, snapshot: &JobSnapshot) -> Result<Job, LedgerError> {
+        let (container, shared_name, job) = (&key.container, &key.shared_name, key.job_column());
         self.run(|client| {
             let mut transaction = client.transaction()?;
             transaction.batch_execute(queries::LOCK_JOBS)?;
-            let existing = transaction.query_opt(queries::JOB_TO_RESTORE, &[&container, &shared_name])?;
+            let existing = transaction.query_opt(queries::JOB_TO_RESTORE, &[&container, &shared_name, &job])?;
             let names = LedgerNames::of_spec(&snapshot.spec)?;
             let existing = existing.as_ref().map(|row| RestoringJob::from_row(row, names));
             if let Some(existing) = &existing
@@ -165,13 +164,14 @@ impl Ledger {
                 return Ok(existing.job);
             }
             let generation = existing.map_or(1, |existing| existing.job.generation + 1);
-            transaction.execute(queries::DELETE_JOB, &[&container, &shared_name])?;
+            transaction.execute(queries::DELETE_JOB, &[&container, &shared_name, &job])?;
             let id: i64 = transaction
                 .query_one(
                     queries::INSERT_RESTORED_JOB,
                     &[
                         &container,
                         &shared_name,
+                        &job,
                         &snapshot.fingerprint,
                         &snapshot.spec,
                         &generation,

@@ -7,6 +7,8 @@
 //! - [`ledger`]: every statement on the ledger: replicas, splits, leases, sessions; and
 //!   [`job_ledger`]: the jobs themselves (create, delete, snapshot, restore). Their SQL
 //!   and the tables' migrations are `crate::state::ledger`'s.
+//! - [`job_key`]: which ledger job a reading is: a shared reader's consumer group's, or
+//!   its jobs' window's on a replica.
 //! - [`job`]: a shared reader's job on this replica: the feed its pipeline leases files
 //!   through (`pipeline::feed`) and the acknowledgements it commits.
 //! - [`replica`]: this replica's [`Cluster`] thread, which commits and renews for every
@@ -18,7 +20,8 @@
 //! # The design
 //!
 //! **Jobs and splits.** A shared reader `(container, shared_name)` is a job in the
-//! ledger, keyed by its spec's fingerprint. Each epoch is cut into splits, one per file,
+//! ledger per consumer group reading it ([`JobKey`]: `default` for the shared reader
+//! itself), checked against its spec's fingerprint. Each epoch is cut into splits, one per file,
 //! in the epoch's file order (from the seed, the same on every replica: the first replica
 //! to reach an epoch writes its splits, the others find them); with the exact global
 //! shuffle, one per range of the epoch's permutation (`pipeline::global::FedGlobal`). A
@@ -128,6 +131,7 @@
 //! commit, within the lease time plus the grace period.
 
 pub mod job;
+pub mod job_key;
 pub mod job_ledger;
 pub mod job_view;
 pub mod ledger;
@@ -138,6 +142,7 @@ pub mod selection_ledger;
 pub use crate::pipeline::record_set::RecordSet;
 pub use crate::source::SplitRef;
 pub use job::{Acked, EpochOrder, JobFeed, Leases, Usage};
+pub use job_key::{JobKey, Reading};
 pub use ledger::{
     EpochProgress, EpochSelection, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError,
     ReplicaReport, SplitCommit, SplitKey, SplitSnapshot,

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::job::{EpochOrder, JobFeed};
+use super::job_key::JobKey;
 use super::ledger::{Ledger, LedgerError, SplitKey};
 use readerd_common::sync::MutexUnpoisoned;
 
@@ -46,18 +47,16 @@ impl Cluster {
         &self.ledger
     }
 
-    /// The feed of shared reader `container/shared_name` (its job created in the ledger
-    /// if new).
+    /// The feed of ledger job `key` (created in the ledger if new).
     pub fn job_feed(
         &self,
-        container: &str,
-        shared_name: &str,
+        key: JobKey,
         fingerprint: &str,
         spec: &[u8],
         order: EpochOrder,
     ) -> Result<Arc<JobFeed>, LedgerError> {
-        let job = self.ledger.job(container, shared_name, fingerprint, spec)?;
-        let feed = Arc::new(JobFeed::new(self.ledger.clone(), job, order));
+        let job = self.ledger.job(&key, fingerprint, spec)?;
+        let feed = Arc::new(JobFeed::new(self.ledger.clone(), key, job, order));
         let mut feeds = self.feeds.lock_unpoisoned();
         feeds.retain(|feed| feed.strong_count() > 0);
         feeds.push(Arc::downgrade(&feed));

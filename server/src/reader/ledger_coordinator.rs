@@ -295,8 +295,8 @@ impl Coordinator for LedgerCoordinator {
         matches!(self.feed.leases(), Leases::Void { .. })
     }
 
-    fn job_id(&self) -> Option<i64> {
-        Some(self.feed.job().id)
+    fn deleted_elsewhere(&self) -> Result<bool> {
+        Ok(!self.feed.is_the_ledgers()?)
     }
 
     /// The live replicas of its job as the status last saw them (1 before that).

@@ -90,7 +90,7 @@ pub use decoding::{DECODE_PANICS, catch_decode_panic};
 pub mod element_count;
 pub use element_count::element_count;
 mod job_window;
-pub use job_window::{JOB_WINDOWS, JobWindow, Seat, SeatFigures, is_job_reader_of, job_reader_name};
+pub use job_window::{JOB_WINDOWS, JobWindow, Seat, SeatFigures, job_reader_name};
 mod mix;
 mod mix_decode;
 mod mix_gather;

@@ -1,18 +1,19 @@
-//! Jobs on a replica of a cluster: each job is a shared reader of its own, its own job in
-//! the split ledger ([`crate::reader::job_reader_name`]), and those of one shared name
-//! take their elements from one window of decoded elements on this replica
-//! (`JobWindow::on_replicas`), whose producer leases splits in a ledger job of its own,
-//! `NAME (window)`. A spec the window does not serve on replicas yet (a mixture,
-//! `unbatch`, `skip`/`take`) has each job read alone, as before.
+//! Jobs on a replica of a cluster: each job's reader is the registry's, keyed by
+//! `(container, shared_name, job)` as on one server, and its own job in the split ledger
+//! ([`JobKey`]); those of one shared name take their elements from one window of decoded
+//! elements on this replica (`JobWindow::on_replicas`), whose producer leases splits in
+//! a ledger job of its own (`JobKey::window`). A spec the window does not serve on
+//! replicas yet (a mixture, `unbatch`, `skip`/`take`) has each job read alone.
 
 use std::sync::Arc;
 
 use readerd_proto::v1 as pb;
 
-use super::{ReaderRegistry, display_name, mismatch};
+use super::{JobReaderKey, ReaderRegistry, Stale, check_same_spec, display_name, mismatch};
+use crate::cluster::JobKey;
 use crate::error::{Result, ServeError};
 use crate::reader::{JobWindow, LedgerCoordinator, Reader, job_reader_name};
-use crate::spec::ReaderSpec;
+use crate::spec::{self, ReaderSpec};
 use readerd_common::sync::RwLockUnpoisoned;
 
 /// Whether jobs of `spec` share a window on replicas.
@@ -20,33 +21,69 @@ fn shares_on_replicas(spec: &ReaderSpec) -> bool {
     spec.mix.is_none() && !spec.unbatch && !spec.select.counts()
 }
 
-/// The ledger job of the window the jobs of `shared_name` share on each replica.
-fn window_job_name(shared_name: &str) -> String {
+/// The name of the reader of the window the jobs of `shared_name` share on a replica (its
+/// logs and stats).
+fn window_reader_name(shared_name: &str) -> String {
     format!("{shared_name} (window)")
 }
 
 impl ReaderRegistry {
     /// On replicas, `lookup_or_create_job`: job `job`'s reader of shared reader
-    /// `container/shared_name`, a shared reader of its own, created from `spec` when
-    /// absent (then the flag is true) and seated at the window the name's jobs share on
-    /// this replica.
+    /// `container/shared_name`, created from `spec` (or its window's) when absent (then the
+    /// flag is true), joined to its ledger job and seated at the window the name's jobs
+    /// share on this replica before any stream can find it (one that found it first would
+    /// read alone).
     pub(super) fn replica_job(
         &self,
-        container: &str,
-        (shared_name, job): (&str, &str),
+        (container, shared_name, job): (&str, &str, &str),
         spec: Option<pb::DatasetSpec>,
     ) -> Result<(Arc<Reader>, bool)> {
-        // Seated before any stream can find it, so that none reads alone meanwhile.
-        let seat = |reader: &Arc<Reader>| {
-            if !shares_on_replicas(reader.spec()) {
-                return;
+        let key: JobReaderKey = (container.to_owned(), shared_name.to_owned(), job.to_owned());
+        let requested = spec.as_ref().map(spec::fingerprint);
+        if let Some(existing) = self.job_reader(&key) {
+            match Stale::of(&existing)? {
+                Stale::No => {
+                    check_same_spec(&existing, requested.as_deref())?;
+                    existing.mark_used();
+                    return Ok((existing, false));
+                }
+                // Its job goes on through a new reader.
+                stale => {
+                    let mut jobs = self.inner.jobs.write_unpoisoned();
+                    if jobs.readers.get(&key).is_some_and(|held| Arc::ptr_eq(held, &existing)) {
+                        jobs.readers.remove(&key);
+                        stale.release(&existing);
+                    }
+                }
             }
-            match self.replica_window(container, shared_name, reader) {
+        }
+        let name = job_reader_name(&display_name(container, shared_name), job);
+        let spec = match (spec, self.job_window(container, shared_name)) {
+            (Some(spec), _) => spec,
+            (None, Some(window)) => window.spec(),
+            (None, None) => return Err(ServeError::ReaderNotFound(name)),
+        };
+        let reader = Arc::new(self.open(name, spec)?);
+        let cluster = self.inner.setup.cluster.as_ref().ok_or_else(|| ServeError::Internal("no cluster".into()))?;
+        let order = LedgerCoordinator::order(&reader)?;
+        let spec_bytes = prost::Message::encode_to_vec(&reader.spec().proto);
+        let fingerprint = &reader.spec().fingerprint;
+        let feed = cluster.job_feed(JobKey::job(container, shared_name, job), fingerprint, &spec_bytes, order)?;
+        LedgerCoordinator::join(&reader, feed)?;
+        if shares_on_replicas(reader.spec()) {
+            match self.replica_window(container, shared_name, &reader) {
                 Ok(window) => reader.join_window(window.seat(job.to_owned())),
                 Err(err) => tracing::warn!(reader = reader.name(), error = %err, "the job reads alone"),
             }
-        };
-        self.lookup_or_create_with(container, &job_reader_name(shared_name, job), spec, seat)
+        }
+        let mut jobs = self.inner.jobs.write_unpoisoned();
+        if let Some(existing) = jobs.readers.get(&key) {
+            // Created by a concurrent call while the files were resolved.
+            check_same_spec(existing, requested.as_deref())?;
+            return Ok((existing.clone(), false));
+        }
+        jobs.readers.insert(key, reader.clone());
+        Ok((reader, true))
     }
 
     /// The window of `container/shared_name`'s jobs on this replica, made for `reader`'s
@@ -60,16 +97,16 @@ impl ReaderRegistry {
                 let cluster =
                     self.inner.setup.cluster.as_ref().ok_or_else(|| ServeError::Internal("no cluster".into()))?;
                 let producer =
-                    self.open(display_name(container, &window_job_name(shared_name)), reader.spec().proto.clone())?;
+                    self.open(display_name(container, &window_reader_name(shared_name)), reader.spec().proto.clone())?;
                 let order = LedgerCoordinator::order(&producer)?;
                 let spec = producer.spec();
                 let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
-                let window_job = window_job_name(shared_name);
+                let window_job = JobKey::window(container, shared_name);
                 // A window's job read before (by a sweep before this one) and read by
                 // no replica now starts again. Which splits the window leases never
                 // decides what a job delivers: its own ledger job does.
-                cluster.ledger().delete_idle_job(container, &window_job)?;
-                let feed = cluster.job_feed(container, &window_job, &spec.fingerprint, &spec_bytes, order)?;
+                cluster.ledger().delete_idle_job(&window_job)?;
+                let feed = cluster.job_feed(window_job, &spec.fingerprint, &spec_bytes, order)?;
                 let log = LedgerCoordinator::produce_for_window(&producer, feed);
                 let window = JobWindow::on_replicas(producer, self.inner.setup.job_window_bytes, log);
                 self.inner.jobs.write_unpoisoned().windows.entry(key).or_insert(window).clone()

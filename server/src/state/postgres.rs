@@ -7,7 +7,7 @@ use super::session::Session;
 use super::{StateError, StateStore, StoredCheckpoint};
 
 /// Schema versions, applied in order; the applied version is kept in the database.
-const MIGRATIONS: &[&str] = &[
+pub const MIGRATIONS: &[&str] = &[
     "
     CREATE TABLE readerd_checkpoints (
         id BIGSERIAL PRIMARY KEY,
@@ -24,7 +24,7 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE readerd_record_indexes (key TEXT PRIMARY KEY, value BYTEA NOT NULL);
 ",
     // The split ledger of shared readers served by several replicas (`crate::cluster`):
-    // versions 3 to 10, next to the ledger's statements.
+    // versions 3 to 11, next to the ledger's statements.
     super::ledger::schema::REPLICAS_JOBS_SPLITS_SESSIONS,
     super::ledger::schema::RESTORES_AND_REPORTS,
     super::ledger::schema::STOPPED_JOBS,
@@ -33,6 +33,7 @@ const MIGRATIONS: &[&str] = &[
     super::ledger::schema::SPLITS_BY_FILE,
     super::ledger::schema::SELECTION_COUNTS,
     super::ledger::schema::LEDGER_CLOCK,
+    super::ledger::schema::JOB_KEYS,
 ];
 
 /// A connection to `url`, with its tables in `schema` when given (tests keep each in a

@@ -29,17 +29,10 @@ use crate::element::Element;
 use crate::error::ServeError;
 use readerd_common::sync::MutexUnpoisoned;
 
-/// How job `job` of reader `name` is named: in messages, and on replicas as the shared
-/// reader of its own it is there (a job of the split ledger of its own, so that each job's
-/// exactly-once holds across replica deaths as a shared reader's does; the jobs share a
-/// window on each replica, [`JobWindow::on_replicas`]).
+/// How job `job`'s reader of reader `name` is named in messages, logs and stats (the
+/// registry and the split ledger key it by `job`, not by this name).
 pub fn job_reader_name(name: &str, job: &str) -> String {
     format!("{name} (job {job})")
-}
-
-/// Whether `reader` is a [`job_reader_name`] of a job of `name`.
-pub fn is_job_reader_of(reader: &str, name: &str) -> bool {
-    reader.strip_prefix(name).and_then(|rest| rest.strip_prefix(" (job ")).is_some_and(|job| job.ends_with(')'))
 }
 
 /// The payload bytes the producer gathers at most in one chunk.

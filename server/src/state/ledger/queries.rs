@@ -255,47 +255,49 @@ pub const FLUSHED_SESSIONS: &str = "SELECT session FROM readerd_sessions
 
 // Jobs.
 
-/// Creates the job of shared reader `$1/$2` with fingerprint `$3` and spec `$4`, unless it
-/// exists.
+// A ledger job is keyed `(container, shared_name, job)`: `$1, $2, $3` below
+// (`crate::cluster::JobKey`; `job` is `''` for a replica's window of jobs).
+
+/// Creates ledger job `($1, $2, $3)` with fingerprint `$4` and spec `$5`, unless it exists.
 pub const CREATE_JOB: &str =
-    "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec) VALUES ($1, $2, $3, $4)
-     ON CONFLICT (container, shared_name) DO NOTHING";
+    "INSERT INTO readerd_jobs (container, shared_name, job, fingerprint, spec) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (container, shared_name, job) DO NOTHING";
 
-/// `id, fingerprint, generation` of shared reader `$1/$2`'s job.
-pub const JOB: &str = "SELECT id, fingerprint, generation FROM readerd_jobs WHERE container = $1 AND shared_name = $2";
+/// `id, fingerprint, generation` of ledger job `($1, $2, $3)`.
+pub const JOB: &str =
+    "SELECT id, fingerprint, generation FROM readerd_jobs WHERE container = $1 AND shared_name = $2 AND job = $3";
 
-/// `id` of shared reader `$1/$2`'s job.
-pub const JOB_ID: &str = "SELECT id FROM readerd_jobs WHERE container = $1 AND shared_name = $2";
+/// `id` of ledger job `($1, $2, $3)`.
+pub const JOB_ID: &str = "SELECT id FROM readerd_jobs WHERE container = $1 AND shared_name = $2 AND job = $3";
 
 /// Whether job `$1` exists (a row).
 pub const JOB_EXISTS: &str = "SELECT 1 FROM readerd_jobs WHERE id = $1";
 
-/// Deletes shared reader `$1/$2`'s job, with its splits, sessions and reports.
-pub const DELETE_JOB: &str = "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2";
+/// Deletes ledger job `($1, $2, $3)`, with its splits, sessions and reports.
+pub const DELETE_JOB: &str = "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2 AND job = $3";
 
-/// Deletes shared reader `$1/$2`'s job with the ledger jobs of its jobs on replicas:
-/// `NAME (job J)` for each job J and their window's, `NAME (window)`.
-pub const DELETE_JOB_WITH_ITS_JOBS: &str = "DELETE FROM readerd_jobs
-     WHERE container = $1 AND (shared_name = $2 OR shared_name = $2 || ' (window)'
-         OR (starts_with(shared_name, $2 || ' (job ') AND right(shared_name, 1) = ')'))";
+/// Deletes every ledger job of shared reader `$1/$2`: each consumer group's and their
+/// windows'.
+pub const DELETE_JOBS_OF: &str = "DELETE FROM readerd_jobs WHERE container = $1 AND shared_name = $2";
 
-/// Deletes shared reader `$1/$2`'s job if it was read from (a split done or leased once),
-/// on a ledger reached steadily for `$4` seconds (after an outage every report is old),
-/// and nobody reads it now (at `$3`, now): no split held by a live lease, and no replica
-/// reported on it within `$4` seconds (a reader between two splits holds no lease, but its
+/// Deletes ledger job `($1, $2, $3)` if it was read from (a split done or leased once),
+/// on a ledger reached steadily for `$5` seconds (after an outage every report is old),
+/// and nobody reads it now (at `$4`, now): no split held by a live lease, and no replica
+/// reported on it within `$5` seconds (a reader between two splits holds no lease, but its
 /// replica reports on the job every renewal). A jobs' window's job (`crate::registry`)
 /// starts again so for the next sweep.
-pub const DELETE_IDLE_JOB: &str = "DELETE FROM readerd_jobs AS job WHERE container = $1 AND shared_name = $2
+pub const DELETE_IDLE_JOB: &str = "DELETE FROM readerd_jobs AS job
+     WHERE container = $1 AND shared_name = $2 AND job.job = $3
        AND EXISTS (SELECT 1 FROM readerd_splits AS split
                    WHERE split.job = job.id AND (split.done OR split.owner IS NOT NULL))
        AND NOT EXISTS (SELECT 1 FROM readerd_splits AS split
                        WHERE split.job = job.id AND NOT split.done AND split.owner IS NOT NULL
-                         AND NOT split.released AND split.lease_expires > coalesce($3::timestamptz, now()))
+                         AND NOT split.released AND split.lease_expires > coalesce($4::timestamptz, now()))
        AND NOT EXISTS (SELECT 1 FROM readerd_job_replicas AS report
                        WHERE report.job = job.id
-                         AND report.reported_at > coalesce($3::timestamptz, now()) - make_interval(secs => $4))
+                         AND report.reported_at > coalesce($4::timestamptz, now()) - make_interval(secs => $5))
        AND EXISTS (SELECT 1 FROM readerd_ledger_clock
-                   WHERE steady_since < coalesce($3::timestamptz, now()) - make_interval(secs => $4))";
+                   WHERE steady_since < coalesce($4::timestamptz, now()) - make_interval(secs => $5))";
 
 /// Marks job `$1` stopped.
 pub const STOP_JOB: &str = "UPDATE readerd_jobs SET stopped = true WHERE id = $1";
@@ -335,9 +337,9 @@ pub const STOPPED_JOB_OVER: &str = "
 
 // Checkpoints of jobs.
 
-/// `id, fingerprint, spec` of shared reader `$1/$2`'s job.
+/// `id, fingerprint, spec` of ledger job `($1, $2, $3)`.
 pub const JOB_TO_SNAPSHOT: &str =
-    "SELECT id, fingerprint, spec FROM readerd_jobs WHERE container = $1 AND shared_name = $2";
+    "SELECT id, fingerprint, spec FROM readerd_jobs WHERE container = $1 AND shared_name = $2 AND job = $3";
 
 /// `epoch, position, file, acked, done` of every split of job `$1`, in order.
 pub const SPLITS_TO_SNAPSHOT: &str =
@@ -346,15 +348,15 @@ pub const SPLITS_TO_SNAPSHOT: &str =
 /// One restore at a time (they are rare); job creation waits for it.
 pub const LOCK_JOBS: &str = "LOCK TABLE readerd_jobs IN SHARE ROW EXCLUSIVE MODE";
 
-/// `id, generation, restored_from` of shared reader `$1/$2`'s job.
-pub const JOB_TO_RESTORE: &str =
-    "SELECT id, generation, restored_from FROM readerd_jobs WHERE container = $1 AND shared_name = $2";
+/// `id, generation, restored_from` of ledger job `($1, $2, $3)`.
+pub const JOB_TO_RESTORE: &str = "SELECT id, generation, restored_from FROM readerd_jobs
+     WHERE container = $1 AND shared_name = $2 AND job = $3";
 
-/// Creates shared reader `$1/$2`'s job as restored from checkpoint `$6`: fingerprint `$3`,
-/// spec `$4`, generation `$5`, stopped `$7`; returns its id.
+/// Creates ledger job `($1, $2, $3)` as restored from checkpoint `$7`: fingerprint `$4`,
+/// spec `$5`, generation `$6`, stopped `$8`; returns its id.
 pub const INSERT_RESTORED_JOB: &str =
-    "INSERT INTO readerd_jobs (container, shared_name, fingerprint, spec, generation, restored_from, stopped)
-     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id";
+    "INSERT INTO readerd_jobs (container, shared_name, job, fingerprint, spec, generation, restored_from, stopped)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id";
 
 /// Writes job `$1`'s splits `($2[i], $3[i])` with file `$4[i]`, acknowledged records
 /// `$5[i]` and done flag `$6[i]`.

@@ -1,5 +1,5 @@
 //! The split ledger's tables, as the migrations that create and change them: versions 3
-//! to 10 of the one schema version the database keeps, applied in order after the state
+//! to 11 of the one schema version the database keeps, applied in order after the state
 //! store's own versions 1 and 2 (`MIGRATIONS` in `super::super::postgres`). A migration's
 //! text and place never change once released: a change to the tables is a new version.
 
@@ -116,4 +116,21 @@ pub const LEDGER_CLOCK: &str = "
         steady_since TIMESTAMPTZ NOT NULL DEFAULT now()
     );
     INSERT INTO readerd_ledger_clock DEFAULT VALUES;
+";
+
+/// Version 11: a ledger job is keyed `(container, shared_name, job)` (`crate::cluster::JobKey`):
+/// a consumer group's reading on replicas was a job of its own named `NAME (job J)`, and
+/// the window its jobs share on a replica `NAME (window)`. Their rows are split into their
+/// parts: the shared reader's own job is `default`, a window's `''`. The base of `NAME (job
+/// J)` is everything before its last ` (job `, as such names were made.
+pub const JOB_KEYS: &str = r"
+    ALTER TABLE readerd_jobs ADD COLUMN job TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE readerd_jobs DROP CONSTRAINT readerd_jobs_container_shared_name_key;
+    UPDATE readerd_jobs SET job = '', shared_name = left(shared_name, -length(' (window)'))
+     WHERE shared_name LIKE '% (window)';
+    UPDATE readerd_jobs
+       SET job = substring(shared_name FROM '^.* \(job (.*)\)$'),
+           shared_name = substring(shared_name FROM '^(.*) \(job .*\)$')
+     WHERE shared_name ~ '^.* \(job .*\)$';
+    ALTER TABLE readerd_jobs ADD CONSTRAINT readerd_jobs_key UNIQUE (container, shared_name, job);
 ";

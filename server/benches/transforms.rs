@@ -136,6 +136,8 @@ fn bench(c: &mut Criterion) {
 /// One pass over the JPEGs of `dir` in the mode `READERD_BENCH_ONLY` names; prints the
 /// images done and the wall time per image.
 fn once_over(dir: &str) {
+    // glibc tuned as the server tunes it (no mmap and unmap for each image's buffers).
+    readerd_proto::allocator::tune(Some(1));
     let mut paths: Vec<_> = std::fs::read_dir(dir)
         .expect("READERD_BENCH_JPEGS: a directory")
         .map(|entry| entry.expect("a directory entry").path())

@@ -156,10 +156,7 @@ pub fn flip_owned(image: Dense, horizontal: bool) -> Result<Dense, String> {
             let row = w * pixel;
             if horizontal {
                 for line in pixels.chunks_exact_mut(row.max(1)) {
-                    for x in 0..w / 2 {
-                        let (left, right) = line.split_at_mut((w - 1 - x) * pixel);
-                        left[x * pixel..(x + 1) * pixel].swap_with_slice(&mut right[..pixel]);
-                    }
+                    reverse_pixels(line, pixel);
                 }
             } else {
                 for y in 0..h / 2 {
@@ -170,6 +167,30 @@ pub fn flip_owned(image: Dense, horizontal: bool) -> Result<Dense, String> {
             Ok(Dense { dtype, shape, values: crate::decode::Values::Bytes(pixels.freeze()) })
         }
         Err(shared) => flip(&Dense { dtype, shape, values: crate::decode::Values::Bytes(shared) }, horizontal),
+    }
+}
+
+/// Reverses the order of the `pixel`-byte pixels of `line` in place. The common pixel
+/// sizes (one to four channels of u8, three or four of float32) swap fixed-size arrays,
+/// which the compiler turns into a few moves a pixel.
+fn reverse_pixels(line: &mut [u8], pixel: usize) {
+    fn fixed<const N: usize>(line: &mut [u8]) {
+        line.as_chunks_mut::<N>().0.reverse();
+    }
+    match pixel {
+        1 => line.reverse(),
+        2 => fixed::<2>(line),
+        3 => fixed::<3>(line),
+        4 => fixed::<4>(line),
+        12 => fixed::<12>(line),
+        16 => fixed::<16>(line),
+        _ => {
+            let w = line.len() / pixel.max(1);
+            for x in 0..w / 2 {
+                let (left, right) = line.split_at_mut((w - 1 - x) * pixel);
+                left[x * pixel..(x + 1) * pixel].swap_with_slice(&mut right[..pixel]);
+            }
+        }
     }
 }
 
@@ -402,6 +423,19 @@ pub fn normalize(image: &Dense, mean: &[f64], std: &[f64]) -> Result<Dense, Stri
 mod tests {
     use super::*;
     use crate::decode::Values;
+
+    #[test]
+    fn pixels_of_every_size_are_reversed_whole() {
+        for pixel in [1, 2, 3, 4, 6, 8, 12, 16] {
+            for width in [0, 1, 2, 5, 224] {
+                let line: Vec<u8> = (0..width * pixel).map(|i| (i * 7 % 251) as u8).collect();
+                let expected: Vec<u8> = line.rchunks_exact(pixel).flatten().copied().collect();
+                let mut reversed = line.clone();
+                reverse_pixels(&mut reversed, pixel);
+                assert_eq!(reversed, expected, "{width} pixels of {pixel} bytes");
+            }
+        }
+    }
 
     fn u8_image(h: usize, w: usize, c: usize, values: &[u8]) -> Dense {
         Dense {

@@ -31,10 +31,11 @@
 //! for it while holding elements it consumed. `acknowledge` acknowledges earlier, for a
 //! caller that hands elements on (to a prefetching loader) before it is done with them.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use readerd_proto::v1 as pb;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::client::{Client, ConnectOptions};
 use crate::resume::{Event, NO_END_MARKER, Received, StreamError, received};
@@ -61,6 +62,13 @@ pub const STORE_OUTAGE_WAIT: Duration = Duration::from_secs(300);
 
 /// How long after leaving a replica the session opens a stream to it again.
 pub const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+
+/// What the elements a session has received and not yet returned may add up to, from all
+/// its replicas (their encoded sizes; an element larger than this is held alone). A
+/// replica's stream waits to pass more on, and HTTP/2's flow control then holds the
+/// replica back; the server bounds what it sends a session too (twice its
+/// `--stream-buffer-bytes`), this bounds the trainer's side.
+pub const HELD_BYTES: usize = 256 << 20;
 
 /// One replica as the session sees it.
 struct Replica {
@@ -109,11 +117,13 @@ enum Arrival {
     Closed(tonic::Status),
 }
 
-/// An arrival from replica `replica`'s stream `generation`.
+/// An arrival from replica `replica`'s stream `generation`, with the bytes of the
+/// session's [`HELD_BYTES`] it holds until it is dropped (an element's, once returned).
 struct Tagged {
     replica: usize,
     generation: u32,
     arrival: Arrival,
+    _held: Option<OwnedSemaphorePermit>,
 }
 
 /// A shared reader read from every replica at once; see the module documentation.
@@ -121,6 +131,9 @@ pub struct ReplicaSession {
     replicas: Vec<Replica>,
     arrivals: mpsc::Receiver<Tagged>,
     arrivals_tx: mpsc::Sender<Tagged>,
+    /// The bytes arrivals may hold ([`HELD_BYTES`]), and the permits for them.
+    held_bound: usize,
+    held: Arc<Semaphore>,
     options: ConnectOptions,
     session_id: String,
     request: pb::ReadRequest,
@@ -150,6 +163,13 @@ impl ReplicaSession {
     /// `addrs` at once. A replica that cannot be reached counts as dead (nothing came from
     /// it); the session fails only when none can.
     pub fn open(addrs: &[&str], request: pb::ReadRequest, options: ConnectOptions) -> Self {
+        Self::open_holding(addrs, request, options, HELD_BYTES)
+    }
+
+    /// [`ReplicaSession::open`], holding at most `held_bytes` of elements received and not
+    /// yet returned, instead of [`HELD_BYTES`].
+    pub fn open_holding(addrs: &[&str], request: pb::ReadRequest, options: ConnectOptions, held_bytes: usize) -> Self {
+        let held_bound = held_bytes.clamp(1, u32::MAX as usize);
         let mut options = options;
         // A replica stopped or cut off is noticed even by a session waiting on its stream
         // with nothing to acknowledge there: the session leaves it before the elements
@@ -178,6 +198,8 @@ impl ReplicaSession {
             replicas,
             arrivals,
             arrivals_tx,
+            held_bound,
+            held: Arc::new(Semaphore::new(held_bound)),
             options,
             session_id: request.session_id.clone(),
             request,
@@ -195,6 +217,11 @@ impl ReplicaSession {
     /// This consumer's session id (the same on every replica).
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// The bytes of the elements received from the replicas and not yet returned.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bound - self.held.available_permits()
     }
 
     /// The `seq` of the last element returned (-1 before the first).
@@ -217,9 +244,10 @@ impl ReplicaSession {
         (replica.client, replica.returned) = (None, None);
         let (addr, generation) = (replica.addr.clone(), replica.generation);
         let (options, request, arrivals) = (self.options.clone(), self.request.clone(), self.arrivals_tx.clone());
+        let held = (self.held.clone(), self.held_bound);
         let task = tokio::spawn(async move {
             tokio::time::sleep(pause).await;
-            stream_arrivals(i, generation, addr, options, request, arrivals).await;
+            stream_arrivals((i, generation), addr, options, request, (arrivals, held)).await;
         });
         replica.task = Some(task.abort_handle());
     }
@@ -242,7 +270,7 @@ impl ReplicaSession {
                     continue;
                 }
             };
-            let Some(Tagged { replica: i, generation, arrival }) = received else { break };
+            let Some(Tagged { replica: i, generation, arrival, .. }) = received else { break };
             if generation != self.replicas[i].generation {
                 continue; // From a stream the session left.
             }
@@ -285,7 +313,7 @@ impl ReplicaSession {
         }
         // A replica left because its stream was gone (`NOT_FOUND` to an acknowledgement)
         // may have ended it with the end of the sequence, still waiting to be read.
-        while let Ok(Tagged { replica: i, generation, arrival }) = self.arrivals.try_recv() {
+        while let Ok(Tagged { replica: i, generation, arrival, .. }) = self.arrivals.try_recv() {
             let ended = matches!(arrival, Arrival::Received(Received::EndOfSequence { .. }));
             if ended && generation == self.replicas[i].generation {
                 self.replicas[i].state = State::EndOfSequence;
@@ -553,14 +581,13 @@ impl Drop for ReplicaSession {
 
 /// Connects to replica `i` and reads its stream (generation `generation`) into `arrivals`.
 async fn stream_arrivals(
-    i: usize,
-    generation: u32,
+    (i, generation): (usize, u32),
     addr: String,
     options: ConnectOptions,
     request: pb::ReadRequest,
-    arrivals: mpsc::Sender<Tagged>,
+    (arrivals, (held, held_bound)): (mpsc::Sender<Tagged>, (Arc<Semaphore>, usize)),
 ) {
-    let send = |arrival| arrivals.send(Tagged { replica: i, generation, arrival });
+    let send = |arrival| arrivals.send(Tagged { replica: i, generation, arrival, _held: None });
     let opened = match Client::connect_with(&addr, &options).await {
         Ok(mut client) => client.read_with(request).await.map(|stream| (client, stream)),
         Err(err) if err.is_unreachable() => Err(tonic::Status::unavailable(format!("{addr}: {err}"))),
@@ -585,7 +612,15 @@ async fn stream_arrivals(
             Ok(Some(message)) => {
                 let Some(received) = received(message) else { continue };
                 let last = matches!(received, Received::EndOfSequence { .. });
-                if send(Arrival::Received(received)).await.is_err() || last {
+                // An element waits for room among the bytes the session holds.
+                let bytes = match &received {
+                    Received::Element(element) => prost::Message::encoded_len(element).clamp(1, held_bound),
+                    _ => 0,
+                };
+                let Ok(permit) = held.clone().acquire_many_owned(bytes as u32).await else { return };
+                let tagged =
+                    Tagged { replica: i, generation, arrival: Arrival::Received(received), _held: Some(permit) };
+                if arrivals.send(tagged).await.is_err() || last {
                     return;
                 }
                 continue;

@@ -531,6 +531,40 @@ fn a_consumer_that_stops_reading_holds_twice_the_stream_buffer_bytes() {
     a_stalled_session_holds(&["--stream-buffer-bytes", "800"], 40, 66 + 4);
 }
 
+/// A trainer's session holds at most its bound of elements received and not yet returned
+/// (`ReplicaSession::open_holding`; `HELD_BYTES`, 256 MiB, by default), whatever its
+/// replicas would send (here up to 256 elements); then it reads on, every record once per
+/// epoch.
+#[test]
+fn a_session_holds_at_most_its_bytes_of_elements_received_and_not_returned() {
+    let Some(db) = Database::new() else { return };
+    let data = tempfile::tempdir().unwrap();
+    write_lines(data.path(), 1000);
+    let spec: readerd_client::v1::DatasetSpec = serde_json::from_value(spec()).unwrap();
+    let (replica, _state) = replica_with(&db, data.path(), &["--lease-time", "2s"]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _runtime = runtime.enter();
+    // Batches of 8 lines encode to a few hundred bytes: the 64 arrivals the session
+    // queued whatever their size would be several times this.
+    let bound = 2048;
+    let addrs = [replica.addr.as_str()];
+    let mut session =
+        readerd_client::replicas::ReplicaSession::open_holding(&addrs, read_train(spec), Default::default(), bound);
+    let Some(readerd_client::resume::Event::Element(first)) = runtime.block_on(session.next()).unwrap() else {
+        panic!("no first element");
+    };
+    let mut keys = first.keys;
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let held = session.held_bytes();
+    assert!(held > 0 && held <= bound, "the session holds {held} bytes of elements");
+    while let Some(readerd_client::resume::Event::Element(element)) = runtime.block_on(session.next()).unwrap() {
+        assert!(session.held_bytes() <= bound, "the session holds {} bytes", session.held_bytes());
+        keys.extend(element.keys);
+    }
+    keys.sort();
+    assert_eq!(keys, every_key_twice(1000), "every record exactly once per epoch");
+}
+
 /// A consumer session on a replica (started with `args`) takes one element and stalls:
 /// the elements it holds unacknowledged settle between `at_least` and `at_most`; another
 /// consumer reads the rest, then the first reads on, each record once per epoch.

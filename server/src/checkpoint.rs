@@ -23,7 +23,6 @@ use hmac::{Hmac, Mac};
 use readerd_proto::v1 as pb;
 use sha2::Sha256;
 
-use crate::cluster::{EpochSelection, JobSnapshot, SplitSnapshot};
 use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::metrics::METRICS;
@@ -245,8 +244,8 @@ impl Streams {
                     )));
                 }
                 if let Some(job) = &checkpoint.job {
-                    let snapshot = job_snapshot(checkpoint.spec.clone().unwrap_or_default(), job);
-                    registry.restore_job(&container, &shared_name, &job_name, &job.restore_id, &snapshot)?;
+                    let spec = checkpoint.spec.clone().unwrap_or_default();
+                    registry.restore_job((&container, &shared_name, &job_name), &spec, job)?;
                 }
                 (checkpoint.spec.clone(), Some(checkpoint))
             };
@@ -336,28 +335,9 @@ fn job_name_of(reader: &Reader) -> String {
     reader.seat().map(|seat| seat.job().to_owned()).unwrap_or_default()
 }
 
-/// The job a checkpoint of a shared reader served by replicas holds, as the ledger
-/// restores it (`Checkpointer::checkpoint_job` writes it).
-fn job_snapshot(spec: pb::DatasetSpec, job: &pb::JobCheckpoint) -> JobSnapshot {
-    let splits = job
-        .splits
-        .iter()
-        .map(|split| SplitSnapshot {
-            epoch: split.epoch,
-            position: split.position,
-            file: split.file,
-            acked: split.acked.to_vec(),
-            done: split.done,
-        })
-        .collect();
-    let selections = job.selections.iter().map(EpochSelection::from).collect();
-    JobSnapshot {
-        fingerprint: crate::spec::fingerprint(&spec),
-        spec: prost::Message::encode_to_vec(&spec),
-        stopped: job.stopped,
-        splits,
-        selections,
-    }
+/// A restore id for a job's checkpoint: its restore happens once per id.
+fn restore_id() -> String {
+    crate::state::random_secret()[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Commits checkpoints and loads them back from tokens.
@@ -427,7 +407,7 @@ impl Checkpointer {
         let job = registry.job_snapshot(named)?;
         let job = job.ok_or_else(|| ServeError::ReaderNotFound(stream.shared_name.clone()))?;
         let lineage = Some(stream.lineage.clone());
-        self.checkpoint_job(named, after_seq, lineage, job)
+        self.checkpoint_job(named, after_seq, lineage, job.into_checkpoint(restore_id())?)
     }
 
     /// A checkpoint of job `job` (empty: `default`) of shared reader
@@ -442,7 +422,8 @@ impl Checkpointer {
     ) -> Result<String> {
         let job = if job.is_empty() { DEFAULT_JOB } else { job };
         if let Some(snapshot) = registry.job_snapshot((container, shared_name, job))? {
-            return self.checkpoint_job((container, shared_name, job), -1, None, snapshot);
+            let checkpoint = snapshot.into_checkpoint(restore_id())?;
+            return self.checkpoint_job((container, shared_name, job), -1, None, checkpoint);
         }
         let reader = match job {
             DEFAULT_JOB => registry.get(container, shared_name)?,
@@ -475,29 +456,13 @@ impl Checkpointer {
     /// A checkpoint of a shared reader served by replicas: its job as the ledger holds it
     /// (blocking). `after_seq` and `lineage` are the stream's it was asked through, or
     /// `-1` and `None` outside a stream.
-    pub fn checkpoint_job(
+    fn checkpoint_job(
         &self,
         (container, shared_name, job_name): (&str, &str, &str),
         after_seq: i64,
         lineage: Option<String>,
-        job: JobSnapshot,
+        (fingerprint, spec, job): (String, pb::DatasetSpec, pb::JobCheckpoint),
     ) -> Result<String> {
-        let spec: pb::DatasetSpec = prost::Message::decode(&job.spec[..])
-            .map_err(|err| ServeError::Internal(format!("the ledger's spec of {container}/{shared_name}: {err}")))?;
-        let restore_id: String = crate::state::random_secret()[..16].iter().map(|b| format!("{b:02x}")).collect();
-        let splits = job
-            .splits
-            .into_iter()
-            .map(|split| pb::SplitCheckpoint {
-                epoch: split.epoch,
-                position: split.position,
-                file: split.file,
-                acked: split.acked.into(),
-                done: split.done,
-            })
-            .collect();
-        let selections = job.selections.iter().map(pb::EpochSelection::from).collect();
-        // `job_snapshot` reads them back.
         let state = pb::CheckpointState {
             container: container.to_owned(),
             spec: Some(spec),
@@ -506,10 +471,10 @@ impl Checkpointer {
             lineage: lineage.unwrap_or_else(|| reader_lineage(shared_name, job_name)),
             shared: None,
             shared_name: shared_name.to_owned(),
-            job: Some(pb::JobCheckpoint { restore_id, splits, stopped: job.stopped, selections }),
+            job: Some(job),
             job_name: if job_name == DEFAULT_JOB { String::new() } else { job_name.to_owned() },
         };
-        self.commit(&state, &job.fingerprint)
+        self.commit(&state, &fingerprint)
     }
 
     /// Stores `state`, prunes its lineage's old checkpoints and returns its token.

@@ -388,16 +388,15 @@ impl ReaderRegistry {
         })
     }
 
-    /// On a replica: makes job `job` of shared reader `container/shared_name` the one a
-    /// checkpoint holds (once per checkpoint, `restore_id`: a later resume with the same
-    /// token joins the job as it went on). `FAILED_PRECONDITION` on a single server.
+    /// On a replica: makes job `job_name` of shared reader `container/shared_name` the one
+    /// checkpoint `job` (of `job_spec`) holds, once per checkpoint (its restore id: a later
+    /// resume with the same token joins the job as it went on). `FAILED_PRECONDITION` on a
+    /// single server.
     pub fn restore_job(
         &self,
-        container: &str,
-        shared_name: &str,
-        job_name: &str,
-        restore_id: &str,
-        job: &JobSnapshot,
+        (container, shared_name, job_name): (&str, &str, &str),
+        job_spec: &pb::DatasetSpec,
+        job: &pb::JobCheckpoint,
     ) -> Result<()> {
         let Some(cluster) = &self.inner.setup.cluster else {
             return Err(ServeError::FailedPrecondition(format!(
@@ -405,7 +404,9 @@ impl ReaderRegistry {
                 display_name(container, shared_name)
             )));
         };
-        cluster.ledger().restore_job(&JobKey::job(container, shared_name, job_name), restore_id, job)?;
+        let key = JobKey::job(container, shared_name, job_name);
+        let snapshot = JobSnapshot::from_checkpoint((spec::fingerprint(job_spec), job_spec, job));
+        cluster.ledger().restore_job(&key, &job.restore_id, &snapshot)?;
         Ok(())
     }
 

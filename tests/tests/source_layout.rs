@@ -42,12 +42,10 @@ const LEDGER_NAMERS: [&str; 6] = [
 
 /// Modules that still name the ledger, each until the coordinator takes over what it
 /// does there: the registry's jobs and windows on replicas (each job's ledger job, the
-/// window's), job checkpoints' tokens, a selection's claims made while taking
-/// records, and a job window's following of the producer's leases. This list only
-/// shrinks.
-const NOT_YET_MOVED: [&str; 5] = [
+/// window's), a selection's claims made while taking records, and a job window's
+/// following of the producer's leases. This list only shrinks.
+const NOT_YET_MOVED: [&str; 4] = [
     "server/src/registry",
-    "server/src/checkpoint.rs",
     "server/src/reader/records.rs",
     "server/src/reader/job_window/",
     "server/src/reader/mod.rs",

@@ -146,6 +146,52 @@ pub struct JobSnapshot {
     pub selections: Vec<EpochSelection>,
 }
 
+/// A job's checkpoint as a token carries it: the job's fingerprint, its spec and
+/// `readerd.v1.JobCheckpoint`.
+pub type JobCheckpoint = (String, readerd_proto::v1::DatasetSpec, readerd_proto::v1::JobCheckpoint);
+
+impl JobSnapshot {
+    /// The job as a checkpoint carries it, restored once per `restore_id`
+    /// ([`Ledger::restore_job`]).
+    pub fn into_checkpoint(self, restore_id: String) -> Result<JobCheckpoint, LedgerError> {
+        let spec = prost::Message::decode(&self.spec[..])?;
+        let splits = (self.splits.into_iter())
+            .map(|split| readerd_proto::v1::SplitCheckpoint {
+                epoch: split.epoch,
+                position: split.position,
+                file: split.file,
+                acked: split.acked.into(),
+                done: split.done,
+            })
+            .collect();
+        let selections = self.selections.iter().map(readerd_proto::v1::EpochSelection::from).collect();
+        let job = readerd_proto::v1::JobCheckpoint { restore_id, splits, stopped: self.stopped, selections };
+        Ok((self.fingerprint, spec, job))
+    }
+
+    /// The job a checkpoint carries, as the ledger restores it.
+    pub fn from_checkpoint(
+        (fingerprint, spec, job): (String, &readerd_proto::v1::DatasetSpec, &readerd_proto::v1::JobCheckpoint),
+    ) -> Self {
+        let splits = (job.splits.iter())
+            .map(|split| SplitSnapshot {
+                epoch: split.epoch,
+                position: split.position,
+                file: split.file,
+                acked: split.acked.to_vec(),
+                done: split.done,
+            })
+            .collect();
+        JobSnapshot {
+            fingerprint,
+            spec: prost::Message::encode_to_vec(spec),
+            stopped: job.stopped,
+            splits,
+            selections: job.selections.iter().map(EpochSelection::from).collect(),
+        }
+    }
+}
+
 /// How many records an epoch of a job skipped and took so far (its places in `take`
 /// granted to records not acknowledged given back).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -599,5 +645,35 @@ impl Ledger {
             let rows = client.query(queries::LIVE_REPLICAS, &[&seconds(self.times.ttl), &self.now()])?;
             Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job's checkpoint carries the snapshot whole: restored from the token, the ledger
+    /// gets the job as it was read.
+    #[test]
+    fn a_job_snapshot_comes_back_from_its_checkpoint() {
+        let spec = readerd_proto::v1::DatasetSpec {
+            source: Some(readerd_proto::v1::Source { files: vec!["part-*".into()], ..Default::default() }),
+            ..Default::default()
+        };
+        let snapshot = JobSnapshot {
+            fingerprint: "f".into(),
+            spec: prost::Message::encode_to_vec(&spec),
+            stopped: true,
+            splits: vec![
+                SplitSnapshot { epoch: 0, position: 0, file: 3, acked: vec![1, 2, 3], done: false },
+                SplitSnapshot { epoch: 1, position: 1, file: 0, acked: vec![], done: true },
+            ],
+            selections: vec![EpochSelection { scope: 1, epoch: 0, skipped: 5, taken: 7 }],
+        };
+        let (fingerprint, decoded, job) = snapshot.clone().into_checkpoint("r".into()).unwrap();
+        assert_eq!((fingerprint.as_str(), job.restore_id.as_str()), (snapshot.fingerprint.as_str(), "r"));
+        assert_eq!(JobSnapshot::from_checkpoint((fingerprint, &decoded, &job)), snapshot);
+        let corrupt = JobSnapshot { spec: vec![0xff; 3], ..snapshot };
+        assert!(matches!(corrupt.into_checkpoint("r".into()), Err(LedgerError::BadSpec(_))));
     }
 }

@@ -85,7 +85,7 @@
 //! **Checkpoints.** A checkpoint of a shared reader served by replicas is its job: every
 //! planned split with its acknowledged records and done flag, read in one transaction
 //! (`Ledger::snapshot_job`) after this replica committed what it holds. Resuming its
-//! token on any replica restores the job (`Ledger::restore_job`: the job of that name is
+//! token on any replica restores the job (`Ledger::restore_job`: the job of that key is
 //! replaced, no split leased), once per checkpoint (a restore id in the token: replicas
 //! resuming the same token later join the job as it went on). So it resumes onto any
 //! number of replicas and consumers, delivering exactly the records not acknowledged

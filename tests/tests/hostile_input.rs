@@ -27,7 +27,22 @@ fn good_spec() -> pb::DatasetSpec {
 }
 
 async fn assert_good_stream_served(client: &mut readerd_client::Client) {
-    let (values, _, end) = read_records(client, good_spec()).await;
+    assert_good_stream_served_within(client, Duration::ZERO).await;
+}
+
+/// [`assert_good_stream_served`], a `RESOURCE_EXHAUSTED` ("retry later") retried for up to
+/// `patience`.
+async fn assert_good_stream_served_within(client: &mut readerd_client::Client, patience: Duration) {
+    let deadline = Instant::now() + patience;
+    let (values, end) = loop {
+        let (values, _, end) = read_records(client, good_spec()).await;
+        match end {
+            Err(status) if status.code() == tonic::Code::ResourceExhausted && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            end => break (values, end),
+        }
+    };
     end.expect("a normal stream is served");
     assert_eq!(values.len(), 1000);
     assert_eq!(values[999], b"record 999");
@@ -408,18 +423,5 @@ async fn stalled_consumers_keep_the_servers_memory_within_its_budget() {
     // and given their memory back: until then a stream is told RESOURCE_EXHAUSTED, "retry
     // later", and a caller that retries is served.
     let mut client = server.client().await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (values, _, end) = read_records(&mut client, good_spec()).await;
-        match end {
-            Err(status) if status.code() == tonic::Code::ResourceExhausted && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            end => {
-                end.expect("a normal stream is served");
-                assert_eq!(values.len(), 1000);
-                break;
-            }
-        }
-    }
+    assert_good_stream_served_within(&mut client, Duration::from_secs(20)).await;
 }

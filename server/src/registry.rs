@@ -34,8 +34,7 @@ type ReaderKey = (String, String);
 /// A job's reader: container, shared name and job.
 type JobReaderKey = (String, String, String);
 
-/// The job a stream belongs to when it names none: the shared reader itself.
-pub const DEFAULT_JOB: &str = "default";
+pub use crate::cluster::DEFAULT_JOB;
 
 /// `INVALID_ARGUMENT` when a name is longer than [`MAX_NAME_BYTES`].
 fn check_names(names: &[&str]) -> Result<()> {
@@ -380,12 +379,7 @@ impl ReaderRegistry {
         }
         let key = JobKey::job(container, shared_name, job);
         let snapshot = cluster.ledger().snapshot_job(&key)?;
-        snapshot.map(Some).ok_or_else(|| {
-            ServeError::ReaderNotFound(match job {
-                DEFAULT_JOB => display_name(container, shared_name),
-                _ => key.to_string(),
-            })
-        })
+        snapshot.map(Some).ok_or_else(|| ServeError::ReaderNotFound(key.to_string()))
     }
 
     /// On a replica: makes job `job_name` of shared reader `container/shared_name` the one

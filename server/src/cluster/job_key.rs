@@ -7,6 +7,9 @@
 
 use std::fmt;
 
+/// The job a stream belongs to when it names none: the shared reader itself.
+pub const DEFAULT_JOB: &str = "default";
+
 /// A job of the split ledger: a shared reader's reading, as its consumer group `job` or as
 /// its jobs' window.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +58,7 @@ impl fmt::Display for JobKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self { container, shared_name, reading } = self;
         match reading {
+            Reading::Job(job) if job == DEFAULT_JOB => write!(f, "{container}/{shared_name}"),
             Reading::Job(job) => write!(f, "{container}/{shared_name}, job {job}"),
             Reading::Window => write!(f, "{container}/{shared_name}, its jobs' window"),
         }

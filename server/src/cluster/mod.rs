@@ -142,7 +142,7 @@ pub mod selection_ledger;
 pub use crate::pipeline::record_set::RecordSet;
 pub use crate::source::SplitRef;
 pub use job::{Acked, EpochOrder, JobFeed, Leases, Usage};
-pub use job_key::{JobKey, Reading};
+pub use job_key::{DEFAULT_JOB, JobKey, Reading};
 pub use ledger::{
     EpochProgress, EpochSelection, Job, JobCheckpoint, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock,
     LedgerError, ReplicaReport, SplitCommit, SplitKey, SplitSnapshot,

@@ -144,7 +144,7 @@ pub use crate::source::SplitRef;
 pub use job::{Acked, EpochOrder, JobFeed, Leases, Usage};
 pub use job_key::{DEFAULT_JOB, JobKey, Reading};
 pub use ledger::{
-    EpochProgress, EpochSelection, Job, JobCheckpoint, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock,
-    LedgerError, ReplicaReport, SplitCommit, SplitKey, SplitSnapshot,
+    EpochProgress, EpochSelection, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError,
+    ReplicaReport, SplitCommit, SplitKey, SplitSnapshot,
 };
 pub use replica::Cluster;

@@ -146,14 +146,14 @@ pub struct JobSnapshot {
     pub selections: Vec<EpochSelection>,
 }
 
-/// A job's checkpoint as a token carries it: the job's fingerprint, its spec and
-/// `readerd.v1.JobCheckpoint`.
-pub type JobCheckpoint = (String, readerd_proto::v1::DatasetSpec, readerd_proto::v1::JobCheckpoint);
-
 impl JobSnapshot {
-    /// The job as a checkpoint carries it, restored once per `restore_id`
-    /// ([`Ledger::restore_job`]).
-    pub fn into_checkpoint(self, restore_id: String) -> Result<JobCheckpoint, LedgerError> {
+    /// The job as a checkpoint's token carries it (its fingerprint, its spec and
+    /// `readerd.v1.JobCheckpoint`: proto types only, so that checkpoints need no ledger
+    /// type), restored once per `restore_id` ([`Ledger::restore_job`]).
+    pub fn into_checkpoint(
+        self,
+        restore_id: String,
+    ) -> Result<(String, readerd_proto::v1::DatasetSpec, readerd_proto::v1::JobCheckpoint), LedgerError> {
         let spec = prost::Message::decode(&self.spec[..])?;
         let splits = (self.splits.into_iter())
             .map(|split| readerd_proto::v1::SplitCheckpoint {

@@ -408,13 +408,9 @@ impl ReaderRegistry {
     /// stream reads its job through a new one.
     fn forget_stale_reader(&self, key: &ReaderKey) -> Result<()> {
         let Some(reader) = self.read_lock().get(key).cloned() else { return Ok(()) };
-        let stale = Stale::of(&reader)?;
-        if stale != Stale::No {
-            let mut readers = self.write_lock();
-            if readers.get(key).is_some_and(|held| Arc::ptr_eq(held, &reader)) {
-                readers.remove(key);
-                stale.release(&reader);
-            }
+        match Stale::of(&reader)? {
+            Stale::No => {}
+            stale => stale.forget(&mut self.write_lock(), key, &reader),
         }
         Ok(())
     }
@@ -595,8 +591,13 @@ impl Stale {
         Ok(if coordinator.deleted_elsewhere()? { Stale::Deleted } else { Stale::No })
     }
 
-    /// Releases `reader`, taken out of the registry, if it must be.
-    fn release(self, reader: &Reader) {
+    /// Takes stale `reader` out of `readers` (if `key` still holds it, not a newer one),
+    /// releasing it if it must be.
+    fn forget<K: Ord>(self, readers: &mut BTreeMap<K, Arc<Reader>>, key: &K, reader: &Arc<Reader>) {
+        if !readers.get(key).is_some_and(|held| Arc::ptr_eq(held, reader)) {
+            return;
+        }
+        readers.remove(key);
         if self == Stale::Deleted {
             reader.release();
         }

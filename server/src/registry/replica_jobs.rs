@@ -48,13 +48,7 @@ impl ReaderRegistry {
                     return Ok((existing, false));
                 }
                 // Its job goes on through a new reader.
-                stale => {
-                    let mut jobs = self.inner.jobs.write_unpoisoned();
-                    if jobs.readers.get(&key).is_some_and(|held| Arc::ptr_eq(held, &existing)) {
-                        jobs.readers.remove(&key);
-                        stale.release(&existing);
-                    }
-                }
+                stale => stale.forget(&mut self.inner.jobs.write_unpoisoned().readers, &key, &existing),
             }
         }
         let name = job_reader_name(&display_name(container, shared_name), job);

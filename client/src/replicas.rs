@@ -126,14 +126,37 @@ struct Tagged {
     _held: Option<OwnedSemaphorePermit>,
 }
 
+/// The bytes of elements a session holds, received and not yet returned, within its bound
+/// ([`HELD_BYTES`]): each element holds a permit per byte until it is dropped.
+#[derive(Clone)]
+struct HeldBytes {
+    permits: Arc<Semaphore>,
+    bound: usize,
+}
+
+impl HeldBytes {
+    fn new(bound: usize) -> Self {
+        let bound = bound.clamp(1, u32::MAX as usize);
+        Self { permits: Arc::new(Semaphore::new(bound)), bound }
+    }
+
+    fn held(&self) -> usize {
+        self.bound - self.permits.available_permits()
+    }
+
+    /// Waits for room for `element` (one larger than the bound waits for all of it).
+    async fn room_for(&self, element: &pb::Element) -> OwnedSemaphorePermit {
+        let bytes = prost::Message::encoded_len(element).clamp(1, self.bound);
+        self.permits.clone().acquire_many_owned(bytes as u32).await.expect("the session's permits are never closed")
+    }
+}
+
 /// A shared reader read from every replica at once; see the module documentation.
 pub struct ReplicaSession {
     replicas: Vec<Replica>,
     arrivals: mpsc::Receiver<Tagged>,
     arrivals_tx: mpsc::Sender<Tagged>,
-    /// The bytes arrivals may hold ([`HELD_BYTES`]), and the permits for them.
-    held_bound: usize,
-    held: Arc<Semaphore>,
+    held: HeldBytes,
     options: ConnectOptions,
     session_id: String,
     request: pb::ReadRequest,
@@ -169,7 +192,6 @@ impl ReplicaSession {
     /// [`ReplicaSession::open`], holding at most `held_bytes` of elements received and not
     /// yet returned, instead of [`HELD_BYTES`].
     pub fn open_holding(addrs: &[&str], request: pb::ReadRequest, options: ConnectOptions, held_bytes: usize) -> Self {
-        let held_bound = held_bytes.clamp(1, u32::MAX as usize);
         let mut options = options;
         // A replica stopped or cut off is noticed even by a session waiting on its stream
         // with nothing to acknowledge there: the session leaves it before the elements
@@ -198,8 +220,7 @@ impl ReplicaSession {
             replicas,
             arrivals,
             arrivals_tx,
-            held_bound,
-            held: Arc::new(Semaphore::new(held_bound)),
+            held: HeldBytes::new(held_bytes),
             options,
             session_id: request.session_id.clone(),
             request,
@@ -221,7 +242,7 @@ impl ReplicaSession {
 
     /// The bytes of the elements received from the replicas and not yet returned.
     pub fn held_bytes(&self) -> usize {
-        self.held_bound - self.held.available_permits()
+        self.held.held()
     }
 
     /// The `seq` of the last element returned (-1 before the first).
@@ -244,7 +265,7 @@ impl ReplicaSession {
         (replica.client, replica.returned) = (None, None);
         let (addr, generation) = (replica.addr.clone(), replica.generation);
         let (options, request, arrivals) = (self.options.clone(), self.request.clone(), self.arrivals_tx.clone());
-        let held = (self.held.clone(), self.held_bound);
+        let held = self.held.clone();
         let task = tokio::spawn(async move {
             tokio::time::sleep(pause).await;
             stream_arrivals((i, generation), addr, options, request, (arrivals, held)).await;
@@ -585,7 +606,7 @@ async fn stream_arrivals(
     addr: String,
     options: ConnectOptions,
     request: pb::ReadRequest,
-    (arrivals, (held, held_bound)): (mpsc::Sender<Tagged>, (Arc<Semaphore>, usize)),
+    (arrivals, held): (mpsc::Sender<Tagged>, HeldBytes),
 ) {
     let send = |arrival| arrivals.send(Tagged { replica: i, generation, arrival, _held: None });
     let opened = match Client::connect_with(&addr, &options).await {
@@ -613,13 +634,11 @@ async fn stream_arrivals(
                 let Some(received) = received(message) else { continue };
                 let last = matches!(received, Received::EndOfSequence { .. });
                 // An element waits for room among the bytes the session holds.
-                let bytes = match &received {
-                    Received::Element(element) => prost::Message::encoded_len(element).clamp(1, held_bound),
-                    _ => 0,
+                let permit = match &received {
+                    Received::Element(element) => Some(held.room_for(element).await),
+                    _ => None,
                 };
-                let Ok(permit) = held.clone().acquire_many_owned(bytes as u32).await else { return };
-                let tagged =
-                    Tagged { replica: i, generation, arrival: Arrival::Received(received), _held: Some(permit) };
+                let tagged = Tagged { replica: i, generation, arrival: Arrival::Received(received), _held: permit };
                 if arrivals.send(tagged).await.is_err() || last {
                     return;
                 }

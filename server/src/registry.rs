@@ -188,16 +188,8 @@ impl ReaderRegistry {
         let in_container = self.read_lock().keys().filter(|(c, _)| c == container).count();
         self.inner.setup.limits.check_readers(container, in_container)?;
         let reader = Arc::new(self.open(name, spec)?);
-        if let Some(window) = self.job_window(container, shared_name) {
-            // Its other jobs came first: it shares their window.
-            match window.matches(&reader) {
-                true => reader.join_window(window.seat(DEFAULT_JOB.to_owned())),
-                // On replicas each job is a shared reader of its own: of another spec, it
-                // reads alone.
-                false if window.is_on_replicas() => tracing::warn!(reader = reader.name(), "reads alone"),
-                false => return Err(mismatch(display_name(container, shared_name), window.fingerprint(), &reader)),
-            }
-        }
+        // Its job in the ledger first: on replicas, a seat at the window is one in its
+        // leases too.
         if let Some(cluster) = &self.inner.setup.cluster {
             let spec = reader.spec();
             let order = LedgerCoordinator::order(&reader)?;
@@ -205,6 +197,16 @@ impl ReaderRegistry {
             let key = JobKey::job(container, shared_name, DEFAULT_JOB);
             let job = cluster.job_feed(key, &spec.fingerprint, &spec_bytes, order)?;
             LedgerCoordinator::join(&reader, job)?;
+        }
+        if let Some(window) = self.job_window(container, shared_name) {
+            // Its other jobs came first: it shares their window.
+            match window.matches(&reader) {
+                true => reader.join_window(window.seat(DEFAULT_JOB.to_owned(), &reader)),
+                // On replicas each job is a shared reader of its own: of another spec, it
+                // reads alone.
+                false if window.is_on_replicas() => tracing::warn!(reader = reader.name(), "reads alone"),
+                false => return Err(mismatch(display_name(container, shared_name), window.fingerprint(), &reader)),
+            }
         }
         let mut readers = self.inner.readers.write_unpoisoned();
         if let Some(existing) = readers.get(&key) {
@@ -218,7 +220,7 @@ impl ReaderRegistry {
         // side looks for the other after publishing itself, so one of them sees it).
         let unseated = || reader.seat().is_none();
         if let Some(window) = self.job_window(container, shared_name).filter(|w| unseated() && w.matches(&reader)) {
-            reader.join_window(window.seat(DEFAULT_JOB.to_owned()));
+            reader.join_window(window.seat(DEFAULT_JOB.to_owned(), &reader));
         }
         Ok((reader, true))
     }
@@ -288,7 +290,8 @@ impl ReaderRegistry {
             return Err(mismatch(name, existing, &reader));
         }
         let window = window.clone();
-        let reader = Arc::new(reader.into_job(window.seat(job.to_owned())));
+        let seat = window.seat(job.to_owned(), &reader);
+        let reader = Arc::new(reader.into_job(seat));
         jobs.readers.insert(key, reader.clone());
         drop(jobs);
         // Its state's lock is taken here: never under the registry's. The job default
@@ -296,7 +299,7 @@ impl ReaderRegistry {
         let default_job =
             default_job.or_else(|| self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned());
         if let Some(default_job) = default_job.filter(|reader| reader.seat().is_none()) {
-            default_job.join_window(window.seat(DEFAULT_JOB.to_owned()));
+            default_job.join_window(window.seat(DEFAULT_JOB.to_owned(), &default_job));
         }
         Ok((reader, true))
     }

@@ -106,6 +106,47 @@ fn each_job_of_a_shared_reader_and_their_window_are_ledger_jobs_of_their_own() {
     assert!(keys.iter().all(|key| b.job_id(key).unwrap().is_none()));
 }
 
+/// The window a shared reader's jobs share on a replica leases each split, in the same
+/// transaction, for every job seated at it that nobody ever held the split for: that job
+/// holds it then (this replica renews it, no other replica leases it), and a job whose
+/// split another replica holds is left out. A job seated later takes the splits the
+/// window leased so far in one statement, those another replica holds for it left out.
+#[test]
+fn a_window_leases_each_split_for_the_jobs_seated_at_it_that_nobody_held_it_for() {
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let a = replica(&schema, "a", LeaseTimes::default());
+    let b = replica(&schema, "b", LeaseTimes::default());
+    let window = a.job(&JobKey::window("team", "train"), "fingerprint-1", &[]).unwrap();
+    let [job_a, job_b, job_c] =
+        ["a", "b", "c"].map(|job| a.job(&JobKey::job("team", "train", job), "fingerprint-1", &[]).unwrap());
+    for job in [window, job_a, job_b, job_c] {
+        a.plan_epoch(job, 1, &[0, 1, 2]).unwrap();
+    }
+    // Replica b's consumer of job b reads it alone there: b holds its file 0.
+    assert_eq!(b.lease_next(job_b, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.split), Some(split(1, 0)));
+    let lease_for_seated = |seated: &[Job]| {
+        let (lease, for_seated) = a.lease_next_for_seated(window, 1, &[], EVERY_FILE, seated).unwrap().unwrap();
+        assert!(for_seated.iter().all(|(_, acked)| acked.is_empty()), "{for_seated:?}");
+        (lease.split, for_seated.into_iter().map(|(key, _)| key).collect::<Vec<_>>())
+    };
+    assert_eq!(lease_for_seated(&[job_a, job_b]), (split(1, 0), vec![key(job_a, 1, 0)]), "job b's file 0 is b's");
+    assert_eq!(lease_for_seated(&[job_a]), (split(1, 1), vec![key(job_a, 1, 1)]));
+    // Job a's splits are a's: renewed with its leases, leased by no other replica.
+    let held_for_a = [key(job_a, 1, 0), key(job_a, 1, 1)];
+    assert_eq!(a.heartbeat(&held_for_a).unwrap(), held_for_a);
+    assert_eq!(b.lease_next(job_a, 1, &[], EVERY_FILE).unwrap().map(|lease| lease.split), Some(split(1, 2)));
+    // Seated later: job c takes both of the window's splits, job b only the one b does not hold.
+    let untouched = |job: Job| {
+        let leased = a.lease_untouched(&[key(job, 1, 0), key(job, 1, 1)]).unwrap();
+        let mut keys: Vec<SplitKey> = leased.into_iter().map(|(key, _)| key).collect();
+        keys.sort_by_key(|key| key.split);
+        keys
+    };
+    assert_eq!(untouched(job_c), [key(job_c, 1, 0), key(job_c, 1, 1)]);
+    assert_eq!(untouched(job_b), [key(job_b, 1, 1)]);
+    assert_eq!(untouched(job_c), Vec::<SplitKey>::new(), "a split leased once is never untouched again");
+}
+
 /// A ledger written before ledger jobs were keyed by job (schema version 10): a job's
 /// reading on replicas was a job named `NAME (job J)`, and their window's `NAME (window)`.
 /// Migrated, each row is its parts, keeping its id (and so its splits).

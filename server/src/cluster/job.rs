@@ -2,7 +2,7 @@
 //! reads leased splits through, and the acknowledged records it commits to the ledger.
 //!
 //! A split is done, and committed so, when this replica read its file to the end (or,
-//! for a job following the jobs' window, `job/follow.rs`, the window's reader did) and
+//! for a job seated at the jobs' window, `job/window.rs`, the window's reader did) and
 //! every record of it is acknowledged in the ledger (through this replica or, re-sent by
 //! a consumer that left it, through another). Acknowledgements of splits this replica
 //! does not hold (a consumer re-sending what it received from a replica that died) are
@@ -13,14 +13,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::job_key::JobKey;
-use super::ledger::{Job, Ledger, LedgerError, SplitCommit, SplitKey};
+use super::ledger::{Job, Ledger, LedgerError, SeatedLeases, SplitCommit, SplitKey};
 use super::selection_ledger::{Fate, LedgerNames, SelectionLimits};
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::record_set::RecordSet;
 use crate::source::{RecordId, SourceError, SplitRef};
 use readerd_common::sync::MutexUnpoisoned;
 
-mod follow;
+mod window;
+pub use window::{SeatLeases, WindowFeed};
 
 /// The file order of an epoch (from 1), the same on every replica: it comes from the spec
 /// and its seed.
@@ -75,8 +76,9 @@ struct FeedState {
     held: HashMap<SplitRef, Held>,
     /// Acknowledged records not committed yet, by split.
     pending: HashMap<SplitRef, RecordSet>,
-    /// Following the jobs' window, and reading alone after it (`follow`).
-    following: follow::Following,
+    /// Splits held through the jobs' window, and offered again once the job left it
+    /// (`window`).
+    from_window: window::FromWindow,
 }
 
 /// A consumer session that left this replica with elements out.
@@ -156,7 +158,7 @@ impl JobFeed {
             planned: BTreeSet::new(),
             held: HashMap::new(),
             pending: HashMap::new(),
-            following: Default::default(),
+            from_window: Default::default(),
         };
         Self {
             ledger,
@@ -416,7 +418,7 @@ impl JobFeed {
                 // Splits done are this replica's no more.
                 let mut state = self.state();
                 state.held.retain(|split, _| !done.contains(split));
-                state.following.forget_done(&done);
+                state.from_window.forget_done(&done);
                 Ok(())
             }
             Err(err) => {
@@ -544,10 +546,11 @@ impl std::fmt::Debug for JobFeed {
 
 impl FileFeed for JobFeed {
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
-        // A job that followed the jobs' window reads what it followed first (`follow.rs`).
+        // A job that left the jobs' window reads again first what it held through it
+        // (`window.rs`).
         let again = {
             let mut state = self.state();
-            if state.void.is_none() { state.following.offer_again.pop_front() } else { None }
+            if state.void.is_none() { state.from_window.offer_again.pop_front() } else { None }
         };
         match again {
             Some(again) => Ok(Some(again)),
@@ -566,6 +569,18 @@ impl JobFeed {
     /// [`FileFeed::next_file`] among the splits of `files` only (a mixture's component,
     /// `super::mix_feed`).
     pub fn next_file_in(&self, epoch: u64, files: std::ops::Range<u32>) -> Result<Option<FedFile>, SourceError> {
+        Ok(self.lease_next(epoch, files, &[])?.map(|(fed, _)| fed))
+    }
+
+    /// Leases the next split among `files`, and it for each of `seated` (jobs seated at
+    /// the window whose ledger job this is, `window.rs`) that nobody ever held it for:
+    /// the file to read, and those jobs' leases of it.
+    fn lease_next(
+        &self,
+        epoch: u64,
+        files: std::ops::Range<u32>,
+        seated: &[Job],
+    ) -> Result<Option<(FedFile, SeatedLeases)>, SourceError> {
         // Past the outage limit the reader fails: the job goes on through a new one, and
         // this one's leases are never renewed again (others take its splits over).
         let ledger_error = |err: LedgerError| {
@@ -577,7 +592,8 @@ impl JobFeed {
         }
         self.plan(epoch).map_err(ledger_error)?;
         let held: Vec<SplitRef> = self.state().held.keys().copied().collect();
-        let Some(lease) = self.ledger.lease_next(self.job, epoch, &held, files).map_err(ledger_error)? else {
+        let leased = self.ledger.lease_next_for_seated(self.job, epoch, &held, files, seated);
+        let Some((lease, for_seated)) = leased.map_err(ledger_error)? else {
             return Ok(None);
         };
         let split = lease.split;
@@ -608,6 +624,6 @@ impl JobFeed {
             );
         }
         state.held.insert(split, held);
-        Ok(Some(FedFile::of(split, leave_out)))
+        Ok(Some((FedFile::of(split, leave_out), for_seated)))
     }
 }

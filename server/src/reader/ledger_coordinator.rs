@@ -12,16 +12,16 @@ use std::sync::{Arc, Weak};
 
 use crate::cluster::job_view::JobView;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
-use crate::cluster::{Acked, EpochOrder, EpochSelection, JobFeed, Leases, ReplicaReport};
+use crate::cluster::{Acked, EpochOrder, EpochSelection, JobFeed, Leases, ReplicaReport, WindowFeed};
 use crate::coordinator::{Coordinator, Fence};
 use crate::element::RecordId;
 use crate::error::Result;
 use crate::pipeline::RecordPipeline;
-use crate::pipeline::feed::{FedFile, FileFeed};
+use crate::pipeline::feed::FileFeed;
 use crate::reader::Reader;
 use crate::reader::mix::Mixture;
 use crate::reader::records::InLedger;
-use crate::source::{SourceError, SplitRef};
+use crate::source::SplitRef;
 use readerd_common::sync::MutexUnpoisoned;
 
 /// How often a mixture on replicas takes back components that had no free split.
@@ -32,9 +32,9 @@ pub struct LedgerCoordinator {
     feed: Arc<JobFeed>,
     /// The reader it coordinates, whose end it finds ([`Coordinator::at_end`]).
     reader: Weak<Reader>,
-    /// Of the jobs' window's producer: what it does in its ledger job, for the jobs that
-    /// follow it (`super::job_window`).
-    window_log: Option<Arc<WindowLog>>,
+    /// Of the jobs' window's producer: the window's leases, which it makes for the jobs
+    /// seated at it too (`super::job_window`).
+    window: Option<Arc<WindowFeed>>,
     /// When [`LedgerCoordinator::finished_or_look_again`] last asked the ledger, and its answer:
     /// every stream at its end asks, but the ledger is asked once per [`POLL_EVERY`].
     polled: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
@@ -80,7 +80,7 @@ impl LedgerCoordinator {
         let coordinator = Arc::new(LedgerCoordinator {
             feed,
             reader: Arc::downgrade(reader),
-            window_log: None,
+            window: None,
             polled: Default::default(),
         });
         reader.books.delivery.answer_to(coordinator.clone());
@@ -107,16 +107,15 @@ impl LedgerCoordinator {
 
     /// Makes `reader` (the jobs' window's producer, a plain spec: no mixture) read the
     /// splits it leases in `feed`'s job (the window's), each done once read (see
-    /// `JobWindow::on_replicas`): what it does there is logged for the jobs that follow.
-    pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Arc<WindowLog> {
-        let log = Arc::new(WindowLog::default());
-        let recording = Arc::new(RecordingFeed { feed: feed.clone(), log: log.clone() });
-        read_fed(reader, recording, InLedger::new(feed.clone(), 0));
-        let window_log = Some(log.clone());
+    /// `JobWindow::on_replicas`), leasing them for the jobs seated at the window too.
+    pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Arc<WindowFeed> {
+        let window = Arc::new(WindowFeed::new(feed.clone()));
+        read_fed(reader, window.clone(), InLedger::new(feed.clone(), 0));
         // Its end is the window's (`JobWindow`), never asked of it here.
-        let coordinator = LedgerCoordinator { feed, reader: Weak::new(), window_log, polled: Default::default() };
+        let coordinator =
+            LedgerCoordinator { feed, reader: Weak::new(), window: Some(window.clone()), polled: Default::default() };
         let _ = reader.ledger.set(Arc::new(coordinator));
-        log
+        window
     }
 
     /// At the end of this replica's sequence of `reader` (blocking): whether the job is
@@ -220,10 +219,14 @@ impl Coordinator for LedgerCoordinator {
     /// Settled in the ledger as acknowledged: no replica produces them again, and their
     /// splits can be done.
     fn settle(&self, records: &[RecordId]) {
-        if !records.is_empty() {
-            self.feed.acknowledge(records);
-            if let Some(log) = &self.window_log {
-                log.push(WindowEvent::Settled(records.to_vec()));
+        if records.is_empty() {
+            return;
+        }
+        match &self.window {
+            // The window's: settled in the jobs seated at it too.
+            Some(window) => window.settled(records),
+            None => {
+                self.feed.acknowledge(records);
             }
         }
     }
@@ -315,57 +318,6 @@ impl Coordinator for LedgerCoordinator {
 
     fn job_reports(&self) -> Result<Option<(Vec<ReplicaReport>, Vec<EpochSelection>)>> {
         Ok(Some((self.feed.replica_reports()?, self.feed.selection_counts()?)))
-    }
-}
-
-/// What the jobs' window's producer did in the window's ledger job while it read: what a
-/// job that follows it does in its own before it takes the chunk read
-/// (`crate::cluster::job::follow`).
-#[derive(Clone, Debug)]
-pub enum WindowEvent {
-    /// It leased a split; `taken_over`: with records to leave out (the window's job had
-    /// some of it read by a replica that died).
-    Leased { split: SplitRef, taken_over: bool },
-    /// It read a split to its end, taking this many records of it.
-    Read(SplitRef, u64),
-    /// Records it took and never handed out (settled as acknowledged).
-    Settled(Vec<RecordId>),
-}
-
-/// The producer's events since the window last took them.
-#[derive(Debug, Default)]
-pub struct WindowLog(std::sync::Mutex<Vec<WindowEvent>>);
-
-impl WindowLog {
-    fn push(&self, event: WindowEvent) {
-        self.0.lock_unpoisoned().push(event);
-    }
-
-    /// The events since the last call.
-    pub fn take(&self) -> Vec<WindowEvent> {
-        std::mem::take(&mut *self.0.lock_unpoisoned())
-    }
-}
-
-/// The window's job's feed, logging what the producer leases and reads.
-struct RecordingFeed {
-    feed: Arc<JobFeed>,
-    log: Arc<WindowLog>,
-}
-
-impl FileFeed for RecordingFeed {
-    fn next_file(&self, epoch: u64) -> std::result::Result<Option<FedFile>, SourceError> {
-        let fed = self.feed.next_file(epoch)?;
-        if let Some(fed) = &fed {
-            let split = SplitRef { epoch: fed.epoch, file: fed.split };
-            self.log.push(WindowEvent::Leased { split, taken_over: !fed.leave_out.is_empty() });
-        }
-        Ok(fed)
-    }
-
-    fn file_read(&self, split: SplitRef, records: u64) {
-        self.feed.file_read(split, records);
-        self.log.push(WindowEvent::Read(split, records));
     }
 }
 

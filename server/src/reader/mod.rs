@@ -373,8 +373,8 @@ impl Reader {
         }
     }
 
-    /// On replicas, its job's feed in the split ledger (a job's seat follows the window's
-    /// leases in it, `job_window/seat/replicas.rs`).
+    /// On replicas, its job's feed in the split ledger (a job's seat at the window is one
+    /// in the window's leases too, `job_window/seat/replicas.rs`).
     fn ledger_feed(&self) -> Option<&Arc<crate::cluster::JobFeed>> {
         self.ledger.get().map(|ledger| ledger.feed())
     }

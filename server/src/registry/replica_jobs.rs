@@ -66,7 +66,7 @@ impl ReaderRegistry {
         LedgerCoordinator::join(&reader, feed)?;
         if shares_on_replicas(reader.spec()) {
             match self.replica_window(container, shared_name, &reader) {
-                Ok(window) => reader.join_window(window.seat(job.to_owned())),
+                Ok(window) => reader.join_window(window.seat(job.to_owned(), &reader)),
                 Err(err) => tracing::warn!(reader = reader.name(), error = %err, "the job reads alone"),
             }
         }

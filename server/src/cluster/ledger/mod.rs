@@ -101,6 +101,10 @@ pub struct Lease {
     pub taken_over: bool,
 }
 
+/// Leases of one split taken for other jobs than the one leasing it (the jobs seated at
+/// a window, `Ledger::lease_next_for_seated`), each with its records acknowledged already.
+pub type SeatedLeases = Vec<(SplitKey, RecordSet)>;
+
 /// How an epoch's splits stand.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EpochProgress {
@@ -460,6 +464,23 @@ impl Ledger {
         held: &[SplitRef],
         files: std::ops::Range<u32>,
     ) -> Result<Option<Lease>, LedgerError> {
+        Ok(self.lease_next_for_seated(job, epoch, held, files, &[])?.map(|(lease, _)| lease))
+    }
+
+    /// [`Ledger::lease_next`] for the window a shared reader's jobs share on this replica
+    /// (`job` is the window's), and in the same transaction the split it leases for each
+    /// job of `seated` (the jobs seated at the window) that nobody ever held it for: those
+    /// jobs take the window's records of it. Returns the lease and the seated jobs' leases
+    /// of it (each with its records acknowledged already); a split of which the window's
+    /// job acknowledged records is leased for none of them (the window leaves them out).
+    pub fn lease_next_for_seated(
+        &self,
+        job: Job,
+        epoch: u64,
+        held: &[SplitRef],
+        files: std::ops::Range<u32>,
+        seated: &[Job],
+    ) -> Result<Option<(Lease, SeatedLeases)>, LedgerError> {
         let mut attempts = 0;
         self.run(|client| {
             // Run again after an outage, the lease may have been taken by the attempt whose
@@ -491,42 +512,53 @@ impl Ledger {
                     &self.now(),
                 ],
             )?;
-            let lease = row.as_ref().map(Lease::from_row).transpose()?;
-            if let (Some(lease), Some(row)) = (&lease, &row)
-                && lease.taken_over
-            {
+            let Some(row) = row else {
+                transaction.commit()?;
+                return Ok(None);
+            };
+            let lease = Lease::from_row(&row)?;
+            let mut for_seated = Vec::new();
+            if lease.taken_over {
                 let granted = (&RecordSet::decode(row.get(5))?, row.get::<_, i32>(6));
                 super::selection_ledger::return_grants(&mut transaction, job, lease.split, granted, &lease.acked)?;
             }
+            // A split of which the window's job acknowledged records (another replica's
+            // window read them) is read in part: no seated job can take it so.
+            if lease.acked.is_empty() && !seated.is_empty() {
+                let keys = seated.iter().map(|seated| SplitKey { job: seated.id, split: lease.split });
+                for_seated = self.lease_untouched_in(&mut transaction, keys, again)?;
+            }
             transaction.commit()?;
-            Ok(lease)
+            Ok(Some((lease, for_seated)))
         })
     }
 
-    /// Leases split `split` of `job` if no replica ever held it and it is not done (`None`
-    /// otherwise): a job that follows the jobs' window leases the splits its producer
-    /// leased, in its order (`crate::reader::job_window`).
-    pub fn lease_never_leased(&self, job: Job, split: SplitRef) -> Result<Option<Lease>, LedgerError> {
+    /// Leases each split of `keys` (of any job) that nobody ever held and is not done:
+    /// a job seated at the window its shared reader's jobs share on this replica takes the
+    /// splits the window leased before it came. Returns those leased, each with its
+    /// records acknowledged already.
+    pub fn lease_untouched(&self, keys: &[SplitKey]) -> Result<SeatedLeases, LedgerError> {
         let mut attempts = 0;
         self.run(|client| {
-            // A retry after an outage takes this replica's own live lease: the attempt
-            // whose answer was lost may have taken it.
+            // A retry after an outage takes this replica's own live leases: the attempt
+            // whose answer was lost may have taken them.
             attempts += 1;
-            let again = attempts > 1;
-            let row = client.query_opt(
-                queries::LEASE_NEVER_LEASED,
-                &[
-                    &job.id,
-                    &checked::<i64, _>("epoch", split.epoch)?,
-                    &self.replica,
-                    &checked::<i32, _>("file", split.file)?,
-                    &seconds(self.times.ttl),
-                    &self.now(),
-                    &again,
-                ],
-            )?;
-            row.as_ref().map(Lease::from_row).transpose()
+            self.lease_untouched_in(client, keys.iter().copied(), attempts > 1)
         })
+    }
+
+    /// `queries::LEASE_FOR_SEATED` of `keys` through `client` (a transaction, or not).
+    fn lease_untouched_in(
+        &self,
+        client: &mut impl postgres::GenericClient,
+        keys: impl IntoIterator<Item = SplitKey>,
+        again: bool,
+    ) -> Result<SeatedLeases, LedgerError> {
+        let keys = SplitArrays::new(keys)?;
+        let params: [&(dyn postgres::types::ToSql + Sync); 7] =
+            [&self.replica, &keys.jobs, &keys.epochs, &keys.files, &seconds(self.times.ttl), &self.now(), &again];
+        let rows = client.query(queries::LEASE_FOR_SEATED, &params)?;
+        rows.iter().map(|row| Ok((SplitKey::from_row(row)?, RecordSet::decode(row.get(3))?))).collect()
     }
 
     /// Whether every split of epochs 1 to `epochs` is done (each epoch planned, and each

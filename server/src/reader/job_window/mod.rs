@@ -15,16 +15,17 @@
 //! and never waits for another.
 //!
 //! On replicas ([`JobWindow::on_replicas`]) the producer's state is not what a job goes on
-//! from (a replica's reader is fed its splits by the ledger): a job follows the producer's
-//! leases in its own ledger job and, once it cannot, reads alone for good
-//! (`seat/replicas.rs`, `crate::cluster::job::follow`).
+//! from (a replica's reader is fed its splits by the ledger): the producer leases each
+//! split for the jobs seated at the window too, and a job that cannot take a chunk so
+//! leaves the window for good and reads alone (`seat/replicas.rs`,
+//! `crate::cluster::job::window`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::ledger_coordinator::{WindowEvent, WindowLog};
 use super::{Chunk, Reader};
+use crate::cluster::WindowFeed;
 use crate::element::Element;
 use crate::error::ServeError;
 use readerd_common::sync::MutexUnpoisoned;
@@ -67,9 +68,6 @@ struct WindowChunk {
     /// The producer's state after the chunk (`None` where it cannot be taken: after a
     /// failure, inside an unbatched record, and on replicas).
     state_after: Option<Arc<Vec<u8>>>,
-    /// On replicas: what the producer did in the window's ledger job while it read the
-    /// chunk, which a job follows in its own before taking it.
-    events: Arc<Vec<WindowEvent>>,
     bytes: usize,
     _reserved: crate::memory::Reservation,
     /// When it was made: it stays a while after every seat passed it ([`JOIN_GRACE`]).
@@ -133,7 +131,6 @@ pub(super) enum WindowTake {
         elements: Vec<Element>,
         end: u64,
         state_after: Option<Arc<Vec<u8>>>,
-        events: Arc<Vec<WindowEvent>>,
     },
     /// The producer failed, or ended, at the position.
     Failed(ServeError),
@@ -157,9 +154,9 @@ pub struct JobWindow {
     next_seat: AtomicU64,
     /// Elements the producer decoded.
     decoded: AtomicU64,
-    /// On replicas, the producer's events in the window's ledger job
+    /// On replicas, the producer's leases, which it makes for the seated jobs too
     /// (`JobWindow::on_replicas`).
-    replica_log: Option<Arc<WindowLog>>,
+    replica_feed: Option<Arc<WindowFeed>>,
 }
 
 impl JobWindow {
@@ -169,7 +166,7 @@ impl JobWindow {
         Self::filled_by(producer, limit, None)
     }
 
-    fn filled_by(producer: Reader, limit: usize, replica_log: Option<Arc<WindowLog>>) -> Arc<Self> {
+    fn filled_by(producer: Reader, limit: usize, replica_feed: Option<Arc<WindowFeed>>) -> Arc<Self> {
         Arc::new(Self {
             spec: producer.spec().proto.clone(),
             fingerprint: producer.spec().fingerprint.clone(),
@@ -179,19 +176,20 @@ impl JobWindow {
             limit,
             next_seat: AtomicU64::new(0),
             decoded: AtomicU64::new(0),
-            replica_log,
+            replica_feed,
         })
     }
 
     /// A window on a replica of a cluster, filled by `producer`, which reads the splits it
-    /// leases in the window's ledger job (`LedgerCoordinator::produce_for_window`, which gave
-    /// `log`). Every record the producer reads is settled there at once (the window hands
-    /// nothing out itself), so a split of the window's job is done once read; each job
-    /// keeps its own ledger job, following the producer's leases in it
-    /// (`crate::cluster::job::follow`). A seat attaches only at the first element, while the
-    /// window still holds it, and reads alone for good once it leaves.
-    pub fn on_replicas(producer: Reader, limit: usize, log: Arc<WindowLog>) -> Arc<Self> {
-        Self::filled_by(producer, limit, Some(log))
+    /// leases through `feed` (`LedgerCoordinator::produce_for_window`, which gave it) in the
+    /// window's ledger job. Every record the producer reads is settled there at once (the
+    /// window hands nothing out itself), so a split of the window's job is done once read;
+    /// each job keeps its own ledger job, in which the producer leases each split for the
+    /// jobs seated at the window (`crate::cluster::job::window`). A seat attaches only at
+    /// the first element, while the window still holds it, and reads alone for good once
+    /// it leaves.
+    pub fn on_replicas(producer: Reader, limit: usize, feed: Arc<WindowFeed>) -> Arc<Self> {
+        Self::filled_by(producer, limit, Some(feed))
     }
 
     /// Whether a seat takes from it (or may: seated, not gone for good).
@@ -201,7 +199,7 @@ impl JobWindow {
 
     /// Whether it is on a replica of a cluster (see [`JobWindow::on_replicas`]).
     pub fn is_on_replicas(&self) -> bool {
-        self.replica_log.is_some()
+        self.replica_feed.is_some()
     }
 
     /// The jobs' spec.
@@ -220,11 +218,14 @@ impl JobWindow {
         reader.spec().fingerprint == self.fingerprint && reader.files_digest() == self.files_digest
     }
 
-    /// A seat for a job's reader, detached at element 0 until it takes its first chunk.
-    pub fn seat(self: &Arc<Self>, job: String) -> Seat {
+    /// A seat for job `job`'s reader `reader`, detached at element 0 until it takes its
+    /// first chunk. On replicas, the job is seated in the window's leases too (blocking:
+    /// asks the ledger); a job that cannot be reads alone.
+    pub fn seat(self: &Arc<Self>, job: String, reader: &Reader) -> Seat {
         let id = self.next_seat.fetch_add(1, Ordering::Relaxed);
+        let leases = self.replica_feed.as_ref().and_then(|window| window.seat(reader.ledger_feed()?.clone()));
         self.window.lock_unpoisoned().seats.insert(id, (0, false));
-        Seat::new(self.clone(), id, job)
+        Seat::new(self.clone(), id, job, leases)
     }
 
     /// Elements the producer decoded so far.
@@ -320,10 +321,10 @@ impl JobWindow {
         let chunk = window.chunks.iter().find(|chunk| position < chunk.end)?;
         let elements: Vec<Element> =
             chunk.elements.iter().filter(|element| element.index >= position).cloned().collect();
-        let (end, state_after, events) = (chunk.end, chunk.state_after.clone(), chunk.events.clone());
+        let (end, state_after) = (chunk.end, chunk.state_after.clone());
         window.seats.insert(seat, (end, true));
         window.make_room(self.limit);
-        Some(WindowTake::Elements { elements, end, state_after, events })
+        Some(WindowTake::Elements { elements, end, state_after })
     }
 
     /// Has the producer decode its next chunk into the window, unless another seat did
@@ -340,7 +341,7 @@ impl JobWindow {
                 Chunk { error: Some(err), ..Chunk::default() }
             });
         let end = producer.lock().elements_produced;
-        let state_after = match &self.replica_log {
+        let state_after = match &self.replica_feed {
             Some(_) => {
                 // The window's job: each record read is done with (the jobs answer for
                 // theirs in their own ledger jobs).
@@ -357,9 +358,6 @@ impl JobWindow {
         let encoded: usize = chunk.elements.iter().map(|element| element.encoded().copied_bytes()).sum();
         let mut window = self.window.lock_unpoisoned();
         if !chunk.elements.is_empty() || end > window.end {
-            // What the producer did in the window's job since the last chunk kept: a chunk
-            // with nothing in it leaves its events to the next.
-            let events = self.replica_log.as_ref().map_or_else(Arc::default, |log| Arc::new(log.take()));
             let state_bytes = state_after.as_ref().map_or(0, |state| state.len());
             let bytes = chunk.elements.iter().map(Element::payload_bytes).sum::<usize>() + encoded + state_bytes;
             // Its share of the memory budget; short of it, the older chunks go first (the
@@ -377,7 +375,6 @@ impl JobWindow {
                 end,
                 elements: chunk.elements,
                 state_after,
-                events,
                 bytes,
                 _reserved: reserved,
                 made: std::time::Instant::now(),
@@ -387,6 +384,19 @@ impl JobWindow {
         window.failed = chunk.error;
         window.ended = chunk.end_of_sequence;
         window.make_room(self.limit);
+        if let Some(feed) = &self.replica_feed
+            && (window.oldest() > 0 || window.failed.is_some())
+        {
+            // No seat attaches any more (`try_attach`): no job is seated in its leases.
+            feed.close_to_joining();
+        }
+    }
+
+    /// The job of `leases` left the window: the producer leases for it no more.
+    fn unseat(&self, leases: &crate::cluster::SeatLeases) {
+        if let Some(feed) = &self.replica_feed {
+            feed.unseat(leases);
+        }
     }
 }
 

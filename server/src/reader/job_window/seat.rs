@@ -26,8 +26,10 @@ pub struct Seat {
     /// stream of the job cannot attach while another reads alone (two readings of one
     /// position).
     turn: Mutex<()>,
-    /// On replicas: the records of each split the window gave the job (handed out or
-    /// settled), and whether the job left the window for good (see `seat/replicas.rs`).
+    /// On replicas: the job's seat in the window's leases (`None`: it could not be
+    /// seated, and reads alone), the records of each split the window handed to the job,
+    /// and whether the job left the window for good (see `seat/replicas.rs`).
+    leases: Option<Arc<crate::cluster::SeatLeases>>,
     handed: Mutex<crate::cluster::Acked>,
     left_for_good: std::sync::atomic::AtomicBool,
 }
@@ -88,11 +90,16 @@ impl SeatFigures {
 }
 
 impl Seat {
-    /// Seat `id` of `window`, for job `job`'s reader.
-    pub(super) fn new(window: Arc<JobWindow>, id: u64, job: String) -> Self {
-        let progress = Mutex::default();
-        let (handed, left_for_good) = Default::default();
-        Self { window, id, job, progress, counters: Default::default(), turn: Mutex::default(), handed, left_for_good }
+    /// Seat `id` of `window`, for job `job`'s reader (on replicas, seated in the window's
+    /// leases with `leases`).
+    pub(super) fn new(
+        window: Arc<JobWindow>,
+        id: u64,
+        job: String,
+        leases: Option<Arc<crate::cluster::SeatLeases>>,
+    ) -> Self {
+        let (progress, counters, turn, handed, left_for_good) = Default::default();
+        Self { window, id, job, progress, counters, turn, leases, handed, left_for_good }
     }
 
     pub fn job(&self) -> &str {
@@ -179,6 +186,9 @@ impl Seat {
 
 impl Drop for Seat {
     fn drop(&mut self) {
+        if let Some(leases) = &self.leases {
+            self.window.unseat(leases);
+        }
         self.window.window.lock_unpoisoned().seats.remove(&self.id);
     }
 }
@@ -249,7 +259,8 @@ impl Seat {
                 return None;
             }
             let own = Arc::new(reader.state_bytes(&state).ok()?);
-            if !seat.window.try_attach(seat.id, position, &own) {
+            let unseated = seat.window.is_on_replicas() && !seat.in_window_leases();
+            if unseated || !seat.window.try_attach(seat.id, position, &own) {
                 if seat.window.is_on_replicas() {
                     seat.leave_for_good(reader);
                 }
@@ -263,7 +274,7 @@ impl Seat {
         }
         if progress.pending.is_empty() {
             let taken = seat.window.take(seat.id, position, max_elements);
-            if seat.window.is_on_replicas() && !seat.follows(reader, &taken) {
+            if seat.window.is_on_replicas() && !seat.may_take(reader, &taken) {
                 // Reads alone from here, its pipeline fed by its own ledger job.
                 *progress = SeatProgress::default();
                 seat.leave_for_good(reader);

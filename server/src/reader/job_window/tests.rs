@@ -11,7 +11,6 @@ fn window_of_age(seats: &[(u64, u64, bool)], age: std::time::Duration) -> Window
         end: first + 10,
         elements: Vec::new(),
         state_after: None,
-        events: Default::default(),
         bytes: 100,
         _reserved: Default::default(),
         made,

@@ -130,17 +130,21 @@ pub const LEASE_NEXT: &str = "UPDATE readerd_splits
          LIMIT 1 FOR UPDATE SKIP LOCKED)
      RETURNING epoch, position, file, acked, leases, granted, grant_scope";
 
-/// Leases replica `$3` split `($1, $2, $4)` (job, epoch, file) for a lease time (`$5`)
-/// from now (`$6`) if nobody ever held it and it is not done (or, when `$7`, a retry after
-/// an outage whose answer was lost, if it holds it itself): a job following the jobs'
-/// window takes the split its producer took (`crate::reader::job_window`).
-/// Returns `epoch, position, file, acked, leases`.
-pub const LEASE_NEVER_LEASED: &str = "UPDATE readerd_splits
-     SET owner = $3, lease_expires = coalesce($6::timestamptz, now()) + make_interval(secs => $5),
-         leases = leases + 1, released = false
-     WHERE job = $1 AND epoch = $2 AND file = $4 AND NOT done AND (owner IS NULL OR
-           ($7 AND owner = $3 AND NOT released AND lease_expires > coalesce($6::timestamptz, now())))
-     RETURNING epoch, position, file, acked, leases";
+/// Leases replica `$1` each split `($2, $3, $4)` (job, epoch, file) that nobody ever held
+/// and is not done (or, when `$7`, a retry after an outage whose answer was lost, that it
+/// holds itself) for a lease time (`$5`) from now (`$6`): the window a shared reader's jobs
+/// share on a replica leases, for each job seated at it, the split it leased in its own
+/// ledger job (`crate::cluster::job::window`). Returns `job, epoch, file, acked` of each
+/// split leased.
+pub const LEASE_FOR_SEATED: &str = "UPDATE readerd_splits AS split
+     SET owner = $1, lease_expires = coalesce($6::timestamptz, now()) + make_interval(secs => $5),
+         leases = split.leases + 1, released = false
+     FROM unnest($2::int8[], $3::int8[], $4::int4[]) AS wanted (job, epoch, file)
+     WHERE (split.job, split.epoch, split.file) = (wanted.job, wanted.epoch, wanted.file)
+       AND NOT split.done AND (split.owner IS NULL OR
+           ($7 AND split.owner = $1 AND NOT split.released
+            AND split.lease_expires > coalesce($6::timestamptz, now())))
+     RETURNING split.job, split.epoch, split.file, split.acked";
 
 /// Renews replica `$1`'s leases of splits `($3, $4, $5)` (job, epoch, file) for a lease
 /// time (`$2`) from now (`$6`); returns the keys of those still its own.

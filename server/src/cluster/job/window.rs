@@ -1,0 +1,307 @@
+//! The split ledger of the window a shared reader's jobs share on a replica
+//! (`crate::reader::job_window`): its elements are decoded once on this replica for
+//! every job seated at it, and each job's exactly-once is its own ledger job's, as for
+//! any shared reader on replicas.
+//!
+//! The window's reader leases splits in a ledger job of its own (`JobKey::window`), which
+//! divides them among the replicas' windows; every record it reads is done there at once.
+//! In the same transaction it leases each split for every job seated at the window that
+//! nobody ever held it for ([`Ledger::lease_next_for_seated`]): those jobs hold it as if
+//! they had leased it themselves, and the window tells them when it read it to its end
+//! and which of its records it settled (took and never handed out). A job seated while
+//! the window still holds its first element takes the splits leased before it came, in
+//! one statement ([`WindowFeed::seat`]).
+//!
+//! A job that cannot take a split so (another replica holds it for the job, or did) is
+//! unseated at once ([`SeatLeases::is_seated`]): its seat sees it before it takes a chunk
+//! that may hold the split's records, and the job leaves the window, as one that falls
+//! behind it does. From then on its own ledger job feeds its reader, which first reads
+//! again each split it held through the window, leaving out the records the window gave
+//! it ([`JobFeed::leave_window`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::{Acked, Held, JobFeed};
+use crate::cluster::ledger::SplitKey;
+use crate::pipeline::feed::{FedFile, FileFeed};
+use crate::pipeline::record_set::RecordSet;
+use crate::source::{RecordId, SourceError, SplitRef};
+use readerd_common::sync::MutexUnpoisoned;
+
+/// A job's splits held through the window, and those offered again once it left it.
+#[derive(Debug, Default)]
+pub struct FromWindow {
+    /// Splits the window leased for the job, in their order, with the records it need not
+    /// read again should it leave: acknowledged when leased, and settled by the window.
+    held: Vec<(SplitRef, RecordSet)>,
+    /// What the job's pipeline reads first once it left the window.
+    pub(super) offer_again: VecDeque<FedFile>,
+}
+
+impl FromWindow {
+    /// Splits done are held through the window no more.
+    pub(super) fn forget_done(&mut self, done: &[SplitRef]) {
+        if !done.is_empty() {
+            self.held.retain(|(split, _)| !done.contains(split));
+        }
+    }
+}
+
+impl JobFeed {
+    /// The window leased `split` for this job, with `acked` acknowledged already: held as
+    /// if this job had leased it. True when nothing of it was acknowledged (the job may
+    /// take the window's records of it); false unseats the job (the split is offered again
+    /// when it leaves the window). A job whose work is void gives it up at once.
+    fn hold_from_window(&self, split: SplitRef, acked: RecordSet) -> bool {
+        let mut state = self.state();
+        if state.void.is_some() {
+            drop(state);
+            let key = SplitKey { job: self.job().id, split };
+            if let Err(err) = self.ledger.release(&[key]) {
+                tracing::warn!(job = self.job().id, error = %err, "a split leased for a void job not given up");
+            }
+            return false;
+        }
+        state.held.insert(split, Held::records_left_out(acked.len()));
+        let untouched = acked.is_empty();
+        state.from_window.held.push((split, acked));
+        untouched
+    }
+
+    /// The window took `records` and never handed them out: acknowledged, and not read
+    /// again should the job leave the window.
+    fn settled_by_window(&self, records: &[RecordId]) {
+        self.acknowledge(records);
+        let mut state = self.state();
+        for record in records {
+            if let Some((_, set)) = state.from_window.held.iter_mut().find(|(split, _)| *split == record.split()) {
+                set.insert(record.number);
+            }
+        }
+    }
+
+    /// Keeps in `by_split` only the splits this replica holds (not done yet).
+    pub fn keep_held(&self, by_split: &mut Acked) {
+        let state = self.state();
+        by_split.retain(|split, _| state.held.contains_key(split));
+    }
+
+    /// The job left the window (unseated first): from now on it reads alone, and each
+    /// split it held through the window is offered to its pipeline again, leaving out the
+    /// records the window handed to it (`handed`, by split) and those it need not read
+    /// (acknowledged when leased, settled by the window), unless the window read it to its
+    /// end and none is left.
+    pub fn leave_window(&self, handed: &Acked) {
+        let mut state = self.state();
+        let state = &mut *state;
+        for (split, mut leave_out) in std::mem::take(&mut state.from_window.held) {
+            let Some(held) = state.held.get_mut(&split) else { continue };
+            if let Some(handed) = handed.get(&split) {
+                leave_out.extend(handed);
+            }
+            if held.read.is_some_and(|read| leave_out.len() >= read) {
+                continue;
+            }
+            *held = Held::records_left_out(leave_out.len());
+            state.from_window.offer_again.push_back(FedFile::of(split, leave_out));
+        }
+    }
+}
+
+/// A job's seat in its window's leases: while seated, the window leases its splits for it
+/// too.
+#[derive(Debug)]
+pub struct SeatLeases {
+    id: u64,
+    seated: AtomicBool,
+}
+
+impl SeatLeases {
+    /// Whether the window still leases for the job. Once false, the job must take no
+    /// chunk the window makes from then on (it may hold records of a split the job does
+    /// not hold): the flag is cleared before the window reads such a split.
+    pub fn is_seated(&self) -> bool {
+        self.seated.load(Ordering::Acquire)
+    }
+}
+
+/// A split the window leased, kept while jobs may still be seated.
+struct LeasedSplit {
+    split: SplitRef,
+    /// Taken over in the window's job: the window left out records another replica's
+    /// window read, so no job can take the window's records of it.
+    taken_over: bool,
+    /// Records the window took from it, once it read it to its end.
+    read: Option<u64>,
+    /// Records of it the window settled.
+    settled: Vec<RecordId>,
+}
+
+#[derive(Default)]
+struct Seated {
+    jobs: BTreeMap<u64, (Arc<SeatLeases>, Arc<JobFeed>)>,
+    /// While a job may still be seated: every split the window leased, in its order.
+    leased: Vec<LeasedSplit>,
+}
+
+impl Seated {
+    /// Unseats the job of seat `id`.
+    fn unseat(&mut self, id: u64) {
+        if let Some((leases, _)) = self.jobs.remove(&id) {
+            leases.seated.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// The feed of the window's reader: the window's ledger job, leasing each split for the
+/// jobs seated at the window too.
+pub struct WindowFeed {
+    /// The window's own ledger job.
+    feed: Arc<JobFeed>,
+    /// Held through each lease: the seated jobs are those it leases for.
+    seated: std::sync::Mutex<Seated>,
+    next_seat: AtomicU64,
+    /// Whether a job may still be seated: the window holds its first element.
+    joinable: AtomicBool,
+}
+
+impl WindowFeed {
+    pub fn new(feed: Arc<JobFeed>) -> Self {
+        Self { feed, seated: Default::default(), next_seat: AtomicU64::new(0), joinable: AtomicBool::new(true) }
+    }
+
+    /// The window's own ledger job.
+    pub fn job_feed(&self) -> &Arc<JobFeed> {
+        &self.feed
+    }
+
+    /// Seats `job` (the feed of a job reading through the window): it holds every split
+    /// the window leased so far (leased for it now, in one statement), and the window
+    /// leases each next one for it too. `None` (blocking: asks the ledger) when it cannot:
+    /// the window moved past its first element, took a split over, or another replica
+    /// holds one of those splits for the job (then it reads alone, those it leased here
+    /// offered to its pipeline first).
+    pub fn seat(&self, job: Arc<JobFeed>) -> Option<Arc<SeatLeases>> {
+        let mut seated = self.seated.lock_unpoisoned();
+        if !self.joinable.load(Ordering::Acquire) || seated.leased.iter().any(|leased| leased.taken_over) {
+            return None;
+        }
+        if !seated.leased.is_empty() && !self.take_leased(&seated.leased, &job) {
+            job.leave_window(&Acked::default());
+            return None;
+        }
+        let id = self.next_seat.fetch_add(1, Ordering::Relaxed);
+        let leases = Arc::new(SeatLeases { id, seated: AtomicBool::new(true) });
+        seated.jobs.insert(id, (leases.clone(), job));
+        Some(leases)
+    }
+
+    /// Has `job` hold `leased`, as if the window had leased them for it: whether it holds
+    /// every one untouched.
+    fn take_leased(&self, leased: &[LeasedSplit], job: &JobFeed) -> bool {
+        let mut epochs: Vec<u64> = leased.iter().map(|leased| leased.split.epoch).collect();
+        epochs.dedup();
+        if let Err(err) = epochs.into_iter().try_for_each(|epoch| job.plan(epoch)) {
+            tracing::warn!(job = job.job().id, error = %err, "a job cannot take its window's splits: it reads alone");
+            return false;
+        }
+        let keys: Vec<SplitKey> =
+            leased.iter().map(|leased| SplitKey { job: job.job().id, split: leased.split }).collect();
+        let leases = match self.feed.ledger.lease_untouched(&keys) {
+            Ok(leases) => leases,
+            Err(err) => {
+                tracing::warn!(job = job.job().id, error = %err, "a job cannot take its window's splits: it reads alone");
+                return false;
+            }
+        };
+        let mut untouched = leases.len() == keys.len();
+        for (key, acked) in leases {
+            untouched &= job.hold_from_window(key.split, acked);
+        }
+        if untouched {
+            for leased in leased {
+                if let Some(records) = leased.read {
+                    job.file_read(leased.split, records);
+                }
+                job.settled_by_window(&leased.settled);
+            }
+        }
+        untouched
+    }
+
+    /// The job of `leases` leaves the window: it is leased for no more.
+    pub fn unseat(&self, leases: &SeatLeases) {
+        self.seated.lock_unpoisoned().unseat(leases.id);
+    }
+
+    /// The window moved past its first element: no job is seated from now on.
+    pub fn close_to_joining(&self) {
+        self.joinable.store(false, Ordering::Release);
+    }
+
+    /// The window took `records` and hands them to no job (its spec left them out): done
+    /// in the window's job and in every seated job's.
+    pub fn settled(&self, records: &[RecordId]) {
+        self.feed.acknowledge(records);
+        let mut seated = self.seated.lock_unpoisoned();
+        for (_, job) in seated.jobs.values() {
+            job.settled_by_window(records);
+        }
+        for record in records {
+            if let Some(leased) = seated.leased.iter_mut().find(|leased| leased.split == record.split()) {
+                leased.settled.push(*record);
+            }
+        }
+    }
+}
+
+impl FileFeed for WindowFeed {
+    fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
+        let mut seated = self.seated.lock_unpoisoned();
+        if !self.joinable.load(Ordering::Acquire) {
+            seated.leased = Vec::new();
+        }
+        // A seated job that cannot plan the epoch reads alone.
+        let unplanned: Vec<u64> =
+            seated.jobs.iter().filter(|(_, (_, job))| job.plan(epoch).is_err()).map(|(id, _)| *id).collect();
+        for id in unplanned {
+            seated.unseat(id);
+        }
+        let jobs: Vec<_> = seated.jobs.values().map(|(_, job)| job.job()).collect();
+        let Some((fed, for_seated)) = self.feed.lease_next(epoch, 0..u32::MAX, &jobs)? else {
+            return Ok(None);
+        };
+        let split = SplitRef { epoch: fed.epoch, file: fed.split };
+        let mut for_seated: BTreeMap<i64, RecordSet> =
+            for_seated.into_iter().map(|(key, acked)| (key.job, acked)).collect();
+        let unseated: Vec<u64> = seated
+            .jobs
+            .iter()
+            .filter(|(_, (_, job))| {
+                !for_seated.remove(&job.job().id).is_some_and(|acked| job.hold_from_window(split, acked))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in unseated {
+            seated.unseat(id);
+        }
+        if self.joinable.load(Ordering::Acquire) {
+            let taken_over = !fed.leave_out.is_empty();
+            seated.leased.push(LeasedSplit { split, taken_over, read: None, settled: Vec::new() });
+        }
+        Ok(Some(fed))
+    }
+
+    fn file_read(&self, split: SplitRef, records: u64) {
+        self.feed.file_read(split, records);
+        let mut seated = self.seated.lock_unpoisoned();
+        for (_, job) in seated.jobs.values() {
+            job.file_read(split, records);
+        }
+        if let Some(leased) = seated.leased.iter_mut().find(|leased| leased.split == split) {
+            leased.read = Some(records);
+        }
+    }
+}

@@ -85,6 +85,34 @@ pub fn assert_every_key_twice(all: &[String], lines: usize) {
     );
 }
 
+/// Every example key of `write_lines(_, lines)` read unbatched (each line decoded raw,
+/// its bytes its examples, `part-<f>.txt:<line>[<i>]`), twice (two epochs), sorted.
+pub fn every_example_twice(lines: usize) -> Vec<String> {
+    let mut expected: Vec<String> = (0..8)
+        .flat_map(|f| (0..lines).map(move |l| (f, l)))
+        .flat_map(|(f, l)| (0..format!("{f}-{l}").len()).map(move |i| format!("part-{f}.txt:{}[{i}]", l + 1)))
+        .collect();
+    expected.extend(expected.clone());
+    expected.sort();
+    expected
+}
+
+/// Asserts that `all` (sorted) is every example of `write_lines(_, lines)` read
+/// unbatched, each printed exactly twice ([`every_example_twice`]).
+pub fn assert_every_example_twice(all: &[String], lines: usize) {
+    let expected = every_example_twice(lines);
+    if all != expected {
+        let missing = expected.iter().filter(|key| all.binary_search(key).is_err()).take(12).collect::<Vec<_>>();
+        let mut repeated: Vec<&String> = all.windows(3).filter(|w| w[0] == w[2]).map(|w| &w[0]).collect();
+        repeated.truncate(12);
+        panic!(
+            "{} examples printed, {} expected; missing: {missing:?}; printed more than twice: {repeated:?}",
+            all.len(),
+            expected.len()
+        );
+    }
+}
+
 /// How many keys of `all` were printed other than once per epoch (`epochs` times), of the
 /// `files` files of `lines` lines of [`write_line_files`]: `(missing, repeated)` records,
 /// counted, with the first few of each named in the assertion's message by the caller.

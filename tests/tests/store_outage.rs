@@ -8,8 +8,9 @@ use std::path::Path;
 
 use readerd_tests::postgres::OwnPostgres;
 use readerd_tests::shared_reads::{
-    assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, count_off_by_key, keys_and_end, lines_printed,
-    spawn_consumers, wait_for_consumers, wait_until_printed, write_line_files, write_lines,
+    assert_every_example_twice, assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, count_off_by_key,
+    every_example_twice, every_key_twice, keys_and_end, lines_printed, spawn_consumers, wait_for_consumers,
+    wait_until_printed, write_line_files, write_lines,
 };
 use readerd_tests::{ServerProcess, write_spec};
 use serde_json::json;
@@ -142,22 +143,37 @@ fn three_replicas_skipping_and_taking_wait_out_a_15_s_outage_and_take_exactly_pe
     assert_eq!(all.len(), 2 * 8000, "exactly the take of each epoch, counted across the outage");
 }
 
-/// Two jobs of two consumers each, sharing a window on each of two replicas (each job
-/// leases in its own ledger job what the window's reader leased in the window's): a 15 s
-/// outage stalls both ledgers' leases; each job still gets every record once per epoch.
+/// Two jobs of two consumers each, sharing a window on each of two replicas (the window's
+/// reader leases each split for the jobs seated at it, in their own ledger jobs): a 15 s
+/// outage stalls every ledger job's leases; each job still gets every record once per
+/// epoch.
 #[test]
 fn jobs_sharing_windows_on_two_replicas_wait_out_a_15_s_outage_and_each_get_every_record_once() {
-    jobs_sharing_windows_through_a_15_s_outage(spec());
+    jobs_sharing_windows_through_a_15_s_outage(spec(), assert_every_key_twice);
 }
 
 /// The same with the exact global shuffle, whose splits are ranges of each epoch's
 /// permutation.
 #[test]
 fn jobs_sharing_windows_of_a_global_shuffle_wait_out_a_15_s_outage_and_each_get_every_record_once() {
-    jobs_sharing_windows_through_a_15_s_outage(global_spec());
+    jobs_sharing_windows_through_a_15_s_outage(global_spec(), assert_every_key_twice);
 }
 
-fn jobs_sharing_windows_through_a_15_s_outage(spec: serde_json::Value) {
+/// The same with each line unbatched (decoded raw, its bytes its examples, batched by 64
+/// again): the jobs' ledger jobs count examples.
+#[test]
+fn jobs_sharing_windows_of_an_unbatched_spec_wait_out_a_15_s_outage_and_each_get_every_example_once() {
+    let mut spec = spec();
+    spec["decoder"] = json!({"raw": {"outType": "UINT8"}});
+    spec["pipeline"]["unbatch"] = json!(true);
+    spec["pipeline"]["batchSize"] = json!(64);
+    jobs_sharing_windows_through_a_15_s_outage(spec, assert_every_example_twice);
+}
+
+/// Two jobs of two consumers each reading `spec` through two replicas across a 15 s
+/// outage: each job's sorted keys pass `assert_every_key` (given the lines a file).
+fn jobs_sharing_windows_through_a_15_s_outage(spec: serde_json::Value, assert_every_key: fn(&[String], usize)) {
+    let batch = spec["pipeline"]["batchSize"].as_u64().unwrap() as usize;
     let _heavy = one_heavy_at_a_time();
     let postgres = OwnPostgres::start();
     let data = tempfile::tempdir().unwrap();
@@ -177,18 +193,22 @@ fn jobs_sharing_windows_through_a_15_s_outage(spec: serde_json::Value) {
         })
         .collect();
     let every_output: Vec<std::path::PathBuf> = jobs.iter().flat_map(|(outputs, _)| outputs.clone()).collect();
-    // Two jobs of 4,000 lines a job: a tenth of all.
-    wait_until_printed(&every_output, 800);
+    // A tenth of all the lines the two jobs print.
+    let keys_a_job = match spec["pipeline"]["unbatch"] == true {
+        true => every_example_twice(LINES).len(),
+        false => every_key_twice(LINES).len(),
+    };
+    wait_until_printed(&every_output, 2 * keys_a_job / batch / 10);
     fifteen_seconds_down(&postgres);
     let printed_during = lines_printed(&every_output);
     let mut total = 0;
     for (outputs, consumers) in jobs {
         let mut keys = wait_for_consumers(consumers, &outputs, true);
         keys.sort();
-        assert_every_key_twice(&keys, LINES);
+        assert_every_key(&keys, LINES);
         total += keys.len();
     }
-    assert!(printed_during * 8 < total, "the jobs were over before PostgreSQL came back: nothing was tested");
+    assert!(printed_during * batch < total, "the jobs were over before PostgreSQL came back: nothing was tested");
     // The jobs took their elements from the replicas' windows.
     let shared: u64 = (metrics.iter())
         .map(|addr| {

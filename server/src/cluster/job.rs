@@ -569,18 +569,29 @@ impl JobFeed {
     /// [`FileFeed::next_file`] among the splits of `files` only (a mixture's component,
     /// `super::mix_feed`).
     pub fn next_file_in(&self, epoch: u64, files: std::ops::Range<u32>) -> Result<Option<FedFile>, SourceError> {
-        Ok(self.lease_next(epoch, files, &[])?.map(|(fed, _)| fed))
+        Ok(self.lease_next(epoch, files, &[])?.map(|leased| leased.fed))
+    }
+
+    /// A split leased with `acked` acknowledged already, as this job holds it, and the
+    /// records its pipeline leaves out of it: a job that unbatches leaves out examples as
+    /// it counts them, and none of its records (one may be acknowledged in part).
+    fn held_with(&self, acked: RecordSet) -> (Held, RecordSet) {
+        if self.job.names == LedgerNames::Examples {
+            let examples = HeldExamples { acked, ..HeldExamples::default() };
+            (Held { left_out: 0, read: None, examples: Some(examples) }, RecordSet::new())
+        } else {
+            (Held::records_left_out(acked.len()), acked)
+        }
     }
 
     /// Leases the next split among `files`, and it for each of `seated` (jobs seated at
-    /// the window whose ledger job this is, `window.rs`) that nobody ever held it for:
-    /// the file to read, and those jobs' leases of it.
+    /// the window whose ledger job this is, `window.rs`) that nobody ever held it for.
     fn lease_next(
         &self,
         epoch: u64,
         files: std::ops::Range<u32>,
         seated: &[Job],
-    ) -> Result<Option<(FedFile, SeatedLeases)>, SourceError> {
+    ) -> Result<Option<Leased>, SourceError> {
         // Past the outage limit the reader fails: the job goes on through a new one, and
         // this one's leases are never renewed again (others take its splits over).
         let ledger_error = |err: LedgerError| {
@@ -608,12 +619,8 @@ impl JobFeed {
                 "took a split over from another replica"
             );
         }
-        let (held, leave_out) = if self.job.names == LedgerNames::Examples {
-            let examples = HeldExamples { acked: lease.acked, ..HeldExamples::default() };
-            (Held { left_out: 0, read: None, examples: Some(examples) }, RecordSet::new())
-        } else {
-            (Held { left_out: lease.acked.len(), read: None, examples: None }, lease.acked)
-        };
+        let read_in_part = !lease.acked.is_empty();
+        let (held, leave_out) = self.held_with(lease.acked);
         let mut state = self.state();
         if state.void.is_some() {
             drop(state);
@@ -624,6 +631,16 @@ impl JobFeed {
             );
         }
         state.held.insert(split, held);
-        Ok(Some((FedFile::of(split, leave_out), for_seated)))
+        Ok(Some(Leased { fed: FedFile::of(split, leave_out), read_in_part, for_seated }))
     }
+}
+
+/// A split a job leased ([`JobFeed::lease_next`]).
+struct Leased {
+    /// The file its pipeline reads.
+    fed: FedFile,
+    /// Records of it were acknowledged before: another replica read part of it.
+    read_in_part: bool,
+    /// The leases of it taken for the jobs seated at the window whose ledger job this is.
+    for_seated: SeatedLeases,
 }

@@ -105,12 +105,12 @@ impl LedgerCoordinator {
         &self.feed
     }
 
-    /// Makes `reader` (the jobs' window's producer, a plain spec: no mixture) read the
+    /// Makes `reader` (the jobs' window's producer: no mixture, no `skip` or `take`) read the
     /// splits it leases in `feed`'s job (the window's), each done once read (see
     /// `JobWindow::on_replicas`), leasing them for the jobs seated at the window too.
     pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Arc<WindowFeed> {
         let window = Arc::new(WindowFeed::new(feed.clone()));
-        read_fed(reader, window.clone(), InLedger::new(feed.clone(), 0));
+        read_fed(reader, window.clone(), InLedger::of_window(window.clone()));
         // Its end is the window's (`JobWindow`), never asked of it here.
         let coordinator =
             LedgerCoordinator { feed, reader: Weak::new(), window: Some(window.clone()), polled: Default::default() };

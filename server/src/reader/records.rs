@@ -11,8 +11,8 @@ use std::sync::Arc;
 use super::batcher::BatchSource;
 use super::decoding::Decoding;
 use super::unbatch::{Example, unbatch_record};
-use crate::cluster::JobFeed;
 use crate::cluster::selection_ledger::{Fate, SelectionLimits};
+use crate::cluster::{JobFeed, WindowFeed};
 use crate::error::{Result, ServeError};
 use crate::pipeline::{Next, RecordPipeline};
 use crate::source::{Record, RecordId, SourceError};
@@ -96,11 +96,28 @@ pub(super) struct InLedger {
     pub(super) scope: u32,
     /// Records dropped since they were last taken, to be settled.
     dropped: Vec<RecordId>,
+    /// Of the reader of the window its shared reader's jobs share: the window's leases,
+    /// where the examples it counts count for the jobs seated at it too.
+    window: Option<Arc<WindowFeed>>,
 }
 
 impl InLedger {
     pub(super) fn new(job: Arc<JobFeed>, scope: u32) -> Self {
-        Self { job, scope, dropped: Vec::new() }
+        Self { job, scope, dropped: Vec::new(), window: None }
+    }
+
+    /// Of the reader of the window its shared reader's jobs share on a replica.
+    pub(super) fn of_window(window: Arc<WindowFeed>) -> Self {
+        Self { window: Some(window.clone()), ..Self::new(window.job_feed().clone(), 0) }
+    }
+
+    /// Counts `record`'s `examples` in the job (a window's, in the jobs seated at it
+    /// too); returns the ledger numbers of those acknowledged already (to leave out).
+    fn record_unbatched(&self, record: &RecordId, examples: u64) -> Vec<u64> {
+        match &self.window {
+            Some(window) => window.record_unbatched(record, examples),
+            None => self.job.record_unbatched(record, examples),
+        }
     }
 
     /// A mixture settles its components' dropped records with its own chunks.
@@ -136,7 +153,7 @@ impl ReaderState {
     /// settled (with `unbatch`, counted as a record of no examples: nothing to settle).
     fn drop_record(&mut self, spec: &ReaderSpec, record: &Record) {
         match &mut self.ledger {
-            Some(ledger) if spec.unbatch => _ = ledger.job.record_unbatched(&record.id(), 0),
+            Some(ledger) if spec.unbatch => _ = ledger.record_unbatched(&record.id(), 0),
             Some(ledger) => ledger.dropped.push(record.id()),
             None => {}
         }
@@ -160,7 +177,7 @@ impl ReaderState {
     /// job, those already acknowledged (when its split was leased) left out. Elsewhere,
     /// all of them as they are.
     fn examples_of(&self, record: &Record, mut examples: Vec<Example>) -> Result<Vec<Example>> {
-        let Some(InLedger { job, .. }) = &self.ledger else { return Ok(examples) };
+        let Some(ledger) = &self.ledger else { return Ok(examples) };
         let id = record.id();
         let n = examples.len() as u64;
         if n > 0 && id.example(n - 1).is_none() {
@@ -173,7 +190,7 @@ impl ReaderState {
                 64 - crate::source::EXAMPLE_BITS
             )));
         }
-        let acked = job.record_unbatched(&id, n);
+        let acked = ledger.record_unbatched(&id, n);
         for (i, example) in examples.iter_mut().enumerate() {
             example.id = id.example(i as u64);
         }

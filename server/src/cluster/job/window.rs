@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::{Acked, Held, JobFeed};
+use super::{Acked, JobFeed, Leased};
 use crate::cluster::ledger::SplitKey;
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::record_set::RecordSet;
@@ -64,8 +64,8 @@ impl JobFeed {
             }
             return false;
         }
-        state.held.insert(split, Held::records_left_out(acked.len()));
         let untouched = acked.is_empty();
+        state.held.insert(split, self.held_with(acked.clone()).0);
         state.from_window.held.push((split, acked));
         untouched
     }
@@ -88,11 +88,20 @@ impl JobFeed {
         by_split.retain(|split, _| state.held.contains_key(split));
     }
 
+    /// The window counted `records` more records of `split` unbatched, into `examples`
+    /// examples, before this job was seated (of a job that unbatches).
+    fn unbatched_by_window(&self, split: SplitRef, records: u64, examples: u64) {
+        if let Some(held) = self.state().held.get_mut(&split).and_then(|held| held.examples.as_mut()) {
+            held.records += records;
+            held.examples += examples;
+        }
+    }
+
     /// The job left the window (unseated first): from now on it reads alone, and each
     /// split it held through the window is offered to its pipeline again, leaving out the
-    /// records the window handed to it (`handed`, by split) and those it need not read
-    /// (acknowledged when leased, settled by the window), unless the window read it to its
-    /// end and none is left.
+    /// records (examples, for a job that unbatches) the window handed to it (`handed`, by
+    /// split) and those it need not read (acknowledged when leased, settled by the
+    /// window), unless the window read it to its end and none is left.
     pub fn leave_window(&self, handed: &Acked) {
         let mut state = self.state();
         let state = &mut *state;
@@ -101,10 +110,11 @@ impl JobFeed {
             if let Some(handed) = handed.get(&split) {
                 leave_out.extend(handed);
             }
-            if held.read.is_some_and(|read| leave_out.len() >= read) {
+            if held.records().is_some_and(|records| leave_out.len() >= records) {
                 continue;
             }
-            *held = Held::records_left_out(leave_out.len());
+            let (again, leave_out) = self.held_with(leave_out);
+            *held = again;
             state.from_window.offer_again.push_back(FedFile::of(split, leave_out));
         }
     }
@@ -130,13 +140,15 @@ impl SeatLeases {
 /// A split the window leased, kept while jobs may still be seated.
 struct LeasedSplit {
     split: SplitRef,
-    /// Taken over in the window's job: the window left out records another replica's
-    /// window read, so no job can take the window's records of it.
-    taken_over: bool,
+    /// Another replica's window read part of it (the window leaves that part out): no job
+    /// can take the window's records of it.
+    read_in_part: bool,
     /// Records the window took from it, once it read it to its end.
     read: Option<u64>,
     /// Records of it the window settled.
     settled: Vec<RecordId>,
+    /// Of a spec that unbatches: records the window unbatched so far, and their examples.
+    unbatched: (u64, u64),
 }
 
 #[derive(Default)]
@@ -180,12 +192,12 @@ impl WindowFeed {
     /// Seats `job` (the feed of a job reading through the window): it holds every split
     /// the window leased so far (leased for it now, in one statement), and the window
     /// leases each next one for it too. `None` (blocking: asks the ledger) when it cannot:
-    /// the window moved past its first element, took a split over, or another replica
-    /// holds one of those splits for the job (then it reads alone, those it leased here
+    /// the window moved past its first element, leased a split another replica's window
+    /// read in part, or another replica holds one of those splits for the job (then it reads alone, those it leased here
     /// offered to its pipeline first).
     pub fn seat(&self, job: Arc<JobFeed>) -> Option<Arc<SeatLeases>> {
         let mut seated = self.seated.lock_unpoisoned();
-        if !self.joinable.load(Ordering::Acquire) || seated.leased.iter().any(|leased| leased.taken_over) {
+        if !self.joinable.load(Ordering::Acquire) || seated.leased.iter().any(|leased| leased.read_in_part) {
             return None;
         }
         if !seated.leased.is_empty() && !self.take_leased(&seated.leased, &job) {
@@ -222,6 +234,8 @@ impl WindowFeed {
         }
         if untouched {
             for leased in leased {
+                let (records, examples) = leased.unbatched;
+                job.unbatched_by_window(leased.split, records, examples);
                 if let Some(records) = leased.read {
                     job.file_read(leased.split, records);
                 }
@@ -239,6 +253,23 @@ impl WindowFeed {
     /// The window moved past its first element: no job is seated from now on.
     pub fn close_to_joining(&self) {
         self.joinable.store(false, Ordering::Release);
+    }
+
+    /// Of a spec that unbatches: the window's reader split `record` into `examples`
+    /// examples, counted in the window's job and in every seated job's. Returns the
+    /// examples the window's job acknowledged when it leased the record's split (to leave
+    /// out: no job is seated at a split read in part).
+    pub fn record_unbatched(&self, record: &RecordId, examples: u64) -> Vec<u64> {
+        let acked = self.feed.record_unbatched(record, examples);
+        let mut seated = self.seated.lock_unpoisoned();
+        for (_, job) in seated.jobs.values() {
+            job.record_unbatched(record, examples);
+        }
+        if let Some(leased) = seated.leased.iter_mut().find(|leased| leased.split == record.split()) {
+            leased.unbatched.0 += 1;
+            leased.unbatched.1 += examples;
+        }
+        acked
     }
 
     /// The window took `records` and hands them to no job (its spec left them out): done
@@ -270,7 +301,7 @@ impl FileFeed for WindowFeed {
             seated.unseat(id);
         }
         let jobs: Vec<_> = seated.jobs.values().map(|(_, job)| job.job()).collect();
-        let Some((fed, for_seated)) = self.feed.lease_next(epoch, 0..u32::MAX, &jobs)? else {
+        let Some(Leased { fed, read_in_part, for_seated }) = self.feed.lease_next(epoch, 0..u32::MAX, &jobs)? else {
             return Ok(None);
         };
         let split = SplitRef { epoch: fed.epoch, file: fed.split };
@@ -288,8 +319,8 @@ impl FileFeed for WindowFeed {
             seated.unseat(id);
         }
         if self.joinable.load(Ordering::Acquire) {
-            let taken_over = !fed.leave_out.is_empty();
-            seated.leased.push(LeasedSplit { split, taken_over, read: None, settled: Vec::new() });
+            let leased = LeasedSplit { split, read_in_part, read: None, settled: Vec::new(), unbatched: (0, 0) };
+            seated.leased.push(leased);
         }
         Ok(Some(fed))
     }

@@ -113,6 +113,18 @@ pub fn assert_every_example_twice(all: &[String], lines: usize) {
     }
 }
 
+/// Asserts that `all` (sorted) is what a job taking `take` records of each of two epochs
+/// of `write_lines(_, lines)` printed: `2 * take` keys of those files, none more than
+/// twice (once an epoch).
+pub fn assert_taken_in_each_of_two_epochs(all: &[String], take: usize, lines: usize) {
+    let thrice = all.windows(3).find(|keys| keys[0] == keys[2]);
+    assert!(thrice.is_none(), "printed three times: {thrice:?}");
+    let every = every_key_twice(lines);
+    let foreign = all.iter().find(|key| every.binary_search(key).is_err());
+    assert!(foreign.is_none(), "not a record of the files: {foreign:?}");
+    assert_eq!(all.len(), 2 * take, "exactly the take of each epoch");
+}
+
 /// How many keys of `all` were printed other than once per epoch (`epochs` times), of the
 /// `files` files of `lines` lines of [`write_line_files`]: `(missing, repeated)` records,
 /// counted, with the first few of each named in the assertion's message by the caller.

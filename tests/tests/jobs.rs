@@ -264,6 +264,25 @@ fn on_replicas_jobs_of_an_unbatched_spec_share_a_window_and_get_every_example_on
     three_jobs_through_a_replica_kill(data, dir, spec, readerd_tests::shared_reads::assert_every_example_twice);
 }
 
+/// As `on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill`,
+/// skipping the first 500 records of each epoch and taking the next 2,000 (of 4,000): the
+/// window claims each record's fate for the jobs seated at it in the same transaction as
+/// for itself, so each job takes exactly 2,000 an epoch.
+#[test]
+fn on_replicas_jobs_skipping_and_taking_share_a_window_and_take_exactly_per_epoch_across_a_replica_kill() {
+    let (data, dir, _) = lines_in_batches();
+    let spec = json!({
+        "source": {"files": ["part-*.txt"], "format": "TEXT_LINE"},
+        "pipeline": {"seed": 3, "shuffleFiles": true, "numEpochs": 2, "batchSize": 8,
+                     "select": {"skip": 500, "take": 2000}}
+    });
+    let spec = write_spec(&dir, &spec);
+    fn took_2000_an_epoch(keys: &[String], lines: usize) {
+        readerd_tests::shared_reads::assert_taken_in_each_of_two_epochs(keys, 2000, lines);
+    }
+    three_jobs_through_a_replica_kill(data, dir, spec, took_2000_an_epoch);
+}
+
 /// As `on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill`, with
 /// the exact global shuffle: its splits are ranges of the epoch's permutation, and the
 /// jobs share a window of them as of files.

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use readerd_tests::postgres::OwnPostgres;
 use readerd_tests::shared_reads::{
-    assert_every_example_twice, assert_every_key_twice, assert_every_key_twice_but_the_killeds_last, count_off_by_key,
-    every_example_twice, every_key_twice, keys_and_end, lines_printed, spawn_consumers, wait_for_consumers,
-    wait_until_printed, write_line_files, write_lines,
+    assert_every_example_twice, assert_every_key_twice, assert_every_key_twice_but_the_killeds_last,
+    assert_taken_in_each_of_two_epochs, count_off_by_key, every_example_twice, every_key_twice, keys_and_end,
+    lines_printed, spawn_consumers, wait_for_consumers, wait_until_printed, write_line_files, write_lines,
 };
 use readerd_tests::{ServerProcess, write_spec};
 use serde_json::json;
@@ -149,14 +149,14 @@ fn three_replicas_skipping_and_taking_wait_out_a_15_s_outage_and_take_exactly_pe
 /// epoch.
 #[test]
 fn jobs_sharing_windows_on_two_replicas_wait_out_a_15_s_outage_and_each_get_every_record_once() {
-    jobs_sharing_windows_through_a_15_s_outage(spec(), assert_every_key_twice);
+    jobs_sharing_windows_through_a_15_s_outage(spec(), every_key_twice(LINES).len(), assert_every_key_twice);
 }
 
 /// The same with the exact global shuffle, whose splits are ranges of each epoch's
 /// permutation.
 #[test]
 fn jobs_sharing_windows_of_a_global_shuffle_wait_out_a_15_s_outage_and_each_get_every_record_once() {
-    jobs_sharing_windows_through_a_15_s_outage(global_spec(), assert_every_key_twice);
+    jobs_sharing_windows_through_a_15_s_outage(global_spec(), every_key_twice(LINES).len(), assert_every_key_twice);
 }
 
 /// The same with each line unbatched (decoded raw, its bytes its examples, batched by 64
@@ -167,12 +167,30 @@ fn jobs_sharing_windows_of_an_unbatched_spec_wait_out_a_15_s_outage_and_each_get
     spec["decoder"] = json!({"raw": {"outType": "UINT8"}});
     spec["pipeline"]["unbatch"] = json!(true);
     spec["pipeline"]["batchSize"] = json!(64);
-    jobs_sharing_windows_through_a_15_s_outage(spec, assert_every_example_twice);
+    jobs_sharing_windows_through_a_15_s_outage(spec, every_example_twice(LINES).len(), assert_every_example_twice);
+}
+
+/// The same skipping the first 1,000 records of each epoch and taking the next 8,000 (of
+/// 16,000): the window claims the fates for the seated jobs as for itself, and the outage
+/// stops claims as well as leases.
+#[test]
+fn jobs_sharing_windows_skipping_and_taking_wait_out_a_15_s_outage_and_take_exactly_per_epoch() {
+    let mut spec = spec();
+    spec["pipeline"]["select"] = json!({"skip": 1000, "take": 8000});
+    fn took_8000_an_epoch(keys: &[String], lines: usize) {
+        assert_taken_in_each_of_two_epochs(keys, 8000, lines);
+    }
+    jobs_sharing_windows_through_a_15_s_outage(spec, 2 * 8000, took_8000_an_epoch);
 }
 
 /// Two jobs of two consumers each reading `spec` through two replicas across a 15 s
-/// outage: each job's sorted keys pass `assert_every_key` (given the lines a file).
-fn jobs_sharing_windows_through_a_15_s_outage(spec: serde_json::Value, assert_every_key: fn(&[String], usize)) {
+/// outage, `keys_a_job` keys each: each job's sorted keys pass `assert_every_key` (given
+/// the lines a file).
+fn jobs_sharing_windows_through_a_15_s_outage(
+    spec: serde_json::Value,
+    keys_a_job: usize,
+    assert_every_key: fn(&[String], usize),
+) {
     let batch = spec["pipeline"]["batchSize"].as_u64().unwrap() as usize;
     let _heavy = one_heavy_at_a_time();
     let postgres = OwnPostgres::start();
@@ -194,10 +212,6 @@ fn jobs_sharing_windows_through_a_15_s_outage(spec: serde_json::Value, assert_ev
         .collect();
     let every_output: Vec<std::path::PathBuf> = jobs.iter().flat_map(|(outputs, _)| outputs.clone()).collect();
     // A tenth of all the lines the two jobs print.
-    let keys_a_job = match spec["pipeline"]["unbatch"] == true {
-        true => every_example_twice(LINES).len(),
-        false => every_key_twice(LINES).len(),
-    };
     wait_until_printed(&every_output, 2 * keys_a_job / batch / 10);
     fifteen_seconds_down(&postgres);
     let printed_during = lines_printed(&every_output);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::job_key::JobKey;
 use super::ledger::{Job, Ledger, LedgerError, SeatedLeases, SplitCommit, SplitKey};
-use super::selection_ledger::{Fate, LedgerNames, SelectionLimits};
+use super::selection_ledger::{Fate, LedgerNames, SeatedFates, SelectionLimits};
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::record_set::RecordSet;
 use crate::source::{RecordId, SourceError, SplitRef};
@@ -184,7 +184,19 @@ impl JobFeed {
     /// (`super::selection_ledger`; blocking). A ledger error (past the outage limit)
     /// voids this replica's work on the job, as when leasing.
     pub fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
-        self.ledger.claim_selected(self.job, limits, records).map_err(|err| {
+        Ok(self.claim_selected_for_seated(&[], limits, records)?.0)
+    }
+
+    /// [`JobFeed::claim_selected`], and in the same transaction for each of `seated` (the
+    /// jobs seated at the window whose ledger job this is, `window.rs`): their fates by
+    /// job id.
+    fn claim_selected_for_seated(
+        &self,
+        seated: &[Job],
+        limits: SelectionLimits,
+        records: &[RecordId],
+    ) -> Result<(Vec<Fate>, SeatedFates), SourceError> {
+        self.ledger.claim_selected_for_seated(self.job, seated, limits, records).map_err(|err| {
             self.void(err.to_string());
             err.for_epoch(records.first().map_or(0, |record| record.epoch))
         })

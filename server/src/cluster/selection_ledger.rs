@@ -111,6 +111,10 @@ fn too_large(record: &RecordId) -> OutOfRange {
     OutOfRange::new("record number of a job that unbatches (below 2^44)", record.number)
 }
 
+/// The fates of records claimed for the jobs seated at a window, by job id
+/// ([`Ledger::claim_selected_for_seated`]).
+pub type SeatedFates = Vec<(i64, Vec<Fate>)>;
+
 /// What the job does with a record its filters kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fate {
@@ -134,64 +138,33 @@ impl Ledger {
         limits: SelectionLimits,
         records: &[RecordId],
     ) -> Result<Vec<Fate>, LedgerError> {
+        Ok(self.claim_selected_for_seated(job, &[], limits, records)?.0)
+    }
+
+    /// [`Ledger::claim_selected`] for the window a shared reader's jobs share on this
+    /// replica (`job` is the window's), and in the same transaction for each job of
+    /// `seated` (the jobs seated at the window, which take its elements): returns the
+    /// window's fates and each seated job's (by job id). A job whose fates differ from the
+    /// window's cannot take the window's elements of these records. Jobs are claimed for
+    /// in one order (the window's first, then by id), as every claim locks them.
+    pub fn claim_selected_for_seated(
+        &self,
+        job: Job,
+        seated: &[Job],
+        limits: SelectionLimits,
+        records: &[RecordId],
+    ) -> Result<(Vec<Fate>, SeatedFates), LedgerError> {
+        let mut seated = seated.to_vec();
+        seated.sort_by_key(|job| job.id);
         self.run(|client| {
             let mut transaction = client.transaction()?;
-            // Splits first, in order, then the epochs' counts: as commits and takeovers lock.
-            let splits: BTreeSet<SplitRef> = records.iter().map(RecordId::split).collect();
-            let mut rows = BTreeMap::new();
-            for &split in &splits {
-                let key = split_key(job, split)?;
-                if let Some(row) = transaction.query_opt(queries::SPLIT_TO_CLAIM, &key.params())? {
-                    rows.insert(split, SplitToClaim::from_row(&row)?);
-                }
-            }
-            let scope: i32 = checked("selection scope", limits.scope)?;
-            let mut counts = BTreeMap::new();
-            for epoch in records.iter().map(|record| record.epoch).collect::<BTreeSet<_>>() {
-                let epoch_param: i64 = checked("epoch", epoch)?;
-                transaction.execute(queries::CREATE_SELECTION, &[&job.id, &scope, &epoch_param])?;
-                let row = transaction.query_one(queries::SELECTION_TO_CLAIM, &[&job.id, &scope, &epoch_param])?;
-                counts.insert(epoch, SelectionCounts::from_row(&row)?);
-            }
-            let names = job.names;
-            let mut fates = Vec::with_capacity(records.len());
-            for record in records {
-                let counts = counts.get_mut(&record.epoch).expect("counted above");
-                // A split this replica no longer finds (its job deleted) has nothing to keep.
-                let split = rows.get_mut(&record.split());
-                let (granted, settled) = (names.granted(record)?, names.settled(record)?);
-                let fate = match split.as_deref().map(|split| claimed(split, names, granted, settled)) {
-                    // Claimed already, by an attempt whose answer an outage lost (or, for a
-                    // job that unbatches, by a replica that died): the same fate, counted
-                    // once.
-                    Some(Some(fate)) => fate,
-                    _ => {
-                        let fate = limits.fate_of_next(counts);
-                        if let Some(split) = split {
-                            match fate {
-                                Fate::Taken => split.granted.insert(granted),
-                                Fate::Skipped | Fate::Dropped => split.acked.insert(settled),
-                            }
-                        }
-                        fate
-                    }
-                };
-                fates.push(fate);
-            }
-            for (epoch, counts) in counts {
-                let epoch: i64 = checked("epoch", epoch)?;
-                let (skipped, taken): (i64, i64) =
-                    (checked("records skipped", counts.skipped)?, checked("records taken", counts.taken)?);
-                transaction.execute(queries::COUNT_SELECTION, &[&job.id, &scope, &epoch, &skipped, &taken])?;
-            }
-            for (split, claim) in rows {
-                let key = split_key(job, split)?;
-                let [id, epoch, file] = key.params();
-                let (acked, granted) = (claim.acked.encode(), claim.granted.encode());
-                transaction.execute(queries::CLAIM_SPLIT, &[id, epoch, file, &acked, &granted, &scope])?;
+            let fates = claim_in(&mut transaction, job, limits, records)?;
+            let mut seated_fates = Vec::with_capacity(seated.len());
+            for seated in &seated {
+                seated_fates.push((seated.id, claim_in(&mut transaction, *seated, limits, records)?));
             }
             transaction.commit()?;
-            Ok(fates)
+            Ok((fates, seated_fates))
         })
     }
 
@@ -317,6 +290,71 @@ impl SplitParams {
     fn params(&self) -> [&(dyn postgres::types::ToSql + Sync); 3] {
         [&self.job, &self.epoch, &self.file]
     }
+}
+
+/// Claims the fates of `records` for `job` in `transaction` (see
+/// [`Ledger::claim_selected`]).
+fn claim_in(
+    transaction: &mut Transaction<'_>,
+    job: Job,
+    limits: SelectionLimits,
+    records: &[RecordId],
+) -> Result<Vec<Fate>, LedgerError> {
+    // Splits first, in order, then the epochs' counts: as commits and takeovers lock.
+    let splits: BTreeSet<SplitRef> = records.iter().map(RecordId::split).collect();
+    let mut rows = BTreeMap::new();
+    for &split in &splits {
+        let key = split_key(job, split)?;
+        if let Some(row) = transaction.query_opt(queries::SPLIT_TO_CLAIM, &key.params())? {
+            rows.insert(split, SplitToClaim::from_row(&row)?);
+        }
+    }
+    let scope: i32 = checked("selection scope", limits.scope)?;
+    let mut counts = BTreeMap::new();
+    for epoch in records.iter().map(|record| record.epoch).collect::<BTreeSet<_>>() {
+        let epoch_param: i64 = checked("epoch", epoch)?;
+        transaction.execute(queries::CREATE_SELECTION, &[&job.id, &scope, &epoch_param])?;
+        let row = transaction.query_one(queries::SELECTION_TO_CLAIM, &[&job.id, &scope, &epoch_param])?;
+        counts.insert(epoch, SelectionCounts::from_row(&row)?);
+    }
+    let names = job.names;
+    let mut fates = Vec::with_capacity(records.len());
+    for record in records {
+        let counts = counts.get_mut(&record.epoch).expect("counted above");
+        // A split this replica no longer finds (its job deleted) has nothing to keep.
+        let split = rows.get_mut(&record.split());
+        let (granted, settled) = (names.granted(record)?, names.settled(record)?);
+        let fate = match split.as_deref().map(|split| claimed(split, names, granted, settled)) {
+            // Claimed already, by an attempt whose answer an outage lost (or, for a
+            // job that unbatches, by a replica that died): the same fate, counted
+            // once.
+            Some(Some(fate)) => fate,
+            _ => {
+                let fate = limits.fate_of_next(counts);
+                if let Some(split) = split {
+                    match fate {
+                        Fate::Taken => split.granted.insert(granted),
+                        Fate::Skipped | Fate::Dropped => split.acked.insert(settled),
+                    }
+                }
+                fate
+            }
+        };
+        fates.push(fate);
+    }
+    for (epoch, counts) in counts {
+        let epoch: i64 = checked("epoch", epoch)?;
+        let (skipped, taken): (i64, i64) =
+            (checked("records skipped", counts.skipped)?, checked("records taken", counts.taken)?);
+        transaction.execute(queries::COUNT_SELECTION, &[&job.id, &scope, &epoch, &skipped, &taken])?;
+    }
+    for (split, claim) in rows {
+        let key = split_key(job, split)?;
+        let [id, epoch, file] = key.params();
+        let (acked, granted) = (claim.acked.encode(), claim.granted.encode());
+        transaction.execute(queries::CLAIM_SPLIT, &[id, epoch, file, &acked, &granted, &scope])?;
+    }
+    Ok(fates)
 }
 
 fn split_key(job: Job, split: SplitRef) -> Result<SplitParams, LedgerError> {

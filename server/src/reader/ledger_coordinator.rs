@@ -105,7 +105,7 @@ impl LedgerCoordinator {
         &self.feed
     }
 
-    /// Makes `reader` (the jobs' window's producer: no mixture, no `skip` or `take`) read the
+    /// Makes `reader` (the jobs' window's producer: no mixture) read the
     /// splits it leases in `feed`'s job (the window's), each done once read (see
     /// `JobWindow::on_replicas`), leasing them for the jobs seated at the window too.
     pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Arc<WindowFeed> {

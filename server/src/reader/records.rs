@@ -91,33 +91,58 @@ pub(super) struct ReaderState {
 /// acknowledged left out; with `skip` or `take`, records are claimed from the job
 /// ([`ReaderState::next_claimed`]).
 pub(super) struct InLedger {
-    pub(super) job: Arc<JobFeed>,
+    job: JobLedger,
     /// Where `skip` and `take` count in the job: 0; a mixture's component i: 1 + i.
-    pub(super) scope: u32,
+    scope: u32,
     /// Records dropped since they were last taken, to be settled.
     dropped: Vec<RecordId>,
-    /// Of the reader of the window its shared reader's jobs share: the window's leases,
-    /// where the examples it counts count for the jobs seated at it too.
-    window: Option<Arc<WindowFeed>>,
+}
+
+/// The ledger job a reader's records answer to: its own or, for the reader of the window
+/// its shared reader's jobs share on a replica, the window's, whose leases, counts and
+/// claims are the seated jobs' too (`crate::cluster::job::window`).
+#[derive(Clone)]
+enum JobLedger {
+    Own(Arc<JobFeed>),
+    Window(Arc<WindowFeed>),
+}
+
+impl JobLedger {
+    /// Counts `record`'s `examples` in the job; returns the ledger numbers of those
+    /// acknowledged already (to leave out).
+    fn record_unbatched(&self, record: &RecordId, examples: u64) -> Vec<u64> {
+        match self {
+            Self::Own(job) => job.record_unbatched(record, examples),
+            Self::Window(window) => window.record_unbatched(record, examples),
+        }
+    }
+
+    /// `record`, left out by the selection or giving no example, is settled under its
+    /// tombstone (a job that unbatches and skips or takes).
+    fn record_settled(&self, record: &RecordId) {
+        match self {
+            Self::Own(job) => job.record_settled(record),
+            Self::Window(window) => window.record_settled(record),
+        }
+    }
+
+    /// The fates of `records` under the job's `skip` and `take` (blocking).
+    fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
+        match self {
+            Self::Own(job) => job.claim_selected(limits, records),
+            Self::Window(window) => window.claim_selected(limits, records),
+        }
+    }
 }
 
 impl InLedger {
     pub(super) fn new(job: Arc<JobFeed>, scope: u32) -> Self {
-        Self { job, scope, dropped: Vec::new(), window: None }
+        Self { job: JobLedger::Own(job), scope, dropped: Vec::new() }
     }
 
     /// Of the reader of the window its shared reader's jobs share on a replica.
     pub(super) fn of_window(window: Arc<WindowFeed>) -> Self {
-        Self { window: Some(window.clone()), ..Self::new(window.job_feed().clone(), 0) }
-    }
-
-    /// Counts `record`'s `examples` in the job (a window's, in the jobs seated at it
-    /// too); returns the ledger numbers of those acknowledged already (to leave out).
-    fn record_unbatched(&self, record: &RecordId, examples: u64) -> Vec<u64> {
-        match &self.window {
-            Some(window) => window.record_unbatched(record, examples),
-            None => self.job.record_unbatched(record, examples),
-        }
+        Self { job: JobLedger::Window(window), scope: 0, dropped: Vec::new() }
     }
 
     /// A mixture settles its components' dropped records with its own chunks.
@@ -153,7 +178,7 @@ impl ReaderState {
     /// settled (with `unbatch`, counted as a record of no examples: nothing to settle).
     fn drop_record(&mut self, spec: &ReaderSpec, record: &Record) {
         match &mut self.ledger {
-            Some(ledger) if spec.unbatch => _ = ledger.record_unbatched(&record.id(), 0),
+            Some(ledger) if spec.unbatch => _ = ledger.job.record_unbatched(&record.id(), 0),
             Some(ledger) => ledger.dropped.push(record.id()),
             None => {}
         }
@@ -190,7 +215,7 @@ impl ReaderState {
                 64 - crate::source::EXAMPLE_BITS
             )));
         }
-        let acked = ledger.record_unbatched(&id, n);
+        let acked = ledger.job.record_unbatched(&id, n);
         for (i, example) in examples.iter_mut().enumerate() {
             example.id = id.example(i as u64);
         }
@@ -272,7 +297,7 @@ impl ReaderState {
     /// claimed in groups ([`CLAIM_GROUP`]), each epoch's `skip` and `take` counted across
     /// replicas (`crate::cluster::selection_ledger`, which settles those skipped and
     /// dropped). An epoch's end or the end comes after the group it ended.
-    fn next_claimed(&mut self, spec: &ReaderSpec, decoding: &Decoding, job: &JobFeed, scope: u32) -> Result<Next> {
+    fn next_claimed(&mut self, spec: &ReaderSpec, decoding: &Decoding, job: &JobLedger, scope: u32) -> Result<Next> {
         loop {
             if let Some(record) = self.claimed.pop_front() {
                 return Ok(Next::Item(record));

@@ -2,8 +2,8 @@
 //! `(container, shared_name, job)` as on one server, and its own job in the split ledger
 //! ([`JobKey`]); those of one shared name take their elements from one window of decoded
 //! elements on this replica (`JobWindow::on_replicas`), whose producer leases splits in
-//! a ledger job of its own (`JobKey::window`). A spec the window does not serve on
-//! replicas yet (a mixture, `skip`/`take`) has each job read alone.
+//! a ledger job of its own (`JobKey::window`). A mixture (the window does not serve one
+//! on replicas yet) has each job read alone.
 
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ use readerd_common::sync::RwLockUnpoisoned;
 
 /// Whether jobs of `spec` share a window on replicas.
 fn shares_on_replicas(spec: &ReaderSpec) -> bool {
-    spec.mix.is_none() && !spec.select.counts()
+    spec.mix.is_none()
 }
 
 /// The name of the reader of the window the jobs of `shared_name` share on a replica (its

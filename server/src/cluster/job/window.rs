@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{Acked, JobFeed, Leased};
 use crate::cluster::ledger::SplitKey;
+use crate::cluster::selection_ledger::{Fate, SelectionLimits};
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::record_set::RecordSet;
 use crate::source::{RecordId, SourceError, SplitRef};
@@ -151,11 +152,21 @@ struct LeasedSplit {
     unbatched: (u64, u64),
 }
 
+/// Records the window claimed the fates of under its spec's `skip` and `take`, kept while
+/// jobs may still be seated.
+struct Claimed {
+    limits: SelectionLimits,
+    records: Vec<RecordId>,
+    fates: Vec<Fate>,
+}
+
 #[derive(Default)]
 struct Seated {
     jobs: BTreeMap<u64, (Arc<SeatLeases>, Arc<JobFeed>)>,
-    /// While a job may still be seated: every split the window leased, in its order.
+    /// While a job may still be seated: every split the window leased, in its order, and
+    /// every group of records it claimed.
     leased: Vec<LeasedSplit>,
+    claimed: Vec<Claimed>,
 }
 
 impl Seated {
@@ -200,7 +211,7 @@ impl WindowFeed {
         if !self.joinable.load(Ordering::Acquire) || seated.leased.iter().any(|leased| leased.read_in_part) {
             return None;
         }
-        if !seated.leased.is_empty() && !self.take_leased(&seated.leased, &job) {
+        if !seated.leased.is_empty() && !self.take_leased(&seated.leased, &seated.claimed, &job) {
             job.leave_window(&Acked::default());
             return None;
         }
@@ -210,9 +221,10 @@ impl WindowFeed {
         Some(leases)
     }
 
-    /// Has `job` hold `leased`, as if the window had leased them for it: whether it holds
-    /// every one untouched.
-    fn take_leased(&self, leased: &[LeasedSplit], job: &JobFeed) -> bool {
+    /// Has `job` hold `leased`, as if the window had leased them for it, and claim what
+    /// the window claimed (`claimed`, in its order): whether it holds every one untouched
+    /// and got the window's fates.
+    fn take_leased(&self, leased: &[LeasedSplit], claimed: &[Claimed], job: &JobFeed) -> bool {
         let mut epochs: Vec<u64> = leased.iter().map(|leased| leased.split.epoch).collect();
         epochs.dedup();
         if let Err(err) = epochs.into_iter().try_for_each(|epoch| job.plan(epoch)) {
@@ -232,6 +244,12 @@ impl WindowFeed {
         for (key, acked) in leases {
             untouched &= job.hold_from_window(key.split, acked);
         }
+        // Claimed for it in the window's order: its counts went as the window's, unless it
+        // claimed records elsewhere (its fates differ then).
+        untouched = untouched
+            && claimed.iter().all(|claimed| {
+                job.claim_selected(claimed.limits, &claimed.records).is_ok_and(|fates| fates == claimed.fates)
+            });
         if untouched {
             for leased in leased {
                 let (records, examples) = leased.unbatched;
@@ -272,6 +290,43 @@ impl WindowFeed {
         acked
     }
 
+    /// Of a spec that unbatches and skips or takes: `record` was left out by the
+    /// selection, or gave no example, and is settled under its tombstone (one example of
+    /// its split) in the window's job and in every seated job's.
+    pub fn record_settled(&self, record: &RecordId) {
+        self.feed.record_settled(record);
+        let mut seated = self.seated.lock_unpoisoned();
+        for (_, job) in seated.jobs.values() {
+            job.record_settled(record);
+        }
+        if let Some(leased) = seated.leased.iter_mut().find(|leased| leased.split == record.split()) {
+            leased.unbatched.0 += 1;
+            leased.unbatched.1 += 1;
+        }
+    }
+
+    /// Of a spec that skips or takes: the window's reader claims the fates of `records`
+    /// in the window's job and, in the same transaction, in every seated job's
+    /// (blocking). A job whose fates differ from the window's (it claimed records
+    /// elsewhere, reading alone) is unseated before the window reads on.
+    pub fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
+        let mut seated = self.seated.lock_unpoisoned();
+        let jobs: Vec<_> = seated.jobs.values().map(|(_, job)| job.job()).collect();
+        let (fates, seated_fates) = self.feed.claim_selected_for_seated(&jobs, limits, records)?;
+        let seated_fates: BTreeMap<i64, Vec<Fate>> = seated_fates.into_iter().collect();
+        let differ: Vec<u64> = (seated.jobs.iter())
+            .filter(|(_, (_, job))| seated_fates.get(&job.job().id) != Some(&fates))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in differ {
+            seated.unseat(id);
+        }
+        if self.joinable.load(Ordering::Acquire) {
+            seated.claimed.push(Claimed { limits, records: records.to_vec(), fates: fates.clone() });
+        }
+        Ok(fates)
+    }
+
     /// The window took `records` and hands them to no job (its spec left them out): done
     /// in the window's job and in every seated job's.
     pub fn settled(&self, records: &[RecordId]) {
@@ -293,6 +348,7 @@ impl FileFeed for WindowFeed {
         let mut seated = self.seated.lock_unpoisoned();
         if !self.joinable.load(Ordering::Acquire) {
             seated.leased = Vec::new();
+            seated.claimed = Vec::new();
         }
         // A seated job that cannot plan the epoch reads alone.
         let unplanned: Vec<u64> =

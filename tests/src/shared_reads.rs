@@ -125,6 +125,36 @@ pub fn assert_taken_in_each_of_two_epochs(all: &[String], take: usize, lines: us
     assert_eq!(all.len(), 2 * take, "exactly the take of each epoch");
 }
 
+/// A mixture of `write_lines`' files in two components, files 0 to 3 and 4 to 7, each
+/// read twice (two epochs), weighed evenly, in batches of `batch`.
+pub fn mixture_of_two_halves(batch: usize) -> Value {
+    let component = |files: [usize; 4], seed: u64| {
+        let files: Vec<String> = files.iter().map(|f| format!("part-{f}.txt")).collect();
+        serde_json::json!({"source": {"files": files, "format": "TEXT_LINE"},
+                           "pipeline": {"seed": seed, "shuffleFiles": true, "numEpochs": 2}})
+    };
+    serde_json::json!({
+        "mix": {"datasets": [component([0, 1, 2, 3], 5), component([4, 5, 6, 7], 7)], "weights": [0.5, 0.5]},
+        "pipeline": {"seed": 3, "batchSize": batch}
+    })
+}
+
+/// [`assert_every_key_twice`] of what [`mixture_of_two_halves`] printed: a mixture names
+/// each record `<component>/<key>`, and files 0 to 3 are component 0's.
+pub fn assert_every_key_twice_in_its_component(all: &[String], lines: usize) {
+    let mut keys: Vec<String> = (all.iter())
+        .map(|key| {
+            let (component, record) = key.split_once('/').unwrap_or_else(|| panic!("{key}: no component"));
+            let file = record.strip_prefix("part-").and_then(|rest| rest.chars().next());
+            let expected = if file.is_some_and(|file| file < '4') { "0" } else { "1" };
+            assert_eq!(component, expected, "{key}");
+            record.to_owned()
+        })
+        .collect();
+    keys.sort();
+    assert_every_key_twice(&keys, lines);
+}
+
 /// How many keys of `all` were printed other than once per epoch (`epochs` times), of the
 /// `files` files of `lines` lines of [`write_line_files`]: `(missing, repeated)` records,
 /// counted, with the first few of each named in the assertion's message by the caller.

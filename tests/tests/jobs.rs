@@ -283,6 +283,18 @@ fn on_replicas_jobs_skipping_and_taking_share_a_window_and_take_exactly_per_epoc
     three_jobs_through_a_replica_kill(data, dir, spec, took_2000_an_epoch);
 }
 
+/// As `on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill`, a
+/// mixture of two components (four files each, two epochs each): the window's
+/// components lease their splits for the seated jobs too, and a job that leaves the
+/// window reads again each split it held through it in the component that reads it.
+#[test]
+fn on_replicas_jobs_of_a_mixture_share_a_window_and_get_every_record_once_across_a_replica_kill() {
+    use readerd_tests::shared_reads::{assert_every_key_twice_in_its_component, mixture_of_two_halves};
+    let (data, dir, _) = lines_in_batches();
+    let spec = write_spec(&dir, &mixture_of_two_halves(8));
+    three_jobs_through_a_replica_kill(data, dir, spec, assert_every_key_twice_in_its_component);
+}
+
 /// As `on_replicas_each_job_gets_every_record_once_per_epoch_across_a_replica_kill`, with
 /// the exact global shuffle: its splits are ranges of the epoch's permutation, and the
 /// jobs share a window of them as of files.

@@ -9,8 +9,9 @@ use std::path::Path;
 use readerd_tests::postgres::OwnPostgres;
 use readerd_tests::shared_reads::{
     assert_every_example_twice, assert_every_key_twice, assert_every_key_twice_but_the_killeds_last,
-    assert_taken_in_each_of_two_epochs, count_off_by_key, every_example_twice, every_key_twice, keys_and_end,
-    lines_printed, spawn_consumers, wait_for_consumers, wait_until_printed, write_line_files, write_lines,
+    assert_every_key_twice_in_its_component, assert_taken_in_each_of_two_epochs, count_off_by_key, every_example_twice,
+    every_key_twice, keys_and_end, lines_printed, mixture_of_two_halves, spawn_consumers, wait_for_consumers,
+    wait_until_printed, write_line_files, write_lines,
 };
 use readerd_tests::{ServerProcess, write_spec};
 use serde_json::json;
@@ -181,6 +182,18 @@ fn jobs_sharing_windows_skipping_and_taking_wait_out_a_15_s_outage_and_take_exac
         assert_taken_in_each_of_two_epochs(keys, 8000, lines);
     }
     jobs_sharing_windows_through_a_15_s_outage(spec, 2 * 8000, took_8000_an_epoch);
+}
+
+/// The same with a mixture of two components: the window's components lease their
+/// splits for the seated jobs too.
+#[test]
+fn jobs_sharing_windows_of_a_mixture_wait_out_a_15_s_outage_and_each_get_every_record_once() {
+    let spec = mixture_of_two_halves(8);
+    jobs_sharing_windows_through_a_15_s_outage(
+        spec,
+        every_key_twice(LINES).len(),
+        assert_every_key_twice_in_its_component,
+    );
 }
 
 /// Two jobs of two consumers each reading `spec` through two replicas across a 15 s

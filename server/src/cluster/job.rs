@@ -558,16 +558,7 @@ impl std::fmt::Debug for JobFeed {
 
 impl FileFeed for JobFeed {
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
-        // A job that left the jobs' window reads again first what it held through it
-        // (`window.rs`).
-        let again = {
-            let mut state = self.state();
-            if state.void.is_none() { state.from_window.offer_again.pop_front() } else { None }
-        };
-        match again {
-            Some(again) => Ok(Some(again)),
-            None => self.next_file_in(epoch, 0..u32::MAX),
-        }
+        self.next_file_in(epoch, 0..u32::MAX)
     }
 
     fn file_read(&self, split: SplitRef, records: u64) {
@@ -581,6 +572,15 @@ impl JobFeed {
     /// [`FileFeed::next_file`] among the splits of `files` only (a mixture's component,
     /// `super::mix_feed`).
     pub fn next_file_in(&self, epoch: u64, files: std::ops::Range<u32>) -> Result<Option<FedFile>, SourceError> {
+        // A job that left the jobs' window reads again first what it held through it
+        // (`window.rs`).
+        let again = {
+            let mut state = self.state();
+            if state.void.is_none() { state.from_window.offer_again_among(&files) } else { None }
+        };
+        if let Some(again) = again {
+            return Ok(Some(again));
+        }
         Ok(self.lease_next(epoch, files, &[])?.map(|leased| leased.fed))
     }
 

@@ -14,18 +14,31 @@ use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::{PipelineConfig, RecordPipeline};
 use crate::source::{SourceError, SplitRef};
 
+/// Where a mixture's components lease their splits: the mixture's job
+/// ([`JobFeed`]) or, for the window a shared mixture's jobs share on a replica, the
+/// window's (`super::WindowFeed`, which leases them for the seated jobs too).
+pub trait LeasesSplits: FileFeed {
+    /// [`FileFeed::next_file`] among the splits of `files` only.
+    fn next_file_in(&self, epoch: u64, files: Range<u32>) -> Result<Option<FedFile>, SourceError>;
+}
+
 /// One component's view of its mixture's job: the splits of its files, each file
 /// indexed as the component indexes it.
-#[derive(Debug)]
 pub struct ComponentFeed {
-    job: Arc<JobFeed>,
+    job: Arc<dyn LeasesSplits>,
     /// The component's files among the job's.
     files: Range<u32>,
 }
 
 impl ComponentFeed {
-    pub fn new(job: Arc<JobFeed>, files: Range<u32>) -> Self {
+    pub fn new(job: Arc<dyn LeasesSplits>, files: Range<u32>) -> Self {
         Self { job, files }
+    }
+}
+
+impl LeasesSplits for JobFeed {
+    fn next_file_in(&self, epoch: u64, files: Range<u32>) -> Result<Option<FedFile>, SourceError> {
+        JobFeed::next_file_in(self, epoch, files)
     }
 }
 

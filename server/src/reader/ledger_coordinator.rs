@@ -105,17 +105,27 @@ impl LedgerCoordinator {
         &self.feed
     }
 
-    /// Makes `reader` (the jobs' window's producer: no mixture) read the
-    /// splits it leases in `feed`'s job (the window's), each done once read (see
-    /// `JobWindow::on_replicas`), leasing them for the jobs seated at the window too.
-    pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Arc<WindowFeed> {
+    /// Makes `reader` (the jobs' window's producer) read the splits it leases in `feed`'s
+    /// job (the window's), each done once read (see `JobWindow::on_replicas`), leasing
+    /// them for the jobs seated at the window too; a mixture's components lease theirs
+    /// so.
+    pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Result<Arc<WindowFeed>> {
         let window = Arc::new(WindowFeed::new(feed.clone()));
-        read_fed(reader, window.clone(), InLedger::of_window(window.clone()));
+        if let Some(mixture) = &reader.mixture {
+            for (i, (component, files)) in mixture.components.iter().zip(component_ranges(reader)?).enumerate() {
+                let component_feed = Arc::new(ComponentFeed::new(window.clone(), files.clone()));
+                read_fed(component, component_feed, InLedger::of_window(window.clone(), 1 + i as u32));
+            }
+            // Its components' dropped records are settled with the mixture's chunks.
+            reader.lock().ledger = Some(InLedger::of_window(window.clone(), 0));
+        } else {
+            read_fed(reader, window.clone(), InLedger::of_window(window.clone(), 0));
+        }
         // Its end is the window's (`JobWindow`), never asked of it here.
         let coordinator =
             LedgerCoordinator { feed, reader: Weak::new(), window: Some(window.clone()), polled: Default::default() };
         let _ = reader.ledger.set(Arc::new(coordinator));
-        window
+        Ok(window)
     }
 
     /// At the end of this replica's sequence of `reader` (blocking): whether the job is

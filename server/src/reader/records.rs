@@ -140,9 +140,10 @@ impl InLedger {
         Self { job: JobLedger::Own(job), scope, dropped: Vec::new() }
     }
 
-    /// Of the reader of the window its shared reader's jobs share on a replica.
-    pub(super) fn of_window(window: Arc<WindowFeed>) -> Self {
-        Self { job: JobLedger::Window(window), scope: 0, dropped: Vec::new() }
+    /// Of the reader of the window its shared reader's jobs share on a replica (`scope`
+    /// as [`InLedger::new`]'s).
+    pub(super) fn of_window(window: Arc<WindowFeed>, scope: u32) -> Self {
+        Self { job: JobLedger::Window(window), scope, dropped: Vec::new() }
     }
 
     /// A mixture settles its components' dropped records with its own chunks.

@@ -2,8 +2,9 @@
 //! `(container, shared_name, job)` as on one server, and its own job in the split ledger
 //! ([`JobKey`]); those of one shared name take their elements from one window of decoded
 //! elements on this replica (`JobWindow::on_replicas`), whose producer leases splits in
-//! a ledger job of its own (`JobKey::window`). A mixture (the window does not serve one
-//! on replicas yet) has each job read alone.
+//! a ledger job of its own (`JobKey::window`). A mixture that stops at its first
+//! exhausted component (the window does not serve one on replicas) has each job read
+//! alone.
 
 use std::sync::Arc;
 
@@ -16,9 +17,10 @@ use crate::reader::{JobWindow, LedgerCoordinator, Reader, job_reader_name};
 use crate::spec::{self, ReaderSpec};
 use readerd_common::sync::RwLockUnpoisoned;
 
-/// Whether jobs of `spec` share a window on replicas.
+/// Whether jobs of `spec` share a window on replicas: not a mixture that stops at its
+/// first exhausted component (its end is one for the whole job, across replicas).
 fn shares_on_replicas(spec: &ReaderSpec) -> bool {
-    spec.mix.is_none()
+    spec.mix.as_ref().is_none_or(|mix| !mix.stop_on_empty)
 }
 
 /// The name of the reader of the window the jobs of `shared_name` share on a replica (its
@@ -101,8 +103,8 @@ impl ReaderRegistry {
                 // decides what a job delivers: its own ledger job does.
                 cluster.ledger().delete_idle_job(&window_job)?;
                 let feed = cluster.job_feed(window_job, &spec.fingerprint, &spec_bytes, order)?;
-                let log = LedgerCoordinator::produce_for_window(&producer, feed);
-                let window = JobWindow::on_replicas(producer, self.inner.setup.job_window_bytes, log);
+                let window_feed = LedgerCoordinator::produce_for_window(&producer, feed)?;
+                let window = JobWindow::on_replicas(producer, self.inner.setup.job_window_bytes, window_feed);
                 self.inner.jobs.write_unpoisoned().windows.entry(key).or_insert(window).clone()
             }
         };

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{Acked, JobFeed, Leased};
 use crate::cluster::ledger::SplitKey;
+use crate::cluster::mix_feed::LeasesSplits;
 use crate::cluster::selection_ledger::{Fate, SelectionLimits};
 use crate::pipeline::feed::{FedFile, FileFeed};
 use crate::pipeline::record_set::RecordSet;
@@ -38,10 +39,16 @@ pub struct FromWindow {
     /// read again should it leave: acknowledged when leased, and settled by the window.
     held: Vec<(SplitRef, RecordSet)>,
     /// What the job's pipeline reads first once it left the window.
-    pub(super) offer_again: VecDeque<FedFile>,
+    offer_again: VecDeque<FedFile>,
 }
 
 impl FromWindow {
+    /// The first split offered again among `files` (a mixture's component reads its own).
+    pub(super) fn offer_again_among(&mut self, files: &std::ops::Range<u32>) -> Option<FedFile> {
+        let at = self.offer_again.iter().position(|fed| files.contains(&fed.split))?;
+        self.offer_again.remove(at)
+    }
+
     /// Splits done are held through the window no more.
     pub(super) fn forget_done(&mut self, done: &[SplitRef]) {
         if !done.is_empty() {
@@ -345,6 +352,24 @@ impl WindowFeed {
 
 impl FileFeed for WindowFeed {
     fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
+        self.next_file_in(epoch, 0..u32::MAX)
+    }
+
+    fn file_read(&self, split: SplitRef, records: u64) {
+        self.feed.file_read(split, records);
+        let mut seated = self.seated.lock_unpoisoned();
+        for (_, job) in seated.jobs.values() {
+            job.file_read(split, records);
+        }
+        if let Some(leased) = seated.leased.iter_mut().find(|leased| leased.split == split) {
+            leased.read = Some(records);
+        }
+    }
+}
+
+/// A mixture's components lease their splits through the window too.
+impl LeasesSplits for WindowFeed {
+    fn next_file_in(&self, epoch: u64, files: std::ops::Range<u32>) -> Result<Option<FedFile>, SourceError> {
         let mut seated = self.seated.lock_unpoisoned();
         if !self.joinable.load(Ordering::Acquire) {
             seated.leased = Vec::new();
@@ -357,7 +382,7 @@ impl FileFeed for WindowFeed {
             seated.unseat(id);
         }
         let jobs: Vec<_> = seated.jobs.values().map(|(_, job)| job.job()).collect();
-        let Some(Leased { fed, read_in_part, for_seated }) = self.feed.lease_next(epoch, 0..u32::MAX, &jobs)? else {
+        let Some(Leased { fed, read_in_part, for_seated }) = self.feed.lease_next(epoch, files, &jobs)? else {
             return Ok(None);
         };
         let split = SplitRef { epoch: fed.epoch, file: fed.split };
@@ -379,16 +404,5 @@ impl FileFeed for WindowFeed {
             seated.leased.push(leased);
         }
         Ok(Some(fed))
-    }
-
-    fn file_read(&self, split: SplitRef, records: u64) {
-        self.feed.file_read(split, records);
-        let mut seated = self.seated.lock_unpoisoned();
-        for (_, job) in seated.jobs.values() {
-            job.file_read(split, records);
-        }
-        if let Some(leased) = seated.leased.iter_mut().find(|leased| leased.split == split) {
-            leased.read = Some(records);
-        }
     }
 }

@@ -76,6 +76,11 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Before the reader takes its next chunk, with none of its locks held (blocking): the
+    /// work it would otherwise wait for under its lock (on replicas, leasing its next
+    /// split).
+    fn prepare_next_chunk(&self) {}
+
     /// At the end of the reader's sequence here (blocking): whether nothing more comes
     /// from anywhere. When not, the reader is set to look for more work at its next chunk.
     fn at_end(&self) -> Result<bool> {

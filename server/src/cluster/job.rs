@@ -47,6 +47,11 @@ pub struct JobFeed {
     stop_marked: std::sync::atomic::AtomicBool,
     ended: std::sync::atomic::AtomicBool,
     state: Mutex<FeedState>,
+    /// One lease at a time (its pipeline may lease ahead while it asks, and a mixture's
+    /// components each lease): a lease retried after an outage takes this replica's own
+    /// live lease of a split it does not hold first, which must not be another lease's
+    /// still in flight.
+    leasing: Mutex<()>,
     /// One commit at a time: when [`JobFeed::commit`] returns, every acknowledgement
     /// made before it was called is in the ledger, also those another commit (the
     /// cluster thread's) had taken and was still writing.
@@ -171,6 +176,7 @@ impl JobFeed {
             stop_marked: Default::default(),
             ended: Default::default(),
             state: Mutex::new(state),
+            leasing: Mutex::default(),
             committing: Mutex::default(),
             sessions: Mutex::default(),
             tickets: Default::default(),
@@ -604,6 +610,7 @@ impl JobFeed {
         files: std::ops::Range<u32>,
         seated: &[Job],
     ) -> Result<Option<Leased>, SourceError> {
+        let _one_at_a_time = self.leasing.lock_unpoisoned();
         // Past the outage limit the reader fails: the job goes on through a new one, and
         // this one's leases are never renewed again (others take its splits over).
         let ledger_error = |err: LedgerError| {

@@ -9,6 +9,7 @@
 
 use super::record_set::RecordSet;
 use crate::source::{SourceError, SplitRef};
+use readerd_common::sync::MutexUnpoisoned;
 
 /// A file to read next: an index into the source's files, its split's number in the
 /// ledger (the same index, except for a mixture's component: its index among the job's
@@ -41,4 +42,146 @@ pub trait FileFeed: Send + Sync {
     /// end (or to an error that ends it), taking `records` records from it (those left out
     /// not counted). Its records may still be in the shuffle buffer.
     fn file_read(&self, _split: SplitRef, _records: u64) {}
+}
+
+/// A feed that takes its next file before its pipeline asks for it: the pipeline asks
+/// under its reader's lock, and on replicas taking a file is a ledger transaction, which
+/// [`AheadFeed::take_ahead`] makes with no lock held (called by the reading thread before
+/// it takes its next chunk). One file at most is taken ahead, of the epoch the pipeline
+/// last asked for.
+///
+/// A file taken ahead that the pipeline then never asks for (it found its epoch's input
+/// ended, or its sequence ended, in between) is held until the pipeline looks for files
+/// again: on replicas a reader that ends before its job does looks again, and so reads it.
+pub struct AheadFeed {
+    inner: std::sync::Arc<dyn FileFeed>,
+    ahead: std::sync::Mutex<Ahead>,
+    /// One file taken at a time, ahead or asked for.
+    taking: std::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct Ahead {
+    /// The epoch the pipeline last asked for (`None`: it has not asked yet).
+    asked: Option<u64>,
+    file: Option<FedFile>,
+}
+
+impl AheadFeed {
+    pub fn new(inner: std::sync::Arc<dyn FileFeed>) -> Self {
+        Self { inner, ahead: Default::default(), taking: Default::default() }
+    }
+
+    /// Takes the next file of the epoch the pipeline last asked for, unless one is taken
+    /// already or being taken (blocking: call with no lock held). A failure is left to the
+    /// pipeline's next ask, which meets it again.
+    pub fn take_ahead(&self) {
+        let Ok(_one_at_a_time) = self.taking.try_lock() else { return };
+        let epoch = {
+            let ahead = self.ahead();
+            match (&ahead.file, ahead.asked) {
+                (None, Some(epoch)) => epoch,
+                _ => return,
+            }
+        };
+        if let Ok(Some(file)) = self.inner.next_file(epoch) {
+            self.ahead().file = Some(file);
+        }
+    }
+
+    fn ahead(&self) -> std::sync::MutexGuard<'_, Ahead> {
+        self.ahead.lock_unpoisoned()
+    }
+}
+
+impl FileFeed for AheadFeed {
+    fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
+        {
+            let mut ahead = self.ahead();
+            ahead.asked = Some(epoch);
+            if let Some(file) = ahead.file.take() {
+                return Ok(Some(file));
+            }
+        }
+        // A file being taken ahead is this one: waited for rather than taking another.
+        let _one_at_a_time = self.taking.lock_unpoisoned();
+        if let Some(file) = self.ahead().file.take() {
+            return Ok(Some(file));
+        }
+        self.inner.next_file(epoch)
+    }
+
+    fn file_read(&self, split: SplitRef, records: u64) {
+        self.inner.file_read(split, records);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::mpsc;
+
+    use super::*;
+
+    /// Files 0, 1, 2, ... of the epoch asked for, each taken once; every ask recorded, and
+    /// each ask first waits for a go on `gate` when it has one.
+    #[derive(Default)]
+    struct Counting {
+        asked: std::sync::Mutex<Vec<u64>>,
+        gate: std::sync::Mutex<Option<mpsc::Receiver<()>>>,
+    }
+
+    impl FileFeed for Counting {
+        fn next_file(&self, epoch: u64) -> Result<Option<FedFile>, SourceError> {
+            if let Some(gate) = &*self.gate.lock_unpoisoned() {
+                gate.recv().unwrap();
+            }
+            let mut asked = self.asked.lock_unpoisoned();
+            asked.push(epoch);
+            let file = asked.len() - 1;
+            Ok(Some(FedFile::of(SplitRef { epoch, file: file as u32 }, RecordSet::new())))
+        }
+    }
+
+    #[test]
+    fn a_file_taken_ahead_is_the_next_one_the_pipeline_gets_whatever_epoch_it_asks_for_then() {
+        let inner = Arc::new(Counting::default());
+        let feed = AheadFeed::new(inner.clone());
+        feed.take_ahead();
+        assert!(inner.asked.lock_unpoisoned().is_empty(), "nothing is taken before the pipeline asks");
+        assert_eq!(feed.next_file(3).unwrap().map(|fed| (fed.epoch, fed.file)), Some((3, 0)));
+        feed.take_ahead();
+        feed.take_ahead();
+        assert_eq!(*inner.asked.lock_unpoisoned(), [3, 3], "one file ahead at most, of the epoch asked last");
+        // The pipeline went on to epoch 4: it gets the file of epoch 3 taken ahead first.
+        assert_eq!(feed.next_file(4).unwrap().map(|fed| (fed.epoch, fed.file)), Some((3, 1)));
+        assert_eq!(feed.next_file(4).unwrap().map(|fed| (fed.epoch, fed.file)), Some((4, 2)));
+    }
+
+    #[test]
+    fn the_pipeline_asking_while_a_file_is_taken_ahead_waits_for_that_file_and_takes_no_other() {
+        let inner = Arc::new(Counting::default());
+        let feed = Arc::new(AheadFeed::new(inner.clone()));
+        assert!(feed.next_file(1).unwrap().is_some());
+        let (go, gate) = mpsc::channel();
+        *inner.gate.lock_unpoisoned() = Some(gate);
+        let ahead = std::thread::spawn({
+            let feed = feed.clone();
+            move || feed.take_ahead()
+        });
+        // The take ahead is waiting at the gate: the pipeline's ask waits for it.
+        while feed.taking.try_lock().is_ok() {
+            std::thread::yield_now();
+        }
+        let asking = std::thread::spawn({
+            let feed = feed.clone();
+            move || feed.next_file(1).unwrap().map(|fed| fed.file)
+        });
+        // Two goes: one for a second file, were the ask to take one (it must not).
+        go.send(()).unwrap();
+        go.send(()).unwrap();
+        ahead.join().unwrap();
+        assert_eq!(asking.join().unwrap(), Some(1), "the file taken ahead");
+        assert_eq!(*inner.asked.lock_unpoisoned(), [1, 1], "no second file taken while the first was in flight");
+    }
 }

@@ -52,6 +52,9 @@ impl Reader {
     /// [`Reader::next_chunk`] from the reader's own pipeline, through its kind's chain
     /// of stages (`element_source.rs`).
     fn read_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
+        // With no lock held: on replicas, its next split is leased here, not under the
+        // reader's lock.
+        self.coordinator().prepare_next_chunk();
         let budgets = (max_elements, max_bytes);
         match &self.mixture {
             _ if self.spec.unbatch => self.read_from(&Unbatched(self), budgets),

@@ -17,7 +17,7 @@ use crate::coordinator::{Coordinator, Fence};
 use crate::element::RecordId;
 use crate::error::Result;
 use crate::pipeline::RecordPipeline;
-use crate::pipeline::feed::FileFeed;
+use crate::pipeline::feed::{AheadFeed, FileFeed};
 use crate::reader::Reader;
 use crate::reader::mix::Mixture;
 use crate::reader::records::InLedger;
@@ -35,6 +35,9 @@ pub struct LedgerCoordinator {
     /// Of the jobs' window's producer: the window's leases, which it makes for the jobs
     /// seated at it too (`super::job_window`).
     window: Option<Arc<WindowFeed>>,
+    /// The feeds its reader's pipelines (a mixture's components') read through, each
+    /// leasing its next split ahead ([`Coordinator::prepare_next_chunk`]).
+    ahead: Vec<Arc<AheadFeed>>,
     /// When [`LedgerCoordinator::finished_or_look_again`] last asked the ledger, and its answer:
     /// every stream at its end asks, but the ledger is asked once per [`POLL_EVERY`].
     polled: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
@@ -63,15 +66,16 @@ impl LedgerCoordinator {
                 end_mixture(reader);
             }
         }
+        let mut ahead = Vec::new();
         if let Some(mixture) = &reader.mixture {
             for (i, (component, files)) in mixture.components.iter().zip(component_ranges(reader)?).enumerate() {
                 let component_feed = Arc::new(ComponentFeed::new(feed.clone(), files.clone()));
-                read_fed(component, component_feed, InLedger::new(feed.clone(), 1 + i as u32));
+                ahead.push(read_fed(component, component_feed, InLedger::new(feed.clone(), 1 + i as u32)));
             }
             // Its components' dropped records are settled with the mixture's chunks.
             reader.lock().ledger = Some(InLedger::new(feed.clone(), 0));
         } else {
-            read_fed(reader, feed.clone(), InLedger::new(feed.clone(), 0));
+            ahead.push(read_fed(reader, feed.clone(), InLedger::new(feed.clone(), 0)));
         }
         let weak = Arc::downgrade(reader);
         feed.report_usage(Box::new(move || {
@@ -81,6 +85,7 @@ impl LedgerCoordinator {
             feed,
             reader: Arc::downgrade(reader),
             window: None,
+            ahead,
             polled: Default::default(),
         });
         reader.books.delivery.answer_to(coordinator.clone());
@@ -111,19 +116,20 @@ impl LedgerCoordinator {
     /// so.
     pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Result<Arc<WindowFeed>> {
         let window = Arc::new(WindowFeed::new(feed.clone()));
+        let mut ahead = Vec::new();
         if let Some(mixture) = &reader.mixture {
             for (i, (component, files)) in mixture.components.iter().zip(component_ranges(reader)?).enumerate() {
                 let component_feed = Arc::new(ComponentFeed::new(window.clone(), files.clone()));
-                read_fed(component, component_feed, InLedger::of_window(window.clone(), 1 + i as u32));
+                ahead.push(read_fed(component, component_feed, InLedger::of_window(window.clone(), 1 + i as u32)));
             }
             // Its components' dropped records are settled with the mixture's chunks.
             reader.lock().ledger = Some(InLedger::of_window(window.clone(), 0));
         } else {
-            read_fed(reader, window.clone(), InLedger::of_window(window.clone(), 0));
+            ahead.push(read_fed(reader, window.clone(), InLedger::of_window(window.clone(), 0)));
         }
         // Its end is the window's (`JobWindow`), never asked of it here.
-        let coordinator =
-            LedgerCoordinator { feed, reader: Weak::new(), window: Some(window.clone()), polled: Default::default() };
+        let (reader_weak, polled) = (Weak::new(), Default::default());
+        let coordinator = LedgerCoordinator { feed, reader: reader_weak, window: Some(window.clone()), ahead, polled };
         let _ = reader.ledger.set(Arc::new(coordinator));
         Ok(window)
     }
@@ -241,6 +247,13 @@ impl Coordinator for LedgerCoordinator {
         }
     }
 
+    /// Its pipelines' next splits are leased with no lock held.
+    fn prepare_next_chunk(&self) {
+        for feed in &self.ahead {
+            feed.take_ahead();
+        }
+    }
+
     /// Splits of a replica that died are taken over although other components still run.
     fn look_again_every(&self) -> Option<std::time::Duration> {
         Some(LOOK_AGAIN_EVERY)
@@ -337,12 +350,14 @@ fn stops_on_empty(reader: &Reader) -> bool {
 }
 
 /// `reader` reads the files `feed` gives from now on (their records carry their splits):
-/// its pipeline, as `Reader::open` built it, takes its files from the feed, and its
-/// records answer to the job's ledger (`ledger`).
-fn read_fed(reader: &Reader, feed: Arc<dyn FileFeed>, ledger: InLedger) {
+/// its pipeline, as `Reader::open` built it, takes its files from the feed, each leased
+/// ahead (the feed returned), and its records answer to the job's ledger (`ledger`).
+fn read_fed(reader: &Reader, feed: Arc<dyn FileFeed>, ledger: InLedger) -> Arc<AheadFeed> {
+    let ahead = Arc::new(AheadFeed::new(feed));
     let mut state = reader.lock();
-    state.pipeline.read_from(feed);
+    state.pipeline.read_from(ahead.clone());
     state.ledger = Some(ledger);
+    ahead
 }
 
 /// `INVALID_ARGUMENT`: replicas do not serve `what` yet.

@@ -10,7 +10,10 @@
 //! - [`job_key`]: which ledger job a reading is: a shared reader's consumer group's, or
 //!   its jobs' window's on a replica.
 //! - [`job`]: a shared reader's job on this replica: the feed its pipeline leases files
-//!   through (`pipeline::feed`) and the acknowledgements it commits.
+//!   through (`pipeline::feed`) and the acknowledgements it commits; `job/window.rs`, the
+//!   window its jobs share on this replica ([`WindowFeed`]), which leases each split, counts
+//!   each record's examples and claims each record's fate for the jobs seated at it in the
+//!   same transactions as for itself.
 //! - [`replica`]: this replica's [`Cluster`] thread, which commits and renews for every
 //!   job it serves.
 //! - [`mix_feed`]: a mixture's job: its components' files numbered one after the other,

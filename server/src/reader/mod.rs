@@ -52,13 +52,16 @@
 //!   into the mixture's order.
 //! - `job_window.rs`: where the jobs of a shared reader share one decoded stream: each
 //!   job's reader takes its chunks from a window of decoded chunks ([`JobWindow`]) while
-//!   its position is inside it, and reads on its own while it is not.
+//!   its position is inside it, and reads on its own while it is not (on replicas, while
+//!   the window leases its splits for it, `crate::cluster::WindowFeed`).
 //! - `ledger_coordinator.rs`: what a reader answers to on replicas for what it hands out
 //!   ([`LedgerCoordinator`], a `crate::coordinator::Coordinator`; on one server, the
 //!   server itself, `Local`): its pipeline reads the splits this replica leases (a
 //!   mixture's components, each their own files'), records never handed out are settled
-//!   there, elements go out behind the lease fence, and its sequence ends when the whole
-//!   job is done. Nothing outside the reader asks whether there is a ledger.
+//!   there, elements go out behind the lease fence, its next split is leased ahead with no
+//!   lock held (`Coordinator::prepare_next_chunk`, `pipeline::feed::AheadFeed`), and its
+//!   sequence ends when the whole job is done. Nothing outside the reader asks whether
+//!   there is a ledger.
 //!
 //! Dependencies between them go one way, each using only those after it: `chunks`,
 //! `element_source`, `state`, `shared_books`, `decoding`, `records`, `batcher`,

@@ -65,6 +65,10 @@ struct Ahead {
     /// The epoch the pipeline last asked for (`None`: it has not asked yet).
     asked: Option<u64>,
     file: Option<FedFile>,
+    /// The inner feed had no file the last time it was asked (by the pipeline or ahead):
+    /// nothing is taken ahead until the pipeline asks again (it then looks again, or
+    /// moved on), so a feed with no file now is not asked at every chunk.
+    dry: bool,
 }
 
 impl AheadFeed {
@@ -80,12 +84,14 @@ impl AheadFeed {
         let epoch = {
             let ahead = self.ahead();
             match (&ahead.file, ahead.asked) {
-                (None, Some(epoch)) => epoch,
+                (None, Some(epoch)) if !ahead.dry => epoch,
                 _ => return,
             }
         };
-        if let Ok(Some(file)) = self.inner.next_file(epoch) {
-            self.ahead().file = Some(file);
+        match self.inner.next_file(epoch) {
+            Ok(Some(file)) => self.ahead().file = Some(file),
+            Ok(None) => self.ahead().dry = true,
+            Err(_) => {}
         }
     }
 
@@ -99,6 +105,7 @@ impl FileFeed for AheadFeed {
         {
             let mut ahead = self.ahead();
             ahead.asked = Some(epoch);
+            ahead.dry = false;
             if let Some(file) = ahead.file.take() {
                 return Ok(Some(file));
             }
@@ -108,7 +115,11 @@ impl FileFeed for AheadFeed {
         if let Some(file) = self.ahead().file.take() {
             return Ok(Some(file));
         }
-        self.inner.next_file(epoch)
+        let next = self.inner.next_file(epoch);
+        if let Ok(None) = next {
+            self.ahead().dry = true;
+        }
+        next
     }
 
     fn file_read(&self, split: SplitRef, records: u64) {
@@ -156,6 +167,29 @@ mod tests {
         // The pipeline went on to epoch 4: it gets the file of epoch 3 taken ahead first.
         assert_eq!(feed.next_file(4).unwrap().map(|fed| (fed.epoch, fed.file)), Some((3, 1)));
         assert_eq!(feed.next_file(4).unwrap().map(|fed| (fed.epoch, fed.file)), Some((4, 2)));
+    }
+
+    /// No file ever; its asks counted.
+    #[derive(Default)]
+    struct Empty(std::sync::atomic::AtomicUsize);
+
+    impl FileFeed for Empty {
+        fn next_file(&self, _epoch: u64) -> Result<Option<FedFile>, SourceError> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn a_feed_with_no_file_is_not_asked_ahead_again_until_the_pipeline_asks() {
+        let inner = Arc::new(Empty::default());
+        let feed = AheadFeed::new(inner.clone());
+        assert_eq!(feed.next_file(1).unwrap(), None);
+        feed.take_ahead();
+        feed.take_ahead();
+        assert_eq!(feed.next_file(1).unwrap(), None, "the pipeline looks again");
+        feed.take_ahead();
+        assert_eq!(inner.0.load(std::sync::atomic::Ordering::Relaxed), 2, "asked by the pipeline only");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use std::sync::{Arc, Weak};
 
 use crate::cluster::job_view::JobView;
-use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, mixture_order};
+use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, LeasesSplits, mixture_order};
 use crate::cluster::{Acked, EpochOrder, EpochSelection, JobFeed, Leases, ReplicaReport, WindowFeed};
 use crate::coordinator::{Coordinator, Fence};
 use crate::element::RecordId;
@@ -66,17 +66,7 @@ impl LedgerCoordinator {
                 end_mixture(reader);
             }
         }
-        let mut ahead = Vec::new();
-        if let Some(mixture) = &reader.mixture {
-            for (i, (component, files)) in mixture.components.iter().zip(component_ranges(reader)?).enumerate() {
-                let component_feed = Arc::new(ComponentFeed::new(feed.clone(), files.clone()));
-                ahead.push(read_fed(component, component_feed, InLedger::new(feed.clone(), 1 + i as u32)));
-            }
-            // Its components' dropped records are settled with the mixture's chunks.
-            reader.lock().ledger = Some(InLedger::new(feed.clone(), 0));
-        } else {
-            ahead.push(read_fed(reader, feed.clone(), InLedger::new(feed.clone(), 0)));
-        }
+        let ahead = read_leased(reader, feed.clone(), |scope| InLedger::new(feed.clone(), scope))?;
         let weak = Arc::downgrade(reader);
         feed.report_usage(Box::new(move || {
             weak.upgrade().map_or((0, 0), |reader| (reader.books.delivery.in_flight(), reader.stream_count() as u64))
@@ -116,17 +106,7 @@ impl LedgerCoordinator {
     /// so.
     pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Result<Arc<WindowFeed>> {
         let window = Arc::new(WindowFeed::new(feed.clone()));
-        let mut ahead = Vec::new();
-        if let Some(mixture) = &reader.mixture {
-            for (i, (component, files)) in mixture.components.iter().zip(component_ranges(reader)?).enumerate() {
-                let component_feed = Arc::new(ComponentFeed::new(window.clone(), files.clone()));
-                ahead.push(read_fed(component, component_feed, InLedger::of_window(window.clone(), 1 + i as u32)));
-            }
-            // Its components' dropped records are settled with the mixture's chunks.
-            reader.lock().ledger = Some(InLedger::of_window(window.clone(), 0));
-        } else {
-            ahead.push(read_fed(reader, window.clone(), InLedger::of_window(window.clone(), 0)));
-        }
+        let ahead = read_leased(reader, window.clone(), |scope| InLedger::of_window(window.clone(), scope))?;
         // Its end is the window's (`JobWindow`), never asked of it here.
         let (reader_weak, polled) = (Weak::new(), Default::default());
         let coordinator = LedgerCoordinator { feed, reader: reader_weak, window: Some(window.clone()), ahead, polled };
@@ -347,6 +327,30 @@ impl Coordinator for LedgerCoordinator {
 /// A mixture that ends at its first exhausted component (`mix.stopOnEmptyDataset`).
 fn stops_on_empty(reader: &Reader) -> bool {
     reader.spec.mix.as_ref().is_some_and(|mix| mix.stop_on_empty)
+}
+
+/// `reader` reads the splits `leases` gives from now on, a mixture's components each
+/// their own files' among them, its records (a component's) answering to the ledger as
+/// `ledger` says for their selection's scope (0; component i: 1 + i). Returns the feeds
+/// its pipelines read through, each leasing ahead.
+fn read_leased(
+    reader: &Reader,
+    leases: Arc<dyn LeasesSplits>,
+    ledger: impl Fn(u32) -> InLedger,
+) -> Result<Vec<Arc<AheadFeed>>> {
+    let Some(mixture) = &reader.mixture else {
+        return Ok(vec![read_fed(reader, leases, ledger(0))]);
+    };
+    let components = mixture.components.iter().zip(component_ranges(reader)?).enumerate();
+    let ahead = components
+        .map(|(i, (component, files))| {
+            let component_feed = Arc::new(ComponentFeed::new(leases.clone(), files));
+            read_fed(component, component_feed, ledger(1 + i as u32))
+        })
+        .collect();
+    // Its components' dropped records are settled with the mixture's chunks.
+    reader.lock().ledger = Some(ledger(0));
+    Ok(ahead)
 }
 
 /// `reader` reads the files `feed` gives from now on (their records carry their splits):

@@ -8,9 +8,12 @@
 //! In the same transaction it leases each split for every job seated at the window that
 //! nobody ever held it for ([`Ledger::lease_next_for_seated`]): those jobs hold it as if
 //! they had leased it themselves, and the window tells them when it read it to its end
-//! and which of its records it settled (took and never handed out). A job seated while
-//! the window still holds its first element takes the splits leased before it came, in
-//! one statement ([`WindowFeed::seat`]).
+//! and which of its records it settled (took and never handed out). Of a spec that
+//! unbatches, it counts each record's examples in their ledger jobs too; of one that
+//! skips or takes, it claims each group of records' fates for them in the same
+//! transaction as for itself. A job seated while the window still holds its first
+//! element takes the splits leased (and the fates claimed) before it came
+//! ([`WindowFeed::seat`]).
 //!
 //! A job that cannot take a split so (another replica holds it for the job, or did) is
 //! unseated at once ([`SeatLeases::is_seated`]): its seat sees it before it takes a chunk
@@ -137,6 +140,13 @@ pub struct SeatLeases {
 }
 
 impl SeatLeases {
+    /// The job's reader is gone: the window leases for it no more (it forgets the seat
+    /// at its next lease). Unlike [`WindowFeed::unseat`], it never waits for a lease in
+    /// flight (which an outage of the ledger may hold for as long as it lasts).
+    pub fn give_up(&self) {
+        self.seated.store(false, Ordering::Release);
+    }
+
     /// Whether the window still leases for the job. Once false, the job must take no
     /// chunk the window makes from then on (it may hold records of a split the job does
     /// not hold): the flag is cleared before the window reads such a split.
@@ -177,6 +187,11 @@ struct Seated {
 }
 
 impl Seated {
+    /// Forgets the seats given up ([`SeatLeases::give_up`]).
+    fn forget_given_up(&mut self) {
+        self.jobs.retain(|_, (leases, _)| leases.is_seated());
+    }
+
     /// Unseats the job of seat `id`.
     fn unseat(&mut self, id: u64) {
         if let Some((leases, _)) = self.jobs.remove(&id) {
@@ -318,6 +333,7 @@ impl WindowFeed {
     /// elsewhere, reading alone) is unseated before the window reads on.
     pub fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
         let mut seated = self.seated.lock_unpoisoned();
+        seated.forget_given_up();
         let jobs: Vec<_> = seated.jobs.values().map(|(_, job)| job.job()).collect();
         let (fates, seated_fates) = self.feed.claim_selected_for_seated(&jobs, limits, records)?;
         let seated_fates: BTreeMap<i64, Vec<Fate>> = seated_fates.into_iter().collect();
@@ -375,6 +391,7 @@ impl LeasesSplits for WindowFeed {
             seated.leased = Vec::new();
             seated.claimed = Vec::new();
         }
+        seated.forget_given_up();
         // A seated job that cannot plan the epoch reads alone.
         let unplanned: Vec<u64> =
             seated.jobs.iter().filter(|(_, (_, job))| job.plan(epoch).is_err()).map(|(id, _)| *id).collect();

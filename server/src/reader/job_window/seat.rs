@@ -187,7 +187,7 @@ impl Seat {
 impl Drop for Seat {
     fn drop(&mut self) {
         if let Some(leases) = &self.leases {
-            self.window.unseat(leases);
+            leases.give_up();
         }
         self.window.window.lock_unpoisoned().seats.remove(&self.id);
     }

@@ -24,9 +24,13 @@ from test_stream import padded, padded_spec
 # server runs again ("resumed"), the same stream goes on.
 CHILD = textwrap.dedent(
     """
-    import json, sys, threading, time
+    import json, signal, sys, threading, time
     import readerd
 
+    # A process started in the background by a shell without job control inherits SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler: install it, as an
+    # interactive Python has it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     stream = readerd.Client(sys.argv[1]).read(json.loads(sys.argv[2]))
     print("opened", flush=True)
     sys.stdin.readline()  # "go": the server is stopped

@@ -20,14 +20,22 @@
 //! it (`consumer::Delivery::answer_to`). Whether elements name their records
 //! (`names_records`) and whether a checkpoint replays the reader (`checkpoints_by_replay`)
 //! are the two questions the reader itself still asks.
+//!
+//! Two more seams are the ledger's alone, each with one implementation over the cluster's
+//! feeds (in `reader/ledger_coordinator.rs`): [`RecordLedger`], what a reader's records
+//! owe their ledger job as they are taken (counts of an unbatched record's examples, a
+//! selection's claims), and [`WindowLeases`] / [`SeatInLeases`], how the window its
+//! jobs share on a replica leases each split for the jobs seated at it. The reader and
+//! its job window know these traits, never the ledger.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::cluster::job_view::JobView;
+pub use crate::cluster::selection_ledger::{Fate, SelectionLimits};
 pub use crate::cluster::{Acked, EpochSelection, ReplicaReport};
 use crate::error::Result;
-use crate::source::{RecordId, SplitRef};
+use crate::source::{RecordId, SourceError, SplitRef};
 
 /// Whether a server may hand out what it holds now (`Coordinator::fence`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,6 +175,13 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
     fn job_reports(&self) -> Result<Option<(Vec<ReplicaReport>, Vec<EpochSelection>)>> {
         Ok(None)
     }
+
+    /// On replicas, the ledger job the reader leases its splits in (a job seated at its
+    /// shared reader's window is seated in the window's leases with it,
+    /// [`WindowLeases::seat`]).
+    fn ledger_job(&self) -> Option<&Arc<crate::cluster::JobFeed>> {
+        None
+    }
 }
 
 /// A single server: it answers to itself (every method's default).
@@ -177,3 +192,52 @@ impl Coordinator for Local {}
 
 /// The single server's coordinator, shared.
 pub static LOCAL: Local = Local;
+
+/// On replicas, what a reader's records owe the ledger job they answer to, as the reader
+/// takes them (`reader/records.rs`): its job's own (`crate::cluster::JobFeed`) or, for the
+/// reader of the window a shared reader's jobs share, the window's, which records the same
+/// for every job seated at it (`crate::cluster::WindowFeed`).
+pub trait RecordLedger: Send + Sync {
+    /// Of a spec that unbatches: `record` was split into `examples` examples (0: the
+    /// selection dropped it, or it failed to unbatch with `onError: SKIP`). Returns the
+    /// ledger numbers of those acknowledged already when its split was leased (to leave
+    /// out).
+    fn record_unbatched(&self, record: &RecordId, examples: u64) -> Vec<u64>;
+
+    /// Of a spec that unbatches and skips or takes: `record`, left out by the selection or
+    /// giving no example, is settled under its tombstone.
+    fn record_settled(&self, record: &RecordId);
+
+    /// The fates of `records` (kept by the spec's filters, in the order read) under its
+    /// `skip` and `take`, counted across replicas (blocking: one ledger transaction).
+    fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError>;
+}
+
+/// On replicas, the window a shared reader's jobs share on this replica, as the window
+/// sees its ledger: its reader leases each split for the jobs seated at it too
+/// (`crate::cluster::job::window`).
+pub trait WindowLeases: Send + Sync {
+    /// Seats the job whose reader answers to `job` in the window's leases (blocking: asks
+    /// the ledger). `None`: it cannot be, and reads alone.
+    fn seat(self: Arc<Self>, job: &dyn Coordinator) -> Option<Box<dyn SeatInLeases>>;
+
+    /// The window moved past its first element: no job is seated from now on.
+    fn close_to_joining(&self);
+}
+
+/// A job's seat in the leases of the window it shares on replicas ([`WindowLeases`]).
+/// Dropped, the window leases for the job no more, without waiting for a lease in flight.
+pub trait SeatInLeases: Send + Sync {
+    /// Whether the window still leases for the job. Once false, the job takes no chunk
+    /// the window makes from then on (it may hold records of a split the job does not
+    /// hold).
+    fn is_seated(&self) -> bool;
+
+    /// The window handed `records` to the job: not read again should it leave.
+    fn handed(&self, records: &mut dyn Iterator<Item = &RecordId>);
+
+    /// The job leaves the window for good and reads alone (waiting for a lease in flight
+    /// for it): each split it held through the window is offered to its pipeline again,
+    /// leaving out the records the window handed to it.
+    fn leave(&self);
+}

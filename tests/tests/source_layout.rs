@@ -42,14 +42,8 @@ const LEDGER_NAMERS: [&str; 6] = [
 
 /// Modules that still name the ledger, each until the coordinator takes over what it
 /// does there: the registry's jobs and windows on replicas (each job's ledger job, the
-/// window's), a selection's claims made while taking records, and a job window's
-/// following of the producer's leases. This list only shrinks.
-const NOT_YET_MOVED: [&str; 4] = [
-    "server/src/registry",
-    "server/src/reader/records.rs",
-    "server/src/reader/job_window/",
-    "server/src/reader/mod.rs",
-];
+/// window's). This list only shrinks.
+const NOT_YET_MOVED: [&str; 1] = ["server/src/registry"];
 
 /// Whether `code` names the split ledger's module or its types.
 fn names_the_ledger(code: &str) -> bool {

@@ -21,7 +21,7 @@ use crate::source::{RecordId, SourceError, SplitRef};
 use readerd_common::sync::MutexUnpoisoned;
 
 mod window;
-pub use window::{SeatLeases, WindowFeed};
+pub use window::{WindowFeed, WindowSeat};
 
 /// The file order of an epoch (from 1), the same on every replica: it comes from the spec
 /// and its seed.

@@ -144,7 +144,7 @@ pub mod selection_ledger;
 
 pub use crate::pipeline::record_set::RecordSet;
 pub use crate::source::SplitRef;
-pub use job::{Acked, EpochOrder, JobFeed, Leases, SeatLeases, Usage, WindowFeed};
+pub use job::{Acked, EpochOrder, JobFeed, Leases, Usage, WindowFeed, WindowSeat};
 pub use job_key::{DEFAULT_JOB, JobKey, Reading};
 pub use ledger::{
     EpochProgress, EpochSelection, Job, JobSnapshot, Lease, LeaseTimes, Ledger, LedgerClock, LedgerError,

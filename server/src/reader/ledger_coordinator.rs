@@ -12,8 +12,8 @@ use std::sync::{Arc, Weak};
 
 use crate::cluster::job_view::JobView;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, LeasesSplits, mixture_order};
-use crate::cluster::{Acked, EpochOrder, EpochSelection, JobFeed, Leases, ReplicaReport, WindowFeed};
-use crate::coordinator::{Coordinator, Fence};
+use crate::cluster::{Acked, EpochOrder, EpochSelection, JobFeed, Leases, ReplicaReport, WindowFeed, WindowSeat};
+use crate::coordinator::{Coordinator, Fate, Fence, RecordLedger, SeatInLeases, SelectionLimits, WindowLeases};
 use crate::element::RecordId;
 use crate::error::Result;
 use crate::pipeline::RecordPipeline;
@@ -21,7 +21,7 @@ use crate::pipeline::feed::{AheadFeed, FileFeed};
 use crate::reader::Reader;
 use crate::reader::mix::Mixture;
 use crate::reader::records::InLedger;
-use crate::source::SplitRef;
+use crate::source::{SourceError, SplitRef};
 use readerd_common::sync::MutexUnpoisoned;
 
 /// How often a mixture on replicas takes back components that had no free split.
@@ -96,17 +96,13 @@ impl LedgerCoordinator {
         Ok(Box::new(move |epoch| RecordPipeline::ledger_order(splits, &pipeline, epoch)))
     }
 
-    pub fn feed(&self) -> &Arc<JobFeed> {
-        &self.feed
-    }
-
     /// Makes `reader` (the jobs' window's producer) read the splits it leases in `feed`'s
     /// job (the window's), each done once read (see `JobWindow::on_replicas`), leasing
     /// them for the jobs seated at the window too; a mixture's components lease theirs
     /// so.
     pub fn produce_for_window(reader: &Reader, feed: Arc<JobFeed>) -> Result<Arc<WindowFeed>> {
         let window = Arc::new(WindowFeed::new(feed.clone()));
-        let ahead = read_leased(reader, window.clone(), |scope| InLedger::of_window(window.clone(), scope))?;
+        let ahead = read_leased(reader, window.clone(), |scope| InLedger::new(window.clone(), scope))?;
         // Its end is the window's (`JobWindow`), never asked of it here.
         let (reader_weak, polled) = (Weak::new(), Default::default());
         let coordinator = LedgerCoordinator { feed, reader: reader_weak, window: Some(window.clone()), ahead, polled };
@@ -322,6 +318,10 @@ impl Coordinator for LedgerCoordinator {
     fn job_reports(&self) -> Result<Option<(Vec<ReplicaReport>, Vec<EpochSelection>)>> {
         Ok(Some((self.feed.replica_reports()?, self.feed.selection_counts()?)))
     }
+
+    fn ledger_job(&self) -> Option<&Arc<JobFeed>> {
+        Some(&self.feed)
+    }
 }
 
 /// A mixture that ends at its first exhausted component (`mix.stopOnEmptyDataset`).
@@ -425,5 +425,63 @@ fn look_again(reader: &Reader) {
     state.pipeline.look_again();
     if let (Some(mixture), Some(progress)) = (&reader.mixture, &mut state.mix) {
         mixture.take_back_exhausted(progress);
+    }
+}
+
+/// A reader's records answer to its job's feed (`records.rs`).
+impl RecordLedger for JobFeed {
+    fn record_unbatched(&self, record: &RecordId, examples: u64) -> Vec<u64> {
+        JobFeed::record_unbatched(self, record, examples)
+    }
+
+    fn record_settled(&self, record: &RecordId) {
+        JobFeed::record_settled(self, record)
+    }
+
+    fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
+        JobFeed::claim_selected(self, limits, records)
+    }
+}
+
+/// The window's reader's records answer to the window's feed, which records the same for
+/// every seated job.
+impl RecordLedger for WindowFeed {
+    fn record_unbatched(&self, record: &RecordId, examples: u64) -> Vec<u64> {
+        WindowFeed::record_unbatched(self, record, examples)
+    }
+
+    fn record_settled(&self, record: &RecordId) {
+        WindowFeed::record_settled(self, record)
+    }
+
+    fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
+        WindowFeed::claim_selected(self, limits, records)
+    }
+}
+
+/// The window's leases as its seats see them (`super::job_window`): a job is seated with
+/// the ledger job its reader leases in.
+impl WindowLeases for WindowFeed {
+    fn seat(self: Arc<Self>, job: &dyn Coordinator) -> Option<Box<dyn SeatInLeases>> {
+        let seat = WindowFeed::seat(&self, job.ledger_job()?.clone())?;
+        Some(Box::new(seat))
+    }
+
+    fn close_to_joining(&self) {
+        WindowFeed::close_to_joining(self)
+    }
+}
+
+impl SeatInLeases for WindowSeat {
+    fn is_seated(&self) -> bool {
+        WindowSeat::is_seated(self)
+    }
+
+    fn handed(&self, records: &mut dyn Iterator<Item = &RecordId>) {
+        WindowSeat::handed(self, records)
+    }
+
+    fn leave(&self) {
+        WindowSeat::leave(self)
     }
 }

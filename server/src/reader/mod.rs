@@ -53,15 +53,17 @@
 //! - `job_window.rs`: where the jobs of a shared reader share one decoded stream: each
 //!   job's reader takes its chunks from a window of decoded chunks ([`JobWindow`]) while
 //!   its position is inside it, and reads on its own while it is not (on replicas, while
-//!   the window leases its splits for it, `crate::cluster::WindowFeed`).
+//!   the window leases its splits for it: `crate::coordinator::WindowLeases`).
 //! - `ledger_coordinator.rs`: what a reader answers to on replicas for what it hands out
 //!   ([`LedgerCoordinator`], a `crate::coordinator::Coordinator`; on one server, the
 //!   server itself, `Local`): its pipeline reads the splits this replica leases (a
 //!   mixture's components, each their own files'), records never handed out are settled
 //!   there, elements go out behind the lease fence, its next split is leased ahead with no
 //!   lock held (`Coordinator::prepare_next_chunk`, `pipeline::feed::AheadFeed`), and its
-//!   sequence ends when the whole job is done. Nothing outside the reader asks whether
-//!   there is a ledger.
+//!   sequence ends when the whole job is done; it also adapts the ledger's job and window
+//!   feeds to what the reader's records and the window's seats ask of them
+//!   (`crate::coordinator::{RecordLedger, WindowLeases, SeatInLeases}`). Nothing outside
+//!   it names the ledger, and nothing outside the reader asks whether there is one.
 //!
 //! Dependencies between them go one way, each using only those after it: `chunks`,
 //! `element_source`, `state`, `shared_books`, `decoding`, `records`, `batcher`,
@@ -78,7 +80,8 @@
 //! wrapped around another, handed to the batcher by `chunks.rs`. What a stage's records
 //! owe the coordinator (settled: taken and never handed out) goes through
 //! `Coordinator::settle`; on replicas, what the selection owes the job's ledger
-//! (counted, claimed) is `InLedger`'s, in `records.rs`.
+//! (counted, claimed) goes through `InLedger` in `records.rs`, to the
+//! `crate::coordinator::RecordLedger` it was given.
 
 mod batcher;
 mod chunks;
@@ -374,12 +377,6 @@ impl Reader {
             Some(ledger) => ledger.as_ref(),
             None => &crate::coordinator::LOCAL,
         }
-    }
-
-    /// On replicas, its job's feed in the split ledger (a job's seat at the window is one
-    /// in the window's leases too, `job_window/seat/replicas.rs`).
-    fn ledger_feed(&self) -> Option<&Arc<crate::cluster::JobFeed>> {
-        self.ledger.get().map(|ledger| ledger.feed())
     }
 
     /// Its time by stage and what its streams sent.

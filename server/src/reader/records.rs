@@ -11,8 +11,7 @@ use std::sync::Arc;
 use super::batcher::BatchSource;
 use super::decoding::Decoding;
 use super::unbatch::{Example, unbatch_record};
-use crate::cluster::selection_ledger::{Fate, SelectionLimits};
-use crate::cluster::{JobFeed, WindowFeed};
+use crate::coordinator::{Fate, RecordLedger, SelectionLimits};
 use crate::error::{Result, ServeError};
 use crate::pipeline::{Next, RecordPipeline};
 use crate::source::{Record, RecordId, SourceError};
@@ -91,59 +90,17 @@ pub(super) struct ReaderState {
 /// acknowledged left out; with `skip` or `take`, records are claimed from the job
 /// ([`ReaderState::next_claimed`]).
 pub(super) struct InLedger {
-    job: JobLedger,
+    job: Arc<dyn RecordLedger>,
     /// Where `skip` and `take` count in the job: 0; a mixture's component i: 1 + i.
     scope: u32,
     /// Records dropped since they were last taken, to be settled.
     dropped: Vec<RecordId>,
 }
 
-/// The ledger job a reader's records answer to: its own or, for the reader of the window
-/// its shared reader's jobs share on a replica, the window's, whose leases, counts and
-/// claims are the seated jobs' too (`crate::cluster::job::window`).
-#[derive(Clone)]
-enum JobLedger {
-    Own(Arc<JobFeed>),
-    Window(Arc<WindowFeed>),
-}
-
-impl JobLedger {
-    /// Counts `record`'s `examples` in the job; returns the ledger numbers of those
-    /// acknowledged already (to leave out).
-    fn record_unbatched(&self, record: &RecordId, examples: u64) -> Vec<u64> {
-        match self {
-            Self::Own(job) => job.record_unbatched(record, examples),
-            Self::Window(window) => window.record_unbatched(record, examples),
-        }
-    }
-
-    /// `record`, left out by the selection or giving no example, is settled under its
-    /// tombstone (a job that unbatches and skips or takes).
-    fn record_settled(&self, record: &RecordId) {
-        match self {
-            Self::Own(job) => job.record_settled(record),
-            Self::Window(window) => window.record_settled(record),
-        }
-    }
-
-    /// The fates of `records` under the job's `skip` and `take` (blocking).
-    fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
-        match self {
-            Self::Own(job) => job.claim_selected(limits, records),
-            Self::Window(window) => window.claim_selected(limits, records),
-        }
-    }
-}
-
 impl InLedger {
-    pub(super) fn new(job: Arc<JobFeed>, scope: u32) -> Self {
-        Self { job: JobLedger::Own(job), scope, dropped: Vec::new() }
-    }
-
-    /// Of the reader of the window its shared reader's jobs share on a replica (`scope`
-    /// as [`InLedger::new`]'s).
-    pub(super) fn of_window(window: Arc<WindowFeed>, scope: u32) -> Self {
-        Self { job: JobLedger::Window(window), scope, dropped: Vec::new() }
+    /// The records of a reader (or of a mixture's component, `scope`) answering to `job`.
+    pub(super) fn new(job: Arc<dyn RecordLedger>, scope: u32) -> Self {
+        Self { job, scope, dropped: Vec::new() }
     }
 
     /// A mixture settles its components' dropped records with its own chunks.
@@ -274,7 +231,7 @@ impl ReaderState {
             && select.counts()
         {
             let (job, scope) = (job.clone(), *scope);
-            return self.next_claimed(spec, decoding, &job, scope);
+            return self.next_claimed(spec, decoding, job.as_ref(), scope);
         }
         loop {
             let record = match self.next_filtered(spec, decoding)? {
@@ -298,7 +255,13 @@ impl ReaderState {
     /// claimed in groups ([`CLAIM_GROUP`]), each epoch's `skip` and `take` counted across
     /// replicas (`crate::cluster::selection_ledger`, which settles those skipped and
     /// dropped). An epoch's end or the end comes after the group it ended.
-    fn next_claimed(&mut self, spec: &ReaderSpec, decoding: &Decoding, job: &JobLedger, scope: u32) -> Result<Next> {
+    fn next_claimed(
+        &mut self,
+        spec: &ReaderSpec,
+        decoding: &Decoding,
+        job: &dyn RecordLedger,
+        scope: u32,
+    ) -> Result<Next> {
         loop {
             if let Some(record) = self.claimed.pop_front() {
                 return Ok(Next::Item(record));

@@ -16,7 +16,7 @@
 //! ([`WindowFeed::seat`]).
 //!
 //! A job that cannot take a split so (another replica holds it for the job, or did) is
-//! unseated at once ([`SeatLeases::is_seated`]): its seat sees it before it takes a chunk
+//! unseated at once ([`WindowSeat`]): its seat sees it before it takes a chunk
 //! that may hold the split's records, and the job leaves the window, as one that falls
 //! behind it does. From then on its own ledger job feeds its reader, which first reads
 //! again each split it held through the window, leaving out the records the window gave
@@ -94,7 +94,7 @@ impl JobFeed {
     }
 
     /// Keeps in `by_split` only the splits this replica holds (not done yet).
-    pub fn keep_held(&self, by_split: &mut Acked) {
+    fn keep_held(&self, by_split: &mut Acked) {
         let state = self.state();
         by_split.retain(|split, _| state.held.contains_key(split));
     }
@@ -113,7 +113,7 @@ impl JobFeed {
     /// records (examples, for a job that unbatches) the window handed to it (`handed`, by
     /// split) and those it need not read (acknowledged when leased, settled by the
     /// window), unless the window read it to its end and none is left.
-    pub fn leave_window(&self, handed: &Acked) {
+    fn leave_window(&self, handed: &Acked) {
         let mut state = self.state();
         let state = &mut *state;
         for (split, mut leave_out) in std::mem::take(&mut state.from_window.held) {
@@ -134,24 +134,67 @@ impl JobFeed {
 /// A job's seat in its window's leases: while seated, the window leases its splits for it
 /// too.
 #[derive(Debug)]
-pub struct SeatLeases {
+struct SeatLeases {
     id: u64,
     seated: AtomicBool,
 }
 
 impl SeatLeases {
-    /// The job's reader is gone: the window leases for it no more (it forgets the seat
-    /// at its next lease). Unlike [`WindowFeed::unseat`], it never waits for a lease in
-    /// flight (which an outage of the ledger may hold for as long as it lasts).
-    pub fn give_up(&self) {
-        self.seated.store(false, Ordering::Release);
+    fn is_seated(&self) -> bool {
+        self.seated.load(Ordering::Acquire)
     }
+}
 
+/// Splits whose handed-out records a seat keeps before it forgets those of splits done
+/// (a job holds a few splits at a time: the window's reader's open files, and those whose
+/// records wait in its shuffle buffer).
+const HANDED_SPLITS_BEFORE_PRUNING: usize = 1024;
+
+/// A job's seat in the leases of its window ([`WindowFeed::seat`]), with the records of
+/// each split the window handed to the job (not read again should it leave).
+pub struct WindowSeat {
+    window: Arc<WindowFeed>,
+    leases: Arc<SeatLeases>,
+    job: Arc<JobFeed>,
+    handed: std::sync::Mutex<Acked>,
+}
+
+impl WindowSeat {
     /// Whether the window still leases for the job. Once false, the job must take no
     /// chunk the window makes from then on (it may hold records of a split the job does
     /// not hold): the flag is cleared before the window reads such a split.
     pub fn is_seated(&self) -> bool {
-        self.seated.load(Ordering::Acquire)
+        self.leases.is_seated()
+    }
+
+    /// The window handed `records` to the job: not read again should it leave.
+    pub fn handed<'a>(&self, records: impl Iterator<Item = &'a RecordId>) {
+        let mut handed = self.handed.lock_unpoisoned();
+        for record in records {
+            handed.entry(record.split()).or_default().insert(record.number);
+        }
+        if handed.len() > HANDED_SPLITS_BEFORE_PRUNING {
+            // Of splits done, nothing is offered again.
+            self.job.keep_held(&mut handed);
+        }
+    }
+
+    /// The job leaves the window for good and reads alone: unseated under the window's
+    /// lock (a lease in flight for the job is made first, and so offered again here),
+    /// then `JobFeed::leave_window`.
+    pub fn leave(&self) {
+        self.window.seated.lock_unpoisoned().unseat(self.leases.id);
+        let handed = std::mem::take(&mut *self.handed.lock_unpoisoned());
+        self.job.leave_window(&handed);
+    }
+}
+
+/// The job's reader is gone: the window leases for it no more (it forgets the seat at its
+/// next lease). Unlike [`WindowSeat::leave`], it never waits for a lease in flight
+/// (which an outage of the ledger may hold for as long as it lasts).
+impl Drop for WindowSeat {
+    fn drop(&mut self) {
+        self.leases.seated.store(false, Ordering::Release);
     }
 }
 
@@ -187,7 +230,7 @@ struct Seated {
 }
 
 impl Seated {
-    /// Forgets the seats given up ([`SeatLeases::give_up`]).
+    /// Forgets the seats given up (a [`WindowSeat`] dropped).
     fn forget_given_up(&mut self) {
         self.jobs.retain(|_, (leases, _)| leases.is_seated());
     }
@@ -226,9 +269,9 @@ impl WindowFeed {
     /// the window leased so far (leased for it now, in one statement), and the window
     /// leases each next one for it too. `None` (blocking: asks the ledger) when it cannot:
     /// the window moved past its first element, leased a split another replica's window
-    /// read in part, or another replica holds one of those splits for the job (then it reads alone, those it leased here
-    /// offered to its pipeline first).
-    pub fn seat(&self, job: Arc<JobFeed>) -> Option<Arc<SeatLeases>> {
+    /// read in part, or another replica holds one of those splits for the job (then it
+    /// reads alone, those it leased here offered to its pipeline first).
+    pub fn seat(self: &Arc<Self>, job: Arc<JobFeed>) -> Option<WindowSeat> {
         let mut seated = self.seated.lock_unpoisoned();
         if !self.joinable.load(Ordering::Acquire) || seated.leased.iter().any(|leased| leased.read_in_part) {
             return None;
@@ -239,8 +282,15 @@ impl WindowFeed {
         }
         let id = self.next_seat.fetch_add(1, Ordering::Relaxed);
         let leases = Arc::new(SeatLeases { id, seated: AtomicBool::new(true) });
-        seated.jobs.insert(id, (leases.clone(), job));
-        Some(leases)
+        seated.jobs.insert(id, (leases.clone(), job.clone()));
+        drop(seated);
+        let handed = Default::default();
+        Some(WindowSeat { window: self.clone(), leases, job, handed })
+    }
+
+    /// The window moved past its first element: no job is seated from now on.
+    pub fn close_to_joining(&self) {
+        self.joinable.store(false, Ordering::Release);
     }
 
     /// Has `job` hold `leased`, as if the window had leased them for it, and claim what
@@ -283,16 +333,6 @@ impl WindowFeed {
             }
         }
         untouched
-    }
-
-    /// The job of `leases` leaves the window: it is leased for no more.
-    pub fn unseat(&self, leases: &SeatLeases) {
-        self.seated.lock_unpoisoned().unseat(leases.id);
-    }
-
-    /// The window moved past its first element: no job is seated from now on.
-    pub fn close_to_joining(&self) {
-        self.joinable.store(false, Ordering::Release);
     }
 
     /// Of a spec that unbatches: the window's reader split `record` into `examples`

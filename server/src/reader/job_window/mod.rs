@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{Chunk, Reader};
-use crate::cluster::WindowFeed;
+use crate::coordinator::WindowLeases;
 use crate::element::Element;
 use crate::error::ServeError;
 use readerd_common::sync::MutexUnpoisoned;
@@ -156,7 +156,7 @@ pub struct JobWindow {
     decoded: AtomicU64,
     /// On replicas, the producer's leases, which it makes for the seated jobs too
     /// (`JobWindow::on_replicas`).
-    replica_feed: Option<Arc<WindowFeed>>,
+    replica_feed: Option<Arc<dyn WindowLeases>>,
 }
 
 impl JobWindow {
@@ -166,7 +166,7 @@ impl JobWindow {
         Self::filled_by(producer, limit, None)
     }
 
-    fn filled_by(producer: Reader, limit: usize, replica_feed: Option<Arc<WindowFeed>>) -> Arc<Self> {
+    fn filled_by(producer: Reader, limit: usize, replica_feed: Option<Arc<dyn WindowLeases>>) -> Arc<Self> {
         Arc::new(Self {
             spec: producer.spec().proto.clone(),
             fingerprint: producer.spec().fingerprint.clone(),
@@ -188,7 +188,7 @@ impl JobWindow {
     /// jobs seated at the window (`crate::cluster::job::window`). A seat attaches only at
     /// the first element, while the window still holds it, and reads alone for good once
     /// it leaves.
-    pub fn on_replicas(producer: Reader, limit: usize, feed: Arc<WindowFeed>) -> Arc<Self> {
+    pub fn on_replicas(producer: Reader, limit: usize, feed: Arc<dyn WindowLeases>) -> Arc<Self> {
         Self::filled_by(producer, limit, Some(feed))
     }
 
@@ -223,7 +223,7 @@ impl JobWindow {
     /// asks the ledger); a job that cannot be reads alone.
     pub fn seat(self: &Arc<Self>, job: String, reader: &Reader) -> Seat {
         let id = self.next_seat.fetch_add(1, Ordering::Relaxed);
-        let leases = self.replica_feed.as_ref().and_then(|window| window.seat(reader.ledger_feed()?.clone()));
+        let leases = self.replica_feed.clone().and_then(|window| window.seat(reader.coordinator()));
         self.window.lock_unpoisoned().seats.insert(id, (0, false));
         Seat::new(self.clone(), id, job, leases)
     }
@@ -389,13 +389,6 @@ impl JobWindow {
         {
             // No seat attaches any more (`try_attach`): no job is seated in its leases.
             feed.close_to_joining();
-        }
-    }
-
-    /// The job of `leases` left the window: the producer leases for it no more.
-    fn unseat(&self, leases: &crate::cluster::SeatLeases) {
-        if let Some(feed) = &self.replica_feed {
-            feed.unseat(leases);
         }
     }
 }

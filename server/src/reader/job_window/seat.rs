@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{JOB_WINDOWS, JobWindow, WindowTake};
+use crate::coordinator::SeatInLeases;
 use crate::element::Element;
 use crate::error::ServeError;
 use crate::reader::records::ReaderState;
@@ -27,10 +28,9 @@ pub struct Seat {
     /// position).
     turn: Mutex<()>,
     /// On replicas: the job's seat in the window's leases (`None`: it could not be
-    /// seated, and reads alone), the records of each split the window handed to the job,
-    /// and whether the job left the window for good (see `seat/replicas.rs`).
-    leases: Option<Arc<crate::cluster::SeatLeases>>,
-    handed: Mutex<crate::cluster::Acked>,
+    /// seated, and reads alone), and whether the job left the window for good (see
+    /// `seat/replicas.rs`).
+    leases: Option<Box<dyn SeatInLeases>>,
     left_for_good: std::sync::atomic::AtomicBool,
 }
 
@@ -92,14 +92,9 @@ impl SeatFigures {
 impl Seat {
     /// Seat `id` of `window`, for job `job`'s reader (on replicas, seated in the window's
     /// leases with `leases`).
-    pub(super) fn new(
-        window: Arc<JobWindow>,
-        id: u64,
-        job: String,
-        leases: Option<Arc<crate::cluster::SeatLeases>>,
-    ) -> Self {
-        let (progress, counters, turn, handed, left_for_good) = Default::default();
-        Self { window, id, job, progress, counters, turn, leases, handed, left_for_good }
+    pub(super) fn new(window: Arc<JobWindow>, id: u64, job: String, leases: Option<Box<dyn SeatInLeases>>) -> Self {
+        let (progress, counters, turn, left_for_good) = Default::default();
+        Self { window, id, job, progress, counters, turn, leases, left_for_good }
     }
 
     pub fn job(&self) -> &str {
@@ -184,11 +179,9 @@ impl Seat {
     }
 }
 
+/// Its place in the window's leases, if any, goes with it (`SeatInLeases`).
 impl Drop for Seat {
     fn drop(&mut self) {
-        if let Some(leases) = &self.leases {
-            leases.give_up();
-        }
         self.window.window.lock_unpoisoned().seats.remove(&self.id);
     }
 }
@@ -262,7 +255,7 @@ impl Seat {
             let unseated = seat.window.is_on_replicas() && !seat.in_window_leases();
             if unseated || !seat.window.try_attach(seat.id, position, &own) {
                 if seat.window.is_on_replicas() {
-                    seat.leave_for_good(reader);
+                    seat.leave_for_good();
                 }
                 return None;
             }
@@ -274,10 +267,10 @@ impl Seat {
         }
         if progress.pending.is_empty() {
             let taken = seat.window.take(seat.id, position, max_elements);
-            if seat.window.is_on_replicas() && !seat.may_take(reader, &taken) {
+            if seat.window.is_on_replicas() && !seat.may_take(&taken) {
                 // Reads alone from here, its pipeline fed by its own ledger job.
                 *progress = SeatProgress::default();
-                seat.leave_for_good(reader);
+                seat.leave_for_good();
                 return None;
             }
             match taken {

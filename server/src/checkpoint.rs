@@ -404,10 +404,10 @@ impl Checkpointer {
             return self.checkpoint(stream, after_seq);
         }
         let named = (stream.container.as_str(), stream.shared_name.as_str(), stream.job.as_str());
-        let job = registry.job_snapshot(named)?;
+        let job = registry.job_checkpoint(named, restore_id())?;
         let job = job.ok_or_else(|| ServeError::ReaderNotFound(stream.shared_name.clone()))?;
         let lineage = Some(stream.lineage.clone());
-        self.checkpoint_job(named, after_seq, lineage, job.into_checkpoint(restore_id())?)
+        self.checkpoint_job(named, after_seq, lineage, job)
     }
 
     /// A checkpoint of job `job` (empty: `default`) of shared reader
@@ -421,8 +421,7 @@ impl Checkpointer {
         job: &str,
     ) -> Result<String> {
         let job = if job.is_empty() { DEFAULT_JOB } else { job };
-        if let Some(snapshot) = registry.job_snapshot((container, shared_name, job))? {
-            let checkpoint = snapshot.into_checkpoint(restore_id())?;
+        if let Some(checkpoint) = registry.job_checkpoint((container, shared_name, job), restore_id())? {
             return self.checkpoint_job((container, shared_name, job), -1, None, checkpoint);
         }
         let reader = match job {

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 pub use crate::cluster::job_view::JobView;
 pub use crate::cluster::selection_ledger::{Fate, SelectionLimits};
-pub use crate::cluster::{Acked, EpochSelection, ReplicaReport};
+pub use crate::cluster::{Acked, DEFAULT_JOB, EpochSelection, ReplicaReport};
 use crate::error::Result;
 use crate::source::{RecordId, SourceError, SplitRef};
 

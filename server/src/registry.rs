@@ -11,17 +11,17 @@
 //!
 //! Creating a reader resolves its files: blocking work, so call `lookup_or_create` and
 //! `private` from blocking threads. On a replica of a cluster, a new reader joins its job
-//! in the split ledger (`crate::cluster`).
+//! in the split ledger, and jobs are checkpointed, restored and deleted there, through
+//! `crate::reader::LedgerJobs`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use readerd_proto::v1 as pb;
 
-use crate::cluster::{Cluster, JobKey, JobSnapshot};
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
-use crate::reader::{JobWindow, LedgerCoordinator, Reader, ReaderSettings};
+use crate::reader::{JobCheckpoint, JobWindow, LedgerJobs, Reader, ReaderSettings};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
 use readerd_common::sync::RwLockUnpoisoned;
@@ -34,7 +34,7 @@ type ReaderKey = (String, String);
 /// A job's reader: container, shared name and job.
 type JobReaderKey = (String, String, String);
 
-pub use crate::cluster::DEFAULT_JOB;
+pub use crate::coordinator::DEFAULT_JOB;
 
 /// `INVALID_ARGUMENT` when a name is longer than [`MAX_NAME_BYTES`].
 fn check_names(names: &[&str]) -> Result<()> {
@@ -104,9 +104,9 @@ pub struct RegistrySetup {
     pub limits: Limits,
     /// Open files.
     pub files: Arc<FileBudget>,
-    /// This replica's cluster (a `postgres://` state store): shared readers are jobs in
-    /// its split ledger.
-    pub cluster: Option<Arc<Cluster>>,
+    /// On a replica of a cluster (a `postgres://` state store), the split ledger's jobs:
+    /// shared readers are jobs there.
+    pub ledger_jobs: Option<Arc<LedgerJobs>>,
     /// Bytes of decoded elements the jobs of one shared reader share at most.
     pub job_window_bytes: usize,
 }
@@ -190,13 +190,8 @@ impl ReaderRegistry {
         let reader = Arc::new(self.open(name, spec)?);
         // Its job in the ledger first: on replicas, a seat at the window is one in its
         // leases too.
-        if let Some(cluster) = &self.inner.setup.cluster {
-            let spec = reader.spec();
-            let order = LedgerCoordinator::order(&reader)?;
-            let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
-            let key = JobKey::job(container, shared_name, DEFAULT_JOB);
-            let job = cluster.job_feed(key, &spec.fingerprint, &spec_bytes, order)?;
-            LedgerCoordinator::join(&reader, job)?;
+        if let Some(jobs) = &self.inner.setup.ledger_jobs {
+            jobs.join(&reader, (container, shared_name, DEFAULT_JOB))?;
         }
         if let Some(window) = self.job_window(container, shared_name) {
             // Its other jobs came first: it shares their window.
@@ -228,7 +223,7 @@ impl ReaderRegistry {
     /// Whether this server is a replica of a cluster (its shared readers' jobs are the
     /// split ledger's).
     pub fn is_cluster(&self) -> bool {
-        self.inner.setup.cluster.is_some()
+        self.inner.setup.ledger_jobs.is_some()
     }
 
     /// Job `job`'s reader of shared reader `container/shared_name` (`job` other than
@@ -369,10 +364,15 @@ impl ReaderRegistry {
     }
 
     /// On a replica: job `job` of shared reader `container/shared_name` as the ledger
-    /// holds it, with every acknowledgement this replica has received committed first
-    /// (blocking). `None` on a single server.
-    pub fn job_snapshot(&self, (container, shared_name, job): (&str, &str, &str)) -> Result<Option<JobSnapshot>> {
-        let Some(cluster) = &self.inner.setup.cluster else { return Ok(None) };
+    /// holds it, as a checkpoint restored once per `restore_id`, with every
+    /// acknowledgement this replica has received committed first (blocking). `None` on a
+    /// single server.
+    pub fn job_checkpoint(
+        &self,
+        (container, shared_name, job): (&str, &str, &str),
+        restore_id: String,
+    ) -> Result<Option<JobCheckpoint>> {
+        let Some(jobs) = &self.inner.setup.ledger_jobs else { return Ok(None) };
         let local = match job {
             DEFAULT_JOB => self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned(),
             job => self.job_reader(&(container.to_owned(), shared_name.to_owned(), job.to_owned())),
@@ -380,9 +380,7 @@ impl ReaderRegistry {
         if let Some(reader) = &local {
             reader.coordinator().commit()?;
         }
-        let key = JobKey::job(container, shared_name, job);
-        let snapshot = cluster.ledger().snapshot_job(&key)?;
-        snapshot.map(Some).ok_or_else(|| ServeError::ReaderNotFound(key.to_string()))
+        jobs.checkpoint((container, shared_name, job), restore_id).map(Some)
     }
 
     /// On a replica: makes job `job_name` of shared reader `container/shared_name` the one
@@ -391,20 +389,17 @@ impl ReaderRegistry {
     /// single server.
     pub fn restore_job(
         &self,
-        (container, shared_name, job_name): (&str, &str, &str),
+        named: (&str, &str, &str),
         job_spec: &pb::DatasetSpec,
         job: &pb::JobCheckpoint,
     ) -> Result<()> {
-        let Some(cluster) = &self.inner.setup.cluster else {
+        let Some(jobs) = &self.inner.setup.ledger_jobs else {
             return Err(ServeError::FailedPrecondition(format!(
                 "the token checkpoints {}, served by replicas: resume it on a replica (a postgres:// state store)",
-                display_name(container, shared_name)
+                display_name(named.0, named.1)
             )));
         };
-        let key = JobKey::job(container, shared_name, job_name);
-        let snapshot = JobSnapshot::from_checkpoint((spec::fingerprint(job_spec), job_spec, job));
-        cluster.ledger().restore_job(&key, &job.restore_id, &snapshot)?;
-        Ok(())
+        jobs.restore(named, job_spec, job)
     }
 
     /// Forgets the shared reader of `key` when it is stale ([`Stale`]), so that the next
@@ -446,15 +441,11 @@ impl ReaderRegistry {
     /// their jobs leave the split ledger too (the next reader of that name starts afresh),
     /// also when no reader of theirs is on this replica.
     pub fn delete(&self, container: &str, shared_name: &str, job: Option<&str>) -> Result<()> {
-        let cluster = self.inner.setup.cluster.as_ref();
         // The ledger first: if it fails, nothing was taken out here, and the call may be
         // made again.
-        let in_ledger = match (cluster, job) {
-            (None, _) => 0,
-            (Some(cluster), None) => cluster.ledger().delete_jobs_of(container, shared_name)?,
-            (Some(cluster), Some(job)) => {
-                u64::from(cluster.ledger().delete_job(&JobKey::job(container, shared_name, job))?)
-            }
+        let in_ledger = match &self.inner.setup.ledger_jobs {
+            None => 0,
+            Some(jobs) => jobs.delete(container, shared_name, job)?,
         };
         // The shared reader itself (the job default).
         let removed = match job {

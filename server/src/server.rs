@@ -256,7 +256,7 @@ fn reader_registry(
         datasets,
         limits,
         files,
-        cluster,
+        ledger_jobs: cluster.map(|cluster| Arc::new(crate::reader::LedgerJobs::new(cluster))),
         job_window_bytes,
     };
     Ok(ReaderRegistry::new(setup))

@@ -40,11 +40,6 @@ const LEDGER_NAMERS: [&str; 6] = [
     "server/src/server.rs",
 ];
 
-/// Modules that still name the ledger, each until the coordinator takes over what it
-/// does there: the registry's jobs and windows on replicas (each job's ledger job, the
-/// window's). This list only shrinks.
-const NOT_YET_MOVED: [&str; 1] = ["server/src/registry"];
-
 /// Whether `code` names the split ledger's module or its types.
 fn names_the_ledger(code: &str) -> bool {
     ["cluster::", "JobFeed", ".ledger()"].iter().any(|name| code.contains(name))
@@ -314,7 +309,7 @@ fn modules_say_what_they_hold_and_depend_one_way() {
             }
             // What a reader answers to for what it hands out is its coordinator's: only
             // the coordinator (and the ledger itself) names the split ledger.
-            if names_the_ledger(&code) && !LEDGER_NAMERS.iter().chain(&NOT_YET_MOVED).any(|a| name.starts_with(a)) {
+            if names_the_ledger(&code) && !LEDGER_NAMERS.iter().any(|a| name.starts_with(a)) {
                 problems
                     .push(format!("{name}: names the split ledger (ask the reader's crate::coordinator::Coordinator)"));
             }

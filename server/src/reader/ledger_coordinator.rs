@@ -12,7 +12,10 @@ use std::sync::{Arc, Weak};
 
 use crate::cluster::job_view::JobView;
 use crate::cluster::mix_feed::{ComponentFeed, ComponentFiles, LeasesSplits, mixture_order};
-use crate::cluster::{Acked, EpochOrder, EpochSelection, JobFeed, Leases, ReplicaReport, WindowFeed, WindowSeat};
+use crate::cluster::{
+    Acked, Cluster, EpochOrder, EpochSelection, JobFeed, JobKey, JobSnapshot, Leases, ReplicaReport, WindowFeed,
+    WindowSeat,
+};
 use crate::coordinator::{Coordinator, Fate, Fence, RecordLedger, SeatInLeases, SelectionLimits, WindowLeases};
 use crate::element::RecordId;
 use crate::error::Result;
@@ -23,6 +26,7 @@ use crate::reader::mix::Mixture;
 use crate::reader::records::InLedger;
 use crate::source::{SourceError, SplitRef};
 use readerd_common::sync::MutexUnpoisoned;
+use readerd_proto::v1 as pb;
 
 /// How often a mixture on replicas takes back components that had no free split.
 const LOOK_AGAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -483,5 +487,93 @@ impl SeatInLeases for WindowSeat {
 
     fn leave(&self) {
         WindowSeat::leave(self)
+    }
+}
+
+/// A job as a checkpoint's token carries it: its spec's fingerprint, its spec and
+/// `readerd.v1.JobCheckpoint` (proto types only).
+pub type JobCheckpoint = (String, pb::DatasetSpec, pb::JobCheckpoint);
+
+/// The split ledger as a replica's registry uses it (`crate::registry`): each new shared
+/// reader (or job reader) joined to its ledger job, the reader of the window a shared
+/// name's jobs share on this replica made to lease for them, and jobs checkpointed,
+/// restored and deleted. Every call is blocking (it asks the ledger).
+pub struct LedgerJobs {
+    cluster: Arc<Cluster>,
+}
+
+impl LedgerJobs {
+    pub fn new(cluster: Arc<Cluster>) -> Self {
+        Self { cluster }
+    }
+
+    /// Makes new reader `reader` read job `job` of shared reader `container/shared_name`
+    /// (before any stream reads it).
+    pub fn join(&self, reader: &Arc<Reader>, (container, shared_name, job): (&str, &str, &str)) -> Result<()> {
+        let feed = self.job_feed(reader, JobKey::job(container, shared_name, job))?;
+        LedgerCoordinator::join(reader, feed)
+    }
+
+    /// Makes `producer` the reader of the window the jobs of `container/shared_name`
+    /// share on this replica: it leases splits in the window's own ledger job, for the
+    /// jobs seated at the window too ([`LedgerCoordinator::produce_for_window`]).
+    pub fn produce_for_window(
+        &self,
+        producer: &Reader,
+        (container, shared_name): (&str, &str),
+    ) -> Result<Arc<dyn WindowLeases>> {
+        let window_job = JobKey::window(container, shared_name);
+        // A window's job read before (by a sweep before this one) and read by no replica
+        // now starts again. Which splits the window leases never decides what a job
+        // delivers: its own ledger job does.
+        self.cluster.ledger().delete_idle_job(&window_job)?;
+        let feed = self.job_feed(producer, window_job)?;
+        Ok(LedgerCoordinator::produce_for_window(producer, feed)?)
+    }
+
+    /// `reader`'s job `key` in the ledger, made for its spec if new.
+    fn job_feed(&self, reader: &Reader, key: JobKey) -> Result<Arc<JobFeed>> {
+        let order = LedgerCoordinator::order(reader)?;
+        let spec = reader.spec();
+        let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
+        Ok(self.cluster.job_feed(key, &spec.fingerprint, &spec_bytes, order)?)
+    }
+
+    /// Job `job` of shared reader `container/shared_name` as the ledger holds it, as a
+    /// checkpoint restored once per `restore_id`; `NOT_FOUND` when the ledger has no such
+    /// job.
+    pub fn checkpoint(
+        &self,
+        (container, shared_name, job): (&str, &str, &str),
+        restore_id: String,
+    ) -> Result<JobCheckpoint> {
+        let key = JobKey::job(container, shared_name, job);
+        let snapshot = self.cluster.ledger().snapshot_job(&key)?;
+        let snapshot = snapshot.ok_or_else(|| crate::error::ServeError::ReaderNotFound(key.to_string()))?;
+        Ok(snapshot.into_checkpoint(restore_id)?)
+    }
+
+    /// Makes job `job_name` of shared reader `container/shared_name` the one checkpoint
+    /// `job` (of `job_spec`) holds, once per checkpoint (its restore id).
+    pub fn restore(
+        &self,
+        (container, shared_name, job_name): (&str, &str, &str),
+        job_spec: &pb::DatasetSpec,
+        job: &pb::JobCheckpoint,
+    ) -> Result<()> {
+        let key = JobKey::job(container, shared_name, job_name);
+        let snapshot = JobSnapshot::from_checkpoint((crate::spec::fingerprint(job_spec), job_spec, job));
+        self.cluster.ledger().restore_job(&key, &job.restore_id, &snapshot)?;
+        Ok(())
+    }
+
+    /// Deletes job `job` of shared reader `container/shared_name`, or every job of it
+    /// (`None`): how many the ledger had.
+    pub fn delete(&self, container: &str, shared_name: &str, job: Option<&str>) -> Result<u64> {
+        let ledger = self.cluster.ledger();
+        Ok(match job {
+            None => ledger.delete_jobs_of(container, shared_name)?,
+            Some(job) => u64::from(ledger.delete_job(&JobKey::job(container, shared_name, job))?),
+        })
     }
 }

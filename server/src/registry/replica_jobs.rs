@@ -1,8 +1,8 @@
 //! Jobs on a replica of a cluster: each job's reader is the registry's, keyed by
 //! `(container, shared_name, job)` as on one server, and its own job in the split ledger
-//! ([`JobKey`]); those of one shared name take their elements from one window of decoded
+//! (`crate::cluster::JobKey`); those of one shared name take their elements from one window of decoded
 //! elements on this replica (`JobWindow::on_replicas`), whose producer leases splits in
-//! a ledger job of its own (`JobKey::window`). A mixture that stops at its first
+//! a ledger job of its own (`crate::cluster::JobKey::window`). A mixture that stops at its first
 //! exhausted component (the window does not serve one on replicas) has each job read
 //! alone.
 
@@ -11,9 +11,8 @@ use std::sync::Arc;
 use readerd_proto::v1 as pb;
 
 use super::{JobReaderKey, ReaderRegistry, Stale, check_same_spec, display_name, mismatch};
-use crate::cluster::JobKey;
 use crate::error::{Result, ServeError};
-use crate::reader::{JobWindow, LedgerCoordinator, Reader, job_reader_name};
+use crate::reader::{JobWindow, LedgerJobs, Reader, job_reader_name};
 use crate::spec::{self, ReaderSpec};
 use readerd_common::sync::RwLockUnpoisoned;
 
@@ -60,12 +59,7 @@ impl ReaderRegistry {
             (None, None) => return Err(ServeError::ReaderNotFound(name)),
         };
         let reader = Arc::new(self.open(name, spec)?);
-        let cluster = self.inner.setup.cluster.as_ref().ok_or_else(|| ServeError::Internal("no cluster".into()))?;
-        let order = LedgerCoordinator::order(&reader)?;
-        let spec_bytes = prost::Message::encode_to_vec(&reader.spec().proto);
-        let fingerprint = &reader.spec().fingerprint;
-        let feed = cluster.job_feed(JobKey::job(container, shared_name, job), fingerprint, &spec_bytes, order)?;
-        LedgerCoordinator::join(&reader, feed)?;
+        self.ledger_jobs()?.join(&reader, (container, shared_name, job))?;
         if shares_on_replicas(reader.spec()) {
             match self.replica_window(container, shared_name, &reader) {
                 Ok(window) => reader.join_window(window.seat(job.to_owned(), &reader)),
@@ -82,6 +76,11 @@ impl ReaderRegistry {
         Ok((reader, true))
     }
 
+    /// The split ledger's jobs (this server is a replica).
+    fn ledger_jobs(&self) -> Result<&LedgerJobs> {
+        self.inner.setup.ledger_jobs.as_deref().ok_or_else(|| ServeError::Internal("not a replica".into()))
+    }
+
     /// The window of `container/shared_name`'s jobs on this replica, made for `reader`'s
     /// spec if there is none.
     fn replica_window(&self, container: &str, shared_name: &str, reader: &Reader) -> Result<Arc<JobWindow>> {
@@ -90,21 +89,10 @@ impl ReaderRegistry {
         let window = match existing {
             Some(window) => window,
             None => {
-                let cluster =
-                    self.inner.setup.cluster.as_ref().ok_or_else(|| ServeError::Internal("no cluster".into()))?;
                 let producer =
                     self.open(display_name(container, &window_reader_name(shared_name)), reader.spec().proto.clone())?;
-                let order = LedgerCoordinator::order(&producer)?;
-                let spec = producer.spec();
-                let spec_bytes = prost::Message::encode_to_vec(&spec.proto);
-                let window_job = JobKey::window(container, shared_name);
-                // A window's job read before (by a sweep before this one) and read by
-                // no replica now starts again. Which splits the window leases never
-                // decides what a job delivers: its own ledger job does.
-                cluster.ledger().delete_idle_job(&window_job)?;
-                let feed = cluster.job_feed(window_job, &spec.fingerprint, &spec_bytes, order)?;
-                let window_feed = LedgerCoordinator::produce_for_window(&producer, feed)?;
-                let window = JobWindow::on_replicas(producer, self.inner.setup.job_window_bytes, window_feed);
+                let leases = self.ledger_jobs()?.produce_for_window(&producer, (container, shared_name))?;
+                let window = JobWindow::on_replicas(producer, self.inner.setup.job_window_bytes, leases);
                 self.inner.jobs.write_unpoisoned().windows.entry(key).or_insert(window).clone()
             }
         };

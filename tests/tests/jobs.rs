@@ -360,7 +360,9 @@ fn three_jobs_through_a_replica_kill(
     let consumers: Vec<Child> = jobs
         .iter()
         .zip(&outputs)
-        .flat_map(|(job, output)| spawn_consumers(&all_addrs, &["--spec", &spec, "--job", job], &[output.clone()]))
+        .flat_map(|(job, output)| {
+            spawn_consumers(&all_addrs, &["--spec", &spec, "--job", job], std::slice::from_ref(output))
+        })
         .collect();
     // A sixth of the 3 x 1,000 batches printed: replica 1 is killed.
     wait_until_printed(&outputs, 500);
@@ -784,7 +786,7 @@ async fn a_job_of_an_unbatched_reader_resumes_exactly_after_kill_9() {
     let (token, after_seq) = (lines[at]["checkpoint"].as_str().unwrap(), lines[at]["after_seq"].as_i64().unwrap());
     let elements: Vec<&Value> = lines[..at].iter().filter(|line| line.get("keys").is_some()).collect();
     let mut all = example_keys(&elements[..=after_seq as usize].iter().map(|line| (*line).clone()).collect::<Vec<_>>());
-    assert!(all.len() % 16 == 0 && reference[..all.len()] == all[..], "printed before the kill");
+    assert!(all.len().is_multiple_of(16) && reference[..all.len()] == all[..], "printed before the kill");
 
     let server = ServerProcess::start_in(state.path(), &[data.path()], &args);
     let resumed = read_job(&server.addr, &spec, "b", &["--resume", token]).wait_with_output().unwrap();

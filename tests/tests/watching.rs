@@ -244,7 +244,7 @@ fn with_tokens_the_status_needs_one_and_shows_only_the_containers_it_may_read() 
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
     assert!(head.lines().any(|line| line.eq_ignore_ascii_case("location: /")), "{head}");
     let cookie = cookie.split(';').next().unwrap();
-    assert!(!cookie.contains(&token_b), "the cookie holds a session id, not the token: {cookie}");
+    assert!(!cookie.contains(token_b), "the cookie holds a session id, not the token: {cookie}");
     let (code, body) = http_get(&metrics_addr, "/status.json", &[("cookie", cookie)]);
     assert_eq!(code, 200, "{body}");
     assert_eq!(containers(&serde_json::from_str(&body).unwrap()), ["b"]);

@@ -58,12 +58,12 @@ impl LedgerCoordinator {
     /// ended (blocking: asks the ledger).
     pub fn join(reader: &Arc<Reader>, feed: Arc<JobFeed>) -> Result<()> {
         if stops_on_empty(reader) {
-            let weak = Arc::downgrade(reader);
+            let (weak, weak_feed) = (Arc::downgrade(reader), Arc::downgrade(&feed));
             let on_stopped = Box::new(move || {
-                if let Some(reader) = weak.upgrade()
-                    && let Some(job) = reader.ledger.get()
+                if let (Some(reader), Some(feed)) = (weak.upgrade(), weak_feed.upgrade())
+                    && reader.coordinator.get().is_some()
                 {
-                    job.stopped_elsewhere(&reader);
+                    stopped_elsewhere(&feed, &reader);
                 }
             });
             if feed.join_stoppable(on_stopped)? {
@@ -83,7 +83,7 @@ impl LedgerCoordinator {
             polled: Default::default(),
         });
         reader.books.delivery.answer_to(coordinator.clone());
-        let _ = reader.ledger.set(coordinator);
+        let _ = reader.coordinator.set(coordinator);
         Ok(())
     }
 
@@ -110,7 +110,7 @@ impl LedgerCoordinator {
         // Its end is the window's (`JobWindow`), never asked of it here.
         let (reader_weak, polled) = (Weak::new(), Default::default());
         let coordinator = LedgerCoordinator { feed, reader: reader_weak, window: Some(window.clone()), ahead, polled };
-        let _ = reader.ledger.set(Arc::new(coordinator));
+        let _ = reader.coordinator.set(Arc::new(coordinator));
         Ok(window)
     }
 
@@ -143,7 +143,7 @@ impl LedgerCoordinator {
         let job = &self.feed;
         if stops_on_empty(reader) && mixture_ended(reader) {
             job.stop()?;
-            self.end_here_if_delivered(reader)?;
+            end_here_if_delivered(&self.feed, reader)?;
             return Ok(job.stopped_finished()?);
         }
         let finished = match job_epochs(reader) {
@@ -154,35 +154,6 @@ impl LedgerCoordinator {
             look_again(reader);
         }
         Ok(finished)
-    }
-
-    /// This replica's mixture of a stopped job ended and everything it took was delivered
-    /// and acknowledged (or it has no stream left to deliver through): it is marked ended
-    /// in the job (blocking).
-    fn end_here_if_delivered(&self, reader: &Reader) -> Result<()> {
-        let delivered = || reader.books.all_delivered();
-        // The mixture's lock last: a chunk being taken holds it (the renewal thread would
-        // wait for it).
-        if (reader.stream_count() == 0 || delivered()) && mixture_ended(reader) {
-            self.feed.replica_ended()?;
-        }
-        Ok(())
-    }
-
-    /// A report found the job stopped (on the cluster thread). With no stream reading
-    /// `reader`, this replica's mixture ends here (a consumer that comes later gets the
-    /// end, as from a single server) and the replica is marked ended; with streams, they
-    /// end it when its choice does.
-    fn stopped_elsewhere(&self, reader: &Reader) {
-        if self.feed.has_ended() {
-            return;
-        }
-        if reader.stream_count() == 0 {
-            end_mixture(reader);
-        }
-        if let Err(err) = self.end_here_if_delivered(reader) {
-            tracing::warn!(reader = %reader.name, error = %err, "not marked ended in the stopped job");
-        }
     }
 }
 
@@ -325,6 +296,35 @@ impl Coordinator for LedgerCoordinator {
 
     fn ledger_job(&self) -> Option<&Arc<JobFeed>> {
         Some(&self.feed)
+    }
+}
+
+/// This replica's mixture of stopped job `feed` ended and everything it took was delivered
+/// and acknowledged (or it has no stream left to deliver through): it is marked ended
+/// in the job (blocking).
+fn end_here_if_delivered(feed: &JobFeed, reader: &Reader) -> Result<()> {
+    let delivered = || reader.books.all_delivered();
+    // The mixture's lock last: a chunk being taken holds it (the renewal thread would
+    // wait for it).
+    if (reader.stream_count() == 0 || delivered()) && mixture_ended(reader) {
+        feed.replica_ended()?;
+    }
+    Ok(())
+}
+
+/// A report found the job stopped (on the cluster thread). With no stream reading
+/// `reader`, this replica's mixture ends here (a consumer that comes later gets the
+/// end, as from a single server) and the replica is marked ended; with streams, they
+/// end it when its choice does.
+fn stopped_elsewhere(feed: &JobFeed, reader: &Reader) {
+    if feed.has_ended() {
+        return;
+    }
+    if reader.stream_count() == 0 {
+        end_mixture(reader);
+    }
+    if let Err(err) = end_here_if_delivered(feed, reader) {
+        tracing::warn!(reader = %reader.name, error = %err, "not marked ended in the stopped job");
     }
 }
 

@@ -189,9 +189,10 @@ pub struct Reader {
     files_held: Mutex<Option<crate::limits::FileReservation>>,
     /// Its per-file state's share of the memory budget.
     _state_reserved: crate::memory::Reservation,
-    /// On replicas, the split ledger it answers to (`ledger_coordinator.rs`); unset, it
-    /// answers to this server alone ([`Reader::coordinator`]).
-    ledger: std::sync::OnceLock<Arc<LedgerCoordinator>>,
+    /// What it answers to for what it hands out, once handed to a coordinator before any
+    /// stream reads (on replicas, its job in the split ledger, `ledger_coordinator.rs`);
+    /// unset, this server alone ([`Reader::coordinator`]).
+    coordinator: std::sync::OnceLock<Arc<dyn Coordinator>>,
     /// A mixture's component readers and its decoding (`mix.rs`); `None` for a reader of
     /// files.
     mixture: Option<mix::Mixture>,
@@ -322,7 +323,7 @@ impl Reader {
             books: SharedBooks::default(),
             files_held: Mutex::default(),
             _state_reserved: state_reserved,
-            ledger: Default::default(),
+            coordinator: Default::default(),
             mixture,
             decoding,
             watch: Default::default(),
@@ -373,10 +374,7 @@ impl Reader {
     /// What it answers to for what it hands out: this server, or on replicas the split
     /// ledger (`crate::coordinator`).
     pub fn coordinator(&self) -> &dyn Coordinator {
-        match self.ledger.get() {
-            Some(ledger) => ledger.as_ref(),
-            None => &crate::coordinator::LOCAL,
-        }
+        self.coordinator.get().map_or(&crate::coordinator::LOCAL, |coordinator| coordinator.as_ref())
     }
 
     /// Its time by stage and what its streams sent.
@@ -502,7 +500,7 @@ impl Reader {
             // Short-lived (a checkpoint's replay): counted in its original's reservations.
             files_held: Mutex::default(),
             _state_reserved: crate::memory::Reservation::default(),
-            ledger: Default::default(),
+            coordinator: Default::default(),
             mixture: self.mixture.as_ref().map(mix::Mixture::replica),
             decoding: self.decoding.fresh(),
             watch: Default::default(),

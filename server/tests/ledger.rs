@@ -7,12 +7,16 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::Schema;
 use readerd_server::cluster::{
-    Job, JobKey, LeaseTimes, Ledger, LedgerClock, LedgerError, RecordSet, SplitCommit, SplitKey, SplitRef,
+    EpochOrder, Job, JobFeed, JobKey, LeaseTimes, Ledger, LedgerClock, LedgerError, RecordSet, SplitCommit, SplitKey,
+    SplitRef, WindowFeed,
 };
+use readerd_server::pipeline::feed::FileFeed;
+use readerd_server::source::RecordId;
 
 fn replica(schema: &Schema, id: &str, times: LeaseTimes) -> Ledger {
     replica_at(schema, id, times, &LedgerClock::default())
@@ -145,6 +149,44 @@ fn a_window_leases_each_split_for_the_jobs_seated_at_it_that_nobody_held_it_for(
     assert_eq!(untouched(job_c), [key(job_c, 1, 0), key(job_c, 1, 1)]);
     assert_eq!(untouched(job_b), [key(job_b, 1, 1)]);
     assert_eq!(untouched(job_c), Vec::<SplitKey>::new(), "a split leased once is never untouched again");
+}
+
+/// A job seated at its window on a replica holds each split the window leases for it.
+/// Leaving the window, it reads again first each split it held through it, leaving out the
+/// records the window handed it, then leases on its own; a seat dropped (its reader gone)
+/// is leased for no more.
+#[test]
+fn a_job_leaving_its_window_reads_again_what_it_held_through_it_less_what_the_window_handed_it() {
+    let Some(schema) = Schema::new("readerd_ledger") else { return };
+    let a = Arc::new(replica(&schema, "a", LeaseTimes::default()));
+    let feed = |key: JobKey| {
+        let job = a.job(&key, "fingerprint-1", &[]).unwrap();
+        let order: EpochOrder = Box::new(|_| vec![0, 1, 2]);
+        Arc::new(JobFeed::new(a.clone(), key, job, order))
+    };
+    let window = Arc::new(WindowFeed::new(feed(JobKey::window("team", "train"))));
+    let (job_a, job_b) = (feed(JobKey::job("team", "train", "a")), feed(JobKey::job("team", "train", "b")));
+    let seat_a = window.seat(job_a.clone()).expect("job a seated at a window that leased nothing yet");
+    let seat_b = window.seat(job_b.clone()).expect("job b seated");
+    let leased = |feed: &dyn FileFeed| feed.next_file(1).unwrap().map(|fed| (fed.split, fed.leave_out));
+    assert_eq!(leased(window.as_ref()), Some((0, set([]))));
+    let record = |number| RecordId { epoch: 1, file: 0, number };
+    seat_a.handed([record(0), record(1), record(2)].iter());
+    // Job b's reader is gone: file 1 is leased for job a alone.
+    drop(seat_b);
+    assert_eq!(leased(window.as_ref()), Some((1, set([]))));
+    assert!(seat_a.is_seated());
+    seat_a.leave();
+    assert!(!seat_a.is_seated());
+    assert_eq!(leased(job_a.as_ref()), Some((0, set([0, 1, 2]))), "file 0 again, less what job a was handed");
+    assert_eq!(leased(job_a.as_ref()), Some((1, set([]))), "file 1 again, whole");
+    assert_eq!(leased(job_a.as_ref()), Some((2, set([]))), "then its own lease");
+    assert_eq!(leased(job_a.as_ref()), None);
+    // Job b holds file 0 from the window (until its lease goes) but not file 1.
+    assert_eq!(leased(job_b.as_ref()), Some((1, set([]))));
+    // The window leases for nobody now: file 2 is job b's to lease, and the window's own.
+    assert_eq!(leased(window.as_ref()), Some((2, set([]))));
+    assert_eq!(leased(job_b.as_ref()), Some((2, set([]))));
 }
 
 /// A ledger written before ledger jobs were keyed by job (schema version 10): a job's

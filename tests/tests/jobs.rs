@@ -517,10 +517,51 @@ fn window_counters(metrics_addr: &str) -> (u64, u64, u64) {
 /// windows.
 #[test]
 fn on_replicas_a_slow_job_and_a_late_one_read_alone_and_every_job_gets_every_record_once_per_epoch() {
+    // A job shares a window on replicas only if its stream first asks while the window
+    // still holds its first element; with windows this small, the others' streams can
+    // fill one past it first (a scheduling matter, not the job's). The slow job falls
+    // behind a fast one only where the fast one shared the window all along: the run is
+    // made again (at most twice) when neither fast job did. Every run checks every job
+    // gets every record once per epoch.
+    for attempt in 1..=3 {
+        let Some((stats, (decoded, shared))) = slow_and_late_jobs_through_two_replicas() else { return };
+        let figure = |job: &str, name: &str| -> u64 {
+            let prefix = format!("job {job}:");
+            let lines = stats.iter().flat_map(|text| text.lines()).filter(|line| line.starts_with(&prefix));
+            let value = |line: &str| -> u64 {
+                let rest = line.split_once(&format!(" {name} ")).unwrap_or_else(|| panic!("{name} in {line}")).1;
+                rest.split_whitespace().next().unwrap().parse().unwrap()
+            };
+            lines.map(value).sum()
+        };
+        // A fast job that took every element from its windows (it reads alone only at
+        // their end, so nothing).
+        let shared_all = |job: &str| figure(job, "shared") > 0 && figure(job, "alone") == 0;
+        if !shared_all("b") && !shared_all("default") && attempt < 3 {
+            eprintln!("run {attempt}: no fast job shared its windows from their first element; again");
+            continue;
+        }
+        assert!(shared > decoded, "the jobs took {shared} elements of the {decoded} their windows decoded");
+        // The slow one took elements from its windows and fell behind (read alone) where
+        // a fast one shared them all; the late one took nothing from windows that had
+        // moved on.
+        assert!(figure("slow", "shared") > 0 && figure("slow", "alone") > 0, "{stats:?}");
+        assert_eq!(figure("late", "shared"), 0, "{stats:?}");
+        assert!(figure("late", "alone") > 0, "{stats:?}");
+        return;
+    }
+}
+
+/// A run of [`on_replicas_a_slow_job_and_a_late_one_read_alone_and_every_job_gets_every_record_once_per_epoch`]
+/// on two new replicas: jobs `default`, `b` and `slow` (a 10 ms step) read together, then
+/// `late` once they are done, each every record once per epoch (asserted); `readerctl
+/// stats` of each replica after, and the elements the windows decoded and the jobs took
+/// from them. `None` without PostgreSQL.
+fn slow_and_late_jobs_through_two_replicas() -> Option<(Vec<String>, (u64, u64))> {
     use readerd_tests::shared_reads::{assert_every_key_twice, spawn_consumers, wait_for_consumers};
-    let Some(db) = readerd_tests::postgres::Database::new() else { return };
+    let db = readerd_tests::postgres::Database::new()?;
     let (data, dir, spec) = lines_in_batches();
-    let (replicas, metrics_addrs) = two_replicas(&db.url(), data.path(), &["--job-window-bytes", "20000"]);
+    let (replicas, metrics_addrs) = two_replicas(&db.url(), data.path(), &["--job-window-bytes", "10000"]);
     let addrs: Vec<String> = replicas.iter().map(|r| r.as_ref().unwrap().addr.clone()).collect();
     let all_addrs = addrs.join(",");
     let output = |job: &str| dir.path().join(format!("{job}.jsonl"));
@@ -529,22 +570,28 @@ fn on_replicas_a_slow_job_and_a_late_one_read_alone_and_every_job_gets_every_rec
         args.extend(extra);
         spawn_consumers(&all_addrs, &args, &[output(job)]).remove(0)
     };
+    // The three jobs' consumers connect while both replicas are paused, so that each
+    // replica takes their reads together: on a loaded machine three processes may start
+    // further apart than a small window takes to move past its first element.
+    let paused: Vec<&ServerProcess> = replicas.iter().map(|replica| replica.as_ref().unwrap()).collect();
+    paused.iter().for_each(|replica| replica.signal("STOP"));
     let mut consumers =
-        vec![("default", spawn("default", &[])), ("b", spawn("b", &[])), ("slow", spawn("slow", &["--step-ms", "3"]))];
-    // The late job comes once the others are done.
+        vec![("default", spawn("default", &[])), ("b", spawn("b", &[])), ("slow", spawn("slow", &["--step-ms", "10"]))];
+    wait_until_connected(&addrs, consumers.len());
+    // Their requests written after their connections.
+    std::thread::sleep(Duration::from_millis(300));
+    paused.iter().for_each(|replica| replica.signal("CONT"));
     for (job, consumer) in consumers.drain(..) {
         let mut keys = wait_for_consumers(vec![consumer], &[output(job)], true);
         keys.sort();
         assert_every_key_twice(&keys, 500);
     }
+    // The late job comes once the others are done.
     let mut keys = wait_for_consumers(vec![spawn("late", &[])], &[output("late")], true);
     keys.sort();
     assert_every_key_twice(&keys, 500);
-    let (decoded, shared) = windows_decoded_and_shared(&metrics_addrs);
-    assert!(shared > decoded, "the jobs took {shared} elements of the {decoded} their windows decoded");
-    // `readerctl stats` shows each job on each replica. The slow one took elements from a
-    // window and read more alone than the fast `b` (which reads alone only at the
-    // window's end); the late one took nothing from a window that had moved on.
+    let window_figures = windows_decoded_and_shared(&metrics_addrs);
+    // `readerctl stats` shows each job on each replica.
     let stats: Vec<String> = (addrs.iter())
         .map(|addr| {
             let output = readerd_tests::readerctl(addr, &["stats", "--container", "team", "--shared-name", "train"]);
@@ -552,18 +599,31 @@ fn on_replicas_a_slow_job_and_a_late_one_read_alone_and_every_job_gets_every_rec
         })
         .collect();
     eprintln!("{stats:#?}");
-    let figure = |job: &str, name: &str| -> u64 {
-        let lines = stats.iter().flat_map(|text| text.lines()).filter(|line| line.starts_with(&format!("job {job}:")));
-        let value = |line: &str| -> u64 {
-            let rest = line.split_once(&format!(" {name} ")).unwrap_or_else(|| panic!("{name} in {line}")).1;
-            rest.split_whitespace().next().unwrap().parse().unwrap()
-        };
-        lines.map(value).sum()
-    };
-    assert!(figure("slow", "shared") > 0 && figure("slow", "detachments") > 0, "{stats:?}");
-    assert!(figure("slow", "alone") > figure("b", "alone"), "{stats:?}");
-    assert_eq!(figure("late", "shared"), 0, "{stats:?}");
-    assert!(figure("late", "alone") > 0, "{stats:?}");
+    Some((stats, window_figures))
+}
+
+/// Waits until each server at `addrs` (`http://127.0.0.1:PORT`) has `clients` connections
+/// open to it (established in the kernel, whether the server accepted them or not).
+fn wait_until_connected(addrs: &[String], clients: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    for addr in addrs {
+        let port = addr.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+        // `/proc/net/tcp`: `sl local_address rem_address st ...`, addresses as
+        // `HEXIP:HEXPORT`, state 01 for established.
+        let local = format!(":{port:04X}");
+        loop {
+            let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+            let open = (table.lines().skip(1))
+                .map(|line| line.split_whitespace().collect::<Vec<_>>())
+                .filter(|fields| fields.len() > 3 && fields[1].ends_with(&local) && fields[3] == "01")
+                .count();
+            if open >= clients {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{open} of {clients} consumers connected to {addr}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// Elements the windows of the replicas whose metrics listen at `metrics_addrs` decoded,

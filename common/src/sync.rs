@@ -39,6 +39,19 @@ pub fn into_inner_unpoisoned<T>(mutex: Mutex<T>) -> T {
     mutex.into_inner().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Runs `work`, catching a panic in it: `Err` with what the panic said. Each caller maps
+/// that to its own layer's error (a damaged file, a failed reader).
+pub fn catch_panic<T>(work: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|payload| panic_message(payload.as_ref()))
+}
+
+/// What a caught panic says (its `&str` or `String` payload; empty for another).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    (payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,17 +75,4 @@ mod tests {
         let mutex = std::sync::Arc::into_inner(mutex).unwrap();
         assert_eq!(into_inner_unpoisoned(mutex), 2);
     }
-}
-
-/// Runs `work`, catching a panic in it: `Err` with what the panic said. Each caller maps
-/// that to its own layer's error (a damaged file, a failed reader).
-pub fn catch_panic<T>(work: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|payload| panic_message(payload.as_ref()))
-}
-
-/// What a caught panic says (its `&str` or `String` payload; empty for another).
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    (payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_default()
 }

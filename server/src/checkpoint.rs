@@ -26,7 +26,7 @@ use sha2::Sha256;
 use crate::consumer::Consumer;
 use crate::error::{Result, ServeError};
 use crate::metrics::METRICS;
-use crate::reader::Reader;
+use crate::reader::{CheckpointedJob, Reader};
 use crate::registry::{DEFAULT_JOB, ReaderRegistry};
 use crate::state::{StateStore, StoredCheckpoint};
 use readerd_common::sync::MutexUnpoisoned;
@@ -460,7 +460,7 @@ impl Checkpointer {
         (container, shared_name, job_name): (&str, &str, &str),
         after_seq: i64,
         lineage: Option<String>,
-        (fingerprint, spec, job): (String, pb::DatasetSpec, pb::JobCheckpoint),
+        CheckpointedJob { fingerprint, spec, job }: CheckpointedJob,
     ) -> Result<String> {
         let state = pb::CheckpointState {
             container: container.to_owned(),

@@ -21,12 +21,13 @@
 //! (`names_records`) and whether a checkpoint replays the reader (`checkpoints_by_replay`)
 //! are the two questions the reader itself still asks.
 //!
-//! Two more seams are the ledger's alone, each with one implementation over the cluster's
-//! feeds (in `reader/ledger_coordinator.rs`): [`RecordLedger`], what a reader's records
-//! owe their ledger job as they are taken (counts of an unbatched record's examples, a
-//! selection's claims), and [`WindowLeases`] / [`SeatInLeases`], how the window its
-//! jobs share on a replica leases each split for the jobs seated at it. The reader and
-//! its job window know these traits, never the ledger.
+//! Two more seams are the ledger's alone, implemented over the cluster's feeds (in
+//! `reader/ledger_coordinator.rs`): [`RecordLedger`], what a reader's records owe their
+//! ledger job as they are taken (counts of an unbatched record's examples, a selection's
+//! claims), by a job's feed and by a window's (which answers for the jobs seated at it
+//! too); and [`WindowLeases`] / [`SeatInLeases`], how the window its jobs share on a
+//! replica leases each split for the jobs seated at it. The reader and its job window
+//! know these traits, never the ledger.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +51,7 @@ pub enum Fence {
 }
 
 /// What a shared reader answers to. The defaults are a single server's ([`Local`]).
-pub trait Coordinator: Send + Sync + std::fmt::Debug {
+pub trait Coordinator: std::any::Any + Send + Sync + std::fmt::Debug {
     /// This server's name among the replicas of the job ("" on a single server).
     fn replica_id(&self) -> &str {
         ""
@@ -175,13 +176,6 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
     fn job_reports(&self) -> Result<Option<(Vec<ReplicaReport>, Vec<EpochSelection>)>> {
         Ok(None)
     }
-
-    /// On replicas, the ledger job the reader leases its splits in (a job seated at its
-    /// shared reader's window is seated in the window's leases with it,
-    /// [`WindowLeases::seat`]).
-    fn ledger_job(&self) -> Option<&Arc<crate::cluster::JobFeed>> {
-        None
-    }
 }
 
 /// A single server: it answers to itself (every method's default).
@@ -218,7 +212,8 @@ pub trait RecordLedger: Send + Sync {
 /// (`crate::cluster::job::window`).
 pub trait WindowLeases: Send + Sync {
     /// Seats the job whose reader answers to `job` in the window's leases (blocking: asks
-    /// the ledger). `None`: it cannot be, and reads alone.
+    /// the ledger). `None`: it cannot be (or `job` is not a coordinator of this window's
+    /// kind), and reads alone.
     fn seat(self: Arc<Self>, job: &dyn Coordinator) -> Option<Box<dyn SeatInLeases>>;
 
     /// The window moved past its first element: no job is seated from now on.

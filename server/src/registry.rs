@@ -21,7 +21,7 @@ use readerd_proto::v1 as pb;
 
 use crate::error::{Result, ServeError};
 use crate::limits::{FileBudget, Limits};
-use crate::reader::{JobCheckpoint, JobWindow, LedgerJobs, Reader, ReaderSettings};
+use crate::reader::{CheckpointedJob, JobWindow, LedgerJobs, Reader, ReaderSettings};
 use crate::source::DataRoots;
 use crate::spec::{self, ReaderSpec};
 use readerd_common::sync::RwLockUnpoisoned;
@@ -371,7 +371,7 @@ impl ReaderRegistry {
         &self,
         (container, shared_name, job): (&str, &str, &str),
         restore_id: String,
-    ) -> Result<Option<JobCheckpoint>> {
+    ) -> Result<Option<CheckpointedJob>> {
         let Some(jobs) = &self.inner.setup.ledger_jobs else { return Ok(None) };
         let local = match job {
             DEFAULT_JOB => self.read_lock().get(&(container.to_owned(), shared_name.to_owned())).cloned(),

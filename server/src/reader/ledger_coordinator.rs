@@ -293,10 +293,6 @@ impl Coordinator for LedgerCoordinator {
     fn job_reports(&self) -> Result<Option<(Vec<ReplicaReport>, Vec<EpochSelection>)>> {
         Ok(Some((self.feed.replica_reports()?, self.feed.selection_counts()?)))
     }
-
-    fn ledger_job(&self) -> Option<&Arc<JobFeed>> {
-        Some(&self.feed)
-    }
 }
 
 /// This replica's mixture of stopped job `feed` ended and everything it took was delivered
@@ -464,10 +460,12 @@ impl RecordLedger for WindowFeed {
 }
 
 /// The window's leases as its seats see them (`super::job_window`): a job is seated with
-/// the ledger job its reader leases in.
+/// the ledger job its reader leases in, so only a job the ledger coordinates is.
 impl WindowLeases for WindowFeed {
     fn seat(self: Arc<Self>, job: &dyn Coordinator) -> Option<Box<dyn SeatInLeases>> {
-        let seat = WindowFeed::seat(&self, job.ledger_job()?.clone())?;
+        let job: &dyn std::any::Any = job;
+        let job = job.downcast_ref::<LedgerCoordinator>()?;
+        let seat = WindowFeed::seat(&self, job.feed.clone())?;
         Some(Box::new(seat))
     }
 
@@ -490,9 +488,14 @@ impl SeatInLeases for WindowSeat {
     }
 }
 
-/// A job as a checkpoint's token carries it: its spec's fingerprint, its spec and
-/// `readerd.v1.JobCheckpoint` (proto types only).
-pub type JobCheckpoint = (String, pb::DatasetSpec, pb::JobCheckpoint);
+/// A ledger job as a checkpoint's token carries it, in proto types only.
+pub struct CheckpointedJob {
+    /// Its spec's fingerprint, which the token's spec must have.
+    pub fingerprint: String,
+    pub spec: pb::DatasetSpec,
+    /// Its splits, acknowledgements and selections, restored once per its restore id.
+    pub job: pb::JobCheckpoint,
+}
 
 /// The split ledger as a replica's registry uses it (`crate::registry`): each new shared
 /// reader (or job reader) joined to its ledger job, the reader of the window a shared
@@ -546,11 +549,12 @@ impl LedgerJobs {
         &self,
         (container, shared_name, job): (&str, &str, &str),
         restore_id: String,
-    ) -> Result<JobCheckpoint> {
+    ) -> Result<CheckpointedJob> {
         let key = JobKey::job(container, shared_name, job);
         let snapshot = self.cluster.ledger().snapshot_job(&key)?;
         let snapshot = snapshot.ok_or_else(|| crate::error::ServeError::ReaderNotFound(key.to_string()))?;
-        Ok(snapshot.into_checkpoint(restore_id)?)
+        let (fingerprint, spec, job) = snapshot.into_checkpoint(restore_id)?;
+        Ok(CheckpointedJob { fingerprint, spec, job })
     }
 
     /// Makes job `job_name` of shared reader `container/shared_name` the one checkpoint

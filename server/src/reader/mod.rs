@@ -86,7 +86,7 @@
 mod batcher;
 mod chunks;
 mod ledger_coordinator;
-pub use ledger_coordinator::{JobCheckpoint, LedgerCoordinator, LedgerJobs};
+pub use ledger_coordinator::{CheckpointedJob, LedgerCoordinator, LedgerJobs};
 mod columnar_schema;
 mod csv_header;
 mod decoding;

@@ -18,6 +18,10 @@ use crate::source::Record;
 use crate::watch::stages::{self, Stage};
 use readerd_common::sync::{MutexUnpoisoned, into_inner_unpoisoned};
 
+/// Records whose fates a reading thread claims at most at once before its chunk (with
+/// no lock held, `ReaderState::pull_to_claim`).
+const MAX_CLAIMED_AHEAD: usize = 4096;
+
 impl Reader {
     /// Up to `max_elements` decoded elements (stopping early once `max_bytes` of payload
     /// are gathered), the reader's failure, or the end of the sequence. Records are taken
@@ -52,9 +56,19 @@ impl Reader {
     /// [`Reader::next_chunk`] from the reader's own pipeline, through its kind's chain
     /// of stages (`element_source.rs`).
     fn read_chunk(&self, max_elements: usize, max_bytes: usize) -> Chunk {
-        // With no lock held: on replicas, its next split is leased here, not under the
-        // reader's lock.
+        // With no lock held: on replicas, its next split is leased here, and the fates of
+        // the records a `skip` or `take` counts across replicas claimed, not under the
+        // reader's lock (a mixture's components still claim under it).
         self.coordinator().prepare_next_chunk();
+        if self.mixture.is_none() && self.spec.select.counts() {
+            let want = max_elements.saturating_mul(self.spec.batch_size.max(1)).min(MAX_CLAIMED_AHEAD);
+            loop {
+                // The lock is let go before the claim.
+                let ahead = self.lock().pull_to_claim(&self.spec, &self.decoding, (want, max_bytes));
+                let Some(ahead) = ahead else { break };
+                ahead.claim();
+            }
+        }
         let budgets = (max_elements, max_bytes);
         match &self.mixture {
             _ if self.spec.unbatch => self.read_from(&Unbatched(self), budgets),

@@ -16,7 +16,8 @@
 //! - `records.rs`: where records come from. `ReaderState`, the state behind the reader's
 //!   lock, takes the pipeline's next record, skips corrupt ones (`onError: SKIP`) and
 //!   applies the spec's selection (`skip`, `take`, filters; on replicas, `skip` and `take`
-//!   are claimed from the job, and dropped records kept to be settled); `SelectedRecords` and
+//!   are claimed from the job, ahead of each chunk with no lock held (`ClaimAhead`), and
+//!   dropped records kept to be settled); `SelectedRecords` and
 //!   `Examples` (`unbatch`) are the batcher's sources, as `mix.rs`'s `MixedRecords` is a
 //!   mixture's.
 //! - `batcher.rs`: where records are batched, one loop for every source (the

@@ -6,7 +6,7 @@
 //! (a mixture's is in `mix.rs`).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::batcher::BatchSource;
 use super::decoding::Decoding;
@@ -16,6 +16,7 @@ use crate::error::{Result, ServeError};
 use crate::pipeline::{Next, RecordPipeline};
 use crate::source::{Record, RecordId, SourceError};
 use crate::spec::ReaderSpec;
+use readerd_common::sync::MutexUnpoisoned;
 
 /// A reader's records as its selection keeps them.
 pub(super) struct SelectedRecords<'a> {
@@ -82,6 +83,9 @@ pub(super) struct ReaderState {
     /// group (an epoch's end, the end), to hand out after them (`skip`, `take` on replicas).
     claimed: VecDeque<Record>,
     claimed_then: Option<Next>,
+    /// A claim made ahead with no lock held ([`ClaimAhead`]), handed out before any
+    /// record read after it.
+    ahead: Arc<ClaimsAhead>,
 }
 
 /// On replicas, a reader's records in its job's ledger (`ledger_coordinator.rs`). What it does
@@ -129,6 +133,7 @@ impl ReaderState {
             ledger: None,
             claimed: VecDeque::new(),
             claimed_then: None,
+            ahead: Arc::default(),
         }
     }
 
@@ -269,6 +274,12 @@ impl ReaderState {
             if let Some(step) = self.claimed_then.take() {
                 return Ok(step);
             }
+            // Records pulled for a claim made ahead come before any read after them.
+            if let Some(group) = self.ahead.wait_for_group() {
+                let ClaimedGroup { taken, then } = group.inspect_err(|err| self.failed = Some(err.clone()))?;
+                (self.claimed, self.claimed_then) = (taken, then);
+                continue;
+            }
             let mut group = Vec::new();
             while group.len() < CLAIM_GROUP {
                 match self.next_filtered(spec, decoding)? {
@@ -289,15 +300,48 @@ impl ReaderState {
                 self.failed = Some(err.clone());
                 err
             })?;
-            for (record, fate) in group.into_iter().zip(fates) {
-                match fate {
-                    Fate::Taken => self.claimed.push_back(record),
-                    // Settled under its tombstone, for a job that unbatches.
-                    Fate::Skipped | Fate::Dropped if spec.unbatch => job.record_settled(&record.id()),
-                    Fate::Skipped | Fate::Dropped => {}
+            self.claimed = taken_of(job, group, fates, spec.unbatch);
+        }
+    }
+
+    /// With `skip` or `take` on replicas (not a mixture's component): the next records the
+    /// filters keep (up to an epoch's end, which a chunk may cross), pulled for a claim
+    /// made with no lock held ([`ClaimAhead::claim`]), unless `want` records taken (or
+    /// `max_bytes` of them) wait to be handed out already, or the end or a failure does.
+    /// `None`: nothing to claim ahead now.
+    pub(super) fn pull_to_claim(
+        &mut self,
+        spec: &ReaderSpec,
+        decoding: &Decoding,
+        (want, max_bytes): (usize, usize),
+    ) -> Option<ClaimAhead> {
+        let InLedger { job, scope, .. } = self.ledger.as_ref().filter(|_| spec.select.counts())?;
+        let (job, scope) = (job.clone(), *scope);
+        if self.failed.is_some() || matches!(self.claimed_then, Some(Next::End)) {
+            return None;
+        }
+        let (records, bytes) = self.ahead.waiting(&self.claimed)?;
+        if records >= want || bytes >= max_bytes {
+            return None;
+        }
+        let limits = SelectionLimits { skip: spec.select.skip, take: spec.select.take, scope };
+        let (mut pulled, mut then) = (Vec::new(), None);
+        while pulled.len() < (want - records).max(CLAIM_GROUP) {
+            match self.next_filtered(spec, decoding) {
+                Ok(Next::Item(record)) => pulled.push(record),
+                Ok(step) => {
+                    then = Some(step);
+                    break;
                 }
+                // The failure sticks (`failed`): it comes after the records pulled.
+                Err(_) => break,
             }
         }
+        if pulled.is_empty() && then.is_none() {
+            return None;
+        }
+        self.ahead.slot.lock_unpoisoned().in_flight = true;
+        Some(ClaimAhead { ahead: self.ahead.clone(), job, limits, records: pulled, then, unbatch: spec.unbatch })
     }
 
     /// The next record the selection's filters (key buckets, predicates) keep, counted in
@@ -379,3 +423,106 @@ impl ReaderState {
         }
     }
 }
+
+/// Of the records `group` whose fates `job` claimed (`fates`, in order), those taken; the
+/// others need nothing more, but a skipped or dropped record of a job that unbatches is
+/// settled under its tombstone.
+fn taken_of(job: &dyn RecordLedger, group: Vec<Record>, fates: Vec<Fate>, unbatch: bool) -> VecDeque<Record> {
+    let mut taken = VecDeque::new();
+    for (record, fate) in group.into_iter().zip(fates) {
+        match fate {
+            Fate::Taken => taken.push_back(record),
+            Fate::Skipped | Fate::Dropped if unbatch => job.record_settled(&record.id()),
+            Fate::Skipped | Fate::Dropped => {}
+        }
+    }
+    taken
+}
+
+/// Records pulled under the reader's lock whose fates are claimed with none held
+/// ([`ReaderState::pull_to_claim`]): the reading thread claims them before it takes the
+/// lock for its chunk, so that the ledger's transactions hold back no other stream of
+/// the reader, nor its stats.
+pub(super) struct ClaimAhead {
+    ahead: Arc<ClaimsAhead>,
+    job: Arc<dyn RecordLedger>,
+    limits: SelectionLimits,
+    records: Vec<Record>,
+    /// The step after them (an epoch's end, the end), if their pulling met one.
+    then: Option<Next>,
+    unbatch: bool,
+}
+
+impl ClaimAhead {
+    /// Claims the records' fates (blocking: one ledger transaction) and leaves those taken,
+    /// after the claims made before, for whichever stream takes the reader's next records.
+    pub(super) fn claim(self) {
+        let ClaimAhead { ahead, job, limits, records, then, unbatch } = self;
+        let group = match records.is_empty() {
+            true => Ok(ClaimedGroup { taken: VecDeque::new(), then }),
+            false => {
+                let ids: Vec<RecordId> = records.iter().map(Record::id).collect();
+                match job.claim_selected(limits, &ids) {
+                    Ok(fates) => Ok(ClaimedGroup { taken: taken_of(job.as_ref(), records, fates, unbatch), then }),
+                    Err(err) => Err(ServeError::from(err)),
+                }
+            }
+        };
+        let mut slot = ahead.slot.lock_unpoisoned();
+        slot.in_flight = false;
+        slot.groups.push_back(group);
+        ahead.claimed.notify_all();
+    }
+}
+
+/// Where claims made ahead leave their records, in the order they were pulled: a stream
+/// that needs them while a claim is in flight waits here, under the reader's lock, which
+/// the claim never needs.
+#[derive(Default)]
+struct ClaimsAhead {
+    slot: Mutex<AheadSlot>,
+    claimed: Condvar,
+}
+
+#[derive(Default)]
+struct AheadSlot {
+    /// A claim is being made (one at a time: its records come after those of `groups`).
+    in_flight: bool,
+    groups: VecDeque<Result<ClaimedGroup>>,
+}
+
+/// The records of a claim made ahead that the job took, and the step after them.
+struct ClaimedGroup {
+    taken: VecDeque<Record>,
+    then: Option<Next>,
+}
+
+impl ClaimsAhead {
+    /// The records taken that wait to be handed out (`claimed`, then the claims' made
+    /// ahead) and their bytes; `None` while a claim is in flight, or once the end or a
+    /// failure waits after them (nothing comes after it).
+    fn waiting(&self, claimed: &VecDeque<Record>) -> Option<(usize, usize)> {
+        let slot = self.slot.lock_unpoisoned();
+        let ended =
+            |group: &Result<ClaimedGroup>| group.as_ref().map_or(true, |group| matches!(group.then, Some(Next::End)));
+        if slot.in_flight || slot.groups.iter().any(ended) {
+            return None;
+        }
+        let taken = slot.groups.iter().flatten().flat_map(|group| &group.taken);
+        let (records, bytes) = claimed.iter().chain(taken).fold((0, 0), |(n, b), r| (n + 1, b + r.value.len()));
+        Some((records, bytes))
+    }
+
+    /// The records of the first claim made ahead, once it is done (`None`: there is
+    /// none).
+    fn wait_for_group(&self) -> Option<Result<ClaimedGroup>> {
+        let mut slot = self.slot.lock_unpoisoned();
+        while slot.in_flight && slot.groups.is_empty() {
+            slot = self.claimed.wait(slot).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        slot.groups.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests;

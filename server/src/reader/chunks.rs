@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use super::batcher::BatchesTaken;
 use super::decoding::{Batches, DecodedElements};
 use super::element_source::{ChunkSpan, ElementSource, Files, Mixed, Unbatched};
-use super::records::ReaderState;
+use super::records::{ChunkRecords, ReaderState};
 use super::{Chunk, Reader};
 use crate::element::{Element, RecordId};
 use crate::error::{Result, ServeError};
@@ -18,8 +18,8 @@ use crate::source::Record;
 use crate::watch::stages::{self, Stage};
 use readerd_common::sync::{MutexUnpoisoned, into_inner_unpoisoned};
 
-/// Records whose fates a reading thread claims at most at once before its chunk (with
-/// no lock held, `ReaderState::pull_to_claim`).
+/// Records whose fates a reading thread claims at most before its chunk (with no lock
+/// held, `ReaderState::pull_to_claim`).
 const MAX_CLAIMED_AHEAD: usize = 4096;
 
 impl Reader {
@@ -61,10 +61,12 @@ impl Reader {
         // reader's lock (a mixture's components still claim under it).
         self.coordinator().prepare_next_chunk();
         if self.mixture.is_none() && self.spec.select.counts() {
-            let want = max_elements.saturating_mul(self.spec.batch_size.max(1)).min(MAX_CLAIMED_AHEAD);
+            let batch = self.spec.batch_size.min(MAX_CLAIMED_AHEAD);
+            let elements = max_elements.min(MAX_CLAIMED_AHEAD / batch.max(1));
             loop {
                 // The lock is let go before the claim.
-                let ahead = self.lock().pull_to_claim(&self.spec, &self.decoding, (want, max_bytes));
+                let chunk = ChunkRecords::new(elements, batch, max_bytes);
+                let ahead = self.lock().pull_to_claim(&self.spec, &self.decoding, chunk);
                 let Some(ahead) = ahead else { break };
                 ahead.claim();
             }

@@ -304,31 +304,34 @@ impl ReaderState {
         }
     }
 
-    /// With `skip` or `take` on replicas (not a mixture's component): the next records the
-    /// filters keep (up to an epoch's end, which a chunk may cross), pulled for a claim
-    /// made with no lock held ([`ClaimAhead::claim`]), unless `want` records taken (or
-    /// `max_bytes` of them) wait to be handed out already, or the end or a failure does.
-    /// `None`: nothing to claim ahead now.
+    /// With `skip` or `take` on replicas (not a mixture's component), when the records
+    /// taken that wait to be handed out do not cover `chunk` (what the next chunk may
+    /// take): the next records the filters keep (up to an epoch's end, which a chunk may
+    /// cross), pulled for a claim made with no lock held ([`ClaimAhead::claim`]), as many as
+    /// cover it, and a claim's group ([`CLAIM_GROUP`]) at least within its bytes. `None`:
+    /// nothing to claim ahead now (they cover it, or the end or a failure waits).
     pub(super) fn pull_to_claim(
         &mut self,
         spec: &ReaderSpec,
         decoding: &Decoding,
-        (want, max_bytes): (usize, usize),
+        mut chunk: ChunkRecords,
     ) -> Option<ClaimAhead> {
         let InLedger { job, scope, .. } = self.ledger.as_ref().filter(|_| spec.select.counts())?;
         let (job, scope) = (job.clone(), *scope);
         if self.failed.is_some() || matches!(self.claimed_then, Some(Next::End)) {
             return None;
         }
-        let (records, bytes) = self.ahead.waiting(&self.claimed)?;
-        if records >= want || bytes >= max_bytes {
+        if !self.ahead.count_waiting(&self.claimed, &mut chunk) || chunk.is_covered() {
             return None;
         }
         let limits = SelectionLimits { skip: spec.select.skip, take: spec.select.take, scope };
         let (mut pulled, mut then) = (Vec::new(), None);
-        while pulled.len() < (want - records).max(CLAIM_GROUP) {
+        while !chunk.bytes_reached() && (pulled.len() < CLAIM_GROUP || !chunk.is_covered()) {
             match self.next_filtered(spec, decoding) {
-                Ok(Next::Item(record)) => pulled.push(record),
+                Ok(Next::Item(record)) => {
+                    chunk.add(&record);
+                    pulled.push(record);
+                }
                 Ok(step) => {
                     then = Some(step);
                     break;
@@ -439,6 +442,45 @@ fn taken_of(job: &dyn RecordLedger, group: Vec<Record>, fates: Vec<Fate>, unbatc
     taken
 }
 
+/// The records a chunk may take at most, as the batcher takes them: `max_elements`
+/// batches of `batch` records, stopping after the batch in which `max_bytes` of them were
+/// reached.
+pub(super) struct ChunkRecords {
+    /// Records at most: every batch whole.
+    most: usize,
+    max_bytes: usize,
+    batch: usize,
+    records: usize,
+    bytes: usize,
+    /// Records counted after `max_bytes` was reached (the rest of that batch).
+    past_bytes: usize,
+}
+
+impl ChunkRecords {
+    pub(super) fn new(max_elements: usize, batch: usize, max_bytes: usize) -> Self {
+        let batch = batch.max(1);
+        let most = max_elements.saturating_mul(batch);
+        Self { most, max_bytes, batch, records: 0, bytes: 0, past_bytes: 0 }
+    }
+
+    fn add(&mut self, record: &Record) {
+        if self.bytes >= self.max_bytes {
+            self.past_bytes += 1;
+        }
+        self.records += 1;
+        self.bytes += record.value.len();
+    }
+
+    /// Whether the records counted are all the chunk may take.
+    fn is_covered(&self) -> bool {
+        self.records >= self.most || self.bytes_reached()
+    }
+
+    fn bytes_reached(&self) -> bool {
+        self.bytes >= self.max_bytes && self.past_bytes + 1 >= self.batch
+    }
+}
+
 /// Records pulled under the reader's lock whose fates are claimed with none held
 /// ([`ReaderState::pull_to_claim`]): the reading thread claims them before it takes the
 /// lock for its chunk, so that the ledger's transactions hold back no other stream of
@@ -498,19 +540,19 @@ struct ClaimedGroup {
 }
 
 impl ClaimsAhead {
-    /// The records taken that wait to be handed out (`claimed`, then the claims' made
-    /// ahead) and their bytes; `None` while a claim is in flight, or once the end or a
+    /// Counts in `chunk` the records taken that wait to be handed out (`claimed`, then
+    /// the claims' made ahead); false while a claim is in flight, or once the end or a
     /// failure waits after them (nothing comes after it).
-    fn waiting(&self, claimed: &VecDeque<Record>) -> Option<(usize, usize)> {
+    fn count_waiting(&self, claimed: &VecDeque<Record>, chunk: &mut ChunkRecords) -> bool {
         let slot = self.slot.lock_unpoisoned();
         let ended =
             |group: &Result<ClaimedGroup>| group.as_ref().map_or(true, |group| matches!(group.then, Some(Next::End)));
         if slot.in_flight || slot.groups.iter().any(ended) {
-            return None;
+            return false;
         }
         let taken = slot.groups.iter().flatten().flat_map(|group| &group.taken);
-        let (records, bytes) = claimed.iter().chain(taken).fold((0, 0), |(n, b), r| (n + 1, b + r.value.len()));
-        Some((records, bytes))
+        claimed.iter().chain(taken).for_each(|record| chunk.add(record));
+        true
     }
 
     /// The records of the first claim made ahead, once it is done (`None`: there is

@@ -17,6 +17,7 @@ struct CountingLedger {
     reader: OnceLock<Weak<Reader>>,
     claimed_by_epoch: Mutex<BTreeMap<u64, u64>>,
     lock_free_at_claims: Mutex<Vec<bool>>,
+    claim_sizes: Mutex<Vec<usize>>,
 }
 
 impl RecordLedger for CountingLedger {
@@ -29,6 +30,7 @@ impl RecordLedger for CountingLedger {
     fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
         let reader = self.reader.get().and_then(Weak::upgrade).expect("the reader");
         self.lock_free_at_claims.lock().unwrap().push(reader.state.try_lock().is_ok());
+        self.claim_sizes.lock().unwrap().push(records.len());
         let mut claimed = self.claimed_by_epoch.lock().unwrap();
         let fates = records.iter().map(|record| {
             let n = claimed.entry(record.epoch).or_default();
@@ -122,4 +124,27 @@ fn streams_reading_at_once_take_each_record_once_when_claims_are_made_ahead() {
     // it) claims the rest under the lock.
     let claims = ledger.lock_free_at_claims.lock().unwrap();
     eprintln!("{} claims, {} with the reader's lock free", claims.len(), claims.iter().filter(|free| **free).count());
+}
+
+/// Records pulled ahead for a claim stay within what the chunk may take by its byte
+/// budget (the batch in which 80 bytes of 3- and 4-byte lines are reached, whole: under
+/// 30 lines, not 8 batches of 4 nor a group of 64), and cover it: no claim is made under
+/// the lock.
+#[test]
+fn a_claim_made_ahead_pulls_what_the_chunks_byte_budget_takes() {
+    let pipeline = serde_json::json!({"seed": 3, "numEpochs": 1, "batchSize": 4, "select": {"take": 100}});
+    let (_dir, reader, ledger) = reader_claiming_from(2, 100, pipeline);
+    let mut lines = 0;
+    loop {
+        let chunk = reader.next_chunk(8, 80);
+        assert!(chunk.error.is_none(), "{:?}", chunk.error);
+        lines += chunk.elements.iter().map(|element| element.keys.len()).sum::<usize>();
+        if chunk.end_of_sequence {
+            break;
+        }
+    }
+    assert_eq!(lines, 100);
+    let (sizes, free) = (ledger.claim_sizes.lock().unwrap(), ledger.lock_free_at_claims.lock().unwrap());
+    assert!(sizes.iter().all(|&n| n < 30), "{sizes:?}");
+    assert!(free.iter().all(|free| *free), "{free:?}");
 }

@@ -83,8 +83,8 @@ pub(super) struct ReaderState {
     /// group (an epoch's end, the end), to hand out after them (`skip`, `take` on replicas).
     claimed: VecDeque<Record>,
     claimed_then: Option<Next>,
-    /// A claim made ahead with no lock held ([`ClaimAhead`]), handed out before any
-    /// record read after it.
+    /// Claims made ahead with no lock held ([`ClaimAhead`]): their records are handed
+    /// out before any read after them.
     ahead: Arc<ClaimsAhead>,
 }
 
@@ -498,9 +498,10 @@ pub(super) struct ClaimAhead {
 impl ClaimAhead {
     /// Claims the records' fates (blocking: one ledger transaction) and leaves those taken,
     /// after the claims made before, for whichever stream takes the reader's next records.
+    /// A failure (a panic too: streams may be waiting for them) is what they find there.
     pub(super) fn claim(self) {
         let ClaimAhead { ahead, job, limits, records, then, unbatch } = self;
-        let group = match records.is_empty() {
+        let claim = || match records.is_empty() {
             true => Ok(ClaimedGroup { taken: VecDeque::new(), then }),
             false => {
                 let ids: Vec<RecordId> = records.iter().map(Record::id).collect();
@@ -510,6 +511,9 @@ impl ClaimAhead {
                 }
             }
         };
+        let group = readerd_common::sync::catch_panic(claim).unwrap_or_else(|panic| {
+            Err(ServeError::Internal(format!("a claim of records' fates under skip and take panicked: {panic}")))
+        });
         let mut slot = ahead.slot.lock_unpoisoned();
         slot.in_flight = false;
         slot.groups.push_back(group);

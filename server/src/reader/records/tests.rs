@@ -18,6 +18,8 @@ struct CountingLedger {
     claimed_by_epoch: Mutex<BTreeMap<u64, u64>>,
     lock_free_at_claims: Mutex<Vec<bool>>,
     claim_sizes: Mutex<Vec<usize>>,
+    /// Its claims panic (a bug).
+    panics: std::sync::atomic::AtomicBool,
 }
 
 impl RecordLedger for CountingLedger {
@@ -28,6 +30,7 @@ impl RecordLedger for CountingLedger {
     fn record_settled(&self, _: &RecordId) {}
 
     fn claim_selected(&self, limits: SelectionLimits, records: &[RecordId]) -> Result<Vec<Fate>, SourceError> {
+        assert!(!self.panics.load(std::sync::atomic::Ordering::Relaxed), "a claim panics");
         let reader = self.reader.get().and_then(Weak::upgrade).expect("the reader");
         self.lock_free_at_claims.lock().unwrap().push(reader.state.try_lock().is_ok());
         self.claim_sizes.lock().unwrap().push(records.len());
@@ -147,4 +150,18 @@ fn a_claim_made_ahead_pulls_what_the_chunks_byte_budget_takes() {
     let (sizes, free) = (ledger.claim_sizes.lock().unwrap(), ledger.lock_free_at_claims.lock().unwrap());
     assert!(sizes.iter().all(|&n| n < 30), "{sizes:?}");
     assert!(free.iter().all(|free| *free), "{free:?}");
+}
+
+/// A claim made ahead that panics fails the reader (`INTERNAL`, naming it) for every
+/// stream, as any failure of its own: none waits for its records for ever.
+#[test]
+fn a_claim_made_ahead_that_panics_fails_the_reader() {
+    let pipeline = serde_json::json!({"numEpochs": 1, "batchSize": 4, "select": {"take": 10}});
+    let (_dir, reader, ledger) = reader_claiming_from(1, 20, pipeline);
+    ledger.panics.store(true, std::sync::atomic::Ordering::Relaxed);
+    for _ in 0..2 {
+        let chunk = reader.next_chunk(8, 1 << 20);
+        let err = chunk.error.expect("the reader failed");
+        assert!(err.to_string().contains("panicked: a claim panics"), "{err}");
+    }
 }
